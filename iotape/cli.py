@@ -1,0 +1,35 @@
+"""The `iotape` command: a thin layer over the library, one sub-app per component."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from iotape.errors import IotapeError
+
+app = typer.Typer(
+    name="iotape",
+    help="Record block I/O with eBPF, replay it with fio, analyze it offline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register() -> None:
+    # Imported here so that `iotape --help` stays fast and a component with a
+    # missing optional dependency does not break the others.
+    from iotape.recorder import record_cli, trace_cli
+
+    app.command("record", context_settings={"allow_extra_args": True})(record_cli.record)
+    app.add_typer(trace_cli.app, name="trace")
+
+
+def main() -> None:
+    _register()
+    try:
+        app()
+    except IotapeError as e:
+        print(f"iotape: error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
