@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0
+/* iotape kernel side: one struct iotape_record per completed block request.
+ *
+ * block_io_start  (submitter's context) -> who submitted it, queue time
+ * block_rq_issue                        -> issue (dispatch) time
+ * block_rq_complete                     -> the record, into the ring buffer
+ *
+ * Settings are const volatile globals the loader fills before load, so the
+ * verifier sees them as constants and prunes the filters that are off. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "iotape_record.h"
+#include "iotape.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile __u32 n_devs = 0;
+const volatile __u32 devs[IOTAPE_MAX_DEVS] = {};	/* kernel dev_t: major << 20 | minor */
+const volatile __u8 dev_is_part[IOTAPE_MAX_DEVS] = {};
+const volatile bool any_part = false;
+const volatile __u32 n_pids = 0;
+const volatile __u32 pids[IOTAPE_MAX_PIDS] = {};
+const volatile __u32 n_cgroups = 0;
+const volatile __u64 cgroups[IOTAPE_MAX_CGROUPS] = {};
+const volatile __u32 n_comms = 0;
+const volatile __u64 comms[IOTAPE_MAX_COMMS][2] = {};	/* 16 NUL-padded bytes */
+const volatile __u32 op_mask = 0xffffffff;		/* bit (1 << IOTAPE_OP_*) */
+const volatile __u64 ring_half = 0;			/* wake user space past this */
+
+/* Set by the loader after load and before attach: CLOCK_MONOTONIC at the start. */
+__u64 mono_start = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20);			/* resized by the loader (--ring-mb) */
+} events SEC(".maps");
+
+/* Fast path: one slot per (device filter, hctx, tag); see iotape.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, IOTAPE_SLOTS_PER_DEV);	/* n_devs * IOTAPE_SLOTS_PER_DEV, set by the loader */
+	__uint(map_flags, BPF_F_MMAPABLE);		/* the loader counts requests in flight at stop */
+	__type(key, __u32);
+	__type(value, struct iotape_inflight);
+} slots SEC(".maps");
+
+/* Slow path for requests without a slot. Preallocated (the default) so an
+ * update never allocates in the I/O path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);			/* resized by the loader (--inflight) */
+	__type(key, __u64);				/* struct request * */
+	__type(value, struct iotape_inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, IOTAPE_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
+
+	/* Atomic although per-CPU: a completion in IRQ context can nest in a submission. */
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+static __always_inline bool task_filter(void)
+{
+	return n_pids || n_cgroups || n_comms;
+}
+
+/* The whole disk's dev_t in the kernel's encoding (disk_devt()). */
+static __always_inline __u32 disk_dev(struct request *rq)
+{
+	struct gendisk *disk = rq->q->disk;
+
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+}
+
+/* rq->part is assigned in blk_account_io_start, which on some kernels runs
+ * after the block_io_start tracepoint; the bio's bdev is the same partition. */
+static __always_inline __u32 part_dev(struct request *rq)
+{
+	struct block_device *part = rq->part;
+
+	if (!part && rq->bio)
+		part = rq->bio->bi_bdev;
+	return part ? part->bd_dev : 0;
+}
+
+/* The index of the device filter RQ matches, or -1. */
+static __always_inline int dev_match(struct request *rq, __u32 *dev)
+{
+	__u32 disk = disk_dev(rq), part = any_part ? part_dev(rq) : 0;
+
+	*dev = disk;
+	for (int i = 0; i < IOTAPE_MAX_DEVS; i++) {
+		if (i >= n_devs)
+			break;
+		if (devs[i] == (dev_is_part[i] ? part : disk))
+			return i;
+	}
+	return -1;
+}
+
+/* With an I/O scheduler the request owns its internal (scheduler) tag for
+ * its whole life and gets a driver tag only at dispatch; without one,
+ * internal_tag is BLK_MQ_NO_TAG and the driver tag is owned from allocation. */
+static __always_inline struct iotape_inflight *slot_of(struct request *rq, int devslot)
+{
+	__u32 tag = rq->internal_tag, hctx = rq->mq_hctx->queue_num, idx;
+
+	if (tag == (__u32)-1)
+		tag = rq->tag;
+	if (tag >= IOTAPE_SLOT_TAGS || hctx >= IOTAPE_SLOT_HCTX)
+		return NULL;
+	idx = ((__u32)devslot * IOTAPE_SLOT_HCTX + hctx) * IOTAPE_SLOT_TAGS + tag;
+	return bpf_map_lookup_elem(&slots, &idx);
+}
+
+/* RQ's in-flight entry: its slot if it owns one, else the hash map's. */
+static __always_inline struct iotape_inflight *find(struct request *rq, int devslot,
+						    struct iotape_inflight **slot)
+{
+	__u64 key = (__u64)rq;
+
+	*slot = slot_of(rq, devslot);
+	if (*slot && (*slot)->rq == key)
+		return *slot;
+	return bpf_map_lookup_elem(&inflight, &key);
+}
+
+static __always_inline bool has_flag_preflush(__u32 opf)
+{
+	return opf & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH));
+}
+
+/* An fsync reaches the block layer as an empty REQ_OP_WRITE with REQ_PREFLUSH
+ * (REQ_OP_FLUSH is only the flush machinery's own flush_rq): call it a flush. */
+static __always_inline __u8 map_op(__u32 opf, __u32 len)
+{
+	__u32 op = opf & 0xff;				/* REQ_OP_MASK */
+
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
+		return IOTAPE_OP_READ;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE))
+		return !len && has_flag_preflush(opf) ? IOTAPE_OP_FLUSH : IOTAPE_OP_WRITE;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH))
+		return IOTAPE_OP_FLUSH;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_DISCARD))
+		return IOTAPE_OP_DISCARD;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE_ZEROES))
+		return IOTAPE_OP_WRITE_ZEROES;
+	return IOTAPE_OP_OTHER;
+}
+
+static __always_inline bool op_match(struct request *rq)
+{
+	return op_mask & (1u << map_op(rq->cmd_flags, rq->__data_len));
+}
+
+/* The REQ_* bit positions move between kernel versions; CO-RE reads them
+ * from the running kernel's BTF, and the exists-guard drops absent bits. */
+#define FLAG(bit, out)							\
+	do {								\
+		if (bpf_core_enum_value_exists(enum req_flag_bits, bit) && \
+		    (opf & (1u << bpf_core_enum_value(enum req_flag_bits, bit)))) \
+			f |= (out);					\
+	} while (0)
+
+static __always_inline __u16 map_flags(__u32 opf)
+{
+	__u16 f = 0;
+
+	FLAG(__REQ_SYNC, IOTAPE_FLAG_SYNC);
+	FLAG(__REQ_FUA, IOTAPE_FLAG_FUA);
+	FLAG(__REQ_PREFLUSH, IOTAPE_FLAG_PREFLUSH);
+	FLAG(__REQ_META, IOTAPE_FLAG_META);
+	FLAG(__REQ_RAHEAD, IOTAPE_FLAG_READAHEAD);
+	FLAG(__REQ_PRIO, IOTAPE_FLAG_PRIO);
+	FLAG(__REQ_BACKGROUND, IOTAPE_FLAG_BACKGROUND);
+	FLAG(__REQ_NOWAIT, IOTAPE_FLAG_NOWAIT);
+	FLAG(__REQ_IDLE, IOTAPE_FLAG_IDLE);
+	FLAG(__REQ_POLLED, IOTAPE_FLAG_POLLED);
+	FLAG(__REQ_NOMERGE, IOTAPE_FLAG_NOMERGE);
+	return f;
+}
+
+static __always_inline bool comm_match(const char *comm)
+{
+	const __u64 *w = (const __u64 *)comm;
+
+	for (int i = 0; i < IOTAPE_MAX_COMMS; i++) {
+		if (i >= n_comms)
+			break;
+		if (comms[i][0] == w[0] && comms[i][1] == w[1])
+			return true;
+	}
+	return false;
+}
+
+static __always_inline bool pid_match(__u32 tgid)
+{
+	for (int i = 0; i < IOTAPE_MAX_PIDS; i++) {
+		if (i >= n_pids)
+			break;
+		if (pids[i] == tgid)
+			return true;
+	}
+	return false;
+}
+
+static __always_inline bool cgroup_match(__u64 id)
+{
+	for (int i = 0; i < IOTAPE_MAX_CGROUPS; i++) {
+		if (i >= n_cgroups)
+			break;
+		if (cgroups[i] == id)
+			return true;
+	}
+	return false;
+}
+
+static __always_inline int track_start(struct request *rq)
+{
+	struct iotape_inflight *s, e;
+	__u64 key = (__u64)rq, id;
+	int devslot;
+	__u32 dev;
+
+	devslot = dev_match(rq, &dev);
+	if (devslot < 0)
+		return 0;
+	s = slot_of(rq, devslot);
+	id = bpf_get_current_pid_tgid();
+	e.pid = id >> 32;
+	e.tid = (__u32)id;
+	e.cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(e.comm, sizeof(e.comm));
+	if (!op_match(rq) || (n_pids && !pid_match(e.pid)) ||
+	    (n_cgroups && !cgroup_match(e.cgroup_id)) || (n_comms && !comm_match(e.comm))) {
+		/* A request merged away is freed without completing and leaves
+		 * its entry; the next owner of the tag must not inherit it. */
+		if (s)
+			s->rq = 0;
+		else if (task_filter())
+			bpf_map_delete_elem(&inflight, &key);
+		return 0;
+	}
+	e.rq = key;
+	e.ts_queue = bpf_ktime_get_ns();
+	e.ts_issue = 0;
+	e.opf = rq->cmd_flags;
+	e._pad = 0;
+	if (s)
+		*s = e;
+	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
+		count(IOTAPE_CNT_INFLIGHT_FULL);
+	return 0;
+}
+
+/* Since 6.5 (blk_account_io_start): once per new request, in the context of
+ * the task that submitted the bio, also when a loop or dm worker completes it. */
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_io_start, struct request *rq)
+{
+	return track_start(rq);
+}
+
+/* Fallback before 6.5: block_rq_insert also runs in the submitter's context
+ * but misses requests issued directly (no scheduler); those are recorded
+ * with an unknown task. The loader enables it only when block_io_start is absent. */
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(on_rq_insert, struct request *rq)
+{
+	return track_start(rq);
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_issue, struct request *rq)
+{
+	struct iotape_inflight *e, *s, n = {};
+	__u64 key = (__u64)rq;
+	int devslot;
+	__u32 dev;
+
+	devslot = dev_match(rq, &dev);
+	if (devslot < 0)
+		return 0;
+	e = find(rq, devslot, &s);
+	if (e) {
+		e->ts_issue = bpf_ktime_get_ns();
+		return 0;
+	}
+	/* No block_io_start: the flush state machine's flush_rq, passthrough,
+	 * or a request queued before the attach. With a task filter it was
+	 * filtered out (or cannot be attributed), so leave it. */
+	if (task_filter() || !op_match(rq))
+		return 0;
+	n.ts_queue = rq->start_time_ns;
+	if (n.ts_queue && n.ts_queue < mono_start)
+		return 0;			/* completion counts it as pre_start */
+	n.rq = key;
+	n.ts_issue = bpf_ktime_get_ns();
+	n.opf = rq->cmd_flags;
+	if (bpf_map_update_elem(&inflight, &key, &n, BPF_ANY))
+		count(IOTAPE_CNT_INFLIGHT_FULL);
+	return 0;
+}
+
+/* A request merged into another is freed without completing; forget it, so
+ * the slot is free and the loader does not wait for it at stop. Rare: only
+ * request-to-request merges in a scheduler. */
+SEC("tp_btf/block_rq_merge")
+int BPF_PROG(on_rq_merge, struct request *rq)
+{
+	struct iotape_inflight *e, *s;
+	__u64 key = (__u64)rq;
+	int devslot;
+	__u32 dev;
+
+	devslot = dev_match(rq, &dev);
+	if (devslot < 0)
+		return 0;
+	e = find(rq, devslot, &s);
+	if (e == s && s)
+		s->rq = 0;
+	else if (e)
+		bpf_map_delete_elem(&inflight, &key);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	struct iotape_inflight *e, *s;
+	struct iotape_record *r;
+	__u64 key = (__u64)rq, now, q, iss, flags;
+	__u32 dev, opf;
+	int devslot;
+
+	devslot = dev_match(rq, &dev);
+	if (devslot < 0)
+		return 0;
+	e = find(rq, devslot, &s);
+	if (e) {
+		q = e->ts_queue;
+		iss = e->ts_issue;
+		opf = e->opf;
+	} else {
+		if (task_filter() || !op_match(rq))
+			return 0;
+		q = rq->start_time_ns;
+		iss = rq->io_start_time_ns;
+		opf = rq->cmd_flags;
+		if ((q && q < mono_start) || (iss && iss < mono_start)) {
+			count(IOTAPE_CNT_PRE_START);
+			return 0;
+		}
+		count(IOTAPE_CNT_NO_START);
+	}
+	now = bpf_ktime_get_ns();
+
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count(IOTAPE_CNT_RINGBUF_FULL);
+		goto out;
+	}
+	r->ts_queue_ns = q;
+	r->ts_issue_ns = iss;
+	r->ts_complete_ns = now;
+	r->offset = rq->__sector * 512;
+	r->dev = dev;
+	r->bytes = nr_bytes;
+	r->flags = map_flags(opf);
+	r->error = error;			/* raw blk_status_t; user space maps it to -errno */
+	r->op = map_op(opf, nr_bytes);
+	r->stream = 0;
+	r->_pad0[0] = 0;
+	r->_pad0[1] = 0;
+	if (e) {
+		r->cgroup_id = e->cgroup_id;
+		r->pid = e->pid;
+		r->tid = e->tid;
+		__builtin_memcpy(r->comm, e->comm, sizeof(r->comm));
+	} else {
+		r->cgroup_id = 0;
+		r->pid = 0;
+		r->tid = 0;
+		__builtin_memset(r->comm, 0, sizeof(r->comm));
+	}
+	/* User space drains on a 10 ms timer; a wake-up per event would cost
+	 * more than the rest of this program. Wake it only if the ring fills. */
+	flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_half ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+out:
+	/* A partial completion (nr_bytes < what is left) keeps the entry. */
+	if (e && nr_bytes >= rq->__data_len) {
+		if (e == s)
+			s->rq = 0;
+		else
+			bpf_map_delete_elem(&inflight, &key);
+	}
+	return 0;
+}

@@ -1,0 +1,42 @@
+/* Kernel <-> loader contract beyond the trace record (iotape_record.h):
+ * filter limits, counter indexes and the in-flight entry. Fixed-width types only. */
+#ifndef IOTAPE_H
+#define IOTAPE_H
+
+#define IOTAPE_MAX_DEVS 16
+#define IOTAPE_MAX_PIDS 16
+#define IOTAPE_MAX_CGROUPS 16
+#define IOTAPE_MAX_COMMS 8
+#define IOTAPE_COMM_LEN 16
+
+/* The in-flight table is an array indexed by (device filter, hctx, tag): a
+ * request owns its tag from start to completion, so no hashing or locking.
+ * Requests outside these bounds, and the flush machinery's flush_rq (which
+ * borrows another request's tag), use the hash map instead. */
+#define IOTAPE_SLOT_HCTX 8
+#define IOTAPE_SLOT_TAGS 1024
+#define IOTAPE_SLOTS_PER_DEV (IOTAPE_SLOT_HCTX * IOTAPE_SLOT_TAGS)
+
+/* Indexes into the per-CPU `counters` array; the loader sums them over CPUs. */
+enum iotape_counter {
+	IOTAPE_CNT_RINGBUF_FULL = 0,	/* record lost: ring buffer reserve failed */
+	IOTAPE_CNT_INFLIGHT_FULL,	/* record lost: in-flight map update failed */
+	IOTAPE_CNT_PRE_START,		/* request already in flight at attach, left out */
+	IOTAPE_CNT_NO_START,		/* completion without block_io_start, recorded with pid 0 */
+	IOTAPE_CNT_MAX,
+};
+
+/* What block_io_start learns in the submitter's context, kept until completion. */
+struct iotape_inflight {
+	__u64 rq;			/* owner (struct request *) of an array slot; 0 = free */
+	__u64 ts_queue;			/* CLOCK_MONOTONIC ns; 0 if unknown */
+	__u64 ts_issue;			/* CLOCK_MONOTONIC ns; 0 until issued */
+	__u64 cgroup_id;
+	__u32 pid;			/* tgid; 0 if unknown */
+	__u32 tid;
+	char comm[IOTAPE_COMM_LEN];
+	__u32 opf;			/* cmd_flags as submitted (the flush machinery edits them) */
+	__u32 _pad;
+};
+
+#endif /* IOTAPE_H */

@@ -1,0 +1,736 @@
+// SPDX-License-Identifier: Apache-2.0
+/* iotape-rec: loads the iotape BPF programs, drains their ring buffer into a
+ * trace file (docs/trace-format.md) and reports progress as JSON lines.
+ * `iotape record` (Python) runs it; see usage() for the command line. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "iotape_record.h"
+#include "iotape.h"
+#include "iotape.skel.h"
+#include "labels.h"
+#include "tracewriter.h"
+
+#define NSEC_PER_SEC 1000000000ull
+#define POLL_MS 10
+
+static struct opts {
+	const char *out, *meta, *extents_path;
+	uint32_t devs[IOTAPE_MAX_DEVS];
+	uint8_t dev_is_part[IOTAPE_MAX_DEVS];
+	int n_devs;
+	uint32_t pids[IOTAPE_MAX_PIDS];
+	int n_pids;
+	uint64_t cgroups[IOTAPE_MAX_CGROUPS];
+	int n_cgroups;
+	char comms[IOTAPE_MAX_COMMS][IOTAPE_COMM_LEN];
+	int n_comms;
+	uint32_t op_mask;
+	double duration_s;
+	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
+	bool bpf_stats;
+} o = {
+	.chunk_records = 8192,
+	.ring_mb = 32,
+	.inflight = 65536,
+	.status_ms = 1000,
+	.drain_ms = 2000,
+};
+
+/* Everything the drain callback needs. */
+static struct state {
+	struct tracewriter tw;
+	uint64_t mono_start;
+	struct labels labels;
+	uint64_t short_records;
+} st;
+
+static volatile sig_atomic_t stop_signal, n_signals;
+
+static const char *const op_names[] = {
+	[IOTAPE_OP_READ] = "read", [IOTAPE_OP_WRITE] = "write",
+	[IOTAPE_OP_FLUSH] = "flush", [IOTAPE_OP_DISCARD] = "discard",
+	[IOTAPE_OP_WRITE_ZEROES] = "write-zeroes", [IOTAPE_OP_OTHER] = "other",
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: iotape-rec -o OUT.iot --meta META.json --dev MAJ:MIN[:part] [--dev ...]\n"
+"                  [--pid N]... [--cgroup ID]... [--comm NAME]...\n"
+"                  [--op read|write|flush|discard|write-zeroes|other]...\n"
+"                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
+"                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
+"                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
+"Records every completed block request on the devices into OUT.iot.\n"
+"Stops on SIGINT/SIGTERM (SIGUSR1: the traced command exited) or after --duration,\n"
+"then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n");
+}
+
+static void errorf(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("iotape-rec: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+#define usage_error(...) do { errorf(__VA_ARGS__); exit(2); } while (0)
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	/* libbpf explains load failures (verifier log) at WARN; the rest is noise. */
+	if (level > LIBBPF_WARN && !getenv("IOTAPE_REC_DEBUG"))
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void on_signal(int sig)
+{
+	if (!stop_signal)
+		stop_signal = sig;
+	n_signals++;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static uint64_t parse_u64(const char *opt, const char *s, uint64_t max)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-' || v > max)
+		usage_error("%s: '%s' is not a number in 0..%" PRIu64, opt, s, max);
+	return v;
+}
+
+static void parse_dev(const char *s)
+{
+	unsigned int maj, min;
+	char part[8] = "";
+	int n = 0;
+
+	if (o.n_devs == IOTAPE_MAX_DEVS)
+		usage_error("--dev: at most %d devices", IOTAPE_MAX_DEVS);
+	if (sscanf(s, "%u:%u%n:%7s%n", &maj, &min, &n, part, &n) < 2 || s[n] ||
+	    (part[0] && strcmp(part, "part")) || maj >= (1u << 12) || min >= (1u << 20))
+		usage_error("--dev: '%s' is not MAJ:MIN or MAJ:MIN:part", s);
+	o.devs[o.n_devs] = maj << 20 | min;
+	o.dev_is_part[o.n_devs++] = part[0] != 0;
+}
+
+static void parse_op(const char *s)
+{
+	for (size_t i = 0; i < sizeof(op_names) / sizeof(op_names[0]); i++) {
+		if (!strcmp(s, op_names[i])) {
+			o.op_mask |= 1u << i;
+			return;
+		}
+	}
+	usage_error("--op: unknown operation '%s' (read, write, flush, discard, write-zeroes, other)", s);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
+	       O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN };
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "meta", required_argument, NULL, O_META },
+		{ "dev", required_argument, NULL, O_DEV },
+		{ "pid", required_argument, NULL, O_PID },
+		{ "cgroup", required_argument, NULL, O_CGROUP },
+		{ "comm", required_argument, NULL, O_COMM },
+		{ "op", required_argument, NULL, O_OP },
+		{ "rule", required_argument, NULL, O_RULE },
+		{ "extents", required_argument, NULL, O_EXTENTS },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "chunk-records", required_argument, NULL, O_CHUNK },
+		{ "ring-mb", required_argument, NULL, O_RING },
+		{ "inflight", required_argument, NULL, O_INFLIGHT },
+		{ "bpf-stats", no_argument, NULL, O_STATS },
+		{ "status-interval-ms", required_argument, NULL, O_STATUS },
+		{ "drain-ms", required_argument, NULL, O_DRAIN },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	char *end, msg[256];
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': o.out = optarg; break;
+		case O_META: o.meta = optarg; break;
+		case O_DEV: parse_dev(optarg); break;
+		case O_PID:
+			if (o.n_pids == IOTAPE_MAX_PIDS)
+				usage_error("--pid: at most %d pids", IOTAPE_MAX_PIDS);
+			o.pids[o.n_pids++] = parse_u64("--pid", optarg, INT_MAX);
+			break;
+		case O_CGROUP:
+			if (o.n_cgroups == IOTAPE_MAX_CGROUPS)
+				usage_error("--cgroup: at most %d cgroups", IOTAPE_MAX_CGROUPS);
+			o.cgroups[o.n_cgroups++] = parse_u64("--cgroup", optarg, UINT64_MAX);
+			break;
+		case O_COMM:
+			if (o.n_comms == IOTAPE_MAX_COMMS)
+				usage_error("--comm: at most %d names", IOTAPE_MAX_COMMS);
+			if (!optarg[0] || strlen(optarg) >= IOTAPE_COMM_LEN)
+				usage_error("--comm: '%s' must be 1..15 characters (the kernel's comm)", optarg);
+			strncpy(o.comms[o.n_comms++], optarg, IOTAPE_COMM_LEN);
+			break;
+		case O_OP: parse_op(optarg); break;
+		case O_RULE:
+			if (labels_add_rule(&st.labels, optarg, msg, sizeof(msg)))
+				usage_error("%s", msg);
+			break;
+		case O_EXTENTS: o.extents_path = optarg; break;
+		case O_DURATION:
+			o.duration_s = strtod(optarg, &end);
+			if (end == optarg || *end || !(o.duration_s > 0) || o.duration_s > 1e9)
+				usage_error("--duration: '%s' is not a positive number of seconds", optarg);
+			break;
+		case O_CHUNK:
+			o.chunk_records = parse_u64("--chunk-records", optarg, IOTAPE_MAX_CHUNK_RECORDS);
+			if (!o.chunk_records)
+				usage_error("--chunk-records: must be 1..%d", IOTAPE_MAX_CHUNK_RECORDS);
+			break;
+		case O_RING:
+			o.ring_mb = parse_u64("--ring-mb", optarg, 1024);
+			/* The kernel wants a power-of-two ring size. */
+			if (!o.ring_mb || (o.ring_mb & (o.ring_mb - 1)))
+				usage_error("--ring-mb: %s is not a power of two in 1..1024", optarg);
+			break;
+		case O_INFLIGHT:
+			o.inflight = parse_u64("--inflight", optarg, 1u << 24);
+			if (o.inflight < 64)
+				usage_error("--inflight: must be 64..%u", 1u << 24);
+			break;
+		case O_STATS: o.bpf_stats = true; break;
+		case O_STATUS:
+			o.status_ms = parse_u64("--status-interval-ms", optarg, 3600000);
+			if (!o.status_ms)
+				usage_error("--status-interval-ms: must be at least 1");
+			break;
+		case O_DRAIN:
+			o.drain_ms = parse_u64("--drain-ms", optarg, 600000);
+			break;
+		case 'h': usage(stdout); exit(0);
+		case ':': usage_error("%s needs a value", argv[optind - 1]);
+		default: usage_error("unknown option '%s' (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o.out)
+		usage_error("-o OUT.iot is required");
+	if (!o.meta)
+		usage_error("--meta META.json is required");
+	if (!o.n_devs)
+		usage_error("--dev is required: name the devices to trace");
+	if (!o.op_mask)
+		o.op_mask = 0xffffffff;
+}
+
+/* META.json holds the header's members beyond the ones only we know. */
+static char *read_meta(const char *path, size_t *body_len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL, *p, *e;
+	long len;
+
+	if (!f) {
+		errorf("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		errorf("%s: cannot read: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (len > IOTAPE_MAX_JSON_BYTES - 4096) {
+		errorf("%s: %ld bytes is more than a header may hold", path, len);
+		goto fail;
+	}
+	buf = malloc(len + 1);
+	if (!buf || fread(buf, 1, len, f) != (size_t)len) {
+		errorf("%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+		goto fail;
+	}
+	buf[len] = 0;
+	for (p = buf; *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'; p++)
+		;
+	for (e = buf + len; e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'); e--)
+		;
+	if (*p != '{' || e - p < 2 || e[-1] != '}') {
+		errorf("%s: line 1: not a JSON object", path);
+		goto fail;
+	}
+	*body_len = e - p - 1;
+	memmove(buf, p + 1, *body_len);
+	buf[*body_len] = 0;
+	fclose(f);
+	return buf;
+fail:
+	fclose(f);
+	free(buf);
+	return NULL;
+}
+
+/* blk_status_t (include/linux/blk_types.h, blk_errors[]) to -errno. */
+static int16_t blk_errno(uint8_t sts)
+{
+	static const int16_t map[] = {
+		[0] = 0, [1] = EOPNOTSUPP, [2] = ETIMEDOUT, [3] = ENOSPC, [4] = ENOLINK,
+		[5] = EREMOTEIO, [6] = EBADE, [7] = ENODATA, [8] = EILSEQ, [9] = ENOMEM,
+		[10] = EIO, [11] = EREMCHG, [12] = EAGAIN, [13] = EBUSY, [14] = ETOOMANYREFS,
+		[15] = EOVERFLOW, [16] = ENODEV, [17] = ETIME, [19] = EINVAL,
+	};
+
+	if (!sts)
+		return 0;
+	if (sts < sizeof(map) / sizeof(map[0]) && map[sts])
+		return -map[sts];
+	return -EIO;
+}
+
+static uint64_t rel(uint64_t t)
+{
+	/* 0 means unknown and stays so; the kernel leaves out pre-start times. */
+	return t > st.mono_start ? t - st.mono_start : 0;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct iotape_record *r = tw_slot(&st.tw);
+
+	(void)ctx;
+	if (size < sizeof(*r)) {
+		st.short_records++;
+		return 0;
+	}
+	memcpy(r, data, sizeof(*r));
+	r->ts_queue_ns = rel(r->ts_queue_ns);
+	r->ts_issue_ns = rel(r->ts_issue_ns);
+	r->ts_complete_ns = rel(r->ts_complete_ns);
+	r->error = blk_errno((uint8_t)r->error);
+	r->stream = labels_active(&st.labels) ? labels_stream(&st.labels, r) : 0;
+	/* A failed write stops ring_buffer__consume(); the caller reports it. */
+	return tw_commit(&st.tw);
+}
+
+static void read_counters(struct iotape_bpf *skel, uint64_t sum[IOTAPE_CNT_MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t vals[ncpu > 0 ? ncpu : 1];
+
+	for (uint32_t i = 0; i < IOTAPE_CNT_MAX; i++) {
+		sum[i] = 0;
+		if (ncpu <= 0 || bpf_map_lookup_elem(bpf_map__fd(skel->maps.counters), &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sum[i] += vals[c];
+	}
+}
+
+static int prog_info(struct bpf_program *p, struct bpf_prog_info *info)
+{
+	__u32 len = sizeof(*info);
+
+	memset(info, 0, sizeof(*info));
+	if (!bpf_program__autoload(p) || bpf_program__fd(p) < 0)
+		return -1;
+	return bpf_obj_get_info_by_fd(bpf_program__fd(p), info, &len);
+}
+
+/* The kernel skips a tracing program that would nest in itself on one CPU
+ * (a completion in soft-IRQ interrupting one in process context); a skipped
+ * completion is a lost record. */
+static uint64_t complete_misses(struct iotape_bpf *skel)
+{
+	struct bpf_prog_info info;
+
+	return prog_info(skel->progs.on_complete, &info) ? 0 : info.recursion_misses;
+}
+
+/* Requests the programs saw start that have not completed: owned slots plus
+ * hash entries. The slot array is mapped read-only, so counting is a memory
+ * scan; the hash walk is bounded because deletions can restart it. */
+static uint64_t in_flight(struct iotape_bpf *skel, const volatile struct iotape_inflight *slots,
+			  size_t n_slots)
+{
+	int fd = bpf_map__fd(skel->maps.inflight);
+	__u64 key, next, *prev = NULL;
+	uint64_t n = 0;
+
+	for (size_t i = 0; slots && i < n_slots; i++)
+		n += slots[i].rq != 0;
+	for (uint32_t i = 0; i < o.inflight && !bpf_map_get_next_key(fd, prev, &next); i++) {
+		key = next;
+		prev = &key;
+		n++;
+	}
+	return n;
+}
+
+/* The footer JSON (also the "done" line). Returns its length. */
+static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const uint64_t *cnt,
+		       uint64_t end_mono, uint64_t end_wall, const char *reason, uint64_t left)
+{
+	struct bpf_program *progs[] = { skel->progs.on_io_start, skel->progs.on_rq_insert,
+					skel->progs.on_issue, skel->progs.on_complete,
+					skel->progs.on_rq_merge };
+	struct bpf_prog_info info;
+	struct rusage ru;
+	uint64_t bpf_ns = 0;
+	char bpf[768] = "";
+	size_t pl = 0;
+
+	getrusage(RUSAGE_SELF, &ru);
+	if (o.bpf_stats) {
+		pl = snprintf(bpf, sizeof(bpf), ",\"bpf_progs\":{");
+		for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+			if (prog_info(progs[i], &info))
+				continue;
+			bpf_ns += info.run_time_ns;
+			pl += snprintf(bpf + pl, sizeof(bpf) - pl,
+				       "%s\"%s\":{\"run_time_ns\":%llu,\"run_cnt\":%llu,"
+				       "\"recursion_misses\":%llu}", bpf[pl - 1] == '{' ? "" : ",",
+				       bpf_program__name(progs[i]), (unsigned long long)info.run_time_ns,
+				       (unsigned long long)info.run_cnt,
+				       (unsigned long long)info.recursion_misses);
+		}
+		snprintf(bpf + pl, sizeof(bpf) - pl, "},\"bpf_ns\":%" PRIu64, bpf_ns);
+	}
+	return snprintf(buf, size,
+		"{\"events\":%" PRIu64 ",\"chunks\":%" PRIu64
+		",\"lost\":{\"ringbuf_full\":%" PRIu64 ",\"inflight_full\":%" PRIu64
+		",\"recursion\":%" PRIu64 "}"
+		",\"pre_start\":%" PRIu64 ",\"in_flight_at_stop\":%" PRIu64
+		",\"end_mono_ns\":%" PRIu64 ",\"end_wall_ns\":%" PRIu64
+		",\"duration_ns\":%" PRIu64 ",\"stop_reason\":\"%s\""
+		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
+		",\"repaired\":false}",
+		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
+		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_PRE_START],
+		left, end_mono, end_wall,
+		end_mono - st.mono_start, reason,
+		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf);
+}
+
+static char *header_json(const char *meta_body, size_t meta_len, uint64_t mono, uint64_t wall,
+			 size_t *len)
+{
+	size_t cap = meta_len + 256;
+	char *h = malloc(cap);
+	int n;
+
+	if (!h)
+		return NULL;
+	n = snprintf(h, cap,
+		     "{\"format\":\"iotape-trace\",\"version\":%d,\"record\":{\"size\":%d,"
+		     "\"layout_version\":%d},\"mono_start_ns\":%" PRIu64 ",\"wall_start_ns\":%" PRIu64 ",",
+		     IOTAPE_FILE_VERSION, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall);
+	/* META "{}" has no members: drop the comma we just wrote. */
+	if (strspn(meta_body, " \t\r\n}") == meta_len)
+		n--;
+	memcpy(h + n, meta_body, meta_len);
+	*len = n + meta_len;
+	h[*len] = 0;
+	return h;
+}
+
+static void emit(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+}
+
+static void configure(struct iotape_bpf *skel)
+{
+	struct iotape_bpf__rodata *ro = skel->rodata;
+	/* block_io_start (6.5+) fires once per new request in the submitter's
+	 * context; older kernels only have block_rq_insert for that. */
+	bool io_start = libbpf_find_vmlinux_btf_id("block_io_start", BPF_TRACE_RAW_TP) >= 0;
+
+	ro->n_devs = o.n_devs;
+	for (int i = 0; i < o.n_devs; i++) {
+		ro->devs[i] = o.devs[i];
+		ro->dev_is_part[i] = o.dev_is_part[i];
+		ro->any_part |= o.dev_is_part[i];
+	}
+	ro->n_pids = o.n_pids;
+	memcpy((void *)ro->pids, o.pids, sizeof(o.pids));
+	ro->n_cgroups = o.n_cgroups;
+	memcpy((void *)ro->cgroups, o.cgroups, sizeof(o.cgroups));
+	ro->n_comms = o.n_comms;
+	memcpy((void *)ro->comms, o.comms, sizeof(o.comms));
+	ro->op_mask = o.op_mask;
+	ro->ring_half = (uint64_t)o.ring_mb << 19;
+	bpf_map__set_max_entries(skel->maps.events, o.ring_mb << 20);
+	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
+	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
+	bpf_program__set_autoload(skel->progs.on_io_start, io_start);
+	bpf_program__set_autoload(skel->progs.on_rq_insert, !io_start);
+}
+
+/* Completion first, start last: a request started before its completion
+ * program is attached would leave a stale in-flight entry. */
+static int attach(struct iotape_bpf *skel)
+{
+	struct bpf_program *order[] = { skel->progs.on_complete, skel->progs.on_rq_merge,
+					skel->progs.on_issue, skel->progs.on_io_start,
+					skel->progs.on_rq_insert };
+	struct bpf_link **links[] = { &skel->links.on_complete, &skel->links.on_rq_merge,
+				      &skel->links.on_issue, &skel->links.on_io_start,
+				      &skel->links.on_rq_insert };
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		if (!bpf_program__autoload(order[i]))
+			continue;
+		*links[i] = bpf_program__attach(order[i]);
+		if (!*links[i]) {
+			int err = -errno;
+
+			errorf("attaching %s: %s", bpf_program__name(order[i]), strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct iotape_bpf *skel = NULL;
+	struct ring_buffer *rb = NULL;
+	char *meta = NULL, *header = NULL, footer[2048];
+	size_t meta_len, header_len;
+	uint64_t cnt[IOTAPE_CNT_MAX] = {}, now, next_status, next_flush, deadline = 0;
+	uint64_t last_events = 0, last_status;
+	const char *reason = "signal";
+	struct sigaction sa = { .sa_handler = on_signal };
+	volatile struct iotape_inflight *slots = MAP_FAILED;
+	size_t n_slots = 0;
+	uint64_t left = 0;
+	bool created = false;
+	int stats_fd = -1, err, ret = 1, n;
+
+	parse_args(argc, argv);
+	st.tw.fd = -1;
+	meta = read_meta(o.meta, &meta_len);
+	if (!meta)
+		goto cleanup;
+	if (o.extents_path &&
+	    labels_read_extents(&st.labels, o.extents_path, footer, sizeof(footer))) {
+		errorf("%s", footer);
+		goto cleanup;
+	}
+
+	libbpf_set_print(libbpf_print);
+	signal(SIGPIPE, SIG_IGN);	/* a closed stdout must not cost the trace */
+	/* No SA_RESTART: a signal must cut the poll short. */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+
+	skel = iotape_bpf__open();
+	if (!skel) {
+		errorf("opening the BPF object: %s", strerror(errno));
+		goto cleanup;
+	}
+	configure(skel);
+	err = iotape_bpf__load(skel);
+	if (err) {
+		errorf("loading the BPF programs: %s (are you root, is BTF at "
+		       "/sys/kernel/btf/vmlinux?)", strerror(-err));
+		goto cleanup;
+	}
+	if (o.bpf_stats) {
+		/* Counted only while this fd is open; no global sysctl to restore. */
+		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (stats_fd < 0) {
+			errorf("--bpf-stats: %s", strerror(errno));
+			goto cleanup;
+		}
+	}
+	n_slots = bpf_map__max_entries(skel->maps.slots);
+	slots = mmap(NULL, n_slots * sizeof(*slots), PROT_READ, MAP_SHARED,
+		     bpf_map__fd(skel->maps.slots), 0);
+	if (slots == MAP_FAILED) {
+		errorf("mapping the in-flight table: %s", strerror(errno));
+		goto cleanup;
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, NULL, NULL);
+	if (!rb) {
+		errorf("creating the ring buffer reader: %s", strerror(errno));
+		goto cleanup;
+	}
+
+	err = tw_open(&st.tw, o.out, o.chunk_records);
+	if (err) {
+		errorf("%s: %s", o.out, err == -EBUSY ? "another capture is writing this file" :
+		       strerror(-err));
+		goto cleanup;
+	}
+	created = true;
+	/* Before attaching, so no recorded time precedes the start. */
+	st.mono_start = clock_ns(CLOCK_MONOTONIC);
+	header = header_json(meta, meta_len, st.mono_start, clock_ns(CLOCK_REALTIME), &header_len);
+	if (!header) {
+		errorf("out of memory");
+		goto cleanup;
+	}
+	err = tw_write_header(&st.tw, header, header_len);
+	if (err) {
+		errorf("%s: writing the header: %s", o.out, strerror(-err));
+		goto cleanup;
+	}
+	skel->bss->mono_start = st.mono_start;
+	if (attach(skel))
+		goto cleanup;
+	emit("{\"type\":\"ready\",\"mono_start_ns\":%" PRIu64 "}\n", st.mono_start);
+
+	now = last_status = clock_ns(CLOCK_MONOTONIC);
+	next_status = now + o.status_ms * 1000000ull;
+	next_flush = now + NSEC_PER_SEC;
+	if (o.duration_s > 0)
+		deadline = st.mono_start + (uint64_t)(o.duration_s * NSEC_PER_SEC);
+	while (!stop_signal) {
+		/* The kernel side rarely wakes us (only when the ring is half
+		 * full), so the timeout is the drain timer and consume does the work. */
+		err = ring_buffer__poll(rb, POLL_MS);
+		if (err >= 0)
+			err = ring_buffer__consume(rb);
+		if (err < 0 && err != -EINTR)
+			break;
+		now = clock_ns(CLOCK_MONOTONIC);
+		if (now >= next_flush) {
+			/* At most ~1 s of records at risk, one fdatasync per second. */
+			if (tw_flush(&st.tw) || tw_sync(&st.tw))
+				break;
+			next_flush = now + NSEC_PER_SEC;
+		}
+		if (now >= next_status) {
+			uint64_t events = st.tw.events + st.tw.n;
+			double dt = (now - last_status) / 1e9;
+
+			read_counters(skel, cnt);
+			emit("{\"type\":\"progress\",\"events\":%" PRIu64 ",\"events_per_s\":%.1f,"
+			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
+			     events, (events - last_events) / dt, (uint64_t)st.tw.good_end,
+			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
+			     complete_misses(skel),
+			     cnt[IOTAPE_CNT_PRE_START]);
+			last_events = events;
+			last_status = now;
+			next_status = now + o.status_ms * 1000000ull;
+		}
+		if (deadline && now >= deadline) {
+			reason = "duration";
+			break;
+		}
+	}
+	if (stop_signal == SIGUSR1)
+		reason = "command-exit";
+
+	/* The command or the clock has ended, but requests it submitted may still
+	 * be in flight (an exiting io_uring process leaves its queue to complete
+	 * after it): wait for them, bounded, so their completions are recorded. */
+	if (!st.tw.err && o.drain_ms) {
+		uint64_t until = clock_ns(CLOCK_MONOTONIC) + o.drain_ms * 1000000ull;
+
+		while (n_signals < 2 && in_flight(skel, slots, n_slots) &&
+		       clock_ns(CLOCK_MONOTONIC) < until) {
+			if (ring_buffer__poll(rb, POLL_MS) < 0 && errno != EINTR)
+				break;
+			if (ring_buffer__consume(rb) < 0)
+				break;
+		}
+	}
+	/* Detach, then drain what the programs left in the ring. */
+	iotape_bpf__detach(skel);
+	left = in_flight(skel, slots, n_slots);
+	if (!st.tw.err)
+		ring_buffer__consume(rb);
+	if (!st.tw.err)
+		tw_flush(&st.tw);
+	if (st.tw.err) {
+		bool full = st.tw.err == ENOSPC || st.tw.err == EDQUOT;
+
+		errorf("%s: %s; stopped the capture after %" PRIu64 " records",
+		       o.out, strerror(st.tw.err), st.tw.events);
+		reason = full ? "disk-full" : "error";
+		tw_truncate_to_good(&st.tw);
+	} else if (err < 0 && err != -EINTR) {
+		errorf("reading the ring buffer: %s", strerror(-err));
+		reason = "error";
+	}
+	now = clock_ns(CLOCK_MONOTONIC);
+	read_counters(skel, cnt);
+	n = footer_json(footer, sizeof(footer), skel, cnt, now, clock_ns(CLOCK_REALTIME), reason,
+			left);
+	if (n < 0 || (size_t)n >= sizeof(footer)) {
+		errorf("footer does not fit its buffer");
+		goto cleanup;
+	}
+	err = tw_finish(&st.tw, footer, n);
+	if (err) {
+		errorf("%s: writing the footer: %s (the chunks written stay readable)",
+		       o.out, strerror(-err));
+		goto cleanup;
+	}
+	created = false;	/* a complete trace, keep it */
+	emit("{\"type\":\"done\",%s\n", footer + 1);
+	if (st.short_records)
+		errorf("%" PRIu64 " ring buffer records were shorter than a trace record",
+		       st.short_records);
+	ret = strcmp(reason, "signal") && strcmp(reason, "duration") &&
+	      strcmp(reason, "command-exit");
+
+cleanup:
+	ring_buffer__free(rb);
+	if (slots != MAP_FAILED)
+		munmap((void *)slots, n_slots * sizeof(*slots));
+	iotape_bpf__destroy(skel);
+	if (stats_fd >= 0)
+		close(stats_fd);
+	/* Nothing half-written: a file that never got past its header goes. */
+	if (created && st.tw.chunks == 0 && !st.tw.events)
+		unlink(o.out);
+	tw_close(&st.tw);
+	labels_free(&st.labels);
+	free(header);
+	free(meta);
+	return ret;
+}

@@ -1,0 +1,44 @@
+/* Writer for the iotape trace file (docs/trace-format.md): header, CRC'd
+ * chunks of records, footer and trailer. Chunks are the crash-safety unit:
+ * the file is valid up to the last complete chunk at every moment. */
+#ifndef TRACEWRITER_H
+#define TRACEWRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "iotape_record.h"
+
+struct tracewriter {
+	int fd;
+	uint32_t cap;			/* records per chunk */
+	uint32_t n;			/* records buffered in the open chunk */
+	unsigned char *buf;		/* chunk header + cap records */
+	uint64_t chunks;		/* complete chunks in the file (next seq) */
+	uint64_t events;		/* records in complete chunks */
+	off_t good_end;			/* file size up to the last complete chunk */
+	int err;			/* errno of the first failed write, or 0 */
+};
+
+/* Creates or truncates PATH. Returns 0 or -errno. */
+int tw_open(struct tracewriter *tw, const char *path, uint32_t chunk_records);
+int tw_write_header(struct tracewriter *tw, const char *json, size_t len);
+
+/* The next free record slot of the open chunk; write it, then tw_commit(). */
+static inline struct iotape_record *tw_slot(struct tracewriter *tw)
+{
+	return (struct iotape_record *)(tw->buf + IOTAPE_CHUNK_HEADER_SIZE) + tw->n;
+}
+
+/* Writes the chunk when it is full. Returns 0 or -errno. */
+int tw_commit(struct tracewriter *tw);
+/* Writes the open chunk if it holds any record. Returns 0 or -errno. */
+int tw_flush(struct tracewriter *tw);
+int tw_sync(struct tracewriter *tw);
+/* After a failed write: cut the file back to its last complete chunk. */
+void tw_truncate_to_good(struct tracewriter *tw);
+/* Footer JSON, trailer, fsync. On failure the file is cut back to its last chunk. */
+int tw_finish(struct tracewriter *tw, const char *footer_json, size_t len);
+void tw_close(struct tracewriter *tw);
+
+#endif /* TRACEWRITER_H */
