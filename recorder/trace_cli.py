@@ -1,0 +1,262 @@
+"""`iotape trace info|convert|check`: each command calls one library function and prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from iotape.recorder.check import RepairReport
+from iotape.recorder.check import check as check_trace
+from iotape.recorder.check import repair as repair_trace
+from iotape.recorder.convert import convert as convert_trace
+from iotape.recorder.tracefile import ScanReport
+from iotape.recorder.traceinfo import summarize
+
+app = typer.Typer(
+    help="Inspect, convert and validate trace files (.iot).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+err = Console(stderr=True)
+
+TraceFile = Annotated[
+    Path, typer.Argument(help="Trace file (.iot).", metavar="FILE", show_default=False)
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+
+
+@contextmanager
+def _progress(what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A byte-progress bar on a terminal's stderr; nothing when piped."""
+    if not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _print_json(obj: object) -> None:
+    # Plain print: rich would wrap long lines and break the JSON.
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _ns(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return f"{ns / 1e9:,.3f} s"
+
+
+def _size(n: int | None) -> str:
+    if not isinstance(n, int):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@app.command()
+def info(path: TraceFile, as_json: AsJson = False) -> None:
+    """Summarize a trace: host, devices, counts by op and stream, losses, completeness.
+
+    Example: iotape trace info run1.iot --json | jq .by_stream
+    """
+    with _progress("reading") as progress:
+        s = summarize(path, progress)
+    if as_json:
+        _print_json(s)
+        return
+    _print_info(s, Console())
+
+
+def _print_info(s: dict, out: Console) -> None:
+    t = Table(title=str(s["path"]), show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("host", f"{s['host'] or '-'}  (kernel {s['kernel'] or '-'})")
+    t.add_row("started", s["start"] or "-")
+    t.add_row("command line", " ".join(s["command_line"] or []) or "-")
+    t.add_row("recorder", f"{s['backend'] or '-'} {s['recorder_version'] or ''}".strip())
+    t.add_row("events", f"{s['events']:,} in {s['chunks']:,} chunks, {s['errors']:,} with errors")
+    t.add_row("bytes", _size(s["bytes"]))
+    t.add_row("duration", _ns(s["duration_ns"]))
+    lost = ", ".join(f"{k} {v:,}" for k, v in s["lost"].items()) or "none"
+    t.add_row("lost", f"{s['lost_total']:,} ({lost})" if s["lost_total"] else "none")
+    t.add_row("pre-start", "-" if s["pre_start"] is None else f"{s['pre_start']:,} left out")
+    if s["repaired"]:
+        t.add_row("repaired", f"yes; {s['dropped_events']:,} events dropped")
+    if s["needs_repair"]:
+        t.add_row("[red]status[/]", f"[red]damaged or cut short[/]: {s['problem']}")
+        t.add_row("", f"run: iotape trace check --repair {s['path']}")
+    else:
+        t.add_row("status", f"complete, stopped by {s['stop_reason'] or '-'}")
+    out.print(t)
+    if s["devices"]:
+        out.print(_devices_table(s["devices"]))
+    for title, rows in (
+        ("by op", s["by_op"]),
+        ("by stream", s["by_stream"]),
+        ("by device", s["by_device"]),
+    ):
+        if rows:
+            out.print(_count_table(title, rows, s["events"]))
+
+
+def _devices_table(devices: list[dict]) -> Table:
+    t = Table(title="devices", title_justify="left")
+    for col in ("name", "dev", "model", "firmware", "media", "lbs", "capacity", "partition"):
+        t.add_column(col, justify="right" if col in ("lbs", "capacity") else "left")
+    for d in devices:
+        part = d.get("partition")
+        where = "-"
+        if isinstance(part, dict):
+            # Records carry disk offsets: subtract the start to read one as a partition offset.
+            where = (
+                f"{part.get('name')} = disk bytes {part.get('start_bytes', 0):,}.."
+                f"{part.get('end_bytes', 0):,}; partition offset = disk offset - "
+                f"{part.get('start_bytes', 0):,}"
+            )
+        media = {True: "HDD", False: "SSD"}.get(d.get("rotational"), "-")
+        t.add_row(
+            str(d.get("name", "-")),
+            f"{d.get('major', '-')}:{d.get('minor', '-')}",
+            str(d.get("model") or "-"),
+            str(d.get("firmware") or "-"),
+            media,
+            str(d.get("logical_block_size") or "-"),
+            _size(d.get("capacity_bytes")),
+            where,
+        )
+    return t
+
+
+def _count_table(title: str, rows: dict, total: int) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(title.split()[-1])
+    for col in ("events", "%", "bytes", "avg size"):
+        t.add_column(col, justify="right")
+    for name, r in rows.items():
+        n = r["events"]
+        t.add_row(
+            name,
+            f"{n:,}",
+            f"{100 * n / total:.1f}" if total else "-",
+            _size(r["bytes"]),
+            _size(r["bytes"] // n) if n else "-",
+        )
+    return t
+
+
+@app.command()
+def convert(
+    path: TraceFile,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="OUT.parquet or OUT.csv.", show_default=False)
+    ],
+    partition_relative: Annotated[
+        bool,
+        typer.Option(
+            "--partition-relative",
+            help="Offsets relative to the partition named at record time (dev becomes the "
+            "partition); requests outside it are left out.",
+        ),
+    ] = False,
+) -> None:
+    """Convert a trace to Parquet (zstd) or CSV with the schema's columns, in schema order.
+
+    Example: iotape trace convert run1.iot -o run1.parquet
+    """
+    with _progress("converting") as progress:
+        r = convert_trace(path, output, partition_relative=partition_relative, progress=progress)
+    note = (
+        f", {r['outside_partition']:,} outside the partition left out" if partition_relative else ""
+    )
+    _say(err, f"wrote {r['rows']:,} rows to {r['path']}{note}")
+
+
+@app.command()
+def check(
+    path: TraceFile,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Keep every valid chunk, move the rest to FILE.damaged-tail, append a footer.",
+        ),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Validate every chunk, the footer and the trailer; exit 1 if the file is damaged.
+
+    Example: iotape trace check run1.iot --repair
+    """
+    if repair:
+        r = repair_trace(path)
+        if as_json:
+            _print_json(r.to_dict())
+        else:
+            _print_repair(r, Console())
+        return
+    rep = check_trace(path)
+    if as_json:
+        _print_json(rep.to_dict())
+    else:
+        _print_check(rep, Console())
+    if not rep.complete:
+        raise typer.Exit(1)
+
+
+def _say(console: Console, text: str, style: str | None = None) -> None:
+    # Paths and messages are printed as they are: no markup, no highlighting, no wrapping.
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_check(rep: ScanReport, out: Console) -> None:
+    if rep.complete:
+        _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks")
+        return
+    _say(out, f"{rep.path}: damaged: {rep.problem}", style="red")
+    _say(
+        out,
+        f"  valid: {rep.events:,} events in {rep.chunks:,} chunks, "
+        f"up to byte {rep.valid_end:,} of {rep.file_bytes:,}",
+    )
+    if rep.dropped_events:
+        _say(
+            out,
+            f"  past the fault: {rep.dropped_events:,} events in {rep.dropped_chunks:,} chunks "
+            "that repair cannot keep",
+        )
+    footer = "intact" if rep.footer_present else "missing"
+    trailer = "present" if rep.trailer_present else "missing"
+    _say(out, f"  footer {footer}, trailer {trailer}")
+    _say(out, f"  run: iotape trace check --repair {rep.path}")
+
+
+def _print_repair(r: RepairReport, out: Console) -> None:
+    if not r.repaired:
+        _say(out, f"{r.path}: ok, nothing to repair ({r.kept_events:,} events)")
+        return
+    _say(
+        out,
+        f"{r.path}: repaired: kept {r.kept_events:,} events in {r.kept_chunks:,} chunks, "
+        f"dropped {r.dropped_events:,}",
+    )
+    if r.tail_backup:
+        _say(
+            out,
+            f"  the {r.removed_bytes:,} bytes from byte {r.truncated_at:,} are in {r.tail_backup}",
+        )

@@ -1,0 +1,247 @@
+"""check and repair: what survives a killed recorder, garbage and corruption."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trace_helpers import DT, chunk_offsets, make_trace, random_records
+
+from iotape.errors import IotapeError
+from iotape.recorder.check import check, repair
+from iotape.recorder.tracefile import TraceFormatError, open_trace
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return len(a) == len(b) and all(np.array_equal(a[n], b[n]) for n in DT.names)
+
+
+def _read(path: Path) -> tuple[np.ndarray, dict]:
+    with open_trace(path) as t:
+        return t.read_all(), t.footer
+
+
+# An in-place writer like the C loader: header, then each chunk as it fills, in two
+# writes. After the first half of chunk 12 it says so and waits to be killed.
+_WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    sys.path.insert(0, sys.argv[3])
+    from trace_helpers import header, random_records
+    from iotape.recorder import tracefile as tf
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, tf.encode_header(header()))
+    n = int(sys.argv[2])
+    for seq in range(13):
+        payload = random_records(n, seed=seq).tobytes()
+        os.write(fd, tf.encode_chunk_head(payload, n, seq) + payload[: len(payload) // 2])
+        if seq == 12:
+            print("torn", flush=True)
+            time.sleep(60)
+        os.write(fd, payload[len(payload) // 2 :])
+    """
+)
+
+
+def test_repair_after_sigkill_mid_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "live.iot"
+    n = 50
+    tests_dir = str(Path(__file__).parent)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), str(n), tests_dir],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "torn"
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    damaged = path.read_bytes()
+    before = check(path)
+    assert not before.complete
+    assert "truncated" in before.problem
+    kept_chunks = before.chunks
+    assert kept_chunks == 12
+
+    r = repair(path)
+    assert r.repaired
+    assert r.kept_chunks == kept_chunks
+    assert r.kept_events == kept_chunks * n
+    records, footer = _read(path)
+    expected = np.concatenate(
+        [random_records(n, seed=s).view(np.uint8) for s in range(kept_chunks)]
+    )
+    assert records.view(np.uint8).tobytes() == expected.tobytes()
+    assert footer["repaired"] is True
+    assert footer["stop_reason"] == "repair"
+    assert footer["events"] == kept_chunks * n
+    assert footer["lost"] == {}
+    # The valid prefix is byte for byte what the recorder wrote, and the torn rest is kept.
+    assert path.read_bytes()[: r.truncated_at] == damaged[: r.truncated_at]
+    assert Path(r.tail_backup).read_bytes() == damaged[r.truncated_at :]
+    assert r.dropped_events == n  # the torn chunk's header survived
+
+
+def test_repair_garbage_after_a_complete_file(tmp_path: Path) -> None:
+    r0 = random_records(250)
+    lost = {"ringbuf_full": 3, "inflight_full": 1}
+    path = make_trace(
+        tmp_path / "t.iot",
+        r0,
+        footer={"stop_reason": "signal", "lost": lost, "pre_start": 7, "duration_ns": 123},
+    )
+    original = path.read_bytes()
+    path.write_bytes(original + b"\x00garbage" * 10)
+    rep = check(path)
+    assert not rep.complete and "garbage after the trailer" in rep.problem
+    assert rep.events == 250 and rep.footer_present
+
+    r = repair(path)
+    records, footer = _read(path)
+    assert _same(records, r0)
+    assert footer["lost"] == lost
+    assert footer["pre_start"] == 7
+    assert footer["duration_ns"] == 123
+    assert footer["original_stop_reason"] == "signal"
+    assert footer["repaired"] is True
+    assert r.dropped_events == footer["dropped_events"] == 0
+    assert Path(r.tail_backup).name == "t.iot.damaged-tail"
+    assert Path(r.tail_backup).read_bytes() == original[r.truncated_at :] + b"\x00garbage" * 10
+
+
+def test_repair_corrupted_chunk_in_the_middle(tmp_path: Path) -> None:
+    r0 = random_records(500, seed=4)
+    path = make_trace(
+        tmp_path / "t.iot", r0, chunk_records=100, footer={"lost": {"ringbuf_full": 9}}
+    )
+    offsets = chunk_offsets(path)
+    data = bytearray(path.read_bytes())
+    data[offsets[2] + 500] ^= 0x10
+    path.write_bytes(data)
+
+    r = repair(path)
+    records, footer = _read(path)
+    assert _same(records, r0[:200])
+    assert r.kept_chunks == 2
+    assert r.dropped_events == footer["dropped_events"] == 300
+    assert footer["dropped_chunks"] == 3
+    assert footer["lost"] == {"ringbuf_full": 9}
+    assert "chunk 2: payload checksum mismatch" in footer["repair_reason"]
+    assert Path(r.tail_backup).read_bytes() == bytes(data[offsets[2] :])
+
+
+def test_repair_cut_at_a_chunk_boundary(tmp_path: Path) -> None:
+    r0 = random_records(300, seed=5)
+    path = make_trace(tmp_path / "t.iot", r0, chunk_records=100)
+    offsets = chunk_offsets(path)
+    path.write_bytes(path.read_bytes()[: offsets[2]])
+    r = repair(path)
+    records, footer = _read(path)
+    assert _same(records, r0[:200])
+    assert r.tail_backup is None
+    assert not list(tmp_path.glob("*.damaged-tail*"))
+    # No end time survived: the last completion stands in for it.
+    assert footer["duration_ns"] == int(r0["ts_complete_ns"][:200].max())
+    assert footer["end_estimated"] is True
+    assert footer["end_mono_ns"] == 5_000_000_000 + footer["duration_ns"]
+
+
+def test_repair_refuses_a_bad_header_and_touches_nothing(tmp_path: Path) -> None:
+    path = make_trace(tmp_path / "t.iot", random_records(300), chunk_records=100)
+    data = bytearray(path.read_bytes())
+    data[40] ^= 0xFF
+    data = bytes(data[:-100])
+    path.write_bytes(data)
+    with pytest.raises(TraceFormatError, match="header checksum mismatch"):
+        repair(path)
+    assert path.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.iot"]
+
+
+def test_repair_of_a_complete_file_changes_nothing(tmp_path: Path) -> None:
+    path = make_trace(tmp_path / "t.iot", random_records(30))
+    data = path.read_bytes()
+    r = repair(path)
+    assert not r.repaired
+    assert path.read_bytes() == data
+
+
+def test_repair_twice_and_existing_backups_are_kept(tmp_path: Path) -> None:
+    path = make_trace(tmp_path / "t.iot", random_records(300), chunk_records=100)
+    (tmp_path / "t.iot.damaged-tail").write_bytes(b"earlier")
+    path.write_bytes(path.read_bytes()[:-50])
+    r = repair(path)
+    assert Path(r.tail_backup).name == "t.iot.damaged-tail.1"
+    assert (tmp_path / "t.iot.damaged-tail").read_bytes() == b"earlier"
+    after = path.read_bytes()
+    assert not repair(path).repaired
+    assert path.read_bytes() == after
+
+
+def test_repair_refuses_a_locked_file(tmp_path: Path) -> None:
+    import fcntl
+
+    path = make_trace(tmp_path / "t.iot", random_records(300), chunk_records=100)
+    path.write_bytes(path.read_bytes()[:-50])
+    data = path.read_bytes()
+    with open(path, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(IotapeError, match="locked by another process"):
+            repair(path)
+    assert path.read_bytes() == data
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, np.ndarray]:
+    r = random_records(40, seed=11)
+    path = make_trace(tmp_path_factory.mktemp("pristine") / "t.iot", r, chunk_records=10)
+    return path.read_bytes(), r
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 10**6)),
+    tail=st.binary(max_size=40),
+)
+def test_repair_never_loses_a_byte(tmp_path: Path, pristine, flips, cut, tail) -> None:
+    data, records = pristine
+    bad = bytearray(data)
+    for pos, value in flips:
+        bad[pos % len(bad)] = value
+    if cut is not None:
+        bad = bad[: cut % (len(bad) + 1)]
+    bad = bytes(bad) + tail
+    path = tmp_path / "t.iot"
+    path.write_bytes(bad)
+    for old in tmp_path.glob("t.iot.damaged-tail*"):
+        old.unlink()
+    try:
+        r = repair(path)
+    except TraceFormatError:
+        assert path.read_bytes() == bad
+        return
+    got, footer = _read(path)
+    # Whole chunks of the original, in order, and nothing else.
+    assert len(got) % 10 == 0
+    assert _same(got, records[: len(got)])
+    assert footer["events"] == len(got)
+    if r.repaired:
+        kept = path.read_bytes()[: r.truncated_at]
+        backup = Path(r.tail_backup).read_bytes() if r.tail_backup else b""
+        assert kept + backup == bad
+    else:
+        assert bad == data
