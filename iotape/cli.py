@@ -22,7 +22,7 @@ def _register() -> None:
     # missing optional dependency does not break the others.
     from iotape.recorder import record_cli, trace_cli
 
-    app.command("record", context_settings={"allow_extra_args": True})(record_cli.record)
+    app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")
 
 

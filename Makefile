@@ -1,0 +1,59 @@
+# iotape: `make demo` and `make test` each do everything on a fresh Debian 12 machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.9
+DEBS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev liburing-dev pkg-config \
+        fio bpftrace util-linux e2fsprogs fdisk xz-utils zstd
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := .tools/bin/uv
+
+.PHONY: help setup deps python native demo test bench lint clean
+
+help:
+	@echo "make setup   install Debian packages and the Python environment, build native parts"
+	@echo "make demo    setup, then record and inspect a real trace on a loop device"
+	@echo "make test    setup, then run the test suite (as root: BPF and loop devices)"
+	@echo "make bench   setup, then run the benchmarks (JSON in bench/results/)"
+	@echo "make lint    ruff and the C build with -Werror"
+
+setup: deps python native
+
+# apt-get only when something is missing, so a second `make test` starts at once.
+deps:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(UV):
+	python3 -m venv .tools
+	.tools/bin/pip install -q uv==$(UV_VERSION)
+
+python: $(UV)
+	$(UV) sync --frozen -q
+
+native:
+	$(MAKE) -C recorder
+
+demo: setup
+	bash scripts/demo.sh
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest
+
+bench: setup
+	$(PY) bench/recorder.py
+
+lint: python native
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	$(MAKE) -C recorder clean
+	rm -rf .venv .tools

@@ -1,0 +1,208 @@
+"""Recorder overhead: fio 4 KiB random reads, untraced vs iotape vs bpftrace.
+
+Setup (issue #2): fio, io_uring, iodepth 32 x 2 jobs, on a loop device over a
+file in /dev/shm, at full speed. Each round runs the three captures back to back
+(the machine is noisy; ratios within a round are what count), and the result
+is the median over rounds. Writes JSON to bench/results/recorder.json.
+
+Run as root: `make bench` or `.venv/bin/python bench/recorder.py [--rounds 3 --runtime 10]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from iotape.recorder import bpftrace_backend, devices, procstat
+from iotape.recorder.tracefile import open_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+IOTAPE = [sys.executable, "-m", "iotape"]
+
+
+def fio_cmd(dev: str, runtime: int, out: Path) -> list[str]:
+    return [
+        "fio",
+        "--name=bench",
+        f"--filename={dev}",
+        "--direct=1",
+        "--rw=randread",
+        "--bs=4k",
+        "--ioengine=io_uring",
+        "--iodepth=32",
+        "--numjobs=2",
+        "--group_reporting",
+        "--time_based",
+        f"--runtime={runtime}",
+        "--output-format=json",
+        f"--output={out}",
+    ]
+
+
+def fio_result(path: Path) -> dict:
+    job = json.loads(path.read_text())["jobs"][0]
+    return {"iops": job["read"]["iops"], "total_ios": job["read"]["total_ios"]}
+
+
+def untraced(dev: str, runtime: int, tmp: Path) -> dict:
+    out = tmp / "fio-none.json"
+    subprocess.run(fio_cmd(dev, runtime, out), check=True)
+    return {**fio_result(out), "events": None, "lost": None, "recorder_cpu_s": 0.0}
+
+
+def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
+    out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
+    cmd = [
+        *IOTAPE,
+        "record",
+        "-d",
+        dev,
+        "-o",
+        str(trace),
+        "--force",
+        "--json",
+        "--",
+        *fio_cmd(dev, runtime, out),
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"iotape record failed: {res.stderr.strip()}")
+    footer = open_trace(trace).footer or {}
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    cpu = summary.get("process", {})
+    rss = cpu.get("max_rss_kb")
+    trace.unlink()
+    return {
+        **fio_result(out),
+        "events": footer.get("events"),
+        "lost": sum(footer.get("lost", {}).values()),
+        "recorder_cpu_s": cpu.get("user_s", 0) + cpu.get("sys_s", 0),
+        "recorder_max_rss_kb": rss,
+    }
+
+
+def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
+    """The peer: one printf per completed request, stdout to a file."""
+    d = devices.resolve(dev)
+    script = bpftrace_backend.script([d], [], [], [])
+    out, lines = tmp / "fio-bpftrace.json", tmp / "bpftrace.out"
+    env = {**os.environ, "BPFTRACE_MAP_KEYS_MAX": str(bpftrace_backend.MAP_KEYS)}
+    bpftrace_backend._ensure_tracefs()
+    with lines.open("w") as f, (tmp / "bpftrace.err").open("w") as err:
+        bt = subprocess.Popen(["bpftrace", "-e", script], stdout=f, stderr=err, env=env)
+        deadline = time.monotonic() + 60
+        while lines.stat().st_size == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)  # wait for the BEGIN line: probes are attached
+        subprocess.run(fio_cmd(dev, runtime, out), check=True)
+        time.sleep(0.5)
+        usage = procstat.cpu_and_rss(bt.pid)
+        bt.send_signal(2)
+        bt.wait()
+    events = sum(1 for line in lines.open() if line.startswith("E "))
+    lost = sum(
+        int(w.split()[1])
+        for w in (tmp / "bpftrace.err").read_text().splitlines()
+        if w.startswith("Lost")
+    )
+    lines.unlink()
+    return {
+        **fio_result(out),
+        "events": events,
+        "lost": lost,
+        "recorder_cpu_s": usage["user_s"] + usage["sys_s"],
+        "recorder_max_rss_kb": usage["max_rss_kb"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runtime", type=int, default=10)
+    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/recorder.py: needs root (BPF and loop devices)")
+    runs: dict[str, list[dict]] = {"untraced": [], "iotape": [], "bpftrace": []}
+    with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        backing = Path(tempfile.mkstemp(dir="/dev/shm", prefix="iotape-bench-")[1])
+        os.truncate(backing, 2 << 30)
+        dev = subprocess.run(
+            ["losetup", "--find", "--show", str(backing)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        try:
+            # Fill the backing file so reads hit real pages, not holes.
+            subprocess.run(
+                [
+                    "dd",
+                    "if=/dev/zero",
+                    f"of={dev}",
+                    "bs=1M",
+                    "count=2048",
+                    "oflag=direct",
+                    "status=none",
+                ],
+                check=True,
+            )
+            for i in range(args.rounds):
+                for name, fn in (
+                    ("untraced", untraced),
+                    ("iotape", iotape_traced),
+                    ("bpftrace", bpftrace_traced),
+                ):
+                    r = fn(dev, args.runtime, tmp)
+                    runs[name].append(r)
+                    print(
+                        f"round {i + 1} {name:9s} {r['iops']:>10,.0f} IOPS  events "
+                        f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
+                        file=sys.stderr,
+                    )
+        finally:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            backing.unlink(missing_ok=True)
+
+    def ratios(name: str) -> list[float]:
+        return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs["untraced"], strict=True)]
+
+    result = {
+        "benchmark": "recorder-overhead",
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "setup": "fio randread 4k io_uring iodepth=32 numjobs=2, loop over /dev/shm",
+        "runtime_s": args.runtime,
+        "rounds": args.rounds,
+        "peer": "bpftrace printf per completed request",
+        "median_iops": {k: statistics.median(r["iops"] for r in v) for k, v in runs.items()},
+        "iops_ratio_vs_untraced": {
+            k: {"median": statistics.median(ratios(k)), "all": ratios(k)}
+            for k in ("iotape", "bpftrace")
+        },
+        "capture_completeness": {
+            k: [
+                {"events": r["events"], "fio_total_ios": r["total_ios"], "lost": r["lost"]}
+                for r in runs[k]
+            ]
+            for k in ("iotape", "bpftrace")
+        },
+        "goal": "iotape >= 0.95 of untraced with 0 lost",
+        "runs": runs,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("median_iops", "iops_ratio_vs_untraced")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

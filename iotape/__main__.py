@@ -1,0 +1,3 @@
+from iotape.cli import main
+
+main()

@@ -1,0 +1,110 @@
+"""Shared fixtures: real loop devices, real mounts, always released."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iotape.recorder import record as rec
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(condition: bool, why: str) -> None:
+    """Skip a kernel test when the machine can't run it, but fail under CI."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true and this test needs {why}")
+    pytest.skip(f"needs {why}")
+
+
+def _kernel_ready() -> None:
+    need(os.geteuid() == 0, "root")
+    need(Path("/sys/kernel/btf/vmlinux").exists(), "a kernel with BTF")
+    need(shutil.which("losetup") is not None, "losetup")
+    need(shutil.which("fio") is not None, "fio")
+    need(rec.LOADER.exists(), f"the loader built at {rec.LOADER} (make native)")
+
+
+@pytest.fixture
+def kernel() -> None:
+    _kernel_ready()
+
+
+class Loop:
+    """A loop device over a file in /dev/shm, detached by its own name at teardown."""
+
+    def __init__(self, size_mb: int) -> None:
+        self.backing = Path(
+            tempfile.mkstemp(prefix="iotape-test-", suffix=".img", dir="/dev/shm")[1]
+        )
+        os.truncate(self.backing, size_mb << 20)
+        out = subprocess.run(
+            ["losetup", "--find", "--show", "--direct-io=off", str(self.backing)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        self.path = out.stdout.strip()
+        self.name = os.path.basename(self.path)
+        # One request per I/O: the kernel must not merge the test's requests, so
+        # the recorded requests are exactly what fio submitted.
+        Path(f"/sys/block/{self.name}/queue/nomerges").write_text("2")
+
+    def release(self) -> None:
+        subprocess.run(["losetup", "-d", self.path], check=False, capture_output=True)
+        self.backing.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def loop_factory(kernel: None) -> Iterator:
+    made: list[Loop] = []
+
+    def make(size_mb: int = 256) -> Loop:
+        loop = Loop(size_mb)
+        made.append(loop)
+        return loop
+
+    try:
+        yield make
+    finally:
+        for loop in made:
+            loop.release()
+
+
+@pytest.fixture
+def loop(loop_factory) -> Loop:
+    return loop_factory()
+
+
+@pytest.fixture
+def small_mount(kernel: None) -> Iterator:
+    """Mount a tmpfs of a given size and options; unmounted at teardown."""
+    mounts: list[Path] = []
+
+    def make(size_kb: int, options: str = "") -> Path:
+        where = Path(tempfile.mkdtemp(prefix="iotape-mnt-"))
+        opts = f"size={size_kb}k" + (f",{options}" if options else "")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], check=True)
+        mounts.append(where)
+        return where
+
+    try:
+        yield make
+    finally:
+        for where in mounts:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+            where.rmdir()
+
+
+@pytest.fixture
+def tag() -> str:
+    return uuid.uuid4().hex[:8]

@@ -1,0 +1,73 @@
+"""Test helpers: run fio with its own I/O log, read traces, compare multisets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from iotape import schemas
+from iotape.recorder.tracefile import open_trace
+
+OP = schemas.enum("op")
+_FIO_OPS = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"], "sync": OP["flush"]}
+IOTAPE = [sys.executable, "-m", "iotape"]
+
+
+def fio_args(
+    filename: str,
+    iolog: Path,
+    *,
+    ios: int = 3000,
+    rw: str = "randrw",
+    bssplit: str = "4k/40:32k/30:128k/30",
+    iodepth: int = 8,
+    extra: list[str] | None = None,
+) -> list[str]:
+    return [
+        "fio",
+        "--name=iotape-test",
+        f"--filename={filename}",
+        "--direct=1",
+        f"--rw={rw}",
+        f"--bssplit={bssplit}",
+        "--ioengine=io_uring",
+        f"--iodepth={iodepth}",
+        f"--number_ios={ios}",
+        "--size=100%",
+        f"--write_iolog={iolog}",
+        "--randseed=42",
+        "--output-format=terse",
+        *(extra or []),
+    ]
+
+
+def fio_multiset(iolog: Path) -> Counter:
+    """(op, offset, bytes) of every I/O in a fio iolog (version 2, or 3 with timestamps)."""
+    lines = iolog.read_text().splitlines()
+    skip = 1 if lines and lines[0].strip() == "fio version 3 iolog" else 0
+    out: Counter = Counter()
+    for line in lines[1:]:
+        parts = line.split()[skip:]
+        if len(parts) == 4 and parts[1] in _FIO_OPS:
+            out[(_FIO_OPS[parts[1]], int(parts[2]), int(parts[3]))] += 1
+    return out
+
+
+def trace_records(path: Path) -> np.ndarray:
+    return open_trace(path).read_all()
+
+
+def trace_multiset(recs: np.ndarray) -> Counter:
+    return Counter(
+        zip(recs["op"].tolist(), recs["offset"].tolist(), recs["bytes"].tolist(), strict=True)
+    )
+
+
+def iotape(*args: str, check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*IOTAPE, *args], capture_output=True, text=True, check=check, timeout=timeout
+    )
