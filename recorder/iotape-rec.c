@@ -28,6 +28,7 @@
 
 #define NSEC_PER_SEC 1000000000ull
 #define POLL_MS 10
+#define SETTLE_MS 100
 
 static struct opts {
 	const char *out, *meta, *extents_path;
@@ -431,14 +432,16 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 	return snprintf(buf, size,
 		"{\"events\":%" PRIu64 ",\"chunks\":%" PRIu64
 		",\"lost\":{\"ringbuf_full\":%" PRIu64 ",\"inflight_full\":%" PRIu64
-		",\"recursion\":%" PRIu64 "}"
+		",\"recursion\":%" PRIu64 ",\"unseen_complete\":%" PRIu64 "}"
+		",\"unattributed\":%" PRIu64
 		",\"pre_start\":%" PRIu64 ",\"in_flight_at_stop\":%" PRIu64
 		",\"end_mono_ns\":%" PRIu64 ",\"end_wall_ns\":%" PRIu64
 		",\"duration_ns\":%" PRIu64 ",\"stop_reason\":\"%s\""
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
 		",\"repaired\":false}",
 		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
-		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_PRE_START],
+		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_UNSEEN_COMPLETE],
+		cnt[IOTAPE_CNT_NO_START], cnt[IOTAPE_CNT_PRE_START],
 		left, end_mono, end_wall,
 		end_mono - st.mono_start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
@@ -650,7 +653,7 @@ int main(int argc, char **argv)
 			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
 			     events, (events - last_events) / dt, (uint64_t)st.tw.good_end,
 			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
-			     complete_misses(skel),
+			     cnt[IOTAPE_CNT_UNSEEN_COMPLETE] + complete_misses(skel),
 			     cnt[IOTAPE_CNT_PRE_START]);
 			last_events = events;
 			last_status = now;
@@ -668,10 +671,18 @@ int main(int argc, char **argv)
 	 * be in flight (an exiting io_uring process leaves its queue to complete
 	 * after it): wait for them, bounded, so their completions are recorded. */
 	if (!st.tw.err && o.drain_ms) {
-		uint64_t until = clock_ns(CLOCK_MONOTONIC) + o.drain_ms * 1000000ull;
+		uint64_t t = clock_ns(CLOCK_MONOTONIC), until = t + o.drain_ms * 1000000ull;
+		uint64_t quiet_since = t, seen = st.tw.events + st.tw.n;
 
-		while (n_signals < 2 && in_flight(skel, slots, n_slots) &&
-		       clock_ns(CLOCK_MONOTONIC) < until) {
+		/* Quiet means nothing in flight and no completion for SETTLE_MS:
+		 * an exiting process's io_uring worker may still submit queued
+		 * requests a moment after the process itself is gone. */
+		while (n_signals < 2 && (t = clock_ns(CLOCK_MONOTONIC)) < until) {
+			if (in_flight(skel, slots, n_slots) || st.tw.events + st.tw.n != seen)
+				quiet_since = t;
+			else if (t - quiet_since >= SETTLE_MS * 1000000ull)
+				break;
+			seen = st.tw.events + st.tw.n;
 			if (ring_buffer__poll(rb, POLL_MS) < 0 && errno != EINTR)
 				break;
 			if (ring_buffer__consume(rb) < 0)

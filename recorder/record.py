@@ -8,6 +8,7 @@ summarises. Nothing here touches the hot path.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
@@ -27,6 +28,7 @@ from iotape.recorder import devices, labels
 
 LOADER = Path(__file__).with_name("build") / "iotape-rec"
 READY_TIMEOUT_S = 60.0
+PR_SET_PDEATHSIG = 1
 OPS = tuple(schemas.enum("op"))
 
 
@@ -179,12 +181,20 @@ def _write_extents(extents: list[labels.Extent], tmpdir: str) -> str | None:
     return path
 
 
+def _die_with_parent() -> None:
+    """In the loader's child process: a SIGTERM when we die, even by SIGKILL, so the
+    loader finishes its file instead of recording forever as an orphan."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 class _Loader:
     """The running loader: its JSON status lines read on a thread, its stderr kept."""
 
     def __init__(self, argv: list[str], progress: Progress | None) -> None:
         self.proc = subprocess.Popen(
             argv,
+            preexec_fn=_die_with_parent,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -270,7 +280,8 @@ class _Loader:
                 self.proc.wait()
 
 
-def _run_command(command: list[str], loader: _Loader, duration: float | None) -> int:
+def _run_command(command: list[str], loader: _Loader, duration: float | None) -> tuple[int, bool]:
+    """Run the user's command while recording: (its exit status, whether we were interrupted)."""
     try:
         child = subprocess.Popen(command)
     except OSError as e:
@@ -286,10 +297,10 @@ def _run_command(command: list[str], loader: _Loader, duration: float | None) ->
                 child.terminate()
                 break
             time.sleep(0.05)
-        return child.wait()
+        return child.wait(), False
     except KeyboardInterrupt:
         child.send_signal(signal.SIGINT)
-        return child.wait()
+        return child.wait(), True
     finally:
         if child.poll() is None:
             child.kill()
@@ -305,7 +316,25 @@ def _wait_idle(loader: _Loader) -> None:
         loader.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def record(opts: RecordOptions, progress: Progress | None = None) -> RecordResult:
+    """Validate, capture until the command exits, --duration passes or a signal
+    (SIGINT, SIGTERM, SIGHUP) arrives, then return the loader's summary."""
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            handlers[sig] = signal.signal(sig, _interrupt)
+    try:
+        return _record(opts, progress)
+    finally:
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+
+
+def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResult:
     devs = validate(opts)
     cgroups = [cgroup_id(c) for c in opts.cgroups]
     extents, streams, label_summary = labels.label_extents(opts.labels, devs)
@@ -330,8 +359,8 @@ def record(opts: RecordOptions, progress: Progress | None = None) -> RecordResul
                 loader.wait()
                 raise IotapeError(loader.error_line())
             if opts.command:
-                command_exit = _run_command(opts.command, loader, opts.duration)
-                loader.stop(command_exited=True)
+                command_exit, interrupted = _run_command(opts.command, loader, opts.duration)
+                loader.stop(command_exited=not interrupted)
             else:
                 _wait_idle(loader)
             rc = loader.wait()

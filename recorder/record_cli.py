@@ -128,13 +128,17 @@ def record(
     lost = s.get("lost", {})
     lost_total = sum(lost.values()) if isinstance(lost, dict) else int(lost)
     cpu = s.get("cpu", {})
+    proc = s.get("process", {})
+    left = s.get("in_flight_at_stop", 0)
     err.print(
         f"{result.output}: {s.get('events', 0):,} events in {s.get('duration_ns', 0) / 1e9:.1f} s, "
         f"{lost_total:,} lost"
         + (f" ({', '.join(f'{k} {v}' for k, v in lost.items() if v)})" if lost_total else "")
-        + f", {s.get('pre_start', 0):,} already in flight at start (left out); "
-        f"recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
-        + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else ""),
+        + f", {s.get('pre_start', 0):,} already in flight at start (left out)"
+        + (f", {left:,} still in flight at stop (not recorded)" if left else "")
+        + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
+        + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
+        + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else ""),
         highlight=False,
     )
     if result.command_exit:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from iotape.errors import IotapeError
 from iotape.recorder.check import RepairReport
 from iotape.recorder.check import check as check_trace
 from iotape.recorder.check import repair as repair_trace
@@ -174,11 +175,14 @@ def convert(
             "partition); requests outside it are left out.",
         ),
     ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing OUT.")] = False,
 ) -> None:
     """Convert a trace to Parquet (zstd) or CSV with the schema's columns, in schema order.
 
     Example: iotape trace convert run1.iot -o run1.parquet
     """
+    if output.exists() and not force:
+        raise IotapeError(f"{output}: exists; pass --force to overwrite it")
     with _progress("converting") as progress:
         r = convert_trace(path, output, partition_relative=partition_relative, progress=progress)
     note = (

@@ -156,7 +156,12 @@ def test_records_fio_on_loop(rec: Path, tmp_path: Path, loop_dev: str) -> None:
     header, recs, footer = read_trace(out)
     assert header["host"] == "test" and header["mono_start_ns"] == ready["mono_start_ns"]
     assert done["type"] == "done" and footer["events"] == len(recs) == done["events"]
-    assert footer["lost"] == {"ringbuf_full": 0, "inflight_full": 0, "recursion": 0}
+    assert footer["lost"] == {
+        "ringbuf_full": 0,
+        "inflight_full": 0,
+        "recursion": 0,
+        "unseen_complete": 0,
+    }
     assert len(recs) == job["read"]["total_ios"] + job["write"]["total_ios"] == 2048
     assert set(recs["comm"]) == {b"fio"} and len(set(recs["pid"])) == 1
     assert (recs["ts_queue_ns"] > 0).all()

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import fio_args, fio_multiset, iotape, trace_multiset, trace_records
+from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trace_records
 
 from iotape import schemas
 from iotape.recorder import devices
@@ -349,3 +349,81 @@ def test_unwritable_output_and_existing_output(loop, small_mount, tmp_path: Path
     res = iotape("record", "-o", str(existing), "-d", loop.path, "--duration", "1")
     assert res.returncode != 0 and "--force" in res.stderr
     assert existing.read_bytes() == b"precious"
+
+
+def _completed_ios(name: str) -> int:
+    """Reads plus writes the kernel has completed on a disk (/sys/block/NAME/stat)."""
+    fields = Path(f"/sys/block/{name}/stat").read_text().split()
+    return int(fields[0]) + int(fields[4])
+
+
+def test_time_based_io_uring_run_is_accounted(loop, tmp_path: Path) -> None:
+    """fio exits with a full queue; its last requests complete after it is gone and
+    must still be recorded (the loader waits for what it saw start). Every request
+    the kernel completed is either a record or counted as lost, never silently missing."""
+    out, res = tmp_path / "tb.iot", tmp_path / "fio.json"
+    before = _completed_ios(loop.name)
+    _record(
+        out,
+        "-d",
+        loop.path,
+        "--",
+        "fio",
+        "--name=tb",
+        f"--filename={loop.path}",
+        "--direct=1",
+        "--rw=randrw",
+        "--bs=4k",
+        "--ioengine=io_uring",
+        "--iodepth=32",
+        "--numjobs=2",
+        "--time_based",
+        "--runtime=2",
+        "--output-format=json",
+        f"--output={res}",
+    )
+    completed = _completed_ios(loop.name) - before
+    jobs = json.loads(res.read_text())["jobs"]
+    fio_total = sum(j["read"]["total_ios"] + j["write"]["total_ios"] for j in jobs)
+    footer = open_trace(out).footer
+    assert completed == fio_total
+    assert footer["events"] + sum(footer["lost"].values()) == fio_total
+    assert footer["in_flight_at_stop"] == 0
+    assert footer["stop_reason"] == "command-exit"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_leaves_a_complete_trace(loop, tmp_path: Path, sig: int) -> None:
+    out = tmp_path / "sig.iot"
+    rec = subprocess.Popen(
+        [*IOTAPE, "record", "-d", loop.path, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        subprocess.run(
+            [
+                "dd",
+                f"if={loop.path}",
+                "of=/dev/null",
+                "bs=4k",
+                "count=64",
+                "iflag=direct",
+                "status=none",
+            ],
+            check=True,
+        )
+        rec.send_signal(sig)
+        _, err = rec.communicate(timeout=60)
+    finally:
+        rec.kill()
+        rec.wait()
+    assert rec.returncode == 0, err
+    trace = open_trace(out)
+    assert trace.footer["stop_reason"] == "signal"
+    assert len(trace.read_all()) == 64

@@ -200,3 +200,14 @@ def test_root_command_reports_one_line_errors(tmp_path: Path) -> None:
         f"iotape: error: {bad}: byte 0: not an iotape trace: magic is b'not a tr', "
         "expected b'IOTAPE\\r\\n'"
     ]
+
+
+def test_convert_refuses_to_overwrite(trace, tmp_path: Path) -> None:
+    path, _ = trace
+    out = tmp_path / "t.parquet"
+    out.write_bytes(b"keep me")
+    with pytest.raises(IotapeError, match="--force"):
+        _invoke("convert", str(path), "-o", str(out))
+    assert out.read_bytes() == b"keep me"
+    assert _invoke("convert", str(path), "-o", str(out), "--force").exit_code == 0
+    assert out.read_bytes()[:4] == b"PAR1"

@@ -23,6 +23,8 @@ enum iotape_counter {
 	IOTAPE_CNT_INFLIGHT_FULL,	/* record lost: in-flight map update failed */
 	IOTAPE_CNT_PRE_START,		/* request already in flight at attach, left out */
 	IOTAPE_CNT_NO_START,		/* completion without block_io_start, recorded with pid 0 */
+	IOTAPE_CNT_UNSEEN_COMPLETE,	/* record lost: a request started, its tag was reused,
+					 * and no completion was seen for it in between */
 	IOTAPE_CNT_MAX,
 };
 
