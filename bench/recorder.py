@@ -122,6 +122,20 @@ def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
     }
 
 
+def memory_bound(dev: str, tmp: Path, short: int, long: int) -> dict:
+    """The loader's peak RSS for a short and a long capture: it must not grow."""
+    out = {}
+    for name, runtime in (("short", short), ("long", long)):
+        r = iotape_traced(dev, runtime, tmp)
+        out[name] = {
+            "runtime_s": runtime,
+            "events": r["events"],
+            "recorder_max_rss_kb": r["recorder_max_rss_kb"],
+        }
+    out["growth_ratio"] = out["long"]["recorder_max_rss_kb"] / out["short"]["recorder_max_rss_kb"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -168,6 +182,8 @@ def main() -> None:
                         f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
                         file=sys.stderr,
                     )
+            memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
+            print(f"memory: {memory}", file=sys.stderr)
         finally:
             subprocess.run(["losetup", "-d", dev], check=False)
             backing.unlink(missing_ok=True)
@@ -197,6 +213,7 @@ def main() -> None:
             for k in ("iotape", "bpftrace")
         },
         "goal": "iotape >= 0.95 of untraced with 0 lost",
+        "recorder_memory_vs_capture_length": memory,
         "runs": runs,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
