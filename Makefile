@@ -38,6 +38,7 @@ python: $(UV)
 
 native:
 	$(MAKE) -C recorder
+	@if [ -f workload/Makefile ]; then $(MAKE) -C workload; fi
 
 demo: setup
 	bash scripts/demo.sh
@@ -56,4 +57,5 @@ lint: python native
 
 clean:
 	$(MAKE) -C recorder clean
+	@if [ -f workload/Makefile ]; then $(MAKE) -C workload clean; fi
 	rm -rf .venv .tools
