@@ -23,7 +23,8 @@ import numpy as np
 
 from iotape import schemas
 from iotape.errors import IotapeError
-from iotape.recorder import devices, procstat
+from iotape.recorder import devices, labels, procstat
+from iotape.recorder.record import Progress, RecordOptions, RecordResult
 from iotape.recorder.tracefile import TraceWriter
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -121,9 +122,13 @@ def _to_records(lines: list[str], start_ns: int, ops: set[int] | None) -> np.nda
     return recs
 
 
-def record(opts, devs: list[devices.Device], meta: dict, progress=None):
-    from iotape.recorder.record import RecordResult
-
+def record(
+    opts: RecordOptions,
+    devs: list[devices.Device],
+    meta: dict,
+    extents: list[labels.Extent],
+    progress: Progress | None = None,
+) -> RecordResult:
     if shutil.which("bpftrace") is None:
         raise IotapeError("bpftrace: not installed (apt-get install bpftrace)")
     _ensure_tracefs()
@@ -200,6 +205,7 @@ def record(opts, devs: list[devices.Device], meta: dict, progress=None):
                     batch.append(line.rstrip("\n"))
                 if len(batch) >= 8192 or (batch and time.monotonic() - last > 1):
                     recs = _to_records(batch, mono_start, ops)
+                    labels.apply_streams(recs, extents)
                     writer.write(recs)
                     events += len(recs)
                     batch, last = [], time.monotonic()
@@ -211,6 +217,7 @@ def record(opts, devs: list[devices.Device], meta: dict, progress=None):
                 if line.startswith("E "):
                     batch.append(line.rstrip("\n"))
         recs = _to_records(batch, mono_start, ops)
+        labels.apply_streams(recs, extents)
         writer.write(recs)
         events += len(recs)
         proc.wait()

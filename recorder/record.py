@@ -342,7 +342,7 @@ def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResu
     if opts.backend == "bpftrace":
         from iotape.recorder import bpftrace_backend
 
-        return bpftrace_backend.record(opts, devs, meta, progress)
+        return bpftrace_backend.record(opts, devs, meta, extents, progress)
     if opts.backend != "bpf":
         raise IotapeError(f"--backend {opts.backend}: unknown; one of bpf, bpftrace")
     with tempfile.TemporaryDirectory(prefix="iotape-rec-") as tmp:
