@@ -20,10 +20,11 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
-    from iotape.recorder import record_cli, trace_cli
+    from iotape.recorder import import_cli, record_cli, trace_cli
 
     app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")
+    app.command("import")(import_cli.import_)
 
 
 def main() -> None:

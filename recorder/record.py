@@ -343,8 +343,12 @@ def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResu
         from iotape.recorder import bpftrace_backend
 
         return bpftrace_backend.record(opts, devs, meta, extents, progress)
+    if opts.backend == "ftrace":
+        from iotape.recorder import ftrace_backend
+
+        return ftrace_backend.record(opts, devs, meta, extents, progress)
     if opts.backend != "bpf":
-        raise IotapeError(f"--backend {opts.backend}: unknown; one of bpf, bpftrace")
+        raise IotapeError(f"--backend {opts.backend}: unknown; one of bpf, bpftrace, ftrace")
     with tempfile.TemporaryDirectory(prefix="iotape-rec-") as tmp:
         meta_path = os.path.join(tmp, "meta.json")
         with open(meta_path, "w") as f:

@@ -84,7 +84,7 @@ def record(
         Many, typer.Option(help="NAME=GLOB: label I/O to these files' extents (db, log, a stream).")
     ] = None,
     meta: Annotated[Many, typer.Option(help="KEY=VALUE stored in the trace header.")] = None,
-    backend: Annotated[str, typer.Option(help="bpf (libbpf CO-RE) or bpftrace.")] = "bpf",
+    backend: Annotated[str, typer.Option(help="bpf (libbpf CO-RE), bpftrace or ftrace.")] = "bpf",
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     bpf_stats: Annotated[
         bool, typer.Option(help="Measure the BPF programs' own run time (costs ~5 %).")
