@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import need
 from import_helpers import CAT, SDA, notify_comm, notify_time, trace
 
 from iotape import schemas
@@ -46,8 +47,8 @@ def _import(tmp_path: Path, fmt: str, *paths: Path, **kw) -> tuple[np.ndarray, d
         return t.read_all(), t.header
 
 
-@pytest.mark.skipif(not SAMPLE.exists(), reason="public samples not in this workplace")
 def test_public_sample_pairs_every_request(tmp_path: Path) -> None:
+    need(SAMPLE.exists(), f"the public samples at {SAMPLE}")
     raw = _raw_actions(SAMPLE)
     assert raw["Q"] == raw["D"] == raw["C"] > 0
     recs, header = _import(tmp_path, "blktrace", SAMPLE)
@@ -67,9 +68,9 @@ def test_public_sample_pairs_every_request(tmp_path: Path) -> None:
     assert header["mono_start_ns"] == 0 and recs["ts_queue_ns"].min() == 184
 
 
-@pytest.mark.skipif(shutil.which("blkparse") is None, reason="blkparse not installed")
-@pytest.mark.skipif(not SAMPLE.exists(), reason="public samples not in this workplace")
 def test_blkparse_text_of_the_sample_matches_the_binary_import(tmp_path: Path) -> None:
+    need(shutil.which("blkparse") is not None, "blkparse (Debian package blktrace)")
+    need(SAMPLE.exists(), f"the public samples at {SAMPLE}")
     text = tmp_path / "sample.txt"
     with SAMPLE.open("rb") as f, text.open("wb") as out:
         subprocess.run(["blkparse", "-i", "-"], stdin=f, stdout=out, check=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import need
 
 from iotape import schemas
 from iotape.errors import IotapeError
@@ -98,8 +99,8 @@ def test_disksim_small(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.skipif(not DISKSIM.exists(), reason="public samples not in this workplace")
 def test_public_disksim_sample_has_one_record_per_line(tmp_path: Path) -> None:
+    need(DISKSIM.exists(), f"the public samples at {DISKSIM}")
     data = DISKSIM.read_bytes()
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     recs, h = _import(tmp_path, "auto", DISKSIM)
