@@ -20,11 +20,16 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
+    from iotape.analyzer import cli as analyzer_cli
     from iotape.recorder import import_cli, record_cli, trace_cli
 
     app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")
     app.command("import")(import_cli.import_)
+    app.command("ingest")(analyzer_cli.ingest)
+    app.command("export")(analyzer_cli.export)
+    app.add_typer(analyzer_cli.runs_app, name="runs")
+    app.add_typer(analyzer_cli.db_app, name="db")
 
 
 def main() -> None:

@@ -146,5 +146,6 @@ def sql_columns() -> list[tuple[str, str]]:
 
 def sql_ddl(table: str = "events", extra: list[tuple[str, str]] | None = None) -> str:
     cols = (extra or []) + sql_columns()
-    body = ",\n  ".join(f"{n} {t} NOT NULL" for n, t in cols)
+    # Quoted: `offset` is a reserved word in SQL.
+    body = ",\n  ".join(f'"{n}" {t} NOT NULL' for n, t in cols)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  {body}\n)"

@@ -69,7 +69,7 @@ def test_arrow_and_sql_follow_the_logical_column_order() -> None:
     assert schemas.arrow_schema().field("dev").type == pa.uint32()
     ddl = schemas.sql_ddl()
     for n in names:
-        assert f"\n  {n} " in ddl
+        assert f'\n  "{n}" ' in ddl
 
 
 def test_overlapping_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,160 @@
+"""DuckDB: the embedded default store, one file.
+
+A DuckDB connection is not safe to share between threads: a thread that needs
+the store takes its own with `cursor()`. Ingest stays on one thread (the
+thread that converts trace chunks to Arrow never touches DuckDB).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from iotape.analyzer.store import StoreError, StoreURL
+from iotape.schemas.tables import quote, table
+
+# Arrow sources are registered under unique names so two inserts never collide.
+_names = itertools.count()
+
+
+class DuckDBStore:
+    dialect = "duckdb"
+    cluster = None
+
+    def __init__(
+        self, url: StoreURL, create: bool = True, con: duckdb.DuckDBPyConnection | None = None
+    ) -> None:
+        self.url = url
+        if con is not None:
+            self.con = con
+            return
+        path = url.path
+        if path != ":memory:":
+            p = Path(path)
+            if p.is_dir():
+                raise StoreError(f"{path}: is a directory, not a DuckDB file")
+            if not p.exists():
+                if not create:
+                    raise StoreError(f"{path}: no store here yet; `iotape ingest` makes one")
+                p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(path)
+        except duckdb.IOException as e:
+            raise StoreError(f"{path}: cannot open as a DuckDB store: {_first_line(e)}") from None
+        except duckdb.Error as e:
+            raise StoreError(f"{path}: {_first_line(e)}") from None
+
+    def cursor(self) -> DuckDBStore:
+        """A store on a new cursor of the same database, for another thread."""
+        return DuckDBStore(self.url, con=self.con.cursor())
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self._run(sql, params)
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
+        return self._run(sql, params).fetchall()
+
+    def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        return self._relation(sql, params).to_arrow_table()
+
+    def stream(self, sql: str, params: dict[str, Any] | None = None) -> Iterator[pa.RecordBatch]:
+        # A relation streams its result; a DB-API result would copy it whole first.
+        yield from self._relation(sql, params).to_arrow_reader(batch_size=65536)
+
+    def _relation(self, sql: str, params: dict[str, Any] | None):
+        try:
+            return self.con.sql(sql, params=params or None)
+        except duckdb.Error as e:
+            raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
+
+    def insert_batches(
+        self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
+    ) -> int:
+        t = table(table_name)
+        cols = [c for c in t.column_names() if c != "run_id"]
+        batches = iter(batches)
+        first = next(batches, None)
+        if first is None:
+            return 0
+        counted = _Counter()
+        reader = pa.RecordBatchReader.from_batches(
+            first.schema, counted.count(itertools.chain([first], batches))
+        )
+        # One INSERT over a stream of batches: DuckDB pulls them as it writes, so
+        # memory stays at a few batches whatever the trace's size.
+        src = f"iotape_src_{next(_names)}"
+        self.con.register(src, reader)
+        try:
+            names = ", ".join(quote(c) for c in cols)
+            self._run(
+                f"INSERT INTO {quote(t.name)} ({quote('run_id')}, {names}) "
+                f"SELECT $run_id, {names} FROM {quote(src)}",
+                {"run_id": run_id},
+            )
+        finally:
+            self.con.unregister(src)
+        return counted.rows
+
+    def insert_rows(self, table_name: str, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        t = table(table_name)
+        names = t.column_names()
+        cols = ", ".join(quote(c) for c in names)
+        marks = ", ".join(f"${c}" for c in names)
+        sql = f"INSERT INTO {quote(t.name)} ({cols}) VALUES ({marks})"
+        for row in rows:
+            self._run(sql, {c: row[c] for c in names})
+
+    def delete_run_rows(self, table_name: str, run_id: str) -> None:
+        t = table(table_name)
+        self._run(
+            f"DELETE FROM {quote(t.name)} WHERE {quote('run_id')} = $run_id", {"run_id": run_id}
+        )
+
+    def has_tables(self) -> bool:
+        n = self.rows(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('runs', 'events')"
+        )
+        return n[0][0] == 2
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing: a process killed inside leaves no trace of it in the file."""
+        self._run("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.rollback()
+            raise
+        self._run("COMMIT")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _run(self, sql: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+        try:
+            return self.con.execute(sql, params or None)
+        except duckdb.Error as e:
+            raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def count(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            self.rows += b.num_rows
+            yield b
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

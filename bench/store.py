@@ -1,0 +1,200 @@
+"""Store ingest: a synthetic 10-million-event trace into DuckDB and into chDB.
+
+Peer, in the same run: DuckDB loading the same events from a Parquet file
+(`iotape trace convert` output) into a table of its own file, and DuckDB only
+reading that Parquet file. Each measurement runs in a fresh process, so its
+peak RSS is its own. Ingest time is end to end: hashing the file (the
+idempotency key), converting chunks to Arrow, inserting, committing.
+
+Goal (issue 5): >= 5 M events/s into DuckDB, peak RSS < 1 GiB.
+Writes JSON to bench/results/store.json.
+
+Run: `.venv/bin/python bench/store.py [--events 10000000] [--rounds 2]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from iotape import schemas
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def make_trace(path: Path, n: int) -> None:
+    """Plausible records: two devices, a few ops, streams and task names, rising times."""
+    from iotape.recorder.tracefile import TraceWriter
+
+    header = {
+        "mono_start_ns": 0,
+        "wall_start_ns": time.time_ns(),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "recorder": {"backend": "bench", "version": "0"},
+        "devices": [
+            {"name": "sda", "dev": 8 << 20, "model": "HDD", "firmware": "A1", "rotational": True},
+            {"name": "nvme0n1", "dev": 259 << 20, "model": "SSD", "firmware": "B2"},
+        ],
+    }
+    rng = np.random.default_rng(1)
+    dt = schemas.record_dtype()
+    step = 1_000_000
+    with TraceWriter(path, header) as w:
+        for start in range(0, n, step):
+            k = min(step, n - start)
+            r = np.zeros(k, dtype=dt)
+            t0 = start * 10_000
+            r["ts_queue_ns"] = t0 + np.sort(rng.integers(0, step * 10_000, size=k))
+            r["ts_issue_ns"] = r["ts_queue_ns"] + rng.integers(0, 5_000, size=k)
+            r["ts_complete_ns"] = r["ts_issue_ns"] + rng.integers(5_000, 2_000_000, size=k)
+            r["dev"] = rng.choice([8 << 20, 259 << 20], size=k)
+            r["offset"] = rng.integers(0, 1 << 36, size=k) // 4096 * 4096
+            r["bytes"] = rng.choice([4096, 32768, 262144, 1 << 20], size=k)
+            r["op"] = rng.choice([0, 1, 2], size=k, p=[0.6, 0.38, 0.02])
+            r["stream"] = rng.integers(0, 7, size=k)
+            r["pid"] = 4242
+            r["tid"] = rng.integers(4242, 4260, size=k)
+            r["comm"] = rng.choice([b"ese-user0", b"ese-ckpt", b"ese-log", b"ese-bdm"], size=k)
+            w.write(r)
+        w.close({"stop_reason": "bench"})
+
+
+# --------------------------------------------------------------------------- children
+
+
+def child(mode: str, source: str, target: str) -> dict:
+    t0 = time.perf_counter()
+    out: dict = {"mode": mode}
+    if mode in ("duckdb", "chdb", "duckdb-from-parquet"):
+        from iotape.analyzer.ingest import file_sha256, ingest
+        from iotape.analyzer.store import open_store
+
+        url = f"chdb://{target}" if mode == "chdb" else f"duckdb://{target}"
+        h0 = time.perf_counter()
+        file_sha256(Path(source))
+        out["hash_s"] = time.perf_counter() - h0
+        store = open_store(url)
+        t0 = time.perf_counter()
+        r = ingest(store, source)
+        store.close()
+        out["events"] = r.events
+    elif mode == "peer-load":
+        import duckdb
+
+        con = duckdb.connect(target)
+        con.execute("CREATE TABLE events AS SELECT * FROM read_parquet($p) LIMIT 0", {"p": source})
+        t0 = time.perf_counter()
+        con.execute("INSERT INTO events SELECT * FROM read_parquet($p)", {"p": source})
+        out["events"] = con.execute("SELECT count(*) FROM events").fetchone()[0]
+        con.close()
+    elif mode == "peer-read":
+        import duckdb
+
+        # sum() reads every value; min/max would be answered from Parquet statistics.
+        cols = ", ".join(
+            f'sum(length("{c}"))' if c == "comm" else f'sum("{c}")' for c in schemas.column_names()
+        )
+        t0 = time.perf_counter()
+        # Column names come from the schema; the path is bound.
+        row = (
+            duckdb.connect()
+            .execute(f"SELECT count(*), {cols} FROM read_parquet($p)", {"p": source})
+            .fetchone()
+        )
+        out["events"] = int(row[0])
+    out["seconds"] = time.perf_counter() - t0
+    out["events_per_s"] = out["events"] / out["seconds"]
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def measure(mode: str, source: Path, target: Path) -> dict:
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(source), str(target)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--child", nargs=3, metavar=("MODE", "SOURCE", "TARGET"), help=argparse.SUPPRESS
+    )
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/store.json")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+
+    from iotape.recorder.convert import convert
+
+    with tempfile.TemporaryDirectory(prefix="iotape-bench-store-", dir="/var/tmp") as tmp:
+        tmp = Path(tmp)
+        trace, parquet = tmp / "bench.iot", tmp / "bench.parquet"
+        print(f"making a {args.events:,}-event trace ...", file=sys.stderr)
+        make_trace(trace, args.events)
+        convert(trace, parquet)
+        modes = ["duckdb", "chdb", "duckdb-from-parquet", "peer-load", "peer-read"]
+        results: dict[str, list[dict]] = {m: [] for m in modes}
+        for rnd in range(args.rounds):
+            for m in modes:
+                target = tmp / f"{m}-{rnd}" / ("ch" if m == "chdb" else "db.duckdb")
+                target.parent.mkdir()
+                src = parquet if m in ("duckdb-from-parquet", "peer-load", "peer-read") else trace
+                r = measure(m, src, target)
+                results[m].append(r)
+                print(
+                    f"round {rnd} {m:20s} {r['events_per_s'] / 1e6:6.2f} M events/s "
+                    f"{r['seconds']:6.2f} s  peak {r['peak_rss_mib']:6.0f} MiB",
+                    file=sys.stderr,
+                )
+        summary = {
+            m: {
+                "events_per_s_median": statistics.median(r["events_per_s"] for r in rs),
+                "seconds_median": statistics.median(r["seconds"] for r in rs),
+                "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rs),
+                **(
+                    {"hash_s_median": statistics.median(r["hash_s"] for r in rs)}
+                    if "hash_s" in rs[0]
+                    else {}
+                ),
+            }
+            for m, rs in results.items()
+        }
+        doc = {
+            "benchmark": "store ingest (issue 5)",
+            "events": args.events,
+            "trace_bytes": trace.stat().st_size,
+            "parquet_bytes": parquet.stat().st_size,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "goal": {"duckdb_events_per_s": 5_000_000, "peak_rss_mib": 1024},
+            "peer": "peer-load: DuckDB INSERT from the same events in Parquet into its own file; "
+            "peer-read: DuckDB reading that Parquet (every column)",
+            "summary": summary,
+            "rounds": results,
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
