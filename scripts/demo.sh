@@ -41,4 +41,8 @@ lat = pc.subtract(t["ts_complete_ns"], t["ts_issue_ns"])
 print(f"{t.num_rows:,} requests; device latency p50 "
       f"{pc.quantile(lat, 0.5)[0].as_py() / 1e3:.1f} us, p99 {pc.quantile(lat, 0.99)[0].as_py() / 1e3:.1f} us")
 PY
-echo "== done: $OUT/demo.iot, $OUT/demo.parquet"
+echo "== ingest into the embedded store (DuckDB)"
+export IOTAPE_DB="$OUT/iotape.duckdb"
+$IOTAPE ingest "$OUT/demo.iot" --name "demo-$(date +%Y%m%d-%H%M%S)" --tag source=demo
+$IOTAPE runs list
+echo "== done: $OUT/demo.iot, $OUT/demo.parquet, $IOTAPE_DB"
