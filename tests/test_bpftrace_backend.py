@@ -53,7 +53,13 @@ def test_bpftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr
     recs = trace_records(out)
-    assert trace_multiset(recs) == fio_multiset(log)
+    got, want = trace_multiset(recs), fio_multiset(log)
+    # Every record is one fio did. bpftrace's perf-event tracepoint programs are
+    # skipped, uncounted, while another BPF program or a bpf() call holds the CPU
+    # (README, Backends), so under load a few may be missing; the CO-RE backend's
+    # exactness is what tests/test_record.py holds to account.
+    assert not (got - want)
+    assert got.total() >= 0.99 * want.total()
     assert set(recs["comm"].tolist()) == {b"fio"}
     assert (recs["ts_issue_ns"] <= recs["ts_complete_ns"]).all()
     trace = open_trace(out)
