@@ -22,6 +22,7 @@ def _register() -> None:
     # missing optional dependency does not break the others.
     from iotape.analyzer import cli as analyzer_cli
     from iotape.recorder import import_cli, record_cli, trace_cli
+    from iotape.replayer import cli as replay_cli
 
     app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")
@@ -30,6 +31,7 @@ def _register() -> None:
     app.command("export")(analyzer_cli.export)
     app.add_typer(analyzer_cli.runs_app, name="runs")
     app.add_typer(analyzer_cli.db_app, name="db")
+    app.add_typer(replay_cli.app, name="replay")
 
 
 def main() -> None:

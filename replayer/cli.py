@@ -1,0 +1,213 @@
+"""`iotape replay plan|run|fidelity`: each command parses, calls one library function, prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iotape.replayer import fidelity as fid
+from iotape.replayer import plan as planmod
+from iotape.replayer import run as runmod
+
+app = typer.Typer(
+    help="Replay a trace with fio: plan job files, run them, measure fidelity.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
+
+
+@app.command("plan")
+def plan(
+    trace: Annotated[Path, typer.Argument(help="Trace file (.iot).", show_default=False)],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Job directory to write.")
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(help="exact (iologs), synthetic (fitted knobs) or auto.")
+    ] = "auto",
+    mailboxes: Annotated[float | None, typer.Option(help="Scale to N mailboxes.")] = None,
+    databases: Annotated[int | None, typer.Option(help="Scale to K databases (K targets).")] = None,
+    copies: Annotated[int | None, typer.Option(help="Scale to C database copies.")] = None,
+    from_mailboxes: Annotated[
+        float | None, typer.Option(help="The trace's mailboxes, if its metadata lacks them.")
+    ] = None,
+    from_databases: Annotated[
+        int | None, typer.Option(help="The trace's databases, if its metadata lacks them.")
+    ] = None,
+    from_copies: Annotated[
+        int | None, typer.Option(help="The trace's copies, if its metadata lacks them.")
+    ] = None,
+    time_scale: Annotated[
+        float, typer.Option(help="Multiply every duration by F (0.5 = twice as fast).")
+    ] = 1.0,
+    remap: Annotated[
+        str, typer.Option(help="Offsets into the target: fit, wrap or scale.")
+    ] = "fit",
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target", help="NAME=PATH: dbK[:STREAM], a stream, a source device, or all."
+        ),
+    ] = None,
+    window: Annotated[float, typer.Option(help="Synthetic mode: window length in seconds.")] = 1.0,
+    exact_limit: Annotated[
+        int, typer.Option(help="auto: exact up to this many requests.")
+    ] = 2_000_000,
+    engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an earlier plan in JOBDIR.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Turn a trace into fio job files (one iolog per stream and target, or fitted jobs).
+
+    Example: iotape replay plan run.iot -o jobs/ --databases 4 --target all=/dev/sdb
+    """
+    man = planmod.plan(
+        planmod.PlanOptions(
+            trace=trace,
+            jobdir=output,
+            mode=mode,
+            mailboxes=mailboxes,
+            databases=databases,
+            copies=copies,
+            from_mailboxes=from_mailboxes,
+            from_databases=from_databases,
+            from_copies=from_copies,
+            time_scale=time_scale,
+            remap=remap,
+            targets=target or [],
+            dry_run=dry_run,
+            force=force,
+            window_s=window,
+            exact_limit=exact_limit,
+            engine=engine,
+        )
+    )
+    text = man.pop("jobfile_text")
+    if as_json:
+        print(json.dumps(man, indent=2))
+    elif dry_run:
+        print(text, end="")
+    else:
+        print(
+            f"{output}: {man['mode']} plan, {len(man['jobs'])} jobs, "
+            f"{len(man['targets'])} target(s), "
+            f"about {man['duration_s']:.1f} s"
+        )
+
+
+@app.command("run")
+def run(
+    jobdir: Annotated[
+        Path, typer.Argument(help="Job directory from `iotape replay plan`.", show_default=False)
+    ],
+    record: Annotated[
+        Path | None,
+        typer.Option("--record", help="Record the replay at the device into this trace."),
+    ] = None,
+    anchor_record: Annotated[
+        Path | None,
+        typer.Option("--anchor-record", help="Also run fio's plain replay, recorded here."),
+    ] = None,
+    destroy_data_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--destroy-data-on",
+            help="Allow writing to DEV despite a filesystem, mount or root disk.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite existing record outputs.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Run the plan's fio jobs (JSON results and latency logs in JOBDIR/results).
+
+    Example: iotape replay run jobs/ --record replay.iot --anchor-record fio-plain.iot
+    """
+    with err.status("replaying") as status:
+        summary = runmod.run(
+            jobdir,
+            record,
+            destroy_data_on or [],
+            anchor_record,
+            force,
+            say=lambda s: status.update(s),
+        )
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    t = Table("job", "runtime ms", "read iops", "write iops", "read p99 ms", "write p99 ms")
+    for row in summary["jobs"]:
+        rd, wr = row.get("read", {}), row.get("write", {})
+        t.add_row(
+            row["job"],
+            str(row["runtime_ms"]),
+            str(rd.get("iops", "-")),
+            str(wr.get("iops", "-")),
+            str(rd.get("p99_ms", "-")),
+            str(wr.get("p99_ms", "-")),
+        )
+    Console().print(t)
+
+
+@app.command("fidelity")
+def fidelity(
+    original: Annotated[Path, typer.Argument(help="The original trace.", show_default=False)],
+    replayed: Annotated[
+        Path,
+        typer.Argument(help="The replay, recorded with `replay run --record`.", show_default=False),
+    ],
+    anchor: Annotated[
+        Path | None,
+        typer.Option("--anchor", help="fio's plain replay, recorded (shown side by side)."),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing.
+
+    Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
+    """
+    res = {"iotape": fid.compare(original, replayed)}
+    if anchor is not None:
+        res["fio_plain"] = fid.compare(original, anchor)
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+    cols = list(res)
+    t = Table("stream", "figure", *cols)
+    for stream in ["overall", *res["iotape"]["streams"]]:
+        figs = [
+            r["overall"] if stream == "overall" else r["streams"].get(stream, {})
+            for r in res.values()
+        ]
+        for key in (
+            "requests",
+            "iops_mape_pct",
+            "mbps_mape_pct",
+            "read_fraction",
+            "size_hist_tv",
+            "match_share",
+            "issue_error",
+            "interarrival_error",
+        ):
+            vals = []
+            for f in figs:
+                v = f.get(key)
+                if isinstance(v, dict):
+                    v = f"p50 {v.get('p50_ms')} p99 {v.get('p99_ms')} ms"
+                vals.append("-" if v is None else str(v))
+            t.add_row(stream, key, *vals)
+    Console().print(t)

@@ -1,0 +1,427 @@
+"""`iotape replay plan`: a trace -> a directory of fio job files a person can read.
+
+Layout of JOBDIR:
+  replay.fio      the jobs, one fio process, a header saying what was done and why
+  iologs/*.log    exact mode: one iolog (v3, microseconds) per stream, target and copy
+  anchor.fio      fio's own plain replay of the same requests (one iolog, read_iolog
+  anchor.log      defaults), the yardstick that `iotape replay fidelity` compares against
+  plan.json       what `iotape replay run` needs: targets, jobs, expected duration
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from iotape.errors import IotapeError
+from iotape.replayer import iolog, remap, scale, synthetic, targets
+from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
+
+MODES = ("exact", "synthetic", "auto")
+PLAN_FORMAT = "iotape-replay-plan"
+PLAN_VERSION = 1
+MAX_WINDOWS = 120
+MAX_SUBMITTERS = 64
+SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
+PLACEHOLDER = "/dev/TARGET"
+
+
+@dataclass
+class PlanOptions:
+    trace: Path
+    jobdir: Path | None = None
+    mode: str = "auto"
+    mailboxes: float | None = None
+    databases: int | None = None
+    copies: int | None = None
+    from_mailboxes: float | None = None
+    from_databases: int | None = None
+    from_copies: int | None = None
+    time_scale: float = 1.0
+    remap: str = "fit"
+    targets: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    force: bool = False
+    window_s: float = 1.0
+    exact_limit: int = 2_000_000
+    engine: str = "psync"
+
+
+@dataclass
+class Job:
+    name: str
+    target: str
+    stream: str
+    db: int
+    options: dict[str, str]
+    requests: int
+    writes: bool
+    entries: tuple | None = None  # exact: (t_us, action, offset, length)
+
+
+def _entries(r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, ts: float):
+    """iolog entries for records: a write carrying PREFLUSH becomes sync + write."""
+    op = r["op"]
+    action = np.full(len(r), iolog.WRITE, dtype=np.int64)
+    action[op == OP["read"]] = iolog.READ
+    action[op == OP["flush"]] = iolog.SYNC
+    action[op == OP["discard"]] = iolog.TRIM
+    off = np.where(action == iolog.SYNC, 0, off)
+    b = np.where(action == iolog.SYNC, 0, b)
+    t_us = np.round(t_ns * ts / 1000).astype(np.int64)
+    pre = (r["flags"] & PREFLUSH).astype(bool) & (action == iolog.WRITE)
+    if pre.any():
+        n = int(pre.sum())
+        t_us = np.concatenate([t_us, t_us[pre]])
+        action = np.concatenate([action, np.full(n, iolog.SYNC)])
+        off = np.concatenate([off, np.zeros(n, np.int64)])
+        b = np.concatenate([b, np.zeros(n, np.int64)])
+        # The sync goes just before its write.
+        rank = np.concatenate([np.ones(len(r)), np.zeros(n)])
+        order = np.lexsort((rank, t_us))
+        t_us, action, off, b = t_us[order], action[order], off[order], b[order]
+    return t_us, action, off, b
+
+
+def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
+    """Unlabelled I/O split by submitting thread: each thread issued its own
+    requests concurrently with the others, and one iolog would serialise them."""
+    # By process, not thread: an io_uring worker thread that ran a process's fsync
+    # belongs with that process's writes.
+    pids = np.unique(r["pid"])
+    if stream != "other" or len(pids) < 2 or len(pids) > MAX_SUBMITTERS:
+        return [(np.arange(len(r)), "")]
+    return [(np.flatnonzero(r["pid"] == p), f".p{int(p)}") for p in pids.tolist()]
+
+
+def _fold_sync_only(jobs: list[Job]) -> list[Job]:
+    """fio refuses an iolog with nothing but syncs; such a job's syncs join the
+    busiest job on the same target and database."""
+    out: list[Job] = []
+    lonely: list[Job] = []
+    for j in jobs:
+        if j.entries is not None and not (j.entries[1] != iolog.SYNC).any():
+            lonely.append(j)
+        else:
+            out.append(j)
+    for j in lonely:
+        peers = [p for p in out if p.entries is not None and p.target == j.target and p.db == j.db]
+        if not peers:
+            continue
+        host = max(peers, key=lambda p: p.requests)
+        cols = [np.concatenate([a, b]) for a, b in zip(host.entries, j.entries, strict=True)]
+        order = np.argsort(cols[0], kind="stable")
+        host.entries = tuple(c[order] for c in cols)
+        host.requests += j.requests
+        host.writes = True
+    return out
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def build(opts: PlanOptions) -> dict:
+    """Everything the plan will write, computed in memory: {"src", "jobs", "header", ...}."""
+    if opts.mode not in MODES:
+        raise IotapeError(f"--mode {opts.mode}: unknown; one of {', '.join(MODES)}")
+    if not (opts.time_scale > 0):
+        raise IotapeError(f"--time-scale {opts.time_scale}: must be positive")
+    if opts.remap not in remap.MODES:
+        raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
+    src = load(opts.trace)
+    sc = scale.resolve(
+        src.metadata(),
+        opts.mailboxes,
+        opts.databases,
+        opts.copies,
+        opts.from_mailboxes,
+        opts.from_databases,
+        opts.from_copies,
+    )
+    mode = opts.mode
+    if mode == "auto":
+        mode = "exact" if len(src.records) <= opts.exact_limit else "synthetic"
+    mapping = targets.parse(opts.targets)
+    if not mapping:
+        if not opts.dry_run:
+            raise IotapeError("no target: give --target NAME=PATH (e.g. --target all=/dev/sdb)")
+        mapping = {"all": PLACEHOLDER}
+    mapping = {k: (v if v == PLACEHOLDER else os.path.abspath(v)) for k, v in mapping.items()}
+    k_dbs = sc.databases if sc else 1
+    r = src.records
+    devnames = src.device_names()
+    dev_ids = np.unique(r["dev"]).tolist()
+    stream_ids = np.unique(r["stream"]).tolist()
+    groups = []
+    users: dict[str, list[int]] = {}
+    for db in range(k_dbs):
+        for dev in dev_ids:
+            dname = devnames.get(dev, f"dev{dev >> 20}:{dev & 0xFFFFF}")
+            for sid in stream_ids:
+                sname = src.stream_name(sid)
+                idx = np.flatnonzero((r["dev"] == dev) & (r["stream"] == sid))
+                if not len(idx):
+                    continue
+                path = targets.choose(mapping, db, sname, dname)
+                users.setdefault(path, []).append(db)
+                for sub, suffix in _submitters(r[idx], sname):
+                    groups.append((db, dev, dname, sid, sname, idx[sub], path, suffix))
+    data = r["op"] != OP["flush"]
+    ends = np.where(data, r["offset"].astype(np.int64) + r["bytes"].astype(np.int64), 0)
+    dev_end = {dev: int(ends[r["dev"] == dev].max(initial=512)) for dev in dev_ids}
+    probed = {
+        p: targets.Target(p, "file", None, 512) if p == PLACEHOLDER else targets.probe(p)
+        for p in users
+    }
+    need = {p: max(dev_end.values()) for p in users}
+    spans = targets.ranges(users, probed, need)
+    window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
+    single_dev = len(dev_ids) == 1
+    jobs: list[Job] = []
+    for db, dev, dname, _sid, sname, idx, path, suffix in groups:
+        base, size = spans[(path, db)]
+        block = probed[path].block
+        f = scale.factor(sname, sc)
+        reps = scale.replicas(len(idx), f, _seed(db, dev, sname))
+        stem = f"db{db}.{sname}" + ("" if single_dev else f".{dname}") + suffix
+        for j, sub in enumerate(reps):
+            if not len(sub):
+                continue
+            rows = idx[sub]
+            rr = r[rows]
+            rotate = (j * dev_end[dev] // len(reps)) // block * block if j else 0
+            off, b = remap.remap(
+                rr["offset"], rr["bytes"], size, block, opts.remap, dev_end[dev], rotate
+            )
+            writes = bool(
+                np.isin(
+                    rr["op"], [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
+                ).any()
+            )
+            name = stem + (f".c{j}" if len(reps) > 1 else "")
+            if mode == "exact":
+                fua = ((rr["flags"] & FUA) != 0) & (rr["op"] == OP["write"])
+                for part, sel in (("", ~fua), (".fua", fua)):
+                    if not sel.any():
+                        continue
+                    depth = (
+                        1
+                        if src.timing == "none"
+                        else min(256, 2 * max_in_flight(rr[sel], src.t_ns[rows][sel]))
+                    )
+                    depth = max(depth, 2 if src.timing != "none" else 1)
+                    # A synchronous engine issues one request at a time per job anyway.
+                    o = {"iodepth": str(1 if opts.engine in SYNC_ENGINES else depth)}
+                    if part:
+                        # fio's iolog has no FUA action; O_DSYNC writes are what the
+                        # kernel turns into FUA writes (or write + flush without FUA).
+                        o["sync"] = "dsync"
+                    ent = _entries(
+                        rr[sel], src.t_ns[rows][sel], off[sel] + base, b[sel], opts.time_scale
+                    )
+                    jobs.append(Job(name + part, path, sname, db, o, int(sel.sum()), writes, ent))
+            else:
+                for w, o, n, seq_start in synthetic.window_jobs(
+                    rr,
+                    src.t_ns[rows],
+                    off,
+                    b,
+                    size,
+                    window_ns,
+                    1.0,
+                    opts.time_scale,
+                ):
+                    o = {"filename": path, **o}
+                    if seq_start is not None:
+                        o["offset"] = str(base + seq_start)
+                        o["size"] = str(size - seq_start)
+                    else:
+                        o["offset"] = str(base)
+                        o["size"] = str(size)
+                    jobs.append(Job(f"{name}.w{w:04d}", path, sname, db, o, n, writes))
+    return {
+        "src": src,
+        "scaling": sc,
+        "mode": mode,
+        "jobs": jobs,
+        "probed": probed,
+        "spans": spans,
+        "window_ns": window_ns,
+    }
+
+
+def header_text(opts: PlanOptions, b: dict) -> str:
+    src: Source = b["src"]
+    sc = b["scaling"]
+    jobs: list[Job] = b["jobs"]
+    lines = [
+        f"iotape replay plan: {b['mode']} mode",
+        f"source: {src.path} ({len(src.records)} requests over {src.duration_ns / 1e9:.3f} s, "
+        f"times from {src.timing})",
+        "flushes: the submitter's flush (op=flush with its pid) is replayed as fio's `sync`;",
+        "  the device flush the kernel issues for it (pid 0) is dropped, since the sync makes",
+        "  the kernel issue it again. Writes carrying PREFLUSH get a sync just before them;",
+        "  FUA writes run in their own `.fua` job with sync=dsync (fio's iolog has no FUA).",
+    ]
+    if b["mode"] == "exact":
+        lines += [
+            "timing: each request at its issue time (what the device saw, after merges).",
+            "  iolog v3 timestamps are MICROSECONDS: fio 3.33 reads them so (its docs say ms).",
+            "  Logs start at 1 us because fio ignores the gap after a timestamp of 0.",
+            "  One job per stream and target runs in this one fio process, so a stream's",
+            "  delays are not stretched by another stream's requests; iodepth is twice",
+            "  the most requests the stream had in flight.",
+        ]
+    else:
+        lines += [
+            f"synthetic: each stream fitted per {b['window_ns'] / 1e9:g} s window: rate_iops,",
+            "  rwmixread, bssplit, random vs sequential, zoned random_distribution, iodepth",
+            "  from the most requests in flight, fsync = writes per flush. Discards are not",
+            "  replayed in this mode (fio cannot mix trims into a read/write job).",
+        ]
+    lines.append(f"time scale: {opts.time_scale:g} (durations x {opts.time_scale:g})")
+    lines.append(f"offsets: --remap {opts.remap}, aligned to each target's logical block size")
+    if sc:
+        lines += [
+            f"scaling: {sc.describe()}",
+            "  per-database streams go to each database's target; transactional streams",
+            "  (db-read, db-write, log-*) at x (N/K)/(N0/K0) of one database's share,",
+            "  maintenance (bdm-read) at its per-database rate, replication by extra copies.",
+        ]
+        for s in sorted({j.stream for j in jobs}):
+            lines.append(f"  {s}: x {scale.factor(s, sc):.4g} of the trace's rate per database")
+    for (path, db), (base, size) in sorted(b["spans"].items()):
+        lines.append(f"target db{db}: {path} bytes {base}..{base + size}")
+    lines += [f"note: {n}" for n in src.notes]
+    return "".join(f"; {ln}\n" for ln in lines)
+
+
+def jobfile_text(opts: PlanOptions, b: dict) -> str:
+    out = [
+        header_text(opts, b),
+        "\n[global]\n",
+        f"ioengine={opts.engine}\n",
+        "direct=1\n",
+        "thread=1\n",
+    ]
+    # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
+    out += ["write_lat_log=results/lat\n", "log_offset=1\n"]
+    for job in b["jobs"]:
+        out.append(f"\n; {job.stream} of db{job.db}: {job.requests} requests\n[{job.name}]\n")
+        if job.entries is not None:
+            out.append(f"read_iolog=iologs/{job.name}.log\n")
+        out += [f"{k}={v}\n" for k, v in job.options.items()]
+    return "".join(out)
+
+
+def _anchor(b: dict) -> tuple[str, str] | None:
+    """fio's own replay of the same requests: every entry in one iolog, run with
+    read_iolog defaults (plus direct=1, so the device sees the I/O, not the page cache)."""
+    parts = [j for j in b["jobs"] if j.entries is not None]
+    if not parts:
+        return None
+    t = np.concatenate([j.entries[0] for j in parts])
+    order = np.argsort(t, kind="stable")
+    files = np.concatenate([np.full(len(j.entries[0]), i) for i, j in enumerate(parts)])[order]
+    cols = [np.concatenate([j.entries[k] for j in parts])[order] for k in range(4)]
+    names = [j.target for j in parts]
+    uniq = sorted(set(names))
+    head = [iolog.HEADER + "\n"] + [f"1 {p} add\n" for p in uniq] + [f"1 {p} open\n" for p in uniq]
+    body = [
+        f"{ts + iolog.T0_US} {names[fi]} {iolog.ACTIONS[a]} {o} {n}\n"
+        for ts, fi, a, o, n in zip(
+            *(c.tolist() for c in [cols[0], files, cols[1], cols[2], cols[3]]), strict=True
+        )
+    ]
+    end = int(cols[0][-1]) + iolog.T0_US
+    tail = [f"{end} {p} close\n" for p in uniq]
+    job = (
+        "; fio's own plain replay of the same requests, the anchor for `iotape replay fidelity`:\n"
+        "; one iolog, read_iolog defaults (psync, iodepth 1),\n"
+        "; direct=1 so the device sees the I/O.\n"
+        "[plain]\nread_iolog=anchor.log\ndirect=1\n"
+    )
+    return job, "".join(head + body + tail)
+
+
+def manifest(opts: PlanOptions, b: dict) -> dict:
+    src: Source = b["src"]
+    tw: dict[str, bool] = {}
+    for j in b["jobs"]:
+        tw[j.target] = tw.get(j.target, False) or j.writes
+    return {
+        "format": PLAN_FORMAT,
+        "version": PLAN_VERSION,
+        "trace": str(Path(opts.trace).resolve()),
+        "mode": b["mode"],
+        "jobfile": "replay.fio",
+        "anchor": "anchor.fio" if any(j.entries is not None for j in b["jobs"]) else None,
+        "duration_s": src.duration_ns / 1e9 * opts.time_scale,
+        "time_scale": opts.time_scale,
+        "remap": opts.remap,
+        "scaling": b["scaling"].__dict__ if b["scaling"] else None,
+        "targets": [
+            {"path": p, "kind": t.kind, "writes": tw.get(p, False), "block_size": t.block}
+            for p, t in sorted(b["probed"].items())
+        ],
+        "jobs": [
+            {
+                "name": j.name,
+                "target": j.target,
+                "stream": j.stream,
+                "db": j.db,
+                "requests": j.requests,
+            }
+            for j in b["jobs"]
+        ],
+    }
+
+
+def plan(opts: PlanOptions) -> dict:
+    """Build the plan and, unless dry_run, write JOBDIR whole (or nothing). Returns
+    the manifest, with "jobfile_text" added."""
+    b = build(opts)
+    text = jobfile_text(opts, b)
+    man = manifest(opts, b)
+    if opts.dry_run:
+        return {**man, "jobfile_text": text}
+    if opts.jobdir is None:
+        raise IotapeError("no job directory: give -o JOBDIR")
+    jobdir = Path(opts.jobdir)
+    if jobdir.exists():
+        if not jobdir.is_dir():
+            raise IotapeError(f"{jobdir}: exists and is not a directory")
+        if any(jobdir.iterdir()) and not (opts.force and (jobdir / "plan.json").exists()):
+            raise IotapeError(f"{jobdir}: not empty; pass --force to replace an earlier plan")
+    parent = jobdir.resolve().parent
+    if not parent.is_dir():
+        raise IotapeError(f"{jobdir}: directory {parent} does not exist")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{jobdir.name}.", dir=parent))
+    try:
+        (tmp / "iologs").mkdir()
+        (tmp / "results").mkdir()
+        for j in b["jobs"]:
+            if j.entries is not None:
+                iolog.write(tmp / "iologs" / f"{j.name}.log", j.target, *j.entries)
+        (tmp / "replay.fio").write_text(text)
+        anchor = _anchor(b)
+        if anchor:
+            (tmp / "anchor.fio").write_text(anchor[0])
+            (tmp / "anchor.log").write_text(anchor[1])
+        (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
+        os.chmod(tmp, 0o755)
+        if jobdir.exists():
+            shutil.rmtree(jobdir)
+        os.replace(tmp, jobdir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {**man, "jobfile_text": text}
