@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 UV_VERSION := 0.13.9
 DEBS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev liburing-dev pkg-config \
-        fio bpftrace blktrace util-linux e2fsprogs fdisk xz-utils zstd
+        fio bpftrace blktrace util-linux e2fsprogs fdisk xz-utils zstd chromium
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := .tools/bin/uv
@@ -48,8 +48,13 @@ test: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
 
+# Each writes JSON to bench/results/; all of them take about 25 minutes (root).
 bench: setup
 	$(PY) bench/recorder.py
+	$(PY) bench/importers.py
+	$(PY) bench/store.py
+	$(PY) bench/server.py
+	$(PY) bench/workload.py
 
 lint: python native
 	$(VENV)/bin/ruff check .

@@ -21,8 +21,10 @@ def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
     from iotape.analyzer import cli as analyzer_cli
+    from iotape.analyzer import serve_cli
     from iotape.recorder import import_cli, record_cli, trace_cli
     from iotape.replayer import cli as replay_cli
+    from iotape.workload import cli as workload_cli
 
     app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")
@@ -32,6 +34,8 @@ def _register() -> None:
     app.add_typer(analyzer_cli.runs_app, name="runs")
     app.add_typer(analyzer_cli.db_app, name="db")
     app.add_typer(replay_cli.app, name="replay")
+    app.command("serve")(serve_cli.serve)
+    app.add_typer(workload_cli.app, name="workload")
 
 
 def main() -> None:

@@ -1,0 +1,248 @@
+"""Reference workload: calibration against the published Jetstress runs, and the
+engine's throughput against fio doing the same I/O.
+
+1. Calibration. Each published profile, scaled to this machine (fewer mailboxes,
+   smaller databases, the same per-mailbox rate; the cache holds each mailbox's
+   hot pages and stays under 1 % of the database, so random pages miss as they
+   did in the published runs), is run under `iotape record` on a loop device over
+   /dev/shm. The table has, per figure: published, the engine's report, the trace.
+2. Throughput. Throughput mode with fixed threads on a /dev/shm loop device, then
+   fio with the engine's read/write mix and sizes (random, O_DIRECT, io_uring,
+   one job per engine thread plus one for the checkpoint writer, iodepth 1, as
+   page faults are synchronous). Rounds alternate; the ratio is the median of
+   engine transactional IOPS / fio IOPS. Goal >= 0.9.
+
+Run as root: `.venv/bin/python bench/workload.py [--duration 120 --rounds 3]`.
+Writes bench/results/workload.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from iotape import schemas
+from iotape.recorder.tracefile import open_trace
+from iotape.workload import engine, profiles
+
+ROOT = Path(__file__).resolve().parent.parent
+STREAMS = {v: k for k, v in schemas.enum("stream").items()}
+OPS = schemas.enum("op")
+
+# Published run -> scaled configuration on this machine (one database: the
+# published figures are per database).
+SCALED = {
+    "exchange2010-esrp-mailbox-profile": dict(
+        profile="exchange2010", mode="performance", mailboxes=200, iops_per_mailbox=0.2,
+        mailbox_size_mb=15, copies=2, threads=3,
+    ),
+    "exchange2013-throughput": dict(
+        profile="exchange2013", mode="throughput", mailboxes=100, mailbox_size_mb=40,
+        copies=3, threads=8, cache_max_mb=12,
+    ),
+    "exchange2010-throughput": dict(
+        profile="exchange2010", mode="throughput", mailboxes=100, mailbox_size_mb=40,
+        copies=3, threads=8, cache_max_mb=12,
+    ),
+}  # fmt: skip
+
+
+class Loop:
+    def __init__(self, size_mb: int) -> None:
+        fd, name = tempfile.mkstemp(prefix="iotape-bench-", suffix=".img", dir="/dev/shm")
+        os.close(fd)
+        self.backing = Path(name)
+        os.truncate(self.backing, size_mb << 20)
+        self.path = subprocess.run(
+            ["losetup", "--find", "--show", str(self.backing)],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        Path(f"/sys/block/{Path(self.path).name}/queue/nomerges").write_text("2")
+
+    def __enter__(self) -> Loop:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["losetup", "-d", self.path], check=False)
+        self.backing.unlink(missing_ok=True)
+
+
+def trace_counts(path: Path) -> dict[str, tuple[int, int]]:
+    recs = open_trace(path).read_all()
+    recs = recs[np.isin(recs["op"], [OPS["read"], OPS["write"]])]
+    return {
+        STREAMS[int(c)]: (
+            int((recs["stream"] == c).sum()),
+            int(recs["bytes"][recs["stream"] == c].sum()),
+        )
+        for c in np.unique(recs["stream"])
+    }
+
+
+def calibrate(pub_id: str, duration: float, tmp: Path) -> dict:
+    kw = SCALED[pub_id]
+    probe = engine.WorkloadConfig(db_paths=["/"], log_paths=["/"], **kw)
+    size_mb = probe.db_bytes() // 2**20 + 64 + 8
+    with Loop(size_mb) as loop:
+        cfg = engine.WorkloadConfig(
+            db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
+            duration=duration, **kw,
+        )  # fmt: skip
+        out = tmp / f"{pub_id}.iot"
+        result, summary = engine.run_recorded(cfg, out, force=True)
+        counts = {k: (v["count"], v["bytes"]) for k, v in result["databases"][0]["streams"].items()}
+        mine = profiles.shape_from_counts(counts, cfg.copies)
+        seen = profiles.shape_from_counts(trace_counts(out), cfg.copies)
+        out.unlink()
+    pub = profiles.published_shape(pub_id)
+    rows = [
+        {
+            "figure": k,
+            "published": pub[k],
+            "engine": mine[k],
+            "trace": seen[k],
+            "engine_vs_published": profiles.deviation(mine[k], pub[k]),
+            "trace_vs_engine": profiles.deviation(seen[k], mine[k]),
+        }
+        for k in profiles.SHAPE_KEYS
+    ]
+    secs = result["elapsed_s"]
+    s = result["databases"][0]["streams"]
+    return {
+        "published": pub_id,
+        "config": cfg.metadata(),
+        "elapsed_s": secs,
+        "tx_iops": (s["db-read"]["count"] + s["db-write"]["count"]) / secs,
+        "threads_final": result["threads_final"],
+        "trace_events": summary.get("events"),
+        "rows": rows,
+    }
+
+
+def _split(avg: float, unit: int) -> tuple[int, int]:
+    """Percent of `unit`-sized and 2x`unit`-sized requests that give `avg` bytes."""
+    x = min(1.0, max(0.0, avg / unit - 1))
+    return round(100 * (1 - x)), 100 - round(100 * (1 - x))
+
+
+def fio_iops(dev: str, mix: dict, runtime: int, tmp: Path) -> float:
+    """fio doing the engine's I/O: random db reads and writes (the measured share
+    and sizes, one job per engine thread plus the checkpoint writer, iodepth 1),
+    and sequential log writes at the engine's log write rate in the log region."""
+    out = tmp / "fio.json"
+    r1, r2 = _split(mix["read_bytes"], 32768)
+    w1, w2 = _split(mix["write_bytes"], 32768)
+    l1, l2 = _split(mix["log_bytes"], 4096)
+    argv = [
+        "fio", f"--filename={dev}", "--direct=1", "--ioengine=io_uring", "--iodepth=1",
+        "--time_based", f"--runtime={runtime}", "--group_reporting=0",
+        "--output-format=json", f"--output={out}",
+        "--name=db", "--rw=randrw", f"--rwmixread={round(mix['read_share'] * 100)}",
+        f"--bssplit=32k/{r1}:64k/{r2},32k/{w1}:64k/{w2}", f"--numjobs={mix['jobs']}",
+        f"--size={mix['size']}",
+        "--name=log", "--rw=write", f"--bssplit=4k/{l1}:8k/{l2}", f"--offset={mix['size']}",
+        "--size=64m", f"--rate_iops={max(1, round(mix['log_per_s']))}",
+    ]  # fmt: skip
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    jobs = json.loads(out.read_text())["jobs"]
+    return sum(j["read"]["iops"] + j["write"]["iops"] for j in jobs if j["jobname"] == "db")
+
+
+def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
+    kw = dict(mode="throughput", mailboxes=100, mailbox_size_mb=20, copies=1, threads=threads,
+              bdm=False, cache_max_mb=20)  # fmt: skip
+    with Loop(2200) as loop:
+        out = []
+        for _ in range(rounds):
+            cfg = engine.WorkloadConfig(
+                db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
+                duration=runtime, **kw,
+            )  # fmt: skip
+            res = engine.run(cfg)
+            s = res["databases"][0]["streams"]
+            reads, writes = s["db-read"], s["db-write"]
+            eng = (reads["count"] + writes["count"]) / res["elapsed_s"]
+            mix = {
+                "read_share": reads["count"] / (reads["count"] + writes["count"]),
+                "read_bytes": reads["avg_bytes"],
+                "write_bytes": writes["avg_bytes"],
+                "jobs": threads + 1,
+                "size": cfg.db_bytes(),
+                "log_bytes": s["log-write"]["avg_bytes"],
+                "log_per_s": s["log-write"]["per_s"],
+            }
+            fio = fio_iops(loop.path, mix, runtime, tmp)
+            out.append({"engine_tx_iops": eng, "fio_iops": fio, "ratio": eng / fio, **mix})
+    return {
+        "setup": f"throughput mode, {threads} threads, 1 database, bdm off, 1 copy; fio randrw "
+        f"io_uring iodepth 1 x {threads + 1} jobs, same read share and sizes, plus sequential "
+        "log writes at the engine's log rate and size; /dev/shm loop",
+        "rounds": out,
+        "ratio_median": statistics.median(r["ratio"] for r in out),
+        "goal": 0.9,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--duration", type=float, default=600, help="seconds of the ESRP calibration run"
+    )
+    ap.add_argument("--throughput-duration", type=float, default=30)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runtime", type=int, default=10, help="seconds per throughput round")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/workload.py: needs root (loop devices, BPF)")
+    with tempfile.TemporaryDirectory(prefix="iotape-bench-") as t:
+        tmp = Path(t)
+        cal = []
+        for pub_id in SCALED:
+            dur = (
+                args.duration
+                if pub_id.startswith("exchange2010-esrp")
+                else args.throughput_duration
+            )
+            cal.append(calibrate(pub_id, dur, tmp))
+            print(json.dumps({"calibrated": pub_id}), flush=True)
+        thr = throughput(args.rounds, args.runtime, args.threads, tmp)
+    doc = {
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "calibration": cal,
+        "throughput": thr,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(doc, indent=1) + "\n")
+    for c in cal:
+        print(f"\n{c['published']} (scaled: {c['elapsed_s']:.0f} s, {c['tx_iops']:.1f} tx IOPS)")
+        print(f"{'figure':30} {'published':>12} {'engine':>12} {'trace':>12} {'eng/pub':>8}")
+        for r in c["rows"]:
+            d = r["engine_vs_published"]
+            cells = [r["published"], r["engine"], r["trace"]]
+            print(
+                f"{r['figure']:30} "
+                + " ".join("-".rjust(12) if v is None else f"{v:12.3f}" for v in cells)
+                + ("        -" if d is None else f" {d * 100:+7.1f}%")
+            )
+    print(f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}")
+    for r in thr["rounds"]:
+        print(
+            f"  engine {r['engine_tx_iops']:,.0f}  fio {r['fio_iops']:,.0f}  ratio {r['ratio']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""`iotape workload`: the Exchange-like reference workload (parse, run, report)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from iotape.errors import IotapeError
+from iotape.workload import engine, html, report
+
+app = typer.Typer(
+    help="The reference Exchange-like (ESE) workload: a Jetstress for Linux.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
+
+
+def _overrides(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise IotapeError(f"--set {pair!r}: expected NAME=VALUE (an engine option)")
+        out[key] = value
+    return out
+
+
+class _Live:
+    """Database creation as a progress bar, then the run's elapsed time."""
+
+    def __init__(self, duration: float, show: bool) -> None:
+        self.duration = duration
+        self.bar = None
+        if show:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            )
+            self.bar.start()
+        self.tasks: dict[str, int] = {}
+
+    def _task(self, key: str, desc: str, total: float):
+        assert self.bar
+        if key not in self.tasks:
+            self.tasks[key] = self.bar.add_task(desc, total=total, info="")
+        return self.tasks[key]
+
+    def __call__(self, msg: dict) -> None:
+        if not self.bar:
+            return
+        kind = msg.get("type")
+        if kind == "create":
+            t = self._task(f"db{msg['db']}", f"creating database {msg['db']}", msg["total"])
+            self.bar.update(t, completed=msg["done"], info=f"{msg['done'] / 2**30:.2f} GiB")
+        elif kind == "tick":
+            t = self._task("run", "running", self.duration or 1)
+            self.bar.update(
+                t, completed=min(msg["t"], self.duration), info=f"{msg['tx_ios']:,} tx I/O"
+            )
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.stop()
+
+
+@app.command("run")
+def run(
+    db_path: Paths,
+    log_path: Paths,
+    profile: Annotated[str, typer.Option(help="exchange2010 or exchange2013 preset")] = (
+        "exchange2010"
+    ),
+    mode: Annotated[
+        str, typer.Option(help="performance|stress|throughput|backup|soft-recovery")
+    ] = "performance",
+    mailboxes: Annotated[int, typer.Option(min=1)] = 100,
+    iops_per_mailbox: Annotated[float, typer.Option(min=0.0001)] = 0.2,
+    mailbox_size_mb: Annotated[float, typer.Option(min=0.01)] = 4.0,
+    databases: Annotated[int, typer.Option(min=1, max=64)] = 1,
+    copies: Annotated[int, typer.Option(min=1, max=16, help="copies per database")] = 2,
+    duration: Annotated[float, typer.Option(help="seconds of load")] = 30.0,
+    threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = "3",
+    cache_min_mb: Annotated[float | None, typer.Option()] = None,
+    cache_max_mb: Annotated[float | None, typer.Option()] = None,
+    page_kb: Annotated[int, typer.Option(min=4, max=64)] = 32,
+    seed: int = 1,
+    no_bdm: Annotated[bool, typer.Option(help="switch background maintenance off")] = False,
+    recreate: Annotated[bool, typer.Option(help="recreate databases even if reusable")] = False,
+    ioengine: Annotated[str, typer.Option(help="io_uring, psync or null")] = "io_uring",
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")
+    ] = None,
+    destroy_data_on: Annotated[
+        list[str] | None, typer.Option(help="a raw device whose data may be overwritten")
+    ] = None,
+    report_out: Annotated[Path | None, typer.Option("--report", help="report JSON")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="one-page HTML report")] = None,
+    record: Annotated[Path | None, typer.Option(help="record the run to this trace")] = None,
+    device: Annotated[
+        list[str] | None, typer.Option("-d", "--device", help="device to record")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="overwrite an existing --record trace")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Run the workload and print the Jetstress-style report.
+
+    Example: iotape workload run --db-path /dev/nvme1n1 --log-path /mnt/logs
+    --mailboxes 200 --mailbox-size-mb 64 --duration 60 --destroy-data-on /dev/nvme1n1
+    """
+    if threads != "auto" and not threads.isdigit():
+        raise IotapeError(f"--threads {threads}: a number or 'auto'")
+    cfg = engine.WorkloadConfig(
+        db_paths=db_path,
+        log_paths=log_path,
+        profile=profile,
+        mode=mode,
+        mailboxes=mailboxes,
+        iops_per_mailbox=iops_per_mailbox,
+        mailbox_size_mb=mailbox_size_mb,
+        databases=databases,
+        copies=copies,
+        duration=duration,
+        threads=threads if threads == "auto" else int(threads),
+        cache_min_mb=cache_min_mb,
+        cache_max_mb=cache_max_mb,
+        page_kb=page_kb,
+        seed=seed,
+        bdm=not no_bdm,
+        create="recreate" if recreate else "reuse",
+        ioengine=ioengine,
+        destroy_data_on=destroy_data_on or [],
+        overrides=_overrides(set_ or []),
+    )
+    for out in (report_out, html_out):
+        if out and not out.parent.is_dir():
+            raise IotapeError(f"{out}: directory {out.parent} does not exist")
+    if record:
+        result, summary = engine.run_recorded(cfg, record, device, force)
+        err.print(f"recorded {summary.get('events', 0):,} events to {record}")
+    else:
+        live = _Live(duration, err.is_terminal and not json_out)
+        try:
+            result = engine.run(cfg, live)
+        finally:
+            live.close()
+    rep = report.build(result)
+    if report_out:
+        report_out.write_text(json.dumps(rep, indent=1) + "\n")
+    if html_out:
+        html.write(rep, html_out)
+    if json_out:
+        json.dump(rep, sys.stdout, indent=1)
+        print()
+    else:
+        report.render(rep)
+    if rep["interrupted"]:
+        raise typer.Exit(130)
+
+
+@app.command("show")
+def show(
+    report_json: Annotated[Path, typer.Argument(help="a report written by --report")],
+    html_out: Annotated[Path | None, typer.Option("--html", help="also write the HTML")] = None,
+) -> None:
+    """Print a saved report again, or turn it into the one-page HTML.
+
+    Example: iotape workload show run.json --html run.html
+    """
+    try:
+        rep = json.loads(report_json.read_text())
+    except (OSError, ValueError) as e:
+        raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
+    if rep.get("format") != "iotape-workload-report" or rep.get("version") != 1:
+        raise IotapeError(f"{report_json}: not an iotape workload report (version 1)")
+    report.render(rep)
+    if html_out:
+        html.write(rep, html_out)

@@ -1,0 +1,238 @@
+"""Run the C engine (build/iotape-ese): its arguments, its progress, its result.
+
+`WorkloadConfig` is the whole run as data. `engine_argv` turns it into the
+engine's command line; `run` starts the engine, shows progress, forwards Ctrl-C
+(the engine stops cleanly and still writes a result marked "interrupted") and
+returns the parsed result; `run_recorded` does the same inside `iotape record`,
+with the workload's parameters in the trace header.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from iotape.errors import IotapeError
+from iotape.workload import layout, profiles
+
+ENGINE = Path(__file__).with_name("build") / "iotape-ese"
+MODES = ("performance", "stress", "throughput", "backup", "soft-recovery")
+MIB = 1 << 20
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class WorkloadConfig:
+    db_paths: list[str]
+    log_paths: list[str]
+    profile: str = "exchange2010"
+    mode: str = "performance"
+    mailboxes: int = 100
+    iops_per_mailbox: float = 0.2
+    mailbox_size_mb: float = 4.0
+    databases: int = 1
+    copies: int = 2
+    duration: float = 30.0
+    threads: int | str = 3  # or "auto" (throughput)
+    cache_min_mb: float | None = None
+    cache_max_mb: float | None = None
+    page_kb: int = 32
+    seed: int = 1
+    bdm: bool = True
+    create: str = "reuse"
+    ioengine: str = "io_uring"
+    destroy_data_on: list[str] = field(default_factory=list)
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def db_bytes(self) -> int:
+        per_db = max(1, round(self.mailboxes / self.databases))
+        page = self.page_kb * 1024
+        return per_db * (int(self.mailbox_size_mb * MIB) // page) * page + page
+
+    def cache_mb(self) -> tuple[float, float]:
+        """Default cache: 4 pages per mailbox (each mailbox's hot tail and index
+        pages stay cached, as in the published runs), at least 8 MiB."""
+        hot = max(8.0, self.mailboxes * 4 * self.page_kb / 1024)
+        hi = self.cache_max_mb if self.cache_max_mb is not None else hot
+        lo = self.cache_min_mb if self.cache_min_mb is not None else min(hi, hi / 8)
+        return lo, hi
+
+    def metadata(self) -> dict:
+        """What the replayer needs to scale a trace of this run (trace header)."""
+        d = asdict(self)
+        for k in ("destroy_data_on", "db_paths", "log_paths", "create", "overrides"):
+            d.pop(k)
+        d.update(
+            workload="iotape-ese",
+            page_bytes=self.page_kb * 1024,
+            log_file_bytes=profiles.LOG_FILE_BYTES,
+            cache_min_mb=self.cache_mb()[0],
+            cache_max_mb=self.cache_mb()[1],
+            overrides=dict(self.overrides),
+        )
+        return d
+
+
+def engine_path() -> Path:
+    path = Path(os.environ.get("IOTAPE_ESE", ENGINE))
+    if not path.exists():
+        raise IotapeError(f"{path}: the workload engine is not built; run `make setup`")
+    return path
+
+
+def validate(cfg: WorkloadConfig) -> layout.Layout:
+    if cfg.mode not in MODES:
+        raise IotapeError(f"--mode {cfg.mode}: one of {', '.join(MODES)}")
+    if cfg.profile not in profiles.PRESETS:
+        raise IotapeError(f"--profile {cfg.profile}: one of {', '.join(profiles.PRESETS)}")
+    if cfg.mailboxes < cfg.databases:
+        raise IotapeError(f"--mailboxes {cfg.mailboxes}: fewer than --databases {cfg.databases}")
+    if cfg.mailbox_size_mb * MIB < 4 * cfg.page_kb * 1024:
+        raise IotapeError(f"--mailbox-size-mb {cfg.mailbox_size_mb}: a mailbox needs 4 pages")
+    if cfg.threads == "auto" and cfg.mode != "throughput":
+        raise IotapeError("--threads auto: only in --mode throughput")
+    if cfg.duration <= 0 and cfg.mode in ("performance", "stress", "throughput"):
+        raise IotapeError(f"--duration {cfg.duration}: must be positive")
+    lo, hi = cfg.cache_mb()
+    if lo > hi:
+        raise IotapeError(f"--cache-min-mb {lo} is above --cache-max-mb {hi}")
+    for key in cfg.overrides:
+        if key in ("db", "log", "result", "mode", "quiet"):
+            raise IotapeError(f"--set {key}: set by the command itself")
+    return layout.plan(
+        cfg.db_paths,
+        cfg.log_paths,
+        cfg.databases,
+        cfg.db_bytes(),
+        profiles.LOG_FILE_BYTES,
+        cfg.destroy_data_on,
+        need_log_space=cfg.mode != "soft-recovery",
+    )
+
+
+def engine_argv(cfg: WorkloadConfig, lay: layout.Layout, result: Path, quiet: bool) -> list[str]:
+    lo, hi = cfg.cache_mb()
+    params: dict[str, object] = {
+        **profiles.PRESETS[cfg.profile],
+        "mode": cfg.mode,
+        "databases": cfg.databases,
+        "mailboxes": cfg.mailboxes,
+        "iops-per-mailbox": cfg.iops_per_mailbox,
+        "mailbox-size-mb": cfg.mailbox_size_mb,
+        "page-kb": cfg.page_kb,
+        "copies": cfg.copies,
+        "duration": cfg.duration,
+        "cache-min-mb": lo,
+        "cache-max-mb": hi,
+        "seed": cfg.seed,
+        "bdm": int(cfg.bdm),
+        "create": cfg.create,
+        "ioengine": cfg.ioengine,
+        "log-file-kb": profiles.LOG_FILE_BYTES // 1024,
+    }
+    if cfg.threads == "auto":
+        params["auto-threads"] = 1
+    else:
+        params["threads"] = int(cfg.threads)
+    params.update(cfg.overrides)
+    argv = [str(engine_path())]
+    argv += [f"--{k}={v}" for k, v in params.items()]
+    for t in lay.dbs:
+        argv.append(f"--db={t.arg()}")
+    for t in lay.logs:
+        argv.append(f"--log={t.arg()}")
+    argv += [f"--result={result}", f"--quiet={int(quiet)}"]
+    return argv
+
+
+def _error_line(stderr: str, rc: int) -> str:
+    for line in reversed(stderr.splitlines()):
+        if line.strip():
+            return line.removeprefix("iotape-ese: ")
+    return f"the engine exited with status {rc}"
+
+
+def _load(result: Path, stderr: str, rc: int) -> dict:
+    if rc not in (0, 130) or not result.exists() or result.stat().st_size == 0:
+        raise IotapeError(_error_line(stderr, rc))
+    with open(result) as f:
+        return json.load(f)
+
+
+def run(cfg: WorkloadConfig, progress: Progress | None = None) -> dict:
+    """Run the engine to the end (or Ctrl-C) and return its result document."""
+    lay = validate(cfg)
+    with tempfile.TemporaryDirectory(prefix="iotape-ese-") as tmp:
+        result = Path(tmp) / "result.json"
+        argv = engine_argv(cfg, lay, result, quiet=False)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        errs: list[str] = []
+        reader = threading.Thread(target=lambda: errs.extend(proc.stderr or []), daemon=True)
+        reader.start()
+        try:
+            for line in proc.stdout or []:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if progress:
+                    progress(msg)
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # The engine stops cleanly on SIGINT and writes a partial result.
+            proc.send_signal(signal.SIGINT)
+            rc = _wait_through_interrupts(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=5)
+        return _annotate(_load(result, "".join(errs), rc), cfg)
+
+
+def _wait_through_interrupts(proc: subprocess.Popen) -> int:
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def _annotate(res: dict, cfg: WorkloadConfig) -> dict:
+    res["config"] = cfg.metadata()
+    return res
+
+
+def run_recorded(
+    cfg: WorkloadConfig, output: Path, devices: list[str] | None = None, force: bool = False
+) -> tuple[dict, dict]:
+    """Run the engine under `iotape record`; returns (engine result, recorder summary)."""
+    from iotape.recorder.record import RecordOptions, record
+
+    lay = validate(cfg)
+    devs = devices or lay.devices
+    if not devs:
+        raise IotapeError("--record: no block device found under the targets; name one with -d")
+    with tempfile.TemporaryDirectory(prefix="iotape-ese-") as tmp:
+        result = Path(tmp) / "result.json"
+        argv = engine_argv(cfg, lay, result, quiet=True)
+        opts = RecordOptions(
+            devices=devs, output=output, command=argv, metadata=cfg.metadata(), force=force
+        )
+        rec = record(opts)
+        rc = rec.command_exit if rec.command_exit is not None else 1
+        return _annotate(_load(result, "", rc), cfg), rec.summary

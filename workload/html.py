@@ -1,0 +1,91 @@
+"""The report as one self-contained HTML page (inline CSS, no scripts, no CDN)."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.2em .6em;
+text-align:right}th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}
+.pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.na{color:#666}"""
+
+
+def _n(x: float | None, fmt: str = "{:,.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    h = "".join(f"<th>{escape(c)}</th>" for c in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{h}</tr>{body}</table>"
+
+
+def render(rep: dict) -> str:
+    v = rep["verdict"]["result"]
+    cls = {"pass": "pass", "fail": "fail"}.get(v, "na")
+    per_db = []
+    for db in rep["databases"]:
+        for s in ("db-read", "db-write", "log-write"):
+            r = db[s]
+            per_db.append(
+                [
+                    str(db["db"]),
+                    s,
+                    _n(r["per_s"]),
+                    _n(r["avg_bytes"], "{:,.0f}"),
+                    _n(r["lat_avg_ms"], "{:.3f}"),
+                    _n(r["lat_max_ms"], "{:.3f}"),
+                ]
+            )
+    bg = [
+        [escape(k), f"{t['count']:,}", _n(t["per_s"]), _n(t["mb_per_s"], "{:.3f}")]
+        for k, t in rep["total"].items()
+        if t["count"]
+    ]
+    shape = [
+        [
+            escape(r["figure"]),
+            _n(r["engine"], "{:,.3f}"),
+            _n(r["published"], "{:,.3f}"),
+            _n(None if r["deviation"] is None else r["deviation"] * 100, "{:+.1f} %"),
+        ]
+        for r in rep["shape"]["rows"]
+    ]
+    checks = [
+        [
+            escape(str(c["db"] if c["db"] is not None else "all")),
+            escape(c["check"]),
+            _n(c["value"], "{:.3f}"),
+            _n(c["limit"], "{}"),
+            "<span class=pass>pass</span>" if c["pass"] else "<span class=fail>fail</span>",
+        ]
+        for c in rep["verdict"]["checks"]
+    ]
+    tgt = rep["target_tx_iops"]
+    cfg = rep.get("config") or {}
+    conf = ", ".join(f"{escape(str(k))}={escape(str(val))}" for k, val in cfg.items())
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>iotape workload report</title><style>{CSS}</style></head><body>
+<h1>iotape workload: {escape(rep["mode"])}</h1>
+<p>Verdict: <span class="{cls}">{escape(v.upper())}</span>
+{"(interrupted: partial results)" if rep["interrupted"] else ""} ·
+{rep["elapsed_s"]:.1f} s · achieved {rep["achieved_tx_iops"]:,.1f} transactional IOPS
+{f"of a target {tgt:,.1f}" if tgt else ""}</p>
+<h2>Per database</h2>
+{_table(["db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"], per_db)}
+<h2>Background and total I/O</h2>
+{_table(["stream", "I/O", "I/O/s", "MiB/s"], bg)}
+<h2>I/O shape vs published ({escape(str(rep["shape"]["published_profile"]))})</h2>
+{_table(["figure", "engine", "published", "deviation"], shape)}
+<h2>Thresholds</h2>
+{_table(["db", "check", "value", "limit", "result"], checks)}
+<p class=na>{conf}</p>
+</body></html>
+"""
+
+
+def write(rep: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render(rep))
+    tmp.replace(path)

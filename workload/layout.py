@@ -1,0 +1,212 @@
+"""Where each database and log goes, and whether that is safe and large enough.
+
+A path is a directory (database files `dbN.edb`, log directories `dbN-logs/`)
+or a raw block device. One path may serve several databases: a device is then
+split into equal regions, and a device named for both databases and logs keeps
+its last part for the logs. A raw device is refused while it is mounted, in use
+by another device (holders) or holds a filesystem or partition signature,
+unless it is named with --destroy-data-on.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from iotape.errors import IotapeError
+
+MIB = 1 << 20
+LOG_FILES_PER_REGION = 64  # log files a device region holds (it is used as a ring)
+
+
+@dataclass
+class Target:
+    path: str
+    off: int = 0
+    size: int = 0
+    is_dev: bool = False
+
+    def arg(self) -> str:
+        return f"{self.path},{self.off},{self.size}" if self.is_dev else self.path
+
+
+@dataclass
+class Layout:
+    dbs: list[Target]
+    logs: list[Target]
+    devices: list[str]  # block devices holding them (for `--record`)
+
+
+def is_block(path: str) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def device_size(path: str) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
+def _mounted(dev: str) -> str | None:
+    real = os.path.realpath(dev)
+    rdev = os.stat(real).st_rdev
+    for line in Path("/proc/mounts").read_text().splitlines():
+        src, where = line.split()[:2]
+        if src.startswith("/") and os.path.exists(src):
+            try:
+                st = os.stat(src)
+            except OSError:
+                continue
+            if stat.S_ISBLK(st.st_mode) and (st.st_rdev == rdev or _is_partition_of(src, real)):
+                return where
+    return None
+
+
+def _is_partition_of(part: str, disk: str) -> bool:
+    name, dname = os.path.basename(os.path.realpath(part)), os.path.basename(disk)
+    return Path(f"/sys/class/block/{dname}/{name}/partition").exists()
+
+
+def check_raw(dev: str, destroy: set[str]) -> None:
+    """Refuse a device with data on it unless the user said to destroy it."""
+    real = os.path.realpath(dev)
+    if real in destroy:
+        return
+    name = os.path.basename(real)
+    where = _mounted(real)
+    if where:
+        raise IotapeError(f"{dev}: is mounted on {where}; refusing to overwrite it")
+    holders = Path(f"/sys/class/block/{name}/holders")
+    if holders.is_dir() and any(holders.iterdir()):
+        used = ", ".join(p.name for p in holders.iterdir())
+        raise IotapeError(f"{dev}: is in use by {used}; refusing to overwrite it")
+    try:
+        out = subprocess.run(
+            ["blkid", "-p", "-o", "export", real], capture_output=True, text=True, timeout=30
+        )
+    except FileNotFoundError:
+        raise IotapeError("blkid not found (util-linux); it checks raw devices for data") from None
+    if out.returncode == 0 and out.stdout.strip():
+        fields = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+        what = fields.get("TYPE") or fields.get("PTTYPE") or "a signature"
+        raise IotapeError(
+            f"{dev}: holds {what}; pass --destroy-data-on {dev} to use it as a raw target"
+        )
+
+
+def _holding_device(path: str) -> str | None:
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    link = Path(f"/sys/dev/block/{major}:{minor}")
+    if not link.exists():
+        return None
+    dev = Path("/dev") / link.resolve().name
+    return str(dev) if dev.exists() else None
+
+
+def _split(dev: str, n: int, start: int, end: int) -> list[Target]:
+    each = (end - start) // n // MIB * MIB
+    return [Target(dev, start + i * each, each, True) for i in range(n)]
+
+
+def _per_db(paths: list[str], k: int, what: str) -> list[str]:
+    if len(paths) == 1:
+        return paths * k
+    if len(paths) != k:
+        raise IotapeError(
+            f"--{what}-path: give one path, or one per database ({k}), not {len(paths)}"
+        )
+    return paths
+
+
+def plan(
+    db_paths: list[str],
+    log_paths: list[str],
+    databases: int,
+    db_bytes: int,
+    log_file_bytes: int,
+    destroy: list[str],
+    need_log_space: bool = True,
+) -> Layout:
+    """Check the paths and sizes; give each database its database and log target."""
+    if not db_paths or not log_paths:
+        raise IotapeError("give --db-path and --log-path (a directory or a block device)")
+    for p in [*db_paths, *log_paths]:
+        if not os.path.exists(p):
+            raise IotapeError(f"{p}: no such file, directory or device")
+        if not (os.path.isdir(p) or is_block(p)):
+            raise IotapeError(f"{p}: not a directory or a block device")
+    destroy_set = {os.path.realpath(d) for d in destroy}
+    dbs_for = _per_db(db_paths, databases, "db")
+    logs_for = _per_db(log_paths, databases, "log")
+    real = os.path.realpath
+    devs = {real(p) for p in dbs_for + logs_for if is_block(p)}
+    for dev in sorted(devs):
+        check_raw(dev, destroy_set)
+
+    log_region = LOG_FILES_PER_REGION * log_file_bytes
+    dbs: list[Target | None] = [None] * databases
+    logs: list[Target | None] = [None] * databases
+    for dev in sorted(devs):
+        size = device_size(dev)
+        db_idx = [i for i, p in enumerate(dbs_for) if real(p) == dev]
+        log_idx = [i for i, p in enumerate(logs_for) if real(p) == dev]
+        log_start = size - len(log_idx) * log_region
+        if log_idx:
+            if log_start < 0:
+                raise IotapeError(
+                    f"{dev}: {size // MIB} MiB is too small for {len(log_idx)} log regions of "
+                    f"{log_region // MIB} MiB"
+                )
+            for i, t in zip(log_idx, _split(dev, len(log_idx), log_start, size), strict=True):
+                logs[i] = t
+        if db_idx:
+            regions = _split(dev, len(db_idx), 0, log_start)
+            need = db_bytes + 1 * MIB
+            if regions[0].size < need:
+                raise IotapeError(
+                    f"{dev}: impossible size: {len(db_idx)} database(s) of "
+                    f"{db_bytes / 2**30:.2f} GiB (mailboxes x mailbox size) do not fit in "
+                    f"{log_start / 2**30:.2f} GiB"
+                )
+            for i, t in zip(db_idx, regions, strict=True):
+                dbs[i] = t
+    by_dir: dict[str, int] = {}
+    for i, p in enumerate(dbs_for):
+        if dbs[i] is None:
+            dbs[i] = Target(str(Path(p) / f"db{i}.edb"))
+            by_dir[real(p)] = by_dir.get(real(p), 0) + 1
+    for d, n in by_dir.items():
+        have = sum(
+            os.path.getsize(f) for f in Path(d).glob("db*.edb") if f.is_file()
+        )  # reused or overwritten in place
+        free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize + have
+        if free < n * db_bytes:
+            raise IotapeError(
+                f"{d}: impossible size: {n} database(s) of {db_bytes / 2**30:.2f} GiB (mailboxes x "
+                f"mailbox size) need {n * db_bytes / 2**30:.2f} GiB, {free / 2**30:.2f} GiB free"
+            )
+    for i, p in enumerate(logs_for):
+        if logs[i] is None:
+            logdir = Path(p) / f"db{i}-logs"
+            logdir.mkdir(exist_ok=True)
+            if need_log_space:
+                st = os.statvfs(logdir)
+                if st.f_bavail * st.f_frsize < 16 * log_file_bytes:
+                    raise IotapeError(f"{p}: less than {16 * log_file_bytes // MIB} MiB free")
+            logs[i] = Target(str(logdir))
+    holding = set(devs)
+    for p in dbs_for + logs_for:
+        if not is_block(p):
+            dev = _holding_device(p)
+            if dev:
+                holding.add(dev)
+    return Layout([t for t in dbs if t], [t for t in logs if t], sorted(holding))

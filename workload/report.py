@@ -1,0 +1,204 @@
+"""The Jetstress-style report, from the engine's own completion times.
+
+`build` turns the engine's result into the report document (the `--report`
+JSON): achieved against target transactional IOPS, per database the database
+and log I/O, background maintenance and log replication, total I/O, the I/O
+shape next to the published run, and the verdict against the thresholds.
+`render` prints it as tables; `html.py` writes the one-page HTML.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from iotape.workload import profiles
+
+REPORT_VERSION = 1
+TX_STREAMS = ("db-read", "db-write")
+BACKGROUND = ("bdm-read", "log-replication-read", "log-preformat", "log-read", "backup-read")
+
+
+def _stream(db: dict, name: str) -> dict:
+    s = db["streams"].get(name)
+    if not s:
+        return {
+            "count": 0,
+            "bytes": 0,
+            "per_s": 0.0,
+            "avg_bytes": 0.0,
+            "lat_avg_ms": 0.0,
+            "lat_max_ms": 0.0,
+        }
+    return {k: v for k, v in s.items() if k != "hist_log2_ns"}
+
+
+def _verdict(mode: str, dbs: list[dict], achieved: float, target: float | None) -> dict:
+    if mode not in ("performance", "stress", "throughput"):
+        return {"result": "n/a", "thresholds": None, "checks": []}
+    th = profiles.thresholds("stress" if mode == "stress" else "performance")
+    checks = []
+    for db in dbs:
+        r, lw = db["db-read"], db["log-write"]
+        for what, value, limit in (
+            ("db read avg ms", r["lat_avg_ms"], th["db_read_avg_ms"]),
+            ("db read max ms", r["lat_max_ms"], th["db_read_max_ms"]),
+            ("log write avg ms", lw["lat_avg_ms"], th["log_write_avg_ms"]),
+            ("log write max ms", lw["lat_max_ms"], th["log_write_max_ms"]),
+        ):
+            checks.append(
+                {
+                    "db": db["db"],
+                    "check": what,
+                    "value": value,
+                    "limit": limit,
+                    "pass": value <= limit,
+                }
+            )
+    if target:
+        checks.append(
+            {
+                "db": None,
+                "check": "achieved >= target IOPS",
+                "value": achieved,
+                "limit": target,
+                "pass": achieved >= target,
+            }
+        )
+    ok = all(c["pass"] for c in checks)
+    return {"result": "pass" if ok else "fail", "thresholds": th, "checks": checks}
+
+
+def build(result: dict) -> dict:
+    cfg = result.get("config", {})
+    secs = result["elapsed_s"]
+    mode = result["mode"]
+    dbs, totals = [], {}
+    for d in result["databases"]:
+        row = {
+            "db": d["db"],
+            "mailboxes": d["mailboxes"],
+            "operations": d["operations"],
+            "closed_logs": d["closed_logs"],
+            "cache": d["cache"],
+        }
+        for name in (*TX_STREAMS, "log-write", *BACKGROUND):
+            row[name] = _stream(d, name)
+            t = totals.setdefault(name, {"count": 0, "bytes": 0})
+            t["count"] += row[name]["count"]
+            t["bytes"] += row[name]["bytes"]
+        counts = {k: (v["count"], v["bytes"]) for k, v in d["streams"].items()}
+        row["shape"] = profiles.shape_from_counts(
+            counts, result["copies"], result.get("log_file_bytes", profiles.LOG_FILE_BYTES)
+        )
+        dbs.append(row)
+    tx = sum(totals[s]["count"] for s in TX_STREAMS)
+    achieved = tx / secs if secs > 0 else 0.0
+    target = None
+    if mode in ("performance", "stress") and cfg:
+        target = cfg["mailboxes"] * cfg["iops_per_mailbox"]
+    for t in totals.values():
+        t["per_s"] = t["count"] / secs if secs > 0 else 0.0
+        t["mb_per_s"] = t["bytes"] / secs / 2**20 if secs > 0 else 0.0
+    all_counts = {k: (v["count"], v["bytes"]) for k, v in totals.items()}
+    shape = profiles.shape_from_counts(
+        all_counts, result["copies"], result.get("log_file_bytes", profiles.LOG_FILE_BYTES)
+    )
+    pub_id = profiles.PUBLISHED_FOR.get(cfg.get("profile", ""), None)
+    pub = profiles.published_shape(pub_id) if pub_id else {}
+    return {
+        "format": "iotape-workload-report",
+        "version": REPORT_VERSION,
+        "mode": mode,
+        "interrupted": result["interrupted"],
+        "elapsed_s": secs,
+        "config": cfg,
+        "threads_final": result.get("threads_final"),
+        "auto_tuning": result.get("auto", []),
+        "target_tx_iops": target,
+        "achieved_tx_iops": achieved,
+        "databases": dbs,
+        "total": totals,
+        "shape": {
+            "published_profile": pub_id,
+            "rows": [
+                {
+                    "figure": k,
+                    "engine": shape[k],
+                    "published": pub.get(k),
+                    "deviation": profiles.deviation(shape[k], pub.get(k)),
+                }
+                for k in profiles.SHAPE_KEYS
+            ],
+        },
+        "verdict": _verdict(mode, dbs, achieved, target),
+    }
+
+
+def _f(x: float | None, fmt: str = "{:,.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def render(rep: dict, console: Console | None = None) -> None:
+    con = console or Console()
+    head = f"iotape workload · {rep['mode']} · {rep['elapsed_s']:.1f} s"
+    if rep["interrupted"]:
+        head += " · [yellow]interrupted: partial results[/]"
+    con.print(f"[bold]{head}[/]")
+    tgt = rep["target_tx_iops"]
+    con.print(
+        f"transactional IOPS: achieved [bold]{rep['achieved_tx_iops']:,.1f}[/]"
+        + (f" / target {tgt:,.1f}" if tgt else "")
+        + (f" · threads {rep['threads_final']}" if rep["mode"] == "throughput" else "")
+    )
+    t = Table(title="Per database", title_justify="left")
+    for col in ("db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"):
+        t.add_column(col, justify="right" if col not in ("stream",) else "left")
+    for db in rep["databases"]:
+        for s in ("db-read", "db-write", "log-write"):
+            r = db[s]
+            t.add_row(
+                str(db["db"]),
+                s,
+                _f(r["per_s"]),
+                _f(r["avg_bytes"], "{:,.0f}"),
+                _f(r["lat_avg_ms"], "{:.3f}"),
+                _f(r["lat_max_ms"], "{:.3f}"),
+            )
+    con.print(t)
+    b = Table(title="Background and total I/O", title_justify="left")
+    for col in ("stream", "I/O", "I/O/s", "MiB/s"):
+        b.add_column(col, justify="left" if col == "stream" else "right")
+    for name, v in rep["total"].items():
+        if v["count"]:
+            b.add_row(name, f"{v['count']:,}", _f(v["per_s"]), _f(v["mb_per_s"], "{:.3f}"))
+    cnt = sum(v["count"] for v in rep["total"].values())
+    mb = sum(v["mb_per_s"] for v in rep["total"].values())
+    b.add_row(
+        "[bold]total[/]",
+        f"{cnt:,}",
+        _f(cnt / rep["elapsed_s"] if rep["elapsed_s"] else 0),
+        _f(mb, "{:.3f}"),
+    )
+    con.print(b)
+    s = Table(
+        title=f"I/O shape vs published ({rep['shape']['published_profile']})", title_justify="left"
+    )
+    for col in ("figure", "engine", "published", "deviation"):
+        s.add_column(col, justify="left" if col == "figure" else "right")
+    for r in rep["shape"]["rows"]:
+        dev = r["deviation"] * 100 if r["deviation"] is not None else None
+        s.add_row(
+            r["figure"],
+            _f(r["engine"], "{:,.3f}"),
+            _f(r["published"], "{:,.3f}"),
+            _f(dev, "{:+.1f} %"),
+        )
+    con.print(s)
+    v = rep["verdict"]
+    colour = {"pass": "green", "fail": "red"}.get(v["result"], "white")
+    con.print(f"verdict: [bold {colour}]{v['result'].upper()}[/]")
+    for c in v["checks"]:
+        if not c["pass"]:
+            where = f"db {c['db']}: " if c["db"] is not None else ""
+            con.print(f"  [red]{where}{c['check']} {c['value']:.3f} > limit {c['limit']}[/]")

@@ -1,0 +1,284 @@
+/* The database cache: a fixed pool of page buffers, an LRU list, a hash from page
+ * number to slot and a FIFO of dirty pages in the order they were first dirtied
+ * (oldest log position first, which is what the checkpoint needs).
+ *
+ * Misses are read synchronously by the session that needs them. Missing pages
+ * that are neighbours in the file are read with one request (a coalesced
+ * preread); pages already cached split the run. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ese.h"
+
+#define NIL (-1)
+
+static uint32_t hash_page(int64_t p)
+{
+	uint64_t x = (uint64_t)p * 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(x >> 32);
+}
+
+void cache_init(struct db *d, int cap)
+{
+	struct cache *c = &d->c;
+	uint32_t hs = 1;
+	while (hs < (uint32_t)cap * 2)
+		hs <<= 1;
+	c->cap = cap;
+	c->hmask = hs - 1;
+	c->hash = calloc(hs, sizeof(int32_t));
+	c->slots = calloc((size_t)cap, sizeof(struct slot));
+	if (!c->hash || !c->slots)
+		die("out of memory for a %d-page cache", cap);
+	for (uint32_t i = 0; i < hs; i++)
+		c->hash[i] = NIL;
+	char *bufs = xalign((size_t)cap * (size_t)d->page);
+	for (int i = 0; i < cap; i++) {
+		c->slots[i].buf = bufs + (size_t)i * (size_t)d->page;
+		c->slots[i].next = i + 1 < cap ? i + 1 : NIL;
+		c->slots[i].page = -1;
+	}
+	c->free_head = 0;
+	c->lru_head = c->lru_tail = c->dirty_head = c->dirty_tail = NIL;
+	/* ESE's start/stop flush thresholds: scavenge when fewer than start clean
+	 * pages sit at the cold end of the LRU, until stop pages are clean. */
+	c->start_pages = (int)(cap * E.cfg.flush_start_pct / 100.0);
+	c->stop_pages = (int)(cap * E.cfg.flush_stop_pct / 100.0);
+	if (c->start_pages < 2)
+		c->start_pages = 2;
+	if (c->stop_pages < c->start_pages * 2)
+		c->stop_pages = c->start_pages * 2;
+}
+
+int32_t cache_lookup(struct cache *c, int64_t page)
+{
+	for (int32_t i = c->hash[hash_page(page) & c->hmask]; i != NIL; i = c->slots[i].hnext)
+		if (c->slots[i].page == page)
+			return i;
+	return NIL;
+}
+
+static void hash_del(struct cache *c, int32_t s)
+{
+	int32_t *pp = &c->hash[hash_page(c->slots[s].page) & c->hmask];
+	while (*pp != s)
+		pp = &c->slots[*pp].hnext;
+	*pp = c->slots[s].hnext;
+}
+
+static void lru_unlink(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	if (x->prev != NIL)
+		c->slots[x->prev].next = x->next;
+	else
+		c->lru_head = x->next;
+	if (x->next != NIL)
+		c->slots[x->next].prev = x->prev;
+	else
+		c->lru_tail = x->prev;
+}
+
+static void lru_push_head(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	x->prev = NIL;
+	x->next = c->lru_head;
+	if (c->lru_head != NIL)
+		c->slots[c->lru_head].prev = s;
+	c->lru_head = s;
+	if (c->lru_tail == NIL)
+		c->lru_tail = s;
+}
+
+void dirty_unlink(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	if (x->dprev != NIL)
+		c->slots[x->dprev].dnext = x->dnext;
+	else
+		c->dirty_head = x->dnext;
+	if (x->dnext != NIL)
+		c->slots[x->dnext].dprev = x->dprev;
+	else
+		c->dirty_tail = x->dprev;
+}
+
+void dirty_append(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	x->dnext = NIL;
+	x->dprev = c->dirty_tail;
+	if (c->dirty_tail != NIL)
+		c->slots[c->dirty_tail].dnext = s;
+	else
+		c->dirty_head = s;
+	c->dirty_tail = s;
+}
+
+static void mark_dirty(struct db *d, int32_t s)
+{
+	struct cache *c = &d->c;
+	struct slot *x = &c->slots[s];
+	if (x->writing) {
+		x->redirty = 1; /* written again after the write in flight completes */
+		return;
+	}
+	if (!x->dirty) {
+		x->dirty = 1;
+		x->lgpos = atomic_load(&d->lsn_now);
+		c->ndirty++;
+		dirty_append(c, s);
+	}
+}
+
+/* A slot for a new page: a free one, else the coldest clean page. NIL when every
+ * candidate is dirty or busy: the caller waits for the scavenger. */
+static int32_t grab(struct db *d)
+{
+	struct cache *c = &d->c;
+	int32_t s = c->free_head;
+	if (s != NIL) {
+		c->free_head = c->slots[s].next;
+		c->used++;
+		return s;
+	}
+	for (s = c->lru_tail; s != NIL; s = c->slots[s].prev) {
+		struct slot *x = &c->slots[s];
+		if (!x->dirty && !x->reading && !x->writing) {
+			lru_unlink(c, s);
+			hash_del(c, s);
+			return s;
+		}
+	}
+	return NIL;
+}
+
+static void release(struct cache *c, int32_t s)
+{
+	lru_unlink(c, s);
+	hash_del(c, s);
+	c->slots[s].page = -1;
+	c->slots[s].next = c->free_head;
+	c->free_head = s;
+	c->used--;
+}
+
+void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+void cache_access(struct worker *w, int64_t page, int n, int flags)
+{
+	struct db *d = w->db;
+	struct cache *c = &d->c;
+	int32_t miss[64];
+	int nmiss;
+	if (n > 64)
+		n = 64;
+	if (page + n > d->npages)
+		n = (int)(d->npages - page);
+	pthread_mutex_lock(&d->mu);
+retry:
+	nmiss = 0;
+	for (int i = 0; i < n; i++) {
+		int32_t s = cache_lookup(c, page + i);
+		if (s != NIL && c->slots[s].reading) {
+			timed_wait(&d->cv, &d->mu, 50);
+			goto retry;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		int32_t s = cache_lookup(c, page + i);
+		if (s != NIL) {
+			lru_unlink(c, s);
+			lru_push_head(c, s);
+			c->hits++;
+			if (flags & CA_DIRTY)
+				mark_dirty(d, s);
+			continue;
+		}
+		s = grab(d);
+		if (s == NIL) {
+			/* Everything is dirty: give back what we took, let the scavenger run. */
+			for (int k = 0; k < nmiss; k++)
+				release(c, miss[k]);
+			pthread_cond_signal(&d->ckpt_cv);
+			timed_wait(&d->cv, &d->mu, 5);
+			if (atomic_load(&E.ckpt_stop)) { /* no writer left to free a page */
+				pthread_mutex_unlock(&d->mu);
+				return;
+			}
+			goto retry;
+		}
+		struct slot *x = &c->slots[s];
+		x->page = page + i;
+		x->reading = !(flags & CA_NEW);
+		x->dirty = x->writing = x->redirty = 0;
+		int32_t *head = &c->hash[hash_page(x->page) & c->hmask];
+		x->hnext = *head;
+		*head = s;
+		lru_push_head(c, s);
+		miss[nmiss++] = s;
+	}
+	if (flags & CA_NEW) {
+		for (int k = 0; k < nmiss; k++)
+			if (flags & CA_DIRTY)
+				mark_dirty(d, miss[k]);
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	c->misses += (uint64_t)nmiss;
+	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages)
+		pthread_cond_signal(&d->ckpt_cv);
+	pthread_mutex_unlock(&d->mu);
+
+	/* One read per run of neighbouring missing pages, all in flight together. */
+	struct iovec iov[64];
+	struct ioreq rq[64];
+	int nrq = 0;
+	for (int k = 0; k < nmiss;) {
+		int j = k;
+		while (j + 1 < nmiss && c->slots[miss[j + 1]].page == c->slots[miss[j]].page + 1)
+			j++;
+		for (int m = k; m <= j; m++)
+			iov[m] = (struct iovec){c->slots[miss[m]].buf, (size_t)d->page};
+		rq[nrq] = (struct ioreq){.fd = d->fd, .iov = &iov[k], .iovcnt = j - k + 1,
+					 .off = d->data_off + (uint64_t)c->slots[miss[k]].page * (uint64_t)d->page,
+					 .tag = (uint64_t)nrq};
+		nrq++;
+		k = j + 1;
+	}
+	if (nrq) {
+		uint64_t t0 = now_ns();
+		if (w->ops->submit(w->io, rq, nrq) < 0)
+			die("%s: submit failed", w->name);
+		struct iocomp comp[64];
+		for (int got = 0; got < nrq;) {
+			int r = w->ops->reap(w->io, comp, 1, nrq - got);
+			uint64_t lat = now_ns() - t0;
+			for (int i = 0; i < r; i++) {
+				if (comp[i].res < 0)
+					die("%s: database read failed: %s", w->name, strerror((int)-comp[i].res));
+				stat_add(&w->st[S_DB_READ], (uint64_t)comp[i].res, lat);
+			}
+			got += r;
+		}
+		atomic_fetch_add(&d->tx_ios, (uint64_t)nrq);
+	}
+	pthread_mutex_lock(&d->mu);
+	for (int k = 0; k < nmiss; k++) {
+		c->slots[miss[k]].reading = 0;
+		if (flags & CA_DIRTY)
+			mark_dirty(d, miss[k]);
+	}
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}

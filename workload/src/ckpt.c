@@ -1,0 +1,172 @@
+/* The checkpoint / scavenge writer (thread ese-ckpt-N), one per database.
+ *
+ * It writes dirty pages back for two reasons, as ESE does: the scavenger keeps
+ * clean pages at the cold end of the LRU (flushing starts when fewer than the
+ * start threshold are clean and stops at the stop threshold), and the checkpoint
+ * writes any page first dirtied more than the checkpoint depth of log ago. Each
+ * chosen page is grown into a run of dirty neighbours, up to the coalescing
+ * limit, and written with one request; the writes of one pass are in flight
+ * together. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ese.h"
+
+#define NIL (-1)
+#define QD 32
+
+struct run {
+	int32_t first;
+	int n;
+	int32_t slots[128];
+	struct iovec iov[128];
+};
+
+/* Grow a run around slot s over dirty, idle neighbours; mark them being written. */
+static void take_run(struct db *d, int32_t s, struct run *r, int maxp)
+{
+	struct cache *c = &d->c;
+	int64_t lo = c->slots[s].page, hi = lo;
+	while (hi - lo + 1 < maxp) {
+		int32_t t = cache_lookup(c, hi + 1);
+		if (t == NIL || !c->slots[t].dirty || c->slots[t].writing || c->slots[t].reading)
+			break;
+		hi++;
+	}
+	while (hi - lo + 1 < maxp) {
+		int32_t t = cache_lookup(c, lo - 1);
+		if (t == NIL || !c->slots[t].dirty || c->slots[t].writing || c->slots[t].reading)
+			break;
+		lo--;
+	}
+	r->n = 0;
+	for (int64_t p = lo; p <= hi; p++) {
+		int32_t t = cache_lookup(c, p);
+		struct slot *x = &c->slots[t];
+		x->writing = 1;
+		x->redirty = 0;
+		dirty_unlink(c, t);
+		r->slots[r->n] = t;
+		r->iov[r->n] = (struct iovec){x->buf, (size_t)d->page};
+		r->n++;
+	}
+	r->first = r->slots[0];
+}
+
+static int want_write(struct db *d, struct slot *x, uint64_t depth)
+{
+	if (!x->dirty || x->writing || x->reading)
+		return 0;
+	return atomic_load(&E.flush_all) || x->lgpos + depth < atomic_load(&d->lsn_now);
+}
+
+/* Choose up to `room` runs to write (into the free run slots): scavenge the cold
+ * end, then the checkpoint. */
+static int choose(struct db *d, struct run **out, int room, int maxp, uint64_t depth)
+{
+	struct cache *c = &d->c;
+	int n = 0, clean = 0, seen = 0;
+	for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages; s = c->slots[s].prev, seen++)
+		if (!c->slots[s].dirty || c->slots[s].writing)
+			clean++;
+	int full = c->used + c->stop_pages >= c->cap;
+	if (full && clean < c->start_pages) {
+		seen = 0;
+		for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages && n < room;
+		     s = c->slots[s].prev, seen++) {
+			struct slot *x = &c->slots[s];
+			if (x->dirty && !x->writing && !x->reading)
+				take_run(d, s, out[n++], maxp);
+		}
+	}
+	while (n < room && c->dirty_head != NIL && want_write(d, &c->slots[c->dirty_head], depth))
+		take_run(d, c->dirty_head, out[n++], maxp);
+	return n;
+}
+
+static void complete(struct db *d, struct run *r)
+{
+	struct cache *c = &d->c;
+	for (int k = 0; k < r->n; k++) {
+		int32_t s = r->slots[k];
+		struct slot *x = &c->slots[s];
+		x->writing = 0;
+		if (x->redirty) {
+			x->redirty = 0;
+			x->lgpos = atomic_load(&d->lsn_now);
+			dirty_append(c, s);
+		} else {
+			x->dirty = 0;
+			c->ndirty--;
+		}
+	}
+}
+
+/* Writes stay in flight while the next ones are chosen (ESE writes back
+ * asynchronously): up to QD runs at a time. */
+void *ckpt_main(void *arg)
+{
+	struct worker *w = arg;
+	struct db *d = w->db;
+	struct cache *c = &d->c;
+	int maxp = E.cfg.write_coalesce_kb * 1024 / d->page;
+	if (maxp > 128)
+		maxp = 128;
+	if (maxp < 1)
+		maxp = 1;
+	uint64_t depth = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0);
+	struct run *runs = calloc(QD, sizeof(*runs));
+	struct run *freel[QD], *chosen[QD];
+	struct ioreq rq[QD];
+	struct iocomp comp[QD];
+	uint64_t t_sub[QD];
+	int nfree = QD, inflight = 0;
+	if (!runs)
+		die("out of memory");
+	for (int i = 0; i < QD; i++)
+		freel[i] = &runs[QD - 1 - i];
+	pthread_mutex_lock(&d->mu);
+	while (!atomic_load(&E.ckpt_stop) || inflight) {
+		/* The free run slots are offered in order; the first n get used. */
+		memcpy(chosen, freel, sizeof(freel[0]) * (size_t)nfree);
+		int n = atomic_load(&E.ckpt_stop) ? 0 : choose(d, chosen, nfree, maxp, depth);
+		if (!n && !inflight) {
+			timed_wait(&d->ckpt_cv, &d->mu, 5);
+			continue;
+		}
+		memmove(freel, freel + n, sizeof(freel[0]) * (size_t)(nfree - n));
+		nfree -= n;
+		pthread_mutex_unlock(&d->mu);
+		uint64_t t = now_ns();
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = (uint64_t)(chosen[i] - runs);
+			rq[i] = (struct ioreq){.fd = d->fd, .write = 1, .iov = chosen[i]->iov, .iovcnt = chosen[i]->n,
+					       .off = d->data_off + (uint64_t)c->slots[chosen[i]->first].page * (uint64_t)d->page,
+					       .tag = tag};
+			t_sub[tag] = t;
+		}
+		if (n && w->ops->submit(w->io, rq, n) < 0)
+			die("%s: submit failed", w->name);
+		inflight += n;
+		/* Block for a completion only when there is nothing new to write or no room. */
+		int r = w->ops->reap(w->io, comp, (n == 0 || inflight == QD) ? 1 : 0, inflight);
+		t = now_ns();
+		for (int i = 0; i < r; i++) {
+			if (comp[i].res < 0)
+				die("%s: database write failed: %s", w->name, strerror((int)-comp[i].res));
+			stat_add(&w->st[S_DB_WRITE], (uint64_t)comp[i].res, t - t_sub[comp[i].tag]);
+		}
+		atomic_fetch_add(&d->tx_ios, (uint64_t)r);
+		inflight -= r;
+		pthread_mutex_lock(&d->mu);
+		for (int i = 0; i < r; i++) {
+			complete(d, &runs[comp[i].tag]);
+			freel[nfree++] = &runs[comp[i].tag];
+		}
+		if (r)
+			pthread_cond_broadcast(&d->cv);
+	}
+	pthread_mutex_unlock(&d->mu);
+	free(runs);
+	return NULL;
+}

@@ -1,0 +1,187 @@
+/* Database and log storage: create a database to full size (with progress) or
+ * reuse one, and map log generations to files or device slots.
+ *
+ * The first 4 KiB of a database region is a header. Creation writes it as
+ * "creating" first and as "ready" only after every page is written and synced,
+ * so a creation that was interrupted is found and redone, never trusted. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ese.h"
+
+#define MAGIC "IOTAPE-ESE-DB"
+enum { ST_CREATING = 1, ST_READY = 2 };
+
+struct db_header {
+	char magic[16];
+	uint32_t version, state, page, db;
+	uint64_t npages;
+};
+
+static int open_target(const struct target *t, int create)
+{
+	int fl = O_RDWR | O_DIRECT | (create && !t->is_dev ? O_CREAT : 0);
+	int fd = open(t->path, fl, 0644);
+	if (fd < 0)
+		die("%s: cannot open: %s", t->path, strerror(errno));
+	return fd;
+}
+
+static void write_header(struct db *d, const struct target *t, uint32_t state)
+{
+	char *buf = xalign(4096);
+	struct db_header h = {.version = 1, .state = state, .page = (uint32_t)d->page, .db = (uint32_t)d->idx,
+			      .npages = (uint64_t)d->npages};
+	memcpy(h.magic, MAGIC, sizeof(MAGIC));
+	memcpy(buf, &h, sizeof(h));
+	if (pwrite(d->fd, buf, 4096, (off_t)t->off) != 4096 || fdatasync(d->fd))
+		die("%s: cannot write the database header: %s", t->path, strerror(errno));
+	free(buf);
+}
+
+static int header_ok(struct db *d, const struct target *t)
+{
+	char *buf = xalign(4096);
+	struct db_header h;
+	int ok = pread(d->fd, buf, 4096, (off_t)t->off) == 4096;
+	memcpy(&h, buf, sizeof(h));
+	free(buf);
+	return ok && !memcmp(h.magic, MAGIC, sizeof(MAGIC)) && h.version == 1 && h.state == ST_READY &&
+	       h.page == (uint32_t)d->page && h.npages == (uint64_t)d->npages && h.db == (uint32_t)d->idx;
+}
+
+static void create_db(struct db *d, const struct target *t)
+{
+	const uint64_t chunk = 1 << 20;
+	uint64_t total = (uint64_t)d->npages * (uint64_t)d->page;
+	char *buf = xalign(chunk);
+	write_header(d, t, ST_CREATING);
+	uint64_t last = 0;
+	for (uint64_t done = 0; done < total && !atomic_load(&E.stop);) {
+		uint64_t n = total - done < chunk ? total - done : chunk;
+		/* Each page carries its number, so a page read back is recognisable. */
+		for (uint64_t p = 0; p < n; p += (uint64_t)d->page)
+			*(uint64_t *)(buf + p) = (done + p) / (uint64_t)d->page;
+		ssize_t r = pwrite(d->fd, buf, n, (off_t)(d->data_off + done));
+		if (r != (ssize_t)n)
+			die("%s: writing the database failed at %llu: %s", t->path, (unsigned long long)done,
+			    r < 0 ? strerror(errno) : "short write (device full?)");
+		done += n;
+		uint64_t t_now = now_ns();
+		if (t_now - last > 250000000ull || done == total) {
+			fprintf(E.progress, "{\"type\":\"create\",\"db\":%d,\"done\":%llu,\"total\":%llu}\n", d->idx,
+				(unsigned long long)done, (unsigned long long)total);
+			fflush(E.progress);
+			last = t_now;
+		}
+	}
+	free(buf);
+	if (atomic_load(&E.stop))
+		return; /* header still says "creating": the next run recreates it */
+	if (fdatasync(d->fd))
+		die("%s: fdatasync: %s", t->path, strerror(errno));
+	write_header(d, t, ST_READY);
+}
+
+void db_open_all(void)
+{
+	struct config *cfg = &E.cfg;
+	double mb_per_db = cfg->mailboxes / cfg->databases;
+	for (int i = 0; i < cfg->databases && !atomic_load(&E.stop); i++) {
+		struct db *d = &E.dbs[i];
+		const struct target *t = &cfg->db[i];
+		d->idx = i;
+		d->page = cfg->page_kb * 1024;
+		d->mailboxes = (int64_t)(mb_per_db + 0.5);
+		if (d->mailboxes < 1)
+			d->mailboxes = 1;
+		d->pages_per_mb = (int64_t)(cfg->mailbox_mb * 1048576.0 / d->page);
+		if (d->pages_per_mb < 4)
+			die("--mailbox-size-mb %g: a mailbox needs at least 4 pages", cfg->mailbox_mb);
+		d->npages = d->mailboxes * d->pages_per_mb;
+		d->data_off = t->off + (uint64_t)d->page;
+		uint64_t need = (uint64_t)(d->npages + 1) * (uint64_t)d->page;
+		if (t->is_dev && t->size < need)
+			die("%s: database %d needs %llu bytes, the region has %llu", t->path, i,
+			    (unsigned long long)need, (unsigned long long)t->size);
+		d->fd = open_target(t, 1);
+		int reuse = !strcmp(cfg->create, "reuse") && header_ok(d, t);
+		fprintf(E.progress, "{\"type\":\"db\",\"db\":%d,\"action\":\"%s\",\"bytes\":%llu}\n", i,
+			reuse ? "reuse" : "create", (unsigned long long)need);
+		fflush(E.progress);
+		if (!reuse)
+			create_db(d, t);
+		pthread_mutex_init(&d->mu, NULL);
+		pthread_cond_init(&d->cv, NULL);
+		pthread_cond_init(&d->ckpt_cv, NULL);
+	}
+}
+
+/* Where log generation `gen` lives: its own file in a directory, or slot
+ * (gen - 1) mod slots of a device region. */
+int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base)
+{
+	if (!d->log_is_dir) {
+		uint64_t slots = d->logt.size / d->log_file_size;
+		*base = d->logt.off + ((gen - 1) % slots) * d->log_file_size;
+		return d->log_dev_fd;
+	}
+	char path[600];
+	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)gen);
+	*base = 0;
+	int fd = open(path, O_RDWR | O_DIRECT | (create ? O_CREAT | O_TRUNC : 0), 0644);
+	if (fd < 0)
+		die("%s: cannot open: %s", path, strerror(errno));
+	return fd;
+}
+
+/* Remove the log files of an earlier run: a run starts a new log stream. */
+static void clear_logs(struct db *d)
+{
+	DIR *dir = opendir(d->logt.path);
+	if (!dir)
+		die("%s: cannot read the log directory: %s", d->logt.path, strerror(errno));
+	char prefix[8];
+	snprintf(prefix, sizeof(prefix), "E%02d", d->idx);
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		size_t n = strlen(e->d_name);
+		if (!strncmp(e->d_name, prefix, 3) && n == 15 && !strcmp(e->d_name + 11, ".log"))
+			unlinkat(dirfd(dir), e->d_name, 0);
+	}
+	closedir(dir);
+}
+
+void log_target_open(struct db *d)
+{
+	d->logt = E.cfg.log[d->idx];
+	struct stat st;
+	d->log_is_dir = !d->logt.is_dev;
+	if (d->log_is_dir) {
+		if (stat(d->logt.path, &st) || !S_ISDIR(st.st_mode))
+			die("%s: log path is not a directory", d->logt.path);
+		if (E.cfg.mode != M_RECOVERY)
+			clear_logs(d);
+	} else {
+		if (d->logt.size / d->log_file_size < 8)
+			die("%s: a log region holds at least 8 log files", d->logt.path);
+		d->log_dev_fd = open_target(&d->logt, 0);
+	}
+}
+
+/* Circular logging: a log file goes once replication has read it and it is
+ * older than the checkpoint could need. */
+void log_file_retire(struct db *d, uint64_t gen)
+{
+	uint64_t keep = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0) / d->log_file_size + 4;
+	if (!d->log_is_dir || gen <= keep || E.cfg.mode == M_RECOVERY)
+		return;
+	char path[600];
+	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)(gen - keep));
+	unlink(path);
+}

@@ -1,0 +1,194 @@
+/* The ESE-like engine's shared types: configuration, databases, workers, stats. */
+#ifndef ESE_H
+#define ESE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ioengine.h"
+
+#define MAX_DBS 64
+#define MAX_THREADS 64
+#define HIST_BUCKETS 48 /* log2 buckets of latency in ns */
+
+/* Streams the engine accounts by; the recorder derives the same from thread names. */
+enum stream { S_DB_READ, S_DB_WRITE, S_LOG_WRITE, S_LOG_FMT, S_BDM, S_REPL, S_LOG_READ, S_BACKUP, S_N };
+extern const char *const stream_names[S_N];
+
+enum mode { M_PERFORMANCE, M_STRESS, M_THROUGHPUT, M_BACKUP, M_RECOVERY };
+
+/* Where a database or its logs live: a file or directory (off = size = 0 for a
+ * directory of log files) or a slice of a block device. */
+struct target {
+	char path[512];
+	uint64_t off, size;
+	int is_dev;
+};
+
+struct config {
+	char mode_name[32];
+	enum mode mode;
+	int quiet, databases, threads, auto_threads, max_threads, copies, bdm, seed, page_kb;
+	double mailboxes, iops_per_mailbox, mailbox_mb, duration;
+	double cache_min_mb, cache_max_mb;
+	double mix_insert, mix_delete, mix_replace, mix_read, lazy_pct;
+	double preread_cont, insert_index_runs, pages_per_msg_insert;
+	int preread_max, log_rec_min, log_insert_max, log_delete, log_replace_max;
+	int log_file_kb, write_coalesce_kb, bdm_read_kb, repl_read_kb, logfmt_kb;
+	double ckpt_depth_mb, flush_start_pct, flush_stop_pct, bdm_rate;
+	double auto_read_ms, auto_step_s;
+	char ioengine[16], result[512], create[16];
+	struct target db[MAX_DBS], log[MAX_DBS];
+	int ndb_targets, nlog_targets;
+};
+
+struct iostat {
+	uint64_t count, bytes, lat_sum_ns, lat_max_ns;
+	uint64_t hist[HIST_BUCKETS];
+};
+
+/* A thread: its name (what the recorder labels by), its own ring and stats. */
+struct worker {
+	pthread_t tid;
+	char name[16];
+	struct db *db;
+	int index, active;
+	struct ioengine *io;
+	const struct ioengine_ops *ops;
+	struct iostat st[S_N];
+	uint64_t rng[2];
+	uint64_t ops_done, commits, durable_commits;
+	void *(*fn)(void *);
+};
+
+struct slot {
+	int64_t page;
+	int32_t hnext, prev, next, dnext, dprev;
+	uint8_t valid, dirty, reading, writing, redirty;
+	uint64_t lgpos;
+	char *buf;
+};
+
+struct cache {
+	struct slot *slots;
+	int32_t *hash;
+	uint32_t hmask;
+	int cap, used, ndirty, start_pages, stop_pages;
+	int32_t lru_head, lru_tail, free_head, dirty_head, dirty_tail;
+	uint64_t hits, misses;
+};
+
+struct closed_log {
+	uint64_t gen, used;
+};
+
+struct db {
+	int idx;
+	int fd;
+	uint64_t data_off; /* byte offset of page 0 */
+	int64_t npages;
+	int page;
+	int64_t mailboxes, pages_per_mb;
+	int64_t *tail;          /* per mailbox: next page an insert appends to */
+	uint32_t *tail_fill;    /* per mailbox: bytes used in the tail page */
+	pthread_mutex_t mu;
+	pthread_cond_t cv, ckpt_cv;
+	struct cache c;
+	/* log */
+	pthread_mutex_t lmu;
+	pthread_cond_t lcv, ldone_cv, lfmt_cv, lrepl_cv;
+	_Atomic uint64_t lsn_now;
+	int writer_done;
+	char *wbuf;
+	char *lbuf;
+	uint64_t lbuf_size, lsn_end, lsn_flushed, lsn_sealed;
+	uint64_t log_gen, log_used, log_file_size;
+	uint64_t fmt_ready_gen;
+	int log_fd, log_is_dir, log_dev_fd;
+	struct target logt;
+	struct closed_log *closed;
+	uint64_t nclosed, nclosed_cap, repl_done;
+	uint64_t closed_logs;
+	int stopping;
+	/* pacing: transactional I/O so far and ops so far, shared by sessions */
+	_Atomic uint64_t tx_ios, tx_ops;
+};
+
+struct engine {
+	struct config cfg;
+	struct db dbs[MAX_DBS];
+	struct worker *workers[MAX_DBS * (MAX_THREADS + 6)];
+	int nworkers;
+	_Atomic int stop, interrupted, flush_all, ckpt_stop;
+	_Atomic int active_threads; /* user threads running per database (throughput auto) */
+	uint64_t t0_ns, t_end_ns;
+	double elapsed_s;
+	FILE *progress;
+	int auto_history_n;
+	double auto_history[MAX_THREADS][3];
+};
+
+extern struct engine E;
+
+/* util.c */
+uint64_t now_ns(void);
+uint64_t rng_next(uint64_t s[2]);
+double rng_unit(uint64_t s[2]);
+void rng_seed(uint64_t s[2], uint64_t a, uint64_t b);
+void *xalign(size_t size);
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void sleep_ns(uint64_t ns);
+struct worker *worker_new(struct db *db, const char *name, int index, void *(*fn)(void *), unsigned depth);
+void worker_start(struct worker *w);
+int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, int n, uint64_t off, int write);
+void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns);
+
+/* options.c */
+void options_parse(struct config *cfg, int argc, char **argv);
+
+/* dbfile.c */
+void db_open_all(void);
+void log_target_open(struct db *d);
+int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base);
+void log_file_retire(struct db *d, uint64_t gen);
+
+/* cache.c */
+void cache_init(struct db *d, int cap);
+#define CA_DIRTY 1
+#define CA_NEW 2 /* a freshly allocated page: no read, its content is new */
+void cache_access(struct worker *w, int64_t page, int n, int flags);
+int32_t cache_lookup(struct cache *c, int64_t page);
+void dirty_unlink(struct cache *c, int32_t s);
+void dirty_append(struct cache *c, int32_t s);
+void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
+
+/* log.c */
+void log_init(struct db *d);
+uint64_t log_append(struct db *d, const void *rec, uint32_t len);
+void log_wait(struct db *d, uint64_t lsn);
+void *log_writer_main(void *arg);
+void *log_format_main(void *arg);
+void log_shutdown(struct db *d);
+
+/* ckpt.c */
+void *ckpt_main(void *arg);
+
+/* background.c */
+void *bdm_main(void *arg);
+void *repl_main(void *arg);
+
+/* session.c */
+void *session_main(void *arg);
+
+/* modes.c */
+void *backup_main(void *arg);
+void recovery_start(void);
+int recovery_done(void);
+uint64_t recovery_records(int db);
+
+/* report.c */
+void result_write(const char *path);
+
+#endif

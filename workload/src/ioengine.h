@@ -1,0 +1,44 @@
+/* The contract between the engine and an I/O backend, one ops struct per backend
+ * (io_uring.c, psync.c, null.c), as fio's ioengines.h. A backend instance is
+ * owned by one thread; nothing here is shared. */
+#ifndef ESE_IOENGINE_H
+#define ESE_IOENGINE_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define IOE_MAX_DEPTH 64
+
+/* One request: a vectored read or write at a byte offset. `tag` comes back in
+ * the completion so the caller can find its own bookkeeping. */
+struct ioreq {
+	int fd;
+	int write;
+	const struct iovec *iov;
+	int iovcnt;
+	uint64_t off;
+	uint64_t tag;
+	uint64_t t_submit_ns; /* filled by the caller, read back on completion */
+};
+
+struct iocomp {
+	uint64_t tag;
+	int64_t res; /* bytes or -errno */
+};
+
+struct ioengine;
+
+struct ioengine_ops {
+	const char *name;
+	/* depth: the most requests this instance will have in flight. */
+	struct ioengine *(*open)(unsigned depth);
+	/* Queue and submit n requests (n <= free depth); 0 or -errno. */
+	int (*submit)(struct ioengine *e, struct ioreq *reqs, int n);
+	/* Wait for at least min completions, return up to max of them. */
+	int (*reap)(struct ioengine *e, struct iocomp *out, int min, int max);
+	void (*close)(struct ioengine *e);
+};
+
+const struct ioengine_ops *ioengine_find(const char *name);
+
+#endif

@@ -1,0 +1,197 @@
+/* The transaction log of one database: a log buffer, the log writer (ese-log-N)
+ * and the log file pre-formatter (ese-logfmt-N).
+ *
+ * Sessions append records to the buffer; a durable commit waits until the writer
+ * has written its record, a lazy commit does not. The writer takes everything
+ * appended so far in one write (group commit: commits that arrive while a write
+ * is in flight share the next one). Each write ends on a 4 KiB boundary, padded
+ * with zeros, and the next one starts there, so log writes are multiples of
+ * 4 KiB. A log file holds a 4 KiB header and then records; when the next write
+ * does not fit, the file is closed (handed to replication) and the writer moves
+ * on to the next file, which the pre-formatter has already written in full. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ese.h"
+
+#define SECTOR 4096ull
+#define LOG_HDR 4096ull
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+void log_init(struct db *d)
+{
+	d->log_file_size = (uint64_t)E.cfg.log_file_kb * 1024ull;
+	uint64_t cap = d->log_file_size - LOG_HDR;
+	d->lbuf_size = cap < (1ull << 20) ? cap : (1ull << 20);
+	d->lbuf = xalign(d->lbuf_size);
+	d->wbuf = xalign(d->lbuf_size);
+	d->log_gen = 1;
+	d->log_fd = -1;
+	pthread_mutex_init(&d->lmu, NULL);
+	pthread_cond_init(&d->lcv, NULL);
+	pthread_cond_init(&d->ldone_cv, NULL);
+	pthread_cond_init(&d->lfmt_cv, NULL);
+	pthread_cond_init(&d->lrepl_cv, NULL);
+}
+
+uint64_t log_append(struct db *d, const void *rec, uint32_t len)
+{
+	if (len > d->lbuf_size / 2)
+		len = (uint32_t)(d->lbuf_size / 2);
+	pthread_mutex_lock(&d->lmu);
+	while (d->lsn_end + len - d->lsn_flushed > d->lbuf_size && !d->stopping)
+		pthread_cond_wait(&d->ldone_cv, &d->lmu);
+	for (uint32_t i = 0; i < len;) {
+		uint64_t at = (d->lsn_end + i) % d->lbuf_size;
+		uint32_t k = (uint32_t)(d->lbuf_size - at) < len - i ? (uint32_t)(d->lbuf_size - at) : len - i;
+		memcpy(d->lbuf + at, (const char *)rec + i, k);
+		i += k;
+	}
+	d->lsn_end += len;
+	uint64_t lsn = d->lsn_end;
+	atomic_store(&d->lsn_now, lsn);
+	pthread_cond_signal(&d->lcv);
+	pthread_mutex_unlock(&d->lmu);
+	return lsn;
+}
+
+void log_wait(struct db *d, uint64_t lsn)
+{
+	pthread_mutex_lock(&d->lmu);
+	while (d->lsn_flushed < lsn && !d->writer_done)
+		pthread_cond_wait(&d->ldone_cv, &d->lmu);
+	pthread_mutex_unlock(&d->lmu);
+}
+
+/* Close the current file (lmu held): replication gets it, the writer the next one. */
+static void close_log(struct db *d)
+{
+	if (d->nclosed == d->nclosed_cap) {
+		d->nclosed_cap = d->nclosed_cap ? d->nclosed_cap * 2 : 64;
+		d->closed = realloc(d->closed, d->nclosed_cap * sizeof(*d->closed));
+		if (!d->closed)
+			die("out of memory");
+	}
+	d->closed[d->nclosed++] = (struct closed_log){d->log_gen, d->log_used};
+	d->closed_logs++;
+	pthread_cond_broadcast(&d->lrepl_cv);
+	if (d->log_is_dir && d->log_fd >= 0)
+		close(d->log_fd);
+	d->log_fd = -1;
+	d->log_gen++;
+	d->log_used = 0;
+	pthread_cond_broadcast(&d->lfmt_cv);
+}
+
+static uint64_t open_current(struct db *d)
+{
+	uint64_t base = 0;
+	while (d->fmt_ready_gen < d->log_gen)
+		pthread_cond_wait(&d->lfmt_cv, &d->lmu);
+	d->log_fd = log_file_open(d, d->log_gen, 0, &base);
+	return base;
+}
+
+void *log_writer_main(void *arg)
+{
+	struct worker *w = arg;
+	struct db *d = w->db;
+	uint64_t cap = d->log_file_size - LOG_HDR, base = 0;
+	pthread_mutex_lock(&d->lmu);
+	base = open_current(d);
+	for (;;) {
+		while (d->lsn_end == d->lsn_flushed && !d->stopping)
+			pthread_cond_wait(&d->lcv, &d->lmu);
+		if (d->lsn_end == d->lsn_flushed)
+			break;
+		/* Seal: this write covers everything appended so far, padded to a sector;
+		 * later records start after the padding. */
+		uint64_t start = d->lsn_flushed, end = round_up(d->lsn_end, SECTOR);
+		/* The pad never wraps: the buffer is whole sectors and end is a sector boundary. */
+		if (end > d->lsn_end)
+			memset(d->lbuf + d->lsn_end % d->lbuf_size, 0, end - d->lsn_end);
+		d->lsn_end = end;
+		atomic_store(&d->lsn_now, end);
+		uint64_t len = end - start;
+		if (d->log_used + len > cap) {
+			close_log(d);
+			base = open_current(d);
+		}
+		for (uint64_t i = 0; i < len; i += SECTOR)
+			memcpy(d->wbuf + i, d->lbuf + (start + i) % d->lbuf_size, SECTOR);
+		uint64_t off = base + LOG_HDR + d->log_used;
+		int fd = d->log_fd;
+		pthread_mutex_unlock(&d->lmu);
+		struct iovec iov = {d->wbuf, (size_t)len};
+		io_sync(w, S_LOG_WRITE, fd, &iov, 1, off, 1);
+		pthread_mutex_lock(&d->lmu);
+		d->lsn_flushed = end;
+		d->log_used += len;
+		pthread_cond_broadcast(&d->ldone_cv);
+	}
+	/* A clean stop closes the last log too, so replication sees every byte written. */
+	if (d->log_used)
+		close_log(d);
+	else if (d->log_is_dir && d->log_fd >= 0)
+		close(d->log_fd);
+	d->writer_done = 1;
+	pthread_cond_broadcast(&d->ldone_cv);
+	pthread_cond_broadcast(&d->lrepl_cv);
+	pthread_cond_broadcast(&d->lfmt_cv);
+	pthread_mutex_unlock(&d->lmu);
+	return NULL;
+}
+
+/* Write the next log file in full before the writer needs it: header, then zeros. */
+void *log_format_main(void *arg)
+{
+	struct worker *w = arg;
+	struct db *d = w->db;
+	uint64_t chunk = (uint64_t)E.cfg.logfmt_kb * 1024ull;
+	char *buf = xalign(chunk);
+	pthread_mutex_lock(&d->lmu);
+	for (;;) {
+		/* Runs until the writer is done: a stop can still close a file and
+		 * the writer must then find the next one ready. */
+		while (d->fmt_ready_gen > d->log_gen && !d->writer_done)
+			pthread_cond_wait(&d->lfmt_cv, &d->lmu);
+		if (d->writer_done)
+			break;
+		uint64_t gen = d->fmt_ready_gen + 1, base = 0;
+		pthread_mutex_unlock(&d->lmu);
+		int fd = log_file_open(d, gen, 1, &base);
+		for (uint64_t off = 0; off < d->log_file_size; off += chunk) {
+			uint64_t n = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
+			memset(buf, 0, n);
+			if (off == 0)
+				snprintf(buf, 64, "IOTAPE-ESE-LOG 1 db=%d gen=%llu\n", d->idx, (unsigned long long)gen);
+			struct iovec iov = {buf, (size_t)n};
+			io_sync(w, S_LOG_FMT, fd, &iov, 1, base + off, 1);
+		}
+		if (d->log_is_dir)
+			close(fd);
+		pthread_mutex_lock(&d->lmu);
+		d->fmt_ready_gen = gen;
+		pthread_cond_broadcast(&d->lfmt_cv);
+	}
+	pthread_mutex_unlock(&d->lmu);
+	free(buf);
+	return NULL;
+}
+
+void log_shutdown(struct db *d)
+{
+	pthread_mutex_lock(&d->lmu);
+	d->stopping = 1;
+	pthread_cond_broadcast(&d->lcv);
+	pthread_cond_broadcast(&d->lfmt_cv);
+	pthread_cond_broadcast(&d->ldone_cv);
+	pthread_mutex_unlock(&d->lmu);
+}

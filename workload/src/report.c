@@ -1,0 +1,88 @@
+/* The engine's result: one JSON document from its own completion times, per
+ * database and stream. The Python front end turns it into the Jetstress report.
+ * The first key names the format and its version. */
+#include <string.h>
+
+#include "ese.h"
+
+static void put_stat(FILE *f, const struct iostat *s, double secs)
+{
+	fprintf(f, "{\"count\":%llu,\"bytes\":%llu,\"per_s\":%.4f,\"avg_bytes\":%.1f,"
+		   "\"lat_avg_ms\":%.4f,\"lat_max_ms\":%.4f,\"hist_log2_ns\":[",
+		(unsigned long long)s->count, (unsigned long long)s->bytes, secs > 0 ? s->count / secs : 0.0,
+		s->count ? (double)s->bytes / s->count : 0.0, s->count ? s->lat_sum_ns / 1e6 / s->count : 0.0,
+		s->lat_max_ns / 1e6);
+	int last = HIST_BUCKETS - 1;
+	while (last > 0 && !s->hist[last])
+		last--;
+	for (int i = 0; i <= last; i++)
+		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)s->hist[i]);
+	fputs("]}", f);
+}
+
+static void merge(struct iostat *a, const struct iostat *b)
+{
+	a->count += b->count;
+	a->bytes += b->bytes;
+	a->lat_sum_ns += b->lat_sum_ns;
+	if (b->lat_max_ns > a->lat_max_ns)
+		a->lat_max_ns = b->lat_max_ns;
+	for (int i = 0; i < HIST_BUCKETS; i++)
+		a->hist[i] += b->hist[i];
+}
+
+void result_write(const char *path)
+{
+	FILE *f = *path ? fopen(path, "w") : stdout;
+	if (!f)
+		die("%s: cannot write the result", path);
+	const struct config *c = &E.cfg;
+	double secs = E.elapsed_s;
+	fprintf(f, "{\"format\":\"iotape-ese-result\",\"version\":1,\"mode\":\"%s\",\"interrupted\":%s,"
+		   "\"elapsed_s\":%.4f,\"seed\":%d,\"ioengine\":\"%s\",\"page_bytes\":%d,\"log_file_bytes\":%d,"
+		   "\"copies\":%d,\"threads_final\":%d,",
+		c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, c->seed, c->ioengine,
+		c->page_kb * 1024, c->log_file_kb * 1024, c->copies, atomic_load(&E.active_threads));
+	fputs("\"auto\":[", f);
+	for (int i = 0; i < E.auto_history_n; i++)
+		fprintf(f, "%s{\"threads\":%d,\"tx_iops\":%.2f,\"db_read_ms\":%.4f}", i ? "," : "",
+			(int)E.auto_history[i][0], E.auto_history[i][1], E.auto_history[i][2]);
+	fputs("],\"databases\":[", f);
+	for (int i = 0; i < c->databases; i++) {
+		struct db *d = &E.dbs[i];
+		struct iostat st[S_N];
+		uint64_t ops = 0, commits = 0, durable = 0;
+		memset(st, 0, sizeof(st));
+		for (int k = 0; k < E.nworkers; k++) {
+			struct worker *w = E.workers[k];
+			if (w->db != d)
+				continue;
+			for (int s = 0; s < S_N; s++)
+				merge(&st[s], &w->st[s]);
+			if (!strncmp(w->name, "ese-user", 8)) {
+				ops += w->ops_done;
+				commits += w->commits;
+				durable += w->durable_commits;
+			}
+		}
+		fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
+			   "\"durable_commits\":%llu,\"closed_logs\":%llu,\"log_records_replayed\":%llu,"
+			   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},\"streams\":{",
+			i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
+			(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->closed_logs,
+			(unsigned long long)(c->mode == M_RECOVERY ? recovery_records(i) : 0), d->c.cap,
+			(unsigned long long)d->c.hits, (unsigned long long)d->c.misses, d->c.ndirty);
+		int first = 1;
+		for (int s = 0; s < S_N; s++) {
+			if (!st[s].count)
+				continue;
+			fprintf(f, "%s\"%s\":", first ? "" : ",", stream_names[s]);
+			put_stat(f, &st[s], secs);
+			first = 0;
+		}
+		fputs("}}", f);
+	}
+	fputs("]}\n", f);
+	if (f != stdout)
+		fclose(f);
+}

@@ -1,0 +1,170 @@
+/* User sessions (ese-user-N-T): the Jetstress operation mix against per-mailbox
+ * key ranges.
+ *
+ * A mailbox owns a contiguous range of pages. An operation touches runs of
+ * neighbouring pages at random places in its mailbox (a B-tree seek lands on a
+ * leaf; with chance preread-cont the next leaf is needed too): a read only
+ * reads them, a delete or replace also dirties them, an insert appends its
+ * message to the mailbox's tail page (a new page when it is full: no read) and
+ * updates index runs. Modifications log a record and commit, lazily or durably.
+ *
+ * In performance and stress modes the sessions of a database hold its target
+ * transactional IOPS: operations are paced at target / (I/Os per operation so
+ * far). In throughput mode they run flat out. */
+#include <math.h>
+#include <string.h>
+
+#include "ese.h"
+
+#define REC_MAGIC 0x31434552u /* "REC1" */
+#define MAX_RUNS 8
+
+enum op { OP_INSERT, OP_DELETE, OP_REPLACE, OP_READ };
+
+struct rec {
+	uint32_t magic, len, op, nruns;
+	int64_t run[MAX_RUNS][2]; /* first page, pages */
+};
+
+static int run_len(struct worker *w)
+{
+	int n = 1;
+	while (n < E.cfg.preread_max && rng_unit(w->rng) < E.cfg.preread_cont)
+		n++;
+	return n;
+}
+
+static int64_t random_run(struct worker *w, int64_t mb, int n)
+{
+	struct db *d = w->db;
+	int64_t span = d->pages_per_mb - n + 1;
+	return mb * d->pages_per_mb + (int64_t)(rng_next(w->rng) % (uint64_t)(span > 0 ? span : 1));
+}
+
+static uint32_t uniform(struct worker *w, int lo, int hi)
+{
+	if (hi <= lo)
+		return (uint32_t)lo;
+	return (uint32_t)lo + (uint32_t)(rng_next(w->rng) % (uint64_t)(hi - lo + 1));
+}
+
+/* Touch a run and note it in the log record. */
+static void touch(struct worker *w, struct rec *r, int64_t page, int n, int flags)
+{
+	cache_access(w, page, n, flags);
+	if ((flags & CA_DIRTY) && r->nruns < MAX_RUNS) {
+		r->run[r->nruns][0] = page;
+		r->run[r->nruns][1] = n;
+		r->nruns++;
+	}
+}
+
+/* The mailbox's tail page after appending `bytes`; a new page when it fills. */
+static int64_t tail_page(struct db *d, int64_t mb, uint32_t bytes, int *fresh)
+{
+	pthread_mutex_lock(&d->mu);
+	int64_t p = d->tail[mb];
+	*fresh = 0;
+	if (d->tail_fill[mb] + bytes > (uint32_t)d->page) {
+		p = mb * d->pages_per_mb + (p + 1 - mb * d->pages_per_mb) % d->pages_per_mb;
+		d->tail[mb] = p;
+		d->tail_fill[mb] = 0;
+		*fresh = 1;
+	}
+	d->tail_fill[mb] += bytes;
+	pthread_mutex_unlock(&d->mu);
+	return p;
+}
+
+static void one_op(struct worker *w)
+{
+	struct db *d = w->db;
+	const struct config *c = &E.cfg;
+	struct rec r = {.magic = REC_MAGIC};
+	int64_t mb = (int64_t)(rng_next(w->rng) % (uint64_t)d->mailboxes);
+	double u = rng_unit(w->rng) * 100.0;
+	enum op op = u < c->mix_insert ? OP_INSERT
+		     : u < c->mix_insert + c->mix_delete ? OP_DELETE
+		     : u < c->mix_insert + c->mix_delete + c->mix_replace ? OP_REPLACE
+									   : OP_READ;
+	int n = run_len(w);
+	int64_t page = random_run(w, mb, n);
+	w->ops_done++;
+	atomic_fetch_add(&d->tx_ops, 1);
+	r.op = (uint32_t)op;
+	switch (op) {
+	case OP_READ:
+		touch(w, &r, page, n, 0);
+		return;
+	case OP_DELETE:
+		touch(w, &r, page, n, CA_DIRTY);
+		r.len = (uint32_t)c->log_delete;
+		break;
+	case OP_REPLACE:
+		touch(w, &r, page, n, CA_DIRTY);
+		r.len = uniform(w, c->log_rec_min, c->log_replace_max);
+		break;
+	case OP_INSERT: {
+		r.len = uniform(w, c->log_rec_min, c->log_insert_max);
+		int fresh;
+		int64_t tp = tail_page(d, mb, r.len, &fresh);
+		touch(w, &r, tp, 1, CA_DIRTY | (fresh ? CA_NEW : 0));
+		double k = c->insert_index_runs;
+		int runs = (int)k + (rng_unit(w->rng) < k - floor(k));
+		for (int i = 0; i < runs; i++) {
+			int m = i ? run_len(w) : n;
+			touch(w, &r, i ? random_run(w, mb, m) : page, m, CA_DIRTY);
+		}
+		break;
+	}
+	}
+	if (r.len < sizeof(r))
+		r.len = sizeof(r);
+	if (r.len > 262144)
+		r.len = 262144;
+	char buf[sizeof(r) > 262144 ? sizeof(r) : 262144];
+	memcpy(buf, &r, sizeof(r));
+	memset(buf + sizeof(r), 0x5a, r.len - sizeof(r));
+	uint64_t lsn = log_append(d, buf, r.len);
+	w->commits++;
+	if (rng_unit(w->rng) * 100.0 >= c->lazy_pct) {
+		w->durable_commits++;
+		log_wait(d, lsn);
+	}
+}
+
+void *session_main(void *arg)
+{
+	struct worker *w = arg;
+	struct db *d = w->db;
+	const struct config *c = &E.cfg;
+	int paced = c->mode == M_PERFORMANCE || c->mode == M_STRESS;
+	double per_thread = d->mailboxes * c->iops_per_mailbox / c->threads;
+	uint64_t next = now_ns();
+	while (!atomic_load(&E.stop)) {
+		if (w->index >= atomic_load(&E.active_threads)) {
+			sleep_ns(10000000ull); /* parked by the throughput auto-tuner */
+			next = now_ns();
+			continue;
+		}
+		if (paced) {
+			uint64_t t = now_ns();
+			if (t < next) {
+				uint64_t nap = next - t < 20000000ull ? next - t : 20000000ull;
+				sleep_ns(nap);
+				continue;
+			}
+			/* Dirty pages not yet written are writes this run still owes. */
+			uint64_t ops = atomic_load(&d->tx_ops), ios = atomic_load(&d->tx_ios);
+			double owed = __atomic_load_n(&d->c.ndirty, __ATOMIC_RELAXED) / 1.15;
+			double per_op = ops > 50 ? ((double)ios + owed) / (double)ops : 1.7;
+			/* Poisson arrivals: exponential gaps with the mean the target asks for. */
+			double gap = -log(1.0 - rng_unit(w->rng)) * per_op / per_thread;
+			next += (uint64_t)(gap * 1e9);
+			if (t > next + 1000000000ull)
+				next = t;
+		}
+		one_op(w);
+	}
+	return NULL;
+}
