@@ -205,3 +205,35 @@ def opened(url: str | None, create: bool = True, schema: bool = True) -> Iterato
         yield store
     finally:
         store.close()
+
+
+def open_read_only(url: str | None) -> Store:
+    """Open an existing store so that nothing run through it can change it (the server).
+
+    DuckDB opens the file read-only. ClickHouse (chDB or a server) runs the session
+    with `readonly = 2`: reads, and settings may change, but no writes or DDL.
+    """
+    u = parse_url(url)
+    if u.scheme == "duckdb":
+        import duckdb
+
+        from iotape.analyzer.duckdb_store import DuckDBStore
+
+        if u.path == ":memory:" or not Path(u.path).is_file():
+            raise StoreError(f"{u.display()}: no store file here; `iotape ingest` makes one")
+        try:
+            con = duckdb.connect(u.path, read_only=True)
+        except duckdb.Error as e:
+            raise StoreError(f"{u.display()}: cannot open read-only: {e}") from None
+        store: Store = DuckDBStore(u, con=con)
+    else:
+        store = open_store(url, create=False, schema=False)
+        try:
+            store.execute("SET readonly = 2")
+        except BaseException:
+            store.close()
+            raise
+    if not store.has_tables():
+        store.close()
+        raise StoreError(f"{u.display()}: no iotape tables here; `iotape ingest` makes them")
+    return store

@@ -1,0 +1,108 @@
+"""The dashboard in headless Chromium: the pages load from this server alone and their
+charts hold data. IOTAPE_SCREENSHOT=docs/dashboard.png saves the README's picture."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from api_helpers import build_store
+from conftest import need
+
+from iotape.analyzer.api_config import Settings
+from iotape.analyzer.api_main import STATIC, create_app
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    url, _ = build_store(tmp_path_factory.mktemp("dash"))
+    app = create_app(Settings(db=url))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    try:
+        while not srv.started:
+            if not t.is_alive():
+                pytest.fail("the server did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        srv.should_exit = True
+        t.join(10)
+
+
+def chromium(url: str, *args: str) -> subprocess.CompletedProcess:
+    need(CHROMIUM is not None, "chromium (apt-get install chromium)")
+    with tempfile.TemporaryDirectory(prefix="iotape-chromium-") as profile:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update",
+             "--no-first-run", f"--user-data-dir={profile}",
+             # Virtual time runs the page's fetches and scripts to the end before dumping.
+             "--virtual-time-budget=20000", "--window-size=1400,2700", *args, url],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+
+def charts(dom: str) -> dict[str, list[int]]:
+    """data-chart name -> points of each series drawn in it."""
+    out: dict[str, list[int]] = {}
+    for m in re.finditer(r'<svg[^>]*data-chart="([^"]+)"[^>]*>(.*?)</svg>', dom, re.S):
+        out.setdefault(m.group(1), []).extend(
+            int(n) for n in re.findall(r'class="series" data-n="(\d+)"', m.group(2))
+        )
+    return out
+
+
+def test_run_page_draws_every_chart_with_data(server: str) -> None:
+    dom = chromium(f"{server}#/run/base", "--dump-dom").stdout
+    assert 'data-ready="run"' in dom, dom[-2000:]
+    got = charts(dom)
+    for name in ("cdf-device", "hist-device", "cdf-queue", "hist-queue", "iops", "mbs", "qd"):
+        # One line per op and stream (12 here; the CDF also has "all"), each with points.
+        assert len(got[name]) >= 12 if "-" in name else len(got[name]) == 1, name
+        assert min(got[name]) >= 2, name
+    assert len(got["lat-time"]) == 3
+    cells = [int(n) for n in re.findall(r'data-cells="(\d+)"', dom)]
+    assert len(cells) == 2 and min(cells) > 100
+    assert re.search(r'id="verdict" class="pass">PASS<', dom)
+
+
+def test_compare_page_overlays_runs_and_flags_the_regression(server: str) -> None:
+    dom = chromium(f"{server}#/compare?runs=base,cand,slow", "--dump-dom").stdout
+    assert 'data-ready="compare"' in dom, dom[-2000:]
+    got = charts(dom)
+    assert got["cmp-cdf-all"] and len(got["cmp-cdf-all"]) == 3
+    assert min(got["cmp-cdf-all"]) >= 50
+    assert dom.count('class="regression"') >= 4  # a table per device model per candidate
+    assert re.search(r'id="regression-[0-9a-f]+" class="fail">REGRESSION<', dom)
+
+
+def test_no_asset_comes_from_elsewhere() -> None:
+    for f in STATIC.iterdir():
+        # The SVG namespace is a name, not a fetch; any other absolute URL would be.
+        text = f.read_text().replace("http://www.w3.org/2000/svg", "")
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I), f.name
+
+
+def test_screenshot(server: str, tmp_path: Path) -> None:
+    shot = tmp_path / "dashboard.png"
+    chromium(f"{server}#/run/base", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    if os.environ.get("IOTAPE_SCREENSHOT"):
+        shutil.copy(shot, os.environ["IOTAPE_SCREENSHOT"])
