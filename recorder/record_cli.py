@@ -10,21 +10,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from iotape.errors import IotapeError
+from iotape.cliutil import key_values
 from iotape.recorder.record import RecordOptions
 from iotape.recorder.record import record as run_record
 
 err = Console(stderr=True)
-
-
-def _metadata(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise IotapeError(f"--meta {pair!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
 
 
 class _LiveStatus:
@@ -109,7 +99,7 @@ def record(
         comms=comm or [],
         ops=op or [],
         labels=label or [],
-        metadata=_metadata(meta or []),
+        metadata=key_values("--meta", meta or []),
         force=force,
         backend=backend,
         chunk_records=chunk_records,

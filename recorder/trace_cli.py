@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from iotape.cliutil import sub_app
 from iotape.errors import IotapeError
 from iotape.recorder.check import RepairReport
 from iotape.recorder.check import check as check_trace
@@ -21,12 +22,7 @@ from iotape.recorder.convert import convert as convert_trace
 from iotape.recorder.tracefile import ScanReport
 from iotape.recorder.traceinfo import summarize
 
-app = typer.Typer(
-    help="Inspect, convert and validate trace files (.iot).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = sub_app("Inspect, convert and validate trace files (.iot).")
 
 err = Console(stderr=True)
 

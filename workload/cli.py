@@ -11,28 +11,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
 from iotape.workload import engine, html, report
 
-app = typer.Typer(
-    help="The reference Exchange-like (ESE) workload: a Jetstress for Linux.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
 err = Console(stderr=True)
 
 Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
-
-
-def _overrides(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise IotapeError(f"--set {pair!r}: expected NAME=VALUE (an engine option)")
-        out[key] = value
-    return out
 
 
 class _Live:
@@ -143,7 +129,7 @@ def run(
         create="recreate" if recreate else "reuse",
         ioengine=ioengine,
         destroy_data_on=destroy_data_on or [],
-        overrides=_overrides(set_ or []),
+        overrides=key_values("--set", set_ or [], "NAME=VALUE (an engine option)"),
     )
     for out in (report_out, html_out):
         if out and not out.parent.is_dir():
