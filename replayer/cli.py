@@ -62,6 +62,10 @@ def plan(
         int, typer.Option(help="auto: exact up to this many requests.")
     ] = 2_000_000,
     engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
+    segment: Annotated[
+        int,
+        typer.Option(help="Exact mode: requests per fio job (0: one job per stream)."),
+    ] = 128,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,
@@ -93,6 +97,7 @@ def plan(
             window_s=window,
             exact_limit=exact_limit,
             engine=engine,
+            segment=segment,
         )
     )
     text = man.pop("jobfile_text")

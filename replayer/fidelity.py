@@ -3,9 +3,10 @@ at the device on both sides.
 
 Requests are paired by (op, offset, size) in order of occurrence (the k-th read
 of 4 KiB at byte X in the original with the k-th in the replay), which also gives
-each replayed request its original's stream. The replay's clock is aligned to
-the original by the median gap of the first paired requests (fio's start-up is
-not the replay's fault; drift after it is).
+each replayed request its original's stream; a replay that `iotape replay run`
+relabelled by plan job keeps its own label for the requests left unpaired. The
+replay's clock is aligned to the original by the median gap of the first paired
+requests (fio's start-up is not the replay's fault; drift after it is).
 """
 
 from __future__ import annotations
@@ -125,6 +126,12 @@ def compare(original, replayed) -> dict:
     }
     # A replayed request belongs to the stream of the original it matched.
     rep_stream = np.full(len(r), -1, np.int64)
+    if sr.metadata().get("stream_labels"):
+        # `iotape replay run` labelled the replay by plan job: an unmatched request
+        # (a sync, or one the replay got wrong) still counts in its own stream.
+        ids = {so.stream_name(s): s for s in np.unique(o["stream"]).tolist()}
+        own = np.array([ids.get(sr.stream_name(s), -1) for s in r["stream"].tolist()], np.int64)
+        rep_stream[:] = own
     rep_stream[ir] = o["stream"][io]
     for sid in np.unique(o["stream"]).tolist():
         mo = o["stream"] == sid
@@ -138,7 +145,7 @@ def compare(original, replayed) -> dict:
         out["streams"][so.stream_name(sid)] = _figures(
             o[mo], to[mo], r[mr], tr[mr], io_s, ir_s, nbins
         )
-    unmatched = int((rep_stream < 0).sum())
+    unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched
     return out
 

@@ -10,6 +10,7 @@ Layout of JOBDIR:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -29,6 +30,8 @@ PLAN_FORMAT = "iotape-replay-plan"
 PLAN_VERSION = 1
 MAX_WINDOWS = 120
 MAX_SUBMITTERS = 64
+CLOCKSOURCE = "clock_gettime"
+MAX_JOBS = 2000  # fio 3.33 refuses more than 4096
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
 PLACEHOLDER = "/dev/TARGET"
 
@@ -52,6 +55,7 @@ class PlanOptions:
     window_s: float = 1.0
     exact_limit: int = 2_000_000
     engine: str = "psync"
+    segment: int = 128
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Job:
     requests: int
     writes: bool
     entries: tuple | None = None  # exact: (t_us, action, offset, length)
+    segment: int | None = None  # exact: which piece of its stream's requests this job is
 
 
 def _entries(r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, ts: float):
@@ -122,6 +127,49 @@ def _fold_sync_only(jobs: list[Job]) -> list[Job]:
         host.requests += j.requests
         host.writes = True
     return out
+
+
+def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
+    """Cut each exact job into pieces of at most `per_job` requests, each its own
+    job. fio 3.33 times an iolog request from the one before it, and every wait
+    ends a little late (~17 us here), so a job's lateness grows with its length;
+    a job's first request, though, is timed from the job's start, which every job
+    shares. A piece's error is therefore bounded by its own few requests.
+    fio takes at most MAX_JOBS jobs: long traces get longer pieces."""
+    if per_job <= 0:
+        return jobs, 0
+    total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
+    n = max(per_job, -(-total // MAX_JOBS))
+    out: list[Job] = []
+    for j in jobs:
+        if j.entries is None:
+            out.append(j)
+            continue
+        t, action, off, b = j.entries
+        data = np.flatnonzero(action != iolog.SYNC)
+        # Cut before every n-th data request, so no piece holds syncs alone.
+        cuts = data[n::n].tolist()
+        bounds = [0, *cuts, len(t)]
+        for k, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            piece = tuple(c[lo:hi] for c in (t, action, off, b))
+            reqs = int((piece[1] != iolog.SYNC).sum())
+            out.append(
+                Job(
+                    f"{j.name}.s{k:04d}",
+                    j.target,
+                    j.stream,
+                    j.db,
+                    dict(j.options),
+                    reqs,
+                    j.writes,
+                    piece,
+                    k,
+                )
+            )
+    # fio starts its jobs one after another (~0.1 ms each here): in time order, the
+    # pieces that start first are the ones started first.
+    out.sort(key=lambda j: int(j.entries[0][0]) if j.entries is not None else 0)
+    return out, n
 
 
 def _seed(*parts: object) -> int:
@@ -247,8 +295,12 @@ def build(opts: PlanOptions) -> dict:
                         o["offset"] = str(base)
                         o["size"] = str(size)
                     jobs.append(Job(f"{name}.w{w:04d}", path, sname, db, o, n, writes))
+    per_segment = 0
+    if mode == "exact":
+        jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment)
     return {
         "src": src,
+        "per_segment": per_segment,
         "scaling": sc,
         "mode": mode,
         "jobs": jobs,
@@ -276,9 +328,18 @@ def header_text(opts: PlanOptions, b: dict) -> str:
             "timing: each request at its issue time (what the device saw, after merges).",
             "  iolog v3 timestamps are MICROSECONDS: fio 3.33 reads them so (its docs say ms).",
             "  Logs start at 1 us because fio ignores the gap after a timestamp of 0.",
-            "  One job per stream and target runs in this one fio process, so a stream's",
-            "  delays are not stretched by another stream's requests; iodepth is twice",
-            "  the most requests the stream had in flight.",
+            "  fio times each iolog request from the one before it, and every wait ends a",
+            "  little late, so one long iolog drifts (~3 % here). Each stream's requests",
+            f"  are therefore cut into pieces of at most {b['per_segment'] or 'all'} requests,"
+            " each its own job",
+            "  (NAME.sNNNN): a job's first request is timed from the start that all jobs",
+            "  share, so no piece inherits the lateness of the pieces before it. Every",
+            "  iolog keeps the trace's own times (us from its start). The jobs are in time",
+            "  order, since fio starts them one after another. clocksource=clock_gettime.",
+            "  iodepth is twice the most requests the stream had in flight (async engines).",
+            "streams: fio's threads all carry fio's name, so a recorder labels the replay",
+            "  `other`; `iotape replay run --record` relabels each replayed request with the",
+            "  stream of the job whose iolog holds it (plan.json maps jobs to streams).",
         ]
     else:
         lines += [
@@ -311,6 +372,7 @@ def jobfile_text(opts: PlanOptions, b: dict) -> str:
         f"ioengine={opts.engine}\n",
         "direct=1\n",
         "thread=1\n",
+        f"clocksource={CLOCKSOURCE}\n",
     ]
     # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
     out += ["write_lat_log=results/lat\n", "log_offset=1\n"]
@@ -366,6 +428,7 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
         "anchor": "anchor.fio" if any(j.entries is not None for j in b["jobs"]) else None,
         "duration_s": src.duration_ns / 1e9 * opts.time_scale,
         "time_scale": opts.time_scale,
+        "requests_per_job": b.get("per_segment") or None,
         "remap": opts.remap,
         "scaling": b["scaling"].__dict__ if b["scaling"] else None,
         "targets": [

@@ -9,16 +9,23 @@ measured the same way, at the device.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from iotape import schemas
 from iotape.errors import IotapeError
 from iotape.recorder import record as rec
+from iotape.recorder.tracefile import open_trace, write_trace
+from iotape.replayer import fidelity as fid
 from iotape.replayer import plan as planmod
 from iotape.replayer.safety import check_target, rdev_of
+from iotape.replayer.source import OP, request_times
 
 
 def load_manifest(jobdir: Path) -> dict:
@@ -125,6 +132,7 @@ def run(
     summary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
     if record_to is not None:
         summary["record"] = str(record_to)
+        summary["relabel"] = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
         if not man.get("anchor"):
             raise IotapeError(f"{jobdir}: the plan has no anchor job (synthetic mode)")
@@ -133,3 +141,79 @@ def run(
         summary["anchor"] = {"record": str(anchor_record_to), "jobs": summarize(anchor)}
     (jobdir / "results" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
+    """Every read/write/trim in the plan's iologs, in time order, as records with
+    op, offset, bytes and stream (an index into the returned stream names)."""
+    names: list[str] = []
+    rows: list[tuple[int, int, int, int, int]] = []
+    codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+    for j in man["jobs"]:
+        log = jobdir / "iologs" / f"{j['name']}.log"
+        if not log.exists():
+            continue
+        if j["stream"] not in names:
+            names.append(j["stream"])
+        s = names.index(j["stream"])
+        for line in log.read_text().splitlines()[1:]:
+            f = line.split()
+            if len(f) == 5 and f[2] in codes:
+                rows.append((int(f[0]), codes[f[2]], int(f[3]), int(f[4]), s))
+    rows.sort()
+    a = np.zeros(
+        len(rows), dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")]
+    )
+    if rows:
+        cols = np.array(rows, dtype=np.int64)
+        for k, name in enumerate(("op", "offset", "bytes", "stream"), start=1):
+            a[name] = cols[:, k]
+    return a, names
+
+
+def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
+    """Give each request of a recorded replay the stream of the plan job that issued it.
+
+    fio's threads all carry fio's name, so the recorder labels the whole replay
+    `other`. A replayed read/write/discard is matched to the plan's iolog entry with
+    the same (op, offset, size), the k-th with the k-th in time order; every other
+    request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
+    The trace is rewritten in place; its metadata says so."""
+    with open_trace(trace) as t:
+        header = dict(t.header)
+        r = t.read_all()
+    planned, names = _plan_requests(Path(jobdir), man)
+    if not len(planned) or not len(r):
+        return {"relabelled": 0, "requests": len(r)}
+    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
+    for k, v in schemas.stream_names().items():
+        by_name.setdefault(v, int(k))
+    new = max([*by_name.values(), 0]) + 1
+    for n in names:
+        if n not in by_name:
+            by_name[n], new = new, new + 1
+    sid = np.array([by_name[n] for n in names], dtype=np.int64)
+    order = np.argsort(request_times(r), kind="stable")
+    io, ir = fid.match(planned, r[order])
+    rec_idx = order[ir]
+    stream = r["stream"].astype(np.int64).copy()
+    labelled = np.zeros(len(r), bool)
+    stream[rec_idx] = sid[planned["stream"][io]]
+    labelled[rec_idx] = True
+    # The rest of a thread's requests (its syncs) go with the thread's stream.
+    tids, first = np.unique(r["tid"][rec_idx], return_index=True)
+    tid_stream = dict(zip(tids.tolist(), stream[rec_idx][first].tolist(), strict=True))
+    for i in np.flatnonzero(~labelled & (r["tid"] != 0)).tolist():
+        s = tid_stream.get(int(r["tid"][i]))
+        if s is not None:
+            stream[i] = s
+            labelled[i] = True
+    r["stream"] = stream.astype(r["stream"].dtype)
+    header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
+    meta = dict(header.get("metadata") or {})
+    meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
+    header["metadata"] = meta
+    tmp = Path(str(trace) + ".relabel")
+    write_trace(tmp, header, r)
+    os.replace(tmp, trace)
+    return {"relabelled": int(labelled.sum()), "requests": len(r)}

@@ -107,18 +107,40 @@ def test_exact_plan_writes_iologs_in_microseconds(tmp_path: Path) -> None:
     man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
     jobdir = tmp_path / "jobs"
     assert {j["stream"] for j in man["jobs"]} == {"db-read", "db-write", "log-write", "bdm-read"}
-    logs = sorted((jobdir / "iologs").glob("*.log"))
-    assert len(logs) == 4
-    text = (jobdir / "iologs" / "db0.log-write.log").read_text().splitlines()
+    logs = sorted((jobdir / "iologs").glob("db0.log-write.s*.log"))
+    # 800 log writes in pieces of at most 128 requests, each its own job.
+    assert len(logs) == 7
+    text = [ln for log in logs for ln in log.read_text().splitlines()]
     assert text[0] == "fio version 3 iolog"
-    stamps = [int(line.split()[0]) for line in text[1:]]
+    stamps = [int(ln.split()[0]) for ln in text if re.search(r" (read|write|sync) ", ln)]
+    # Every piece keeps the trace's own times: together they are the stream, in order.
     assert min(stamps) >= 1 and stamps == sorted(stamps)
     # 4 s of trace is about 4e6 us.
     assert 3_000_000 < max(stamps) < 4_100_000
+    for log in logs:
+        n = sum(bool(re.search(r" (read|write) ", ln)) for ln in log.read_text().splitlines())
+        assert 1 <= n <= 128
     # The app's 10 fsyncs are replayed as syncs; the kernel's device flushes are not.
     assert sum(" sync " in line for line in text) == 10
-    assert "MICROSECONDS" in (jobdir / "replay.fio").read_text()
+    jobfile = (jobdir / "replay.fio").read_text()
+    assert "MICROSECONDS" in jobfile
+    assert "clocksource=clock_gettime" in jobfile
+    # The jobs are in the order of their first request (fio starts them in file order).
+    firsts = []
+    for name in re.findall(r"^read_iolog=(\S+)$", jobfile, re.M):
+        body = [ln for ln in (jobdir / name).read_text().splitlines()[1:] if len(ln.split()) > 3]
+        firsts.append(int(body[0].split()[0]))
+    assert len(firsts) == len(man["jobs"]) and firsts == sorted(firsts)
     assert (jobdir / "anchor.fio").exists()
+
+
+def test_segment_zero_keeps_one_job_per_stream(tmp_path: Path) -> None:
+    t = _trace(tmp_path / "t.iot")
+    man = plan(
+        PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1), segment=0)
+    )
+    assert len(man["jobs"]) == 4
+    assert len(list((tmp_path / "jobs" / "iologs").glob("*.log"))) == 4
 
 
 @needs_fio

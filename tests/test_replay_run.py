@@ -8,14 +8,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from iotape.errors import IotapeError
 from iotape.recorder import record as rec
+from iotape.recorder.tracefile import open_trace, write_trace
 from iotape.replayer import fidelity, safety
 from iotape.replayer.cli import app
 from iotape.replayer.plan import PlanOptions, plan
+from iotape.replayer.source import OP, load
 
 
 def _record_fio(dev: str, out: Path, seconds: int = 3) -> Path:
@@ -80,9 +83,27 @@ def test_run_refuses_before_writing(loop_factory, tmp_path: Path) -> None:
     assert not (tmp_path / "jobs" / "results" / "fio.json").exists()
 
 
+def _label_by_pid(trace: Path) -> dict[int, str]:
+    """Name the recorded fio trace's two submitting processes db-read and db-write
+    (the recorder saw threads named fio and labelled everything `other`)."""
+    with open_trace(trace) as t:
+        header, r = dict(t.header), t.read_all()
+    ids = {v: int(k) for k, v in header["streams"].items()}
+    names = {}
+    for pid in np.unique(r["pid"][r["pid"] != 0]).tolist():
+        m = r["pid"] == pid
+        names[pid] = "db-read" if (r["op"][m] == OP["read"]).mean() > 0.5 else "db-write"
+        r["stream"][m] = ids[names[pid]]
+    # The kernel's device flushes (pid 0) go with the writer, as the workload's would.
+    r["stream"][r["pid"] == 0] = ids["db-write"]
+    write_trace(trace, header, r)
+    return names
+
+
 def test_exact_replay_fidelity_against_fio_plain(loop_factory, tmp_path: Path) -> None:
     src, dst = loop_factory(256), loop_factory(256)
     orig = _record_fio(src.path, tmp_path / "orig.iot")
+    _label_by_pid(orig)
     jobs = tmp_path / "jobs"
     plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"]))
     res = CliRunner().invoke(
@@ -99,15 +120,29 @@ def test_exact_replay_fidelity_against_fio_plain(loop_factory, tmp_path: Path) -
     )
     assert res.exit_code == 0, res.output
     assert (jobs / "results" / "fio.json").exists()
-    ours = fidelity.compare(orig, tmp_path / "rep.iot")["overall"]
+    both = fidelity.compare(orig, tmp_path / "rep.iot")
+    ours = both["overall"]
     plain = fidelity.compare(orig, tmp_path / "plain.iot")["overall"]
     # Every request replayed, the same ones, with the same mix.
     assert ours["match_share"] >= 0.99
     assert ours["size_hist_tv"] <= 0.01
     assert abs(ours["read_fraction"][0] - ours["read_fraction"][1]) <= 0.01
     assert plain["match_share"] >= 0.99
-    # The issue's timing goal (exact mode at <= 20k IOPS: IOPS error <= 2 %, p99 issue
-    # error <= 1 ms) is not met yet (issue 4 stays open); it is measured, not asserted.
+    # The replay carries the original's stream labels (from the plan's jobs), so its
+    # per-stream figures stand on their own: every stream's requests are all there.
+    rep = load(tmp_path / "rep.iot")
+    got = {rep.stream_name(s) for s in np.unique(rep.records["stream"]).tolist()}
+    assert got == {"db-read", "db-write"}
+    assert rep.metadata().get("stream_labels")
+    for name in ("db-read", "db-write"):
+        f = both["streams"][name]
+        assert f["requests"][1] >= f["requests"][0] * 0.99, (name, f["requests"])
+    # The issue's IOPS goal (<= 2 % per-second error) holds (0.14-0.28 % in 5 of 5
+    # runs here), and the issue times beat fio's plain replay (p99 2-5 ms against
+    # 70-95 ms). The p99 <= 1 ms goal is not met on this 2-core VM (issue 4 stays
+    # open): it is printed, not asserted.
+    assert ours["iops_mape_pct"] <= 2.0
+    assert ours["issue_error"]["p99_ms"] < plain["issue_error"]["p99_ms"]
     print(
         f"fidelity: iotape {ours['iops_mape_pct']} % / {ours['issue_error']['p99_ms']} ms, "
         f"fio plain {plain['iops_mape_pct']} % / {plain['issue_error']['p99_ms']} ms"
