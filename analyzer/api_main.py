@@ -22,6 +22,7 @@ from iotape.analyzer import (
     api_compare,
     api_latency,
     api_runs,
+    api_tiering,
     api_timeseries,
     api_verdict,
 )
@@ -78,7 +79,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.store = store
     app.state.lock = threading.Lock()
     auth = [Depends(require_token)]
-    for module in (api_runs, api_latency, api_timeseries, api_verdict, api_compare):
+    for module in (api_runs, api_latency, api_timeseries, api_verdict, api_compare, api_tiering):
         app.include_router(module.router, dependencies=auth)
     _errors(app)
     # The dashboard's files hold no data: they are served without the token, and the

@@ -20,8 +20,8 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
+    from iotape.analyzer import analyze_cli, serve_cli
     from iotape.analyzer import cli as analyzer_cli
-    from iotape.analyzer import serve_cli
     from iotape.recorder import import_cli, record_cli, trace_cli
     from iotape.replayer import cli as replay_cli
     from iotape.workload import cli as workload_cli
@@ -36,6 +36,7 @@ def _register() -> None:
     app.add_typer(replay_cli.app, name="replay")
     app.command("serve")(serve_cli.serve)
     app.add_typer(workload_cli.app, name="workload")
+    app.add_typer(analyze_cli.app, name="analyze")
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ function route() {
   const fail = (e) => app.appendChild(h("p", esc(e.message), "error"));
   if (parts[0] === "run" && parts[1]) return runPage(decodeURIComponent(parts[1]), q).catch(fail);
   if (parts[0] === "compare") return comparePage(q).catch(fail);
+  if (parts[0] === "tiering" && parts[1]) return tieringPage(decodeURIComponent(parts[1]), q).catch(fail);
   return listPage().catch(fail);
 }
 
@@ -102,6 +103,7 @@ async function runPage(ref, q) {
   const run = await api(`/runs/${enc}${qs}`);
   app.appendChild(h("h1", `Run <b>${esc(run.name)}</b> <span class=muted>${esc(run.id)} · ${esc(run.kind)} · ${run.events.toLocaleString()} events · ${run.devices.map((d) => esc(`${d.name} ${d.model} fw ${d.firmware}`)).join(", ")}</span>`));
   app.appendChild(filterForm(q, (n) => { location.hash = `#/run/${enc}?${n}`; }));
+  app.appendChild(h("p", `<a id="tiering-link" href="#/tiering/${enc}">What would an SSD tier or cache do with this run? (tiering)</a>`));
   const sep = qs ? "&" : "?";
   const [lat, ts, hm, vd] = await Promise.all([
     api(`/runs/${enc}/latency${qs}`), api(`/runs/${enc}/timeseries${qs}`),
