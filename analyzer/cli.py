@@ -87,7 +87,11 @@ def _when(ns: int) -> str:
 def ingest(
     files: Annotated[
         list[Path],
-        typer.Argument(help="Trace files (.iot) or Parquet from `iotape trace convert`."),
+        typer.Argument(
+            help="Trace files (.iot), Parquet from `iotape trace convert`, workload reports "
+            "(`iotape workload run --report R.json`) or replay job directories "
+            "(`iotape replay plan`, after `iotape replay run`)."
+        ),
     ],
     db: Db = None,
     name: Annotated[
@@ -99,6 +103,9 @@ def ingest(
     as_json: AsJson = False,
 ) -> None:
     """Ingest files into the store, one run each; a file already there is skipped.
+
+    A replay job directory becomes a run whose parent is the trace it replays,
+    when that trace is in the store: ingest the trace first.
 
     Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
     """
@@ -112,7 +119,9 @@ def ingest(
                 r = ingest_file(store, f, name=name, tags=tags, progress=progress)
             results.append(r.to_dict())
             if not as_json:
-                rate = f", {r.events / r.seconds:,.0f} events/s" if not r.skipped else ""
+                rate = ""
+                if not r.skipped and r.events and r.seconds > 0:
+                    rate = f", {r.events / r.seconds:,.0f} events/s"
                 print(f"{r.message}{rate}")
     if as_json:
         _print_json(results)
@@ -139,7 +148,12 @@ def runs_list(
         list[str] | None, typer.Option("--tag", help="Only runs with this KEY=VALUE tag.")
     ] = None,
     kind: Annotated[
-        str | None, typer.Option("--kind", help="Only runs of this kind.", show_default=False)
+        str | None,
+        typer.Option(
+            "--kind",
+            help=f"Only runs of this kind: {', '.join(catalog.KINDS)}.",
+            show_default=False,
+        ),
     ] = None,
     as_json: AsJson = False,
 ) -> None:
@@ -161,13 +175,14 @@ def runs_list(
         _print_json([_public(r) for r in runs])
         return
     t = Table(title=f"{len(runs)} runs", title_justify="left")
-    for col in ("id", "name", "kind", "host", "start", "events", "duration", "tags"):
+    for col in ("id", "name", "kind", "parent", "host", "start", "events", "duration", "tags"):
         t.add_column(col, justify="right" if col in ("events", "duration") else "left")
     for r in runs:
         t.add_row(
             r["id"],
             r["name"],
             r["kind"],
+            r["parent_id"] or "-",
             r["host"] or "-",
             _when(r["start_ns"]),
             f"{r['events']:,}",
@@ -183,42 +198,23 @@ def _public(r: dict) -> dict:
 
 @runs_app.command("show")
 def runs_show(run: RunRef, db: Db = None, as_json: AsJson = False) -> None:
-    """Show one run: its catalog entry, devices, and I/O by op and by stream.
+    """Show one run: its catalog entry and its parts. A trace (or a recorded replay):
+    devices, I/O by op and by stream. A workload report: per database and stream. A
+    replay: its parent trace and fio's jobs and per-I/O latencies.
 
     Example: iotape runs show nightly-42 --json
     """
     with opened(db, create=False) as store:
         r = catalog.resolve(store, run)
-        devices = [
-            dict(
-                zip(
-                    (
-                        "dev",
-                        "name",
-                        "model",
-                        "firmware",
-                        "rotational",
-                        "logical_block_size",
-                        "capacity_bytes",
-                        "partition_name",
-                        "partition_start_bytes",
-                    ),
-                    row,
-                    strict=True,
-                )
-            )
-            for row in queries.run(store, "run_devices", run_id=r["id"])
-        ]
-        latency = queries.op_latency(store, r["id"])
-        streams = queries.bytes_by_stream(store, r["id"])
+        parts = _parts(store, r)
     if as_json:
-        _print_json({**_public(r), "devices": devices, "latency": latency, "streams": streams})
+        _print_json({**_public(r), **parts})
         return
     out = Console()
     t = Table(title=f"run {r['id']}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
-    for label, value in (
+    rows = [
         ("name", r["name"]),
         ("kind", r["kind"]),
         ("host", f"{r['host'] or '-'} (kernel {r['kernel'] or '-'})"),
@@ -228,34 +224,148 @@ def runs_show(run: RunRef, db: Db = None, as_json: AsJson = False) -> None:
         ("tags", " ".join(f"{k}={v}" for k, v in sorted(r["tags"].items())) or "-"),
         ("source", f"{r['source_path']} (sha256 {r['source_sha256'][:16]}…)"),
         ("ingested", _when(r["ingested_ns"])),
-    ):
+    ]
+    if r["kind"] == "replay":
+        parent = parts.get("parent")
+        why = r["parameters"].get("parent") or "not in the store"
+        rows.insert(2, ("replays", f"{parent['id']} ({parent['name']})" if parent else why))
+    if parts.get("replays"):
+        rows.append(
+            ("replayed by", ", ".join(f"{c['id']} ({c['name']})" for c in parts["replays"]))
+        )
+    for label, value in rows:
         t.add_row(label, str(value))
     out.print(t)
-    if devices:
+    if "workload" in parts:
+        _print_workload(out, r, parts["workload"])
+    if "fio" in parts:
+        _print_fio(out, parts["fio"])
+    if "latency" in parts:
+        _print_trace_parts(out, parts)
+
+
+def _parts(store, r: dict) -> dict:
+    """A run's parts for `runs show`, by kind; a replay's trace parts when recorded."""
+    parts: dict = {}
+    rid = r["id"]
+    if r["kind"] in ("capture", "import") or r["events"]:
+        parts["devices"] = [
+            dict(zip(_DEVICE_COLUMNS, row, strict=True))
+            for row in queries.run(store, "run_devices", run_id=rid)
+        ]
+        parts["latency"] = queries.op_latency(store, rid)
+        parts["streams"] = queries.bytes_by_stream(store, rid)
+    if r["kind"] == "workload":
+        parts["workload"] = queries.workload_report(store, rid)
+    if r["kind"] == "replay":
+        parent = catalog.get(store, r["parent_id"]) if r["parent_id"] else None
+        ok = parent is not None and parent["state"] == "ready"
+        parts["parent"] = {k: parent[k] for k in ("id", "name", "kind")} if ok else None
+        parts["fio"] = {
+            "summary": queries.fio_summary(store, rid),
+            "latency": queries.fio_sample_latency(store, rid),
+            "jobs": queries.fio_jobs(store, rid),
+        }
+    parts["replays"] = queries.children(store, rid)
+    return parts
+
+
+_DEVICE_COLUMNS = (
+    "dev",
+    "name",
+    "model",
+    "firmware",
+    "rotational",
+    "logical_block_size",
+    "capacity_bytes",
+    "partition_name",
+    "partition_start_bytes",
+)
+
+
+def _print_trace_parts(out: Console, parts: dict) -> None:
+    if parts["devices"]:
         dt = Table(title="devices", title_justify="left")
         for col in ("name", "model", "firmware", "media"):
             dt.add_column(col)
-        for d in devices:
+        for d in parts["devices"]:
             media = "HDD" if d["rotational"] else "SSD"
             dt.add_row(d["name"], d["model"] or "-", d["firmware"] or "-", media)
         out.print(dt)
-    lt = Table(title="device latency by op (µs)", title_justify="left")
+    out.print(_latency_table("device latency by op (µs)", parts["latency"]))
+    st = Table(title="by stream", title_justify="left")
+    for col in ("stream", "ios", "bytes"):
+        st.add_column(col, justify="left" if col == "stream" else "right")
+    for x in parts["streams"]:
+        st.add_row(x["stream_name"], f"{x['ios']:,}", f"{x['bytes']:,}")
+    out.print(st)
+
+
+def _latency_table(title: str, rows: list[dict]) -> Table:
+    lt = Table(title=title, title_justify="left")
     for col in ("op", "ios", "mean", "p50", "p90", "p99", "p99.9", "max"):
         lt.add_column(col, justify="left" if col == "op" else "right")
-    for x in latency:
+    for x in rows:
         lt.add_row(
             x["op_name"],
             f"{x['ios']:,}",
             f"{x['sum_ns'] / x['ios'] / 1e3:,.1f}",
             *(f"{x[k] / 1e3:,.1f}" for k in ("p50", "p90", "p99", "p999", "max_ns")),
         )
-    out.print(lt)
-    st = Table(title="by stream", title_justify="left")
-    for col in ("stream", "ios", "bytes"):
-        st.add_column(col, justify="left" if col == "stream" else "right")
-    for x in streams:
-        st.add_row(x["stream_name"], f"{x['ios']:,}", f"{x['bytes']:,}")
+    return lt
+
+
+def _print_workload(out: Console, r: dict, w: dict) -> None:
+    p = r["parameters"]
+    target = p.get("target_tx_iops")
+    out.print(
+        f"workload {p.get('mode', '?')}: achieved {p.get('achieved_tx_iops', 0):,.1f} "
+        f"transactional IOPS"
+        + (f" / target {target:,.1f}" if target else "")
+        + f" · verdict {str(p.get('verdict', '-')).upper()}"
+        + (" · interrupted" if p.get("interrupted") else "")
+    )
+    t = Table(title="per database", title_justify="left")
+    cols = ("database", "target IOPS", "achieved", "db read ms", "db write ms", "log write ms")
+    for col in (*cols, "verdict"):
+        t.add_column(col, justify="left" if col in ("database", "verdict") else "right")
+    for d in w["databases"]:
+        t.add_row(
+            d["database"],
+            f"{d['target_iops']:,.1f}",
+            f"{d['achieved_iops']:,.1f}",
+            *(f"{d[k]:.3f}" for k in ("db_read_avg_ms", "db_write_avg_ms", "log_write_avg_ms")),
+            d["verdict"] or "-",
+        )
+    out.print(t)
+    st = Table(title="per database and stream", title_justify="left")
+    for col in ("database", "stream", "I/O", "I/O/s", "avg bytes", "avg ms", "max ms"):
+        st.add_column(col, justify="left" if col in ("database", "stream") else "right")
+    for s in w["streams"]:
+        if s["ios"]:
+            st.add_row(
+                s["database"],
+                s["stream"],
+                f"{s['ios']:,}",
+                f"{s['per_s']:,.2f}",
+                f"{s['avg_bytes']:,.0f}",
+                f"{s['lat_avg_ms']:.3f}",
+                f"{s['lat_max_ms']:.3f}",
+            )
     out.print(st)
+
+
+def _print_fio(out: Console, fio: dict) -> None:
+    t = Table(title="fio jobs by direction", title_justify="left")
+    for col in ("op", "jobs", "ios", "bytes", "IOPS"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for x in fio["summary"]:
+        t.add_row(
+            x["op"], f"{x['jobs']:,}", f"{x['ios']:,}", f"{x['bytes']:,}", f"{x['iops']:,.1f}"
+        )
+    out.print(t)
+    if fio["latency"]:
+        out.print(_latency_table("fio per-I/O latency by op (µs)", fio["latency"]))
 
 
 @runs_app.command("delete")

@@ -7,6 +7,7 @@ thread that converts trace chunks to Arrow never touches DuckDB).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -90,15 +91,20 @@ class DuckDBStore:
         # memory stays at a few batches whatever the trace's size.
         src = f"iotape_src_{next(_names)}"
         self.con.register(src, reader)
+        names = ", ".join(quote(c) for c in cols)
         try:
-            names = ", ".join(quote(c) for c in cols)
             self._run(
                 f"INSERT INTO {quote(t.name)} ({quote('run_id')}, {names}) "
                 f"SELECT $run_id, {names} FROM {quote(src)}",
                 {"run_id": run_id},
             )
-        finally:
-            self.con.unregister(src)
+        except BaseException:
+            # A source that failed half-way aborts the transaction, and unregister then
+            # fails too: the first error is the one to report.
+            with contextlib.suppress(duckdb.Error):
+                self.con.unregister(src)
+            raise
+        self.con.unregister(src)
         return counted.rows
 
     def insert_rows(self, table_name: str, rows: list[dict[str, Any]]) -> None:

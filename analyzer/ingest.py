@@ -1,20 +1,24 @@
 """`iotape ingest`: a file becomes one run, with all its parts, or nothing.
 
-Sources:
+Sources, told apart by what the path is:
 - `.iot` traces, and Parquet written by `iotape trace convert` (it keeps the trace
-  header in the Parquet metadata key "iotape.header");
-- workload reports and replay job directories: their formats belong to the
-  workload engine and the replayer, which are not built yet, so these are refused
-  with a one-line "not yet" error rather than guessed at.
+  header in the Parquet metadata key "iotape.header"): a run of kind capture or
+  import, its events, devices and streams;
+- a `.json` file: a workload report (`iotape workload run --report`), a run of
+  kind workload with its per-database and per-stream rows (ingest_workload.py);
+- a directory: a replay job directory (`iotape replay plan` + `run`), a run of
+  kind replay with fio's job summaries, percentiles and per-I/O latencies, and
+  the re-recorded trace's events when the replay was recorded (ingest_replay.py).
 
 Trace chunks become Arrow batches (numpy, no per-row Python) on a helper thread
 while the engine inserts the previous ones.
 
-Idempotent: the run id is the start of the file's SHA-256, so a file already
+Idempotent: the run id is the start of the source's SHA-256 (of the file; of a
+job directory, of the files that make up its result), so a source already
 ingested is found before any work and reported as a no-op. Atomic: the run row
 says `loading` until every part is in and only `ready` runs are visible; on
 DuckDB the whole ingest is one transaction besides. A retry after a crash
-removes whatever the dead ingest left and loads the file again.
+removes whatever the dead ingest left and loads the source again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -50,11 +54,13 @@ DATA_TABLES = (
     "fio_percentiles",
     "fio_latency_samples",
     "workload_reports",
+    "workload_streams",
 )
 # Rows per Arrow batch: trace chunks (8192 records) are gathered to amortize the
 # per-batch cost of conversion and of the engine's insert.
 BATCH_ROWS = 65_536
 PARQUET_SUFFIXES = (".parquet", ".pq")
+REPORT_SUFFIXES = (".json",)
 
 Progress = Callable[[int, int | None], None]
 
@@ -74,6 +80,24 @@ class IngestResult:
         return asdict(self)
 
 
+class Source(Protocol):
+    """One thing to ingest, opened and checked: what its run is, and how to load it."""
+
+    path: Path
+
+    def describe(self, store: Store) -> dict[str, Any]:
+        """The run's fields that come from the source: kind, host, kernel, start_ns,
+        duration_ns, parameters, header, parent_id, tags (merged under the user's)."""
+        ...
+
+    def load(self, store: Store, run_id: str, progress: Progress | None) -> dict[str, Any]:
+        """Insert every part; returns the run fields now known (events, bytes,
+        duration_ns) and "summary", a few words for the message."""
+        ...
+
+    def close(self) -> None: ...
+
+
 def ingest(
     store: Store,
     path: str | Path,
@@ -81,11 +105,11 @@ def ingest(
     tags: dict[str, str] | None = None,
     progress: Progress | None = None,
 ) -> IngestResult:
-    """Ingest one file into `store` as one run. Returns what was done."""
+    """Ingest one trace, Parquet file, workload report or replay job directory into
+    `store` as one run. Returns what was done."""
     started = time.perf_counter()
     p = Path(path)
-    opener = _source_opener(p)
-    sha = file_sha256(p)
+    opener, sha = _source_opener(p)
     run_id = sha[:12]
     existing = catalog.get(store, run_id)
     if existing is not None and existing["state"] == "ready":
@@ -100,7 +124,7 @@ def ingest(
             f"{p}: already ingested as run {run_id} ({existing['name']}); nothing to do",
         )
     with opener(p) as src:
-        run = _new_run(store, src, p, sha, run_id, name, tags or {})
+        run = _new_run(store, src.describe(store), p, sha, run_id, name, tags or {})
         with store.transaction():
             if existing is not None:
                 # An ingest that died (ClickHouse keeps what it inserted) or a deleted
@@ -108,28 +132,19 @@ def ingest(
                 for t in DATA_TABLES:
                     store.delete_run_rows(t, run_id)
             catalog.put(store, run)
-            stats = _Stats()
-            events = store.insert_batches(
-                "events", stats.watch(src.batches(), progress, src.total), run_id
-            )
-            store.insert_rows("devices", _devices(src.header, run_id))
-            store.insert_rows("streams", _streams(src.header, run_id))
-            run.update(
-                state="ready",
-                events=events,
-                bytes=stats.bytes,
-                duration_ns=stats.last_complete_ns,
-            )
+            loaded = src.load(store, run_id, progress)
+            summary = loaded.pop("summary", None) or f"{loaded.get('events', 0):,} events"
+            run.update(loaded, state="ready")
             catalog.put(store, run)
     return IngestResult(
         str(p),
         run_id,
         run["name"],
         run["kind"],
-        events,
+        int(run["events"]),
         False,
         time.perf_counter() - started,
-        f"{p}: run {run_id} ({run['name']}): {events:,} events",
+        f"{p}: run {run_id} ({run['name']}): {summary}",
     )
 
 
@@ -139,6 +154,8 @@ def file_sha256(path: Path) -> str:
             return hashlib.file_digest(f, "sha256").hexdigest()
     except FileNotFoundError:
         raise IotapeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise IotapeError(f"{path}: is a directory") from None
     except PermissionError:
         raise IotapeError(f"{path}: permission denied") from None
 
@@ -146,7 +163,27 @@ def file_sha256(path: Path) -> str:
 # --------------------------------------------------------------------------- sources
 
 
-class _TraceSource:
+class _TraceLike:
+    """What traces and trace Parquet share: the run from the header, the parts from
+    the records. Subclasses set header, footer, total, extra and batches()."""
+
+    path: Path
+    header: dict
+    footer: dict
+    total: int | None
+    extra: dict[str, Any]
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def describe(self, store: Store) -> dict[str, Any]:
+        return trace_fields(self)
+
+    def load(self, store: Store, run_id: str, progress: Progress | None) -> dict[str, Any]:
+        return load_trace(store, self, run_id, progress)
+
+
+class _TraceSource(_TraceLike):
     """An `.iot` trace: header, footer, and its records as Arrow batches."""
 
     def __init__(self, path: Path) -> None:
@@ -170,7 +207,7 @@ class _TraceSource:
         self.trace.close()
 
 
-class _ParquetSource:
+class _ParquetSource(_TraceLike):
     """Parquet from `iotape trace convert`: the schema's columns, the header in metadata."""
 
     def __init__(self, path: Path) -> None:
@@ -210,63 +247,20 @@ class _ParquetSource:
         self.file.close()
 
 
-def _source_opener(p: Path):
-    if p.is_dir():
-        raise IotapeError(
-            f"{p}: replay job directories cannot be ingested yet: their layout belongs to "
-            "the replayer (`iotape replay`), which is not built yet"
-        )
-    if p.suffix.lower() == ".json":
-        raise IotapeError(
-            f"{p}: workload reports cannot be ingested yet: their format belongs to the "
-            "workload engine (`iotape workload run`), which is not built yet"
-        )
-    cls = _ParquetSource if p.suffix.lower() in PARQUET_SUFFIXES else _TraceSource
-
-    @contextlib.contextmanager
-    def opener(path: Path) -> Iterator[_TraceSource | _ParquetSource]:
-        src = cls(path)
-        try:
-            yield src
-        finally:
-            src.close()
-
-    return opener
+def open_trace_source(path: Path) -> _TraceSource:
+    """An `.iot` trace opened for ingest (the replay ingest loads its re-recorded trace)."""
+    return _TraceSource(path)
 
 
-# --------------------------------------------------------------------------- the run
-
-
-def _new_run(
-    store: Store,
-    src: _TraceSource | _ParquetSource,
-    p: Path,
-    sha: str,
-    run_id: str,
-    name: str | None,
-    tags: dict[str, str],
-) -> dict[str, Any]:
+def trace_fields(src: _TraceLike) -> dict[str, Any]:
+    """The run fields a trace's header gives."""
     h = src.header
     backend = str((h.get("recorder") or {}).get("backend") or "")
-    if name is not None:
-        if not name.strip():
-            raise IotapeError("--name: empty")
-        if catalog.name_in_use(store, name, run_id):
-            raise IotapeError(f"--name {name!r}: another run has this name")
-    else:
-        name = p.stem
-        if catalog.name_in_use(store, name, run_id):
-            name = f"{name}-{run_id[:6]}"
     return {
-        "id": run_id,
         "kind": "import" if backend.startswith("import:") else "capture",
-        "name": name,
         "host": str(h.get("host") or ""),
         "kernel": str(h.get("kernel") or ""),
         "start_ns": int(h.get("wall_start_ns") or 0),
-        "duration_ns": 0,
-        "events": 0,
-        "bytes": 0,
         "parameters": {
             "command_line": h.get("command_line") or [],
             "recorder": h.get("recorder") or {},
@@ -277,8 +271,86 @@ def _new_run(
             **src.extra,
         },
         "header": h,
-        "tags": tags,
-        "parent_id": "",
+    }
+
+
+def load_trace(
+    store: Store, src: _TraceLike, run_id: str, progress: Progress | None
+) -> dict[str, Any]:
+    """Insert a trace's events, devices and streams as run `run_id`'s."""
+    stats = _Stats()
+    events = store.insert_batches("events", stats.watch(src.batches(), progress, src.total), run_id)
+    store.insert_rows("devices", _devices(src.header, run_id))
+    store.insert_rows("streams", _streams(src.header, run_id))
+    return {"events": events, "bytes": stats.bytes, "duration_ns": stats.last_complete_ns}
+
+
+def _source_opener(p: Path) -> tuple[Callable[[Path], contextlib.AbstractContextManager], str]:
+    """How to open `p` and its content hash; a one-line error for what cannot be ingested."""
+    if p.is_dir():
+        from iotape.analyzer import ingest_replay
+
+        cls: Callable[[Path], Any] = ingest_replay.ReplaySource
+        sha = ingest_replay.jobdir_sha256(p)
+    else:
+        sha = file_sha256(p)
+        suffix = p.suffix.lower()
+        if suffix in REPORT_SUFFIXES:
+            from iotape.analyzer import ingest_workload
+
+            cls = ingest_workload.WorkloadSource
+        elif suffix in PARQUET_SUFFIXES:
+            cls = _ParquetSource
+        else:
+            cls = _TraceSource
+
+    @contextlib.contextmanager
+    def opener(path: Path) -> Iterator[Source]:
+        src = cls(path)
+        try:
+            yield src
+        finally:
+            src.close()
+
+    return opener, sha
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _new_run(
+    store: Store,
+    fields: dict[str, Any],
+    p: Path,
+    sha: str,
+    run_id: str,
+    name: str | None,
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    if name is not None:
+        if not name.strip():
+            raise IotapeError("--name: empty")
+        if catalog.name_in_use(store, name, run_id):
+            raise IotapeError(f"--name {name!r}: another run has this name")
+    else:
+        name = p.stem if p.is_file() else p.resolve().name
+        if catalog.name_in_use(store, name, run_id):
+            name = f"{name}-{run_id[:6]}"
+    return {
+        "id": run_id,
+        "kind": fields["kind"],
+        "name": name,
+        "host": fields.get("host", ""),
+        "kernel": fields.get("kernel", ""),
+        "start_ns": int(fields.get("start_ns", 0)),
+        "duration_ns": int(fields.get("duration_ns", 0)),
+        "events": 0,
+        "bytes": 0,
+        "parameters": fields.get("parameters", {}),
+        "header": fields.get("header", {}),
+        # The user's tags win over those the source brings (a link to a trace).
+        "tags": {**fields.get("tags", {}), **tags},
+        "parent_id": fields.get("parent_id", ""),
         "source_path": str(p.resolve()),
         "source_sha256": sha,
         "state": "loading",

@@ -66,6 +66,26 @@ def _latency_sql(dialect: str) -> str:
     )
 
 
+def _sample_latency_sql(dialect: str) -> str:
+    """fio's per-I/O latency samples of a replay, per op: the same summary and the
+    same exact order statistics as `op_latency` gives for a trace's events."""
+    lat = '"lat_ns"'
+    if dialect == "duckdb":
+        pcts = ", ".join(f"quantile_disc({lat}, {q}) AS {n}" for q, n in LEVELS)
+    else:
+        pcts = ", ".join(
+            f"arrayElement(arraySort(groupArray({lat})), "
+            f"toUInt64(greatest(1, ceil(count() * {q})))) AS {n}"
+            for q, n in LEVELS
+        )
+    run = "$run_id" if dialect == "duckdb" else "{run_id:String}"
+    return (
+        f'SELECT "op", count() AS ios, sum({lat}) AS sum_ns, min({lat}) AS min_ns, '
+        f'max({lat}) AS max_ns, {pcts} FROM "fio_latency_samples" WHERE "run_id" = {run} '
+        'GROUP BY "op" ORDER BY "op"'
+    )
+
+
 QUERIES = {
     q.name: q
     for q in (
@@ -104,6 +124,37 @@ QUERIES = {
             'SELECT "ts_complete_ns" // 1000000000 AS second, count(*) AS ios, '
             'sum("bytes") AS bytes FROM "events" WHERE "run_id" = $run_id '
             "GROUP BY second ORDER BY second",
+        ),
+        Query(
+            "run_children",
+            'SELECT "id", "name", "kind" FROM "runs_ready" WHERE "parent_id" = {id:String} '
+            'ORDER BY "start_ns", "id"',
+        ),
+        Query(
+            "fio_jobs",
+            'SELECT "job", "op", "ios", "bytes", "runtime_ms", "iops", "bw_bytes", '
+            '"lat_min_ns", "lat_max_ns", "lat_mean_ns" FROM "fio_jobs" '
+            'WHERE "run_id" = {run_id:String} ORDER BY "job", "op"',
+        ),
+        Query(
+            "fio_percentiles",
+            'SELECT "job", "op", "percentile", "lat_ns" FROM "fio_percentiles" '
+            'WHERE "run_id" = {run_id:String} ORDER BY "job", "op", "percentile"',
+        ),
+        Query(
+            "fio_totals",
+            'SELECT "op", count() AS jobs, sum("ios") AS ios, sum("bytes") AS bytes, '
+            'sum("iops") AS iops FROM "fio_jobs" WHERE "run_id" = {run_id:String} '
+            'GROUP BY "op" ORDER BY "op"',
+        ),
+        Query(
+            "fio_sample_latency", _sample_latency_sql("clickhouse"), _sample_latency_sql("duckdb")
+        ),
+        Query(
+            "workload_streams",
+            'SELECT "database", "stream", "ios", "bytes", "per_s", "avg_bytes", "lat_avg_ms", '
+            '"lat_max_ms" FROM "workload_streams" WHERE "run_id" = {run_id:String} '
+            'ORDER BY "database", "stream"',
         ),
         Query(
             "bytes_by_stream",
@@ -156,6 +207,51 @@ def bytes_by_stream(store: Store, run_id: str) -> list[dict]:
     for r in out:
         r["stream_name"] = names.get(r["stream"], f"stream-{r['stream']}")
     return out
+
+
+def fio_jobs(store: Store, run_id: str) -> list[dict]:
+    """A replay's fio jobs, one row per job and direction, with fio's percentiles."""
+    cols = ["job", "op", "ios", "bytes", "runtime_ms", "iops", "bw_bytes"]
+    cols += ["lat_min_ns", "lat_max_ns", "lat_mean_ns"]
+    out = _records(store, "fio_jobs", cols, run_id=run_id)
+    pcts: dict[tuple[str, str], dict[str, int]] = {}
+    for job, op, q, v in run(store, "fio_percentiles", run_id=run_id):
+        pcts.setdefault((job, op), {})[f"{q:g}"] = int(v)
+    for r in out:
+        r["clat_percentiles_ns"] = pcts.get((r["job"], r["op"]), {})
+    return out
+
+
+def fio_summary(store: Store, run_id: str) -> list[dict]:
+    """Per fio direction: jobs, I/Os, bytes and summed IOPS (fio's own totals)."""
+    return _records(store, "fio_totals", ["op", "jobs", "ios", "bytes", "iops"], run_id=run_id)
+
+
+def fio_sample_latency(store: Store, run_id: str) -> list[dict]:
+    """Per op, from fio's per-I/O latency logs: count, sum, min, max, exact percentiles."""
+    cols = ["op", "ios", "sum_ns", "min_ns", "max_ns", *(n for _, n in LEVELS)]
+    out = _records(store, "fio_sample_latency", cols, run_id=run_id)
+    names = schemas.op_names()
+    for r in out:
+        r["op_name"] = names.get(r["op"], str(r["op"]))
+    return out
+
+
+def workload_report(store: Store, run_id: str) -> dict[str, list[dict]]:
+    """A workload run's report rows: per database (and `total`), per database and stream."""
+    cols = ["database", "target_iops", "achieved_iops", "db_read_avg_ms", "db_write_avg_ms"]
+    cols += ["log_write_avg_ms", "verdict"]
+    scols = ["database", "stream", "ios", "bytes", "per_s", "avg_bytes", "lat_avg_ms"]
+    scols += ["lat_max_ms"]
+    return {
+        "databases": _records(store, "workload_reports", cols, run_id=run_id),
+        "streams": _records(store, "workload_streams", scols, run_id=run_id),
+    }
+
+
+def children(store: Store, run_id: str) -> list[dict]:
+    """The visible runs whose parent is `run_id` (the replays of a trace)."""
+    return _records(store, "run_children", ["id", "name", "kind"], id=run_id)
 
 
 # ------------------------------------------------------- filtered queries (the server)

@@ -88,7 +88,8 @@ def test_delete_then_ingest_again(store, trace: Path) -> None:
     [
         (b"hello, this is a text file\n" * 10, ".iot", "not an iotape trace"),
         (b"PAR1 not really", ".parquet", "not a readable Parquet file"),
-        (b"{}", ".json", "workload reports cannot be ingested yet"),
+        (b"{}", ".json", "not a workload report"),
+        (b"\xff\xfe binary", ".json", "not a workload report"),
     ],
 )
 def test_wrong_files_are_one_line_errors(store, tmp_path, content, suffix, says) -> None:
@@ -103,7 +104,7 @@ def test_wrong_files_are_one_line_errors(store, tmp_path, content, suffix, says)
 def test_other_refusals(store, trace: Path, tmp_path) -> None:
     with pytest.raises(IotapeError, match="no such file"):
         ingest(store, tmp_path / "missing.iot")
-    with pytest.raises(IotapeError, match="replay job directories cannot be ingested yet"):
+    with pytest.raises(IotapeError, match=r"without plan\.json: not a replay job directory"):
         ingest(store, tmp_path)
     cut = tmp_path / "cut.iot"
     data = trace.read_bytes()

@@ -118,3 +118,52 @@ def test_db_init_and_print(db: str) -> None:
     sql = iotape("db", "init", "--print", "--cluster", "lab")
     assert "ReplicatedMergeTree" in sql and 'ENGINE = Distributed("lab"' in sql
     assert 'CREATE TABLE IF NOT EXISTS "events"' in iotape("db", "init", "--print")
+
+
+def test_workload_and_replay_runs_through_the_cli(db: str, tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import need
+    from test_ingest_parts import _source_trace, built_report, write_report
+
+    from iotape.replayer import run as replay_run
+    from iotape.replayer.plan import PlanOptions, plan
+
+    need(shutil.which("fio") is not None, "fio")
+    trace = _source_trace(tmp_path / "src.iot")
+    target = tmp_path / "target.img"
+    with target.open("wb") as f:
+        f.truncate(64 << 20)
+    plan(PlanOptions(trace, tmp_path / "jobs", mode="exact", targets=[f"all={target}"]))
+    replay_run.run(tmp_path / "jobs")
+    rep = write_report(tmp_path / "ex.json", built_report())
+
+    out = iotape("ingest", str(trace), str(tmp_path / "jobs"), str(rep), "--db", db)
+    assert "fio jobs" in out and "workload report, 2 databases" in out
+    assert "events/s" not in out.splitlines()[2], "a report has no events to rate"
+    assert "nothing to do" in iotape("ingest", str(tmp_path / "jobs"), "--db", db)
+
+    runs = json.loads(iotape("runs", "list", "--db", db, "--json"))
+    assert sorted(r["kind"] for r in runs) == ["capture", "replay", "workload"]
+    (replay,) = json.loads(iotape("runs", "list", "--kind", "replay", "--db", db, "--json"))
+    (src,) = json.loads(iotape("runs", "list", "--kind", "capture", "--db", db, "--json"))
+    assert replay["parent_id"] == src["id"]
+
+    shown = json.loads(iotape("runs", "show", "jobs", "--db", db, "--json"))
+    assert shown["parent"]["id"] == src["id"]
+    assert shown["fio"]["jobs"] and shown["fio"]["latency"] and shown["fio"]["summary"]
+    text = iotape("runs", "show", "jobs", "--db", db)
+    assert "fio per-I/O latency by op" in text and "replays" in text
+    assert "replayed by" in iotape("runs", "show", "src", "--db", db)
+    text = iotape("runs", "show", "ex", "--db", db)
+    assert "per database and stream" in text and "FAIL" in text
+    shown = json.loads(iotape("runs", "show", "ex", "--db", db, "--json"))
+    assert [d["database"] for d in shown["workload"]["databases"]] == ["0", "1", "total"]
+
+    # Exporting a trace run still works beside the new kinds; deleting a replay
+    # removes its fio rows.
+    assert "300 events" in iotape("export", "src", "-o", str(tmp_path / "s.parquet"), "--db", db)
+    iotape("runs", "delete", "jobs", "--yes", "--db", db)
+    assert json.loads(iotape("runs", "list", "--kind", "replay", "--db", db, "--json")) == []
+    with pytest.raises(IotapeError, match="--kind 'bogus': one of capture, import"):
+        runner.invoke(app, ["runs", "list", "--kind", "bogus", "--db", db], catch_exceptions=False)
