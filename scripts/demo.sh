@@ -88,7 +88,6 @@ for group in cmp["groups"]:
         print(f"  {row['op_name']:6s} {row['stream_name']:12s} n={row['base_count']:>5}/"
               f"{row['candidate_count']:<5} p50 {p['p50']['delta_pct']:+7.1f} %  "
               f"p99 {p['p99']['delta_pct']:+7.1f} %  {flag}")
-print("(the replayed trace is not stream-labelled yet: fio's threads are all 'fio')")
 PY
 
 echo "== 6. dashboard: http://127.0.0.1:$PORT/  (API docs: /docs)"
