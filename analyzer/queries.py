@@ -46,22 +46,29 @@ def _runs_columns() -> str:
     return ", ".join(quote(c) for c in table("runs").column_names())
 
 
+def _exact_percentiles(expr: str, dialect: str) -> str:
+    """Exact order statistics that name the same rank in both dialects: DuckDB's
+    quantile_disc takes rank ceil(n·q); ClickHouse's quantileExact would not."""
+    if dialect == "duckdb":
+        return ", ".join(f"quantile_disc({expr}, {q}) AS {n}" for q, n in LEVELS)
+    return ", ".join(
+        f"arrayElement(arraySort(groupArray({expr})), toUInt64(greatest(1, ceil(count() * {q}))))"
+        f" AS {n}"
+        for q, n in LEVELS
+    )
+
+
+def _run_param(dialect: str) -> str:
+    return "$run_id" if dialect == "duckdb" else "{run_id:String}"
+
+
 def _latency_sql(dialect: str) -> str:
     lat = '("ts_complete_ns" - "ts_issue_ns")'
-    if dialect == "duckdb":
-        pcts = ", ".join(f"quantile_disc({lat}, {q}) AS {n}" for q, n in LEVELS)
-    else:
-        pcts = ", ".join(
-            f"arrayElement(arraySort(groupArray({lat})), "
-            f"toUInt64(greatest(1, ceil(count() * {q})))) AS {n}"
-            for q, n in LEVELS
-        )
-    run = "$run_id" if dialect == "duckdb" else "{run_id:String}"
     # Requests with an unknown issue time (0) have no device latency.
     return (
         f'SELECT "op", count() AS ios, sum({lat}) AS sum_ns, min({lat}) AS min_ns, '
-        f"max({lat}) AS max_ns, {pcts} "
-        f'FROM "events" WHERE "run_id" = {run} AND "ts_issue_ns" > 0 '
+        f"max({lat}) AS max_ns, {_exact_percentiles(lat, dialect)} "
+        f'FROM "events" WHERE "run_id" = {_run_param(dialect)} AND "ts_issue_ns" > 0 '
         f'AND "ts_complete_ns" >= "ts_issue_ns" GROUP BY "op" ORDER BY "op"'
     )
 
@@ -70,18 +77,10 @@ def _sample_latency_sql(dialect: str) -> str:
     """fio's per-I/O latency samples of a replay, per op: the same summary and the
     same exact order statistics as `op_latency` gives for a trace's events."""
     lat = '"lat_ns"'
-    if dialect == "duckdb":
-        pcts = ", ".join(f"quantile_disc({lat}, {q}) AS {n}" for q, n in LEVELS)
-    else:
-        pcts = ", ".join(
-            f"arrayElement(arraySort(groupArray({lat})), "
-            f"toUInt64(greatest(1, ceil(count() * {q})))) AS {n}"
-            for q, n in LEVELS
-        )
-    run = "$run_id" if dialect == "duckdb" else "{run_id:String}"
     return (
         f'SELECT "op", count() AS ios, sum({lat}) AS sum_ns, min({lat}) AS min_ns, '
-        f'max({lat}) AS max_ns, {pcts} FROM "fio_latency_samples" WHERE "run_id" = {run} '
+        f"max({lat}) AS max_ns, {_exact_percentiles(lat, dialect)} "
+        f'FROM "fio_latency_samples" WHERE "run_id" = {_run_param(dialect)} '
         'GROUP BY "op" ORDER BY "op"'
     )
 

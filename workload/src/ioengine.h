@@ -26,6 +26,35 @@ struct iocomp {
 	int64_t res; /* bytes or -errno */
 };
 
+/* Backends that finish a request inside submit (psync, null) hand the
+ * completions back at reap from this queue. */
+struct iocomp_queue {
+	struct iocomp done[IOE_MAX_DEPTH];
+	int n;
+};
+
+static inline int iocomp_queue_push(struct iocomp_queue *q, uint64_t tag, int64_t res)
+{
+	if (q->n >= IOE_MAX_DEPTH)
+		return -1;
+	q->done[q->n].tag = tag;
+	q->done[q->n].res = res;
+	q->n++;
+	return 0;
+}
+
+static inline int iocomp_queue_pop(struct iocomp_queue *q, struct iocomp *out, int max)
+{
+	int n = q->n < max ? q->n : max;
+
+	for (int i = 0; i < n; i++)
+		out[i] = q->done[i];
+	for (int i = n; i < q->n; i++)
+		q->done[i - n] = q->done[i];
+	q->n -= n;
+	return n;
+}
+
 struct ioengine;
 
 struct ioengine_ops {

@@ -5,8 +5,7 @@
 #include "ioengine.h"
 
 struct ioengine {
-	struct iocomp done[IOE_MAX_DEPTH];
-	int ndone;
+	struct iocomp_queue q;
 };
 
 static struct ioengine *null_open(unsigned depth)
@@ -17,13 +16,12 @@ static struct ioengine *null_open(unsigned depth)
 
 static int null_submit(struct ioengine *e, struct ioreq *reqs, int n)
 {
-	for (int i = 0; i < n && e->ndone < IOE_MAX_DEPTH; i++) {
+	for (int i = 0; i < n; i++) {
 		int64_t bytes = 0;
 		for (int v = 0; v < reqs[i].iovcnt; v++)
 			bytes += (int64_t)reqs[i].iov[v].iov_len;
-		e->done[e->ndone].tag = reqs[i].tag;
-		e->done[e->ndone].res = bytes;
-		e->ndone++;
+		if (iocomp_queue_push(&e->q, reqs[i].tag, bytes))
+			break;
 	}
 	return 0;
 }
@@ -31,13 +29,7 @@ static int null_submit(struct ioengine *e, struct ioreq *reqs, int n)
 static int null_reap(struct ioengine *e, struct iocomp *out, int min, int max)
 {
 	(void)min;
-	int n = e->ndone < max ? e->ndone : max;
-	for (int i = 0; i < n; i++)
-		out[i] = e->done[i];
-	for (int i = n; i < e->ndone; i++)
-		e->done[i - n] = e->done[i];
-	e->ndone -= n;
-	return n;
+	return iocomp_queue_pop(&e->q, out, max);
 }
 
 static void null_close(struct ioengine *e)

@@ -8,8 +8,7 @@
 #include "ioengine.h"
 
 struct ioengine {
-	struct iocomp done[IOE_MAX_DEPTH];
-	int ndone;
+	struct iocomp_queue q;
 };
 
 static struct ioengine *psync_open(unsigned depth)
@@ -21,13 +20,11 @@ static struct ioengine *psync_open(unsigned depth)
 static int psync_submit(struct ioengine *e, struct ioreq *reqs, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (e->ndone >= IOE_MAX_DEPTH)
+		if (e->q.n >= IOE_MAX_DEPTH)
 			return -EBUSY;
 		ssize_t r = reqs[i].write ? pwritev(reqs[i].fd, reqs[i].iov, reqs[i].iovcnt, (off_t)reqs[i].off)
 					  : preadv(reqs[i].fd, reqs[i].iov, reqs[i].iovcnt, (off_t)reqs[i].off);
-		e->done[e->ndone].tag = reqs[i].tag;
-		e->done[e->ndone].res = r < 0 ? -errno : r;
-		e->ndone++;
+		iocomp_queue_push(&e->q, reqs[i].tag, r < 0 ? -errno : r);
 	}
 	return 0;
 }
@@ -35,13 +32,7 @@ static int psync_submit(struct ioengine *e, struct ioreq *reqs, int n)
 static int psync_reap(struct ioengine *e, struct iocomp *out, int min, int max)
 {
 	(void)min;
-	int n = e->ndone < max ? e->ndone : max;
-	for (int i = 0; i < n; i++)
-		out[i] = e->done[i];
-	for (int i = n; i < e->ndone; i++)
-		e->done[i - n] = e->done[i];
-	e->ndone -= n;
-	return n;
+	return iocomp_queue_pop(&e->q, out, max);
 }
 
 static void psync_close(struct ioengine *e)
