@@ -7,10 +7,8 @@ read one read the other. It is written beside the target and renamed into place.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pyarrow.parquet as pq
 from iotape import schemas
 from iotape.analyzer import catalog, queries
 from iotape.analyzer.store import Store
+from iotape.atomic import replacing
 from iotape.errors import IotapeError
 
 ROW_GROUP_ROWS = 262_144
@@ -50,23 +49,12 @@ def export_run(
     schema = base.with_metadata(meta)
     sql = queries.QUERIES["export_events"].sql(store.dialect)
     rows = 0
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
-            for b in store.stream(sql, {"run_id": run["id"]}):
-                # Engines hand strings back as views or dictionaries: cast to the schema.
-                t = pa.Table.from_batches([b]).cast(base.with_metadata(None))
-                w.write_table(t.replace_schema_metadata(meta), row_group_size=ROW_GROUP_ROWS)
-                rows += b.num_rows
-                if progress:
-                    progress(rows, int(run["events"]))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with replacing(out) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as w:
+        for b in store.stream(sql, {"run_id": run["id"]}):
+            # Engines hand strings back as views or dictionaries: cast to the schema.
+            t = pa.Table.from_batches([b]).cast(base.with_metadata(None))
+            w.write_table(t.replace_schema_metadata(meta), row_group_size=ROW_GROUP_ROWS)
+            rows += b.num_rows
+            if progress:
+                progress(rows, int(run["events"]))
     return {"run_id": run["id"], "name": run["name"], "path": str(out), "rows": rows}

@@ -6,10 +6,8 @@ The output is written beside the target and renamed into place, so a failure
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from iotape import schemas
+from iotape.atomic import replacing
 from iotape.errors import IotapeError
 from iotape.recorder.tracefile import open_trace, records_to_arrow
 
@@ -106,21 +105,11 @@ def convert(
                 if len(records):
                     yield records_to_arrow(records)
 
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with replacing(out) as tmp:
             if fmt == "parquet":
                 _write_parquet(tmp, batches(), _metadata(t, partition_relative))
             else:
                 _write_csv(tmp, batches())
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-            os.replace(tmp, out)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
     return result
 
 

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_helpers import store_url
 
+from iotape.analyzer.store import open_store
 from iotape.recorder import record as rec
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -108,3 +110,13 @@ def small_mount(kernel: None) -> Iterator:
 @pytest.fixture
 def tag() -> str:
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(params=["duckdb", "chdb"])
+def store(request, tmp_path: Path):
+    """An empty store on each embedded backend, closed at teardown."""
+    s = open_store(store_url(request.param, tmp_path))
+    try:
+        yield s
+    finally:
+        s.close()

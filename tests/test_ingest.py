@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from store_helpers import store_url
 from trace_helpers import make_trace, workload_records
 
 from iotape.analyzer import catalog, queries
@@ -19,19 +20,6 @@ from iotape.errors import IotapeError
 from iotape.recorder.convert import convert
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def store_url(kind: str, tmp_path: Path) -> str:
-    return f"duckdb://{tmp_path}/store.duckdb" if kind == "duckdb" else f"chdb://{tmp_path}/ch"
-
-
-@pytest.fixture(params=["duckdb", "chdb"])
-def store(request, tmp_path: Path):
-    s = open_store(store_url(request.param, tmp_path))
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import need
+from store_helpers import store_url
 from trace_helpers import header, make_trace, workload_records
 
 from iotape.analyzer import catalog, ingest_replay, queries
@@ -25,19 +26,6 @@ from iotape.recorder.tracefile import TraceWriter
 from iotape.replayer import run as replay_run
 from iotape.replayer.plan import PlanOptions, plan
 from iotape.workload import engine, report
-
-
-def store_url(kind: str, tmp_path: Path) -> str:
-    return f"duckdb://{tmp_path}/store.duckdb" if kind == "duckdb" else f"chdb://{tmp_path}/ch"
-
-
-@pytest.fixture(params=["duckdb", "chdb"])
-def store(request, tmp_path: Path):
-    s = open_store(store_url(request.param, tmp_path))
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def count(store, table: str, run_id: str) -> int:

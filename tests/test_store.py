@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from store_helpers import store_url
 from trace_helpers import make_trace, workload_records
 
 from iotape import schemas
@@ -22,10 +23,6 @@ from iotape.recorder.tracefile import open_trace
 from iotape.schemas import tables
 
 CLICKHOUSE_URL = os.environ.get("IOTAPE_TEST_CLICKHOUSE_URL")
-
-
-def store_url(kind: str, tmp_path: Path) -> str:
-    return f"duckdb://{tmp_path}/store.duckdb" if kind == "duckdb" else f"chdb://{tmp_path}/ch"
 
 
 @pytest.fixture
