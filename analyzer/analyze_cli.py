@@ -8,8 +8,6 @@ iotape/cli.py registers the group:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from iotape.analyzer import tiering
+from iotape.analyzer import tiering_options as opt
 from iotape.analyzer.cli import Db, RunRef
 from iotape.analyzer.store import opened
+from iotape.atomic import replacing
 from iotape.errors import IotapeError
 
 app = typer.Typer(
@@ -31,70 +31,35 @@ app = typer.Typer(
 out = Console()
 
 
-def _size(text: str | None, what: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        return tiering.parse_size(text)
-    except IotapeError as e:
-        raise IotapeError(f"{what}: {e}") from None
-
-
 @app.command("tiering")
 def tiering_cmd(
     run: RunRef,
-    policy: Annotated[
-        str, typer.Option("--policy", help="tiering, lru, s3fifo, oracle or belady.")
-    ] = "tiering",
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="Array preset: msa, compellent, fastvp, easytier (tiering and oracle "
-            "default to msa).",
-        ),
-    ] = None,
-    unit: Annotated[
-        str | None, typer.Option("--unit", help="Unit (extent) size, e.g. 4M, 256M, 1G.")
-    ] = None,
-    capacity: Annotated[
-        str | None,
-        typer.Option("--capacity", help="Fast-tier size, e.g. 200G; default 10 % of footprint."),
-    ] = None,
+    policy: opt.Policy = "tiering",
+    preset: opt.Preset = None,
+    unit: opt.Unit = None,
+    capacity: opt.Capacity = None,
     sweep: Annotated[
         bool, typer.Option("--sweep", help="Also the hit ratio for a sweep of tier sizes.")
     ] = False,
-    stats_interval: Annotated[
-        float | None, typer.Option("--stats-interval", help="Seconds per heat statistic.")
-    ] = None,
-    migrate_interval: Annotated[
-        float | None, typer.Option("--migrate-interval", help="Seconds between migrations.")
-    ] = None,
-    half_life: Annotated[
-        float | None, typer.Option("--half-life", help="Heat half-life in seconds.")
-    ] = None,
-    budget: Annotated[
-        str | None, typer.Option("--budget", help="Most bytes moved per migration, e.g. 1G.")
-    ] = None,
-    headroom: Annotated[
-        float | None, typer.Option("--headroom", help="Share of the fast tier kept free.")
-    ] = None,
-    max_io: Annotated[
-        str | None, typer.Option("--max-io", help="Larger I/Os are not counted, e.g. 64K.")
-    ] = None,
-    reads_only: Annotated[
-        bool | None,
-        typer.Option(
-            "--reads-only/--reads-and-writes",
-            help="Which I/Os count as heat or are cached (caches default to reads only).",
-            show_default=False,
-        ),
-    ] = None,
+    stats_interval: opt.StatsInterval = None,
+    migrate_interval: opt.MigrateInterval = None,
+    half_life: opt.HalfLife = None,
+    budget: opt.Budget = None,
+    headroom: opt.Headroom = None,
+    max_io: opt.MaxIo = None,
+    reads_only: opt.ReadsOnly = None,
     fast_run: Annotated[
         str | None, typer.Option("--fast-run", help="A replay on the fast device (latency).")
     ] = None,
     slow_run: Annotated[
         str | None, typer.Option("--slow-run", help="A replay on the slow device (latency).")
+    ] = None,
+    measured_run: Annotated[
+        str | None,
+        typer.Option(
+            "--measured-run",
+            help="A replay split by this placement (iotape replay split): measured vs projected.",
+        ),
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write the charts to OUT.html.")
@@ -112,25 +77,26 @@ def tiering_cmd(
     """
     if plot is not None and plot.suffix.lower() not in (".html", ".htm"):
         raise IotapeError(f"--plot {plot}: only .html is written (SVG charts, no dependency)")
-    p = tiering.params_for(
+    p = opt.params(
         policy,
         preset,
-        unit=_size(unit, "--unit"),
-        capacity=_size(capacity, "--capacity"),
-        stats_interval_s=stats_interval,
-        migrate_interval_s=migrate_interval,
-        half_life_s=half_life,
-        budget_bytes=_size(budget, "--budget"),
-        headroom=headroom,
-        max_io_bytes=_size(max_io, "--max-io"),
-        count_writes=None if reads_only is None else not reads_only,
+        unit,
+        capacity,
+        stats_interval,
+        migrate_interval,
+        half_life,
+        budget,
+        headroom,
+        max_io,
+        reads_only,
     )
     with opened(db, create=False) as store:
-        result = tiering.analyze_run(store, run, p, sweep, fast_run, slow_run)
+        result = tiering.analyze_run(store, run, p, sweep, fast_run, slow_run, measured_run)
     if plot is not None:
         from iotape.analyzer.tiering_plot import render_html
 
-        _write_atomic(plot, render_html(result))
+        with replacing(plot) as tmp:
+            Path(tmp).write_text(render_html(result), encoding="utf-8")
     if as_json:
         print(json.dumps(result, indent=2, default=str))
         return
@@ -139,20 +105,12 @@ def tiering_cmd(
         print(f"charts: {plot}")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside the target and rename, so a failure leaves nothing half-written."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def _signed(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.1f} %"
 
 
 def _gib(b: int) -> str:
@@ -215,4 +173,13 @@ def _print(r: dict) -> None:
         ):
             m = r["latency"][name]
             t.add_row(label, _ns(m["p50_ns"]), _ns(m["p99_ns"]), _ns(m["mean_ns"]))
+        if "measured" in r["latency"]:
+            m, e = r["latency"]["measured"], r["latency"]["error"]
+            t.add_row(
+                f"measured ({r['measured_run']['name']})",
+                _ns(m["p50_ns"]),
+                _ns(m["p99_ns"]),
+                _ns(m["mean_ns"]),
+            )
+            t.add_row("projection error", *(_signed(e[k]) for k in ("p50", "p99", "mean")))
         out.print(t)

@@ -68,6 +68,7 @@ def run_tiering(
     reads_only: bool | None = None,
     fast_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     slow_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    measured_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
 ) -> dict:
     """Simulates a fast tier of fixed-size units over the run's reads and writes, with
     one policy: array-style `tiering` (presets for HPE MSA, Dell Compellent, Dell/EMC
@@ -76,7 +77,9 @@ def run_tiering(
     hit ratios by count and bytes split read/write, a timeline with promotions,
     demotions and migrated bytes as a share of host I/O, the skew curve, optionally a
     sweep of tier sizes, and, given `fast_run` and `slow_run`, projected latency as a
-    mixture of their measured per-op, per-size latency distributions."""
+    mixture of their measured per-op, per-size latency distributions; given also
+    `measured_run` (a replay split by this placement, `iotape replay split`), its
+    measured latency and the projection's error."""
     if run.get("events", 0) > MAX_EVENTS:
         raise HTTPException(
             413, f"run has {run['events']:,} events; the server simulates up to {MAX_EVENTS:,}"
@@ -95,7 +98,7 @@ def run_tiering(
             max_io_bytes=_size(max_io),
             count_writes=None if reads_only is None else not reads_only,
         )
-        for ref in (fast_run, slow_run):
+        for ref in (fast_run, slow_run, measured_run):
             if ref is not None:
                 catalog.resolve(store, ref)
     except tiering.TieringError as e:
@@ -103,6 +106,6 @@ def run_tiering(
     except IotapeError as e:
         raise HTTPException(404, str(e)) from None
     try:
-        return tiering.analyze_run(store, run["id"], p, sweep, fast_run, slow_run)
+        return tiering.analyze_run(store, run["id"], p, sweep, fast_run, slow_run, measured_run)
     except tiering.TieringError as e:
         raise HTTPException(422, str(e)) from None

@@ -221,6 +221,15 @@ class Events:
         return len(self.t_ns)
 
 
+def event_rows(op: np.ndarray, ts_issue_ns: np.ndarray, ts_complete_ns: np.ndarray) -> np.ndarray:
+    """Which rows of a trace or store table become Events, in Events' order: the reads
+    and writes, ordered by issue time (completion where the issue time is unknown)."""
+    keep = np.flatnonzero(np.asarray(op) <= WRITE)
+    issue = np.asarray(ts_issue_ns, dtype=np.int64)[keep]
+    t = np.where(issue > 0, issue, np.asarray(ts_complete_ns, dtype=np.int64)[keep])
+    return keep[np.argsort(t, kind="stable")]
+
+
 def events_from_columns(
     ts_issue_ns: np.ndarray,
     ts_complete_ns: np.ndarray,
@@ -230,19 +239,16 @@ def events_from_columns(
     op: np.ndarray,
 ) -> Events:
     """Events from trace or store columns: reads and writes only, ordered by issue time."""
-    keep = np.asarray(op) <= WRITE
-    issue = np.asarray(ts_issue_ns, dtype=np.int64)[keep]
-    done = np.asarray(ts_complete_ns, dtype=np.int64)[keep]
-    t = np.where(issue > 0, issue, done)
-    lat = np.where((issue > 0) & (done >= issue), done - issue, -1)
-    order = np.argsort(t, kind="stable")
+    rows = event_rows(op, ts_issue_ns, ts_complete_ns)
+    issue = np.asarray(ts_issue_ns, dtype=np.int64)[rows]
+    done = np.asarray(ts_complete_ns, dtype=np.int64)[rows]
     return Events(
-        t_ns=t[order],
-        dev=np.asarray(dev, dtype=np.int64)[keep][order],
-        offset=np.asarray(offset, dtype=np.int64)[keep][order],
-        nbytes=np.asarray(nbytes, dtype=np.int64)[keep][order],
-        op=np.asarray(op, dtype=np.int8)[keep][order],
-        lat_ns=lat[order],
+        t_ns=np.where(issue > 0, issue, done),
+        dev=np.asarray(dev, dtype=np.int64)[rows],
+        offset=np.asarray(offset, dtype=np.int64)[rows],
+        nbytes=np.asarray(nbytes, dtype=np.int64)[rows],
+        op=np.asarray(op, dtype=np.int8)[rows],
+        lat_ns=np.where((issue > 0) & (done >= issue), done - issue, -1),
     )
 
 
@@ -831,7 +837,42 @@ def project(
     return out  # fmt: skip
 
 
+def measured_latency(ev: Events) -> dict[str, float | None]:
+    """A run's own device latency (reads and writes), defined as the projection's."""
+    lat = ev.lat_ns[ev.lat_ns >= 0]
+    if not len(lat):
+        raise TieringError("the measured run has no requests with a known device time")
+    return mixture([(float(len(lat)), np.sort(lat))])
+
+
+def projection_error(
+    projected: dict[str, float | None], measured: dict[str, float | None]
+) -> dict[str, float | None]:
+    """projected / measured - 1 for p50, p99 and mean (0.1: projection 10 % high)."""
+    out: dict[str, float | None] = {}
+    for k in ("p50_ns", "p99_ns", "mean_ns"):
+        p, m = projected.get(k), measured.get(k)
+        out[k.removesuffix("_ns")] = None if not p or not m else p / m - 1.0
+    return out
+
+
 # ------------------------------------------------------------------------ entry point
+
+
+def default_capacity(footprint: int, unit: int) -> int:
+    """The fast tier when none is given: 10 % of the footprint, at least one unit."""
+    return max(unit, footprint // 10 // unit * unit)
+
+
+def placement(ev: Events, p: Params) -> tuple[np.ndarray, Params]:
+    """Per request, whether the simulation served it from the fast tier (every unit it
+    touches there), and the parameters with the capacity filled in."""
+    r = prepare(ev, p)
+    capacity = (
+        p.capacity if p.capacity is not None else default_capacity(r.acc.n_units * p.unit, p.unit)
+    )
+    hit, _, _ = r.hits(p.units(capacity))
+    return request_hits(r.acc, hit), replace(p, capacity=capacity)
 
 
 def simulate(
@@ -840,13 +881,14 @@ def simulate(
     sweep_sizes: list[int] | bool = False,
     fast: Events | None = None,
     slow: Events | None = None,
+    measured: Events | None = None,
 ) -> dict[str, Any]:
-    """Everything `iotape analyze tiering` reports, as a JSON-ready dict."""
+    """Everything `iotape analyze tiering` reports, as a JSON-ready dict. `measured`
+    (a replay split by this placement, `iotape replay split`) is set beside the
+    projection with the projection's error."""
     r = prepare(ev, p)
     footprint = r.acc.n_units * p.unit
-    capacity = (
-        p.capacity if p.capacity is not None else max(p.unit, footprint // 10 // p.unit * p.unit)
-    )
+    capacity = p.capacity if p.capacity is not None else default_capacity(footprint, p.unit)
     k = p.units(capacity)
     hit, flags, moves = r.hits(k)
     ratios, timeline = _report(r, hit, flags, moves)
@@ -870,6 +912,14 @@ def simulate(
         raise TieringError("projected latency needs both a fast run and a slow run")
     if fast is not None and slow is not None:
         out["latency"] = project(ev, request_hits(r.acc, hit), profile(fast), profile(slow))
+        if measured is not None:
+            m = measured_latency(measured)
+            out["latency"]["measured"] = m
+            out["latency"]["error"] = projection_error(out["latency"]["projected"], m)
+    elif measured is not None:
+        raise TieringError(
+            "a measured run is compared with a projection: name a fast and a slow run"
+        )
     return out  # fmt: skip
 
 
@@ -880,6 +930,7 @@ def analyze_run(
     sweep_sizes: list[int] | bool = False,
     fast_ref: str | None = None,
     slow_ref: str | None = None,
+    measured_ref: str | None = None,
 ) -> dict[str, Any]:
     """`simulate` over a stored run (id, id prefix or name), with device profiles from
     a fast and a slow run when both are named."""
@@ -896,4 +947,9 @@ def analyze_run(
         fast, slow = load_events(store, f["id"]), load_events(store, s["id"])
         named["fast_run"] = {"id": f["id"], "name": f["name"]}
         named["slow_run"] = {"id": s["id"], "name": s["name"]}
-    return {**named, **simulate(ev, p, sweep_sizes, fast, slow)}
+    measured = None
+    if measured_ref is not None:
+        m = catalog.resolve(store, measured_ref)
+        measured = load_events(store, m["id"])
+        named["measured_run"] = {"id": m["id"], "name": m["name"]}
+    return {**named, **simulate(ev, p, sweep_sizes, fast, slow, measured)}

@@ -110,6 +110,23 @@ def test_the_cli_and_the_library_agree(db: str) -> None:
     assert r["hit_ratio"] == lib["hit_ratio"]
 
 
+def test_a_measured_run_is_set_beside_the_projection_with_its_error(db: str) -> None:
+    r = analyze(db, "--policy", "lru", "--unit", "1M", "--capacity", "16M",
+                "--fast-run", "ssd", "--slow-run", "hdd", "--measured-run", "ssd")  # fmt: skip
+    lat = r["latency"]
+    ssd = device_run(5, 100_000)
+    own = np.sort((ssd["ts_complete_ns"] - ssd["ts_issue_ns"])[ssd["op"] <= 1].astype(np.int64))
+    assert lat["measured"]["mean_ns"] == pytest.approx(own.mean())
+    assert lat["measured"] == lat["fast_only"] or lat["measured"]["requests"] == len(own)
+    for k in ("p50", "p99", "mean"):
+        want = lat["projected"][f"{k}_ns"] / lat["measured"][f"{k}_ns"] - 1
+        assert lat["error"][k] == pytest.approx(want)
+    # The projection mixes in the slow device, so it is far above the fast run.
+    assert lat["error"]["mean"] > 1.0
+    res = runner.invoke(app, ["analyze", "tiering", "nightly", "--db", db, "--measured-run", "ssd"])
+    assert res.exit_code != 0 and "fast and a slow run" in str(res.exception)
+
+
 @pytest.fixture(scope="module")
 def cli_s3fifo(db: str) -> dict:
     # Before the server opens the store read-only: DuckDB refuses a second configuration.

@@ -1,7 +1,7 @@
 // The tiering page: #/tiering/RUN?policy=…&preset=…&capacity=…, from GET /runs/{run}/tiering.
 // Uses app.js's helpers (api, h, card, esc) and charts.js.
 "use strict";
-const TIERING_PARAMS = ["policy", "preset", "unit", "capacity", "fast_run", "slow_run"];
+const TIERING_PARAMS = ["policy", "preset", "unit", "capacity", "fast_run", "slow_run", "measured_run"];
 
 async function tieringPage(ref, q) {
   const enc = encodeURIComponent(ref);
@@ -19,7 +19,7 @@ async function tieringPage(ref, q) {
       for (const c of choices[k]) { const o = document.createElement("option"); o.value = c; o.textContent = c || "(default)"; i.appendChild(o); }
     } else {
       i = document.createElement("input");
-      i.placeholder = {unit: "4M", capacity: "10G", fast_run: "run", slow_run: "run"}[k];
+      i.placeholder = {unit: "4M", capacity: "10G", fast_run: "run", slow_run: "run", measured_run: "split replay"}[k];
     }
     i.name = k; i.value = q.get(k) || (k === "policy" ? "tiering" : "");
     l.appendChild(i); f.appendChild(l);
@@ -46,7 +46,9 @@ async function tieringPage(ref, q) {
     const L = r.latency, lt = h("table");
     lt.innerHTML = "<tr><th class=l>device latency</th><th>p50</th><th>p99</th><th>mean</th></tr>" +
       [["slow_only", "slow device"], ["projected", "projected (tiered)"], ["fast_only", "fast device"]].map(([k, n]) =>
-        `<tr><td>${n}</td><td>${Charts.fmtNs(L[k].p50_ns)}</td><td>${Charts.fmtNs(L[k].p99_ns)}</td><td>${Charts.fmtNs(L[k].mean_ns)}</td></tr>`).join("");
+        `<tr><td>${n}</td><td>${Charts.fmtNs(L[k].p50_ns)}</td><td>${Charts.fmtNs(L[k].p99_ns)}</td><td>${Charts.fmtNs(L[k].mean_ns)}</td></tr>`).join("") +
+      (L.measured ? `<tr><td>measured (split replay)</td><td>${Charts.fmtNs(L.measured.p50_ns)}</td><td>${Charts.fmtNs(L.measured.p99_ns)}</td><td>${Charts.fmtNs(L.measured.mean_ns)}</td></tr>` +
+        `<tr><td>projection error</td>${["p50", "p99", "mean"].map((k) => `<td>${L.error[k] == null ? "-" : (100 * L.error[k]).toFixed(1) + " %"}</td>`).join("")}</tr>` : "");
     app.appendChild(lt);
   }
   const g = h("div", null, "grid");
