@@ -48,13 +48,16 @@ test: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
 
-# Each writes JSON to bench/results/; all of them take about 25 minutes (root).
+# Each writes JSON to bench/results/; all of them take about 45 minutes (root).
 bench: setup
 	$(PY) bench/recorder.py
 	$(PY) bench/importers.py
 	$(PY) bench/store.py
 	$(PY) bench/server.py
 	$(PY) bench/workload.py
+	$(PY) bench/replay.py
+	$(PY) bench/tiering.py
+	$(PY) bench/tiering_check.py
 
 lint: python native
 	$(VENV)/bin/ruff check .
