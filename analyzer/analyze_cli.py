@@ -77,19 +77,7 @@ def tiering_cmd(
     """
     if plot is not None and plot.suffix.lower() not in (".html", ".htm"):
         raise IotapeError(f"--plot {plot}: only .html is written (SVG charts, no dependency)")
-    p = opt.params(
-        policy,
-        preset,
-        unit,
-        capacity,
-        stats_interval,
-        migrate_interval,
-        half_life,
-        budget,
-        headroom,
-        max_io,
-        reads_only,
-    )
+    p = opt.from_args(locals())
     with opened(db, create=False) as store:
         result = tiering.analyze_run(store, run, p, sweep, fast_run, slow_run, measured_run)
     if plot is not None:

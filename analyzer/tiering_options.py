@@ -3,7 +3,8 @@ and `iotape replay split` so both describe a policy the same way."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 import typer
 
@@ -85,3 +86,24 @@ def params(
         max_io_bytes=size(max_io, "--max-io"),
         count_writes=None if reads_only is None else not reads_only,
     )
+
+
+NAMES = (
+    "policy",
+    "preset",
+    "unit",
+    "capacity",
+    "stats_interval",
+    "migrate_interval",
+    "half_life",
+    "budget",
+    "headroom",
+    "max_io",
+    "reads_only",
+)
+
+
+def from_args(args: Mapping[str, Any]) -> tiering.Params:
+    """The parameters from a command's arguments, named as the options above
+    (a command passes its `locals()`)."""
+    return params(**{k: args[k] for k in NAMES})

@@ -246,19 +246,7 @@ def split(
     """
     from iotape.replayer import split as splitmod
 
-    p = opt.params(
-        policy,
-        preset,
-        unit,
-        capacity,
-        stats_interval,
-        migrate_interval,
-        half_life,
-        budget,
-        headroom,
-        max_io,
-        reads_only,
-    )
+    p = opt.from_args(locals())
     res = splitmod.split(trace, output, p, force)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
@@ -316,19 +304,7 @@ def tiering_check(
     """
     from iotape.replayer import tiering_check as tc
 
-    p = opt.params(
-        policy,
-        preset,
-        unit,
-        capacity,
-        stats_interval,
-        migrate_interval,
-        half_life,
-        budget,
-        headroom,
-        max_io,
-        reads_only,
-    )
+    p = opt.from_args(locals())
     with err.status("tiering check") as status:
         res = tc.check(
             trace, fast, slow, p, output, destroy_data_on, force, say=lambda s: status.update(s)
