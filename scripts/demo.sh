@@ -51,7 +51,10 @@ $IOTAPE ingest "$OUT/workload.iot" --name workload --tag source=demo
 $IOTAPE ingest "$OUT/replay.iot" --name replay-2x --tag source=demo
 $IOTAPE runs list
 
-echo "== 5. verdicts and comparison"
+echo "== 5. what an SSD read cache of 10 % of the data would have done for the workload"
+$IOTAPE analyze tiering workload --policy lru --unit 32K
+
+echo "== 6. verdicts and comparison"
 $IOTAPE serve --port "$PORT" > "$OUT/server.log" 2>&1 &
 server=$!
 $PY - "$PORT" <<'PY'
@@ -90,7 +93,7 @@ for group in cmp["groups"]:
               f"p99 {p['p99']['delta_pct']:+7.1f} %  {flag}")
 PY
 
-echo "== 6. dashboard: http://127.0.0.1:$PORT/  (API docs: /docs)"
+echo "== 7. dashboard: http://127.0.0.1:$PORT/  (API docs: /docs)"
 if [ -t 0 ] || [ "${DEMO_SERVE:-0}" = 1 ]; then
   echo "serving; Ctrl-C stops the server and releases the loop devices"
   wait "$server"
