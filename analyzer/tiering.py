@@ -600,35 +600,33 @@ def prepare(ev: Events, p: Params) -> Run:
 
 def request_hits(acc: Accesses, hit: np.ndarray) -> np.ndarray:
     """A request is a hit when every unit it touches is in the fast tier."""
-    return np.logical_and.reduceat(hit, acc.starts) if len(hit) else hit
+    if acc.identity or not len(hit):
+        return hit
+    return np.logical_and.reduceat(hit, acc.starts)
 
 
 def _report(
     r: Run, hit: np.ndarray, flags: np.ndarray, moves: list[tuple[int, int, int]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(overall hit ratios, timeline). Each is a few bincounts over (interval, op, hit)
-    keys, so that reporting costs no more than the simulation."""
+    """(overall hit ratios, timeline), from one counting pass over (interval, op, hit,
+    inserted/evicted) keys, so that reporting costs no more than the simulation."""
     ev, acc, p = r.ev, r.acc, r.p
     span = int(ev.t_ns[-1]) - r.t0
     step = p.report_interval_s or max(1e-3, span / 1e9 / 100)  # about 100 points
     step_ns = max(1, round(step * 1e9))
     n = span // step_ns + 1
-    ri = (ev.t_ns - r.t0) // step_ns
     rh = request_hits(acc, hit)
     # One key per access: (interval, op, hit, inserted, evicted). Its counts and its
     # byte sums give every split; with one access per request (the common case) the
-    # request counts come from the same bincount.
-    ai = ri if acc.identity else ri[acc.req]
+    # request counts come from the same tally.
+    t_a = ev.t_ns if acc.identity else ev.t_ns[acc.req]
     op_a = ev.op if acc.identity else ev.op[acc.req]
-    key = ai * 16
-    key += op_a * 8
-    key += hit * 4
-    key += (flags >> 1) & 3
-    per = np.bincount(key, minlength=16 * n).reshape(n, 2, 2, 4)
-    byt = np.bincount(key, weights=acc.nbytes, minlength=16 * n).reshape(n, 2, 2, 4).sum(axis=3)
+    per, byt4 = native.tally(t_a, r.t0, step_ns, op_a, hit, flags, acc.nbytes, n)
+    byt = byt4.sum(axis=3)
     if acc.identity:
         req = per.sum(axis=3)
     else:
+        ri = (ev.t_ns - r.t0) // step_ns
         req = np.bincount(ri * 4 + ev.op * 2 + rh, minlength=4 * n).reshape(n, 2, 2)
     fl = per.sum(axis=(1, 2))  # (interval, inserted | evicted << 1)
     promoted = (fl[:, 1] + fl[:, 3]).astype(np.int64)
@@ -680,8 +678,9 @@ def _report(
 def skew(acc: Accesses, unit: int, points: int = 101) -> dict[str, Any]:
     """Share of I/O (accesses and bytes) against share of the touched capacity, units
     hottest first; and the capacity that serves 80 % and 100 % of the I/O."""
-    per_unit = np.bincount(acc.uid, minlength=acc.n_units).astype(np.float64)
-    per_unit_bytes = np.bincount(acc.uid, weights=acc.nbytes, minlength=acc.n_units)
+    counts, byts = native.unit_tally(acc.uid, acc.nbytes, acc.n_units)
+    per_unit = counts.astype(np.float64)
+    per_unit_bytes = byts.astype(np.float64)
     cum = np.cumsum(np.sort(per_unit)[::-1]) / per_unit.sum()
     cum_b = np.cumsum(np.sort(per_unit_bytes)[::-1]) / max(per_unit_bytes.sum(), 1)
     n = acc.n_units

@@ -223,6 +223,29 @@ int belady(int64_t n, const int32_t *ids, const int64_t *next, int32_t n_units, 
     free(cur); free(h);
     return 0;
 }
+
+/* The report's counts in one pass: per access, key = interval * 16 + op * 8 + hit * 4
+   + (inserted | evicted << 1); the accesses and their bytes per key. */
+int tally(int64_t n, const int64_t *t, int64_t t0, int64_t step, const int8_t *op,
+          const uint8_t *hit, const uint8_t *flags, const int64_t *nbytes, int64_t n_keys,
+          int64_t *count, int64_t *bytes) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = (t[i] - t0) / step * 16 + op[i] * 8 + (hit[i] ? 4 : 0) + ((flags[i] >> 1) & 3);
+        if (k < 0 || k >= n_keys) return -2;
+        count[k]++;
+        bytes[k] += nbytes[i];
+    }
+    return 0;
+}
+
+/* Accesses and bytes per unit (the skew curve). */
+void unit_tally(int64_t n, const int32_t *uid, const int64_t *nbytes, int64_t *count,
+                int64_t *bytes) {
+    for (int64_t i = 0; i < n; i++) {
+        count[uid[i]]++;
+        bytes[uid[i]] += nbytes[i];
+    }
+}
 """
 
 
@@ -275,6 +298,9 @@ def _lib() -> ctypes.CDLL | None:
         getattr(lib, name).argtypes = [i64, p, i32, i64, p]
     lib.stack_distances.argtypes = [i64, p, i32, p]
     lib.belady.argtypes = [i64, p, p, i32, i64, p]
+    lib.tally.argtypes = [i64, p, i64, i64, p, p, p, p, i64, p, p]
+    lib.unit_tally.argtypes = [i64, p, p, p, p]
+    lib.unit_tally.restype = None
     return lib
 
 
@@ -314,6 +340,70 @@ def s3fifo(ids: np.ndarray, n_units: int, cap: int) -> np.ndarray:
     flags = np.zeros(len(ids), dtype=np.uint8)
     _check(lib.s3fifo(len(ids), _ptr(ids), n_units, cap, _ptr(flags)))
     return flags
+
+
+def tally(
+    t_ns: np.ndarray,
+    t0: int,
+    step_ns: int,
+    op: np.ndarray,
+    hit: np.ndarray,
+    flags: np.ndarray,
+    nbytes: np.ndarray,
+    n_intervals: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Accesses and bytes per (interval, op, hit, inserted | evicted << 1), each an
+    int64 array of shape (n_intervals, 2, 2, 4)."""
+    t_ns = np.ascontiguousarray(t_ns, dtype=np.int64)
+    op = np.ascontiguousarray(op, dtype=np.int8)
+    hit = np.ascontiguousarray(hit, dtype=np.bool_)
+    flags = np.ascontiguousarray(flags, dtype=np.uint8)
+    nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+    shape = (n_intervals, 2, 2, 4)
+    lib = _lib()
+    if lib is None:
+        return tally_reference(t_ns, t0, step_ns, op, hit, flags, nbytes, n_intervals)
+    count = np.zeros(shape, dtype=np.int64)
+    byt = np.zeros(shape, dtype=np.int64)
+    rc = lib.tally(len(t_ns), _ptr(t_ns), t0, step_ns, _ptr(op), _ptr(hit), _ptr(flags),
+                   _ptr(nbytes), count.size, _ptr(count), _ptr(byt))  # fmt: skip
+    if rc == -2:
+        raise ValueError("tally: an access lies outside the report's intervals")
+    return count, byt
+
+
+def tally_reference(
+    t_ns: np.ndarray,
+    t0: int,
+    step_ns: int,
+    op: np.ndarray,
+    hit: np.ndarray,
+    flags: np.ndarray,
+    nbytes: np.ndarray,
+    n_intervals: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    key = (t_ns - t0) // step_ns * 16
+    key += op.astype(np.int64) * 8
+    key += hit.astype(np.int64) * 4
+    key += (flags >> 1) & 3
+    shape = (n_intervals, 2, 2, 4)
+    count = np.bincount(key, minlength=16 * n_intervals).reshape(shape)
+    byt = np.bincount(key, weights=nbytes, minlength=16 * n_intervals)
+    return count.astype(np.int64), byt.astype(np.int64).reshape(shape)
+
+
+def unit_tally(uid: np.ndarray, nbytes: np.ndarray, n_units: int) -> tuple[np.ndarray, np.ndarray]:
+    """Accesses and bytes per unit (int64)."""
+    uid = _ids(uid)
+    nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+    lib = _lib()
+    if lib is None:
+        count = np.bincount(uid, minlength=n_units).astype(np.int64)
+        return count, np.bincount(uid, weights=nbytes, minlength=n_units).astype(np.int64)
+    count = np.zeros(n_units, dtype=np.int64)
+    byt = np.zeros(n_units, dtype=np.int64)
+    lib.unit_tally(len(uid), _ptr(uid), _ptr(nbytes), _ptr(count), _ptr(byt))
+    return count, byt
 
 
 def next_use(ids: np.ndarray) -> np.ndarray:

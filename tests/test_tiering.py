@@ -200,6 +200,26 @@ def test_the_c_simulators_match_the_python_references(units: list[int], cap: int
     assert (N.stack_distances(ids, 31) == ref).all()
 
 
+@given(st.integers(1, 400), st.integers(1, 10**6), st.integers(0, 2**32))
+@settings(max_examples=60, deadline=None)
+def test_the_c_tallies_match_numpy(n: int, step: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.integers(5, 10**7, n))
+    intervals = int((t[-1] - t[0]) // step) + 1
+    op = rng.integers(0, 2, n).astype(np.int8)
+    flags = rng.integers(0, 8, n).astype(np.uint8)
+    args = (t, int(t[0]), step, op, rng.random(n) < 0.5, flags, rng.integers(0, 1 << 20, n),
+            intervals)  # fmt: skip
+    c, b = N.tally(*args)
+    rc, rb = N.tally_reference(*args)
+    assert c.shape == (intervals, 2, 2, 4) and (c == rc).all() and (b == rb).all()
+    assert c.sum() == n
+    uid = rng.integers(0, 50, n).astype(np.int32)
+    c, b = N.unit_tally(uid, args[6], 50)
+    assert (c == np.bincount(uid, minlength=50)).all()
+    assert (b == np.bincount(uid, weights=args[6], minlength=50)).all()
+
+
 # ------------------------------------------------------------------ projected latency
 
 
