@@ -49,10 +49,12 @@ def tiering_cmd(
     max_io: opt.MaxIo = None,
     reads_only: opt.ReadsOnly = None,
     fast_run: Annotated[
-        str | None, typer.Option("--fast-run", help="A replay on the fast device (latency).")
+        str | None,
+        typer.Option("--fast-run", help="A replay on the fast device (RUN or RUN@DEVICE)."),
     ] = None,
     slow_run: Annotated[
-        str | None, typer.Option("--slow-run", help="A replay on the slow device (latency).")
+        str | None,
+        typer.Option("--slow-run", help="A replay on the slow device (RUN or RUN@DEVICE)."),
     ] = None,
     measured_run: Annotated[
         str | None,

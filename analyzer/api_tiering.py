@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
-from iotape.analyzer import catalog, tiering
+from iotape.analyzer import tiering
 from iotape.analyzer.api_deps import RunDep
 from iotape.analyzer.store import Store
 from iotape.errors import IotapeError
@@ -98,14 +98,11 @@ def run_tiering(
             max_io_bytes=_size(max_io),
             count_writes=None if reads_only is None else not reads_only,
         )
-        for ref in (fast_run, slow_run, measured_run):
-            if ref is not None:
-                catalog.resolve(store, ref)
-    except tiering.TieringError as e:
-        raise HTTPException(422, str(e)) from None
     except IotapeError as e:
-        raise HTTPException(404, str(e)) from None
+        raise HTTPException(422, str(e)) from None
     try:
         return tiering.analyze_run(store, run["id"], p, sweep, fast_run, slow_run, measured_run)
     except tiering.TieringError as e:
         raise HTTPException(422, str(e)) from None
+    except IotapeError as e:  # a named run that does not exist
+        raise HTTPException(404, str(e)) from None

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -266,6 +266,33 @@ def load_events(store: Store, run_id: str) -> Events:
     t = store.arrow(EVENTS_QUERY.sql(store.dialect), {"run_id": run_id})
     cols = [t.column(c).to_numpy() for c in _COLUMNS]
     return events_from_columns(*cols)
+
+
+DEVICE_QUERY = Query(
+    "tiering_device",
+    'SELECT "dev" FROM "devices" WHERE "run_id" = {run_id:String} AND "name" = {name:String}',
+)
+
+
+def load_run(store: Store, ref: str) -> tuple[dict[str, Any], Events]:
+    """(run, events) for `ref`: a run, or RUN@DEVICE for one device's events of a run
+    (a profile replay recorded on a fast and a slow device at once)."""
+    from iotape.analyzer import catalog
+
+    try:
+        return (run := catalog.resolve(store, ref)), load_events(store, run["id"])
+    except IotapeError:
+        name, sep, device = ref.rpartition("@")
+        if not sep or not name or not device:
+            raise
+    run = catalog.resolve(store, name)
+    t = store.arrow(DEVICE_QUERY.sql(store.dialect), {"run_id": run["id"], "name": device})
+    devs = t.column("dev").to_numpy() if t.num_rows else []
+    if not len(devs):
+        raise TieringError(f"run {name!r} has no device named {device!r}")
+    ev = load_events(store, run["id"])
+    keep = np.isin(ev.dev, devs)
+    return {**run, "device": device}, Events(*(getattr(ev, f.name)[keep] for f in fields(Events)))
 
 
 def load_trace(path: str) -> Events:
@@ -932,23 +959,17 @@ def analyze_run(
     measured_ref: str | None = None,
 ) -> dict[str, Any]:
     """`simulate` over a stored run (id, id prefix or name), with device profiles from
-    a fast and a slow run when both are named."""
-    from iotape.analyzer import catalog
-
+    a fast and a slow run when both are named (each may be RUN@DEVICE), and a measured
+    tiered run set beside the projection."""
     if (fast_ref is None) != (slow_ref is None):
         raise TieringError("projected latency needs both --fast-run and --slow-run")
-    run = catalog.resolve(store, ref)
-    ev = load_events(store, run["id"])
-    fast = slow = None
+    run, ev = load_run(store, ref)
     named: dict[str, Any] = {"run": {"id": run["id"], "name": run["name"]}}
-    if fast_ref is not None and slow_ref is not None:
-        f, s = catalog.resolve(store, fast_ref), catalog.resolve(store, slow_ref)
-        fast, slow = load_events(store, f["id"]), load_events(store, s["id"])
-        named["fast_run"] = {"id": f["id"], "name": f["name"]}
-        named["slow_run"] = {"id": s["id"], "name": s["name"]}
-    measured = None
-    if measured_ref is not None:
-        m = catalog.resolve(store, measured_ref)
-        measured = load_events(store, m["id"])
-        named["measured_run"] = {"id": m["id"], "name": m["name"]}
+    loaded: dict[str, Events | None] = {}
+    for key, r in (("fast_run", fast_ref), ("slow_run", slow_ref), ("measured_run", measured_ref)):
+        loaded[key] = None
+        if r is not None:
+            other, loaded[key] = load_run(store, r)
+            named[key] = {"id": other["id"], "name": other["name"], "device": other.get("device")}
+    fast, slow, measured = loaded["fast_run"], loaded["slow_run"], loaded["measured_run"]
     return {**named, **simulate(ev, p, sweep_sizes, fast, slow, measured)}

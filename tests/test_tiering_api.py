@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import typer
 from fastapi.testclient import TestClient
-from trace_helpers import make_trace, workload_records
+from trace_helpers import NVME, SDA, make_trace, workload_records
 from typer.testing import CliRunner
 
 from iotape.analyzer import analyze_cli, api_tiering, tiering
@@ -125,6 +125,29 @@ def test_a_measured_run_is_set_beside_the_projection_with_its_error(db: str) -> 
     assert lat["error"]["mean"] > 1.0
     res = runner.invoke(app, ["analyze", "tiering", "nightly", "--db", db, "--measured-run", "ssd"])
     assert res.exit_code != 0 and "fast and a slow run" in str(res.exception)
+
+
+def test_run_at_device_takes_one_device_of_a_run(db: str) -> None:
+    r = analyze(db, "--policy", "lru", "--unit", "1M", "--capacity", "16M",
+                "--fast-run", "ssd@nvme0n1", "--slow-run", "hdd@sda")  # fmt: skip
+
+    def on(records: np.ndarray, dev: int) -> tiering.Events:
+        m = records[records["dev"] == dev]
+        cols = ("ts_issue_ns", "ts_complete_ns", "dev", "offset", "bytes", "op")
+        return tiering.events_from_columns(*(m[c] for c in cols))
+
+    s = open_store(db, create=False)
+    try:
+        ev = tiering.load_events(s, tiering.load_run(s, "nightly")[0]["id"])
+    finally:
+        s.close()
+    p = tiering.params_for("lru", unit=MiB, capacity=16 * MiB)
+    fast, slow = on(device_run(5, 100_000), NVME), on(device_run(6, 8_000_000), SDA)
+    assert r["latency"] == tiering.simulate(ev, p, fast=fast, slow=slow)["latency"]
+    assert r["fast_run"]["device"] == "nvme0n1" and r["slow_run"]["device"] == "sda"
+    res = runner.invoke(app, ["analyze", "tiering", "nightly", "--db", db,
+                              "--fast-run", "ssd@nope", "--slow-run", "hdd"])  # fmt: skip
+    assert res.exit_code != 0 and "no device named 'nope'" in str(res.exception)
 
 
 @pytest.fixture(scope="module")
