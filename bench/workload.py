@@ -6,6 +6,9 @@ engine's throughput against fio doing the same I/O.
    hot pages and stays under 1 % of the database, so random pages miss as they
    did in the published runs), is run under `iotape record` on a loop device over
    /dev/shm. The table has, per figure: published, the engine's report, the trace.
+   The throughput profiles run at their published device latency, emulated
+   (the engine holds each completion until it is as old as the published
+   average; the I/O itself is real and recorded).
 2. Throughput. Throughput mode with fixed threads on a /dev/shm loop device, then
    fio with the engine's read/write mix and sizes (random, O_DIRECT, io_uring,
    one job per engine thread plus one for the checkpoint writer, iodepth 1, as
@@ -45,13 +48,18 @@ SCALED = {
         profile="exchange2010", mode="performance", mailboxes=200, iops_per_mailbox=0.2,
         mailbox_size_mb=15, copies=2, threads=3,
     ),
+    # At the published device latency (emulated: completions held to it), since
+    # commit batching, the lazy-commit timer and the fixed-rate maintenance all
+    # run on the clock; a loop device answers ~100x faster than the SSD did.
     "exchange2013-throughput": dict(
         profile="exchange2013", mode="throughput", mailboxes=100, mailbox_size_mb=40,
         copies=3, threads=8, cache_max_mb=12,
+        emulate_latency_ms=profiles.published_latency("exchange2013-throughput"),
     ),
     "exchange2010-throughput": dict(
         profile="exchange2010", mode="throughput", mailboxes=100, mailbox_size_mb=40,
         copies=3, threads=8, cache_max_mb=12,
+        emulate_latency_ms=profiles.published_latency("exchange2010-throughput"),
     ),
 }  # fmt: skip
 
