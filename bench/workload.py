@@ -6,6 +6,9 @@ engine's throughput against fio doing the same I/O.
    hot pages and stays under 1 % of the database, so random pages miss as they
    did in the published runs), is run under `iotape record` on a loop device over
    /dev/shm. The table has, per figure: published, the engine's report, the trace.
+   The throughput profiles run at their published device latency, emulated
+   (the engine holds each completion until it is as old as the published
+   average; the I/O itself is real and recorded).
 2. Throughput. Throughput mode with fixed threads on a /dev/shm loop device, then
    fio with the engine's read/write mix and sizes (random, O_DIRECT, io_uring,
    one job per engine thread plus one for the checkpoint writer, iodepth 1, as
@@ -19,6 +22,7 @@ Writes bench/results/workload.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -45,13 +49,18 @@ SCALED = {
         profile="exchange2010", mode="performance", mailboxes=200, iops_per_mailbox=0.2,
         mailbox_size_mb=15, copies=2, threads=3,
     ),
+    # At the published device latency (emulated: completions held to it), since
+    # commit batching, the lazy-commit timer and the fixed-rate maintenance all
+    # run on the clock; a loop device answers ~100x faster than the SSD did.
     "exchange2013-throughput": dict(
         profile="exchange2013", mode="throughput", mailboxes=100, mailbox_size_mb=40,
         copies=3, threads=8, cache_max_mb=12,
+        emulate_latency_ms=profiles.published_latency("exchange2013-throughput"),
     ),
     "exchange2010-throughput": dict(
         profile="exchange2010", mode="throughput", mailboxes=100, mailbox_size_mb=40,
         copies=3, threads=8, cache_max_mb=12,
+        emulate_latency_ms=profiles.published_latency("exchange2010-throughput"),
     ),
 }  # fmt: skip
 
@@ -181,13 +190,24 @@ def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
                 "log_per_s": s["log-write"]["per_s"],
             }
             fio = fio_iops(loop.path, mix, runtime, tmp)
-            out.append({"engine_tx_iops": eng, "fio_iops": fio, "ratio": eng / fio, **mix})
+            # The same run with every commit lazy: no session waits for the log,
+            # which is the dependency fio's independent jobs do not have.
+            lazy = dataclasses.replace(cfg, overrides={"lazy-commit": "100"})
+            res = engine.run(lazy)
+            s = res["databases"][0]["streams"]
+            eng_lazy = (s["db-read"]["count"] + s["db-write"]["count"]) / res["elapsed_s"]
+            out.append({
+                "engine_tx_iops": eng, "fio_iops": fio, "ratio": eng / fio,
+                "engine_no_commit_wait_tx_iops": eng_lazy, "ratio_no_commit_wait": eng_lazy / fio,
+                **mix,
+            })  # fmt: skip
     return {
         "setup": f"throughput mode, {threads} threads, 1 database, bdm off, 1 copy; fio randrw "
         f"io_uring iodepth 1 x {threads + 1} jobs, same read share and sizes, plus sequential "
         "log writes at the engine's log rate and size; /dev/shm loop",
         "rounds": out,
         "ratio_median": statistics.median(r["ratio"] for r in out),
+        "ratio_no_commit_wait_median": statistics.median(r["ratio_no_commit_wait"] for r in out),
         "goal": 0.9,
     }
 
@@ -237,10 +257,15 @@ def main() -> None:
                 + " ".join("-".rjust(12) if v is None else f"{v:12.3f}" for v in cells)
                 + ("        -" if d is None else f" {d * 100:+7.1f}%")
             )
-    print(f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}")
+    print(
+        f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}, "
+        f"all commits lazy {thr['ratio_no_commit_wait_median']:.3f}"
+    )
     for r in thr["rounds"]:
         print(
             f"  engine {r['engine_tx_iops']:,.0f}  fio {r['fio_iops']:,.0f}  ratio {r['ratio']:.3f}"
+            f"  all lazy {r['engine_no_commit_wait_tx_iops']:,.0f}"
+            f" ({r['ratio_no_commit_wait']:.3f})"
         )
 
 

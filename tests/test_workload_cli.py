@@ -53,6 +53,8 @@ def test_impossible_size_in_a_directory(tmp_path: Path) -> None:
         (["--set", "nonsense"], "expected NAME=VALUE"),
         (["--set", "result=/x"], "set by the command itself"),
         (["--mailboxes", "1", "--databases", "2"], "fewer than --databases"),
+        (["--emulate-latency", "1,2"], "DB_READ_MS,DB_WRITE_MS,LOG_WRITE_MS"),
+        (["--emulate-latency", "no-such-run"], "no such published profile"),
     ],
 )
 def test_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
@@ -83,6 +85,16 @@ def test_engine_options_come_from_its_table() -> None:
     assert "--threads 999: out of range" in bad.stderr
     mix = subprocess.run([exe, "--read=50"], capture_output=True, text=True)
     assert mix.returncode == 2 and "add up to 115" in mix.stderr
+
+
+def test_published_latency_of_the_throughput_runs() -> None:
+    """The 2010 run published no latencies; the 2013 run on the same hardware does."""
+    ms = {"db_read": 11.47, "db_write": 3.32, "log_write": 0.50}
+    assert profiles.published_latency("exchange2013-throughput") == ms
+    assert profiles.published_latency("exchange2010-throughput") == ms
+    cfg = engine.WorkloadConfig(db_paths=["/d"], log_paths=["/l"], emulate_latency_ms=ms)
+    argv = engine.engine_argv(cfg, engine.layout.Layout([], [], []), Path("/r"), quiet=True)
+    assert "--emulate-log-write-ms=0.5" in argv and "--emulate-db-read-ms=11.47" in argv
 
 
 def test_published_shape_of_the_esrp_run() -> None:

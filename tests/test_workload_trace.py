@@ -36,6 +36,10 @@ def test_recorded_shape_matches_engine_and_published(loop_factory, tmp_path: Pat
     cfg = engine.WorkloadConfig(
         db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
         mailboxes=50, mailbox_size_mb=20, iops_per_mailbox=8, duration=4, copies=2,
+        # 8x the published per-database load, so the lazy-commit timer is 8x
+        # shorter: what sets how many commits share a log write is the timer
+        # against the time between commits, and that stays as published.
+        overrides={"lazy-flush-ms": str(profiles.PRESETS["exchange2010"]["lazy-flush-ms"] / 8)},
     )  # fmt: skip
     out = tmp_path / "run.iot"
     result, summary = engine.run_recorded(cfg, out)
@@ -60,3 +64,54 @@ def test_recorded_shape_matches_engine_and_published(loop_factory, tmp_path: Pat
         assert seen[key] == pytest.approx(mine[key], rel=0.05), key
         assert seen[key] == pytest.approx(published[key], rel=0.15), key
     assert {r["figure"]: r["engine"] for r in rep["shape"]["rows"]} == pytest.approx(mine)
+
+
+# Figures the engine does not reproduce within 15 % yet, and why (README,
+# "Calibration"): checked against the engine's own report, not the published run.
+KNOWN_GAPS = {
+    # The blog's 2010 run (ESE 14.3) writes as often as it reads; the exchange2010
+    # preset is fit to the ESRP run (ESE 14.1, 1.46 reads per write).
+    ("exchange2010-throughput", "db_read_write_ratio"),
+    # The published 2013 run reads back 72 % of the log bytes it wrote; the engine
+    # reads every written log byte once per extra copy.
+    ("exchange2013-throughput", "repl_reads_per_log_per_copy"),
+}
+
+
+@pytest.mark.parametrize(
+    ("pub_id", "profile"),
+    [("exchange2013-throughput", "exchange2013"), ("exchange2010-throughput", "exchange2010")],
+)
+def test_throughput_profile_shape_at_published_latency(
+    loop_factory, tmp_path: Path, pub_id: str, profile: str
+) -> None:
+    """The published SSD throughput runs, scaled down and run at the published
+    device latency (emulated), recorded: the shape within 15 % of the published
+    run, and the trace's within 5 % of the engine's own report."""
+    loop = loop_factory(1100)
+    cfg = engine.WorkloadConfig(
+        db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
+        profile=profile, mode="throughput", threads=8, copies=3, duration=10,
+        mailboxes=50, mailbox_size_mb=20, cache_max_mb=6,
+        emulate_latency_ms=profiles.published_latency(pub_id),
+    )  # fmt: skip
+    out = tmp_path / "run.iot"
+    result, summary = engine.run_recorded(cfg, out)
+    assert summary["events"] > 5000
+    assert result["emulated_latency_ms"]["log_write"] == pytest.approx(0.5)
+    db = result["databases"][0]
+    # Lazy commits share log writes through the lazy-commit timer.
+    assert db["log_flushes"]["lazy"] > 0 and db["log_flushes"]["durable"] > 0
+    # Completions are held to the emulated floor: the engine's average is at least it.
+    assert db["streams"]["db-read"]["lat_avg_ms"] >= 11.47
+
+    engine_counts = {k: (v["count"], v["bytes"]) for k, v in db["streams"].items()}
+    mine = profiles.shape_from_counts(engine_counts, cfg.copies)
+    seen = profiles.shape_from_counts(_trace_counts(out), cfg.copies)
+    published = profiles.published_shape(pub_id)
+    for key in profiles.SHAPE_KEYS:
+        assert seen[key] == pytest.approx(mine[key], rel=0.05), key
+        if published[key] is not None and (pub_id, key) not in KNOWN_GAPS:
+            assert mine[key] == pytest.approx(published[key], rel=0.15), key
+    rep = report.build(result)
+    assert rep["emulated_latency_ms"] == profiles.published_latency(pub_id)

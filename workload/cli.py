@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
-from iotape.workload import engine, html, report
+from iotape.workload import engine, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
 err = Console(stderr=True)
@@ -63,6 +63,23 @@ class _Live:
             self.bar.stop()
 
 
+def _emulated(spec: str | None) -> dict[str, float] | None:
+    if spec is None:
+        return None
+    parts = spec.split(",")
+    if len(parts) == 1:
+        return profiles.published_latency(spec)
+    try:
+        ms = [float(p) for p in parts]
+    except ValueError:
+        ms = []
+    if len(ms) != len(profiles.LATENCY_KEYS) or min(ms) < 0:
+        raise IotapeError(
+            f"--emulate-latency {spec}: a published run's id or DB_READ_MS,DB_WRITE_MS,LOG_WRITE_MS"
+        )
+    return dict(zip(profiles.LATENCY_KEYS, ms, strict=True))
+
+
 @app.command("run")
 def run(
     db_path: Paths,
@@ -101,6 +118,13 @@ def run(
     ] = None,
     force: Annotated[bool, typer.Option(help="overwrite an existing --record trace")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    emulate_latency: Annotated[
+        str | None,
+        typer.Option(
+            help="EMULATION: hold completions to a published run's latencies (its id) or to "
+            "DB_READ_MS,DB_WRITE_MS,LOG_WRITE_MS; the report says so"
+        ),
+    ] = None,
 ) -> None:
     """Run the workload and print the Jetstress-style report.
 
@@ -130,6 +154,7 @@ def run(
         ioengine=ioengine,
         destroy_data_on=destroy_data_on or [],
         overrides=key_values("--set", set_ or [], "NAME=VALUE (an engine option)"),
+        emulate_latency_ms=_emulated(emulate_latency),
     )
     for out in (report_out, html_out):
         if out and not out.parent.is_dir():

@@ -51,6 +51,9 @@ class WorkloadConfig:
     ioengine: str = "io_uring"
     destroy_data_on: list[str] = field(default_factory=list)
     overrides: dict[str, str] = field(default_factory=dict)
+    # EMULATION, not the device: hold completions to these latencies (ms) per
+    # stream (db_read, db_write, log_write), e.g. a published run's.
+    emulate_latency_ms: dict[str, float] | None = None
 
     def db_bytes(self) -> int:
         per_db = max(1, round(self.mailboxes / self.databases))
@@ -104,6 +107,10 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
     lo, hi = cfg.cache_mb()
     if lo > hi:
         raise IotapeError(f"--cache-min-mb {lo} is above --cache-max-mb {hi}")
+    for key in cfg.emulate_latency_ms or {}:
+        if key not in profiles.LATENCY_KEYS:
+            keys = ", ".join(profiles.LATENCY_KEYS)
+            raise IotapeError(f"--emulate-latency: {key}? one of {keys}")
     for key in cfg.overrides:
         if key in ("db", "log", "result", "mode", "quiet"):
             raise IotapeError(f"--set {key}: set by the command itself")
@@ -142,6 +149,8 @@ def engine_argv(cfg: WorkloadConfig, lay: layout.Layout, result: Path, quiet: bo
         params["auto-threads"] = 1
     else:
         params["threads"] = int(cfg.threads)
+    for k, ms in (cfg.emulate_latency_ms or {}).items():
+        params[f"emulate-{k.replace('_', '-')}-ms"] = ms
     params.update(cfg.overrides)
     argv = [str(engine_path())]
     argv += [f"--{k}={v}" for k, v in params.items()]

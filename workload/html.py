@@ -11,6 +11,18 @@ text-align:right}th{background:#f2f2f2}td:first-child,th:first-child{text-align:
 .pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.na{color:#666}"""
 
 
+def _emulated(rep: dict) -> str:
+    """A warning line when the run held completions to emulated latencies."""
+    emu = rep.get("emulated_latency_ms") or {}
+    if not emu:
+        return ""
+    what = ", ".join(f"{escape(k)} {v:g} ms" for k, v in emu.items())
+    return (
+        f"<p class=fail>EMULATED device latency ({what}): the latencies and the verdict "
+        "are those of the emulated device, not of the real one.</p>"
+    )
+
+
 def _n(x: float | None, fmt: str = "{:,.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -64,6 +76,7 @@ def render(rep: dict) -> str:
     ]
     tgt = rep["target_tx_iops"]
     cfg = rep.get("config") or {}
+
     conf = ", ".join(f"{escape(str(k))}={escape(str(val))}" for k, val in cfg.items())
     return f"""<!doctype html><html><head><meta charset="utf-8">
 <title>iotape workload report</title><style>{CSS}</style></head><body>
@@ -72,6 +85,7 @@ def render(rep: dict) -> str:
 {"(interrupted: partial results)" if rep["interrupted"] else ""} ·
 {rep["elapsed_s"]:.1f} s · achieved {rep["achieved_tx_iops"]:,.1f} transactional IOPS
 {f"of a target {tgt:,.1f}" if tgt else ""}</p>
+{_emulated(rep)}
 <h2>Per database</h2>
 {_table(["db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"], per_db)}
 <h2>Background and total I/O</h2>

@@ -114,6 +114,12 @@ def build(result: dict) -> dict:
         "elapsed_s": secs,
         "config": cfg,
         "threads_final": result.get("threads_final"),
+        # Non-empty when completions were held to emulated latencies: then the
+        # latencies and the verdict describe the emulated device, not the real one.
+        "emulated_latency_ms": {
+            k: v for k, v in result.get("emulated_latency_ms", {}).items() if v
+        },
+        "log_flushes": [d.get("log_flushes", {}) for d in result["databases"]],
         "auto_tuning": result.get("auto", []),
         "target_tx_iops": target,
         "achieved_tx_iops": achieved,
@@ -145,6 +151,12 @@ def render(rep: dict, console: Console | None = None) -> None:
     if rep["interrupted"]:
         head += " · [yellow]interrupted: partial results[/]"
     con.print(f"[bold]{head}[/]")
+    if rep.get("emulated_latency_ms"):
+        emu = ", ".join(f"{k} {v:g} ms" for k, v in rep["emulated_latency_ms"].items())
+        con.print(
+            f"[yellow]EMULATED device latency ({emu}): "
+            "the latencies and the verdict are not the device's[/]"
+        )
     tgt = rep["target_tx_iops"]
     con.print(
         f"transactional IOPS: achieved [bold]{rep['achieved_tx_iops']:,.1f}[/]"

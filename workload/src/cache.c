@@ -258,11 +258,11 @@ retry:
 	}
 	if (nrq) {
 		uint64_t t0 = now_ns();
-		if (w->ops->submit(w->io, rq, nrq) < 0)
+		if (w_submit(w, rq, nrq) < 0)
 			die("%s: submit failed", w->name);
 		struct iocomp comp[64];
 		for (int got = 0; got < nrq;) {
-			int r = w->ops->reap(w->io, comp, 1, nrq - got);
+			int r = w_reap(w, comp, 1, nrq - got);
 			uint64_t lat = now_ns() - t0;
 			for (int i = 0; i < r; i++) {
 				if (comp[i].res < 0)

@@ -145,11 +145,11 @@ void *ckpt_main(void *arg)
 					       .tag = tag};
 			t_sub[tag] = t;
 		}
-		if (n && w->ops->submit(w->io, rq, n) < 0)
+		if (n && w_submit(w, rq, n) < 0)
 			die("%s: submit failed", w->name);
 		inflight += n;
 		/* Block for a completion only when there is nothing new to write or no room. */
-		int r = w->ops->reap(w->io, comp, (n == 0 || inflight == QD) ? 1 : 0, inflight);
+		int r = w_reap(w, comp, (n == 0 || inflight == QD) ? 1 : 0, inflight);
 		t = now_ns();
 		for (int i = 0; i < r; i++) {
 			if (comp[i].res < 0)

@@ -13,6 +13,10 @@
 #define MAX_THREADS 64
 #define HIST_BUCKETS 48 /* log2 buckets of latency in ns */
 
+/* Why the log writer wrote: a durable commit waited, lazy commits reached their
+ * deadline, the buffer was half full, or a clean stop. */
+enum log_flush { LF_DURABLE, LF_LAZY, LF_CAPACITY, LF_STOP, LF_N };
+
 /* Streams the engine accounts by; the recorder derives the same from thread names. */
 enum stream { S_DB_READ, S_DB_WRITE, S_LOG_WRITE, S_LOG_FMT, S_BDM, S_REPL, S_LOG_READ, S_BACKUP, S_N };
 extern const char *const stream_names[S_N];
@@ -39,6 +43,8 @@ struct config {
 	int log_file_kb, write_coalesce_kb, bdm_read_kb, repl_read_kb, logfmt_kb;
 	double ckpt_depth_mb, flush_start_pct, flush_stop_pct, bdm_rate;
 	double auto_read_ms, auto_step_s;
+	double lazy_flush_ms;                                 /* lazy commits reach disk within this */
+	double emu_db_read_ms, emu_db_write_ms, emu_log_write_ms; /* emulated device latency floors */
 	char ioengine[16], result[512], create[16];
 	struct target db[MAX_DBS], log[MAX_DBS];
 	int ndb_targets, nlog_targets;
@@ -61,6 +67,15 @@ struct worker {
 	uint64_t rng[2];
 	uint64_t ops_done, commits, durable_commits;
 	void *(*fn)(void *);
+	/* emulate.c: a latency floor for this worker's requests, and the
+	 * completions it is holding back until they are due */
+	uint64_t emu_ns;
+	uint64_t emu_sub[IOE_MAX_DEPTH];
+	struct {
+		uint64_t tag, due;
+		int64_t res;
+	} emu_held[IOE_MAX_DEPTH];
+	int emu_n;
 };
 
 struct slot {
@@ -104,6 +119,10 @@ struct db {
 	char *wbuf;
 	char *lbuf;
 	uint64_t lbuf_size, lsn_end, lsn_flushed, lsn_sealed;
+	uint64_t lsn_want;    /* flush at least this far now: durable commits, a full buffer */
+	uint64_t lazy_due_ns; /* a lazy commit is waiting to be flushed by then (0: none) */
+	uint64_t log_flushes[LF_N]; /* log writes by what asked for them */
+	int cap_pending;            /* lsn_want was set by a half-full buffer */
 	uint64_t log_gen, log_used, log_file_size;
 	uint64_t fmt_ready_gen;
 	int log_fd, log_is_dir, log_dev_fd;
@@ -145,6 +164,11 @@ void worker_start(struct worker *w);
 int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, int n, uint64_t off, int write);
 void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns);
 
+/* emulate.c */
+int w_submit(struct worker *w, struct ioreq *rq, int n);
+int w_reap(struct worker *w, struct iocomp *out, int min, int max);
+void emulate_setup(struct worker *w);
+
 /* options.c */
 void options_parse(struct config *cfg, int argc, char **argv);
 
@@ -168,6 +192,7 @@ void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 void log_init(struct db *d);
 uint64_t log_append(struct db *d, const void *rec, uint32_t len);
 void log_wait(struct db *d, uint64_t lsn);
+void log_commit(struct db *d, uint64_t lsn, int durable);
 void *log_writer_main(void *arg);
 void *log_format_main(void *arg);
 void log_shutdown(struct db *d);

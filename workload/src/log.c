@@ -2,9 +2,15 @@
  * and the log file pre-formatter (ese-logfmt-N).
  *
  * Sessions append records to the buffer; a durable commit waits until the writer
- * has written its record, a lazy commit does not. The writer takes everything
- * appended so far in one write (group commit: commits that arrive while a write
- * is in flight share the next one). Each write ends on a 4 KiB boundary, padded
+ * has written its record, a lazy commit does not. What makes the writer write is
+ * ESE's (logwrite.cxx): a durable commit waiting; the buffer half full (a
+ * "capacity" write); and lazy commits, which schedule a write for
+ * --lazy-flush-ms later (ESE's lazy-commit timer task) that any earlier write
+ * makes unnecessary. With --lazy-flush-ms 0 every commit asks for a write at once.
+ * The writer takes everything appended so far in one write (group commit: commits
+ * that arrive while a write is in flight, or before a lazy deadline, share the
+ * next one). So how many commits share a write depends on the device's latency
+ * and on the lazy deadline against the commit rate. Each write ends on a 4 KiB boundary, padded
  * with zeros, and the next one starts there, so log writes are multiples of
  * 4 KiB. A log file holds a 4 KiB header and then records; when the next write
  * does not fit, the file is closed (handed to replication) and the writer moves
@@ -13,6 +19,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ese.h"
@@ -57,7 +64,11 @@ uint64_t log_append(struct db *d, const void *rec, uint32_t len)
 	d->lsn_end += len;
 	uint64_t lsn = d->lsn_end;
 	atomic_store(&d->lsn_now, lsn);
-	pthread_cond_signal(&d->lcv);
+	if (lsn - d->lsn_flushed >= d->lbuf_size / 2 && d->lsn_want < lsn) {
+		d->lsn_want = lsn; /* half full: write it out before appenders stall */
+		d->cap_pending = 1;
+		pthread_cond_signal(&d->lcv);
+	}
 	pthread_mutex_unlock(&d->lmu);
 	return lsn;
 }
@@ -65,9 +76,70 @@ uint64_t log_append(struct db *d, const void *rec, uint32_t len)
 void log_wait(struct db *d, uint64_t lsn)
 {
 	pthread_mutex_lock(&d->lmu);
+	if (d->lsn_want < lsn) {
+		d->lsn_want = lsn;
+		pthread_cond_signal(&d->lcv);
+	}
 	while (d->lsn_flushed < lsn && !d->writer_done)
 		pthread_cond_wait(&d->ldone_cv, &d->lmu);
 	pthread_mutex_unlock(&d->lmu);
+}
+
+/* A commit of the record ending at lsn: a durable one waits for it; a lazy one
+ * asks for it to be written within --lazy-flush-ms, unless a write is already
+ * due sooner. */
+void log_commit(struct db *d, uint64_t lsn, int durable)
+{
+	if (durable) {
+		log_wait(d, lsn);
+		return;
+	}
+	uint64_t delay = (uint64_t)(E.cfg.lazy_flush_ms * 1e6);
+	pthread_mutex_lock(&d->lmu);
+	if (d->lsn_flushed < lsn) {
+		if (!delay) {
+			if (d->lsn_want < lsn)
+				d->lsn_want = lsn;
+			pthread_cond_signal(&d->lcv);
+		} else if (!d->lazy_due_ns) {
+			d->lazy_due_ns = now_ns() + delay;
+			pthread_cond_signal(&d->lcv);
+		}
+	}
+	pthread_mutex_unlock(&d->lmu);
+}
+
+/* Wait (lmu held) until something asks for a write; the reason, or -1 when
+ * there is nothing to write and the log is stopping. */
+static int wait_for_work(struct db *d)
+{
+	for (;;) {
+		if (d->lsn_end > d->lsn_flushed) {
+			if (d->stopping)
+				return LF_STOP;
+			if (d->lsn_want > d->lsn_flushed)
+				return d->cap_pending ? LF_CAPACITY : LF_DURABLE;
+			if (d->lazy_due_ns && now_ns() >= d->lazy_due_ns)
+				return LF_LAZY;
+		} else {
+			d->lazy_due_ns = 0; /* everything is written: the timer has nothing to do */
+			if (d->stopping)
+				return -1;
+		}
+		if (d->lazy_due_ns) {
+			uint64_t left = d->lazy_due_ns - now_ns();
+			if ((int64_t)left > 0) {
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				uint64_t ns = (uint64_t)ts.tv_nsec + left;
+				ts.tv_sec += (time_t)(ns / 1000000000ull);
+				ts.tv_nsec = (long)(ns % 1000000000ull);
+				pthread_cond_timedwait(&d->lcv, &d->lmu, &ts);
+			}
+		} else {
+			pthread_cond_wait(&d->lcv, &d->lmu);
+		}
+	}
 }
 
 /* Close the current file (lmu held): replication gets it, the writer the next one. */
@@ -107,10 +179,13 @@ void *log_writer_main(void *arg)
 	pthread_mutex_lock(&d->lmu);
 	base = open_current(d);
 	for (;;) {
-		while (d->lsn_end == d->lsn_flushed && !d->stopping)
-			pthread_cond_wait(&d->lcv, &d->lmu);
-		if (d->lsn_end == d->lsn_flushed)
+		int why = wait_for_work(d);
+		if (why < 0)
 			break;
+		d->log_flushes[why]++;
+		d->cap_pending = 0;
+		/* This write covers the lazy commits so far: their timer is done. */
+		d->lazy_due_ns = 0;
 		/* Seal: this write covers everything appended so far, padded to a sector;
 		 * later records start after the padding. */
 		uint64_t start = d->lsn_flushed, end = round_up(d->lsn_end, SECTOR);

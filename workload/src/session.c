@@ -127,10 +127,9 @@ static void one_op(struct worker *w)
 	memset(buf + sizeof(r), 0x5a, r.len - sizeof(r));
 	uint64_t lsn = log_append(d, buf, r.len);
 	w->commits++;
-	if (rng_unit(w->rng) * 100.0 >= c->lazy_pct) {
-		w->durable_commits++;
-		log_wait(d, lsn);
-	}
+	int durable = rng_unit(w->rng) * 100.0 >= c->lazy_pct;
+	w->durable_commits += (uint64_t)durable;
+	log_commit(d, lsn, durable);
 }
 
 void *session_main(void *arg)

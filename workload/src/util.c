@@ -103,6 +103,7 @@ struct worker *worker_new(struct db *db, const char *name, int index, void *(*fn
 		    E.cfg.ioengine);
 	rng_seed(w->rng, (uint64_t)E.cfg.seed, (uint64_t)(db ? db->idx : 99) << 32 | (uint64_t)index << 8 |
 						      (uint64_t)(unsigned char)name[4]);
+	emulate_setup(w);
 	E.workers[E.nworkers++] = w;
 	return w;
 }
@@ -131,10 +132,10 @@ int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, i
 	struct ioreq rq = {.fd = fd, .write = write, .iov = iov, .iovcnt = n, .off = off, .tag = 1};
 	struct iocomp c;
 	uint64_t t = now_ns();
-	int r = w->ops->submit(w->io, &rq, 1);
+	int r = w_submit(w, &rq, 1);
 	if (r < 0)
 		die("%s: submit failed: %s", w->name, strerror(-r));
-	if (w->ops->reap(w->io, &c, 1, 1) != 1)
+	if (w_reap(w, &c, 1, 1) != 1)
 		die("%s: no completion", w->name);
 	uint64_t lat = now_ns() - t;
 	if (c.res < 0)
