@@ -420,6 +420,19 @@ def _rank(score: np.ndarray, units: np.ndarray, k: int | None = None) -> np.ndar
     return order if k is None else order[:k]
 
 
+def _top(score: np.ndarray, units: np.ndarray, k: int) -> np.ndarray:
+    """The set `_rank(score, units, k)` holds, unordered: without the sort, which is
+    most of a migration's cost when no budget makes the order matter."""
+    if k <= 0:
+        return units[:0]
+    if k >= len(units):
+        return units
+    s = score[units]
+    kth = np.partition(s, len(s) - k)[len(s) - k]
+    above = units[s > kth]
+    return np.concatenate([above, units[s == kth][: k - len(above)]])
+
+
 class _Heat:
     """Heat per unit: decayed counts (kept scaled up so that a step costs only the units
     touched) or a sliding sum over the last `history` windows."""
@@ -492,7 +505,7 @@ def tiering(
         else:
             hot = np.flatnonzero(heat.h > 0)
         touched.clear()
-        target = _rank(heat.h, hot, k)
+        target = _top(heat.h, hot, k) if budget is None else _rank(heat.h, hot, k)
         want[target] = True
         promote = target[~fast[target]]  # hottest first
         out = in_tier[~want[in_tier]]
