@@ -65,8 +65,8 @@ def plan(
     engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
     segment: Annotated[
         int,
-        typer.Option(help="Exact mode: requests per fio job (0: one job per stream)."),
-    ] = 128,
+        typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
+    ] = planmod.PlanOptions.segment,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,

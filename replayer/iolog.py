@@ -6,6 +6,16 @@ Measured against fio 3.33 (tests/test_replay_plan.py keeps the facts checked):
 - fio waits `t[i] - t[i-1]` before entry i, except that a previous timestamp of
   exactly 0 means "no delay" (`delay_since_ttime` treats 0 as unset), so a log
   whose first entries are at 0 loses its first gap. iotape's logs start at 1 us.
+- each wait is measured from the job's previous request (`td->last_issue`), and
+  before a job's first entry that time is still zero: the zero of fio's clock.
+  With `clocksource=cpu` that zero is fio's own start (it calibrates the CPU clock
+  then, before any job exists), the same instant for every job. A job whose first
+  *queued* entry carries a delay therefore waits until that many microseconds after
+  fio started: a start shared by all jobs, whenever each finished setting up.
+  The first queued entry only carries a delay if a line before it set the time
+  reference without being queued: fio 3.33 takes a v3 line's time before it
+  rejects a `wait` action ("iolog: ignoring wait command with version 3", once
+  per job, on stderr), so iotape's logs open with `1 FILE wait 0 0`.
 """
 
 from __future__ import annotations
@@ -20,6 +30,9 @@ HEADER = "fio version 3 iolog"
 ACTIONS = ("read", "write", "sync", "trim")
 READ, WRITE, SYNC, TRIM = range(4)
 T0_US = 1
+# The file is added and opened this long before the first request, so the open
+# itself (tens of microseconds on a block device) does not make that request late.
+LEAD_US = 1000
 
 
 def check_filename(path: str) -> None:
@@ -31,11 +44,20 @@ def check_filename(path: str) -> None:
 
 
 def lines(
-    filename: str, t_us: np.ndarray, action: np.ndarray, offset: np.ndarray, length: np.ndarray
+    filename: str,
+    t_us: np.ndarray,
+    action: np.ndarray,
+    offset: np.ndarray,
+    length: np.ndarray,
+    start_us: int | None = None,
 ) -> str:
-    """The text of one iolog: header, add/open, the entries, close."""
+    """The text of one iolog: header, add/open, the entries, close.
+
+    With `start_us`, times are microseconds after fio's start (clocksource=cpu),
+    the trace's time 0 falling at `start_us`: the log opens with the `wait` line
+    that makes its first wait absolute (see the module doc)."""
     check_filename(filename)
-    t = np.asarray(t_us, dtype=np.int64) + T0_US
+    t = np.asarray(t_us, dtype=np.int64) + T0_US + (start_us or 0)
     names = np.asarray(ACTIONS, dtype=object)[np.asarray(action, dtype=np.int64)]
     body = [
         f"{ts} {filename} {a} {o} {n}\n"
@@ -48,9 +70,15 @@ def lines(
         )
     ]
     end = int(t[-1]) if len(t) else T0_US
-    head = f"{HEADER}\n{T0_US} {filename} add\n{T0_US} {filename} open\n"
+    if start_us is None:
+        head = f"{HEADER}\n{T0_US} {filename} add\n{T0_US} {filename} open\n"
+    else:
+        at = max(T0_US + 1, (int(t[0]) if len(t) else T0_US) - LEAD_US)
+        head = f"{HEADER}\n{T0_US} {filename} wait 0 0\n{at} {filename} add\n{at} {filename} open\n"
     return head + "".join(body) + f"{end} {filename} close\n"
 
 
-def write(path: Path, filename: str, t_us, action, offset, length) -> None:
-    path.write_text(lines(filename, t_us, action, offset, length))
+def write(
+    path: Path, filename: str, t_us, action, offset, length, start_us: int | None = None
+) -> None:
+    path.write_text(lines(filename, t_us, action, offset, length, start_us))

@@ -30,7 +30,14 @@ PLAN_FORMAT = "iotape-replay-plan"
 PLAN_VERSION = 1
 MAX_WINDOWS = 120
 MAX_SUBMITTERS = 64
-CLOCKSOURCE = "clock_gettime"
+# fio's CPU clock starts at fio's start: the zero that exact jobs' starts count from
+# (iolog.py explains how a job's first wait becomes absolute).
+CLOCKSOURCE = "cpu"
+# Exact jobs start this long after fio does, plus START_PER_JOB_S per job: fio sets
+# its jobs up one after another once it releases them (~0.1-0.2 ms each here),
+# and a job that is still setting up at its start time starts late.
+START_S = 0.5
+START_PER_JOB_S = 0.001
 MAX_JOBS = 2000  # fio 3.33 refuses more than 4096
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
 PLACEHOLDER = "/dev/TARGET"
@@ -55,7 +62,7 @@ class PlanOptions:
     window_s: float = 1.0
     exact_limit: int = 2_000_000
     engine: str = "psync"
-    segment: int = 128
+    segment: int = 32
 
 
 @dataclass
@@ -95,6 +102,26 @@ def _entries(r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, ts
     return t_us, action, off, b
 
 
+def _lanes(r: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
+    """A lane per request such that a lane's requests never overlapped in the trace
+    (each was issued after the one before it completed): a synchronous fio job
+    issues one request at a time, so overlapping requests need separate jobs, or
+    the second waits for the first and the stream falls behind."""
+    lat = r["ts_complete_ns"].astype(np.int64) - np.maximum(
+        r["ts_issue_ns"].astype(np.int64), r["ts_queue_ns"].astype(np.int64)
+    )
+    end = t_ns + np.maximum(lat, 0)
+    lane = np.zeros(len(r), np.int64)
+    free_at: list[int] = []
+    for i, (t, e) in enumerate(zip(t_ns.tolist(), end.tolist(), strict=True)):
+        k = next((k for k, f in enumerate(free_at) if f <= t), len(free_at))
+        if k == len(free_at):
+            free_at.append(e)
+        free_at[k] = e
+        lane[i] = k
+    return lane
+
+
 def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
     """Unlabelled I/O split by submitting thread: each thread issued its own
     requests concurrently with the others, and one iolog would serialise them."""
@@ -132,9 +159,10 @@ def _fold_sync_only(jobs: list[Job]) -> list[Job]:
 def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
     """Cut each exact job into pieces of at most `per_job` requests, each its own
     job. fio 3.33 times an iolog request from the one before it, and every wait
-    ends a little late (~17 us here), so a job's lateness grows with its length;
-    a job's first request, though, is timed from the job's start, which every job
-    shares. A piece's error is therefore bounded by its own few requests.
+    ends a little late (5-20 us here, more when the CPU is busy), so a job's
+    lateness grows with its length; a job's first request, though, is timed from
+    fio's start (iolog.py), the same zero for every job. A piece's error is
+    therefore bounded by its own few requests.
     fio takes at most MAX_JOBS jobs: long traces get longer pieces."""
     if per_job <= 0:
         return jobs, 0
@@ -166,8 +194,8 @@ def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
                     k,
                 )
             )
-    # fio starts its jobs one after another (~0.1 ms each here): in time order, the
-    # pieces that start first are the ones started first.
+    # fio sets its jobs up one after another: in time order, the pieces that start
+    # first are the first ready.
     out.sort(key=lambda j: int(j.entries[0][0]) if j.entries is not None else 0)
     return out, n
 
@@ -257,7 +285,20 @@ def build(opts: PlanOptions) -> dict:
             name = stem + (f".c{j}" if len(reps) > 1 else "")
             if mode == "exact":
                 fua = ((rr["flags"] & FUA) != 0) & (rr["op"] == OP["write"])
-                for part, sel in (("", ~fua), (".fua", fua)):
+                lanes = (
+                    _lanes(rr, src.t_ns[rows])
+                    if opts.engine in SYNC_ENGINES and src.timing != "none"
+                    else np.zeros(len(rr), np.int64)
+                )
+                parts = [
+                    (
+                        f"{'.fua' if f else ''}{f'.l{k}' if lanes.max() else ''}",
+                        (fua == f) & (lanes == k),
+                    )
+                    for f in (False, True)
+                    for k in range(int(lanes.max()) + 1)
+                ]
+                for part, sel in parts:
                     if not sel.any():
                         continue
                     depth = (
@@ -268,7 +309,7 @@ def build(opts: PlanOptions) -> dict:
                     depth = max(depth, 2 if src.timing != "none" else 1)
                     # A synchronous engine issues one request at a time per job anyway.
                     o = {"iodepth": str(1 if opts.engine in SYNC_ENGINES else depth)}
-                    if part:
+                    if part.startswith(".fua"):
                         # fio's iolog has no FUA action; O_DSYNC writes are what the
                         # kernel turns into FUA writes (or write + flush without FUA).
                         o["sync"] = "dsync"
@@ -296,9 +337,12 @@ def build(opts: PlanOptions) -> dict:
                         o["size"] = str(size)
                     jobs.append(Job(f"{name}.w{w:04d}", path, sname, db, o, n, writes))
     per_segment = 0
+    start_us = None
     if mode == "exact":
         jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment)
+        start_us = int((START_S + START_PER_JOB_S * len(jobs)) * 1e6)
     return {
+        "start_us": start_us,
         "src": src,
         "per_segment": per_segment,
         "scaling": sc,
@@ -327,16 +371,21 @@ def header_text(opts: PlanOptions, b: dict) -> str:
         lines += [
             "timing: each request at its issue time (what the device saw, after merges).",
             "  iolog v3 timestamps are MICROSECONDS: fio 3.33 reads them so (its docs say ms).",
-            "  Logs start at 1 us because fio ignores the gap after a timestamp of 0.",
             "  fio times each iolog request from the one before it, and every wait ends a",
             "  little late, so one long iolog drifts (~3 % here). Each stream's requests",
             f"  are therefore cut into pieces of at most {b['per_segment'] or 'all'} requests,"
             " each its own job",
-            "  (NAME.sNNNN): a job's first request is timed from the start that all jobs",
-            "  share, so no piece inherits the lateness of the pieces before it. Every",
-            "  iolog keeps the trace's own times (us from its start). The jobs are in time",
-            "  order, since fio starts them one after another. clocksource=clock_gettime.",
-            "  iodepth is twice the most requests the stream had in flight (async engines).",
+            "  (NAME.sNNNN), and every piece starts at an absolute time: iolog times are",
+            "  us after fio's start (clocksource=cpu: fio's clock starts when fio does),",
+            f"  the trace's time 0 at {(b['start_us'] or 0) / 1e6:g} s, so that fio can set "
+            "every job up first.",
+            "  Each log opens with `1 FILE wait 0 0`: fio 3.33 rejects a v3 `wait` (it says",
+            "  so once per job on stderr) but takes its time as the reference, so the",
+            "  job's first wait counts from fio's start, not from when the job got ready.",
+            "  No piece inherits the lateness of another. The jobs are in time order.",
+            "  Requests that overlapped in the trace go to separate lanes (NAME.lK), since",
+            "  a synchronous job issues one at a time. iodepth (async engines) is twice",
+            "  the most requests the stream had in flight.",
             "streams: fio's threads all carry fio's name, so a recorder labels the replay",
             "  `other`; `iotape replay run --record` relabels each replayed request with the",
             "  stream of the job whose iolog holds it (plan.json maps jobs to streams).",
@@ -426,7 +475,7 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
         "mode": b["mode"],
         "jobfile": "replay.fio",
         "anchor": "anchor.fio" if any(j.entries is not None for j in b["jobs"]) else None,
-        "duration_s": src.duration_ns / 1e9 * opts.time_scale,
+        "duration_s": src.duration_ns / 1e9 * opts.time_scale + (b.get("start_us") or 0) / 1e6,
         "time_scale": opts.time_scale,
         "requests_per_job": b.get("per_segment") or None,
         "remap": opts.remap,
@@ -473,7 +522,9 @@ def plan(opts: PlanOptions) -> dict:
         (tmp / "results").mkdir()
         for j in b["jobs"]:
             if j.entries is not None:
-                iolog.write(tmp / "iologs" / f"{j.name}.log", j.target, *j.entries)
+                iolog.write(
+                    tmp / "iologs" / f"{j.name}.log", j.target, *j.entries, start_us=b["start_us"]
+                )
         (tmp / "replay.fio").write_text(text)
         anchor = _anchor(b)
         if anchor:

@@ -53,9 +53,13 @@ def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
     fio = shutil.which("fio")
     if fio is None:
         raise IotapeError("fio not found: install fio")
+    # JSON on stdout, not --output: with --output fio also writes its messages into
+    # that file, in the middle of the JSON (exact plans make fio say "ignoring wait
+    # command" once per job; iolog.py says why). Messages go beside it.
     inner = (
         f"cd {shlex.quote(str(jobdir))} && exec {shlex.quote(fio)} --output-format=json "
-        f"--output={shlex.quote(output)} --eta=never {shlex.quote(jobfile)}"
+        f"--eta=never {shlex.quote(jobfile)} >{shlex.quote(output)} "
+        f"2>{shlex.quote(str(Path(output).with_suffix('.err')))}"
     )
     return ["sh", "-c", inner]
 
@@ -81,7 +85,9 @@ def _one(
         rc = subprocess.run(cmd, check=False).returncode
     out = jobdir / output
     if rc != 0:
-        raise IotapeError(f"{jobdir / jobfile}: fio exited with status {rc}; see {out}")
+        raise IotapeError(
+            f"{jobdir / jobfile}: fio exited with status {rc}; see {out.with_suffix('.err')}"
+        )
     try:
         text = out.read_text()
         # fio may print notes before its JSON in the same file.

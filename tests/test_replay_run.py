@@ -137,13 +137,36 @@ def test_exact_replay_fidelity_against_fio_plain(loop_factory, tmp_path: Path) -
     for name in ("db-read", "db-write"):
         f = both["streams"][name]
         assert f["requests"][1] >= f["requests"][0] * 0.99, (name, f["requests"])
-    # The issue's IOPS goal (<= 2 % per-second error) holds (0.14-0.28 % in 5 of 5
-    # runs here), and the issue times beat fio's plain replay (p99 2-5 ms against
-    # 70-95 ms). The p99 <= 1 ms goal is not met on this 2-core VM (issue 4 stays
-    # open): it is printed, not asserted.
+    # The issue's IOPS goal (<= 2 % per-second error) holds, and the issue times
+    # beat fio's plain replay by far (bench/replay.py: p99 0.9-4.4 ms against
+    # 45-324 ms). The p99 <= 1 ms goal depends on how busy this shared 2-core VM
+    # is (a thread's wake-up alone is late by > 0.4 ms at p99 here): it is
+    # printed, not asserted.
     assert ours["iops_mape_pct"] <= 2.0
     assert ours["issue_error"]["p99_ms"] < plain["issue_error"]["p99_ms"]
     print(
         f"fidelity: iotape {ours['iops_mape_pct']} % / {ours['issue_error']['p99_ms']} ms, "
         f"fio plain {plain['iops_mape_pct']} % / {plain['issue_error']['p99_ms']} ms"
     )
+
+
+def test_synthetic_replay_follows_the_trace(loop_factory, tmp_path: Path) -> None:
+    """Synthetic mode draws its own requests (none pair up with the original's), so
+    its fidelity is the shape: rate, read share, sizes."""
+    src, dst = loop_factory(256), loop_factory(256)
+    orig = _record_fio(src.path, tmp_path / "orig.iot")
+    jobs = tmp_path / "jobs"
+    plan(PlanOptions(orig, jobs, mode="synthetic", targets=[f"all={dst.path}"]))
+    res = CliRunner().invoke(app, ["run", str(jobs), "--record", str(tmp_path / "rep.iot")])
+    assert res.exit_code == 0, res.output
+    f = fidelity.compare(orig, tmp_path / "rep.iot")["overall"]
+    n_orig, n_rep = f["requests"]
+    # bench/replay.py measured 94-100 % of the requests, read fraction within 0.05,
+    # size-histogram distance <= 0.03 and per-second IOPS error 23-33 %: fio starts a
+    # window's job (startdelay) only from its job-creation loop, which polls every
+    # 100 ms or more, so windows start late and the per-second counts shift.
+    assert 0.85 * n_orig <= n_rep <= 1.15 * n_orig
+    assert abs(f["read_fraction"][0] - f["read_fraction"][1]) <= 0.08
+    assert f["size_hist_tv"] <= 0.1
+    assert f["iops_mape_pct"] <= 50.0
+    print(f"synthetic fidelity: {f}")
