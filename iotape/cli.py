@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -41,6 +42,10 @@ def _register() -> None:
 
 def main() -> None:
     _register()
+    # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
+    # it: `iotape ... & kill -INT $!` must stop a capture, a workload or a replay
+    # cleanly all the same.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except IotapeError as e:

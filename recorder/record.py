@@ -325,7 +325,9 @@ def record(opts: RecordOptions, progress: Progress | None = None) -> RecordResul
     (SIGINT, SIGTERM, SIGHUP) arrives, then return the loader's summary."""
     handlers = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        # SIGINT too, for callers of the library: a shell starts background jobs with
+        # SIGINT ignored, and `kill -INT` must still stop the capture.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             handlers[sig] = signal.signal(sig, _interrupt)
     try:
         return _record(opts, progress)

@@ -392,14 +392,23 @@ def test_time_based_io_uring_run_is_accounted(loop, tmp_path: Path) -> None:
     assert footer["stop_reason"] == "command-exit"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_signal_leaves_a_complete_trace(loop, tmp_path: Path, sig: int) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# "ignored": started as a shell starts a background job, with SIGINT ignored.
+@pytest.mark.parametrize(
+    "sig, inherit",
+    [(signal.SIGINT, "default"), (signal.SIGTERM, "default"), (signal.SIGINT, "ignored")],
+)
+def test_signal_leaves_a_complete_trace(loop, tmp_path: Path, sig: int, inherit: str) -> None:
     out = tmp_path / "sig.iot"
     rec = subprocess.Popen(
         [*IOTAPE, "record", "-d", loop.path, "-o", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ignore_sigint if inherit == "ignored" else None,
     )
     try:
         deadline = time.monotonic() + 60
