@@ -98,6 +98,7 @@ static void complete(struct db *d, struct run *r)
 		} else {
 			x->dirty = 0;
 			c->ndirty--;
+			clean_add(c, s);
 		}
 	}
 }
