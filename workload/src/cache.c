@@ -327,7 +327,7 @@ retry:
 		return;
 	}
 	c->misses += (uint64_t)nmiss;
-	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages)
+	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages && ckpt_has_work(d))
 		pthread_cond_signal(&d->ckpt_cv);
 	pthread_mutex_unlock(&d->mu);
 

@@ -206,6 +206,7 @@ void log_shutdown(struct db *d);
 
 /* ckpt.c */
 void *ckpt_main(void *arg);
+int ckpt_has_work(struct db *d);
 
 /* background.c */
 void *bdm_main(void *arg);
