@@ -221,14 +221,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runtime", type=int, default=10, help="seconds per throughput round")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument(
+        "--parts",
+        choices=["all", "calibration", "throughput"],
+        default="all",
+        help="run one part only; the other part of an existing output file is kept",
+    )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/workload.py: needs root (loop devices, BPF)")
+    # A part not run keeps its figures from the last full run, so the file
+    # always has both.
+    old = json.loads(args.output.read_text()) if args.output.exists() else {}
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as t:
         tmp = Path(t)
-        cal = []
-        for pub_id in SCALED:
+        cal = old.get("calibration", []) if args.parts == "throughput" else []
+        for pub_id in SCALED if args.parts != "throughput" else []:
             dur = (
                 args.duration
                 if pub_id.startswith("exchange2010-esrp")
@@ -236,7 +245,11 @@ def main() -> None:
             )
             cal.append(calibrate(pub_id, dur, tmp))
             print(json.dumps({"calibrated": pub_id}), flush=True)
-        thr = throughput(args.rounds, args.runtime, args.threads, tmp)
+        thr = (
+            throughput(args.rounds, args.runtime, args.threads, tmp)
+            if args.parts != "calibration"
+            else old.get("throughput")
+        )
     doc = {
         "host": platform.node(),
         "kernel": platform.release(),
@@ -246,7 +259,7 @@ def main() -> None:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
-    for c in cal:
+    for c in cal if args.parts != "throughput" else []:
         print(f"\n{c['published']} (scaled: {c['elapsed_s']:.0f} s, {c['tx_iops']:.1f} tx IOPS)")
         print(f"{'figure':30} {'published':>12} {'engine':>12} {'trace':>12} {'eng/pub':>8}")
         for r in c["rows"]:
@@ -257,6 +270,8 @@ def main() -> None:
                 + " ".join("-".rjust(12) if v is None else f"{v:12.3f}" for v in cells)
                 + ("        -" if d is None else f" {d * 100:+7.1f}%")
             )
+    if not thr or args.parts == "calibration":
+        return
     print(
         f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}, "
         f"all commits lazy {thr['ratio_no_commit_wait_median']:.3f}"

@@ -2,11 +2,19 @@
  * number to slot and a FIFO of dirty pages in the order they were first dirtied
  * (oldest log position first, which is what the checkpoint needs).
  *
+ * A miss evicts the coldest clean page that is neither being read nor written.
+ * Those pages are also kept on a list of their own, in the same order as in the
+ * LRU (by the stamp each gets when it goes to the LRU head), so that the victim
+ * is that list's tail: scanning the LRU from its cold end instead walks past
+ * hundreds of dirty pages on every miss when writes outpace the scavenger's
+ * thresholds, all of it under the database mutex.
+ *
  * Misses are read synchronously by the session that needs them. Missing pages
  * that are neighbours in the file are read with one request (a coalesced
  * preread); pages already cached split the run. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "ese.h"
@@ -17,6 +25,22 @@ static uint32_t hash_page(int64_t p)
 {
 	uint64_t x = (uint64_t)p * 0x9e3779b97f4a7c15ull;
 	return (uint32_t)(x >> 32);
+}
+
+/* The page buffers, on transparent huge pages where the system allows them: every
+ * O_DIRECT request pins its pages (one lookup per 4 KiB page otherwise, 8 for a
+ * 32 KiB page and up to 128 for a coalesced write), and the random access of a
+ * cache far larger than the TLB's reach misses it on every page. */
+static char *cache_buffers(size_t size)
+{
+	const size_t huge = 2u << 20;
+	void *p = NULL;
+	size = (size + huge - 1) / huge * huge;
+	if (posix_memalign(&p, huge, size))
+		die("out of memory for the cache (%zu bytes)", size);
+	madvise(p, size, MADV_HUGEPAGE); /* advice only: 4 KiB pages work the same */
+	memset(p, 0, size);
+	return p;
 }
 
 void cache_init(struct db *d, int cap)
@@ -33,7 +57,7 @@ void cache_init(struct db *d, int cap)
 		die("out of memory for a %d-page cache", cap);
 	for (uint32_t i = 0; i < hs; i++)
 		c->hash[i] = NIL;
-	char *bufs = xalign((size_t)cap * (size_t)d->page);
+	char *bufs = cache_buffers((size_t)cap * (size_t)d->page);
 	for (int i = 0; i < cap; i++) {
 		c->slots[i].buf = bufs + (size_t)i * (size_t)d->page;
 		c->slots[i].next = i + 1 < cap ? i + 1 : NIL;
@@ -41,6 +65,7 @@ void cache_init(struct db *d, int cap)
 	}
 	c->free_head = 0;
 	c->lru_head = c->lru_tail = c->dirty_head = c->dirty_tail = NIL;
+	c->clean_head = c->clean_tail = NIL;
 	/* ESE's start/stop flush thresholds: scavenge when fewer than start clean
 	 * pages sit at the cold end of the LRU, until stop pages are clean. */
 	c->start_pages = (int)(cap * E.cfg.flush_start_pct / 100.0);
@@ -80,9 +105,73 @@ static void lru_unlink(struct cache *c, int32_t s)
 		c->lru_tail = x->prev;
 }
 
+static void clean_unlink(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	if (!x->in_clean)
+		return;
+	if (x->cprev != NIL)
+		c->slots[x->cprev].cnext = x->cnext;
+	else
+		c->clean_head = x->cnext;
+	if (x->cnext != NIL)
+		c->slots[x->cnext].cprev = x->cprev;
+	else
+		c->clean_tail = x->cprev;
+	x->in_clean = 0;
+}
+
+/* Put s on the clean list after `after` (NIL: at the head). */
+static void clean_insert(struct cache *c, int32_t s, int32_t after)
+{
+	struct slot *x = &c->slots[s];
+	x->cprev = after;
+	x->cnext = after != NIL ? c->slots[after].cnext : c->clean_head;
+	if (x->cnext != NIL)
+		c->slots[x->cnext].cprev = s;
+	else
+		c->clean_tail = s;
+	if (after != NIL)
+		c->slots[after].cnext = s;
+	else
+		c->clean_head = s;
+	x->in_clean = 1;
+}
+
+/* A page of the LRU that has just become clean and idle joins the clean list at
+ * its LRU place. The walk starts from the nearer end: pages cleaned by the
+ * scavenger are the coldest, pages whose read just finished are among the
+ * hottest, so it is short for both. */
+void clean_add(struct cache *c, int32_t s)
+{
+	struct slot *x = &c->slots[s];
+	if (x->in_clean || x->dirty || x->reading || x->writing)
+		return;
+	if (c->clean_head == NIL || x->stamp >= c->slots[c->clean_head].stamp) {
+		clean_insert(c, s, NIL);
+		return;
+	}
+	uint64_t hot = c->slots[c->clean_head].stamp, cold = c->slots[c->clean_tail].stamp;
+	int32_t t;
+	if (x->stamp - cold < hot - x->stamp) {
+		for (t = c->clean_tail; t != NIL && c->slots[t].stamp < x->stamp; t = c->slots[t].cprev)
+			;
+	} else {
+		for (t = c->clean_head; c->slots[t].cnext != NIL && c->slots[c->slots[t].cnext].stamp > x->stamp;
+		     t = c->slots[t].cnext)
+			;
+	}
+	clean_insert(c, s, t);
+}
+
 static void lru_push_head(struct cache *c, int32_t s)
 {
 	struct slot *x = &c->slots[s];
+	x->stamp = ++c->clock;
+	if (x->in_clean) { /* now the hottest clean page too */
+		clean_unlink(c, s);
+		clean_insert(c, s, NIL);
+	}
 	x->prev = NIL;
 	x->next = c->lru_head;
 	if (c->lru_head != NIL)
@@ -126,6 +215,7 @@ static void mark_dirty(struct db *d, int32_t s)
 		return;
 	}
 	if (!x->dirty) {
+		clean_unlink(c, s);
 		x->dirty = 1;
 		x->lgpos = atomic_load(&d->lsn_now);
 		c->ndirty++;
@@ -133,8 +223,9 @@ static void mark_dirty(struct db *d, int32_t s)
 	}
 }
 
-/* A slot for a new page: a free one, else the coldest clean page. NIL when every
- * candidate is dirty or busy: the caller waits for the scavenger. */
+/* A slot for a new page: a free one, else the coldest clean idle page (the clean
+ * list's tail). NIL when every candidate is dirty or busy: the caller waits for
+ * the scavenger. */
 static int32_t grab(struct db *d)
 {
 	struct cache *c = &d->c;
@@ -144,19 +235,18 @@ static int32_t grab(struct db *d)
 		c->used++;
 		return s;
 	}
-	for (s = c->lru_tail; s != NIL; s = c->slots[s].prev) {
-		struct slot *x = &c->slots[s];
-		if (!x->dirty && !x->reading && !x->writing) {
-			lru_unlink(c, s);
-			hash_del(c, s);
-			return s;
-		}
+	s = c->clean_tail;
+	if (s != NIL) {
+		clean_unlink(c, s);
+		lru_unlink(c, s);
+		hash_del(c, s);
 	}
-	return NIL;
+	return s;
 }
 
 static void release(struct cache *c, int32_t s)
 {
+	clean_unlink(c, s);
 	lru_unlink(c, s);
 	hash_del(c, s);
 	c->slots[s].page = -1;
@@ -226,6 +316,7 @@ retry:
 		x->hnext = *head;
 		*head = s;
 		lru_push_head(c, s);
+		clean_add(c, s); /* a new page not dirtied: clean and idle at once */
 		miss[nmiss++] = s;
 	}
 	if (flags & CA_NEW) {
@@ -236,7 +327,7 @@ retry:
 		return;
 	}
 	c->misses += (uint64_t)nmiss;
-	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages)
+	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages && ckpt_has_work(d))
 		pthread_cond_signal(&d->ckpt_cv);
 	pthread_mutex_unlock(&d->mu);
 
@@ -278,6 +369,7 @@ retry:
 		c->slots[miss[k]].reading = 0;
 		if (flags & CA_DIRTY)
 			mark_dirty(d, miss[k]);
+		clean_add(c, miss[k]);
 	}
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);

@@ -60,18 +60,41 @@ static int want_write(struct db *d, struct slot *x, uint64_t depth)
 	return atomic_load(&E.flush_all) || x->lgpos + depth < atomic_load(&d->lsn_now);
 }
 
+/* Whether the scavenger has work: the cache is (nearly) full and fewer than the
+ * start threshold of the coldest stop-threshold pages are clean. */
+static int scavenge_due(struct cache *c)
+{
+	if (c->used + c->stop_pages < c->cap)
+		return 0;
+	int clean = 0, seen = 0;
+	for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages; s = c->slots[s].prev, seen++)
+		if (!c->slots[s].dirty || c->slots[s].writing)
+			clean++;
+	return clean < c->start_pages;
+}
+
+static uint64_t ckpt_depth(void)
+{
+	return (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0);
+}
+
+/* Whether the writer would find something to write now (d->mu held): sessions
+ * wake it only then, since on a cache that is all dirty nearly every miss
+ * would otherwise wake it for nothing. */
+int ckpt_has_work(struct db *d)
+{
+	struct cache *c = &d->c;
+	return scavenge_due(c) ||
+	       (c->dirty_head != NIL && want_write(d, &c->slots[c->dirty_head], ckpt_depth()));
+}
+
 /* Choose up to `room` runs to write (into the free run slots): scavenge the cold
  * end, then the checkpoint. */
 static int choose(struct db *d, struct run **out, int room, int maxp, uint64_t depth)
 {
 	struct cache *c = &d->c;
-	int n = 0, clean = 0, seen = 0;
-	for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages; s = c->slots[s].prev, seen++)
-		if (!c->slots[s].dirty || c->slots[s].writing)
-			clean++;
-	int full = c->used + c->stop_pages >= c->cap;
-	if (full && clean < c->start_pages) {
-		seen = 0;
+	int n = 0, seen = 0;
+	if (scavenge_due(c)) {
 		for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages && n < room;
 		     s = c->slots[s].prev, seen++) {
 			struct slot *x = &c->slots[s];
@@ -98,6 +121,7 @@ static void complete(struct db *d, struct run *r)
 		} else {
 			x->dirty = 0;
 			c->ndirty--;
+			clean_add(c, s);
 		}
 	}
 }
@@ -114,7 +138,7 @@ void *ckpt_main(void *arg)
 		maxp = 128;
 	if (maxp < 1)
 		maxp = 1;
-	uint64_t depth = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0);
+	uint64_t depth = ckpt_depth();
 	struct run *runs = calloc(QD, sizeof(*runs));
 	struct run *freel[QD], *chosen[QD];
 	struct ioreq rq[QD];

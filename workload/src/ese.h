@@ -80,9 +80,10 @@ struct worker {
 
 struct slot {
 	int64_t page;
-	int32_t hnext, prev, next, dnext, dprev;
-	uint8_t valid, dirty, reading, writing, redirty;
+	int32_t hnext, prev, next, dnext, dprev, cnext, cprev;
+	uint8_t valid, dirty, reading, writing, redirty, in_clean;
 	uint64_t lgpos;
+	uint64_t stamp; /* when it was last put at the LRU head: its place in the LRU */
 	char *buf;
 };
 
@@ -92,6 +93,11 @@ struct cache {
 	uint32_t hmask;
 	int cap, used, ndirty, start_pages, stop_pages;
 	int32_t lru_head, lru_tail, free_head, dirty_head, dirty_tail;
+	/* The clean, idle pages of the LRU (not dirty, read or written), in LRU
+	 * order: its tail is the page a miss evicts, found without walking past
+	 * the dirty pages that fill most of the cold end under a write-heavy load. */
+	int32_t clean_head, clean_tail;
+	uint64_t clock;
 	uint64_t hits, misses;
 };
 
@@ -186,6 +192,7 @@ void cache_access(struct worker *w, int64_t page, int n, int flags);
 int32_t cache_lookup(struct cache *c, int64_t page);
 void dirty_unlink(struct cache *c, int32_t s);
 void dirty_append(struct cache *c, int32_t s);
+void clean_add(struct cache *c, int32_t s);
 void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 
 /* log.c */
@@ -199,6 +206,7 @@ void log_shutdown(struct db *d);
 
 /* ckpt.c */
 void *ckpt_main(void *arg);
+int ckpt_has_work(struct db *d);
 
 /* background.c */
 void *bdm_main(void *arg);
