@@ -7,6 +7,11 @@ each replayed request its original's stream; a replay that `iotape replay run`
 relabelled by plan job keeps its own label for the requests left unpaired. The
 replay's clock is aligned to the original by the median gap of the first paired
 requests (fio's start-up is not the replay's fault; drift after it is).
+
+A synthetic replay issues requests of its own (fitted sizes and offsets), so its
+pairs are coincidences: where fewer than half the requests pair, both traces are
+aligned at their first request instead, and issue-time errors are not reported
+(they would measure chance).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 from iotape.replayer.source import OP, load
 
 ALIGN_PAIRS = 100
+MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
 
 
 def _keys(r: np.ndarray) -> np.ndarray:
@@ -78,7 +84,7 @@ def _pct(x: np.ndarray, qs=(50, 90, 99)) -> dict:
     return out
 
 
-def _figures(o, to, r, tr, pairs_o, pairs_r, nbins) -> dict:
+def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
     data_o = o["op"] != OP["flush"]
     data_r = r["op"] != OP["flush"]
     ones_o, ones_r = np.ones(len(o)), np.ones(len(r))
@@ -95,7 +101,7 @@ def _figures(o, to, r, tr, pairs_o, pairs_r, nbins) -> dict:
         "size_hist_tv": _tv(o["bytes"][data_o], r["bytes"][data_r]),
         "match_share": round(len(pairs_o) / len(o), 4) if len(o) else None,
     }
-    if len(pairs_o):
+    if timed and len(pairs_o):
         err = np.abs(tr[pairs_r] - to[pairs_o]).astype(np.float64)
         f["issue_error"] = _pct(err)
         if len(pairs_o) > 1:
@@ -110,7 +116,8 @@ def compare(original, replayed) -> dict:
     o, r = so.records, sr.records
     io, ir = match(o, r)
     shift = 0
-    if len(io):
+    timed = len(io) >= MIN_MATCH_SHARE * len(o) and len(io) > 0
+    if timed:
         k = min(ALIGN_PAIRS, len(io))
         shift = int(np.median(sr.t_ns[ir[:k]] - so.t_ns[io[:k]]))
     tr = sr.t_ns - shift
@@ -121,7 +128,8 @@ def compare(original, replayed) -> dict:
         "replayed": str(replayed),
         "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
         "start_shift_ms": round(shift / 1e6, 3),
-        "overall": _figures(o, to, r, tr, io, ir, nbins),
+        "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
+        "overall": _figures(o, to, r, tr, io, ir, nbins, timed),
         "streams": {},
     }
     # A replayed request belongs to the stream of the original it matched.
@@ -143,7 +151,7 @@ def compare(original, replayed) -> dict:
         io_s = np.searchsorted(po, io[sel])
         ir_s = np.searchsorted(pr, ir[sel])
         out["streams"][so.stream_name(sid)] = _figures(
-            o[mo], to[mo], r[mr], tr[mr], io_s, ir_s, nbins
+            o[mo], to[mo], r[mr], tr[mr], io_s, ir_s, nbins, timed
         )
     unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched

@@ -335,7 +335,7 @@ def build(opts: PlanOptions) -> dict:
                     else:
                         o["offset"] = str(base)
                         o["size"] = str(size)
-                    jobs.append(Job(f"{name}.w{w:04d}", path, sname, db, o, n, writes))
+                    jobs.append(Job(f"{name}.{w}", path, sname, db, o, n, writes))
     per_segment = 0
     start_us = None
     if mode == "exact":

@@ -1,9 +1,9 @@
 """Synthetic mode: each stream fitted per time window with fio's own knobs.
 
-One fio job per (stream, target, window): `startdelay` places it, `runtime`
-bounds it, `rate_iops` gives the rate, `rwmixread` the read share, `bssplit`
-the size mix, `rw` random or sequential (by the share of requests that start
-where the previous one ended), `random_distribution=zoned` where the offsets
+One fio job per (stream, target, window, direction): `startdelay` places it,
+`runtime` bounds it, `rate` (bytes/s) gives the rate, `bssplit` the size mix,
+`rw` random or sequential (by the share of requests that start where the
+previous one ended), `random_distribution=zoned` where the offsets
 fell, `iodepth` the most requests the trace had in flight, `fsync` the writes
 per flush.
 """
@@ -68,54 +68,50 @@ def window_jobs(
     window_ns: int,
     rate_factor: float,
     time_scale: float,
-) -> list[tuple[int, dict[str, str], int, int | None]]:
-    """(window, fio options, requests it stands for, start of a sequential run or None)
-    per window with I/O.
+) -> list[tuple[str, dict[str, str], int, int | None]]:
+    """(label, fio options, requests it stands for, start of a sequential run or None)
+    per window and direction with I/O (reads and writes apart: each its own rate,
+    sizes and pattern, as their streams usually differ).
     `offsets` are already remapped into [0, size)."""
     out = []
     win = t_ns // window_ns
     secs = window_ns / 1e9 * time_scale
     for w in np.unique(win).tolist():
-        sel = win == w
+        sel = np.flatnonzero(win == w)
         ops = r["op"][sel]
-        reads = ops == OP["read"]
-        writes = np.isin(ops, [OP["write"], OP["write-zeroes"]])
-        data = reads | writes
-        if not data.any():
-            continue
-        off, b = offsets[sel][data], nbytes[sel][data]
-        nr, nw = int(reads.sum()), int(writes.sum())
-        seq = float(np.mean(off[1:] == (off[:-1] + b[:-1]))) if len(off) > 1 else 0.0
-        sequential = seq > 0.5
-        kind = "" if sequential else "rand"
-        rw = {(True, False): f"{kind}read", (False, True): f"{kind}write"}.get(
-            (nr > 0, nw > 0), f"{kind}rw" if kind else "rw"
-        )
-        rate_r = math.ceil(nr * rate_factor / secs) if nr else 0
-        rate_w = math.ceil(nw * rate_factor / secs) if nw else 0
-        if rate_r + rate_w == 0:
-            continue
-        o: dict[str, str] = {
-            "rw": rw,
-            "bssplit": bssplit(b),
-            "rate_iops": f"{rate_r},{rate_w}"
-            if nr and nw
-            else str(rate_r or rate_w)
-            if nr
-            else f",{rate_w}",
-            "iodepth": str(min(256, max_in_flight(r[sel], t_ns[sel]))),
-            "startdelay": f"{int(w * window_ns * time_scale / 1e6)}ms",
-            "runtime": f"{max(1, int(window_ns * time_scale / 1e6))}ms",
-            "time_based": "1",
-        }
-        if nr and nw:
-            o["rwmixread"] = str(round(100 * nr / (nr + nw)))
-        seq_start = int(off.min()) if sequential else None
-        if not sequential:
-            o["random_distribution"] = zoned(off, size)
-            o["norandommap"] = "1"
         flushes = int((ops == OP["flush"]).sum())
-        if flushes and nw:
-            o["fsync"] = str(max(1, round(nw / flushes)))
-        out.append((w, o, int(sel.sum()), seq_start))
+        for tag, want in (("r", [OP["read"]]), ("w", [OP["write"], OP["write-zeroes"]])):
+            mine = sel[np.isin(ops, want)]
+            if not len(mine):
+                continue
+            o = _direction(r[mine], t_ns[mine], offsets[mine], nbytes[mine], size, tag)
+            n = len(mine)
+            # A byte rate, not rate_iops: with a size mix fio meters rate_iops in the
+            # smallest size, so 4k/32k writes at rate_iops=78 ran at 19/s.
+            o["rate"] = str(math.ceil(int(nbytes[mine].sum()) * rate_factor / secs))
+            o["startdelay"] = f"{int(w * window_ns * time_scale / 1e6)}ms"
+            o["runtime"] = f"{max(1, int(window_ns * time_scale / 1e6))}ms"
+            o["time_based"] = "1"
+            if tag == "w" and flushes:
+                o["fsync"] = str(max(1, round(n / flushes)))
+            seq_start = int(offsets[mine].min()) if o["rw"] in ("read", "write") else None
+            # The window's flushes are counted with its writes (they ride on `fsync`).
+            out.append((f"w{w:04d}.{tag}", o, n + (flushes if tag == "w" else 0), seq_start))
     return out
+
+
+def _direction(
+    r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, size: int, tag: str
+) -> dict[str, str]:
+    """fio options for one direction's requests of one window: pattern, sizes, depth."""
+    seq = float(np.mean(off[1:] == (off[:-1] + b[:-1]))) if len(off) > 1 else 0.0
+    verb = "read" if tag == "r" else "write"
+    o: dict[str, str] = {
+        "rw": verb if seq > 0.5 else f"rand{verb}",
+        "bssplit": bssplit(b),
+        "iodepth": str(min(256, max_in_flight(r, t_ns))),
+    }
+    if seq <= 0.5:
+        o["random_distribution"] = zoned(off, size)
+        o["norandommap"] = "1"
+    return o
