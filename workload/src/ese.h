@@ -129,6 +129,11 @@ struct db {
 	uint64_t lazy_due_ns; /* a lazy commit is waiting to be flushed by then (0: none) */
 	uint64_t log_flushes[LF_N]; /* log writes by what asked for them */
 	int cap_pending;            /* lsn_want was set by a half-full buffer */
+	/* Durable commits waiting for their LSN, each on a futex of its own, so a
+	 * finished write wakes only the sessions it made durable (log.c). */
+	struct log_waiter *waiters;
+	int space_waiters;              /* appenders waiting for room in the buffer */
+	_Atomic uint64_t lsn_durable;   /* lsn_flushed, readable without lmu */
 	uint64_t log_gen, log_used, log_file_size;
 	uint64_t fmt_ready_gen;
 	int log_fd, log_is_dir, log_dev_fd;

@@ -17,6 +17,8 @@
  * on to the next file, which the pre-formatter has already written in full. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +28,18 @@
 
 #define SECTOR 4096ull
 #define LOG_HDR 4096ull
+
+/* A session waiting for its durable commit. The writer wakes it alone when its
+ * LSN is written, rather than every waiter whenever any write ends, and on a
+ * futex of its own, so it returns without taking lmu back from the writer.
+ * It lives on the session's stack: once done is set the session may return,
+ * so a FUTEX_WAKE can land on the next wait at that address, which then finds
+ * done still 0 and sleeps again. */
+struct log_waiter {
+	uint64_t lsn;
+	_Atomic uint32_t done;
+	struct log_waiter *next;
+};
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -53,8 +67,11 @@ uint64_t log_append(struct db *d, const void *rec, uint32_t len)
 	if (len > d->lbuf_size / 2)
 		len = (uint32_t)(d->lbuf_size / 2);
 	pthread_mutex_lock(&d->lmu);
-	while (d->lsn_end + len - d->lsn_flushed > d->lbuf_size && !d->stopping)
+	while (d->lsn_end + len - d->lsn_flushed > d->lbuf_size && !d->stopping) {
+		d->space_waiters++;
 		pthread_cond_wait(&d->ldone_cv, &d->lmu);
+		d->space_waiters--;
+	}
 	for (uint32_t i = 0; i < len;) {
 		uint64_t at = (d->lsn_end + i) % d->lbuf_size;
 		uint32_t k = (uint32_t)(d->lbuf_size - at) < len - i ? (uint32_t)(d->lbuf_size - at) : len - i;
@@ -75,14 +92,40 @@ uint64_t log_append(struct db *d, const void *rec, uint32_t len)
 
 void log_wait(struct db *d, uint64_t lsn)
 {
+	/* A write that sealed past this LSN may already have made it durable. */
+	if (atomic_load(&d->lsn_durable) >= lsn)
+		return;
 	pthread_mutex_lock(&d->lmu);
 	if (d->lsn_want < lsn) {
 		d->lsn_want = lsn;
 		pthread_cond_signal(&d->lcv);
 	}
-	while (d->lsn_flushed < lsn && !d->writer_done)
-		pthread_cond_wait(&d->ldone_cv, &d->lmu);
+	if (d->lsn_flushed >= lsn || d->writer_done) {
+		pthread_mutex_unlock(&d->lmu);
+		return;
+	}
+	struct log_waiter me = {.lsn = lsn, .next = d->waiters};
+	d->waiters = &me;
 	pthread_mutex_unlock(&d->lmu);
+	/* The writer unlinks it and sets done when it has written lsn or stops. */
+	while (!atomic_load(&me.done))
+		syscall(SYS_futex, &me.done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+}
+
+/* Wake (lmu held) the durable commits whose LSN is now written; all of them when
+ * the writer stops. */
+static void wake_waiters(struct db *d, int all)
+{
+	for (struct log_waiter **p = &d->waiters; *p;) {
+		struct log_waiter *x = *p;
+		if (all || x->lsn <= d->lsn_flushed) {
+			*p = x->next;
+			atomic_store(&x->done, 1);
+			syscall(SYS_futex, &x->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		} else {
+			p = &x->next;
+		}
+	}
 }
 
 /* A commit of the record ending at lsn: a durable one waits for it; a lazy one
@@ -208,8 +251,11 @@ void *log_writer_main(void *arg)
 		io_sync(w, S_LOG_WRITE, fd, &iov, 1, off, 1);
 		pthread_mutex_lock(&d->lmu);
 		d->lsn_flushed = end;
+		atomic_store(&d->lsn_durable, end);
 		d->log_used += len;
-		pthread_cond_broadcast(&d->ldone_cv);
+		wake_waiters(d, 0);
+		if (d->space_waiters)
+			pthread_cond_broadcast(&d->ldone_cv);
 	}
 	/* A clean stop closes the last log too, so replication sees every byte written. */
 	if (d->log_used)
@@ -217,6 +263,7 @@ void *log_writer_main(void *arg)
 	else if (d->log_is_dir && d->log_fd >= 0)
 		close(d->log_fd);
 	d->writer_done = 1;
+	wake_waiters(d, 1);
 	pthread_cond_broadcast(&d->ldone_cv);
 	pthread_cond_broadcast(&d->lrepl_cv);
 	pthread_cond_broadcast(&d->lfmt_cv);
