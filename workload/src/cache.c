@@ -349,7 +349,7 @@ retry:
 	}
 	if (nrq) {
 		uint64_t t0 = now_ns();
-		if (w_submit(w, rq, nrq) < 0)
+		if (w_submit_wait(w, rq, nrq) < 0)
 			die("%s: submit failed", w->name);
 		struct iocomp comp[64];
 		for (int got = 0; got < nrq;) {

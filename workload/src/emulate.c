@@ -15,7 +15,7 @@
 
 #include "ese.h"
 
-int w_submit(struct worker *w, struct ioreq *rq, int n)
+static void emu_mark(struct worker *w, struct ioreq *rq, int n)
 {
 	if (w->emu_ns) {
 		uint64_t t = now_ns();
@@ -23,6 +23,19 @@ int w_submit(struct worker *w, struct ioreq *rq, int n)
 			if (rq[i].tag < IOE_MAX_DEPTH)
 				w->emu_sub[rq[i].tag] = t;
 	}
+}
+
+int w_submit(struct worker *w, struct ioreq *rq, int n)
+{
+	emu_mark(w, rq, n);
+	return w->ops->submit(w->io, rq, n);
+}
+
+int w_submit_wait(struct worker *w, struct ioreq *rq, int n)
+{
+	emu_mark(w, rq, n);
+	if (w->ops->submit_wait)
+		return w->ops->submit_wait(w->io, rq, n);
 	return w->ops->submit(w->io, rq, n);
 }
 

@@ -177,6 +177,8 @@ void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns);
 
 /* emulate.c */
 int w_submit(struct worker *w, struct ioreq *rq, int n);
+/* w_submit for a caller that waits at once: one system call where the backend can. */
+int w_submit_wait(struct worker *w, struct ioreq *rq, int n);
 int w_reap(struct worker *w, struct iocomp *out, int min, int max);
 void emulate_setup(struct worker *w);
 

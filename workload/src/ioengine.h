@@ -63,6 +63,10 @@ struct ioengine_ops {
 	struct ioengine *(*open)(unsigned depth);
 	/* Queue and submit n requests (n <= free depth); 0 or -errno. */
 	int (*submit)(struct ioengine *e, struct ioreq *reqs, int n);
+	/* Submit n requests and wait until one has completed, in one system call, for
+	 * a caller that waits at once (a page fault, a log write): NULL where submit
+	 * already finishes the request (psync, null). Completions still come from reap. */
+	int (*submit_wait)(struct ioengine *e, struct ioreq *reqs, int n);
 	/* Wait for at least min completions, return up to max of them. */
 	int (*reap)(struct ioengine *e, struct iocomp *out, int min, int max);
 	void (*close)(struct ioengine *e);

@@ -1,4 +1,5 @@
-/* io_uring backend: one ring per thread, readv/writev, submit and wait in one call. */
+/* io_uring backend: one ring per thread, readv/writev; a synchronous request is
+ * submitted and waited for in one call. */
 #include <errno.h>
 #include <liburing.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ static struct ioengine *uring_open(unsigned depth)
 	return e;
 }
 
-static int uring_submit(struct ioengine *e, struct ioreq *reqs, int n)
+static int uring_prep(struct ioengine *e, struct ioreq *reqs, int n)
 {
 	for (int i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
@@ -33,7 +34,27 @@ static int uring_submit(struct ioengine *e, struct ioreq *reqs, int n)
 			io_uring_prep_readv(sqe, reqs[i].fd, reqs[i].iov, reqs[i].iovcnt, reqs[i].off);
 		io_uring_sqe_set_data64(sqe, reqs[i].tag);
 	}
-	int r = io_uring_submit(&e->ring);
+	return 0;
+}
+
+static int uring_submit(struct ioengine *e, struct ioreq *reqs, int n)
+{
+	int r = uring_prep(e, reqs, n);
+	if (r == 0)
+		r = io_uring_submit(&e->ring);
+	return r < 0 ? r : 0;
+}
+
+/* One io_uring_enter for submit and wait: a synchronous read or write otherwise
+ * costs two system calls (submit, then wait for the completion). */
+static int uring_submit_wait(struct ioengine *e, struct ioreq *reqs, int n)
+{
+	int r = uring_prep(e, reqs, n);
+	if (r == 0) {
+		do
+			r = io_uring_submit_and_wait(&e->ring, 1);
+		while (r == -EINTR);
+	}
 	return r < 0 ? r : 0;
 }
 
@@ -67,6 +88,7 @@ const struct ioengine_ops ioengine_uring = {
 	.name = "io_uring",
 	.open = uring_open,
 	.submit = uring_submit,
+	.submit_wait = uring_submit_wait,
 	.reap = uring_reap,
 	.close = uring_close,
 };

@@ -132,7 +132,7 @@ int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, i
 	struct ioreq rq = {.fd = fd, .write = write, .iov = iov, .iovcnt = n, .off = off, .tag = 1};
 	struct iocomp c;
 	uint64_t t = now_ns();
-	int r = w_submit(w, &rq, 1);
+	int r = w_submit_wait(w, &rq, 1);
 	if (r < 0)
 		die("%s: submit failed: %s", w->name, strerror(-r));
 	if (w_reap(w, &c, 1, 1) != 1)
