@@ -14,6 +14,7 @@ keeps its own offset space on the targets.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,33 +63,51 @@ def tier_of_records(records: np.ndarray, p: tiering.Params) -> tuple[np.ndarray,
     return fast, resolved
 
 
-def split(
-    trace: str | Path,
-    out: str | Path,
-    p: tiering.Params,
-    force: bool = False,
-    both: bool = False,
-) -> dict:
-    """Write OUT, TRACE with every request moved to its simulated tier's device.
-    With `both`, every request goes to both devices instead (the fast and the slow
-    device measured in one replay, each busy while the other is, as in the array).
-    Returns what was done: counts, bytes and the resolved parameters."""
-    trace, out = Path(trace), Path(out)
-    if out.exists() and not force:
-        raise IotapeError(f"{out}: exists; give --force to replace it")
-    if out.resolve() == trace.resolve():
-        raise IotapeError(f"{out}: is the input trace; write the split to another file")
+@dataclass
+class Placement:
+    """A trace with each record's simulated tier: simulate once, write as often as needed."""
+
+    trace: Path
+    header: dict
+    records: np.ndarray
+    fast: np.ndarray  # per record
+    params: tiering.Params  # the capacity filled in
+
+    def summary(self) -> dict[str, Any]:
+        r, fast = self.records, self.fast
+        data = r["op"] <= tiering.WRITE
+        return {
+            "source": str(self.trace),
+            "params": dict(vars(self.params)),
+            "requests": len(r),
+            "fast_requests": int(fast.sum()),
+            "slow_requests": int((~fast).sum()),
+            "fast_share_of_reads_writes": float(fast[data].mean()) if data.any() else None,
+            "fast_bytes": int(r["bytes"][fast].sum()),
+            "slow_bytes": int(r["bytes"][~fast & data].sum()),
+        }
+
+
+def place(trace: str | Path, p: tiering.Params) -> Placement:
+    trace = Path(trace)
     with open_trace(trace) as t:
         header = copy.deepcopy(t.header)
         records = t.read_all()
     fast, resolved = tier_of_records(records, p)
-    devs = sorted(int(v) for v in np.unique(records["dev"]))
-    sources = _source_devices(header, devs)
+    return Placement(trace, header, records, fast, resolved)
+
+
+def write(pl: Placement, out: str | Path, force: bool = False, both: bool = False) -> dict:
+    """Write OUT, the trace with every request moved to its simulated tier's device.
+    With `both`, every request goes to both devices instead (the fast and the slow
+    device measured in one replay, each busy while the other is, as in the array).
+    Returns what was done: counts, bytes and the resolved parameters."""
+    out = _check_output(pl.trace, out, force)
+    r = pl.records
+    devs = np.unique(r["dev"])
     single = len(devs) == 1
     new_devices = []
-    new_dev = np.empty(len(records), dtype=records["dev"].dtype)
-    for i, (v, src) in enumerate(zip(devs, sources, strict=True)):
-        on = records["dev"] == v
+    for i, src in enumerate(_source_devices(pl.header, [int(v) for v in devs])):
         for tier, name in enumerate(TIERS):
             entry = {k: val for k, val in src.items() if k != "partition"}
             entry.update(
@@ -100,32 +119,41 @@ def split(
                 split_of=src.get("name"),
             )
             new_devices.append(entry)
-            new_dev[on & (fast if name == "fast" else ~fast)] = _dev(i, tier)
-    out_records = records.copy()
-    out_records["dev"] = new_dev
+    index = np.searchsorted(devs, r["dev"]).astype(r["dev"].dtype)
+    fast_dev, slow_dev = _dev(0, 0) + 2 * index, _dev(0, 1) + 2 * index
     if both:
-        # The source device's index i is the same in both halves: _dev(i, t) ^ 1 flips t.
-        on_fast = np.where(fast, new_dev, new_dev ^ 1)
-        twice = np.empty(2 * len(records), dtype=records.dtype)  # concatenate drops padding
-        twice[: len(records)] = records
-        twice[len(records) :] = records
-        twice["dev"] = np.concatenate([on_fast, on_fast ^ 1])
-        out_records = twice
-    data = records["op"] <= tiering.WRITE
-    summary: dict[str, Any] = {
-        "source": str(trace),
-        "params": dict(vars(resolved)),
-        "requests": len(records),
-        "fast_requests": int(fast.sum()),
-        "slow_requests": int((~fast).sum()),
-        "fast_share_of_reads_writes": float(fast[data].mean()) if data.any() else None,
-        "fast_bytes": int(records["bytes"][fast].sum()),
-        "slow_bytes": int(records["bytes"][~fast & data].sum()),
-    }
-    header["devices"] = new_devices
-    header.setdefault("metadata", {})
-    header["metadata"] = {**(header["metadata"] or {}), "tier_split": summary}
+        out_records = np.empty(2 * len(r), dtype=r.dtype)  # concatenate drops padding
+        out_records[: len(r)] = r
+        out_records[len(r) :] = r
+        out_records["dev"] = np.concatenate([fast_dev, slow_dev])
+    else:
+        out_records = r.copy()
+        out_records["dev"] = np.where(pl.fast, fast_dev, slow_dev)
+    summary = pl.summary()
+    header = {**pl.header, "devices": new_devices}
+    header["metadata"] = {**(header.get("metadata") or {}), "tier_split": summary}
     with TraceWriter(out, header) as w:
         w.write(out_records)
         w.close({"stop_reason": "tier-split"})
     return {**summary, "output": str(out), "devices": [d["name"] for d in new_devices]}
+
+
+def split(
+    trace: str | Path,
+    out: str | Path,
+    p: tiering.Params,
+    force: bool = False,
+    both: bool = False,
+) -> dict:
+    """`place` then `write`: TRACE split by `p`'s placement into OUT."""
+    _check_output(Path(trace), out, force)  # before the simulation, not after it
+    return write(place(trace, p), out, force, both)
+
+
+def _check_output(trace: Path, out: str | Path, force: bool) -> Path:
+    out = Path(out)
+    if out.exists() and not force:
+        raise IotapeError(f"{out}: exists; give --force to replace it")
+    if out.resolve() == trace.resolve():
+        raise IotapeError(f"{out}: is the input trace; write the split to another file")
+    return out

@@ -91,8 +91,9 @@ def check(
         raise IotapeError(f"--fast and --slow are the same device ({fast})")
     _one_device(trace)
     _prepare_dir(out, force)
-    splitmod.split(trace, out / "profile.iot", p, force=True, both=True)
-    split_info = splitmod.split(trace, out / "split.iot", p, force=True)
+    placed = splitmod.place(trace, p)
+    splitmod.write(placed, out / "profile.iot", force=True, both=True)
+    split_info = splitmod.write(placed, out / "split.iot", force=True)
     recorded: dict[str, Path] = {}
     for name, src in (("profile", out / "profile.iot"), ("tiered", out / "split.iot")):
         jobdir = out / f"{name}.jobs"
