@@ -207,6 +207,7 @@ def fidelity(
             "size_hist_tv",
             "match_share",
             "issue_error",
+            "drift_ms_per_s",
             "interarrival_error",
         ):
             vals = []
