@@ -1,17 +1,24 @@
 """Replay fidelity: iotape's exact-mode job files against fio's plain replay.
 
-For three originals recorded on a loop device (a two-job fio mix, a constant-rate
-trace, a bursty trace), plan an exact replay onto a second loop device, run it
-recorded (`iotape replay run --record --anchor-record`), and compare each replay
-with its original (`iotape replay fidelity`). Four replays per trace: `iotape`
-(the job files as planned: pieces of 32 requests, each started at an absolute
-time), `iotape-1job` (`--segment 0`: one job per stream and lane), `fio-plain`
-(fio's own read_iolog replay of the same requests) and `synthetic` (`--mode
-synthetic`, 1 s windows: per-second IOPS, read fraction and size-histogram
-distance; its requests are drawn by fio, so none pair up and it has no issue
-times to compare). Writes bench/results/replay.json.
+For each trace, recorded on a loop device (a two-job fio mix, a constant-rate
+trace, a bursty trace at 8,000 IOPS in 50 ms bursts, and `bursty-catchup`, whose
+bursts are fio catching up after its think time: up to ~180 requests within a
+millisecond, far beyond the goal's 20k IOPS), plan an exact replay onto a second
+loop device, run it recorded (`iotape replay run --record --anchor-record`), and
+compare each replay with its original (`iotape replay fidelity`). Four replays
+per trace: `iotape` (the job files as planned: pieces of 32 requests, each
+started at an absolute time), `iotape-1job` (`--segment 0`: one job per stream
+and lane), `fio-plain` (fio's own read_iolog replay of the same requests) and
+`synthetic` (`--mode synthetic`, 1 s windows: per-second IOPS, read fraction and
+size-histogram distance; its requests are drawn by fio, so none pair up and it
+has no issue times to compare). Every round records fresh originals.
 
-Run as root: `.venv/bin/python bench/replay.py [--seconds 5]`.
+Also measured, as the floor any replayer on this machine stands on: how late a
+lone thread wakes from 500 us sleeps (timer slack 1 ns, nothing else running of
+ours), the share of wake-ups more than 1 ms late.
+
+Writes bench/results/replay.json. Run as root:
+`.venv/bin/python bench/replay.py [--seconds 5] [--rounds 3]`.
 """
 
 from __future__ import annotations
@@ -20,14 +27,19 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
+
+import numpy as np
 
 from iotape.recorder import record as rec
 from iotape.replayer import fidelity
 from iotape.replayer import run as runmod
 from iotape.replayer.plan import PlanOptions, plan
+from iotape.replayer.source import load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,9 +52,16 @@ TRACES = {
     # 400 requests at 8000 IOPS (50 ms), then 150 ms idle, over and over.
     "bursty": (
         "[b]\nrw=randread\nbs=8k\nrate_iops=8000\niodepth=4\n"
+        "thinktime=150000\nthinktime_blocks=400\nrate_ignore_thinktime=1\n"
+    ),
+    # The same without rate_ignore_thinktime: after each idle spell fio catches up
+    # on the rate it missed, as fast as the device goes (requests 1-4 us apart).
+    "bursty-catchup": (
+        "[b]\nrw=randread\nbs=8k\nrate_iops=8000\niodepth=4\n"
         "thinktime=150000\nthinktime_blocks=400\n"
     ),
 }
+VARIANTS = ("iotape", "fio-plain", "iotape-1job")
 
 
 def _loop(size_mb: int) -> tuple[str, str]:
@@ -58,6 +77,57 @@ def _loop(size_mb: int) -> tuple[str, str]:
     return dev, backing
 
 
+def _peak_iops(trace: Path) -> int:
+    """The trace's highest request rate over any 1 ms bin, in IOPS."""
+    t = load(trace).t_ns
+    return int(np.bincount((t - t.min()) // 1_000_000).max() * 1000) if len(t) else 0
+
+
+def wakeup_floor(seconds: float = 5.0, period_us: int = 500) -> dict:
+    """How late a lone thread wakes from short sleeps on this machine."""
+    Path("/proc/self/timerslack_ns").write_text("1")
+    late = []
+    t0 = time.monotonic_ns()
+    k = 0
+    while time.monotonic_ns() - t0 < seconds * 1e9:
+        k += 1
+        target = t0 + k * period_us * 1000
+        d = target - time.monotonic_ns()
+        if d > 0:
+            time.sleep(d / 1e9)
+        late.append(time.monotonic_ns() - target)
+    x = np.array(late[1:], dtype=np.float64) / 1e6
+    return {
+        "wakeups": len(x),
+        "period_us": period_us,
+        "late_over_1ms_pct": round(float((x > 1).mean() * 100), 3),
+        "p50_ms": round(float(np.percentile(x, 50)), 4),
+        "p99_ms": round(float(np.percentile(x, 99)), 4),
+        "p999_ms": round(float(np.percentile(x, 99.9)), 4),
+        "max_ms": round(float(x.max()), 4),
+    }
+
+
+def _spread(x: list[float]) -> dict:
+    return {"median": statistics.median(x), "min": min(x), "max": max(x)}
+
+
+def _summary(rounds: list[dict]) -> dict:
+    """Median and range over rounds of each variant's p99 and IOPS error."""
+    out: dict = {}
+    for name in rounds[0]:
+        out[name] = {"peak_iops_1ms": max(r[name]["peak_iops_1ms"] for r in rounds)}
+        for v in VARIANTS:
+            p99 = [r[name][v]["issue_error_ms"]["p99_ms"] for r in rounds]
+            iops = [r[name][v]["iops_mape_pct"] for r in rounds]
+            out[name][v] = {
+                "p99_issue_ms": _spread(p99),
+                "iops_mape_pct": _spread(iops),
+                "meets_goal": f"{sum(r[name][v]['meets_goal'] for r in rounds)}/{len(rounds)}",
+            }
+    return out
+
+
 def _figures(orig: Path, rep: Path) -> dict:
     c = fidelity.compare(orig, rep)
     o = c["overall"]
@@ -65,6 +135,7 @@ def _figures(orig: Path, rep: Path) -> dict:
         "iops_mape_pct": o["iops_mape_pct"],
         "issue_error_ms": o.get("issue_error"),
         "interarrival_error_ms": o.get("interarrival_error"),
+        "drift_ms_per_s": o.get("drift_ms_per_s"),
         "match_share": o["match_share"],
         "duration_s": c["duration_s"],
         "meets_goal": fidelity.meets_goals(c),
@@ -93,7 +164,7 @@ def one(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> d
             devices=[src], output=orig, command=["fio", "--output=/dev/null", str(job)]
         )
     )
-    out = {}
+    out = {"peak_iops_1ms": _peak_iops(orig)}
     for label, segment in (("iotape", PlanOptions.segment), ("iotape-1job", 0)):
         jobs = d / f"jobs-{label}"
         plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst}"], segment=segment))
@@ -112,32 +183,44 @@ def one(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--traces", default=",".join(TRACES), help="comma-separated subset")
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "replay.json")
     a = ap.parse_args()
+    names = a.traces.split(",")
     made: list[tuple[str, str]] = []
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="iotape-bench-replay-") as tmp:
-        try:
-            made.append(_loop(256))
-            made.append(_loop(256))
-            (src, _), (dst, _) = made
-            for name, body in TRACES.items():
-                results[name] = one(name, body, a.seconds, Path(tmp), src, dst)
-                print(name, json.dumps(results[name]))
-        finally:
-            for dev, backing in made:
-                subprocess.run(["losetup", "-d", dev], check=False)
-                os.unlink(backing)
+    rounds: list[dict] = []
+    floors: list[dict] = []
+    try:
+        made.append(_loop(256))
+        made.append(_loop(256))
+        (src, _), (dst, _) = made
+        for k in range(a.rounds):
+            floors.append(wakeup_floor())
+            print("wake-up floor", json.dumps(floors[-1]), flush=True)
+            res = {}
+            with tempfile.TemporaryDirectory(prefix="iotape-bench-replay-") as tmp:
+                for name in names:
+                    res[name] = one(name, TRACES[name], a.seconds, Path(tmp), src, dst)
+                    print(f"round {k + 1}", name, json.dumps(res[name]), flush=True)
+            rounds.append(res)
+    finally:
+        for dev, backing in made:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            os.unlink(backing)
     doc = {
         "what": "replay fidelity (exact and synthetic modes), measured at the device (eBPF)",
         "goal": "exact: per-second IOPS error <= 2 %, p99 issue-time error <= 1 ms",
         "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
         "fio": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
         "seconds": a.seconds,
-        "results": results,
+        "wakeup_floor": floors,
+        "summary": _summary(rounds),
+        "rounds": rounds,
     }
     a.output.parent.mkdir(parents=True, exist_ok=True)
     a.output.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"], indent=1))
     print(a.output)
 
 
