@@ -43,6 +43,12 @@ def check_filename(path: str) -> None:
         )
 
 
+def first_entry_us(first_request_us: int) -> int:
+    """The time of a log's first entry after its `wait` line (the file's add),
+    given the time of its first request before T0_US is added."""
+    return max(T0_US + 1, first_request_us + T0_US - LEAD_US)
+
+
 def lines(
     filename: str,
     t_us: np.ndarray,
@@ -73,7 +79,7 @@ def lines(
     if start_us is None:
         head = f"{HEADER}\n{T0_US} {filename} add\n{T0_US} {filename} open\n"
     else:
-        at = max(T0_US + 1, (int(t[0]) if len(t) else T0_US) - LEAD_US)
+        at = first_entry_us(int(t[0]) - T0_US if len(t) else 0)
         head = f"{HEADER}\n{T0_US} {filename} wait 0 0\n{at} {filename} add\n{at} {filename} open\n"
     return head + "".join(body) + f"{end} {filename} close\n"
 

@@ -38,6 +38,15 @@ CLOCKSOURCE = "cpu"
 # and a job that is still setting up at its start time starts late.
 START_S = 0.5
 START_PER_JOB_S = 0.001
+# A job's first wait (absolute, from fio's start) is slept in fio's 0.5 s chunks,
+# and fio never makes up a chunk's late wake-up (its catch-up compares the time
+# slept with the whole wait): a piece 5 s into the trace started ~0.3 ms late
+# here, growing ~60 us per second of trace. A piece that starts later than this
+# therefore gets a startdelay that creates its thread this long before its first
+# entry: its wait is then at most two chunks. fio creates delayed jobs from a
+# loop that polls every 100 ms and sets each up after that (100-200 ms late
+# here; 0.6 s was not enough margin once the machine was busy).
+STARTDELAY_MARGIN_S = 1.0
 MAX_JOBS = 2000  # fio 3.33 refuses more than 4096
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
 PLACEHOLDER = "/dev/TARGET"
@@ -382,6 +391,9 @@ def header_text(opts: PlanOptions, b: dict) -> str:
             "  Each log opens with `1 FILE wait 0 0`: fio 3.33 rejects a v3 `wait` (it says",
             "  so once per job on stderr) but takes its time as the reference, so the",
             "  job's first wait counts from fio's start, not from when the job got ready.",
+            "  fio sleeps a long wait in 0.5 s steps and never makes up their lateness, so",
+            f"  a job that starts later has a startdelay: fio creates it {STARTDELAY_MARGIN_S:g} s"
+            " before its first entry.",
             "  No piece inherits the lateness of another. The jobs are in time order.",
             "  Requests that overlapped in the trace go to separate lanes (NAME.lK), since",
             "  a synchronous job issues one at a time. iodepth (async engines) is twice",
@@ -414,6 +426,15 @@ def header_text(opts: PlanOptions, b: dict) -> str:
     return "".join(f"; {ln}\n" for ln in lines)
 
 
+def _startdelay_us(job: Job, start_us: int | None) -> int:
+    """When fio should create the job's thread: STARTDELAY_MARGIN_S before the
+    iolog's first entry (the absolute wait), or 0 for a job that starts early."""
+    if start_us is None or job.entries is None or not len(job.entries[0]):
+        return 0
+    first = iolog.first_entry_us(int(job.entries[0][0]) + start_us)
+    return max(0, first - int(STARTDELAY_MARGIN_S * 1e6))
+
+
 def jobfile_text(opts: PlanOptions, b: dict) -> str:
     out = [
         header_text(opts, b),
@@ -429,6 +450,9 @@ def jobfile_text(opts: PlanOptions, b: dict) -> str:
         out.append(f"\n; {job.stream} of db{job.db}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
             out.append(f"read_iolog=iologs/{job.name}.log\n")
+            delay = _startdelay_us(job, b.get("start_us"))
+            if delay:
+                out.append(f"startdelay={delay}us\n")
         out += [f"{k}={v}\n" for k, v in job.options.items()]
     return "".join(out)
 

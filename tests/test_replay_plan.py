@@ -143,6 +143,14 @@ def test_exact_plan_writes_iologs_in_microseconds(tmp_path: Path) -> None:
         ]
         firsts.append(int(body[0].split()[0]))
     assert len(firsts) == len(man["jobs"]) and firsts == sorted(firsts)
+    # A job that starts late is created by fio 1 s before its first entry (the add
+    # that carries its absolute wait), so that wait is not slept in many 0.5 s steps.
+    delays = dict(re.findall(r"^read_iolog=(\S+)\n(?:startdelay=(\d+)us\n)?", jobfile, re.M))
+    assert len(delays) == len(man["jobs"])
+    for name, delay in delays.items():
+        first = int((jobdir / name).read_text().splitlines()[2].split()[0])
+        assert int(delay or 0) == max(0, first - 1_000_000)
+    assert sum(bool(d) for d in delays.values()) > len(delays) / 2
     assert (jobdir / "anchor.fio").exists()
 
 
