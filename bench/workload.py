@@ -180,10 +180,23 @@ def fio_iops(dev: str, mix: dict, runtime: int, tmp: Path) -> float:
     return sum(j["read"]["iops"] + j["write"]["iops"] for j in jobs if j["jobname"] == "db")
 
 
-def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
-    kw = dict(mode="throughput", mailboxes=100, mailbox_size_mb=20, copies=1, threads=threads,
-              bdm=False, cache_max_mb=20)  # fmt: skip
+def throughput(rounds: int, runtime: int, threads: int | str, tmp: Path) -> dict:
+    kw = dict(mode="throughput", mailboxes=100, mailbox_size_mb=20, copies=1, bdm=False,
+              cache_max_mb=20)  # fmt: skip
     with Loop(2200) as loop:
+        tuned = None
+        if threads == "auto":
+            # The engine's own tuner picks the count (one run, a step a second
+            # from 1 thread); the rounds then run at that count, since a run's
+            # IOPS would otherwise include its tuning steps.
+            cfg = engine.WorkloadConfig(
+                db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
+                duration=max(runtime, 20), threads="auto", **kw,
+            )  # fmt: skip
+            res = engine.run(cfg)
+            tuned = res["auto"]
+            threads = int(res["threads_final"])
+        kw["threads"] = threads
         out = []
         for _ in range(rounds):
             cfg = engine.WorkloadConfig(
@@ -221,6 +234,8 @@ def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
         "setup": f"throughput mode, {threads} threads, 1 database, bdm off, 1 copy; fio randrw "
         f"io_uring iodepth 1 x {threads + 1} jobs, same read share and sizes, plus sequential "
         "log writes and log pre-formatting writes at the engine's rates and sizes; /dev/shm loop",
+        "threads": threads,
+        "auto": tuned,
         "rounds": out,
         "ratio_median": statistics.median(r["ratio"] for r in out),
         "ratio_no_commit_wait_median": statistics.median(r["ratio_no_commit_wait"] for r in out),
@@ -236,7 +251,12 @@ def main() -> None:
     ap.add_argument("--throughput-duration", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runtime", type=int, default=10, help="seconds per throughput round")
-    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument(
+        "--threads",
+        type=lambda v: v if v == "auto" else int(v),
+        default=4,
+        help="engine sessions (fio gets one job more), or auto: the engine's tuner picks them",
+    )
     ap.add_argument(
         "--parts",
         choices=["all", "calibration", "throughput"],
@@ -288,8 +308,10 @@ def main() -> None:
             )
     if not thr or args.parts == "calibration":
         return
+    ratios = [r["ratio"] for r in thr["rounds"]]
     print(
-        f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}, "
+        f"\nthroughput, {thr.get('threads')} threads: engine/fio median {thr['ratio_median']:.3f} "
+        f"({min(ratios):.3f}-{max(ratios):.3f}), "
         f"all commits lazy {thr['ratio_no_commit_wait_median']:.3f}"
     )
     for r in thr["rounds"]:
