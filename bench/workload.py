@@ -12,8 +12,11 @@ engine's throughput against fio doing the same I/O.
 2. Throughput. Throughput mode with fixed threads on a /dev/shm loop device, then
    fio with the engine's read/write mix and sizes (random, O_DIRECT, io_uring,
    one job per engine thread plus one for the checkpoint writer, iodepth 1, as
-   page faults are synchronous). Rounds alternate; the ratio is the median of
-   engine transactional IOPS / fio IOPS. Goal >= 0.9.
+   page faults are synchronous), and the engine's non-transactional I/O at the
+   engine's rates and sizes: its log writes and its log file pre-formatting
+   (sequential 256 KiB writes, as many bytes as the log). Rounds alternate;
+   the ratio is the median of engine transactional IOPS / fio IOPS (the
+   database jobs'). Goal >= 0.9.
 
 Run as root: `.venv/bin/python bench/workload.py [--duration 120 --rounds 3]`.
 Writes bench/results/workload.json.
@@ -137,39 +140,63 @@ def calibrate(pub_id: str, duration: float, tmp: Path) -> dict:
     }
 
 
-def _split(avg: float, unit: int) -> tuple[int, int]:
-    """Percent of `unit`-sized and 2x`unit`-sized requests that give `avg` bytes."""
-    x = min(1.0, max(0.0, avg / unit - 1))
-    return round(100 * (1 - x)), 100 - round(100 * (1 - x))
+def _bssplit(avg: float, unit: int, lo: int = 1, hi: int = 2) -> str:
+    """A fio bssplit of two neighbouring multiples of `unit` whose mean is `avg`:
+    k and k+1 units (k from lo; 2 units at most when hi is 2, the two page
+    sizes the database requests mostly are)."""
+    k = min(max(lo, int(avg // unit)), hi - 1)
+    x = min(1.0, max(0.0, avg / unit - k))
+    small = round(100 * (1 - x))
+    return f"{k * unit // 1024}k/{small}:{(k + 1) * unit // 1024}k/{100 - small}"
 
 
 def fio_iops(dev: str, mix: dict, runtime: int, tmp: Path) -> float:
     """fio doing the engine's I/O: random db reads and writes (the measured share
-    and sizes, one job per engine thread plus the checkpoint writer, iodepth 1),
-    and sequential log writes at the engine's log write rate in the log region."""
+    and sizes, one job per engine thread plus the checkpoint writer, iodepth 1);
+    sequential log writes at the engine's log write rate and size, and the log
+    file pre-formatting at the engine's rate and size, both after the database
+    region. Only the database jobs' IOPS count, as only the engine's
+    transactional I/O does."""
     out = tmp / "fio.json"
-    r1, r2 = _split(mix["read_bytes"], 32768)
-    w1, w2 = _split(mix["write_bytes"], 32768)
-    l1, l2 = _split(mix["log_bytes"], 4096)
+    log_split = _bssplit(mix["log_bytes"], 4096, 1, 64)
+    fmt_bs = max(4096, round(mix["fmt_bytes"] / 4096) * 4096)
     argv = [
         "fio", f"--filename={dev}", "--direct=1", "--ioengine=io_uring", "--iodepth=1",
         "--time_based", f"--runtime={runtime}", "--group_reporting=0",
         "--output-format=json", f"--output={out}",
         "--name=db", "--rw=randrw", f"--rwmixread={round(mix['read_share'] * 100)}",
-        f"--bssplit=32k/{r1}:64k/{r2},32k/{w1}:64k/{w2}", f"--numjobs={mix['jobs']}",
-        f"--size={mix['size']}",
-        "--name=log", "--rw=write", f"--bssplit=4k/{l1}:8k/{l2}", f"--offset={mix['size']}",
+        f"--bssplit={_bssplit(mix['read_bytes'], 32768)},{_bssplit(mix['write_bytes'], 32768)}",
+        f"--numjobs={mix['jobs']}", f"--size={mix['size']}",
+        "--name=log", "--rw=write", f"--bssplit={log_split}", f"--offset={mix['size']}",
         "--size=64m", f"--rate_iops={max(1, round(mix['log_per_s']))}",
     ]  # fmt: skip
+    if mix["fmt_per_s"] > 0:
+        argv += [
+            "--name=logfmt", "--rw=write", f"--bs={fmt_bs}", f"--offset={mix['size'] + (64 << 20)}",
+            "--size=64m", f"--rate_iops={max(1, round(mix['fmt_per_s']))}",
+        ]  # fmt: skip
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     jobs = json.loads(out.read_text())["jobs"]
     return sum(j["read"]["iops"] + j["write"]["iops"] for j in jobs if j["jobname"] == "db")
 
 
-def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
-    kw = dict(mode="throughput", mailboxes=100, mailbox_size_mb=20, copies=1, threads=threads,
-              bdm=False, cache_max_mb=20)  # fmt: skip
+def throughput(rounds: int, runtime: int, threads: int | str, tmp: Path) -> dict:
+    kw = dict(mode="throughput", mailboxes=100, mailbox_size_mb=20, copies=1, bdm=False,
+              cache_max_mb=20)  # fmt: skip
     with Loop(2200) as loop:
+        tuned = None
+        if threads == "auto":
+            # The engine's own tuner picks the count (one run, a step a second
+            # from 1 thread); the rounds then run at that count, since a run's
+            # IOPS would otherwise include its tuning steps.
+            cfg = engine.WorkloadConfig(
+                db_paths=[loop.path], log_paths=[loop.path], destroy_data_on=[loop.path],
+                duration=max(runtime, 20), threads="auto", **kw,
+            )  # fmt: skip
+            res = engine.run(cfg)
+            tuned = res["auto"]
+            threads = int(res["threads_final"])
+        kw["threads"] = threads
         out = []
         for _ in range(rounds):
             cfg = engine.WorkloadConfig(
@@ -188,6 +215,8 @@ def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
                 "size": cfg.db_bytes(),
                 "log_bytes": s["log-write"]["avg_bytes"],
                 "log_per_s": s["log-write"]["per_s"],
+                "fmt_bytes": s["log-preformat"]["avg_bytes"],
+                "fmt_per_s": s["log-preformat"]["per_s"],
             }
             fio = fio_iops(loop.path, mix, runtime, tmp)
             # The same run with every commit lazy: no session waits for the log,
@@ -204,7 +233,9 @@ def throughput(rounds: int, runtime: int, threads: int, tmp: Path) -> dict:
     return {
         "setup": f"throughput mode, {threads} threads, 1 database, bdm off, 1 copy; fio randrw "
         f"io_uring iodepth 1 x {threads + 1} jobs, same read share and sizes, plus sequential "
-        "log writes at the engine's log rate and size; /dev/shm loop",
+        "log writes and log pre-formatting writes at the engine's rates and sizes; /dev/shm loop",
+        "threads": threads,
+        "auto": tuned,
         "rounds": out,
         "ratio_median": statistics.median(r["ratio"] for r in out),
         "ratio_no_commit_wait_median": statistics.median(r["ratio_no_commit_wait"] for r in out),
@@ -220,7 +251,12 @@ def main() -> None:
     ap.add_argument("--throughput-duration", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runtime", type=int, default=10, help="seconds per throughput round")
-    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument(
+        "--threads",
+        type=lambda v: v if v == "auto" else int(v),
+        default=4,
+        help="engine sessions (fio gets one job more), or auto: the engine's tuner picks them",
+    )
     ap.add_argument(
         "--parts",
         choices=["all", "calibration", "throughput"],
@@ -272,8 +308,10 @@ def main() -> None:
             )
     if not thr or args.parts == "calibration":
         return
+    ratios = [r["ratio"] for r in thr["rounds"]]
     print(
-        f"\nthroughput: engine/fio median {thr['ratio_median']:.3f}, "
+        f"\nthroughput, {thr.get('threads')} threads: engine/fio median {thr['ratio_median']:.3f} "
+        f"({min(ratios):.3f}-{max(ratios):.3f}), "
         f"all commits lazy {thr['ratio_no_commit_wait_median']:.3f}"
     )
     for r in thr["rounds"]:

@@ -61,6 +61,9 @@ struct ioengine_ops {
 	const char *name;
 	/* depth: the most requests this instance will have in flight. */
 	struct ioengine *(*open)(unsigned depth);
+	/* Called once by the thread that owns the instance, before its first
+	 * request (NULL: nothing to do); 0 or -errno. */
+	int (*attach)(struct ioengine *e);
 	/* Queue and submit n requests (n <= free depth); 0 or -errno. */
 	int (*submit)(struct ioengine *e, struct ioreq *reqs, int n);
 	/* Submit n requests and wait until one has completed, in one system call, for

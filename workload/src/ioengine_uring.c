@@ -1,13 +1,32 @@
 /* io_uring backend: one ring per thread, readv/writev; a synchronous request is
- * submitted and waited for in one call. */
+ * submitted and waited for in one call.
+ *
+ * The ring is set up as fio's io_uring engine sets up its own: one issuer
+ * (SINGLE_ISSUER), completions' task work deferred until the thread asks for
+ * events (DEFER_TASKRUN) and never interrupting it (COOP_TASKRUN). Otherwise
+ * every completion, which the block layer delivers from ksoftirqd for a
+ * single-queue device such as a loop device, queues signal-style task work
+ * that wakes the thread wherever it sleeps, and the thread runs it on its way
+ * back to user space. TASKRUN_FLAG tells a non-blocking reap (liburing's peek)
+ * when completions are waiting for it to enter the kernel. The ring is created
+ * disabled and enabled by the thread that uses it (attach), since a
+ * single-issuer ring belongs to the thread that enables it. Kernels without
+ * these flags get a plain ring. */
 #include <errno.h>
 #include <liburing.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "ioengine.h"
 
+#define FAST_FLAGS                                                                                        \
+	(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN |             \
+	 IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_R_DISABLED)
+
 struct ioengine {
 	struct io_uring ring;
+	int disabled;
 };
 
 static struct ioengine *uring_open(unsigned depth)
@@ -15,11 +34,28 @@ static struct ioengine *uring_open(unsigned depth)
 	struct ioengine *e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
-	if (io_uring_queue_init(depth < 4 ? 4 : depth, &e->ring, 0) < 0) {
+	struct io_uring_params p = {.flags = FAST_FLAGS};
+	unsigned entries = depth < 4 ? 4 : depth;
+	if (io_uring_queue_init_params(entries, &e->ring, &p) == 0) {
+		e->disabled = 1;
+	} else if (io_uring_queue_init(entries, &e->ring, 0) < 0) {
 		free(e);
 		return NULL;
 	}
 	return e;
+}
+
+/* In the thread that will use the ring: it becomes the ring's one issuer. */
+static int uring_attach(struct ioengine *e)
+{
+	if (!e->disabled)
+		return 0;
+	e->disabled = 0;
+	/* io_uring_enable_rings() is missing from some builds of liburing 2.3's
+	 * shared library (Debian 12's): the system call itself. */
+	if (syscall(__NR_io_uring_register, e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0)
+		return -errno;
+	return 0;
 }
 
 static int uring_prep(struct ioengine *e, struct ioreq *reqs, int n)
@@ -87,6 +123,7 @@ static void uring_close(struct ioengine *e)
 const struct ioengine_ops ioengine_uring = {
 	.name = "io_uring",
 	.open = uring_open,
+	.attach = uring_attach,
 	.submit = uring_submit,
 	.submit_wait = uring_submit_wait,
 	.reap = uring_reap,

@@ -94,9 +94,17 @@ static uint64_t tx_ios(void)
 }
 
 /* Throughput auto-tuning: one more thread per database each step while db read
- * latency stays under its limit and IOPS still grow; then hold the best count. */
+ * latency stays under its limit and IOPS still grow; then hold the best count.
+ * The first step is a warm-up and only logged: it starts with an empty cache,
+ * where every access is a read and nothing is written yet, so its IOPS are not
+ * those of the steady state. After it, a count whose IOPS beat the best so far
+ * by 2 % becomes the best; two counts in a row that do not end the search at
+ * the best count (one step's IOPS vary by a few percent, so one step alone
+ * would end it early); read latency over the limit ends it one count below. */
 static void auto_step(uint64_t *last_ios, double *last_lat, uint64_t *last_reads, uint64_t step_ns, int *tuning)
 {
+	static double best;
+	static int best_n = 1, flat;
 	double lat;
 	uint64_t reads = db_reads_and_latency(&lat), ios = tx_ios();
 	double iops = (double)(ios - *last_ios) / (step_ns / 1e9);
@@ -106,19 +114,24 @@ static void auto_step(uint64_t *last_ios, double *last_lat, uint64_t *last_reads
 		double *h = E.auto_history[E.auto_history_n++];
 		h[0] = n, h[1] = iops, h[2] = rd_ms;
 	}
-	double prev = E.auto_history_n > 1 ? E.auto_history[E.auto_history_n - 2][1] : 0;
-	if (*tuning) {
-		if (rd_ms > E.cfg.auto_read_ms || (E.auto_history_n > 1 && iops < prev * 1.02)) {
-			*tuning = 0;
-			if (n > 1 && rd_ms > E.cfg.auto_read_ms)
-				atomic_store(&E.active_threads, n - 1);
-		} else if (n < E.cfg.max_threads) {
-			atomic_store(&E.active_threads, n + 1);
-		} else {
-			*tuning = 0;
-		}
-	}
 	*last_ios = ios, *last_lat = lat, *last_reads = reads;
+	if (!*tuning || E.auto_history_n == 1)
+		return;
+	int next = n + 1;
+	if (rd_ms > E.cfg.auto_read_ms) {
+		*tuning = 0;
+		next = n > 1 ? n - 1 : 1;
+	} else if (iops > best * 1.02) {
+		best = iops, best_n = n, flat = 0;
+	} else if (++flat >= 2) {
+		*tuning = 0;
+		next = best_n;
+	}
+	if (next > E.cfg.max_threads) {
+		*tuning = 0;
+		next = best_n;
+	}
+	atomic_store(&E.active_threads, next);
 }
 
 static void run(void)

@@ -82,6 +82,11 @@ static void *trampoline(void *arg)
 	struct worker *w = arg;
 	/* The recorder labels each request by its submitting thread's name. */
 	pthread_setname_np(pthread_self(), w->name);
+	if (w->ops->attach) {
+		int r = w->ops->attach(w->io);
+		if (r < 0)
+			die("%s: cannot enable its %s ring: %s", w->name, w->ops->name, strerror(-r));
+	}
 	return w->fn(w);
 }
 
