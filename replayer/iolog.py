@@ -43,10 +43,15 @@ def check_filename(path: str) -> None:
         )
 
 
-def first_entry_us(first_request_us: int) -> int:
-    """The time of a log's first entry after its `wait` line (the file's add),
-    given the time of its first request before T0_US is added."""
-    return max(T0_US + 1, first_request_us + T0_US - LEAD_US)
+def log_time_us(t_us, start_us: int | None = None):
+    """A request's timestamp in the log, from its time in the trace (us)."""
+    return t_us + T0_US + (start_us or 0)
+
+
+def first_entry_us(first_request_ts: int) -> int:
+    """The timestamp of a log's first entry after its `wait` line (the file's add),
+    from its first request's timestamp in the log."""
+    return max(T0_US + 1, first_request_ts - LEAD_US)
 
 
 def lines(
@@ -63,7 +68,7 @@ def lines(
     the trace's time 0 falling at `start_us`: the log opens with the `wait` line
     that makes its first wait absolute (see the module doc)."""
     check_filename(filename)
-    t = np.asarray(t_us, dtype=np.int64) + T0_US + (start_us or 0)
+    t = log_time_us(np.asarray(t_us, dtype=np.int64), start_us)
     names = np.asarray(ACTIONS, dtype=object)[np.asarray(action, dtype=np.int64)]
     body = [
         f"{ts} {filename} {a} {o} {n}\n"
@@ -79,7 +84,7 @@ def lines(
     if start_us is None:
         head = f"{HEADER}\n{T0_US} {filename} add\n{T0_US} {filename} open\n"
     else:
-        at = first_entry_us(int(t[0]) - T0_US if len(t) else 0)
+        at = first_entry_us(int(t[0]) if len(t) else T0_US)
         head = f"{HEADER}\n{T0_US} {filename} wait 0 0\n{at} {filename} add\n{at} {filename} open\n"
     return head + "".join(body) + f"{end} {filename} close\n"
 

@@ -431,7 +431,7 @@ def _startdelay_us(job: Job, start_us: int | None) -> int:
     iolog's first entry (the absolute wait), or 0 for a job that starts early."""
     if start_us is None or job.entries is None or not len(job.entries[0]):
         return 0
-    first = iolog.first_entry_us(int(job.entries[0][0]) + start_us)
+    first = iolog.first_entry_us(iolog.log_time_us(int(job.entries[0][0]), start_us))
     return max(0, first - int(STARTDELAY_MARGIN_S * 1e6))
 
 

@@ -77,8 +77,6 @@ void cache_init(struct db *d, int cap)
 	int sessions = E.cfg.auto_threads ? E.cfg.max_threads : E.cfg.threads;
 	if (c->start_pages < 2 * sessions)
 		c->start_pages = 2 * sessions;
-	if (c->start_pages < 2)
-		c->start_pages = 2;
 	if (c->stop_pages < c->start_pages * 2)
 		c->stop_pages = c->start_pages * 2;
 }
