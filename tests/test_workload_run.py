@@ -182,3 +182,33 @@ def test_record_option_wraps_the_run_in_the_recorder(loop, tmp_path: Path) -> No
     assert len(trace.read_all()) > 0
     again = _cli(loop.path, *SMALL, "--duration", "1", "--record", str(out))
     assert isinstance(again.exception, IotapeError), "an existing trace needs --force"
+
+
+def _log_bytes(db: dict, copies: int) -> tuple[int, int]:
+    """(bytes written to the log, bytes the log grew by): replication reads each
+    closed file's 4 KiB header and what was written into it, once per extra copy."""
+    written = db["streams"]["log-write"]["bytes"]
+    read = db["streams"]["log-replication-read"]["bytes"] // (copies - 1)
+    return written, read - 4096 * db["closed_logs"]
+
+
+def test_log_partial_segments(loop) -> None:
+    """pad: the log grows by every byte written; rewrite and shadow write the
+    partial last segment again as it fills (shadow also writes a copy of it), so
+    they write more than the log grows; soft recovery replays each kind of log."""
+    overhead = {}
+    for how in ("pad", "rewrite", "shadow"):
+        cfg = _cfg(loop.path, copies=2, overrides={"log-partial": how, "lazy-flush-ms": "0"})
+        db = engine.run(cfg)["databases"][0]
+        written, grown = _log_bytes(db, 2)
+        assert written % 4096 == 0 and db["closed_logs"] >= 1, how
+        overhead[how] = written / grown - 1
+        recov = engine.run(_cfg(loop.path, mode="soft-recovery", overrides={"log-partial": how}))
+        assert recov["databases"][0]["log_records_replayed"] > 0, how
+    assert overhead["pad"] == 0
+    assert 0.05 < overhead["rewrite"] < overhead["shadow"]
+
+
+def test_log_partial_is_checked(loop) -> None:
+    with pytest.raises(IotapeError, match="--log-partial sideways: pad, rewrite or shadow"):
+        engine.run(_cfg(loop.path, overrides={"log-partial": "sideways"}))

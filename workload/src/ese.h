@@ -16,6 +16,8 @@
 /* Why the log writer wrote: a durable commit waited, lazy commits reached their
  * deadline, the buffer was half full, or a clean stop. */
 enum log_flush { LF_DURABLE, LF_LAZY, LF_CAPACITY, LF_STOP, LF_N };
+/* What a log write does with a partly filled last 4 KiB segment (log.c). */
+enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 
 /* Streams the engine accounts by; the recorder derives the same from thread names. */
 enum stream { S_DB_READ, S_DB_WRITE, S_LOG_WRITE, S_LOG_FMT, S_BDM, S_REPL, S_LOG_READ, S_BACKUP, S_N };
@@ -41,11 +43,12 @@ struct config {
 	double preread_cont, insert_index_runs, pages_per_msg_insert;
 	int preread_max, log_rec_min, log_insert_max, log_delete, log_replace_max;
 	int log_file_kb, write_coalesce_kb, bdm_read_kb, repl_read_kb, logfmt_kb;
+	int log_partial; /* enum log_partial, from log_partial_name */
 	double ckpt_depth_mb, flush_start_pct, flush_stop_pct, bdm_rate;
 	double auto_read_ms, auto_step_s;
 	double lazy_flush_ms;                                 /* lazy commits reach disk within this */
 	double emu_db_read_ms, emu_db_write_ms, emu_log_write_ms; /* emulated device latency floors */
-	char ioengine[16], result[512], create[16];
+	char ioengine[16], result[512], create[16], log_partial_name[16];
 	struct target db[MAX_DBS], log[MAX_DBS];
 	int ndb_targets, nlog_targets;
 };
@@ -124,7 +127,11 @@ struct db {
 	int writer_done;
 	char *wbuf;
 	char *lbuf;
-	uint64_t lbuf_size, lsn_end, lsn_flushed, lsn_sealed;
+	uint64_t lbuf_size, lsn_end, lsn_flushed;
+	/* --log-partial rewrite|shadow: the start of the segment the next write begins with (a
+	 * partial one is written again when it fills); its bytes stay in lbuf. */
+	uint64_t lsn_seg;
+	int have_shadow; /* the segment after lsn_seg holds a shadow copy */
 	uint64_t lsn_want;    /* flush at least this far now: durable commits, a full buffer */
 	uint64_t lazy_due_ns; /* a lazy commit is waiting to be flushed by then (0: none) */
 	uint64_t log_flushes[LF_N]; /* log writes by what asked for them */

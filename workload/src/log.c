@@ -10,11 +10,24 @@
  * The writer takes everything appended so far in one write (group commit: commits
  * that arrive while a write is in flight, or before a lazy deadline, share the
  * next one). So how many commits share a write depends on the device's latency
- * and on the lazy deadline against the commit rate. Each write ends on a 4 KiB boundary, padded
- * with zeros, and the next one starts there, so log writes are multiples of
- * 4 KiB. A log file holds a 4 KiB header and then records; when the next write
- * does not fit, the file is closed (handed to replication) and the writer moves
- * on to the next file, which the pre-formatter has already written in full. */
+ * and on the lazy deadline against the commit rate. Log writes are whole 4 KiB
+ * segments; what happens to a partly filled last segment is --log-partial:
+ * - pad (ESE 14): the write pads it with zeros and the next write starts after
+ *   it, so the log grows by every byte written;
+ * - rewrite (ESE 15's 4 KiB log segments, logwrite.cxx ErrLGIWriteLog): a write
+ *   writes the full segments, then, if a commit waits, the partial segment in a
+ *   write of its own; the next write starts with that segment again. A write
+ *   nobody waits for (a filling buffer, the lazy-commit timer) writes full
+ *   segments only. The log grows by less than is written: the published
+ *   Exchange 2013 run reads back 72 % of the log bytes it wrote;
+ * - shadow (today's open-source ESE): rewrite, plus a shadow copy of the
+ *   partial segment in the segment after it (the partial write is 8 KiB), and
+ *   after a shadow the first full segment goes out alone (the order of sectors
+ *   within one write is not guaranteed). It overshoots the published 2013 run's
+ *   log writes (README), so no preset uses it.
+ * A log file holds a 4 KiB header and then records; when the next write does not
+ * fit, the file is closed (handed to replication) and the writer moves on to the
+ * next file, which the pre-formatter has already written in full. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -51,8 +64,11 @@ void log_init(struct db *d)
 	d->log_file_size = (uint64_t)E.cfg.log_file_kb * 1024ull;
 	uint64_t cap = d->log_file_size - LOG_HDR;
 	d->lbuf_size = cap < (1ull << 20) ? cap : (1ull << 20);
+	/* Whole segments; with a partial segment kept, one write (up to a buffer,
+	 * the partial segment and a shadow) still fits in a file. */
+	d->lbuf_size = d->lbuf_size / SECTOR * SECTOR - (E.cfg.log_partial != LP_PAD ? 2 * SECTOR : 0);
 	d->lbuf = xalign(d->lbuf_size);
-	d->wbuf = xalign(d->lbuf_size);
+	d->wbuf = xalign(d->lbuf_size + 2 * SECTOR); /* + a partial segment and its shadow */
 	d->log_gen = 1;
 	d->log_fd = -1;
 	pthread_mutex_init(&d->lmu, NULL);
@@ -67,7 +83,7 @@ uint64_t log_append(struct db *d, const void *rec, uint32_t len)
 	if (len > d->lbuf_size / 2)
 		len = (uint32_t)(d->lbuf_size / 2);
 	pthread_mutex_lock(&d->lmu);
-	while (d->lsn_end + len - d->lsn_flushed > d->lbuf_size && !d->stopping) {
+	while (d->lsn_end + len - d->lsn_seg > d->lbuf_size && !d->stopping) {
 		d->space_waiters++;
 		pthread_cond_wait(&d->ldone_cv, &d->lmu);
 		d->space_waiters--;
@@ -214,11 +230,139 @@ static uint64_t open_current(struct db *d)
 	return base;
 }
 
+/* Copy the log bytes [from, from + n) to wbuf + at (lbuf is circular). */
+static void gather(struct db *d, uint64_t at, uint64_t from, uint64_t n)
+{
+	while (n) {
+		uint64_t o = from % d->lbuf_size, k = d->lbuf_size - o < n ? d->lbuf_size - o : n;
+		memcpy(d->wbuf + at, d->lbuf + o, k);
+		at += k, from += k, n -= k;
+	}
+}
+
+static void write_out(struct worker *w, struct db *d, int fd, uint64_t off, uint64_t at, uint64_t len)
+{
+	struct iovec iov = {d->wbuf + at, (size_t)len};
+	io_sync(w, S_LOG_WRITE, fd, &iov, 1, off, 1);
+}
+
+/* Everything up to lsn is on disk (lmu held). */
+static void written(struct db *d, uint64_t lsn)
+{
+	d->lsn_flushed = lsn;
+	atomic_store(&d->lsn_durable, lsn);
+	wake_waiters(d, 0);
+	if (d->space_waiters)
+		pthread_cond_broadcast(&d->ldone_cv);
+}
+
+/* Pad the log to the next segment boundary (lmu held): nothing ever follows in
+ * that segment. lsn_seg is a segment boundary and lbuf whole segments, so the
+ * pad never wraps. */
+static void seal(struct db *d)
+{
+	uint64_t end = d->lsn_seg + round_up(d->lsn_end - d->lsn_seg, SECTOR);
+	if (end > d->lsn_end)
+		memset(d->lbuf + d->lsn_end % d->lbuf_size, 0, end - d->lsn_end);
+	d->lsn_end = end;
+	atomic_store(&d->lsn_now, end);
+}
+
+/* --log-partial pad: everything appended so far, padded to a segment; later records
+ * start after the padding. lmu held on entry and on return. */
+static void flush_padded(struct worker *w, struct db *d, uint64_t *base)
+{
+	d->lazy_due_ns = 0; /* this write covers the lazy commits so far */
+	seal(d);
+	uint64_t start = d->lsn_seg, len = d->lsn_end - start;
+	if (d->log_used + len > d->log_file_size - LOG_HDR) {
+		close_log(d);
+		*base = open_current(d);
+	}
+	gather(d, 0, start, len);
+	uint64_t off = *base + LOG_HDR + d->log_used;
+	int fd = d->log_fd;
+	pthread_mutex_unlock(&d->lmu);
+	write_out(w, d, fd, off, 0, len);
+	pthread_mutex_lock(&d->lmu);
+	d->log_used += len;
+	d->lsn_seg = start + len;
+	written(d, d->lsn_seg);
+}
+
+/* --log-partial rewrite|shadow. lsn_seg stays at the partial segment, which the
+ * next write rewrites. At the end (why == LF_STOP) the partial segment is padded,
+ * as ESE's final flush does, and a stale shadow after it is zeroed, so soft
+ * recovery finds the end of the log where the records end. lmu held on entry and
+ * on return. */
+static void flush_partial(struct worker *w, struct db *d, int why, uint64_t *base)
+{
+	if (why == LF_STOP)
+		seal(d);
+	uint64_t s = d->lsn_seg, e = d->lsn_end, want = d->lsn_want;
+	uint64_t nfull = (e - s) / SECTOR, part = (e - s) % SECTOR;
+	int waiting = why == LF_DURABLE || why == LF_STOP || d->waiters || (why == LF_CAPACITY && !nfull);
+	if (why == LF_LAZY || waiting)
+		d->lazy_due_ns = 0;
+	if (!waiting)
+		part = 0; /* nobody waiting: full segments only */
+	if (!nfull && !part)
+		return;
+	uint64_t zero = why == LF_STOP && d->have_shadow ? SECTOR : 0;
+	uint64_t sh = E.cfg.log_partial == LP_SHADOW ? SECTOR : 0;
+	uint64_t need = nfull * SECTOR + (part ? SECTOR + sh : zero);
+	if (d->log_used + need > d->log_file_size - LOG_HDR) {
+		/* The next file starts with this segment again, partial bytes and all:
+		 * the closed file ends at its last full segment. */
+		close_log(d);
+		*base = open_current(d);
+		d->have_shadow = 0;
+		zero = 0;
+	}
+	gather(d, 0, s, nfull * SECTOR + part);
+	if (part) {
+		memset(d->wbuf + nfull * SECTOR + part, 0, SECTOR - part);
+		memcpy(d->wbuf + (nfull + 1) * SECTOR, d->wbuf + nfull * SECTOR, SECTOR);
+	} else if (zero) {
+		memset(d->wbuf + nfull * SECTOR, 0, SECTOR);
+	}
+	uint64_t off = *base + LOG_HDR + d->log_used, at = 0;
+	int fd = d->log_fd, shadow = d->have_shadow;
+	pthread_mutex_unlock(&d->lmu);
+	if (nfull) {
+		if (shadow) {
+			write_out(w, d, fd, off, 0, SECTOR);
+			at = SECTOR;
+		}
+		if (nfull * SECTOR + zero > at)
+			write_out(w, d, fd, off + at, at, nfull * SECTOR + zero - at);
+	}
+	if (part) {
+		at = nfull * SECTOR;
+		if (shadow && !nfull && sh) {
+			write_out(w, d, fd, off + at, at, SECTOR);
+			write_out(w, d, fd, off + at + SECTOR, at + SECTOR, SECTOR);
+		} else {
+			write_out(w, d, fd, off + at, at, SECTOR + sh);
+		}
+	}
+	pthread_mutex_lock(&d->lmu);
+	d->log_used += nfull * SECTOR;
+	d->lsn_seg = s + nfull * SECTOR;
+	if (part || nfull)
+		d->have_shadow = part != 0 && sh;
+	written(d, part ? e : d->lsn_seg);
+	/* A full-segments-only write answered the filling buffer; a commit that
+	 * asked for more meanwhile raised lsn_want and still gets its write. */
+	if (!waiting && d->lsn_want == want && d->lsn_want > d->lsn_flushed)
+		d->lsn_want = d->lsn_flushed;
+}
+
 void *log_writer_main(void *arg)
 {
 	struct worker *w = arg;
 	struct db *d = w->db;
-	uint64_t cap = d->log_file_size - LOG_HDR, base = 0;
+	uint64_t base = 0;
 	pthread_mutex_lock(&d->lmu);
 	base = open_current(d);
 	for (;;) {
@@ -227,35 +371,10 @@ void *log_writer_main(void *arg)
 			break;
 		d->log_flushes[why]++;
 		d->cap_pending = 0;
-		/* This write covers the lazy commits so far: their timer is done. */
-		d->lazy_due_ns = 0;
-		/* Seal: this write covers everything appended so far, padded to a sector;
-		 * later records start after the padding. */
-		uint64_t start = d->lsn_flushed, end = round_up(d->lsn_end, SECTOR);
-		/* The pad never wraps: the buffer is whole sectors and end is a sector boundary. */
-		if (end > d->lsn_end)
-			memset(d->lbuf + d->lsn_end % d->lbuf_size, 0, end - d->lsn_end);
-		d->lsn_end = end;
-		atomic_store(&d->lsn_now, end);
-		uint64_t len = end - start;
-		if (d->log_used + len > cap) {
-			close_log(d);
-			base = open_current(d);
-		}
-		for (uint64_t i = 0; i < len; i += SECTOR)
-			memcpy(d->wbuf + i, d->lbuf + (start + i) % d->lbuf_size, SECTOR);
-		uint64_t off = base + LOG_HDR + d->log_used;
-		int fd = d->log_fd;
-		pthread_mutex_unlock(&d->lmu);
-		struct iovec iov = {d->wbuf, (size_t)len};
-		io_sync(w, S_LOG_WRITE, fd, &iov, 1, off, 1);
-		pthread_mutex_lock(&d->lmu);
-		d->lsn_flushed = end;
-		atomic_store(&d->lsn_durable, end);
-		d->log_used += len;
-		wake_waiters(d, 0);
-		if (d->space_waiters)
-			pthread_cond_broadcast(&d->ldone_cv);
+		if (E.cfg.log_partial != LP_PAD)
+			flush_partial(w, d, why, &base);
+		else
+			flush_padded(w, d, &base);
 	}
 	/* A clean stop closes the last log too, so replication sees every byte written. */
 	if (d->log_used)

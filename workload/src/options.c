@@ -58,6 +58,9 @@ static const struct option_def defs[] = {
 	I("log-insert-max", log_insert_max, "5664", 64, 262144, "largest insert log record"),
 	I("log-delete", log_delete, "256", 64, 65536, "delete log record"),
 	I("log-replace-max", log_replace_max, "2048", 64, 262144, "largest replace log record"),
+	S("log-partial", log_partial_name, "pad",
+	  "pad|rewrite|shadow: a log write's partial last 4 KiB segment is padded and skipped (ESE 14), "
+	  "written and rewritten when it fills (ESE 15), or that plus a shadow copy (today's ESE)"),
 	I("log-file-kb", log_file_kb, "1024", 64, 65536, "log file size"),
 	I("logfmt-kb", logfmt_kb, "256", 4, 65536, "pre-format write size"),
 	D("checkpoint-depth-mb", ckpt_depth_mb, "20", 0.1, 1e5, "log behind which dirty pages are written"),
@@ -179,6 +182,13 @@ void options_parse(struct config *cfg, int argc, char **argv)
 		die("--cache-min-mb %g is above --cache-max-mb %g", cfg->cache_min_mb, cfg->cache_max_mb);
 	if (cfg->flush_start_pct > cfg->flush_stop_pct)
 		die("--flush-start-pct is above --flush-stop-pct");
+	static const char *const partial[] = {"pad", "rewrite", "shadow"};
+	cfg->log_partial = -1;
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(cfg->log_partial_name, partial[i]))
+			cfg->log_partial = i;
+	if (cfg->log_partial < 0)
+		die("--log-partial %s: pad, rewrite or shadow", cfg->log_partial_name);
 	if (strcmp(cfg->create, "reuse") && strcmp(cfg->create, "recreate"))
 		die("--create %s: reuse or recreate", cfg->create);
 	if (cfg->max_threads < cfg->threads)
