@@ -461,6 +461,9 @@ class _Heat:
 
 def _tiering_heat(p: Params, n_units: int, stats_per_migration: int) -> _Heat:
     decay = 0.5 ** (p.stats_interval_s / p.half_life_s) if p.half_life_s else 1.0
+    # A half-life far below the interval forgets everything each interval; the
+    # floor keeps 1 / decay finite (0.5 ** big underflows to 0).
+    decay = max(decay, 1e-100)
     history = None
     if p.history_s is not None:
         history = max(1, round(p.history_s / p.stats_interval_s))

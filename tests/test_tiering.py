@@ -89,6 +89,11 @@ def test_a_static_hot_set_fits_a_tier_of_exactly_its_size() -> None:
     assert r["hit_ratio"]["hit_requests"] == 20_000 - 1000
     assert sum(r["timeline"]["promotions"]) == hot and sum(r["timeline"]["demotions"]) == 0
     assert hit_ratio(ev, params("oracle", hot)) == 1.0
+    # A half-life far shorter than the statistics interval (the heat forgets each
+    # interval; 0.5 ** (1 / 1e-9) underflows) still tiers, like one interval's history.
+    short = T.simulate(ev, params("tiering", hot, half_life_s=1e-9))
+    one = T.simulate(ev, params("tiering", hot, half_life_s=None, history_s=1.0))
+    assert short["hit_ratio"] == one["hit_ratio"]
 
 
 def test_writes_bypass_a_read_cache_but_hit_a_tier() -> None:
