@@ -134,7 +134,7 @@ struct db {
 	int have_shadow; /* the segment after lsn_seg holds a shadow copy */
 	uint64_t lsn_want;    /* flush at least this far now: durable commits, a full buffer */
 	uint64_t lazy_due_ns; /* a lazy commit is waiting to be flushed by then (0: none) */
-	uint64_t log_flushes[LF_N]; /* log writes by what asked for them */
+	uint64_t log_flushes[LF_N]; /* flushes that wrote, by what asked for them */
 	int cap_pending;            /* lsn_want was set by a half-full buffer */
 	/* Durable commits waiting for their LSN, each on a futex of its own, so a
 	 * finished write wakes only the sessions it made durable (log.c). */

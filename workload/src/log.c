@@ -269,8 +269,8 @@ static void seal(struct db *d)
 }
 
 /* --log-partial pad: everything appended so far, padded to a segment; later records
- * start after the padding. lmu held on entry and on return. */
-static void flush_padded(struct worker *w, struct db *d, uint64_t *base)
+ * start after the padding. lmu held on entry and on return. Always writes. */
+static int flush_padded(struct worker *w, struct db *d, uint64_t *base)
 {
 	d->lazy_due_ns = 0; /* this write covers the lazy commits so far */
 	seal(d);
@@ -288,14 +288,16 @@ static void flush_padded(struct worker *w, struct db *d, uint64_t *base)
 	d->log_used += len;
 	d->lsn_seg = start + len;
 	written(d, d->lsn_seg);
+	return 1;
 }
 
 /* --log-partial rewrite|shadow. lsn_seg stays at the partial segment, which the
  * next write rewrites. At the end (why == LF_STOP) the partial segment is padded,
  * as ESE's final flush does, and a stale shadow after it is zeroed, so soft
  * recovery finds the end of the log where the records end. lmu held on entry and
- * on return. */
-static void flush_partial(struct worker *w, struct db *d, int why, uint64_t *base)
+ * on return. 0 when there was nothing to write: a lazy deadline with no full
+ * segment, whose commits ride on the next write. */
+static int flush_partial(struct worker *w, struct db *d, int why, uint64_t *base)
 {
 	if (why == LF_STOP)
 		seal(d);
@@ -307,7 +309,7 @@ static void flush_partial(struct worker *w, struct db *d, int why, uint64_t *bas
 	if (!waiting)
 		part = 0; /* nobody waiting: full segments only */
 	if (!nfull && !part)
-		return;
+		return 0;
 	uint64_t zero = why == LF_STOP && d->have_shadow ? SECTOR : 0;
 	uint64_t sh = E.cfg.log_partial == LP_SHADOW ? SECTOR : 0;
 	uint64_t need = nfull * SECTOR + (part ? SECTOR + sh : zero);
@@ -339,7 +341,7 @@ static void flush_partial(struct worker *w, struct db *d, int why, uint64_t *bas
 	}
 	if (part) {
 		at = nfull * SECTOR;
-		if (shadow && !nfull && sh) {
+		if (shadow && !nfull) {
 			write_out(w, d, fd, off + at, at, SECTOR);
 			write_out(w, d, fd, off + at + SECTOR, at + SECTOR, SECTOR);
 		} else {
@@ -356,6 +358,7 @@ static void flush_partial(struct worker *w, struct db *d, int why, uint64_t *bas
 	 * asked for more meanwhile raised lsn_want and still gets its write. */
 	if (!waiting && d->lsn_want == want && d->lsn_want > d->lsn_flushed)
 		d->lsn_want = d->lsn_flushed;
+	return 1;
 }
 
 void *log_writer_main(void *arg)
@@ -369,12 +372,9 @@ void *log_writer_main(void *arg)
 		int why = wait_for_work(d);
 		if (why < 0)
 			break;
-		d->log_flushes[why]++;
 		d->cap_pending = 0;
-		if (E.cfg.log_partial != LP_PAD)
-			flush_partial(w, d, why, &base);
-		else
-			flush_padded(w, d, &base);
+		if (E.cfg.log_partial != LP_PAD ? flush_partial(w, d, why, &base) : flush_padded(w, d, &base))
+			d->log_flushes[why]++;
 	}
 	/* A clean stop closes the last log too, so replication sees every byte written. */
 	if (d->log_used)

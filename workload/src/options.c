@@ -82,6 +82,17 @@ static const struct option_def defs[] = {
 #define NDEFS (sizeof(defs) / sizeof(defs[0]))
 
 static const char *const modes[] = {"performance", "stress", "throughput", "backup", "soft-recovery"};
+static const char *const partials[] = {"pad", "rewrite", "shadow"}; /* enum log_partial */
+static const char *const creates[] = {"reuse", "recreate"};
+
+/* The index of v in names, or -1. */
+static int name_index(const char *const *names, size_t n, const char *v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v, names[i]))
+			return (int)i;
+	return -1;
+}
 
 static void usage(void)
 {
@@ -166,12 +177,10 @@ void options_parse(struct config *cfg, int argc, char **argv)
 		}
 		set(cfg, d, val);
 	}
-	cfg->mode = (enum mode) - 1;
-	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
-		if (!strcmp(cfg->mode_name, modes[m]))
-			cfg->mode = (enum mode)m;
-	if ((int)cfg->mode < 0)
+	int mode = name_index(modes, sizeof(modes) / sizeof(modes[0]), cfg->mode_name);
+	if (mode < 0)
 		die("--mode %s: one of performance, stress, throughput, backup, soft-recovery", cfg->mode_name);
+	cfg->mode = (enum mode)mode;
 	double mix = cfg->mix_insert + cfg->mix_delete + cfg->mix_replace + cfg->mix_read;
 	if (mix < 99.999 || mix > 100.001)
 		die("--insert/--delete/--replace/--read add up to %g, not 100", mix);
@@ -182,14 +191,10 @@ void options_parse(struct config *cfg, int argc, char **argv)
 		die("--cache-min-mb %g is above --cache-max-mb %g", cfg->cache_min_mb, cfg->cache_max_mb);
 	if (cfg->flush_start_pct > cfg->flush_stop_pct)
 		die("--flush-start-pct is above --flush-stop-pct");
-	static const char *const partial[] = {"pad", "rewrite", "shadow"};
-	cfg->log_partial = -1;
-	for (int i = 0; i < 3; i++)
-		if (!strcmp(cfg->log_partial_name, partial[i]))
-			cfg->log_partial = i;
+	cfg->log_partial = name_index(partials, sizeof(partials) / sizeof(partials[0]), cfg->log_partial_name);
 	if (cfg->log_partial < 0)
 		die("--log-partial %s: pad, rewrite or shadow", cfg->log_partial_name);
-	if (strcmp(cfg->create, "reuse") && strcmp(cfg->create, "recreate"))
+	if (name_index(creates, sizeof(creates) / sizeof(creates[0]), cfg->create) < 0)
 		die("--create %s: reuse or recreate", cfg->create);
 	if (cfg->max_threads < cfg->threads)
 		cfg->max_threads = cfg->threads;
