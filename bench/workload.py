@@ -17,8 +17,13 @@ engine's throughput against fio doing the same I/O.
    (sequential 256 KiB writes, as many bytes as the log). Rounds alternate;
    the ratio is the median of engine transactional IOPS / fio IOPS (the
    database jobs'). Goal >= 0.9.
+3. Full size. Each published run at its own database and cache size on the null
+   backend, at the published latency: the engine's model without the scaling
+   (no I/O, so it checks the model, not the machine). The throughput runs did
+   not publish their mailbox count; they run at several.
 
-Run as root: `.venv/bin/python bench/workload.py [--duration 120 --rounds 3]`.
+Run as root: `.venv/bin/python bench/workload.py [--duration 120 --rounds 3]
+[--parts calibration|throughput|fullscale]`.
 Writes bench/results/workload.json.
 """
 
@@ -140,6 +145,77 @@ def calibrate(pub_id: str, duration: float, tmp: Path) -> dict:
     }
 
 
+# The published runs at their own size, on the null backend (`--ioengine null`:
+# no I/O, a sparse database, completions held to the published latency): the
+# engine's model where the cache, the database and the checkpoint depth have their
+# published proportions to one another, which the scaled runs cannot keep on this
+# machine (the scaled cache is 12-25 MB, the published 256 MB per database). The
+# throughput runs did not publish a mailbox count (Jetstress's throughput test
+# sizes its database by capacity), so they run at several.
+FULL_MAILBOXES = (100, 400, 1600, 6400, 25600)
+
+
+def full_scale_configs() -> list[tuple[str, dict]]:
+    out = []
+    for pub_id in SCALED:
+        c = profiles.published(pub_id)["config"]
+        dbs = c.get("databases", 1)
+        base = dict(
+            profile=SCALED[pub_id]["profile"], mode=SCALED[pub_id]["mode"],
+            copies=c["copies_per_database"],
+            cache_min_mb=c["cache_min_mb"] / dbs, cache_max_mb=c["cache_max_mb"] / dbs,
+            emulate_latency_ms=profiles.published_latency(pub_id), ioengine="null",
+        )  # fmt: skip
+        db_mb = c["database_size_gb_each"] * 1024
+        if "mailboxes" in c:
+            n = round(c["mailboxes"] / dbs)
+            out.append((pub_id, dict(
+                base, mailboxes=n, mailbox_size_mb=db_mb / n,
+                iops_per_mailbox=c["iops_per_mailbox"], threads=c["threads_per_database"],
+            )))  # fmt: skip
+        else:
+            for n in FULL_MAILBOXES:
+                out.append((pub_id, dict(
+                    base, mailboxes=n, mailbox_size_mb=db_mb / n, threads=c["threads"],
+                )))  # fmt: skip
+    return out
+
+
+def full_scale(duration: float, throughput_duration: float) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="iotape-full-", dir="/var/tmp") as t:
+        for pub_id, kw in full_scale_configs():
+            db, log = Path(t) / "db", Path(t) / "log"
+            db.mkdir(exist_ok=True)
+            log.mkdir(exist_ok=True)
+            profile_run = "mailboxes" in profiles.published(pub_id)["config"]
+            dur = duration if profile_run else throughput_duration
+            cfg = engine.WorkloadConfig(
+                db_paths=[str(db)], log_paths=[str(log)], duration=dur, **kw
+            )
+            res = engine.run(cfg)
+            d = res["databases"][0]
+            counts = {k: (v["count"], v["bytes"]) for k, v in d["streams"].items()}
+            mine = profiles.shape_from_counts(counts, cfg.copies)
+            pub = profiles.published_shape(pub_id)
+            rows.append({
+                "published": pub_id,
+                "config": cfg.metadata(),
+                "elapsed_s": res["elapsed_s"],
+                "cache": d["cache"],
+                "operations": d["operations"],
+                "figures": {
+                    k: {"published": pub[k], "engine": mine[k],
+                        "engine_vs_published": profiles.deviation(mine[k], pub[k])}
+                    for k in profiles.SHAPE_KEYS
+                },
+            })  # fmt: skip
+            print(json.dumps({"full_scale": pub_id, "mailboxes": kw["mailboxes"]}), flush=True)
+            for f in log.glob("*/*"):
+                f.unlink()
+    return rows
+
+
 def _bssplit(avg: float, unit: int, lo: int = 1, hi: int = 2) -> str:
     """A fio bssplit of two neighbouring multiples of `unit` whose mean is `avg`:
     k and k+1 units (k from lo; 2 units at most when hi is 2, the two page
@@ -259,9 +335,18 @@ def main() -> None:
     )
     ap.add_argument(
         "--parts",
-        choices=["all", "calibration", "throughput"],
+        choices=["all", "calibration", "throughput", "fullscale"],
         default="all",
-        help="run one part only; the other part of an existing output file is kept",
+        help="run one part only; the other parts of an existing output file are kept",
+    )
+    ap.add_argument(
+        "--full-duration", type=float, default=600, help="seconds of the full-size ESRP run"
+    )
+    ap.add_argument(
+        "--full-throughput-duration",
+        type=float,
+        default=120,
+        help="seconds of each full-size throughput run",
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
     args = ap.parse_args()
@@ -272,8 +357,9 @@ def main() -> None:
     old = json.loads(args.output.read_text()) if args.output.exists() else {}
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as t:
         tmp = Path(t)
-        cal = old.get("calibration", []) if args.parts == "throughput" else []
-        for pub_id in SCALED if args.parts != "throughput" else []:
+        run_cal = args.parts in ("all", "calibration")
+        cal = [] if run_cal else old.get("calibration", [])
+        for pub_id in SCALED if run_cal else []:
             dur = (
                 args.duration
                 if pub_id.startswith("exchange2010-esrp")
@@ -283,8 +369,13 @@ def main() -> None:
             print(json.dumps({"calibrated": pub_id}), flush=True)
         thr = (
             throughput(args.rounds, args.runtime, args.threads, tmp)
-            if args.parts != "calibration"
+            if args.parts in ("all", "throughput")
             else old.get("throughput")
+        )
+        full = (
+            full_scale(args.full_duration, args.full_throughput_duration)
+            if args.parts in ("all", "fullscale")
+            else old.get("full_scale", [])
         )
     doc = {
         "host": platform.node(),
@@ -292,10 +383,11 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "calibration": cal,
         "throughput": thr,
+        "full_scale": full,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
-    for c in cal if args.parts != "throughput" else []:
+    for c in cal if run_cal else []:
         print(f"\n{c['published']} (scaled: {c['elapsed_s']:.0f} s, {c['tx_iops']:.1f} tx IOPS)")
         print(f"{'figure':30} {'published':>12} {'engine':>12} {'trace':>12} {'eng/pub':>8}")
         for r in c["rows"]:
@@ -306,7 +398,16 @@ def main() -> None:
                 + " ".join("-".rjust(12) if v is None else f"{v:12.3f}" for v in cells)
                 + ("        -" if d is None else f" {d * 100:+7.1f}%")
             )
-    if not thr or args.parts == "calibration":
+    if args.parts in ("all", "fullscale"):
+        print("\nfull size, null backend (db read : write)")
+        print(f"  {'run':36} {'mailboxes':>9} {'engine':>7} {'pub':>7} {'dev':>7}")
+        for f in full:
+            rw = f["figures"]["db_read_write_ratio"]
+            print(
+                f"  {f['published']:36} {f['config']['mailboxes']:9} {rw['engine']:7.3f} "
+                f"{rw['published']:7.3f} {rw['engine_vs_published'] * 100:+6.1f}%"
+            )
+    if not thr or args.parts not in ("all", "throughput"):
         return
     ratios = [r["ratio"] for r in thr["rounds"]]
     print(

@@ -212,3 +212,26 @@ def test_log_partial_segments(loop) -> None:
 def test_log_partial_is_checked(loop) -> None:
     with pytest.raises(IotapeError, match="--log-partial sideways: pad, rewrite or shadow"):
         engine.run(_cfg(loop.path, overrides={"log-partial": "sideways"}))
+
+
+def test_null_backend_needs_no_database_space(small_mount) -> None:
+    """`--ioengine null` models a deployment larger than the disk: the database is
+    sized, never written, and never reused by a real run."""
+    where = small_mount(64 * 1024)
+    big = dict(db_paths=[str(where)], log_paths=[str(where)], mailboxes=100,
+               mailbox_size_mb=1024, duration=1.0, copies=1, bdm=False)  # fmt: skip
+    with pytest.raises(IotapeError, match="impossible size"):
+        engine.validate(engine.WorkloadConfig(**big))
+    res = engine.run(engine.WorkloadConfig(ioengine="null", **big))
+    s = res["databases"][0]["streams"]
+    assert s["db-read"]["count"] > 0 and s["db-write"]["count"] > 0
+    st = (where / "db0.edb").stat()
+    assert st.st_size > 100 * 2**30 and st.st_blocks * 512 < 2**20
+    small = dict(big, mailboxes=20, mailbox_size_mb=1)
+    engine.run(engine.WorkloadConfig(ioengine="null", **small))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "r.json"
+        for expect in ("create", "reuse"):
+            proc = _engine_proc(engine.WorkloadConfig(**small), result)
+            assert _lines_until(proc, "db")[0]["action"] == expect
+            assert proc.wait(timeout=60) == 0

@@ -122,6 +122,7 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         profiles.LOG_FILE_BYTES,
         cfg.destroy_data_on,
         need_log_space=cfg.mode != "soft-recovery",
+        sparse=cfg.ioengine == "null",
     )
 
 

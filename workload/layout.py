@@ -135,8 +135,10 @@ def plan(
     log_file_bytes: int,
     destroy: list[str],
     need_log_space: bool = True,
+    sparse: bool = False,
 ) -> Layout:
-    """Check the paths and sizes; give each database its database and log target."""
+    """Check the paths and sizes; give each database its database and log target.
+    `sparse`: database files take no space (the null backend only sizes them)."""
     if not db_paths or not log_paths:
         raise IotapeError("give --db-path and --log-path (a directory or a block device)")
     for p in [*db_paths, *log_paths]:
@@ -184,10 +186,10 @@ def plan(
         if dbs[i] is None:
             dbs[i] = Target(str(Path(p) / f"db{i}.edb"))
             by_dir[real(p)] = by_dir.get(real(p), 0) + 1
-    for d, n in by_dir.items():
-        have = sum(
-            os.path.getsize(f) for f in Path(d).glob("db*.edb") if f.is_file()
-        )  # reused or overwritten in place
+    # Space the databases already hold (reused or overwritten in place; a sparse
+    # file left by a null run holds next to none). A null run needs none.
+    for d, n in by_dir.items() if not sparse else []:
+        have = sum(f.stat().st_blocks * 512 for f in Path(d).glob("db*.edb") if f.is_file())
         free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize + have
         if free < n * db_bytes:
             raise IotapeError(
