@@ -181,6 +181,12 @@ def full_scale_configs() -> list[tuple[str, dict]]:
     return out
 
 
+def _bytes_ratio(shape: dict) -> float:
+    """Database bytes read per byte written: the read:write ratio of pages, apart
+    from how many pages each request coalesces."""
+    return shape["db_read_write_ratio"] * shape["db_read_avg_bytes"] / shape["db_write_avg_bytes"]
+
+
 def full_scale(duration: float, throughput_duration: float) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotape-full-", dir="/var/tmp") as t:
@@ -198,6 +204,8 @@ def full_scale(duration: float, throughput_duration: float) -> list[dict]:
             counts = {k: (v["count"], v["bytes"]) for k, v in d["streams"].items()}
             mine = profiles.shape_from_counts(counts, cfg.copies)
             pub = profiles.published_shape(pub_id)
+            mine["db_bytes_read_per_byte_written"] = _bytes_ratio(mine)
+            pub["db_bytes_read_per_byte_written"] = _bytes_ratio(pub)
             rows.append({
                 "published": pub_id,
                 "config": cfg.metadata(),
@@ -207,7 +215,7 @@ def full_scale(duration: float, throughput_duration: float) -> list[dict]:
                 "figures": {
                     k: {"published": pub[k], "engine": mine[k],
                         "engine_vs_published": profiles.deviation(mine[k], pub[k])}
-                    for k in profiles.SHAPE_KEYS
+                    for k in (*profiles.SHAPE_KEYS, "db_bytes_read_per_byte_written")
                 },
             })  # fmt: skip
             print(json.dumps({"full_scale": pub_id, "mailboxes": kw["mailboxes"]}), flush=True)
@@ -399,14 +407,18 @@ def main() -> None:
                 + ("        -" if d is None else f" {d * 100:+7.1f}%")
             )
     if args.parts in ("all", "fullscale"):
-        print("\nfull size, null backend (db read : write)")
+        print("\nfull size, null backend: db read:write in requests, then in bytes")
         print(f"  {'run':36} {'mailboxes':>9} {'engine':>7} {'pub':>7} {'dev':>7}")
         for f in full:
-            rw = f["figures"]["db_read_write_ratio"]
-            print(
-                f"  {f['published']:36} {f['config']['mailboxes']:9} {rw['engine']:7.3f} "
-                f"{rw['published']:7.3f} {rw['engine_vs_published'] * 100:+6.1f}%"
-            )
+            cells = []
+            for key in ("db_read_write_ratio", "db_bytes_read_per_byte_written"):
+                fig = f["figures"].get(key)
+                if fig:
+                    cells.append(
+                        f"{fig['engine']:7.3f} {fig['published']:7.3f} "
+                        f"{fig['engine_vs_published'] * 100:+6.1f}%"
+                    )
+            print(f"  {f['published']:36} {f['config']['mailboxes']:9} " + "   ".join(cells))
     if not thr or args.parts not in ("all", "throughput"):
         return
     ratios = [r["ratio"] for r in thr["rounds"]]
