@@ -155,7 +155,7 @@ def calibrate(pub_id: str, duration: float, tmp: Path) -> dict:
 FULL_MAILBOXES = (100, 400, 1600, 6400, 25600)
 
 
-def full_scale_configs() -> list[tuple[str, dict]]:
+def full_scale_configs(duration: float, throughput_duration: float) -> list[tuple[str, dict]]:
     out = []
     for pub_id in SCALED:
         c = profiles.published(pub_id)["config"]
@@ -170,13 +170,14 @@ def full_scale_configs() -> list[tuple[str, dict]]:
         if "mailboxes" in c:
             n = round(c["mailboxes"] / dbs)
             out.append((pub_id, dict(
-                base, mailboxes=n, mailbox_size_mb=db_mb / n,
+                base, mailboxes=n, mailbox_size_mb=db_mb / n, duration=duration,
                 iops_per_mailbox=c["iops_per_mailbox"], threads=c["threads_per_database"],
             )))  # fmt: skip
         else:
             for n in FULL_MAILBOXES:
                 out.append((pub_id, dict(
                     base, mailboxes=n, mailbox_size_mb=db_mb / n, threads=c["threads"],
+                    duration=throughput_duration,
                 )))  # fmt: skip
     return out
 
@@ -190,15 +191,11 @@ def _bytes_ratio(shape: dict) -> float:
 def full_scale(duration: float, throughput_duration: float) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotape-full-", dir="/var/tmp") as t:
-        for pub_id, kw in full_scale_configs():
-            db, log = Path(t) / "db", Path(t) / "log"
-            db.mkdir(exist_ok=True)
-            log.mkdir(exist_ok=True)
-            profile_run = "mailboxes" in profiles.published(pub_id)["config"]
-            dur = duration if profile_run else throughput_duration
-            cfg = engine.WorkloadConfig(
-                db_paths=[str(db)], log_paths=[str(log)], duration=dur, **kw
-            )
+        db, log = Path(t) / "db", Path(t) / "log"
+        db.mkdir()
+        log.mkdir()
+        for pub_id, kw in full_scale_configs(duration, throughput_duration):
+            cfg = engine.WorkloadConfig(db_paths=[str(db)], log_paths=[str(log)], **kw)
             res = engine.run(cfg)
             d = res["databases"][0]
             counts = {k: (v["count"], v["bytes"]) for k, v in d["streams"].items()}
@@ -410,14 +407,14 @@ def main() -> None:
         print("\nfull size, null backend: db read:write in requests, then in bytes")
         print(f"  {'run':36} {'mailboxes':>9} {'engine':>7} {'pub':>7} {'dev':>7}")
         for f in full:
-            cells = []
-            for key in ("db_read_write_ratio", "db_bytes_read_per_byte_written"):
-                fig = f["figures"].get(key)
-                if fig:
-                    cells.append(
-                        f"{fig['engine']:7.3f} {fig['published']:7.3f} "
-                        f"{fig['engine_vs_published'] * 100:+6.1f}%"
-                    )
+            cells = [
+                f"{fig['engine']:7.3f} {fig['published']:7.3f} "
+                f"{fig['engine_vs_published'] * 100:+6.1f}%"
+                for fig in (
+                    f["figures"][k]
+                    for k in ("db_read_write_ratio", "db_bytes_read_per_byte_written")
+                )
+            ]
             print(f"  {f['published']:36} {f['config']['mailboxes']:9} " + "   ".join(cells))
     if not thr or args.parts not in ("all", "throughput"):
         return

@@ -68,12 +68,12 @@ static void create_db_null(struct db *d, const struct target *t)
 
 static void create_db(struct db *d, const struct target *t)
 {
-	const uint64_t chunk = 1 << 20;
-	uint64_t total = (uint64_t)d->npages * (uint64_t)d->page;
 	if (!strcmp(E.cfg.ioengine, "null")) {
 		create_db_null(d, t);
 		return;
 	}
+	const uint64_t chunk = 1 << 20;
+	uint64_t total = (uint64_t)d->npages * (uint64_t)d->page;
 	char *buf = xalign(chunk);
 	write_header(d, t, ST_CREATING);
 	uint64_t last = 0;
