@@ -1,4 +1,4 @@
-"""Stream-aware scaling (DESIGN.md, "Scaling a trace").
+"""Stream-aware scaling of a trace to N mailboxes on K databases.
 
 Transactional streams scale with mailboxes per database, background maintenance
 with the number of databases (one scan per database, whatever its load), log

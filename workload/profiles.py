@@ -3,7 +3,8 @@
 A preset is the set of engine parameters that differs between Exchange 2010 and
 2013 (ESE's page access pattern and log record sizes); every value can be
 overridden with `--set NAME=VALUE`. The published runs come from
-`reference/jetstress_profiles.json` (a copy of the workplace's reference file).
+`reference/jetstress_profiles.json` (the published per-database figures, kept
+in the repository with their sources).
 """
 
 from __future__ import annotations
