@@ -78,6 +78,8 @@ def _signature(path: str) -> str | None:
     if p.returncode != 0:
         raise IotapeError(f"{path}: blkid -p failed: {p.stderr.strip() or p.returncode}")
     kv = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    # DEVNAME and a partition's own table entry (PART_ENTRY_*) say nothing of its contents.
+    kv = {k: v for k, v in kv.items() if k != "DEVNAME" and not k.startswith("PART_ENTRY_")}
     if "PTTYPE" in kv:
         return f"a {kv['PTTYPE']} partition table"
     if "TYPE" in kv:
