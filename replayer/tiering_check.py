@@ -32,7 +32,7 @@ from iotape.replayer import plan as planmod
 from iotape.replayer import run as runmod
 from iotape.replayer import split as splitmod
 from iotape.replayer import targets
-from iotape.replayer.safety import check_target
+from iotape.replayer.safety import check_target, rdev_of
 
 REPLAYS = ("profile", "tiered")
 
@@ -82,11 +82,12 @@ def check(
     trace, out = Path(trace), Path(out)
     devs = {}
     for what, path in (("--fast", fast), ("--slow", slow)):
-        if targets.classify(path, flag=what) != "block":
+        targets.check_system_path(os.path.abspath(path), what)
+        rdev = rdev_of(path)
+        if rdev is None:
             raise IotapeError(
                 f"{what} {path}: not a block device (the check records at the device)"
             )
-        rdev = os.stat(path).st_rdev
         devs[what] = (os.major(rdev) << 20) | os.minor(rdev)
     if devs["--fast"] == devs["--slow"]:
         raise IotapeError(f"--fast and --slow are the same device ({fast})")
