@@ -317,6 +317,22 @@ def test_a_device_held_open_exclusively_is_refused(loop, tmp_path: Path) -> None
         os.close(fd)
 
 
+def test_a_device_in_use_as_swap_is_refused(loop, tmp_path: Path) -> None:
+    need(shutil.which("swapon") is not None, "swapon (util-linux)")
+    t = _trace(tmp_path / "t.iot")
+    subprocess.run(["mkswap", "-q", loop.path], check=True)
+    # For the instant of one check: a 256 MiB swap nothing is pushed to in that time.
+    subprocess.run(["swapon", loop.path], check=True)
+    try:
+        with pytest.raises(
+            IotapeError, match=f"{loop.path}: refusing to write: it is in use as swap"
+        ):
+            plan(PlanOptions(t, tmp_path / "jobs", targets=[f"all={loop.path}"]))
+    finally:
+        subprocess.run(["swapoff", loop.path], check=False)
+    assert not (tmp_path / "jobs").exists()
+
+
 def test_a_device_a_filesystem_appeared_on_is_refused_at_run(loop, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     plan(PlanOptions(t, tmp_path / "jobs", targets=[f"all={loop.path}"]))
