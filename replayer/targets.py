@@ -55,16 +55,16 @@ def _under(path: str, top: str) -> bool:
 
 
 def block_devices(near: str = "", limit: int = 6) -> list[str]:
-    """/dev paths of the machine's block devices, the names most like `near` first."""
+    """/dev paths of the machine's block devices that have a size (an unused loop
+    device has none), the names most like `near` first."""
+    sysfs = Path("/sys/class/block")
     names = []
-    for entry in (
-        sorted(Path("/sys/class/block").iterdir()) if Path("/sys/class/block").is_dir() else []
-    ):
+    for entry in sorted(sysfs.iterdir()) if sysfs.is_dir() else []:
         dev = f"/dev/{entry.name}"
         try:
-            if stat.S_ISBLK(os.stat(dev).st_mode):
+            if stat.S_ISBLK(os.stat(dev).st_mode) and int((entry / "size").read_text()) > 0:
                 names.append(dev)
-        except OSError:
+        except (OSError, ValueError):
             continue
     if near:
         names.sort(key=lambda n: -difflib.SequenceMatcher(None, near, n).ratio())

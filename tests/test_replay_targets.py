@@ -91,6 +91,7 @@ def test_the_block_device_list_names_the_nearest_first(loop, tmp_path: Path) -> 
 
 
 def test_a_regular_file_under_dev_is_refused(tmp_path: Path, tag: str) -> None:
+    need(os.geteuid() == 0, "root (to make a file in /dev)")
     t = _trace(tmp_path / "t.iot")
     fake = Path(f"/dev/iotape-test-{tag}")
     fake.write_bytes(b"\0" * (16 * MiB))
