@@ -72,23 +72,24 @@ def check_targets(man: dict, destroy: list[str]) -> list[str]:
 
 
 def _create(paths: list[str], man: dict) -> None:
-    """Make the --create-file files, wholly allocated, or none of them."""
+    """Make the --create-file files, wholly allocated (a full disk shows here, not
+    halfway through the replay), or none of them."""
     sizes = {t["path"]: t["create_bytes"] for t in man["targets"]}
     made: list[str] = []
-    try:
-        for path in paths:
+    for path in paths:
+        try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             made.append(path)
             try:
                 os.posix_fallocate(fd, 0, sizes[path])
             finally:
                 os.close(fd)
-    except OSError as e:
-        for path in made:
-            os.unlink(path)
-        raise IotapeError(
-            f"--create-file: cannot create {e.filename or path}: {e.strerror}"
-        ) from None
+        except OSError as e:
+            for done in made:
+                os.unlink(done)
+            raise IotapeError(
+                f"--target {path}: cannot create {sizes[path]} bytes: {e.strerror}"
+            ) from None
 
 
 def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:

@@ -151,6 +151,19 @@ def test_create_file_is_made_by_run_and_fio_creates_nothing(tmp_path: Path) -> N
     assert sum(j.get("write", {}).get("ios", 0) for j in summary["jobs"]) == 100
 
 
+def test_create_file_that_does_not_fit_leaves_no_file(small_mount, tmp_path: Path) -> None:
+    t = _trace(tmp_path / "t.iot")
+    target = small_mount(1024) / "target.img"
+    jobs = tmp_path / "jobs"
+    plan(PlanOptions(t, jobs, mode="exact", targets=[f"all={target}"], create_file=16 * MiB))
+    _refused(
+        ["replay", "run", str(jobs)],
+        f"--target {target}: cannot create {16 * MiB} bytes: No space left on device",
+    )
+    assert not target.exists()
+    assert not (jobs / "results" / "fio.json").exists()
+
+
 def test_fio_itself_refuses_to_create_a_target(tmp_path: Path) -> None:
     """Even a job file run by hand, past every iotape check, makes no file."""
     need(shutil.which("fio") is not None, "fio")
