@@ -59,7 +59,11 @@ def record_source(dev: str, out: Path, rate: int, seconds: int) -> None:
 
 def pure_replay(src: Path, dev: str, work: Path, name: str, destroy: list[str]) -> tiering.Events:
     jobdir = work / f"{name}.jobs"
-    planmod.plan(planmod.PlanOptions(trace=src, jobdir=jobdir, targets=[f"all={dev}"], force=True))
+    planmod.plan(
+        planmod.PlanOptions(
+            trace=src, jobdir=jobdir, targets=[f"all={dev}"], force=True, destroy=destroy
+        )
+    )
     rec = work / f"{name}.iot"
     runmod.run(jobdir, rec, destroy, None, True)
     return tiering.load_trace(str(rec))

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from iotape.analyzer import tiering_options as opt
+from iotape.errors import IotapeError
 from iotape.replayer import fidelity as fid
 from iotape.replayer import plan as planmod
 from iotape.replayer import run as runmod
@@ -58,6 +59,22 @@ def plan(
             "--target", help="NAME=PATH: dbK[:STREAM], a stream, a source device, or all."
         ),
     ] = None,
+    create_file: Annotated[
+        str | None,
+        typer.Option(
+            "--create-file",
+            metavar="SIZE",
+            help="Create each target file that does not exist, SIZE bytes (64M, 2G); "
+            "never under /dev, /proc or /sys.",
+        ),
+    ] = None,
+    destroy_data_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--destroy-data-on",
+            help="Allow writing to DEV despite a filesystem, mount or root disk.",
+        ),
+    ] = None,
     window: Annotated[float, typer.Option(help="Synthetic mode: window length in seconds.")] = 1.0,
     exact_limit: Annotated[
         int, typer.Option(help="auto: exact up to this many requests.")
@@ -77,8 +94,21 @@ def plan(
 ) -> None:
     """Turn a trace into fio job files (one iolog per stream and target, or fitted jobs).
 
+    A target must exist: a block device, or a regular file (a missing file is made
+    only with --create-file). Devices are checked for data and use as `replay run` does.
+
     Example: iotape replay plan run.iot -o jobs/ --databases 4 --target all=/dev/sdb
     """
+    size = None
+    if create_file is not None:
+        from iotape.analyzer.tiering import TieringError, parse_size
+
+        try:
+            size = parse_size(create_file)
+        except TieringError:
+            raise IotapeError(
+                f"--create-file {create_file}: not a size (a number with an optional K/M/G/T)"
+            ) from None
     man = planmod.plan(
         planmod.PlanOptions(
             trace=trace,
@@ -99,6 +129,8 @@ def plan(
             exact_limit=exact_limit,
             engine=engine,
             segment=segment,
+            create_file=size,
+            destroy=destroy_data_on or [],
         )
     )
     text = man.pop("jobfile_text")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.errors import IotapeError
-from iotape.replayer import iolog, remap, scale, synthetic, targets
+from iotape.replayer import iolog, remap, safety, scale, synthetic, targets
 from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 
 MODES = ("exact", "synthetic", "auto")
@@ -49,6 +49,7 @@ START_PER_JOB_S = 0.001
 STARTDELAY_MARGIN_S = 1.0
 MAX_JOBS = 2000  # fio 3.33 refuses more than 4096
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
+WRITE_OPS = [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
 PLACEHOLDER = "/dev/TARGET"
 
 
@@ -72,6 +73,8 @@ class PlanOptions:
     exact_limit: int = 2_000_000
     engine: str = "psync"
     segment: int = 32
+    create_file: int | None = None  # bytes: create each target file that does not exist
+    destroy: list[str] = field(default_factory=list)  # --destroy-data-on
 
 
 @dataclass
@@ -209,6 +212,33 @@ def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
     return out, n
 
 
+def _target(path: str, writes: bool, opts: PlanOptions) -> targets.Target:
+    """Check what `path` is, and that it is safe to write, before opening it: a
+    device is refused for what it is (the root disk, mounted, in use), not for
+    whatever opening it would have said."""
+    if path == PLACEHOLDER:
+        return targets.Target(path, "file", None, 512)
+    if opts.create_file is not None and opts.create_file <= 0:
+        raise IotapeError(f"--create-file {opts.create_file}: must be a positive size")
+    if targets.classify(path, opts.create_file) == "block" and writes:
+        safety.check_target(path, opts.destroy)
+    return targets.probe(path, opts.create_file)
+
+
+def _reach(jobs: list[Job]) -> dict[str, int]:
+    """Per target, the end of the furthest byte any job may touch."""
+    out: dict[str, int] = {}
+    for j in jobs:
+        if j.entries is not None:
+            _t, action, off, b = j.entries
+            data = action != iolog.SYNC
+            end = int((off[data] + b[data]).max(initial=0))
+        else:
+            end = int(j.options["offset"]) + int(j.options["size"])
+        out[j.target] = max(out.get(j.target, 0), end)
+    return out
+
+
 def _seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
@@ -262,10 +292,8 @@ def build(opts: PlanOptions) -> dict:
     data = r["op"] != OP["flush"]
     ends = np.where(data, r["offset"].astype(np.int64) + r["bytes"].astype(np.int64), 0)
     dev_end = {dev: int(ends[r["dev"] == dev].max(initial=512)) for dev in dev_ids}
-    probed = {
-        p: targets.Target(p, "file", None, 512) if p == PLACEHOLDER else targets.probe(p)
-        for p in users
-    }
+    written = {g[6] for g in groups if np.isin(r["op"][g[5]], WRITE_OPS).any()}
+    probed = {p: _target(p, p in written, opts) for p in users}
     need = {p: max(dev_end.values()) for p in users}
     spans = targets.ranges(users, probed, need)
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
@@ -286,11 +314,7 @@ def build(opts: PlanOptions) -> dict:
             off, b = remap.remap(
                 rr["offset"], rr["bytes"], size, block, opts.remap, dev_end[dev], rotate
             )
-            writes = bool(
-                np.isin(
-                    rr["op"], [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
-                ).any()
-            )
+            writes = bool(np.isin(rr["op"], WRITE_OPS).any())
             name = stem + (f".c{j}" if len(reps) > 1 else "")
             if mode == "exact":
                 fua = ((rr["flags"] & FUA) != 0) & (rr["op"] == OP["write"])
@@ -443,6 +467,9 @@ def jobfile_text(opts: PlanOptions, b: dict) -> str:
         "direct=1\n",
         "thread=1\n",
         f"clocksource={CLOCKSOURCE}\n",
+        # Every target exists before fio starts (`replay run` checks, and creates
+        # a --create-file file): a missing one is an error, never a new file.
+        "allow_file_create=0\n",
     ]
     # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
     out += ["write_lat_log=results/lat\n", "log_offset=1\n"]
@@ -482,7 +509,7 @@ def _anchor(b: dict) -> tuple[str, str] | None:
         "; fio's own plain replay of the same requests, the anchor for `iotape replay fidelity`:\n"
         "; one iolog, read_iolog defaults (psync, iodepth 1),\n"
         "; direct=1 so the device sees the I/O.\n"
-        "[plain]\nread_iolog=anchor.log\ndirect=1\n"
+        "[plain]\nread_iolog=anchor.log\ndirect=1\nallow_file_create=0\n"
     )
     return job, "".join(head + body + tail)
 
@@ -492,6 +519,7 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
     tw: dict[str, bool] = {}
     for j in b["jobs"]:
         tw[j.target] = tw.get(j.target, False) or j.writes
+    reach = _reach(b["jobs"])
     return {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
@@ -505,7 +533,15 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
         "remap": opts.remap,
         "scaling": b["scaling"].__dict__ if b["scaling"] else None,
         "targets": [
-            {"path": p, "kind": t.kind, "writes": tw.get(p, False), "block_size": t.block}
+            {
+                "path": p,
+                "kind": t.kind,
+                "writes": tw.get(p, False),
+                "block_size": t.block,
+                "size": t.size,
+                "create_bytes": t.create,
+                "reach_bytes": reach.get(p, 0),
+            }
             for p, t in sorted(b["probed"].items())
         ],
         "jobs": [

@@ -24,6 +24,7 @@ from iotape.recorder import record as rec
 from iotape.recorder.tracefile import open_trace, write_trace
 from iotape.replayer import fidelity as fid
 from iotape.replayer import plan as planmod
+from iotape.replayer import targets
 from iotape.replayer.safety import check_target, rdev_of
 from iotape.replayer.source import OP, request_times
 
@@ -41,12 +42,54 @@ def load_manifest(jobdir: Path) -> dict:
     return man
 
 
-def check_targets(man: dict, destroy: list[str]) -> None:
+def check_targets(man: dict, destroy: list[str]) -> list[str]:
+    """Check every target again, as `replay plan` did: devices come and go between
+    the two. Returns the files to create (--create-file); creates nothing."""
+    create = []
     for t in man["targets"]:
-        if t["path"] == planmod.PLACEHOLDER:
+        path = t["path"]
+        if path == planmod.PLACEHOLDER:
             raise IotapeError("the plan was made without --target; plan again with one")
-        if t["writes"]:
-            check_target(t["path"], destroy)
+        kind = targets.classify(path, t.get("create_bytes"))
+        if kind == "create":
+            create.append(path)
+        elif kind != t["kind"]:
+            raise IotapeError(
+                f"--target {path}: was a {'block device' if t['kind'] == 'block' else 'file'} "
+                f"when planned and is now a {'block device' if kind == 'block' else 'file'}; "
+                "plan again"
+            )
+        if kind == "block" and t["writes"]:
+            check_target(path, destroy)
+        size = t["create_bytes"] if kind == "create" else targets.size_of(path)[0]
+        reach = t.get("reach_bytes") or 0
+        if size < reach:
+            raise IotapeError(
+                f"--target {path}: {size} bytes, but the plan reaches byte {reach} "
+                f"(planned for {t.get('size')} bytes); plan again for this target"
+            )
+    return create
+
+
+def _create(paths: list[str], man: dict) -> None:
+    """Make the --create-file files, wholly allocated (a full disk shows here, not
+    halfway through the replay), or none of them."""
+    sizes = {t["path"]: t["create_bytes"] for t in man["targets"]}
+    made: list[str] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            made.append(path)
+            try:
+                os.posix_fallocate(fd, 0, sizes[path])
+            finally:
+                os.close(fd)
+        except OSError as e:
+            for done in made:
+                os.unlink(done)
+            raise IotapeError(
+                f"--target {path}: cannot create {sizes[path]} bytes: {e.strerror}"
+            ) from None
 
 
 def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
@@ -130,10 +173,11 @@ def run(
     record_to = Path(record_to) if record_to is not None else None
     anchor_record_to = Path(anchor_record_to) if anchor_record_to is not None else None
     man = load_manifest(jobdir)
-    check_targets(man, destroy or [])
+    create = check_targets(man, destroy or [])
     for p in (record_to, anchor_record_to):
         if p is not None:
             rec.check_output(Path(p), force)
+    _create(create, man)
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
     say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")

@@ -23,6 +23,7 @@ import numpy as np
 from iotape.analyzer import tiering
 from iotape.errors import IotapeError
 from iotape.recorder.tracefile import TraceWriter, open_trace
+from iotape.replayer import targets
 
 # Made-up device numbers for the split halves: major 4095 is never a real driver's.
 _SPLIT_MAJOR = 4095
@@ -152,6 +153,7 @@ def split(
 
 def _check_output(trace: Path, out: str | Path, force: bool) -> Path:
     out = Path(out)
+    targets.check_output_file(str(out), "-o")
     if out.exists() and not force:
         raise IotapeError(f"{out}: exists; give --force to replace it")
     if out.resolve() == trace.resolve():

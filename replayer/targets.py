@@ -3,15 +3,22 @@
 NAME is, most specific first, `dbK:STREAM`, `dbK`, a stream name, a source
 device name from the trace header, or `all`. Databases that share a path share
 it as equal, block-aligned offset ranges.
+
+A target is what it claims to be, or it is refused (`classify`): a block device,
+or a regular file that exists, or one the user asked to create (--create-file,
+never under /dev, /proc or /sys). A mistyped /dev name would otherwise become a
+file in /dev's RAM-backed filesystem, and its "latencies" those of memory.
 """
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import os
 import stat
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from iotape.errors import IotapeError
 
@@ -23,8 +30,9 @@ BLKSSZGET = 0x1268
 class Target:
     path: str
     kind: str  # "block" or "file"
-    size: int | None  # None: a file that does not exist yet
+    size: int | None  # None: only the dry-run placeholder
     block: int
+    create: int | None = None  # a file to create of this many bytes (--create-file)
 
 
 def parse(specs: list[str]) -> dict[str, str]:
@@ -39,30 +47,142 @@ def parse(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def probe(path: str) -> Target:
-    """Size and logical block size of a named device or file (opened read-only)."""
-    if os.path.islink(path):
-        raise IotapeError(f"--target {path}: is a symbolic link; name the device or file itself")
+SYSTEM_DIRS = ("/dev", "/proc", "/sys")
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
+
+
+def block_devices(near: str = "", limit: int = 6) -> list[str]:
+    """/dev paths of the machine's block devices that have a size (an unused loop
+    device has none), the names most like `near` first."""
+    sysfs = Path("/sys/class/block")
+    names = []
+    for entry in sorted(sysfs.iterdir()) if sysfs.is_dir() else []:
+        dev = f"/dev/{entry.name}"
+        try:
+            if stat.S_ISBLK(os.stat(dev).st_mode) and int((entry / "size").read_text()) > 0:
+                names.append(dev)
+        except (OSError, ValueError):
+            continue
+    if near:
+        names.sort(key=lambda n: -difflib.SequenceMatcher(None, near, n).ratio())
+    return names[:limit] + (["…"] if len(names) > limit else [])
+
+
+def _listing(path: str) -> str:
+    devs = block_devices(path)
+    return "block devices: " + (", ".join(devs) if devs else "none")
+
+
+def _what(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISREG, "a regular file"),
+    ):
+        if test(mode):
+            return name
+    return "not a block device or a regular file"
+
+
+def check_system_path(path: str, flag: str) -> None:
+    """Refuse a path under /dev that is not a block device (naming the devices
+    there are) and any path under /proc or /sys."""
+    top = next((t for t in SYSTEM_DIRS if _under(path, t)), None)
+    if top is None:
+        return
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return Target(path, "file", None, 512)
+        if top == "/dev":
+            raise IotapeError(f"{flag} {path} does not exist; {_listing(path)}") from None
+        raise IotapeError(f"{flag} {path}: is under {top}, not a block device or file") from None
     except OSError as e:
-        raise IotapeError(f"--target {path}: {e.strerror}") from None
+        raise IotapeError(f"{flag} {path}: {e.strerror}") from None
     if stat.S_ISBLK(st.st_mode):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as e:
-            raise IotapeError(f"--target {path}: cannot open: {e.strerror}") from None
-        try:
-            size = struct.unpack("Q", fcntl.ioctl(fd, BLKGETSIZE64, b"\0" * 8))[0]
-            block = struct.unpack("i", fcntl.ioctl(fd, BLKSSZGET, b"\0" * 4))[0]
-        finally:
-            os.close(fd)
-        return Target(path, "block", int(size), int(block))
+        return
+    if top == "/dev":
+        raise IotapeError(
+            f"{flag} {path} is {_what(st.st_mode)} under /dev, not a block device; {_listing(path)}"
+        )
+    raise IotapeError(f"{flag} {path}: is under {top}, not a block device or file")
+
+
+def classify(path: str, create: int | None = None, flag: str = "--target") -> str:
+    """What `path` is, "block", "file" or "create" (a file to be made of `create`
+    bytes), or an IotapeError saying why it is not a place to replay to. Opens nothing:
+    a path under /dev must already be a block device, one under /proc or /sys is
+    never written, and a regular file is created only when the user asked for it."""
+    if os.path.islink(path):
+        raise IotapeError(f"{flag} {path}: is a symbolic link; name the device or file itself")
+    check_system_path(path, flag)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if create is None:
+            raise IotapeError(
+                f"{flag} {path} does not exist; name an existing block device or file, "
+                "or give --create-file SIZE to create it"
+            ) from None
+        parent = os.path.dirname(path) or "."
+        if not os.path.isdir(parent):
+            raise IotapeError(f"{flag} {path}: directory {parent} does not exist") from None
+        return "create"
+    except OSError as e:
+        raise IotapeError(f"{flag} {path}: {e.strerror}") from None
+    if stat.S_ISBLK(st.st_mode):
+        return "block"
     if stat.S_ISREG(st.st_mode):
-        return Target(path, "file", int(st.st_size) or None, 512)
-    raise IotapeError(f"--target {path}: not a block device or a regular file")
+        return "file"
+    raise IotapeError(
+        f"{flag} {path}: is {_what(st.st_mode)}, not a block device or a regular file"
+    )
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """A trace or report written to `path` lands in a regular file the user meant:
+    never in /dev, /proc or /sys, never over a device."""
+    path = os.path.abspath(path)
+    top = next((t for t in SYSTEM_DIRS if _under(path, t)), None)
+    if top:
+        raise IotapeError(f"{flag} {path}: is under {top}; write to a file elsewhere")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise IotapeError(f"{flag} {path}: is {_what(st.st_mode)}, not a regular file")
+
+
+def size_of(path: str) -> tuple[int, int]:
+    """(size, logical block size) of a block device (opened read-only) or a file."""
+    st = os.stat(path)
+    if not stat.S_ISBLK(st.st_mode):
+        return int(st.st_size), 512
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise IotapeError(f"--target {path}: cannot open: {e.strerror}") from None
+    try:
+        size = struct.unpack("Q", fcntl.ioctl(fd, BLKGETSIZE64, b"\0" * 8))[0]
+        block = struct.unpack("i", fcntl.ioctl(fd, BLKSSZGET, b"\0" * 4))[0]
+    finally:
+        os.close(fd)
+    return int(size), int(block)
+
+
+def probe(path: str, create: int | None = None) -> Target:
+    """The target at `path`: what it is, its size and logical block size.
+    Run `classify` and the safety checks first: this opens a block device."""
+    kind = classify(path, create)
+    if kind == "create":
+        return Target(path, "file", create, 512, create)
+    size, block = size_of(path)
+    return Target(path, kind, size, block)
 
 
 def choose(mapping: dict[str, str], db: int, stream: str, device: str) -> str:
@@ -77,7 +197,7 @@ def choose(mapping: dict[str, str], db: int, stream: str, device: str) -> str:
 
 def ranges(users: dict[str, list[int]], probed: dict[str, Target], need: dict[str, int]):
     """(path, db) -> (base, size): each path split evenly among its databases.
-    A file that does not exist yet is sized to what its users need."""
+    The dry-run placeholder (no size) is sized to what its users need."""
     out: dict[tuple[str, int], tuple[int, int]] = {}
     for path, dbs in users.items():
         t = probed[path]
@@ -85,7 +205,14 @@ def ranges(users: dict[str, list[int]], probed: dict[str, Target], need: dict[st
         size = t.size if t.size is not None else need[path] * len(dbs)
         each = size // len(dbs) // t.block * t.block
         if each < t.block:
-            raise IotapeError(f"--target {path}: {size} bytes is too small for {len(dbs)} range(s)")
+            raise IotapeError(
+                f"--target {path}: {size} bytes is too small for {len(dbs)} range(s)"
+                + (
+                    "; give it a size, or remove it and plan with --create-file SIZE"
+                    if not size
+                    else ""
+                )
+            )
         for i, db in enumerate(dbs):
             out[(path, db)] = (i * each, each)
     return out

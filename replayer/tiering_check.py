@@ -31,7 +31,8 @@ from iotape.recorder.tracefile import open_trace
 from iotape.replayer import plan as planmod
 from iotape.replayer import run as runmod
 from iotape.replayer import split as splitmod
-from iotape.replayer.safety import rdev_of
+from iotape.replayer import targets
+from iotape.replayer.safety import check_target, rdev_of
 
 REPLAYS = ("profile", "tiered")
 
@@ -81,6 +82,7 @@ def check(
     trace, out = Path(trace), Path(out)
     devs = {}
     for what, path in (("--fast", fast), ("--slow", slow)):
+        targets.check_system_path(os.path.abspath(path), what)
         rdev = rdev_of(path)
         if rdev is None:
             raise IotapeError(
@@ -89,6 +91,9 @@ def check(
         devs[what] = (os.major(rdev) << 20) | os.minor(rdev)
     if devs["--fast"] == devs["--slow"]:
         raise IotapeError(f"--fast and --slow are the same device ({fast})")
+    # Both are written; refuse them before anything is simulated or written to OUT.
+    for path in (fast, slow):
+        check_target(path, destroy or [])
     _one_device(trace)
     _prepare_dir(out, force)
     placed = splitmod.place(trace, p)
@@ -100,7 +105,11 @@ def check(
         say(f"{name}: planning")
         planmod.plan(
             planmod.PlanOptions(
-                trace=src, jobdir=jobdir, targets=[f"fast={fast}", f"slow={slow}"], force=True
+                trace=src,
+                jobdir=jobdir,
+                targets=[f"fast={fast}", f"slow={slow}"],
+                force=True,
+                destroy=destroy or [],
             )
         )
         recorded[name] = out / f"{name}-replay.iot"

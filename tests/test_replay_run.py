@@ -76,8 +76,9 @@ def test_refuses_the_root_disk(kernel) -> None:
 def test_run_refuses_before_writing(loop_factory, tmp_path: Path) -> None:
     src, dst = loop_factory(64), loop_factory(64)
     orig = _record_fio(src.path, tmp_path / "orig.iot", seconds=1)
-    subprocess.run(["mkfs.ext4", "-q", "-F", dst.path], check=True)
     plan(PlanOptions(orig, tmp_path / "jobs", mode="exact", targets=[f"all={dst.path}"]))
+    # A filesystem made after planning: `replay run` checks the device again.
+    subprocess.run(["mkfs.ext4", "-q", "-F", dst.path], check=True)
     res = CliRunner().invoke(app, ["run", str(tmp_path / "jobs")])
     assert isinstance(res.exception, IotapeError) and "ext4" in str(res.exception)
     assert not (tmp_path / "jobs" / "results" / "fio.json").exists()

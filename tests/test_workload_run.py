@@ -150,7 +150,7 @@ def test_directory_targets_on_a_filesystem(loop, tmp_path: Path) -> None:
         assert (mnt / "db0.edb").exists() and (mnt / "db1.edb").exists()
         assert list((mnt / "db0-logs").glob("E00*.log"))
         # The mounted device itself is refused as a raw target.
-        with pytest.raises(IotapeError, match="is mounted on"):
+        with pytest.raises(IotapeError, match="mounted at"):
             layout.check_raw(loop.path, set())
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
@@ -160,7 +160,7 @@ def test_raw_device_with_a_filesystem_is_refused(loop) -> None:
     subprocess.run(["mkfs.ext4", "-q", "-F", loop.path], check=True)
     res = runner.invoke(app, ["run", "--db-path", loop.path, "--log-path", loop.path, *SMALL])
     assert isinstance(res.exception, IotapeError)
-    assert "holds ext4" in str(res.exception) and "--destroy-data-on" in str(res.exception)
+    assert "ext4 signature" in str(res.exception) and "--destroy-data-on" in str(res.exception)
 
 
 def test_raw_device_too_small(loop_factory) -> None:

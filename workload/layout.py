@@ -5,18 +5,19 @@ or a raw block device. One path may serve several databases: a device is then
 split into equal regions, and a device named for both databases and logs keeps
 its last part for the logs. A raw device is refused while it is mounted, in use
 by another device (holders) or holds a filesystem or partition signature,
-unless it is named with --destroy-data-on.
+is the root disk or is opened exclusively elsewhere, unless it is named with
+--destroy-data-on; a path under /dev must be a block device.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from iotape.errors import IotapeError
+from iotape.replayer import safety, targets
 
 MIB = 1 << 20
 LOG_FILES_PER_REGION = 64  # log files a device region holds (it is used as a ring)
@@ -55,51 +56,10 @@ def device_size(path: str) -> int:
         os.close(fd)
 
 
-def _mounted(dev: str) -> str | None:
-    real = os.path.realpath(dev)
-    rdev = os.stat(real).st_rdev
-    for line in Path("/proc/mounts").read_text().splitlines():
-        src, where = line.split()[:2]
-        if src.startswith("/") and os.path.exists(src):
-            try:
-                st = os.stat(src)
-            except OSError:
-                continue
-            if stat.S_ISBLK(st.st_mode) and (st.st_rdev == rdev or _is_partition_of(src, real)):
-                return where
-    return None
-
-
-def _is_partition_of(part: str, disk: str) -> bool:
-    name, dname = os.path.basename(os.path.realpath(part)), os.path.basename(disk)
-    return Path(f"/sys/class/block/{dname}/{name}/partition").exists()
-
-
 def check_raw(dev: str, destroy: set[str]) -> None:
-    """Refuse a device with data on it unless the user said to destroy it."""
-    real = os.path.realpath(dev)
-    if real in destroy:
-        return
-    name = os.path.basename(real)
-    where = _mounted(real)
-    if where:
-        raise IotapeError(f"{dev}: is mounted on {where}; refusing to overwrite it")
-    holders = Path(f"/sys/class/block/{name}/holders")
-    if holders.is_dir() and any(holders.iterdir()):
-        used = ", ".join(p.name for p in holders.iterdir())
-        raise IotapeError(f"{dev}: is in use by {used}; refusing to overwrite it")
-    try:
-        out = subprocess.run(
-            ["blkid", "-p", "-o", "export", real], capture_output=True, text=True, timeout=30
-        )
-    except FileNotFoundError:
-        raise IotapeError("blkid not found (util-linux); it checks raw devices for data") from None
-    if out.returncode == 0 and out.stdout.strip():
-        fields = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-        what = fields.get("TYPE") or fields.get("PTTYPE") or "a signature"
-        raise IotapeError(
-            f"{dev}: holds {what}; pass --destroy-data-on {dev} to use it as a raw target"
-        )
+    """Refuse a device with data on it or in use (the root disk, mounted, held by
+    device-mapper/md/swap or opened exclusively) unless the user said to destroy it."""
+    safety.check_target(os.path.realpath(dev), sorted(destroy))
 
 
 def _holding_device(path: str) -> str | None:
@@ -142,6 +102,9 @@ def plan(
     if not db_paths or not log_paths:
         raise IotapeError("give --db-path and --log-path (a directory or a block device)")
     for p in [*db_paths, *log_paths]:
+        targets.check_system_path(
+            os.path.realpath(p), "--db-path" if p in db_paths else "--log-path"
+        )
         if not os.path.exists(p):
             raise IotapeError(f"{p}: no such file, directory or device")
         if not (os.path.isdir(p) or is_block(p)):
