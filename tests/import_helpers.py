@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 from iotape.recorder import blktrace_import as bt
 
 ACT = {ch: i for i, ch in enumerate(bt.ACTIONS) if ch != "?"}
 CAT = {"R": bt.TC_READ, "W": bt.TC_WRITE, "FW": bt.TC_FLUSH | bt.TC_WRITE, "FN": bt.TC_FLUSH}
 SDA = (8 << 20) | 0
+# The sample traces that ship with the project (traces/README.md).
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 
 def trace(
