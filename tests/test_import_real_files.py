@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from import_helpers import VSCSI_REQS as REQS
-from import_helpers import vscsi
+from import_helpers import TRACES, VSCSI_REQS, vscsi
 
 from iotape import schemas
 from iotape.errors import IotapeError
@@ -149,7 +148,7 @@ def test_vscsi_files_with_newline_bytes(tmp_path: Path, version: int) -> None:
     ops = {0x0A: OP["write"], 0x28: OP["read"], 0x2A: OP["write"]}
     # Times count from the earliest request: record 0, at 1,000,010 µs.
     for i, r in enumerate(recs[:6]):
-        cmd, lbn, size, ts = REQS[i % 3]
+        cmd, lbn, size, ts = VSCSI_REQS[i % 3]
         issue = (ts + 1000 * i - 1_000_010) * 1000
         lat = (25 + i) * 1000 if version == 2 else 0
         assert int(r["op"]) == ops[cmd]
@@ -176,6 +175,36 @@ def test_vscsi_time_out_of_range_is_a_bad_record(tmp_path: Path) -> None:
         import_trace("vscsi", [src], tmp_path / "o.iot")
     recs, h = _import(tmp_path, "vscsi", src, skip_bad=1)
     assert len(recs) == 3 and h["metadata"]["skipped"] == 1
+
+
+# One file for every format `iotape import` reads, in the shape found elsewhere.
+def _example(fmt: str, tmp_path: Path) -> Path:
+    plain = {
+        "blktrace": TRACES / "blktrace-nvme" / "sample.blktrace.0",
+        "disksim": TRACES / "disksim-websearch" / "wsrch-small.trace",
+        "fio-iolog": DATA / "fio-v3.log",
+        "fiu": DATA / "fiu.txt",
+        "msr": DATA / "msr.csv",
+        "spc": DATA / "spc.csv",
+        "tencent": DATA / "tencent.csv",
+    }
+    src = tmp_path / fmt
+    if fmt in plain:
+        return plain[fmt]
+    if fmt == "vscsi":
+        src.write_bytes(vscsi(2))
+    elif fmt == "blkparse":
+        src.write_text(BLKPARSE_HEAD + (DATA / "blkparse-corners.txt").read_text())
+    elif fmt == "alibaba":
+        src.write_text(
+            "device_id,opcode,offset,length,timestamp\n" + (DATA / "alibaba.csv").read_text()
+        )
+    return src
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_auto_recognises_every_format(tmp_path: Path, fmt: str) -> None:
+    assert detect(_example(fmt, tmp_path)) == fmt
 
 
 def test_auto_lists_each_format_and_why_it_was_rejected(tmp_path: Path) -> None:
