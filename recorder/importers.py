@@ -101,7 +101,9 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
             yield stream, counted
         except (EOFError, OSError, lzma.LZMAError) as e:
             raise IotapeError(f"{path}: damaged compressed data: {e}") from None
-        if proc is not None and proc.wait() != 0:
+        # A reader that stopped early (detection reads 64 KiB) leaves zstd blocked on
+        # a full pipe: waiting for it would hang, and there is no outcome to check.
+        if proc is not None and not proc.stdout.read(1) and proc.wait() != 0:
             err = proc.stderr.read().decode(errors="replace").strip().splitlines()
             raise IotapeError(f"{path}: zstd: {err[-1] if err else 'failed'}")
     finally:

@@ -6,6 +6,7 @@ importer's tables), and compared with the import of the plain fixture.
 
 from __future__ import annotations
 
+import shutil
 import struct
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import need
 from import_helpers import TRACES, VSCSI_REQS, vscsi
 
 from iotape import schemas
@@ -220,6 +222,26 @@ def test_auto_lists_each_format_and_why_it_was_rejected(tmp_path: Path) -> None:
     assert "blkparse: line 2: 'read 4096 at 0' is not a blkparse event" in msg
     assert "msr: line 2: field" in msg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_auto_on_a_zstd_file_larger_than_what_it_reads(tmp_path: Path) -> None:
+    # Detection reads 64 KiB, which once left zstd blocked on a full pipe, waited for.
+    need(shutil.which("zstd") is not None, "the zstd tool (Debian package zstd)")
+    text = (TRACES / "disksim-websearch" / "wsrch-small.trace").read_bytes() + b"\n"
+    src = tmp_path / "big.trace"
+    src.write_bytes(text * 4)
+    subprocess.run(["zstd", "-q", "--rm", str(src)], check=True)
+    out = tmp_path / "o.iot"
+    res = subprocess.run(
+        [sys.executable, "-m", "iotape", "import", "auto", f"{src}.zst", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    with open_trace(out) as t:
+        assert t.footer["events"] == 4 * text.count(b"\n")
+        assert t.header["metadata"]["format"] == "disksim"
 
 
 def test_cli_auto_failure_is_a_clear_error(tmp_path: Path) -> None:
