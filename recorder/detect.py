@@ -41,9 +41,10 @@ def detect_format(head: bytes, whole: bool, where: str) -> str:
         raise IotapeError(f"{where}: already an iotape trace; read it with `iotape trace info`")
     lines = text_lines(head, whole)
     reasons: dict[str, str] = {}
-    # Binary tests first: they are strict, and text can never pass them.
-    for name in dict.fromkeys((*BINARY, "blkparse", *textformats.FORMATS)):
-        why = BINARY[name](head) if name in BINARY else _text_reason(name, lines)
+    # Formats told by a signature or a record structure first: they are strict,
+    # and no records of the line-by-line formats pass them.
+    for name in dict.fromkeys((*SIGNED, "blkparse", *textformats.FORMATS)):
+        why = SIGNED[name](head) if name in SIGNED else _text_reason(name, lines)
         if why is None:
             return name
         reasons[name] = why
@@ -103,7 +104,7 @@ def _fio_iolog(head: bytes) -> str | None:
     return f"line 1: {first[:30].decode('utf-8', 'replace')!r} is not 'fio version 2|3 iolog'"
 
 
-BINARY = {"blktrace": _blktrace, "vscsi": _vscsi, "fio-iolog": _fio_iolog}
+SIGNED = {"blktrace": _blktrace, "vscsi": _vscsi, "fio-iolog": _fio_iolog}
 
 
 def _text_reason(name: str, lines: Lines) -> str | None:
