@@ -17,7 +17,10 @@ err = Console(stderr=True)
 
 def import_(
     fmt: Annotated[
-        str, typer.Argument(metavar="FORMAT", help=f"auto, or one of: {', '.join(FORMATS)}.")
+        str,
+        typer.Argument(
+            metavar="FORMAT", help=f"auto (recognised by content), or one of: {', '.join(FORMATS)}."
+        ),
     ],
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE...", help="Input files (.gz, .xz, .zst too).")

@@ -26,7 +26,8 @@ import numpy as np
 from iotape import __version__
 from iotape.errors import IotapeError
 from iotape.recorder import blktrace_import as bt
-from iotape.recorder import devices, labels, textformats
+from iotape.recorder import detect as detection
+from iotape.recorder import devices, labels, textformats, textlines
 from iotape.recorder.tracefile import TraceWriter, default_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
@@ -100,7 +101,9 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
             yield stream, counted
         except (EOFError, OSError, lzma.LZMAError) as e:
             raise IotapeError(f"{path}: damaged compressed data: {e}") from None
-        if proc is not None and proc.wait() != 0:
+        # A reader that stopped early (detection reads 64 KiB) leaves zstd blocked on
+        # a full pipe: waiting for it would hang, and there is no outcome to check.
+        if proc is not None and not proc.stdout.read(1) and proc.wait() != 0:
             err = proc.stderr.read().decode(errors="replace").strip().splitlines()
             raise IotapeError(f"{path}: zstd: {err[-1] if err else 'failed'}")
     finally:
@@ -113,7 +116,10 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
         raw.close()
 
 
-def _peek(path: str | os.PathLike, n: int = 65536) -> bytes:
+PEEK_BYTES = 65536
+
+
+def _peek(path: str | os.PathLike, n: int = PEEK_BYTES) -> bytes:
     with open_input(path) as (f, _):
         return f.read(n)
 
@@ -121,27 +127,11 @@ def _peek(path: str | os.PathLike, n: int = 65536) -> bytes:
 # --------------------------------------------------------------------------- detection
 
 
-_BLKPARSE_LINE = re.compile(rb"^\s*\d+,\d+\s+\d+\s+\d+\s+\d+\.\d{9}\s+\d+\s+[A-Za-z]{1,2}\s")
-
-
 def detect(path: str | os.PathLike) -> str:
-    """The format of a file, from its content."""
-    head = _peek(path)
-    if len(head) >= bt.TRACE.size:
-        magic = int.from_bytes(head[:4], "little")
-        if magic & 0xFFFFFF00 == bt.MAGIC:
-            return "blktrace"
-    if head.startswith((b"fio version 2 iolog", b"fio version 3 iolog")):
-        return "fio-iolog"
-    lines = [ln for ln in head.split(b"\n")[:-1] if ln.strip()][:20]
-    if lines and all(_BLKPARSE_LINE.match(ln) for ln in lines[:5]):
-        return "blkparse"
-    for name, spec in textformats.FORMATS.items():
-        if textformats.sniff(spec, lines):
-            return name
-    if textformats.vscsi_version(head) is not None and b"\n" not in head[:64]:
-        return "vscsi"
-    raise IotapeError(f"{path}: cannot tell the format; name it (one of {', '.join(FORMATS)})")
+    """The format of a file, from its content (see recorder/detect.py)."""
+    head = _peek(path, PEEK_BYTES + 1)
+    whole = len(head) <= PEEK_BYTES
+    return detection.detect_format(head[:PEEK_BYTES], whole, str(path))
 
 
 # --------------------------------------------------------------------------- devices
@@ -366,6 +356,8 @@ def _import_text(run: _Run, base: float | None) -> float | None:
         extra = {
             "skipped": ctx.bad,
             "skipped_examples": ctx.bad_examples,
+            "ignored_lines": ctx.ignored.header_json(),
+            "crlf_line_ends": ctx.ignored.crlf,
             "unpaired": {},
             "units": spec.doc,
         }
@@ -385,6 +377,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
     info = bt.BinaryInfo(comms=pairer.comms)
     spool = _Spool(run.output)
     extra: dict = {}
+    ignored = None if run.fmt == "blktrace" else textlines.Ignored()
     try:
         with contextlib.ExitStack() as stack:
             opened = [stack.enter_context(open_input(p)) for p in run.paths]
@@ -398,7 +391,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
                 summary = None
             else:
                 summary = bt.Summary()
-                events = _text_events(opened, run, pairer, summary)
+                events = _text_events(opened, run, pairer, summary, ignored)
             first = next(events, None)
             start = first.time if first is not None else 0
             pending = 0
@@ -418,6 +411,9 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
         unpaired = pairer.finish()
         counts = dict(sorted(pairer.counts.items()))
         extra = {"skipped": run.footer.get("skipped", 0), "unpaired": unpaired, "actions": counts}
+        if ignored is not None:
+            extra["ignored_lines"] = ignored.header_json()
+            extra["crlf_line_ends"] = ignored.crlf
         wall = None
         if info.wall_anchor is not None:
             t, w = info.wall_anchor
@@ -456,14 +452,30 @@ class _MultiCounter(_Counted):
         return sum(p.pos for p in self.parts)
 
 
-def _text_events(opened, run: _Run, pairer: bt.Pairer, summary: bt.Summary):
+def _text_events(
+    opened, run: _Run, pairer: bt.Pairer, summary: bt.Summary, ignored: textlines.Ignored
+) -> Iterator[bt.Event]:
     """Events of blkparse text files; counts lines per device for the self-check."""
     ctx = textformats.Context(skip_bad=run.skip_bad)
     for (f, _), path in zip(opened, run.paths, strict=True):
+        header_due = True  # until the first non-empty line of this file
         for lineno, raw in enumerate(f, 1):
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            if lineno == 1 and raw.startswith(textlines.BOM):
+                raw = raw[len(textlines.BOM) :]
+            if raw.endswith(b"\r\n"):
+                ignored.crlf += 1
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if not line.strip():
+                ignored.blank += 1
                 continue
+            if textlines.is_comment(line):
+                ignored.comment += 1
+                continue
+            if header_due:
+                header_due = False
+                if textlines.names_columns(line.split(), detection.BLKPARSE_COLUMNS):
+                    ignored.header += 1
+                    continue
             if summary.feed(line):
                 continue
             try:

@@ -23,6 +23,7 @@ import pyarrow.csv as pcsv
 
 from iotape import schemas
 from iotape.errors import IotapeError
+from iotape.recorder import textlines
 
 OP = schemas.enum("op")
 DT = schemas.record_dtype()
@@ -222,6 +223,7 @@ class Context:
     min_raw: float | None = None
     device_id: Callable[[str, int | None], int] = lambda key, native: 0
     relative: bool = True
+    ignored: textlines.Ignored = field(default_factory=textlines.Ignored)
 
     def reject(self, where: str, why: str) -> None:
         """Count a bad record, or raise when the --skip-bad budget is spent."""
@@ -335,9 +337,7 @@ def _read_slow(spec: FormatSpec, data: bytes, first_line: int, where: str, ctx: 
         if not raw.strip():
             continue
         try:
-            text = raw.decode("utf-8")
-            fields = text.split(spec.delimiter) if spec.delimiter != " " else text.split()
-            row = _parse_line(spec, fields)
+            row = _parse_line(spec, split_fields(spec, raw.decode("utf-8")))
         except UnicodeDecodeError:
             ctx.reject(f"{where}: line {first_line + i}", "not UTF-8 text")
             continue
@@ -375,9 +375,30 @@ def _columns(t: pa.Table | dict) -> dict[str, pa.ChunkedArray | pa.Array]:
     return {c: t.column(c) for c in t.column_names} if isinstance(t, pa.Table) else t
 
 
+def split_fields(spec: FormatSpec, text: str) -> list[str]:
+    return text.split(spec.delimiter) if spec.delimiter != " " else text.split()
+
+
+def is_header(spec: FormatSpec, line: bytes) -> bool:
+    """True when `line` names the columns of `spec` (one name per column)."""
+    try:
+        fields = split_fields(spec, line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
+    want = len(spec.columns)
+    counts = (want, want - 1) if spec.columns and spec.columns[-1] is None else (want,)
+    return len(fields) in counts and textlines.names_columns(fields)
+
+
 def read_csv(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterator[np.ndarray]:
     """Records of a delimited text file, one array per block."""
-    for first_line, data in line_blocks(f):
+    header_due = True  # until the first non-empty line of this file
+    for first_line, block in line_blocks(f):
+        data = textlines.clean_block(block, ctx.ignored)
+        if header_due:
+            kept = textlines.drop_header(data, lambda ln: is_header(spec, ln), ctx.ignored)
+            header_due = kept is None
+            data = data if kept is None else kept
         t = _read_fast(spec, data)
         if t is None or not _table_ok(spec, t):
             cols = _read_slow(spec, data, first_line, where, ctx)
@@ -471,23 +492,66 @@ def to_records(spec: FormatSpec, cols: dict, ctx: Context) -> np.ndarray:
 # --------------------------------------------------------------------------- struct
 
 
-def vscsi_version(head: bytes) -> int | None:
-    """1 or 2 from the first record's version field (libCacheSim's test), else None."""
-    spec = FORMATS["vscsi"]
-    for ver, dt in spec.dtype.items():
-        if len(head) >= dt.itemsize:
-            rec = np.frombuffer(head[: dt.itemsize], dtype=dt)[0]
-            if int(rec["ver"]) >> 8 == ver:
-                return ver
-    return None
+# How many records of each layout `vscsi_version` looks at.
+VSCSI_SAMPLE = 32
+VSCSI_HEAD = 1280  # a whole number of records of either layout
+
+
+def vscsi_version(head: bytes) -> int:
+    """1 or 2: the layout that every whole record of `head` fits.
+
+    Looking at one record is not enough: a v1 record read as v2 has its serial
+    number's high byte in v2's version field. Raises BadValue saying why neither fits.
+    """
+    why = []
+    for ver, dt in FORMATS["vscsi"].dtype.items():
+        n = min(len(head) // dt.itemsize, VSCSI_SAMPLE)
+        if n == 0:
+            why.append(f"v{ver}: shorter than one {dt.itemsize}-byte record")
+            continue
+        rec = np.frombuffer(head[: n * dt.itemsize], dtype=dt)
+        wrong = np.flatnonzero(rec["ver"] >> 8 != ver)
+        if len(wrong):
+            i = int(wrong[0])
+            why.append(f"v{ver}: byte {i * dt.itemsize}: version {int(rec['ver'][i]):#06x}")
+            continue
+        # SCSI opcodes are one byte; the field is two wide.
+        wrong = np.flatnonzero(rec["cmd"] > 0xFF)
+        if len(wrong):
+            i = int(wrong[0])
+            why.append(
+                f"v{ver}: byte {i * dt.itemsize}: cmd {int(rec['cmd'][i]):#x} is not a SCSI opcode"
+            )
+            continue
+        return ver
+    raise BadValue("ver", f"not a vscsi record ({'; '.join(why)})")
+
+
+# The largest µs time (ts, rt) such that issue + latency in ns fits int64, and the
+# largest LBN whose byte offset fits u64.
+_MAX_US = ((1 << 62) - 1) // 1000
+_MAX_LBN = ((1 << 64) - 1) // 512
+
+
+def _struct_checks(rec: np.ndarray, ver: int) -> list[tuple[str, np.ndarray]]:
+    """(field, mask of records whose field is wrong) for a block of vscsi records."""
+    checks = [
+        ("ver", (rec["ver"] >> 8) != ver),
+        ("ts", rec["ts"] > _MAX_US),
+        ("lbn", rec["lbn"] > _MAX_LBN),
+    ]
+    if "rt" in rec.dtype.names:
+        checks.append(("rt", rec["rt"] > _MAX_US))
+    return checks
 
 
 def read_struct(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterator[np.ndarray]:
     """Fixed-size binary records (vscsi), a block at a time."""
-    head = f.read(64)
-    ver = vscsi_version(head)
-    if ver is None:
-        raise IotapeError(f"{where}: byte 0: field ver: not a vscsi v1 or v2 record")
+    head = f.read(VSCSI_HEAD)
+    try:
+        ver = vscsi_version(head)
+    except BadValue as e:
+        raise IotapeError(f"{where}: {e}") from None
     dt = spec.dtype[ver]
     per = max(1, BLOCK_BYTES // dt.itemsize)
     buf = head
@@ -508,11 +572,14 @@ def read_struct(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iter
         rec = np.frombuffer(buf[:whole], dtype=dt)
         op = codes[rec["cmd"]]
         op[op == 255] = OP["other"]
-        bad = (rec["ver"] >> 8) != ver
+        checks = _struct_checks(rec, ver)
+        bad = np.logical_or.reduce([m for _, m in checks])
         for i in np.flatnonzero(bad)[: ctx.skip_bad + 1 - ctx.bad]:
-            ctx.reject(
-                f"{where}: byte {pos + int(i) * dt.itemsize}", f"field ver: {rec['ver'][i]:#x}"
+            col = next(c for c, m in checks if m[i])
+            why = (
+                f"{int(rec[col][i]):#x}" if col == "ver" else f"{int(rec[col][i])} is out of range"
             )
+            ctx.reject(f"{where}: byte {pos + int(i) * dt.itemsize}", f"field {col}: {why}")
         keep = ~bad
         cols = {c: rec[c][keep] for c in dt.names}
         cols["cmd"] = op[keep]
@@ -534,7 +601,8 @@ def read_fio(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterato
         )
     k = 1 if version == 3 else 0
     timed = version == 3
-    for first_line, data in line_blocks(f):
+    for first_line, block in line_blocks(f):
+        data = textlines.clean_block(block, ctx.ignored)
         times, files, ops, offsets, sizes = [], [], [], [], []
         for i, raw in enumerate(data.split(b"\n")):
             fields = raw.split()
@@ -584,15 +652,24 @@ def read_fio(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterato
 READERS = {"csv": read_csv, "struct": read_struct, "fio": read_fio}
 
 
-def sniff(spec: FormatSpec, lines: list[bytes]) -> bool:
-    """True when every sample line parses as `spec` (for `auto`)."""
-    if spec.kind != "csv" or not lines:
-        return False
-    try:
-        for raw in lines:
-            text = raw.decode("utf-8")
-            fields = text.split(spec.delimiter) if spec.delimiter != " " else text.split()
-            _parse_line(spec, fields)
-    except (BadValue, UnicodeDecodeError, IndexError, KeyError, TypeError):
-        return False
-    return True
+def sniff(spec: FormatSpec, lines: list[tuple[int, bytes]]) -> str | None:
+    """None when the sample lines (number, text) parse as `spec`, else why not (for `auto`).
+
+    The first line may name the columns; comment and blank lines are already out.
+    """
+    if spec.kind != "csv":
+        return "not a text format"
+    if lines and is_header(spec, lines[0][1]):
+        lines = lines[1:]
+    if not lines:
+        return "no records in the first lines"
+    for lineno, raw in lines:
+        try:
+            _parse_line(spec, split_fields(spec, raw.decode("utf-8")))
+        except UnicodeDecodeError:
+            return f"line {lineno}: not UTF-8 text"
+        except BadValue as e:
+            return f"line {lineno}: {e}"
+        except (IndexError, KeyError, TypeError) as e:
+            return f"line {lineno}: {e}"
+    return None

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import need
-from import_helpers import CAT, SDA, notify_comm, notify_time, trace
+from import_helpers import CAT, SDA, TRACES, notify_comm, notify_time, trace
 
 from iotape import schemas
 from iotape.errors import IotapeError
@@ -21,8 +21,7 @@ from iotape.recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 FLAG = {k: 1 << v for k, v in schemas.bits("flag").items()}
-PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "traces-public"
-SAMPLE = PUBLIC / "blktrace-nvme" / "sample.blktrace.0"
+SAMPLE = TRACES / "blktrace-nvme" / "sample.blktrace.0"
 DATA = Path(__file__).parent / "data" / "import"
 
 
@@ -48,7 +47,6 @@ def _import(tmp_path: Path, fmt: str, *paths: Path, **kw) -> tuple[np.ndarray, d
 
 
 def test_public_sample_pairs_every_request(tmp_path: Path) -> None:
-    need(SAMPLE.exists(), f"the public samples at {SAMPLE}")
     raw = _raw_actions(SAMPLE)
     assert raw["Q"] == raw["D"] == raw["C"] > 0
     recs, header = _import(tmp_path, "blktrace", SAMPLE)
@@ -70,7 +68,6 @@ def test_public_sample_pairs_every_request(tmp_path: Path) -> None:
 
 def test_blkparse_text_of_the_sample_matches_the_binary_import(tmp_path: Path) -> None:
     need(shutil.which("blkparse") is not None, "blkparse (Debian package blktrace)")
-    need(SAMPLE.exists(), f"the public samples at {SAMPLE}")
     text = tmp_path / "sample.txt"
     with SAMPLE.open("rb") as f, text.open("wb") as out:
         subprocess.run(["blkparse", "-i", "-"], stdin=f, stdout=out, check=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import need
+from import_helpers import TRACES
 
 from iotape import schemas
 from iotape.errors import IotapeError
@@ -21,8 +21,7 @@ from iotape.recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 DATA = Path(__file__).parent / "data" / "import"
-PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "traces-public"
-DISKSIM = PUBLIC / "disksim-websearch" / "wsrch-small.trace"
+DISKSIM = TRACES / "disksim-websearch" / "wsrch-small.trace"
 
 
 def _import(tmp_path: Path, fmt: str, *paths: Path, **kw) -> tuple[np.ndarray, dict]:
@@ -100,7 +99,6 @@ def test_disksim_small(tmp_path: Path) -> None:
 
 
 def test_public_disksim_sample_has_one_record_per_line(tmp_path: Path) -> None:
-    need(DISKSIM.exists(), f"the public samples at {DISKSIM}")
     data = DISKSIM.read_bytes()
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     recs, h = _import(tmp_path, "auto", DISKSIM)

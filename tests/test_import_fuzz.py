@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from import_helpers import CAT, trace
+from import_helpers import CAT, trace, vscsi
 
 from iotape.errors import IotapeError
 from iotape.recorder.importers import FORMATS, import_trace
@@ -37,7 +37,11 @@ FUZZ = settings(
 
 
 def _seed(fmt: str) -> bytes:
-    return BLKTRACE_SEED if fmt == "blktrace" else (DATA / SEEDS[fmt]).read_bytes()
+    if fmt == "blktrace":
+        return BLKTRACE_SEED
+    if fmt.startswith("vscsi"):
+        return vscsi(int(fmt[-1]), 4)
+    return (DATA / SEEDS[fmt]).read_bytes()
 
 
 def _run(tmp_path: Path, fmt: str, data: bytes) -> None:
@@ -80,9 +84,10 @@ def test_random_bytes(tmp_path: Path, fmt: str, data: bytes) -> None:
     _run(tmp_path, fmt, data)
 
 
-@pytest.mark.parametrize("fmt", [*SEEDS, "blktrace"])
+@pytest.mark.parametrize("seed", [*SEEDS, "blktrace", "vscsi1", "vscsi2"])
 @FUZZ
 @given(st.data())
-def test_mutated_valid_input(tmp_path: Path, fmt: str, data) -> None:
-    _run(tmp_path, fmt, data.draw(mutated(_seed(fmt))))
-    _run(tmp_path, "auto", data.draw(mutated(_seed(fmt))))
+def test_mutated_valid_input(tmp_path: Path, seed: str, data) -> None:
+    fmt = seed.rstrip("12") if seed.startswith("vscsi") else seed
+    _run(tmp_path, fmt, data.draw(mutated(_seed(seed))))
+    _run(tmp_path, "auto", data.draw(mutated(_seed(seed))))
