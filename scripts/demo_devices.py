@@ -62,14 +62,19 @@ def timing(trace: Path, replayed: Path) -> dict:
 
 def show_timing(fid: dict) -> None:
     orig, rep = fid["duration_s"]
-    print(f"  replay took {rep:.1f} s for a {orig:.1f} s trace; issue time vs the trace's:")
+    drift = fid["overall"].get("drift_ms_per_s")
+    print(
+        f"  replay took {rep:.1f} s for a {orig:.1f} s trace"
+        + (f", falling behind it by {drift:.1f} ms per s" if drift is not None else "")
+    )
+    print("  issue time off the trace's (|replay - trace|, the two aligned at the median):")
     for name in ("db-read", "db-write", "log-write", "bdm-read"):
         s = fid["streams"].get(name)
         if not s or not s.get("issue_error"):
             continue
         e = s["issue_error"]
         print(
-            f"    {name:10s} late by p50 {e['p50_ms']:8.2f} ms   p99 {e['p99_ms']:8.2f} ms"
+            f"    {name:10s} p50 {e['p50_ms']:8.2f} ms   p99 {e['p99_ms']:8.2f} ms"
             f"   max {e['max_ms']:8.2f} ms"
         )
 
