@@ -7,7 +7,8 @@
   the throttle's waits are part of the loop device's own request time).
 
 Everything made is released by name on exit, also after a failure. Used by
-bench/tiering_check.py and tests/test_tiering_check.py.
+bench/tiering_check.py, tests/test_tiering_check.py and scripts/demo_devices.py
+(`make demo`'s HDD-like and SSD-like devices).
 """
 
 from __future__ import annotations
