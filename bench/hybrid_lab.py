@@ -7,15 +7,18 @@
   the throttle's waits are part of the loop device's own request time).
 
 Everything made is released by name on exit, also after a failure. Used by
-bench/tiering_check.py and tests/test_tiering_check.py.
+bench/tiering_check.py, tests/test_tiering_check.py and scripts/demo_devices.py
+(`make demo`'s HDD-like and SSD-like devices).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
@@ -108,6 +111,11 @@ class HybridLab:
     def leave(self) -> None:
         (BLKIO / "cgroup.procs").write_text(str(os.getpid()))
 
+    @property
+    def disk(self) -> tuple[int, int]:
+        """(major, minor) of the throttled disk."""
+        return self._disk
+
     def command(self, argv: list[str], **kw) -> subprocess.CompletedProcess:
         """Run argv inside the lab's cgroup (its I/O to the slow disk is throttled)."""
         assert self.cgroup is not None
@@ -118,7 +126,35 @@ class HybridLab:
 
         return subprocess.run(argv, preexec_fn=join, **kw)
 
+    def popen(self, argv: list[str], **kw) -> subprocess.Popen:
+        """Start argv inside the lab's cgroup, without waiting for it."""
+        assert self.cgroup is not None
+        procs = self.cgroup / "cgroup.procs"
+
+        def join() -> None:
+            procs.write_text(str(os.getpid()))
+
+        return subprocess.Popen(argv, preexec_fn=join, **kw)
+
+    def _stop_members(self) -> None:
+        """End what a command left in the lab's cgroup (after Ctrl-C, say): only this
+        lab's commands join it, and a cgroup with members cannot be removed."""
+        assert self.cgroup is not None
+        me = str(os.getpid())
+        for _ in range(50):
+            pids: list[str] = []
+            with contextlib.suppress(OSError):
+                pids = [p for p in (self.cgroup / "cgroup.procs").read_text().split() if p != me]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), signal.SIGKILL)
+            time.sleep(0.1)
+
     def close(self) -> None:
+        if self.cgroup is not None:
+            self._stop_members()
         for dev in self._loops:
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
         self._loops.clear()
