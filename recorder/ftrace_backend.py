@@ -57,6 +57,23 @@ def ensure_tracefs() -> None:
         raise IotapeError("the kernel has no ftrace blk tracer (CONFIG_BLK_DEV_IO_TRACE)")
 
 
+def restorable(name: str, old: str) -> str:
+    """What to write back to tracefs file `name` so that it reads as `old` did.
+
+    A kernel whose trace buffer was never used shows `buffer_size_kb` as
+    `7 (expanded: 1408)`: a minimal buffer that grows to 1408 KB the first time
+    any tracer is set. Setting the blk tracer expands it for good (the kernel
+    keeps no way back short of a reboot), and writing 7 would then leave the host
+    a 7 KB buffer for its next tracing session. So the size it would have
+    expanded to is restored: the buffer the host's next tracer gets is the same.
+    """
+    if name == "buffer_size_kb" and "(expanded:" in old:
+        return old.split("(expanded:")[1].strip(" )")
+    if name == "trace_clock":
+        return next((w.strip("[]") for w in old.split() if w.startswith("[")), "local")
+    return old
+
+
 def _overruns() -> int:
     total = 0
     for stats in TRACEFS.glob("per_cpu/cpu*/stats"):
@@ -79,10 +96,7 @@ def blk_tracer(devs: list[devices.Device]) -> Iterator[None]:
     settings += [(Path(f"/sys/block/{d.name}/trace/enable"), "1") for d in devs]
     try:
         for path, value in settings:
-            old = _read(path)
-            if path.name == "trace_clock":
-                old = next((w.strip("[]") for w in old.split() if w.startswith("[")), "local")
-            saved.append((path, old))
+            saved.append((path, restorable(path.name, _read(path))))
             _write(path, value)
         saved.append((TRACEFS / "current_tracer", _read(TRACEFS / "current_tracer")))
         _write(TRACEFS / "trace", "")
