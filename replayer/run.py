@@ -234,6 +234,7 @@ def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
     The trace is rewritten in place; its metadata says so."""
     with open_trace(trace) as t:
         header = dict(t.header)
+        footer = dict(t.footer or {})
         r = t.read_all()
     planned, names = _plan_requests(Path(jobdir), man)
     if not len(planned) or not len(r):
@@ -267,6 +268,8 @@ def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
     meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
     header["metadata"] = meta
     tmp = Path(str(trace) + ".relabel")
-    write_trace(tmp, header, r)
+    # The footer carries what the recorder counted (lost, pre_start, in flight at
+    # stop): rewriting the labels must not lose it.
+    write_trace(tmp, header, r, footer)
     os.replace(tmp, trace)
     return {"relabelled": int(labelled.sum()), "requests": len(r)}

@@ -135,6 +135,9 @@ def test_exact_replay_fidelity_against_fio_plain(loop_factory, tmp_path: Path) -
     got = {rep.stream_name(s) for s in np.unique(rep.records["stream"]).tolist()}
     assert got == {"db-read", "db-write"}
     assert rep.metadata().get("stream_labels")
+    # Relabelling rewrote the file; the recorder's accounting in its footer survived.
+    with open_trace(tmp_path / "rep.iot") as t:
+        assert {"lost", "pre_start", "in_flight_at_stop", "stop_reason"} <= set(t.footer)
     for name in ("db-read", "db-write"):
         f = both["streams"][name]
         assert f["requests"][1] >= f["requests"][0] * 0.99, (name, f["requests"])

@@ -38,20 +38,7 @@ def test_projection_matches_the_split_replay(lab: HybridLab, tmp_path: Path):
            "--time_based"]  # fmt: skip
     subprocess.run([IOTAPE, "record", "-d", lab.fast, "-o", str(src), "--", *fio],
                    check=True, capture_output=True)  # fmt: skip
-    # One check is one 6 s sample of a shared virtual disk: when the host stalls the
-    # disk during it (one run in ten or so), the tiered run's mean comes out beyond
-    # the slow device's. A projection gets two samples; a wrong one fails both.
-    failures = []
-    for attempt in range(2):
-        failed = _check(lab, src, tmp_path / f"check{attempt}")
-        if not failed:
-            return
-        failures.append(failed)
-    pytest.fail(f"both checks failed: {failures}")
-
-
-def _check(lab: HybridLab, src: Path, out: Path) -> list[str]:
-    """What is wrong with one tiering check of `src` (empty when nothing is)."""
+    out = tmp_path / "check"
     res = lab.command(
         [IOTAPE, "replay", "tiering-check", str(src), "--fast", lab.fast, "--slow", lab.slow,
          "-o", str(out), "--policy", "lru", "--unit", "4K", "--capacity", "256K",
@@ -63,27 +50,30 @@ def _check(lab: HybridLab, src: Path, out: Path) -> list[str]:
     assert json.loads((out / "result.json").read_text())["latency"] == r["latency"]
     share = r["split"]["fast_share_of_reads_writes"]
     assert 0.25 < share < 0.75, share  # both devices matter to the answer
+    # Every request of the trace was replayed, and each is either in the recording
+    # or counted lost by the recorder (the kernel skips a few completion events on
+    # the throttled loop device: tiering_check._accounting). Exact, whatever the host.
+    for name, acc in r["accounting"].items():
+        assert acc["issued"] == acc["planned"], (name, acc)
+        assert acc["recorded"] + sum(acc["lost"].values()) == acc["issued"], (name, acc)
+        assert set(acc["lost"]) <= {"unseen_complete"}, (name, acc)
     lat = r["latency"]
-    # The measured split replay served every request of the trace.
-    assert lat["measured"]["requests"] >= 0.99 * lat["projected"]["requests"]
+    assert lat["measured"]["requests"] == r["accounting"]["tiered"]["recorded"]
     err = lat["error"]
     print(
         f"projection error: p50 {err['p50']:+.3f}, p99 {err['p99']:+.3f}, mean {err['mean']:+.3f}"
     )
-    mean = {k: lat[k]["mean_ns"] for k in ("fast_only", "measured", "slow_only")}
-    failed = []
-    # The devices differ (the slow disk is a few times slower) and the tiered run
-    # lies between them.
-    if not mean["slow_only"] > 2 * mean["fast_only"]:
-        failed.append(f"devices too alike: {mean}")
-    if not mean["fast_only"] < mean["measured"] < mean["slow_only"]:
-        failed.append(f"tiered mean not between the devices': {mean}")
-    # The goal is 15 % (bench/tiering_check.py measures it as the median of rounds:
-    # met). A single run is held to 30 %: still a projection that could not pass
-    # by chance (the pure devices are 3-10x apart).
-    if not (abs(err["p50"]) <= 0.30 and abs(err["mean"]) <= 0.30):
-        failed.append(f"projection error beyond 30 %: {err}")
-    return failed
+    # Medians, not means: a stall of the shared virtual disk during one replay moves
+    # its mean by tens of percent and its median hardly at all, so a single run can
+    # be judged. The devices differ (the slow disk is a few times slower) and the
+    # tiered run lies between them.
+    p50 = {k: lat[k]["p50_ns"] for k in ("fast_only", "measured", "slow_only")}
+    assert p50["slow_only"] > 2 * p50["fast_only"], p50
+    assert p50["fast_only"] < p50["measured"] < p50["slow_only"], p50
+    # The goal is 15 % on p50 and mean (bench/tiering_check.py measures it as the
+    # median of rounds: met). One run's p50 is held to 30 %: a projection that
+    # could not pass by chance (the pure devices are 3-10x apart).
+    assert abs(err["p50"]) <= 0.30, err
 
 
 def test_refuses_a_file_and_one_device_twice(lab: HybridLab, tmp_path: Path):
