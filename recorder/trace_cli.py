@@ -75,8 +75,11 @@ def info(path: TraceFile, as_json: AsJson = False) -> None:
         s = summarize(path, progress)
     if as_json:
         _print_json(s)
-        return
-    _print_info(s, Console())
+    else:
+        _print_info(s, Console())
+    if s["needs_repair"]:
+        _say(err, f"iotape: error: {s['problem']}; {s['repair_hint']}")
+        raise typer.Exit(1)
 
 
 def _print_info(s: dict, out: Console) -> None:
@@ -95,6 +98,14 @@ def _print_info(s: dict, out: Console) -> None:
     t.add_row("pre-start", "-" if s["pre_start"] is None else f"{s['pre_start']:,} left out")
     if s["repaired"]:
         t.add_row("repaired", f"yes; {s['dropped_events']:,} events dropped")
+    if s["gaps"]:
+        t.add_row(
+            "gaps",
+            f"{s['dropped_chunks']:,} chunks ({s['dropped_events']:,} events) lost "
+            f"in {len(s['gaps'])} gaps",
+        )
+        for g in s["gaps"]:
+            t.add_row("", damage_line(g))
     if s["needs_repair"]:
         t.add_row("[red]status[/]", f"[red]damaged or cut short[/]: {s['problem']}")
         t.add_row("", f"run: iotape trace check --repair {s['path']}")
@@ -231,7 +242,9 @@ def _print_check(rep: ScanReport, out: Console) -> None:
         note = f", {len(gaps)} gaps left by a repair" if gaps else ""
         _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks{note}")
         return
-    _say(out, f"{rep.path}: damaged: {rep.problem}", style="red")
+    _say(
+        out, f"{rep.path}: damaged: byte {rep.problem_offset:,}: {rep.problem_reason}", style="red"
+    )
     _say(out, f"  intact: {rep.events:,} events in {rep.chunks:,} chunks, all kept by repair")
     for d in rep.damage:
         _say(out, "  " + damage_line(d))

@@ -9,6 +9,7 @@ of the file. The sequence numbers then say how many chunks each range held.
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import struct
@@ -20,6 +21,7 @@ import numpy as np
 from iotape.recorder.tracefile import (
     CHUNK_HEADER_SIZE,
     CHUNK_MAGIC,
+    FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
     MAX_CHUNK_RECORDS,
     RECORD_DTYPE,
@@ -31,10 +33,10 @@ from iotape.recorder.tracefile import (
     declared_gaps,
     footer_from_trailer,
     open_trace,
-    parse_footer,
 )
 
 _CHUNK_HEAD = struct.Struct("<IIQII")
+_FOOTER_HEAD = struct.Struct("<IIII")
 _CHUNK_PAT = struct.pack("<I", CHUNK_MAGIC)
 _FOOTER_PAT = struct.pack("<I", FOOTER_MAGIC)
 
@@ -242,14 +244,25 @@ def _next_chunk(
 
 
 def _salvage_footer(mm: mmap.mmap, raws: list[_Raw]) -> dict | None:
-    """The first footer intact inside a damaged range: the capture's counters survive."""
+    """The first footer intact inside a damaged range: the capture's counters survive.
+
+    Its JSON and CRC are all that is checked: bytes inserted or deleted before it
+    move it off the 8-byte alignment (and its trailer's offset) that a reader wants."""
     for r in raws:
         pos = r.offset
         while (pos := mm.find(_FOOTER_PAT, pos, r.end)) >= 0:
-            try:
-                return parse_footer(mm, pos, r.end)[0]
-            except Defect:
-                pos += 1
+            if r.end - pos >= FOOTER_HEADER_SIZE:
+                _, json_len, json_crc, _ = _FOOTER_HEAD.unpack_from(mm, pos)
+                start = pos + FOOTER_HEADER_SIZE
+                data = mm[start : start + json_len] if start + json_len <= r.end else b""
+                if data and zlib.crc32(data) == json_crc:
+                    try:
+                        footer = json.loads(data.decode("utf-8"))
+                    except (ValueError, RecursionError):
+                        footer = None
+                    if isinstance(footer, dict):
+                        return footer
+            pos += 1
     return None
 
 
