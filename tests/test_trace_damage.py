@@ -212,3 +212,27 @@ def test_a_truncated_file_loses_only_its_last_chunk(tmp_path: Path, pristine) ->
     with open_trace(path) as t:
         assert t.read_all().tobytes() == records[: 99 * CHUNK].tobytes()
         assert t.footer["gaps"][0]["events_exact"] is True
+
+
+def test_a_repaired_trace_ingests_with_its_gaps(tmp_path: Path, pristine, store) -> None:
+    from iotape.analyzer import catalog
+    from iotape.analyzer.ingest import ingest
+
+    data, _, offsets = pristine
+    bad = bytearray(data)
+    bad[offsets[30] + 200] ^= 0x01
+    path = tmp_path / "t.iot"
+    path.write_bytes(bad)
+    with pytest.raises(IotapeError, match="chunk 30: payload checksum mismatch; run `iotape"):
+        ingest(store, path)
+    assert catalog.all_runs(store) == []
+    repair(path)
+    r = ingest(store, path)
+    assert r.events == EVENTS - CHUNK
+    [gap] = catalog.get(store, r.run_id)["parameters"]["gaps"]
+    assert (gap["first_chunk"], gap["chunks"], gap["events"], gap["offset"]) == (
+        30,
+        1,
+        CHUNK,
+        offsets[30],
+    )
