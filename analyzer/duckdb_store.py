@@ -174,4 +174,6 @@ class _Counter:
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
+    # DuckDB appends a Python source's traceback to the line; that is for no user.
+    text = text.split(" Detail: Python exception:")[0]
     return text.splitlines()[0] if text else type(e).__name__

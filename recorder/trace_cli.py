@@ -211,7 +211,8 @@ def check(
     ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Validate every chunk, the footer and the trailer; exit 1 if the file is damaged.
+    """Validate every chunk, the footer and the trailer; list each damaged range and exit 1
+    if the file is damaged. Damage anywhere costs only the chunks it touches.
 
     Example: iotape trace check run1.iot --repair
     """
