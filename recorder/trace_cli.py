@@ -55,6 +55,10 @@ def _ns(ns: int | None) -> str:
     return f"{ns / 1e9:,.3f} s"
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
 def _size(n: int | None) -> str:
     if not isinstance(n, int):
         return "-"
@@ -101,8 +105,8 @@ def _print_info(s: dict, out: Console) -> None:
     if s["gaps"]:
         t.add_row(
             "gaps",
-            f"{s['dropped_chunks']:,} chunks ({s['dropped_events']:,} events) lost "
-            f"in {len(s['gaps'])} gaps",
+            f"{_n(s['dropped_chunks'], 'chunk')} ({s['dropped_events']:,} events) lost "
+            f"in {_n(len(s['gaps']), 'gap')}",
         )
         for g in s["gaps"]:
             t.add_row("", damage_line(g))
@@ -240,7 +244,7 @@ def _say(console: Console, text: str, style: str | None = None) -> None:
 def _print_check(rep: ScanReport, out: Console) -> None:
     if rep.complete:
         gaps = (rep.footer or {}).get("gaps") or []
-        note = f", {len(gaps)} gaps left by a repair" if gaps else ""
+        note = f", {_n(len(gaps), 'gap')} left by a repair" if gaps else ""
         _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks{note}")
         return
     _say(
@@ -286,7 +290,7 @@ def _print_repair(r: RepairReport, out: Console) -> None:
     _say(
         out,
         f"{r.path}: repaired: kept {r.kept_events:,} events in {r.kept_chunks:,} chunks, "
-        f"dropped {r.dropped_events:,} in {r.dropped_chunks:,} chunks",
+        f"dropped {r.dropped_events:,} in {_n(r.dropped_chunks, 'chunk')}",
     )
     for g in r.gaps:
         _say(out, "  " + damage_line(g))
