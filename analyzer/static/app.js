@@ -100,7 +100,7 @@ function coarse(g) {
 function gapsNote(gaps) {
   const events = gaps.reduce((n, g) => n + (g.events || 0), 0);
   const chunks = gaps.reduce((n, g) => n + (g.chunks || 0), 0);
-  const div = h("div", `<p class=fail id="gaps">This trace was repaired: ${chunks.toLocaleString()} chunks (${events.toLocaleString()} events) lost in ${gaps.length} gap${gaps.length === 1 ? "" : "s"}.</p>`);
+  const div = h("div", `<p class=fail id="gaps">This trace was repaired: ${chunks.toLocaleString()} chunk${chunks === 1 ? "" : "s"} (${events.toLocaleString()} events) lost in ${gaps.length} gap${gaps.length === 1 ? "" : "s"}.</p>`);
   const t = h("table");
   const s = (ns) => (ns == null ? "–" : `${(ns / 1e9).toFixed(3)} s`);
   t.innerHTML = "<tr><th class=l>bytes</th><th class=l>chunks</th><th>from</th><th>to</th><th>events lost</th></tr>" +
