@@ -103,6 +103,10 @@ class DuckDBStore:
             # fails too: the first error is the one to report.
             with contextlib.suppress(duckdb.Error):
                 self.con.unregister(src)
+            if counted.error is not None:
+                # DuckDB wraps the source's own error (a damaged trace) in its message,
+                # traceback included: report the source's one line instead.
+                raise counted.error from None
             raise
         self.con.unregister(src)
         return counted.rows
@@ -152,15 +156,24 @@ class DuckDBStore:
 
 
 class _Counter:
+    """Rows that went by, and the error the source raised, if it raised one."""
+
     def __init__(self) -> None:
         self.rows = 0
+        self.error: Exception | None = None
 
     def count(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            self.rows += b.num_rows
-            yield b
+        try:
+            for b in batches:
+                self.rows += b.num_rows
+                yield b
+        except Exception as e:
+            self.error = e
+            raise
 
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
+    # DuckDB appends a Python source's traceback to the line; that is for no user.
+    text = text.split(" Detail: Python exception:")[0]
     return text.splitlines()[0] if text else type(e).__name__

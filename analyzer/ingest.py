@@ -192,8 +192,8 @@ class _TraceSource(_TraceLike):
         if self.trace.footer is None:
             self.trace.close()
             raise IotapeError(
-                f"{path}: the trace has no footer (cut short?); "
-                f"`iotape trace check --repair {path}` makes it complete"
+                f"{path}: byte {self.trace.file_size}: the file ends without a footer "
+                f"(cut short?); {self.trace.repair_hint}"
             )
         self.header = self.trace.header
         self.footer = self.trace.footer
@@ -268,6 +268,9 @@ def trace_fields(src: _TraceLike) -> dict[str, Any]:
             "labels": h.get("labels") or [],
             "metadata": h.get("metadata") or {},
             "footer": src.footer or {},
+            # Where a repaired trace has holes (docs/trace-format.md): kept on their own,
+            # so that whoever reads the run sees that events are missing, and where.
+            "gaps": (src.footer or {}).get("gaps") or [],
             **src.extra,
         },
         "header": h,

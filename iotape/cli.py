@@ -7,7 +7,11 @@ import sys
 
 import typer
 
+from iotape import crash
 from iotape.errors import IotapeError
+
+# An internal error (a bug), told apart from a user's mistake (2).
+INTERNAL_ERROR = 70
 
 app = typer.Typer(
     name="iotape",
@@ -51,3 +55,12 @@ def main() -> None:
     except IotapeError as e:
         print(f"iotape: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        print("iotape: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as e:
+        # A bug, not the user's input: no traceback on their terminal, but one to send.
+        report = crash.write_report(e, sys.argv)
+        where = f"the full report is in {report}" if report else "no report could be written"
+        print(f"iotape: internal error: {crash.one_line(e)} ({where})", file=sys.stderr)
+        sys.exit(INTERNAL_ERROR)

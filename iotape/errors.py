@@ -1,7 +1,8 @@
 """The one error type that library code raises for a user's mistake or bad input.
 
-The CLI turns it into a one-line message and a non-zero exit; anything else
-is a bug and keeps its traceback.
+The CLI turns it into a one-line message and a non-zero exit; anything else is
+a bug: the CLI prints one line and writes the traceback to a report file
+(iotape/crash.py).
 """
 
 

@@ -19,8 +19,8 @@ from iotape.recorder.check import RepairReport
 from iotape.recorder.check import check as check_trace
 from iotape.recorder.check import repair as repair_trace
 from iotape.recorder.convert import convert as convert_trace
-from iotape.recorder.tracefile import ScanReport
 from iotape.recorder.traceinfo import summarize
+from iotape.recorder.tracescan import Damage, ScanReport
 
 app = sub_app("Inspect, convert and validate trace files (.iot).")
 
@@ -55,6 +55,10 @@ def _ns(ns: int | None) -> str:
     return f"{ns / 1e9:,.3f} s"
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
 def _size(n: int | None) -> str:
     if not isinstance(n, int):
         return "-"
@@ -75,8 +79,11 @@ def info(path: TraceFile, as_json: AsJson = False) -> None:
         s = summarize(path, progress)
     if as_json:
         _print_json(s)
-        return
-    _print_info(s, Console())
+    else:
+        _print_info(s, Console())
+    if s["needs_repair"]:
+        _say(err, f"iotape: error: {s['problem']}; {s['repair_hint']}")
+        raise typer.Exit(1)
 
 
 def _print_info(s: dict, out: Console) -> None:
@@ -95,6 +102,14 @@ def _print_info(s: dict, out: Console) -> None:
     t.add_row("pre-start", "-" if s["pre_start"] is None else f"{s['pre_start']:,} left out")
     if s["repaired"]:
         t.add_row("repaired", f"yes; {s['dropped_events']:,} events dropped")
+    if s["gaps"]:
+        t.add_row(
+            "gaps",
+            f"{_n(s['dropped_chunks'], 'chunk')} ({s['dropped_events']:,} events) lost "
+            f"in {_n(len(s['gaps']), 'gap')}",
+        )
+        for g in s["gaps"]:
+            t.add_row("", damage_line(g))
     if s["needs_repair"]:
         t.add_row("[red]status[/]", f"[red]damaged or cut short[/]: {s['problem']}")
         t.add_row("", f"run: iotape trace check --repair {s['path']}")
@@ -194,12 +209,14 @@ def check(
         bool,
         typer.Option(
             "--repair",
-            help="Keep every valid chunk, move the rest to FILE.damaged-tail, append a footer.",
+            help="Keep every intact chunk, before and after any damage; move the damaged "
+            "bytes to FILE.damaged; record the gaps in the footer.",
         ),
     ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Validate every chunk, the footer and the trailer; exit 1 if the file is damaged.
+    """Validate every chunk, the footer and the trailer; list each damaged range and exit 1
+    if the file is damaged. Damage anywhere costs only the chunks it touches.
 
     Example: iotape trace check run1.iot --repair
     """
@@ -226,24 +243,44 @@ def _say(console: Console, text: str, style: str | None = None) -> None:
 
 def _print_check(rep: ScanReport, out: Console) -> None:
     if rep.complete:
-        _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks")
+        gaps = (rep.footer or {}).get("gaps") or []
+        note = f", {_n(len(gaps), 'gap')} left by a repair" if gaps else ""
+        _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks{note}")
         return
-    _say(out, f"{rep.path}: damaged: {rep.problem}", style="red")
     _say(
-        out,
-        f"  valid: {rep.events:,} events in {rep.chunks:,} chunks, "
-        f"up to byte {rep.valid_end:,} of {rep.file_bytes:,}",
+        out, f"{rep.path}: damaged: byte {rep.problem_offset:,}: {rep.problem_reason}", style="red"
     )
-    if rep.dropped_events:
-        _say(
-            out,
-            f"  past the fault: {rep.dropped_events:,} events in {rep.dropped_chunks:,} chunks "
-            "that repair cannot keep",
-        )
+    _say(out, f"  intact: {rep.events:,} events in {rep.chunks:,} chunks, all kept by repair")
+    for d in rep.damage:
+        _say(out, "  " + damage_line(d))
     footer = "intact" if rep.footer_present else "missing"
     trailer = "present" if rep.trailer_present else "missing"
     _say(out, f"  footer {footer}, trailer {trailer}")
     _say(out, f"  run: iotape trace check --repair {rep.path}")
+
+
+def damage_line(d: Damage | dict) -> str:
+    """One damaged range in words: bytes, chunks, time, events lost, what is after it."""
+    g = d if isinstance(d, dict) else d.__dict__
+    offset, length, n = g.get("offset") or 0, g.get("length") or 0, g.get("chunks") or 0
+    where = f"bytes {offset:,}..{offset + length:,}" if length else f"at byte {offset:,}"
+    first = g.get("first_chunk") or 0
+    chunks = (
+        "no chunk" if not n else f"chunk {first}" if n == 1 else f"chunks {first}..{first + n - 1}"
+    )
+    after, before = g.get("after_ns"), g.get("before_ns")
+    span = (
+        f"{'start' if after is None else _ns(after)} to {'end' if before is None else _ns(before)}"
+    )
+    events = (
+        f"{g.get('events') or 0:,}"
+        if g.get("events_exact")
+        else f"at least {g.get('events') or 0:,}"
+    )
+    text = f"damaged {where}: {chunks}, time {span}, {events} events lost"
+    if "intact_after" in g:
+        text += f"; {g['intact_after']:,} intact chunks after it"
+    return text
 
 
 def _print_repair(r: RepairReport, out: Console) -> None:
@@ -253,10 +290,9 @@ def _print_repair(r: RepairReport, out: Console) -> None:
     _say(
         out,
         f"{r.path}: repaired: kept {r.kept_events:,} events in {r.kept_chunks:,} chunks, "
-        f"dropped {r.dropped_events:,}",
+        f"dropped {r.dropped_events:,} in {_n(r.dropped_chunks, 'chunk')}",
     )
-    if r.tail_backup:
-        _say(
-            out,
-            f"  the {r.removed_bytes:,} bytes from byte {r.truncated_at:,} are in {r.tail_backup}",
-        )
+    for g in r.gaps:
+        _say(out, "  " + damage_line(g))
+    if r.damaged_file:
+        _say(out, f"  the {r.removed_bytes:,} damaged bytes are in {r.damaged_file}")

@@ -20,7 +20,7 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,7 @@ class TraceFormatError(IotapeError):
         super().__init__(f"{self.path}: byte {offset}: {reason}")
 
 
-class _Defect(Exception):
+class Defect(Exception):
     """Internal: a fault at a byte offset, before the file name is attached."""
 
     def __init__(self, offset: int, reason: str) -> None:
@@ -299,7 +299,7 @@ def write_trace(
 
 
 @dataclass
-class _ChunkInfo:
+class ChunkInfo:
     offset: int
     seq: int
     count: int
@@ -327,7 +327,7 @@ class Trace:
                 self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             self.header, self.data_offset = _parse_header(self._mm, self.file_size)
-        except _Defect as d:
+        except Defect as d:
             self.close()
             raise self._error(d) from None
         except BaseException:
@@ -336,7 +336,10 @@ class Trace:
         if hasattr(mmap, "MADV_SEQUENTIAL"):
             with contextlib.suppress(OSError):
                 self._mm.madvise(mmap.MADV_SEQUENTIAL)
-        self.footer: dict | None = _footer_from_trailer(self._mm, self.data_offset, self.file_size)
+        hint = footer_from_trailer(self._mm, self.data_offset, self.file_size)
+        self.footer: dict | None = hint[0] if hint else None
+        # Chunks a repair left out: the sequence numbers may jump over them, and only there.
+        self.gaps: dict[int, int] = declared_gaps(self.footer)
 
     def __enter__(self) -> Trace:
         return self
@@ -351,20 +354,28 @@ class Trace:
                 self._mm.close()
             self._mm = None
 
-    def _error(self, d: _Defect) -> TraceFormatError:
+    def _error(self, d: Defect) -> TraceFormatError:
         return TraceFormatError(self.path, d.offset, d.reason)
 
-    def _walk(self) -> Iterator[tuple[_ChunkInfo, np.ndarray]]:
+    def _walk(self) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
         """Valid chunks in order; on a fault, raise or record it per `strict`."""
         if self._mm is None:
             raise ValueError(f"{self.path}: trace is closed")
         self.problem = None
         try:
-            yield from _walk_chunks(self._mm, self.data_offset, self.file_size, self._set_footer)
-        except _Defect as d:
+            yield from _walk_chunks(
+                self._mm, self.data_offset, self.file_size, self._set_footer, self.gaps
+            )
+        except Defect as d:
             self.problem = self._error(d)
             if self.strict:
-                raise self.problem from None
+                raise TraceFormatError(
+                    self.path, d.offset, f"{d.reason}; {self.repair_hint}"
+                ) from None
+
+    @property
+    def repair_hint(self) -> str:
+        return f"run `iotape trace check --repair {self.path}` to keep every intact chunk"
 
     def _set_footer(self, footer: dict) -> None:
         self.footer = footer
@@ -418,58 +429,56 @@ def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
 
 def _parse_header(mm: mmap.mmap | None, size: int) -> tuple[dict, int]:
     if mm is None:
-        raise _Defect(0, f"file is {size} bytes, shorter than a trace header")
+        raise Defect(0, f"file is {size} bytes, shorter than a trace header")
     magic, version, record_size, json_len, json_crc = _HEADER_FIXED.unpack_from(mm, 0)
     if magic != HEADER_MAGIC:
         hint = ""
         if magic[:6] == HEADER_MAGIC[:6]:
             hint = " (line endings changed? copy trace files in binary mode)"
-        raise _Defect(
-            0, f"not an iotape trace: magic is {magic!r}, expected {HEADER_MAGIC!r}{hint}"
-        )
+        raise Defect(0, f"not an iotape trace: magic is {magic!r}, expected {HEADER_MAGIC!r}{hint}")
     if version != VERSION:
-        raise _Defect(
+        raise Defect(
             8,
             f"trace format version {version} is not supported "
             f"(this iotape reads version {VERSION})",
         )
     if record_size != RECORD_SIZE:
-        raise _Defect(
+        raise Defect(
             12, f"record size {record_size} does not match this iotape's {RECORD_SIZE}-byte record"
         )
     start = _HEADER_FIXED.size
     if json_len > MAX_JSON_BYTES:
-        raise _Defect(16, f"header JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
+        raise Defect(16, f"header JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
     end = start + json_len
     data_offset = end + _pad8(end)
     if data_offset > size:
-        raise _Defect(size, f"file ends inside the header ({json_len}-byte JSON at byte {start})")
+        raise Defect(size, f"file ends inside the header ({json_len}-byte JSON at byte {start})")
     with memoryview(mm) as mv:
         data = mv[start:end]
         try:
             if zlib.crc32(data) != json_crc:
-                raise _Defect(start, "header checksum mismatch")
+                raise Defect(start, "header checksum mismatch")
             if any(mv[end:data_offset]):
-                raise _Defect(end, "header padding is not zero")
+                raise Defect(end, "header padding is not zero")
             header = _load_json(data, start, "header")
         finally:
             data.release()
     if header.get("format") != FORMAT_NAME:
-        raise _Defect(start, f"header format is {header.get('format')!r}, expected {FORMAT_NAME!r}")
+        raise Defect(start, f"header format is {header.get('format')!r}, expected {FORMAT_NAME!r}")
     if header.get("version") != version:
-        raise _Defect(
+        raise Defect(
             start, f"header JSON says version {header.get('version')!r}, file says {version}"
         )
     rec = header.get("record")
     layout = rec.get("layout_version") if isinstance(rec, dict) else None
     if layout != LAYOUT_VERSION:
-        raise _Defect(
+        raise Defect(
             start,
             f"record layout_version {layout!r} is not supported "
             f"(this iotape reads layout_version {LAYOUT_VERSION})",
         )
     if rec.get("size") != RECORD_SIZE:
-        raise _Defect(
+        raise Defect(
             start, f"header JSON says record size {rec.get('size')!r}, expected {RECORD_SIZE}"
         )
     return header, data_offset
@@ -479,52 +488,64 @@ def _load_json(data: memoryview, offset: int, what: str) -> dict:
     try:
         obj = json.loads(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as e:
-        raise _Defect(offset, f"{what} JSON does not parse: {type(e).__name__}") from None
+        raise Defect(offset, f"{what} JSON does not parse: {type(e).__name__}") from None
     if not isinstance(obj, dict):
-        raise _Defect(offset, f"{what} JSON is a {type(obj).__name__}, not an object")
+        raise Defect(offset, f"{what} JSON is a {type(obj).__name__}, not an object")
     return obj
 
 
-def _parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[dict, int]:
+def parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[dict, int]:
     """The footer at `pos` and the offset just after it (where the trailer goes)."""
     if size - pos < FOOTER_HEADER_SIZE:
-        raise _Defect(pos, "footer: file ends inside the footer header")
+        raise Defect(pos, "footer: file ends inside the footer header")
     magic, json_len, json_crc, zero = _FOOTER_HEAD.unpack_from(mm, pos)
     if magic != FOOTER_MAGIC:
-        raise _Defect(pos, "footer: bad magic")
+        raise Defect(pos, "footer: bad magic")
     if zero != 0:
-        raise _Defect(pos + 12, "footer: reserved field is not zero")
+        raise Defect(pos + 12, "footer: reserved field is not zero")
     start = pos + FOOTER_HEADER_SIZE
     if json_len > MAX_JSON_BYTES:
-        raise _Defect(pos + 4, f"footer: JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
+        raise Defect(pos + 4, f"footer: JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
     end = start + json_len
     padded = end + _pad8(end)
     if padded > size:
-        raise _Defect(size, f"footer: file ends inside the footer ({json_len}-byte JSON)")
+        raise Defect(size, f"footer: file ends inside the footer ({json_len}-byte JSON)")
     with memoryview(mm) as mv:
         data = mv[start:end]
         try:
             if zlib.crc32(data) != json_crc:
-                raise _Defect(start, "footer: checksum mismatch")
+                raise Defect(start, "footer: checksum mismatch")
             if any(mv[end:padded]):
-                raise _Defect(end, "footer: padding is not zero")
+                raise Defect(end, "footer: padding is not zero")
             return _load_json(data, start, "footer"), padded
         finally:
             data.release()
 
 
-def _footer_from_trailer(mm: mmap.mmap, data_offset: int, size: int) -> dict | None:
-    """The footer the trailer points at, or None; a hint only, iteration checks it."""
+def footer_from_trailer(mm: mmap.mmap, data_offset: int, size: int) -> tuple[dict, int] | None:
+    """The footer the trailer points at and its offset, or None; a hint only, iteration
+    checks it."""
     if size - data_offset < FOOTER_HEADER_SIZE + TRAILER_SIZE:
         return None
     footer_offset, magic = _TRAILER.unpack_from(mm, size - TRAILER_SIZE)
     if magic != TRAILER_MAGIC or not data_offset <= footer_offset <= size - TRAILER_SIZE:
         return None
     try:
-        footer, end = _parse_footer(mm, footer_offset, size - TRAILER_SIZE)
-    except _Defect:
+        footer, end = parse_footer(mm, footer_offset, size - TRAILER_SIZE)
+    except Defect:
         return None
-    return footer if end == size - TRAILER_SIZE else None
+    return (footer, footer_offset) if end == size - TRAILER_SIZE else None
+
+
+def declared_gaps(footer: dict | None) -> dict[int, int]:
+    """{first missing chunk: chunks missing} for each gap a repair recorded in `footer`."""
+    out: dict[int, int] = {}
+    for g in (footer or {}).get("gaps") or []:
+        first = g.get("first_chunk") if isinstance(g, dict) else None
+        n = g.get("chunks") if isinstance(g, dict) else None
+        if isinstance(first, int) and isinstance(n, int) and first >= 0 and n > 0:
+            out[first] = n
+    return out
 
 
 _RELEASE_BYTES = 16 << 20
@@ -543,89 +564,94 @@ def _release(mm: mmap.mmap, released: int, pos: int) -> int:
 
 
 def _walk_chunks(
-    mm: mmap.mmap, pos: int, size: int, on_footer
-) -> Iterator[tuple[_ChunkInfo, np.ndarray]]:
+    mm: mmap.mmap, pos: int, size: int, on_footer, gaps: dict[int, int]
+) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
     seq = 0
+    chunks = 0
     events = 0
     released = 0
     with memoryview(mm) as mv:
         while True:
             if pos == size:
-                raise _Defect(
+                raise Defect(
                     pos,
-                    f"file ends after chunk {seq - 1} without a footer (cut short?); "
-                    "`iotape trace check --repair` makes it readable"
+                    f"file ends after chunk {seq - 1} without a footer (cut short?)"
                     if seq
                     else "file ends after the header, with no chunks and no footer (cut short?)",
                 )
             if size - pos < 4:
-                raise _Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
+                raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
             (magic,) = struct.unpack_from("<I", mm, pos)
             if magic == CHUNK_MAGIC:
-                info = _check_chunk(mv, pos, size, seq)
+                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0))
                 records = np.frombuffer(
                     mm, dtype=RECORD_DTYPE, count=info.count, offset=pos + CHUNK_HEADER_SIZE
                 )
                 yield info, records
                 events += info.count
-                seq += 1
+                chunks += 1
+                seq = info.seq + 1
                 pos = info.end
                 released = _release(mm, released, pos)
             elif magic == FOOTER_MAGIC:
-                footer, end = _parse_footer(mm, pos, size)
+                footer, end = parse_footer(mm, pos, size)
                 _check_trailer(mm, end, size, pos)
-                if footer.get("events") != events or footer.get("chunks") != seq:
-                    raise _Defect(
+                if footer.get("events") != events or footer.get("chunks") != chunks:
+                    raise Defect(
                         pos,
                         f"footer says {footer.get('events')!r} events in {footer.get('chunks')!r} "
-                        f"chunks, the file holds {events} in {seq}",
+                        f"chunks, the file holds {events} in {chunks}",
                     )
                 on_footer(footer)
                 return
             else:
                 what = "zero fill (power loss?)" if magic == 0 else "garbage or corruption"
-                raise _Defect(
+                raise Defect(
                     pos,
                     f"chunk {seq}: expected a chunk or footer, found bytes "
                     f"{bytes(mv[pos : pos + 4]).hex(' ')} ({what})",
                 )
 
 
-def _check_chunk(mv: memoryview, pos: int, size: int, seq: int) -> _ChunkInfo:
+def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0) -> ChunkInfo:
+    """The chunk at `pos`, checked whole. Chunk `seq` is expected there; chunk
+    `seq + jump` is accepted too (the chunks between are known to be missing), and
+    with `jump=None` any later one (a scan that goes on past damage)."""
     if size - pos < CHUNK_HEADER_SIZE:
-        raise _Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
+        raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
     _, count, file_seq, payload_crc, head_crc = _CHUNK_HEAD.unpack_from(mv, pos)
     if zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) != head_crc:
-        raise _Defect(pos, f"chunk {seq}: header checksum mismatch")
+        raise Defect(pos, f"chunk {seq}: header checksum mismatch")
     if not 1 <= count <= MAX_CHUNK_RECORDS:
-        raise _Defect(
+        raise Defect(
             pos + 4, f"chunk {seq}: record count {count} is outside 1..{MAX_CHUNK_RECORDS}"
         )
-    if file_seq != seq:
-        raise _Defect(pos + 8, f"chunk {seq}: sequence number is {file_seq}, expected {seq}")
+    later_ok = file_seq > seq if jump is None else file_seq == seq + jump
+    if file_seq != seq and not later_ok:
+        raise Defect(pos + 8, f"chunk {seq}: sequence number is {file_seq}, expected {seq}")
     start = pos + CHUNK_HEADER_SIZE
     end = start + count * RECORD_SIZE
     if end > size:
-        raise _Defect(
+        raise Defect(
             pos,
             f"chunk {seq}: truncated: file ends {size - start} bytes into its "
             f"{count * RECORD_SIZE}-byte payload",
         )
     if zlib.crc32(mv[start:end]) != payload_crc:
-        raise _Defect(pos, f"chunk {seq}: payload checksum mismatch")
-    return _ChunkInfo(offset=pos, seq=seq, count=count, end=end)
+        raise Defect(pos, f"chunk {seq}: payload checksum mismatch")
+    return ChunkInfo(offset=pos, seq=file_seq, count=count, end=end)
 
 
 def _check_trailer(mm: mmap.mmap, pos: int, size: int, footer_offset: int) -> None:
     if size - pos < TRAILER_SIZE:
-        raise _Defect(pos, "trailer: file ends inside the trailer")
+        raise Defect(pos, "trailer: file ends inside the trailer")
     offset, magic = _TRAILER.unpack_from(mm, pos)
     if magic != TRAILER_MAGIC:
-        raise _Defect(pos + 8, "trailer: bad magic")
+        raise Defect(pos + 8, "trailer: bad magic")
     if offset != footer_offset:
-        raise _Defect(pos, f"trailer: points at byte {offset}, the footer is at {footer_offset}")
+        raise Defect(pos, f"trailer: points at byte {offset}, the footer is at {footer_offset}")
     if pos + TRAILER_SIZE != size:
-        raise _Defect(
+        raise Defect(
             pos + TRAILER_SIZE, f"{size - pos - TRAILER_SIZE} bytes of garbage after the trailer"
         )
 
@@ -669,110 +695,3 @@ def records_to_arrow(records: np.ndarray) -> pa.RecordBatch:
         for f in schema
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-# --------------------------------------------------------------------------- scan
-
-
-@dataclass
-class ScanReport:
-    """What a file holds: the valid prefix, and what is wrong after it."""
-
-    path: str
-    file_bytes: int
-    header: dict
-    chunks: int = 0
-    events: int = 0
-    # Where the last valid chunk ends: repair truncates here.
-    valid_end: int = 0
-    last_complete_ns: int = 0
-    problem: str | None = None
-    problem_offset: int | None = None
-    problem_reason: str | None = None
-    footer: dict | None = None
-    footer_present: bool = False
-    trailer_present: bool = False
-    footer_consistent: bool = False
-    # Found beyond the first fault: chunks with intact checksums, and a footer.
-    dropped_chunks: int = 0
-    dropped_events: int = 0
-    damaged_footer: dict | None = None
-
-    @property
-    def complete(self) -> bool:
-        return self.problem is None
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["complete"] = self.complete
-        return d
-
-
-def scan(path: str | os.PathLike) -> ScanReport:
-    """Validate a whole file without stopping at the first fault.
-
-    Raises `TraceFormatError` only when the header is bad (nothing can be trusted).
-    """
-    with open_trace(path, strict=False) as t:
-        rep = ScanReport(
-            path=t.path, file_bytes=t.file_size, header=t.header, valid_end=t.data_offset
-        )
-        for info, records in t._walk():
-            rep.chunks += 1
-            rep.events += info.count
-            rep.valid_end = info.end
-            rep.last_complete_ns = max(rep.last_complete_ns, int(records["ts_complete_ns"].max()))
-        mm, size = t._mm, t.file_size
-        trailer = size - rep.valid_end >= TRAILER_SIZE and mm[size - 8 : size] == TRAILER_MAGIC
-        rep.trailer_present = bool(trailer)
-        if t.problem is None:
-            rep.footer = t.footer
-            rep.footer_present = rep.footer_consistent = True
-            return rep
-        rep.problem = str(t.problem)
-        rep.problem_offset = t.problem.offset
-        rep.problem_reason = t.problem.reason
-        _salvage(mm, rep)
-        rep.footer_present = rep.damaged_footer is not None
-    return rep
-
-
-def _salvage(mm: mmap.mmap, rep: ScanReport) -> None:
-    """Look past the first fault for chunks and a footer that are still intact.
-
-    They cannot be kept (the sequence is broken) but they say how much was dropped,
-    and the footer still holds the capture's loss counters.
-    """
-    size = len(mm)
-    start = rep.valid_end
-    # A faulty chunk whose header checksum holds still tells how many records it had.
-    with memoryview(mm) as mv:
-        pos = start
-        chunk_pat = struct.pack("<I", CHUNK_MAGIC)
-        while (pos := mm.find(chunk_pat, pos, size)) >= 0:
-            if size - pos >= CHUNK_HEADER_SIZE:
-                _, count, _, payload_crc, head_crc = _CHUNK_HEAD.unpack_from(mm, pos)
-                head_ok = zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) == head_crc
-                if head_ok and 1 <= count <= MAX_CHUNK_RECORDS:
-                    rep.dropped_chunks += 1
-                    rep.dropped_events += count
-                    end = pos + CHUNK_HEADER_SIZE + count * RECORD_SIZE
-                    intact = (
-                        end <= size and zlib.crc32(mv[pos + CHUNK_HEADER_SIZE : end]) == payload_crc
-                    )
-                    if intact:
-                        pos = end
-                        continue
-            pos += 4
-        pos = start
-        footer_pat = struct.pack("<I", FOOTER_MAGIC)
-        while (pos := mm.find(footer_pat, pos, size)) >= 0:
-            try:
-                footer, end = _parse_footer(mm, pos, size)
-            except _Defect:
-                pos += 4
-                continue
-            rep.damaged_footer = footer
-            if pos == rep.valid_end:
-                rep.footer = footer
-            break

@@ -179,7 +179,11 @@ def _report(t: Trace, c: _Counts) -> dict:
         "stop_reason": f.get("stop_reason"),
         "repaired": bool(f.get("repaired", False)),
         "dropped_events": f.get("dropped_events", 0),
+        "dropped_chunks": f.get("dropped_chunks", 0),
+        # Where a repair left holes: byte range, chunks, time range and events lost.
+        "gaps": [g for g in f.get("gaps") or [] if isinstance(g, dict)],
         "complete": t.problem is None,
         "needs_repair": t.problem is not None,
         "problem": str(t.problem) if t.problem else None,
+        "repair_hint": t.repair_hint if t.problem else None,
     }

@@ -14,6 +14,7 @@ import pytest
 from store_helpers import store_url
 
 from iotape.analyzer.store import open_store
+from iotape.errors import IotapeError
 from iotape.recorder import record as rec
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -34,6 +35,23 @@ def _kernel_ready() -> None:
     need(shutil.which("losetup") is not None, "losetup")
     need(shutil.which("fio") is not None, "fio")
     need(rec.LOADER.exists(), f"the loader built at {rec.LOADER} (make native)")
+
+
+@pytest.fixture(autouse=True)
+def no_traceback_in_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every bad-input case of the suite: the error a user would see (`iotape: error:`
+    and the message) never carries a Python traceback, e.g. one an engine wrapped."""
+    seen: list[str] = []
+    init = IotapeError.__init__
+
+    def observed(self, *args, **kwargs) -> None:
+        init(self, *args, **kwargs)
+        if "Traceback (most recent call last)" in str(self):
+            seen.append(str(self))
+
+    monkeypatch.setattr(IotapeError, "__init__", observed)
+    yield
+    assert not seen, f"an error message carries a traceback: {seen[0]}"
 
 
 @pytest.fixture

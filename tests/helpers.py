@@ -68,6 +68,9 @@ def trace_multiset(recs: np.ndarray) -> Counter:
 
 
 def iotape(*args: str, check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    res = subprocess.run(
         [*IOTAPE, *args], capture_output=True, text=True, check=check, timeout=timeout
     )
+    # Whatever a test gives a command, its user never sees a Python traceback.
+    assert "Traceback (most recent call last)" not in res.stderr, res.stderr
+    return res

@@ -3,6 +3,7 @@ charts hold data. IOTAPE_SCREENSHOT=docs/dashboard.png saves the README's pictur
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -18,16 +19,19 @@ import pytest
 import uvicorn
 from api_helpers import build_store
 from conftest import need
+from trace_helpers import chunk_offsets, make_trace, workload_records
 
 from iotape.analyzer.api_config import Settings
 from iotape.analyzer.api_main import STATIC, create_app
+from iotape.analyzer.ingest import ingest
+from iotape.analyzer.store import open_store
+from iotape.recorder.check import repair
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
-    url, _ = build_store(tmp_path_factory.mktemp("dash"))
+@contextlib.contextmanager
+def _serve(url: str) -> Iterator[str]:
     app = create_app(Settings(db=url))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -44,6 +48,13 @@ def server(tmp_path_factory) -> Iterator[str]:
     finally:
         srv.should_exit = True
         t.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    url, _ = build_store(tmp_path_factory.mktemp("dash"))
+    with _serve(url) as u:
+        yield u
 
 
 def chromium(url: str, *args: str) -> subprocess.CompletedProcess:
@@ -106,3 +117,22 @@ def test_screenshot(server: str, tmp_path: Path) -> None:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     if os.environ.get("IOTAPE_SCREENSHOT"):
         shutil.copy(shot, os.environ["IOTAPE_SCREENSHOT"])
+
+
+def test_run_page_shows_the_gaps_of_a_repaired_trace(tmp_path: Path) -> None:
+    path = make_trace(tmp_path / "holes.iot", workload_records(3000, seed=5), chunk_records=100)
+    at = chunk_offsets(path)[7]
+    data = bytearray(path.read_bytes())
+    data[at + 300] ^= 0x01
+    path.write_bytes(data)
+    repair(path)
+    url = f"duckdb://{tmp_path}/holes.duckdb"
+    with contextlib.closing(open_store(url)) as s:
+        ingest(s, path, name="holes")
+    with _serve(url) as server:
+        dom = chromium(f"{server}#/run/holes", "--dump-dom").stdout
+    assert 'data-ready="run"' in dom, dom[-2000:]
+    assert re.search(
+        r'id="gaps">This trace was repaired: 1 chunk \(100 events\) lost in 1 gap\.<', dom
+    )
+    assert re.search(rf'<td class="l">{at:,}\.\.[0-9,]+</td><td class="l">7\.\.7</td>', dom)

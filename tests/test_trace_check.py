@@ -89,8 +89,15 @@ def test_repair_after_sigkill_mid_chunk(tmp_path: Path) -> None:
     assert footer["lost"] == {}
     # The valid prefix is byte for byte what the recorder wrote, and the torn rest is kept.
     assert path.read_bytes()[: r.truncated_at] == damaged[: r.truncated_at]
-    assert Path(r.tail_backup).read_bytes() == damaged[r.truncated_at :]
+    assert Path(r.damaged_file).read_bytes() == damaged[r.truncated_at :]
     assert r.dropped_events == n  # the torn chunk's header survived
+    [gap] = footer["gaps"]
+    assert (gap["first_chunk"], gap["chunks"], gap["events"], gap["events_exact"]) == (
+        12,
+        1,
+        n,
+        True,
+    )
 
 
 def test_repair_garbage_after_a_complete_file(tmp_path: Path) -> None:
@@ -116,8 +123,8 @@ def test_repair_garbage_after_a_complete_file(tmp_path: Path) -> None:
     assert footer["original_stop_reason"] == "signal"
     assert footer["repaired"] is True
     assert r.dropped_events == footer["dropped_events"] == 0
-    assert Path(r.tail_backup).name == "t.iot.damaged-tail"
-    assert Path(r.tail_backup).read_bytes() == original[r.truncated_at :] + b"\x00garbage" * 10
+    assert Path(r.damaged_file).name == "t.iot.damaged"
+    assert Path(r.damaged_file).read_bytes() == original[r.truncated_at :] + b"\x00garbage" * 10
 
 
 def test_repair_corrupted_chunk_in_the_middle(tmp_path: Path) -> None:
@@ -132,13 +139,20 @@ def test_repair_corrupted_chunk_in_the_middle(tmp_path: Path) -> None:
 
     r = repair(path)
     records, footer = _read(path)
-    assert _same(records, r0[:200])
-    assert r.kept_chunks == 2
-    assert r.dropped_events == footer["dropped_events"] == 300
-    assert footer["dropped_chunks"] == 3
+    # Only chunk 2 is lost; the chunks after it are kept, byte for byte.
+    assert _same(records, np.concatenate([r0[:200], r0[300:]]))
+    assert r.kept_chunks == 4 and r.truncated_at is None
+    assert r.dropped_events == footer["dropped_events"] == 100
+    assert footer["dropped_chunks"] == 1
     assert footer["lost"] == {"ringbuf_full": 9}
     assert "chunk 2: payload checksum mismatch" in footer["repair_reason"]
-    assert Path(r.tail_backup).read_bytes() == bytes(data[offsets[2] :])
+    [gap] = footer["gaps"]
+    assert gap["offset"] == offsets[2] and gap["length"] == offsets[3] - offsets[2]
+    assert (gap["first_chunk"], gap["chunks"], gap["events"]) == (2, 1, 100)
+    assert gap["after_ns"] == int(r0["ts_complete_ns"][:200].max())
+    assert gap["before_ns"] == int(r0["ts_complete_ns"][300:].min())
+    assert Path(r.damaged_file).read_bytes() == bytes(data[offsets[2] : offsets[3]])
+    assert gap["damaged_file"] == "t.iot.damaged" and gap["saved_at"] == 0
 
 
 def test_repair_cut_at_a_chunk_boundary(tmp_path: Path) -> None:
@@ -149,8 +163,8 @@ def test_repair_cut_at_a_chunk_boundary(tmp_path: Path) -> None:
     r = repair(path)
     records, footer = _read(path)
     assert _same(records, r0[:200])
-    assert r.tail_backup is None
-    assert not list(tmp_path.glob("*.damaged-tail*"))
+    assert r.damaged_file is None
+    assert not list(tmp_path.glob("*.damaged*"))
     # No end time survived: the last completion stands in for it.
     assert footer["duration_ns"] == int(r0["ts_complete_ns"][:200].max())
     assert footer["end_estimated"] is True
@@ -179,11 +193,11 @@ def test_repair_of_a_complete_file_changes_nothing(tmp_path: Path) -> None:
 
 def test_repair_twice_and_existing_backups_are_kept(tmp_path: Path) -> None:
     path = make_trace(tmp_path / "t.iot", random_records(300), chunk_records=100)
-    (tmp_path / "t.iot.damaged-tail").write_bytes(b"earlier")
+    (tmp_path / "t.iot.damaged").write_bytes(b"earlier")
     path.write_bytes(path.read_bytes()[:-50])
     r = repair(path)
-    assert Path(r.tail_backup).name == "t.iot.damaged-tail.1"
-    assert (tmp_path / "t.iot.damaged-tail").read_bytes() == b"earlier"
+    assert Path(r.damaged_file).name == "t.iot.damaged.1"
+    assert (tmp_path / "t.iot.damaged").read_bytes() == b"earlier"
     after = path.read_bytes()
     assert not repair(path).repaired
     assert path.read_bytes() == after
@@ -227,7 +241,7 @@ def test_repair_never_loses_a_byte(tmp_path: Path, pristine, flips, cut, tail) -
     bad = bytes(bad) + tail
     path = tmp_path / "t.iot"
     path.write_bytes(bad)
-    for old in tmp_path.glob("t.iot.damaged-tail*"):
+    for old in tmp_path.glob("t.iot.damaged*"):
         old.unlink()
     try:
         r = repair(path)
@@ -237,11 +251,20 @@ def test_repair_never_loses_a_byte(tmp_path: Path, pristine, flips, cut, tail) -
     got, footer = _read(path)
     # Whole chunks of the original, in order, and nothing else.
     assert len(got) % 10 == 0
-    assert _same(got, records[: len(got)])
     assert footer["events"] == len(got)
-    if r.repaired:
-        kept = path.read_bytes()[: r.truncated_at]
-        backup = Path(r.tail_backup).read_bytes() if r.tail_backup else b""
-        assert kept + backup == bad
-    else:
+    if not r.repaired:
         assert bad == data
+        return
+    kept = [r for r in (records[i : i + 10] for i in range(0, 40, 10)) if _contains(got, r)]
+    assert sum(len(k) for k in kept) == len(got)
+    # Nothing is lost: the kept chunks and the saved damaged bytes make up the damaged file.
+    saved = Path(r.damaged_file).read_bytes() if r.damaged_file else b""
+    assert sum(g["length"] for g in r.gaps) == len(saved)
+    for g in r.gaps:
+        at = g["saved_at"]
+        assert saved[at : at + g["length"]] == bad[g["offset"] : g["offset"] + g["length"]]
+
+
+def _contains(got: np.ndarray, chunk: np.ndarray) -> bool:
+    raw = got.view(np.uint8).tobytes()
+    return chunk.view(np.uint8).tobytes() in raw

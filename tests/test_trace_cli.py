@@ -88,8 +88,16 @@ def test_info_json_numbers(trace) -> None:
 
 def test_info_of_a_damaged_file_says_so(trace) -> None:
     path, _ = trace
-    path.write_bytes(path.read_bytes()[: chunk_offsets(path)[3] + 10])
-    s = json.loads(_invoke("info", str(path), "--json").output)
+    at = chunk_offsets(path)[3]
+    path.write_bytes(path.read_bytes()[: at + 10])
+    res = _invoke("info", str(path), "--json")
+    # The summary of what is intact, and one line on stderr that says what to run.
+    assert res.exit_code == 1
+    assert res.stderr.strip() == (
+        f"iotape: error: {path}: byte {at}: chunk 3: truncated: file ends inside the chunk "
+        f"header; run `iotape trace check --repair {path}` to keep every intact chunk"
+    )
+    s = json.loads(res.stdout)
     assert s["needs_repair"] is True
     assert s["events"] == 3000
     assert "chunk 3: truncated" in s["problem"]

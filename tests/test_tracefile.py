@@ -26,7 +26,8 @@ from trace_helpers import (
 from iotape import schemas
 from iotape.errors import IotapeError
 from iotape.recorder import tracefile as tf
-from iotape.recorder.tracefile import TraceFormatError, TraceWriter, open_trace, scan
+from iotape.recorder.tracefile import TraceFormatError, TraceWriter, open_trace
+from iotape.recorder.tracescan import scan
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -210,7 +211,7 @@ def test_truncated_mid_chunk(tmp_path: Path) -> None:
     assert err.offset == offsets[2]
     assert str(err) == (
         f"{path}: byte {offsets[2]}: chunk 2: truncated: file ends 476 bytes into its "
-        "8000-byte payload"
+        f"8000-byte payload; run `iotape trace check --repair {path}` to keep every intact chunk"
     )
     assert "\n" not in str(err)
     assert isinstance(err, IotapeError)
@@ -235,7 +236,9 @@ def test_corrupted_payload_checksum(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[offsets[1] + tf.CHUNK_HEADER_SIZE + 123] ^= 0x01
     path.write_bytes(data)
-    assert str(_fault(path)) == f"{path}: byte {offsets[1]}: chunk 1: payload checksum mismatch"
+    assert str(_fault(path)).startswith(
+        f"{path}: byte {offsets[1]}: chunk 1: payload checksum mismatch; run `iotape trace check"
+    )
 
 
 def test_corrupted_chunk_header(tmp_path: Path) -> None:
@@ -244,7 +247,7 @@ def test_corrupted_chunk_header(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[offsets[1] + 4] = 0x7F  # the count
     path.write_bytes(data)
-    assert str(_fault(path)).endswith(f"byte {offsets[1]}: chunk 1: header checksum mismatch")
+    assert f"byte {offsets[1]}: chunk 1: header checksum mismatch; run" in str(_fault(path))
 
 
 def test_chunks_out_of_order(tmp_path: Path) -> None:
@@ -387,8 +390,18 @@ def test_scan_finds_chunks_past_a_bad_one(tmp_path: Path) -> None:
     data[offsets[1] + 1000] ^= 0xFF
     path.write_bytes(data)
     rep = scan(path)
-    assert (rep.chunks, rep.events) == (1, 100)
-    assert (rep.dropped_chunks, rep.dropped_events) == (4, 400)
+    # Only the damaged chunk is lost: the scan finds the next chunk and goes on.
+    assert (rep.chunks, rep.events, rep.valid_events) == (4, 400, 100)
+    assert (rep.dropped_chunks, rep.dropped_events) == (1, 100)
+    assert rep.kept == [(o, o + chunk_size(100)) for i, o in enumerate(offsets) if i != 1]
+    [d] = rep.damage
+    assert (d.offset, d.length, d.first_chunk, d.chunks, d.intact_after) == (
+        offsets[1],
+        chunk_size(100),
+        1,
+        1,
+        3,
+    )
     assert rep.damaged_footer is not None and rep.damaged_footer["events"] == 500
 
 
@@ -446,8 +459,8 @@ def test_any_damage_gives_the_data_or_an_iotape_error(tmp_path: Path, pristine, 
         if rep is not None:
             with open_trace(path, strict=False) as t:
                 prefix = t.read_all()
-            assert len(prefix) == rep.events <= len(records)
-            assert _same(prefix, records[: rep.events])
+            assert len(prefix) == rep.valid_events <= rep.events <= len(records)
+            assert _same(prefix, records[: rep.valid_events])
             assert rep.complete == (bad == data)
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -96,6 +96,19 @@ function coarse(g) {
   return [...bins.entries()].sort((a, b) => a[0] - b[0]).map(([k, n]) => [Math.pow(2, (k + 0.5) / 8), n / g.count]);
 }
 
+// A repaired trace has holes: say so before any chart, with where and how much.
+function gapsNote(gaps) {
+  const events = gaps.reduce((n, g) => n + (g.events || 0), 0);
+  const chunks = gaps.reduce((n, g) => n + (g.chunks || 0), 0);
+  const div = h("div", `<p class=fail id="gaps">This trace was repaired: ${chunks.toLocaleString()} chunk${chunks === 1 ? "" : "s"} (${events.toLocaleString()} events) lost in ${gaps.length} gap${gaps.length === 1 ? "" : "s"}.</p>`);
+  const t = h("table");
+  const s = (ns) => (ns == null ? "–" : `${(ns / 1e9).toFixed(3)} s`);
+  t.innerHTML = "<tr><th class=l>bytes</th><th class=l>chunks</th><th>from</th><th>to</th><th>events lost</th></tr>" +
+    gaps.map((g) => `<tr><td class=l>${g.offset.toLocaleString()}..${(g.offset + g.length).toLocaleString()}</td><td class=l>${g.chunks ? `${g.first_chunk}..${g.first_chunk + g.chunks - 1}` : "none"}</td><td>${s(g.after_ns)}</td><td>${s(g.before_ns)}</td><td>${g.events_exact ? "" : "≥ "}${(g.events || 0).toLocaleString()}</td></tr>`).join("");
+  div.appendChild(t);
+  return div;
+}
+
 async function runPage(ref, q) {
   const fq = filterQuery(q);
   const qs = fq.toString() ? "?" + fq.toString() : "";
@@ -103,6 +116,8 @@ async function runPage(ref, q) {
   const run = await api(`/runs/${enc}${qs}`);
   app.appendChild(h("h1", `Run <b>${esc(run.name)}</b> <span class=muted>${esc(run.id)} · ${esc(run.kind)} · ${run.events.toLocaleString()} events · ${run.devices.map((d) => esc(`${d.name} ${d.model} fw ${d.firmware}`)).join(", ")}</span>`));
   app.appendChild(filterForm(q, (n) => { location.hash = `#/run/${enc}?${n}`; }));
+  const gaps = (run.parameters && run.parameters.gaps) || [];
+  if (gaps.length) app.appendChild(gapsNote(gaps));
   app.appendChild(h("p", `<a id="tiering-link" href="#/tiering/${enc}">What would an SSD tier or cache do with this run? (tiering)</a>`));
   const sep = qs ? "&" : "?";
   const [lat, ts, hm, vd] = await Promise.all([
