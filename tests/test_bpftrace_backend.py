@@ -56,7 +56,7 @@ def test_bpftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     got, want = trace_multiset(recs), fio_multiset(log)
     # Every record is one fio did. bpftrace's perf-event tracepoint programs are
     # skipped, uncounted, while another BPF program or a bpf() call holds the CPU
-    # (README, Backends), so under load a few may be missing; the CO-RE backend's
+    # (docs/recording.md, Backends), so under load a few may be missing; the CO-RE backend's
     # exactness is what tests/test_record.py holds to account.
     assert not (got - want)
     assert got.total() >= 0.99 * want.total()

@@ -16,6 +16,9 @@ from iotape import cli
 
 ROOT_DIR = Path(__file__).resolve().parents[1]
 README = ROOT_DIR / "README.md"
+DOCS = sorted((ROOT_DIR / "docs").glob("*.md"))
+# Every page a user reads from the README on, and what the tests below hold them to.
+PAGES = [README, *DOCS, ROOT_DIR / "traces" / "README.md"]
 cli._register()
 ROOT = typer.main.get_command(cli.app)
 
@@ -33,6 +36,12 @@ def _examples(text: str) -> list[str]:
 
 
 EXAMPLES = _examples(README.read_text())
+# The docs/ pages' examples are held to the same rule: a user copies them as often.
+DOC_EXAMPLES = [
+    pytest.param(e, id=f"{page.name}: {e[:60]}")
+    for page in DOCS
+    for e in _examples(page.read_text())
+]
 
 
 def _resolve(argv: list[str]) -> tuple[Any, list[str], list[str]]:
@@ -54,7 +63,7 @@ def test_the_readme_has_examples_of_every_command_group() -> None:
     assert set(ROOT.commands) - {"export", "runs", "db"} <= groups
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", [*EXAMPLES, *DOC_EXAMPLES])
 def test_an_example_names_a_real_command_and_options(example: str) -> None:
     argv = shlex.split(example)[1:]
     cmd, path, rest = _resolve(argv)
@@ -74,17 +83,27 @@ def test_the_readme_is_short() -> None:
 
 
 def test_nothing_points_outside_the_repository() -> None:
-    pages = [README, *(ROOT_DIR / "docs").glob("*.md"), ROOT_DIR / "traces" / "README.md"]
-    for page in pages:
+    for page in PAGES:
         text = page.read_text()
         assert "../shared" not in text, page
         assert "workplace" not in text.lower(), page
 
 
+def test_every_page_named_is_in_the_repository() -> None:
+    # A page named in prose rather than linked (a design document that lives
+    # elsewhere, say) is as much a dead end as a broken link.
+    for page in PAGES:
+        for name in set(re.findall(r"(?<![\w/.-])([\w./-]+\.md)\b", page.read_text())):
+            assert (page.parent / name).exists() or (ROOT_DIR / name).exists(), (
+                f"{page.relative_to(ROOT_DIR)} names {name}, which is not in the repository"
+            )
+
+
 def test_every_relative_link_exists() -> None:
-    pages = [README, *(ROOT_DIR / "docs").glob("*.md")]
-    for page in pages:
+    for page in PAGES:
         for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
             if "://" in target:
                 continue
-            assert (page.parent / target).exists(), f"{page.name}: link to {target} is broken"
+            assert (page.parent / target).exists(), (
+                f"{page.relative_to(ROOT_DIR)}: link to {target} is broken"
+            )

@@ -66,13 +66,13 @@ def test_recorded_shape_matches_engine_and_published(loop_factory, tmp_path: Pat
     assert {r["figure"]: r["engine"] for r in rep["shape"]["rows"]} == pytest.approx(mine)
 
 
-# Figures the engine does not reproduce within 15 % yet, and why (README,
+# Figures the engine does not reproduce within 15 % yet, and why (docs/workload.md,
 # "Calibration"): checked against the engine's own report, not the published run.
 KNOWN_GAPS = {
     # The blog's 2010 run (ESE 14.3) writes as often as it reads; the exchange2010
     # preset is fit to the ESRP run (ESE 14.1, 1.46 reads per write). In bytes the
     # engine is within ~10 % of it; the rest is ESE 14.3's request sizes (large
-    # reads, small writes), which no setting reproduces (README, "At full size").
+    # reads, small writes), which no setting reproduces (docs/workload.md, "At full size").
     ("exchange2010-throughput", "db_read_write_ratio"),
 }
 

@@ -18,7 +18,7 @@ from iotape.errors import IotapeError
 REFERENCE = Path(__file__).with_name("reference") / "jetstress_profiles.json"
 LOG_FILE_BYTES = 1 << 20
 
-# Tuned so that the shape emerges from the mechanism (see README "Calibration"):
+# Tuned so that the shape emerges from the mechanism (docs/workload.md, "Calibration"):
 # preread-cont sets how often a B-tree touch needs the neighbouring leaf too,
 # which makes both the coalesced read size and the coalesced write size; the log
 # record sizes and log-partial make the group-commit writes. lazy-flush-ms is

@@ -24,7 +24,7 @@
  *   partial segment in the segment after it (the partial write is 8 KiB), and
  *   after a shadow the first full segment goes out alone (the order of sectors
  *   within one write is not guaranteed). It overshoots the published 2013 run's
- *   log writes (README), so no preset uses it.
+ *   log writes (docs/workload.md), so no preset uses it.
  * A log file holds a 4 KiB header and then records; when the next write does not
  * fit, the file is closed (handed to replication) and the writer moves on to the
  * next file, which the pre-formatter has already written in full. */
