@@ -214,7 +214,7 @@ def fidelity(
     ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing.
+    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality.
 
     Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
     """
@@ -250,6 +250,27 @@ def fidelity(
                 vals.append("-" if v is None else str(v))
             t.add_row(stream, key, *vals)
     Console().print(t)
+    for name, r in res.items():
+        _print_locality(name, r["locality"])
+
+
+def _print_locality(name: str, loc: dict) -> None:
+    """The locality figures, original against replay, and the verdict in one line."""
+    t = Table(f"locality ({name})", "original", "replay")
+    for key in ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share"):
+        t.add_row(key, *(str(v) for v in loc[key]))
+    for f, cap, o, r in zip(
+        loc["lru_fractions"], loc["lru_caps_bytes"], *loc["lru_hit_ratio"], strict=True
+    ):
+        t.add_row(f"LRU hit @ {f * 100:g} % ({cap >> 10} KiB)", f"{o:.4f}", f"{r:.4f}")
+    Console().print(t)
+    verdict = "faithful" if loc["faithful"] else "UNFAITHFUL"
+    why = "" if loc["faithful"] else ": " + "; ".join(loc["why_not"])
+    print(
+        f"locality ({name}): {verdict} (largest LRU gap {loc['max_gap_pp']} pp at "
+        f"{loc['max_gap_at_fraction'] * 100:g} % of the footprint, footprint "
+        f"{loc['footprint_error_pct']} % off){why}"
+    )
 
 
 @app.command("split")
