@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -76,6 +77,10 @@ def plan(
         ),
     ] = None,
     window: Annotated[float, typer.Option(help="Synthetic mode: window length in seconds.")] = 1.0,
+    locality: Annotated[
+        str,
+        typer.Option(help="synthetic: zipf, zoned (zoned_abs) or auto (the closer LRU curve)."),
+    ] = "auto",
     exact_limit: Annotated[
         int, typer.Option(help="auto: exact up to this many requests.")
     ] = 2_000_000,
@@ -127,6 +132,7 @@ def plan(
             force=force,
             window_s=window,
             exact_limit=exact_limit,
+            locality=locality,
             engine=engine,
             segment=segment,
             create_file=size,
@@ -134,6 +140,9 @@ def plan(
         )
     )
     text = man.pop("jobfile_text")
+    if man.get("mode_reason"):
+        # On stderr, so --json and --dry-run output stay what they were.
+        print(man["mode_reason"], file=sys.stderr)
     if as_json:
         print(json.dumps(man, indent=2))
     elif dry_run:
