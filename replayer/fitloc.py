@@ -58,7 +58,10 @@ def zipf_blocks(rng: np.random.Generator, n: int, theta: float, nranges: int) ->
     eta = (1.0 - (2.0 / nranges) ** (1.0 - theta)) / (1.0 - zeta2 / zetan)
     u = rng.random(n)
     z = u * zetan
-    rest = 1 + np.floor(nranges * np.maximum(eta * u - eta + 1.0, 0) ** alpha)
+    # np.where computes every branch: the ranks 1 and 2 rows may overflow here.
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        rest = 1 + np.floor(nranges * np.maximum(eta * u - eta + 1.0, 0) ** alpha)
+    rest = np.nan_to_num(np.minimum(rest, nranges), nan=nranges)
     val = np.where(z < 1.0, 1, np.where(z < 1.0 + 0.5**theta, 2, rest)).astype(np.uint64) - 1
     with np.errstate(over="ignore"):
         return ((val * GOLDEN_RATIO_64) % np.uint64(nranges)).astype(np.int64)
@@ -153,8 +156,7 @@ def choose(
     n = min(len(off), FIT_MAX)
     is_write, win, off, b = is_write[:n], win[:n], off[:n], b[:n]
     gran = int(b[b > 0].min()) if (b > 0).any() else 4096
-    want, fp = locality.hit_curve(off, b, [1])
-    caps = locality.caps_for(fp)
+    caps = locality.caps_for(len(np.unique(off // locality.UNIT)))
     want, _ = locality.hit_curve(off, b, caps)
     rng = np.random.default_rng(seed)
     seq = np.zeros(n)
