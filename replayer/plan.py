@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.errors import IotapeError
-from iotape.replayer import iolog, remap, safety, scale, synthetic, targets
+from iotape.replayer import fitloc, iolog, remap, safety, scale, synthetic, targets
 from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 
 MODES = ("exact", "synthetic", "auto")
@@ -271,9 +271,9 @@ def build(opts: PlanOptions) -> dict:
         raise IotapeError(f"--mode {opts.mode}: unknown; one of {', '.join(MODES)}")
     if not (opts.time_scale > 0):
         raise IotapeError(f"--time-scale {opts.time_scale}: must be positive")
-    if opts.locality not in synthetic.fitloc.KINDS:
+    if opts.locality not in fitloc.KINDS:
         raise IotapeError(
-            f"--locality {opts.locality}: unknown; one of {', '.join(synthetic.fitloc.KINDS)}"
+            f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}"
         )
     if opts.remap not in remap.MODES:
         raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
@@ -323,7 +323,7 @@ def build(opts: PlanOptions) -> dict:
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
     single_dev = len(dev_ids) == 1
     jobs: list[Job] = []
-    models: dict[str, synthetic.fitloc.Model] = {}
+    models: dict[str, fitloc.Model] = {}
     for db, dev, dname, _sid, sname, idx, path, suffix in groups:
         base, size = spans[(path, db)]
         block = probed[path].block
