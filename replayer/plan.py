@@ -272,9 +272,7 @@ def build(opts: PlanOptions) -> dict:
     if not (opts.time_scale > 0):
         raise IotapeError(f"--time-scale {opts.time_scale}: must be positive")
     if opts.locality not in fitloc.KINDS:
-        raise IotapeError(
-            f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}"
-        )
+        raise IotapeError(f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}")
     if opts.remap not in remap.MODES:
         raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
     src = load(opts.trace)
