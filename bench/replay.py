@@ -17,8 +17,19 @@ Also measured, as the floor any replayer on this machine stands on: how late a
 lone thread wakes from 500 us sleeps (timer slack 1 ns, nothing else running of
 ours), the share of wake-ups more than 1 ms late.
 
-Writes bench/results/replay.json. Run as root:
-`.venv/bin/python bench/replay.py [--seconds 5] [--rounds 3]`.
+`--parts locality` (issue 26) instead records three traces of 8 KiB random
+reads and writes (70/30) at 3,000 IOPS (Poisson arrivals) on a 256 MiB loop
+device: `zipf` (fio's zipf:1.1), `zoned` (60 % of the I/O in 5 % of the device,
+30 % in the next 15 %) and `hotspot` (80 % in a 16 MiB region that moves 48 MiB
+every 5 s), plans a synthetic replay of each twice (`--locality zipf` and
+`--locality zoned`; `auto` picks one of the two by simulation and its pick is
+reported), runs each recorded and compares it with its original: the LRU
+hit-ratio gaps at 1-50 % of the footprint against the goal (3 pp or 15 %
+relative), the footprint error (goal 5 %) and the per-second IOPS error (1 %).
+
+Writes bench/results/replay.json (replay-locality.json for --parts locality).
+Run as root: `.venv/bin/python bench/replay.py [--seconds 5] [--rounds 3]`,
+`.venv/bin/python bench/replay.py --parts locality --seconds 40`.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.recorder import record as rec
-from iotape.replayer import fidelity
+from iotape.replayer import fidelity, locality
 from iotape.replayer import run as runmod
 from iotape.replayer.plan import PlanOptions, plan
 from iotape.replayer.source import load
@@ -180,13 +191,136 @@ def one(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> d
     return out
 
 
+_MIX = "rw=randrw\nrwmixread=70\nbs=8k\nrate_iops=2100,900\nrate_process=poisson\niodepth=4\n"
+
+
+def _hotspot(seconds: int, step_s: int = 5) -> str:
+    """One job per 5 s phase, each with 80 % of its I/O in a 16 MiB region 48 MiB
+    further on than the last (zoned_abs zones from byte 0 of the device)."""
+    jobs = []
+    for k in range(-(-seconds // step_s)):
+        lo = (k * 48) % 224
+        zones = (f"10/{lo}M:" if lo else "") + f"80/16M:{20 if not lo else 10}/{240 - lo}M"
+        jobs.append(
+            f"[h{k}]\n{_MIX}random_distribution=zoned_abs:{zones}\n"
+            f"startdelay={k * step_s}\nruntime={min(step_s, seconds - k * step_s)}\n"
+        )
+    return "".join(jobs)
+
+
+def locality_traces(seconds: int) -> dict[str, str]:
+    return {
+        "zipf": f"[z]\n{_MIX}random_distribution=zipf:1.1\n",
+        "zoned": f"[z]\n{_MIX}random_distribution=zoned:60/5:30/15:10/80\n",
+        "hotspot": _hotspot(seconds),
+    }
+
+
+def _record(job: Path, body: str, seconds: int, src: str, out: Path) -> None:
+    job.write_text(
+        f"[global]\nfilename={src}\ndirect=1\nioengine=io_uring\ntime_based=1\n"
+        f"runtime={seconds}\n{body}"
+    )
+    rec.record(
+        rec.RecordOptions(
+            devices=[src], output=out, command=["fio", "--output=/dev/null", str(job)]
+        )
+    )
+
+
+def _meets_locality_goal(loc: dict, iops_pct: float | None) -> bool:
+    return loc["faithful"] and iops_pct is not None and iops_pct <= 1.0
+
+
+def one_locality(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> dict:
+    d = work / name
+    d.mkdir()
+    orig = d / "orig.iot"
+    _record(d / "orig.fio", body, seconds, src, orig)
+    out: dict = {}
+    for kind in ("zipf", "zoned"):
+        jobs = d / f"jobs-{kind}"
+        b = plan(PlanOptions(orig, jobs, mode="synthetic", targets=[f"all={dst}"], locality=kind))
+        runmod.run(jobs, d / f"{kind}.iot", [])
+        c = fidelity.compare(orig, d / f"{kind}.iot")
+        loc = c["locality"]
+        out[kind] = {
+            "iops_mape_pct": c["overall"]["iops_mape_pct"],
+            "requests": c["overall"]["requests"],
+            "locality": loc,
+            "meets_goal": _meets_locality_goal(loc, c["overall"]["iops_mape_pct"]),
+            "plan_header": [
+                ln for ln in b["jobfile_text"].splitlines() if "simulated largest LRU gap" in ln
+            ],
+        }
+    header = out["zipf"]["plan_header"][0]
+    sim = {k: float(header.split(f"{k} ")[-1].split(" pp")[0]) for k in ("zipf", "zoned")}
+    out["auto_picks"] = min(sim, key=sim.get)
+    out["auto"] = {k: v for k, v in out[out["auto_picks"]].items() if k != "plan_header"}
+    return out
+
+
+def main_locality(a: argparse.Namespace) -> None:
+    made: list[tuple[str, str]] = []
+    res: dict = {}
+    try:
+        made.append(_loop(256))
+        made.append(_loop(256))
+        (src, _), (dst, _) = made
+        with tempfile.TemporaryDirectory(prefix="iotape-bench-locality-") as tmp:
+            for name, body in locality_traces(a.seconds).items():
+                res[name] = one_locality(name, body, a.seconds, Path(tmp), src, dst)
+                print(name, json.dumps(_brief(res[name])), flush=True)
+    finally:
+        for dev, backing in made:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            os.unlink(backing)
+    doc = {
+        "what": "synthetic replay locality (issue 26): LRU curve, footprint, IOPS error",
+        "goal": "LRU hit ratio within max(3 pp, 15 % rel.) at 1-50 % of the footprint, "
+        "footprint within 5 %, per-second IOPS error <= 1 %",
+        "unit_bytes": locality.UNIT,
+        "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
+        "fio": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
+        "seconds": a.seconds,
+        "summary": {n: _brief(r) for n, r in res.items()},
+        "results": res,
+    }
+    out = a.output or ROOT / "bench" / "results" / "replay-locality.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"], indent=1))
+    print(out)
+
+
+def _brief(r: dict) -> dict:
+    out = {"auto_picks": r["auto_picks"]}
+    for kind in ("zipf", "zoned"):
+        loc = r[kind]["locality"]
+        out[kind] = {
+            "meets_goal": r[kind]["meets_goal"],
+            "max_gap_pp": loc["max_gap_pp"],
+            "at": loc["max_gap_at_fraction"],
+            "footprint_error_pct": loc["footprint_error_pct"],
+            "iops_mape_pct": r[kind]["iops_mape_pct"],
+            "lru_orig": loc["lru_hit_ratio"][0],
+            "lru_replay": loc["lru_hit_ratio"][1],
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--traces", default=",".join(TRACES), help="comma-separated subset")
-    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "replay.json")
+    ap.add_argument("--parts", choices=("timing", "locality"), default="timing")
+    ap.add_argument("--output", type=Path, default=None)
     a = ap.parse_args()
+    if a.parts == "locality":
+        main_locality(a)
+        return
+    a.output = a.output or ROOT / "bench" / "results" / "replay.json"
     names = a.traces.split(",")
     made: list[tuple[str, str]] = []
     rounds: list[dict] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -76,6 +77,10 @@ def plan(
         ),
     ] = None,
     window: Annotated[float, typer.Option(help="Synthetic mode: window length in seconds.")] = 1.0,
+    locality: Annotated[
+        str,
+        typer.Option(help="synthetic: zipf, zoned (zoned_abs) or auto (the closer LRU curve)."),
+    ] = "auto",
     exact_limit: Annotated[
         int, typer.Option(help="auto: exact up to this many requests.")
     ] = 2_000_000,
@@ -127,6 +132,7 @@ def plan(
             force=force,
             window_s=window,
             exact_limit=exact_limit,
+            locality=locality,
             engine=engine,
             segment=segment,
             create_file=size,
@@ -134,6 +140,9 @@ def plan(
         )
     )
     text = man.pop("jobfile_text")
+    if man.get("mode_reason"):
+        # On stderr, so --json and --dry-run output stay what they were.
+        print(man["mode_reason"], file=sys.stderr)
     if as_json:
         print(json.dumps(man, indent=2))
     elif dry_run:
@@ -214,7 +223,7 @@ def fidelity(
     ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing.
+    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality.
 
     Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
     """
@@ -250,6 +259,27 @@ def fidelity(
                 vals.append("-" if v is None else str(v))
             t.add_row(stream, key, *vals)
     Console().print(t)
+    for name, r in res.items():
+        _print_locality(name, r["locality"])
+
+
+def _print_locality(name: str, loc: dict) -> None:
+    """The locality figures, original against replay, and the verdict in one line."""
+    t = Table(f"locality ({name})", "original", "replay")
+    for key in ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share"):
+        t.add_row(key, *(str(v) for v in loc[key]))
+    for f, cap, o, r in zip(
+        loc["lru_fractions"], loc["lru_caps_bytes"], *loc["lru_hit_ratio"], strict=True
+    ):
+        t.add_row(f"LRU hit @ {f * 100:g} % ({cap >> 10} KiB)", f"{o:.4f}", f"{r:.4f}")
+    Console().print(t)
+    verdict = "faithful" if loc["faithful"] else "UNFAITHFUL"
+    why = "" if loc["faithful"] else ": " + "; ".join(loc["why_not"])
+    print(
+        f"locality ({name}): {verdict} (largest LRU gap {loc['max_gap_pp']} pp at "
+        f"{loc['max_gap_at_fraction'] * 100:g} % of the footprint, footprint "
+        f"{loc['footprint_error_pct']} % off){why}"
+    )
 
 
 @app.command("split")

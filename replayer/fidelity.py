@@ -17,12 +17,17 @@ A synthetic replay issues requests of its own (fitted sizes and offsets), so its
 pairs are coincidences: where fewer than half the requests pair, both traces are
 aligned at their first request instead, and issue-time errors are not reported
 (they would measure chance).
+
+Locality (locality.py) is measured over all requests: footprint, hot shares,
+sequential share and the LRU hit-ratio curve. A replay whose curve is far from
+the original's is unfaithful on locality however good its rate is.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from iotape.replayer import locality
 from iotape.replayer.source import OP, load
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
@@ -167,6 +172,7 @@ def compare(original, replayed) -> dict:
         )
     unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched
+    out["locality"] = locality.figures(o, so.t_ns, r, sr.t_ns)
     return out
 
 

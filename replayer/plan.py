@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.errors import IotapeError
-from iotape.replayer import iolog, remap, safety, scale, synthetic, targets
+from iotape.replayer import fitloc, iolog, remap, safety, scale, synthetic, targets
 from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 
 MODES = ("exact", "synthetic", "auto")
@@ -70,6 +70,7 @@ class PlanOptions:
     dry_run: bool = False
     force: bool = False
     window_s: float = 1.0
+    locality: str = "auto"  # synthetic: zipf, zoned, or auto (the better in simulation)
     exact_limit: int = 2_000_000
     engine: str = "psync"
     segment: int = 32
@@ -243,12 +244,35 @@ def _seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
 
+SYNTHETIC_LOSES = (
+    "not reproduced: the request order, each request's own offset, size and time "
+    "(fio draws them per window), the issue times within a window, discards; "
+    "kept: per-window rate, read/write and size mix, depth, flushes, and each "
+    "stream's footprint, sequential share and LRU hit-ratio curve as fitted "
+    "(check them with `iotape replay fidelity`)"
+)
+
+
+def _mode(opts: PlanOptions, n: int) -> tuple[str, str | None]:
+    """(mode, why auto chose synthetic): auto replays exactly whenever the trace is
+    within --exact-limit, the most requests whose iologs fio is asked to hold."""
+    if opts.mode != "auto" or n <= opts.exact_limit:
+        return ("exact" if opts.mode == "auto" else opts.mode), None
+    return "synthetic", (
+        f"auto chose synthetic mode: {n} requests > --exact-limit {opts.exact_limit} "
+        "(fio holds every iolog entry in memory; raise --exact-limit to replay exactly); "
+        + SYNTHETIC_LOSES
+    )
+
+
 def build(opts: PlanOptions) -> dict:
     """Everything the plan will write, computed in memory: {"src", "jobs", "header", ...}."""
     if opts.mode not in MODES:
         raise IotapeError(f"--mode {opts.mode}: unknown; one of {', '.join(MODES)}")
     if not (opts.time_scale > 0):
         raise IotapeError(f"--time-scale {opts.time_scale}: must be positive")
+    if opts.locality not in fitloc.KINDS:
+        raise IotapeError(f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}")
     if opts.remap not in remap.MODES:
         raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
     src = load(opts.trace)
@@ -261,9 +285,7 @@ def build(opts: PlanOptions) -> dict:
         opts.from_databases,
         opts.from_copies,
     )
-    mode = opts.mode
-    if mode == "auto":
-        mode = "exact" if len(src.records) <= opts.exact_limit else "synthetic"
+    mode, why = _mode(opts, len(src.records))
     mapping = targets.parse(opts.targets)
     if not mapping:
         if not opts.dry_run:
@@ -299,6 +321,7 @@ def build(opts: PlanOptions) -> dict:
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
     single_dev = len(dev_ids) == 1
     jobs: list[Job] = []
+    models: dict[str, fitloc.Model] = {}
     for db, dev, dname, _sid, sname, idx, path, suffix in groups:
         base, size = spans[(path, db)]
         block = probed[path].block
@@ -351,6 +374,17 @@ def build(opts: PlanOptions) -> dict:
                     )
                     jobs.append(Job(name + part, path, sname, db, o, int(sel.sum()), writes, ent))
             else:
+                model = synthetic.fit(
+                    rr,
+                    src.t_ns[rows],
+                    off,
+                    b,
+                    size,
+                    window_ns,
+                    _seed(db, dev, sname, j),
+                    opts.locality,
+                )
+                models[name] = model
                 for w, o, n, seq_start in synthetic.window_jobs(
                     rr,
                     src.t_ns[rows],
@@ -360,6 +394,7 @@ def build(opts: PlanOptions) -> dict:
                     window_ns,
                     1.0,
                     opts.time_scale,
+                    model,
                 ):
                     o = {"filename": path, **o}
                     if seq_start is not None:
@@ -384,6 +419,8 @@ def build(opts: PlanOptions) -> dict:
         "probed": probed,
         "spans": spans,
         "window_ns": window_ns,
+        "models": models,
+        "mode_reason": why,
     }
 
 
@@ -428,11 +465,31 @@ def header_text(opts: PlanOptions, b: dict) -> str:
         ]
     else:
         lines += [
-            f"synthetic: each stream fitted per {b['window_ns'] / 1e9:g} s window: rate_iops,",
-            "  rwmixread, bssplit, random vs sequential, zoned random_distribution, iodepth",
-            "  from the most requests in flight, fsync = writes per flush. Discards are not",
-            "  replayed in this mode (fio cannot mix trims into a read/write job).",
+            f"synthetic: each stream fitted per {b['window_ns'] / 1e9:g} s window, reads and",
+            "  writes apart: rate (bytes/s, so a size mix runs at its request rate), bssplit,",
+            "  iodepth from the most requests in flight, fsync = writes per flush. Discards",
+            "  are not replayed in this mode (fio cannot mix trims into a read/write job).",
+            "locality: the request order and offsets are fio's own; what is kept is each",
+            "  stream's popularity and reuse (its LRU hit-ratio curve), footprint and",
+            "  sequential share. random_distribution is, per stream, whichever of two fio",
+            "  distributions reproduced its LRU curve better in a simulation of fio's picks:",
+            "  zipf:THETA:0 (hot blocks scattered by fio's hash; centre 0 gives every",
+            "  window the same rank -> block map, so the hot set lasts across windows) or",
+            "  zoned_abs per window (zones of ~1 % of the window's accesses where they fell,",
+            "  0 % zones over untouched stretches: positions kept, a moving hot spot",
+            "  followed, uniform inside a zone). bssplit's 0 % entry of the stream's",
+            "  smallest size fixes fio's offset block. percentage_random = 100 - the",
+            "  window's share of requests that start where the previous one ended (a",
+            "  window above 95 % is a sequential job). iotape replay fidelity says how",
+            "  close the replay's LRU curve came.",
         ]
+        for name, m in sorted(b["models"].items()):
+            how = f"zipf theta {m.theta:g}" if m.kind == "zipf" else "zoned_abs"
+            how += "" if opts.locality == "auto" else f" (--locality {opts.locality})"
+            gaps = ", ".join(f"{k} {v:.1f} pp" for k, v in sorted(m.gap_pp.items()))
+            lines.append(f"  {name}: {how}, block {m.gran} (simulated largest LRU gap: {gaps})")
+    if b.get("mode_reason"):
+        lines.append(b["mode_reason"])
     lines.append(f"time scale: {opts.time_scale:g} (durations x {opts.time_scale:g})")
     lines.append(f"offsets: --remap {opts.remap}, aligned to each target's logical block size")
     if sc:
@@ -525,6 +582,7 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
         "version": PLAN_VERSION,
         "trace": str(Path(opts.trace).resolve()),
         "mode": b["mode"],
+        "mode_reason": b.get("mode_reason"),
         "jobfile": "replay.fio",
         "anchor": "anchor.fio" if any(j.entries is not None for j in b["jobs"]) else None,
         "duration_s": src.duration_ns / 1e9 * opts.time_scale + (b.get("start_us") or 0) / 1e6,

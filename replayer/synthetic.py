@@ -2,10 +2,12 @@
 
 One fio job per (stream, target, window, direction): `startdelay` places it,
 `runtime` bounds it, `rate` (bytes/s) gives the rate, `bssplit` the size mix,
-`rw` random or sequential (by the share of requests that start where the
-previous one ended), `random_distribution=zoned` where the offsets
-fell, `iodepth` the most requests the trace had in flight, `fsync` the writes
-per flush.
+`iodepth` the most requests the trace had in flight, `fsync` the writes per
+flush. Locality (fitloc.py): `random_distribution` is the stream's fitted zipf
+(the same rank -> block map in every window) or per-window `zoned_abs` zones,
+whichever reproduces the stream's LRU hit-ratio curve better; `percentage_random`
+keeps the window's share of requests that continue the previous one (a window
+almost all sequential is a sequential job).
 """
 
 from __future__ import annotations
@@ -14,21 +16,11 @@ import math
 
 import numpy as np
 
+from iotape.replayer import fitloc
+from iotape.replayer.fitloc import percentages
 from iotape.replayer.source import OP, max_in_flight
 
-ZONES = 10
 MAX_SIZES = 16
-
-
-def percentages(counts: np.ndarray) -> np.ndarray:
-    """Integer percentages summing to 100 (largest remainder)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    share = counts / counts.sum() * 100
-    out = np.floor(share).astype(np.int64)
-    rest = 100 - int(out.sum())
-    if rest:
-        out[np.argsort(-(share - out), kind="stable")[:rest]] += 1
-    return out
 
 
 def bssplit(nbytes: np.ndarray) -> str:
@@ -41,22 +33,34 @@ def bssplit(nbytes: np.ndarray) -> str:
     return ":".join(parts)
 
 
-def zoned(offsets: np.ndarray, size: int) -> str:
-    """fio's `zoned:access%/range%:...`, zones without accesses folded into a neighbour."""
-    zone = np.minimum(offsets * ZONES // max(size, 1), ZONES - 1).astype(np.int64)
-    access = percentages(np.bincount(zone, minlength=ZONES))
-    parts: list[list[int]] = []
-    pending = 0
-    for a in access.tolist():
-        if a == 0:
-            if parts:
-                parts[-1][1] += 100 // ZONES
-            else:
-                pending += 100 // ZONES
-            continue
-        parts.append([a, 100 // ZONES + pending])
-        pending = 0
-    return "zoned:" + ":".join(f"{a}/{r}" for a, r in parts)
+def data_rows(r: np.ndarray) -> np.ndarray:
+    """Reads and writes: what a cache sees, and what fio's offsets stand for."""
+    return np.flatnonzero(np.isin(r["op"], [OP["read"], OP["write"], OP["write-zeroes"]]))
+
+
+def fit(
+    r: np.ndarray,
+    t_ns: np.ndarray,
+    offsets: np.ndarray,
+    nbytes: np.ndarray,
+    size: int,
+    window_ns: int,
+    seed: int,
+    kind: str = "auto",
+) -> fitloc.Model:
+    """The stream's locality model (fitloc.py), from its reads and writes in time order."""
+    d = data_rows(r)
+    is_write = (r["op"][d] != OP["read"]).astype(np.int64)
+    return fitloc.choose(is_write, t_ns[d] // window_ns, offsets[d], nbytes[d], size, seed, kind)
+
+
+def zoned_abs(zs: list[tuple[int, int]]) -> str:
+    """fio's option, sizes in KiB where whole (fio reads at most 4 KiB per option line)."""
+    return "zoned_abs:" + ":".join(f"{p}/{_short(z)}" for p, z in zs)
+
+
+def _short(n: int) -> str:
+    return f"{n >> 10}k" if n % 1024 == 0 else str(n)
 
 
 def window_jobs(
@@ -68,6 +72,7 @@ def window_jobs(
     window_ns: int,
     rate_factor: float,
     time_scale: float,
+    model: fitloc.Model,
 ) -> list[tuple[str, dict[str, str], int, int | None]]:
     """(label, fio options, requests it stands for, start of a sequential run or None)
     per window and direction with I/O (reads and writes apart: each its own rate,
@@ -84,7 +89,7 @@ def window_jobs(
             mine = sel[np.isin(ops, want)]
             if not len(mine):
                 continue
-            o = _direction(r[mine], t_ns[mine], offsets[mine], nbytes[mine], size, tag)
+            o = _direction(r[mine], t_ns[mine], offsets[mine], nbytes[mine], size, tag, model)
             n = len(mine)
             # A byte rate, not rate_iops: with a size mix fio meters rate_iops in the
             # smallest size, so 4k/32k writes at rate_iops=78 ran at 19/s.
@@ -101,17 +106,33 @@ def window_jobs(
 
 
 def _direction(
-    r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, size: int, tag: str
+    r: np.ndarray,
+    t_ns: np.ndarray,
+    off: np.ndarray,
+    b: np.ndarray,
+    size: int,
+    tag: str,
+    model: fitloc.Model,
 ) -> dict[str, str]:
     """fio options for one direction's requests of one window: pattern, sizes, depth."""
-    seq = float(np.mean(off[1:] == (off[:-1] + b[:-1]))) if len(off) > 1 else 0.0
+    seq = fitloc.seq_share(off, b)
     verb = "read" if tag == "r" else "write"
+    sizes = bssplit(b)
+    if str(model.gran) not in {x.split("/")[0] for x in sizes.split(":")}:
+        # A 0 % entry of the stream's smallest size: fio's block for offsets (zipf's
+        # ranks, zoned_abs's picks) is the job's smallest size, the same in every window.
+        sizes = f"{model.gran}/0:{sizes}"
     o: dict[str, str] = {
-        "rw": verb if seq > 0.5 else f"rand{verb}",
-        "bssplit": bssplit(b),
+        "rw": verb if seq >= fitloc.SEQ_RANDOM_BELOW else f"rand{verb}",
+        "bssplit": sizes,
         "iodepth": str(min(256, max_in_flight(r, t_ns))),
     }
-    if seq <= 0.5:
-        o["random_distribution"] = zoned(off, size)
+    if seq < fitloc.SEQ_RANDOM_BELOW:
+        if model.kind == "zipf":
+            o["random_distribution"] = f"zipf:{model.theta:g}:0"
+        else:
+            o["random_distribution"] = zoned_abs(fitloc.zones(off, b, model.gran, size))
+        if round(seq * 100) >= 1:
+            o["percentage_random"] = str(100 - round(seq * 100))
         o["norandommap"] = "1"
     return o
