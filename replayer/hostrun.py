@@ -1,9 +1,12 @@
 """`iotape replay run` of a multi-host plan: check every host, then one `fio --client`.
 
-Before any I/O, each host is asked, all at once, through fio's client with a small
-job file of its own (`results/HOST/preflight.fio`):
-- that a fio server answers at ADDRESS:PORT (else: unreachable), and which fio it
-  runs (the probe fio prints; client and servers must be the same version);
+Before any I/O, each host is asked, all at once, through fio's client:
+- first (`results/HOST/probe.fio`, a job that touches nothing) that a fio server
+  answers at ADDRESS:PORT (else: unreachable), and which fio it runs (the probe fio
+  prints; client and servers must be the same version). Only when every host
+  answered does any host look at its devices: an unreachable host stops the run
+  before even a check reads a device (blkid does);
+- then, with a job file of its own (`results/HOST/preflight.fio`):
 - `check`: a job that does no I/O (create_only on /dev/zero) whose exec_prerun runs
   `iotape replay check-host` on the host (hostcheck.py: the safety checks, size,
   iologs), which writes its verdict file;
@@ -104,13 +107,20 @@ def _fio_says(text: str) -> str:
     return ""
 
 
-def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[str], want: str):
-    """None when host `host` may run its part, else the one line saying why not."""
+PROBE_JOB = (
+    "; iotape replay run: is a fio server there, and which fio? (touches nothing)\n"
+    "[probe]\nthread=1\nfilename=/dev/zero\nrw=read\nsize=4k\ncreate_only=1\n"
+)
+
+
+def _ask(jobdir: Path, host: dict, stem: str, text: str, want: str):
+    """Run job file `text` on the host through fio's client: (stdout, whole output,
+    rc), or the one line saying the host cannot run it (unreachable, other fio)."""
     name, where = host["name"], f"{host['address']}:{host['port']}"
     hdir = jobdir / "results" / name
     hdir.mkdir(parents=True, exist_ok=True)
-    job = hdir / "preflight.fio"
-    job.write_text(preflight_text(jobdir, host, man, iotape, destroy))
+    job = hdir / f"{stem}.fio"
+    job.write_text(text)
     cmd = [
         _fio(),
         "--output-format=normal,json",
@@ -129,7 +139,7 @@ def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[st
             f"there; open TCP port {host['port']})"
         )
     text = p.stdout + p.stderr
-    (hdir / "preflight.out").write_text(text)
+    (hdir / f"{stem}.out").write_text(text)
     probe = next((m for line in text.splitlines() if (m := PROBE.match(line))), None)
     if probe is None:
         return (
@@ -142,7 +152,23 @@ def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[st
             f"host {name} ({where}): runs {probe.group('version')}, this controller {want}: "
             "install the same fio version on every host"
         )
-    doc = _client_json(p.stdout) or {}
+    return p.stdout, text, p.returncode
+
+
+def probe(jobdir: Path, host: dict, want: str) -> str | None:
+    """None when the host's fio server answers and runs fio `want`, else why not."""
+    got = _ask(jobdir, host, "probe", PROBE_JOB, want)
+    return got if isinstance(got, str) else None
+
+
+def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[str], want: str):
+    """None when host `host` may run its part, else the one line saying why not."""
+    name = host["name"]
+    got = _ask(jobdir, host, "preflight", preflight_text(jobdir, host, man, iotape, destroy), want)
+    if isinstance(got, str):
+        return got
+    stdout, text, rc = got
+    doc = _client_json(stdout) or {}
     jobs = {j.get("jobname"): j for j in doc.get("client_stats") or []}
     verdict = jobs.get("verdict")
     if verdict is None or verdict.get("error") or "read" not in verdict:
@@ -158,8 +184,8 @@ def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[st
     why = hostcheck.explain(name, host["targets"], int(verdict["read"].get("io_bytes") or 0))
     if why:
         return why
-    if p.returncode != 0:
-        return f"host {name}: fio refused the targets there: {_fio_says(text) or p.returncode}"
+    if rc != 0:
+        return f"host {name}: fio refused the targets there: {_fio_says(text) or rc}"
     return None
 
 
@@ -205,12 +231,13 @@ def run(
         shutil.rmtree(results / host["name"], ignore_errors=True)
     say(f"checking {len(man['hosts'])} hosts")
     with ThreadPoolExecutor(len(man["hosts"])) as pool:
-        verdicts = list(
-            pool.map(lambda h: preflight(jobdir, h, man, iotape, destroy, want), man["hosts"])
-        )
-    for why in verdicts:
-        if why:
-            raise IotapeError(why)
+        for step in (
+            lambda h: probe(jobdir, h, want),
+            lambda h: preflight(jobdir, h, man, iotape, destroy, want),
+        ):
+            why = next((w for w in pool.map(step, man["hosts"]) if w), None)
+            if why:
+                raise IotapeError(why)
     cmd = [_fio(), "--output-format=json", "--eta=never"]
     for host in man["hosts"]:
         cmd += [f"--client={host['address']},{host['port']}", host["jobfile"]]
