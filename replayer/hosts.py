@@ -26,9 +26,11 @@ DEFAULT_PORT = 8765  # fio's own default for --server and --client
 REMOTE_BLOCK = 4096
 # Added to the plan's start (plan.START_S) on a multi-host plan. A fio server's
 # clock starts when it parses its job file (clocksource=cpu, recalibrated in the
-# server's child for each run), and the client sends RUN only once every host has
-# its job file: measured here, a host's jobs began 0.28-0.65 s after its parse,
-# past the plain 0.5 s budget, so each job started on its own.
+# server's child for each run), and the RUN command comes later: a fio 3.33 server's
+# connection loop checks its socket, then sleeps up to 1 s on a semaphore that no
+# network input wakes (server.c handle_connection), so each command may wait up
+# to 1 s. With the plain 0.5 s, a host's jobs began after their absolute start
+# and each started on its own (measured: 3-16 ms apart within a host).
 START_S = 1.5
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")

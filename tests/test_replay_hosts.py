@@ -2,9 +2,9 @@
 `fio --client`, results per host, refusals before any I/O, ingest as one run.
 
 The hosts are network namespaces, each running `fio --server` on its own address
-with its own loop device (netns_helpers.py). Every planned request is counted on
-the right host twice over: in that host's fio logs (in order, per job) and in the
-kernel's own counters of that host's loop device.
+with its own loop device (bench/hosts_lab.py, shared with the benchmark). Every
+planned request is counted on the right host twice over: in that host's fio logs
+(in order, per job) and in the kernel's own counters of that host's loop device.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import Loop, need
-from netns_helpers import PORT, Lab
 from store_helpers import store_url
 from trace_helpers import SDA, make_trace, workload_records
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from hosts_lab import PORT, Lab
 
 from iotape.analyzer import catalog, queries
 from iotape.analyzer.ingest import ingest
