@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import Loop, need
-from store_helpers import store_url
 from trace_helpers import SDA, make_trace, workload_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -27,7 +26,6 @@ from hosts_lab import PORT, Lab
 
 from iotape.analyzer import catalog, queries
 from iotape.analyzer.ingest import ingest
-from iotape.analyzer.store import open_store
 from iotape.errors import IotapeError
 from iotape.replayer import hostcheck, hostfid
 from iotape.replayer.plan import PlanOptions, plan
@@ -171,28 +169,25 @@ def test_fidelity_states_each_hosts_start(lab, replayed) -> None:
         assert "ms after the first host" in line and "fio per-I/O logs" in line
 
 
-def test_ingest_is_one_run_with_host_named_devices(lab, replayed, tmp_path) -> None:
+def test_ingest_is_one_run_with_host_named_devices(lab, replayed, store) -> None:
     loops = lab[2]
     jobdir = replayed[0]
-    s = open_store(store_url("duckdb", tmp_path))
-    try:
-        r = ingest(s, jobdir)
-        assert r.kind == "replay"
-        names = {row[1] for row in s.rows(*_devices_sql(s, r.run_id))}
-        assert names == {f"h1:{loops[0].path}", f"h2:{loops[1].path}"}
-        jobs = queries.fio_jobs(s, r.run_id)
-        assert {x["job"].split("/")[0] for x in jobs} == {"h1", "h2"}
-        run = catalog.resolve(s, r.run_id)
-        assert [h["name"] for h in run["parameters"]["hosts"]] == ["h1", "h2"]
-        data = sum(x["ios"] for x in jobs if x["op"] in ("read", "write"))
-        sql = 'SELECT count(*) FROM "fio_latency_samples" WHERE "run_id" = $r'
-        assert int(s.rows(sql, {"r": r.run_id})[0][0]) == data
-    finally:
-        s.close()
+    r = ingest(store, jobdir)
+    assert r.kind == "replay"
+    names = {row[0] for row in store.rows(*_sql(store, "name", "devices", r.run_id))}
+    assert names == {f"h1:{loops[0].path}", f"h2:{loops[1].path}"}
+    jobs = queries.fio_jobs(store, r.run_id)
+    assert {x["job"].split("/")[0] for x in jobs} == {"h1", "h2"}
+    run = catalog.resolve(store, r.run_id)
+    assert [h["name"] for h in run["parameters"]["hosts"]] == ["h1", "h2"]
+    data = sum(x["ios"] for x in jobs if x["op"] in ("read", "write"))
+    got = store.rows(*_sql(store, "count(*)", "fio_latency_samples", r.run_id))
+    assert int(got[0][0]) == data
 
 
-def _devices_sql(s, run_id: str) -> tuple[str, dict]:
-    return ('SELECT "dev", "name" FROM "devices" WHERE "run_id" = $r', {"r": run_id})
+def _sql(store, what: str, table: str, run_id: str) -> tuple[str, dict]:
+    r = "$r" if store.dialect == "duckdb" else "{r:String}"
+    return (f'SELECT {what} FROM "{table}" WHERE "run_id" = {r}', {"r": run_id})
 
 
 def test_an_unreachable_host_is_refused_before_any_io(lab) -> None:
