@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.errors import IotapeError
-from iotape.replayer import fitloc, iolog, remap, safety, scale, synthetic, targets
+from iotape.replayer import fitloc, hosts, iolog, remap, safety, scale, synthetic, targets
 from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 
 MODES = ("exact", "synthetic", "auto")
@@ -77,6 +77,7 @@ class PlanOptions:
     segment: int = 32
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
+    hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts.py)
 
 
 @dataclass
@@ -220,6 +221,8 @@ def _target(path: str, writes: bool, opts: PlanOptions) -> targets.Target:
     whatever opening it would have said."""
     if path == PLACEHOLDER:
         return targets.Target(path, "file", None, 512)
+    if hosts.split(path):
+        return hosts.remote_target(path)
     if opts.create_file is not None and opts.create_file <= 0:
         raise IotapeError(f"--create-file {opts.create_file}: must be a positive size")
     if targets.classify(path, opts.create_file) == "block" and writes:
@@ -288,11 +291,14 @@ def build(opts: PlanOptions) -> dict:
     )
     mode, why = _mode(opts, len(src.records))
     mapping = targets.parse(opts.targets)
+    hostmap = hosts.parse(opts.hosts)
+    hosts.check_mapping(mapping, hostmap)
     if not mapping:
         if not opts.dry_run:
             raise IotapeError("no target: give --target NAME=PATH (e.g. --target all=/dev/sdb)")
         mapping = {"all": PLACEHOLDER}
-    mapping = {k: (v if v == PLACEHOLDER else os.path.abspath(v)) for k, v in mapping.items()}
+    local = lambda v: v == PLACEHOLDER or hosts.split(v) is not None  # noqa: E731
+    mapping = {k: (v if local(v) else os.path.abspath(v)) for k, v in mapping.items()}
     k_dbs = sc.databases if sc else 1
     r = src.records
     devnames = src.device_names()
@@ -409,8 +415,10 @@ def build(opts: PlanOptions) -> dict:
     start_us = None
     if mode == "exact":
         jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment)
-        start_us = int((START_S + START_PER_JOB_S * len(jobs)) * 1e6)
+        start_s = START_S + (hosts.START_S if hostmap else 0)
+        start_us = int((start_s + START_PER_JOB_S * len(jobs)) * 1e6)
     return {
+        "hosts": hostmap,
         "start_us": start_us,
         "src": src,
         "per_segment": per_segment,
@@ -651,10 +659,21 @@ def plan(opts: PlanOptions) -> dict:
         for j in b["jobs"]:
             if j.entries is not None:
                 iolog.write(
-                    tmp / "iologs" / f"{j.name}.log", j.target, *j.entries, start_us=b["start_us"]
+                    tmp / "iologs" / f"{j.name}.log",
+                    hosts.local_path(j.target),
+                    *j.entries,
+                    start_us=b["start_us"],
                 )
-        (tmp / "replay.fio").write_text(text)
-        anchor = _anchor(b)
+        if b["hosts"]:
+            texts = {
+                h: jobfile_text(opts, {**b, "jobs": hosts.host_jobs(b["jobs"], h)})
+                for h in b["hosts"]
+            }
+            parts = hosts.write_parts(tmp, jobdir.resolve(), b["hosts"], texts, b)
+            man.update(hosts=parts, jobfile=None, anchor=None)
+        else:
+            (tmp / "replay.fio").write_text(text)
+        anchor = _anchor(b) if not b["hosts"] else None
         if anchor:
             (tmp / "anchor.fio").write_text(anchor[0])
             (tmp / "anchor.log").write_text(anchor[1])
