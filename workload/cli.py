@@ -21,6 +21,12 @@ err = Console(stderr=True)
 Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
 
 
+_RECREATE = {
+    "incomplete": "its creation was interrupted: creating it again",
+    "different": "the one there has another size or page size: creating it again",
+}
+
+
 class _Live:
     """Database creation as a progress bar, then the run's elapsed time."""
 
@@ -46,9 +52,12 @@ class _Live:
         return self.tasks[key]
 
     def __call__(self, msg: dict) -> None:
+        kind = msg.get("type")
+        why = _RECREATE.get(msg.get("found", "")) if kind == "db" else None
+        if why and msg.get("action") == "create":
+            err.print(f"database {msg['db']}: {why}")
         if not self.bar:
             return
-        kind = msg.get("type")
         if kind == "create":
             t = self._task(f"db{msg['db']}", f"creating database {msg['db']}", msg["total"])
             self.bar.update(t, completed=msg["done"], info=f"{msg['done'] / 2**30:.2f} GiB")

@@ -45,15 +45,25 @@ static void write_header(struct db *d, const struct target *t, uint32_t state)
 	free(buf);
 }
 
-static int header_ok(struct db *d, const struct target *t)
+/* What the region holds: no database of ours, one whose creation never finished,
+ * a finished one of another shape, or this database, ready. */
+enum { HDR_NONE, HDR_INCOMPLETE, HDR_OTHER, HDR_OK };
+static const char *const hdr_names[] = {"new", "incomplete", "different", "ready"};
+
+static int header_state(struct db *d, const struct target *t)
 {
 	char *buf = xalign(4096);
 	struct db_header h;
 	int ok = pread(d->fd, buf, 4096, (off_t)t->off) == 4096;
 	memcpy(&h, buf, sizeof(h));
 	free(buf);
-	return ok && !memcmp(h.magic, MAGIC, sizeof(MAGIC)) && h.version == 1 && h.state == ST_READY &&
-	       h.page == (uint32_t)d->page && h.npages == (uint64_t)d->npages && h.db == (uint32_t)d->idx;
+	if (!ok || memcmp(h.magic, MAGIC, sizeof(MAGIC)) || h.version != 1)
+		return HDR_NONE;
+	if (h.state != ST_READY)
+		return HDR_INCOMPLETE;
+	if (h.page != (uint32_t)d->page || h.npages != (uint64_t)d->npages || h.db != (uint32_t)d->idx)
+		return HDR_OTHER;
+	return HDR_OK;
 }
 
 /* The null backend reads and writes nothing, so its database need not exist: the
@@ -126,9 +136,10 @@ void db_open_all(void)
 			die("%s: database %d needs %llu bytes, the region has %llu", t->path, i,
 			    (unsigned long long)need, (unsigned long long)t->size);
 		d->fd = open_target(t, 1);
-		int reuse = !strcmp(cfg->create, "reuse") && header_ok(d, t);
-		fprintf(E.progress, "{\"type\":\"db\",\"db\":%d,\"action\":\"%s\",\"bytes\":%llu}\n", i,
-			reuse ? "reuse" : "create", (unsigned long long)need);
+		int found = header_state(d, t);
+		int reuse = !strcmp(cfg->create, "reuse") && found == HDR_OK;
+		fprintf(E.progress, "{\"type\":\"db\",\"db\":%d,\"action\":\"%s\",\"bytes\":%llu,\"found\":\"%s\"}\n",
+			i, reuse ? "reuse" : "create", (unsigned long long)need, hdr_names[found]);
 		fflush(E.progress);
 		if (!reuse)
 			create_db(d, t);
