@@ -114,6 +114,8 @@ def test_esrp_command_one_database_recorded(loop, tmp_path: Path) -> None:
     assert [p["verdict"]["result"] for p in rep["phases"]][1:] == ["pass", "pass"]
     assert "Log files replayed/s" in res.output and "Database reads avg latency" in res.output
     assert "<h2>soft-recovery</h2>" in page.read_text()
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "Log files replayed/s" in shown.output
     seq = rep["sequence"]
     reps = {}
     for phase in ("performance", "backup", "soft-recovery"):

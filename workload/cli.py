@@ -317,7 +317,7 @@ def show(
     report_json: Annotated[Path, typer.Argument(help="a report written by --report")],
     html_out: Annotated[Path | None, typer.Option("--html", help="also write the HTML")] = None,
 ) -> None:
-    """Print a saved report again, or turn it into the one-page HTML.
+    """Print a saved report (of `run` or `esrp`) again, or turn it into the one-page HTML.
 
     Example: iotape workload show run.json --html run.html
     """
@@ -325,6 +325,11 @@ def show(
         rep = json.loads(report_json.read_text())
     except (OSError, ValueError) as e:
         raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
+    if rep.get("format") == esrp.FORMAT and rep.get("version") == esrp.VERSION:
+        esrp.render(rep)
+        if html_out:
+            html.write_esrp(rep, html_out)
+        return
     if rep.get("format") != "iotape-workload-report" or rep.get("version") != 1:
         raise IotapeError(f"{report_json}: not an iotape workload report (version 1)")
     report.render(rep)

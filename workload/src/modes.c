@@ -135,15 +135,18 @@ static void *recov_main(void *arg)
 	struct redo *r = &R[d->idx];
 	uint64_t chunk = (uint64_t)E.cfg.repl_read_kb * 1024ull;
 	char *buf = xalign(d->log_file_size);
-	static struct log_file files[MAX_DBS][4096];
-	size_t n = replay_set(d, files[d->idx], 4096, &r->stream);
+	const size_t max = 1 << 16;
+	struct log_file *files = malloc(max * sizeof(*files));
+	if (!files)
+		die("out of memory");
+	size_t n = replay_set(d, files, max, &r->stream);
 	if (!n)
 		die("%s: no log files of database %d to replay: soft recovery replays the logs that a performance or "
 		    "stress run left on this log path",
 		    d->logt.path, d->idx);
 	for (size_t i = 0; i < n && !atomic_load(&E.stop); i++) {
 		uint64_t base = 0;
-		int fd = log_file_open(d, files[d->idx][i].gen, 0, &base);
+		int fd = log_file_open(d, files[i].gen, 0, &base);
 		for (uint64_t off = 0; off < d->log_file_size; off += chunk) {
 			uint64_t k = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
 			struct iovec iov = {buf + off, (size_t)k};
@@ -154,6 +157,7 @@ static void *recov_main(void *arg)
 		parse(d, r, buf, d->log_file_size, i * d->log_file_size);
 		r->logs++;
 	}
+	free(files);
 	free(buf);
 	pthread_mutex_lock(&r->mu);
 	r->parsed = 1;
