@@ -124,7 +124,7 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         cfg.db_bytes(),
         profiles.LOG_FILE_BYTES,
         cfg.destroy_data_on,
-        need_log_space=cfg.mode != "soft-recovery",
+        need_log_space=cfg.mode in MODES[:3],  # backup and recovery write no log
         sparse=cfg.ioengine == "null",
     )
 
