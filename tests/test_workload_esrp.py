@@ -291,3 +291,30 @@ def test_interrupted_phases_leave_what_the_next_needs(loop_factory) -> None:
         proc.kill()
         proc.wait()
         assert (first["action"], first["found"]) == ("reuse", "ready")
+
+
+def test_ctrl_c_stops_the_sequence_with_a_partial_report(loop, tmp_path: Path) -> None:
+    """Ctrl-C in the performance phase: exit 130, a partial report of that phase,
+    and its logs left for the recovery the user runs next."""
+    import sys
+
+    dev, out = loop.path, tmp_path / "esrp.json"
+    argv = [sys.executable, "-m", "iotape", "workload", "esrp", "--db-path", dev,
+            "--log-path", dev, "--destroy-data-on", dev, "--mailboxes", "20",
+            "--mailbox-size-mb", "2", "--duration", "60", "--report", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in proc.stderr or []:
+            if "new log stream" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rep = json.loads(out.read_text())
+    assert rep["interrupted"] and [p["phase"] for p in rep["phases"]] == ["performance"]
+    assert rep["verdict"]["result"] == "fail"
+    recov = engine.run(_raw(dev, mode="soft-recovery"))
+    assert recov["databases"][0]["recovery"]["logs_replayed"] >= 1

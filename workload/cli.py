@@ -56,6 +56,8 @@ class _Live:
         why = _RECREATE.get(msg.get("found", "")) if kind == "db" else None
         if why and msg.get("action") == "create":
             err.print(f"database {msg['db']}: {why}")
+        if kind == "logs":
+            _say_logs({"databases": [msg]})
         if not self.bar:
             return
         if kind == "create":
@@ -92,10 +94,12 @@ def _emulated(spec: str | None) -> dict[str, float] | None:
 def _say_logs(result: dict) -> None:
     """A run that writes a log starts a new log stream and keeps what earlier runs left."""
     for d in result["databases"]:
-        if not d.get("log_stream"):
+        stream = d.get("log_stream") or d.get("stream")
+        if not stream:
             continue
-        kept, removed = d.get("logs_kept", 0), d.get("logs_removed", 0)
-        line = f"database {d['db']}: new log stream from generation {d['log_stream']}"
+        kept = d.get("logs_kept", d.get("kept", 0))
+        removed = d.get("logs_removed", d.get("removed", 0))
+        line = f"database {d['db']}: new log stream from generation {stream}"
         if kept:
             line += f"; {kept} log file(s) of earlier runs kept"
         if removed:
@@ -113,13 +117,13 @@ def _run_engine(
     if record:
         result, summary = engine.run_recorded(cfg, record, device, force)
         err.print(f"recorded {summary.get('events', 0):,} events to {record}")
+        _say_logs(result)  # a recorded engine is quiet: said once it is done
     else:
         live = _Live(cfg.duration if cfg.mode in engine.MODES[:3] else 0, show)
         try:
-            result = engine.run(cfg, live)
+            result = engine.run(cfg, live)  # said as it starts (the "logs" message)
         finally:
             live.close()
-    _say_logs(result)
     return result
 
 

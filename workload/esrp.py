@@ -67,12 +67,17 @@ def run_sequence(
             raise IotapeError(f"{t}: exists; give --force to overwrite it")
     for c in cfgs:
         engine.validate(c)  # every phase's options and targets before anything runs
-    reports = []
-    for c, t in zip(cfgs, traces, strict=True):
-        rep = report.build(run_phase(c, t))
-        reports.append(rep)
-        if rep["interrupted"]:
-            break
+    reports: list[dict] = []
+    try:
+        for c, t in zip(cfgs, traces, strict=True):
+            rep = report.build(run_phase(c, t))
+            reports.append(rep)
+            if rep["interrupted"]:
+                break
+    except KeyboardInterrupt:  # between phases: the phases run so far are the report
+        if not reports:
+            raise
+        reports[-1] = {**reports[-1], "stopped_after": True}
     return cfgs[0].sequence or "", reports
 
 
@@ -156,7 +161,8 @@ def build(sequence: str, reports: list[dict], test: str) -> dict:
         "test": test,
         "parameters": params,
         "phases": phases,
-        "interrupted": any(p["interrupted"] for p in phases),
+        "interrupted": any(p["interrupted"] for p in phases)
+        or any(r.get("stopped_after") for r in reports),
         "verdict": {
             "result": "pass" if ok else "fail",
             "phases_run": done,
