@@ -27,7 +27,7 @@
 
 #define REC_MAGIC 0x31434552u /* "REC1" */
 #define MAX_RUNS 8
-#define PACE_LEAD_S 0.5  /* seconds of I/O the pace runs ahead of the target */
+#define PACE_LEAD_S 0.25 /* seconds of I/O the pace runs ahead of the target */
 #define PACE_CATCH_S 2.0 /* a shortfall is made up within about this */
 
 enum op { OP_INSERT, OP_DELETE, OP_REPLACE, OP_READ };
@@ -170,7 +170,7 @@ void *session_main(void *arg)
 			double per_op = ops > 50 && ios ? (double)ios / (double)ops : 1.7;
 			double owed = target * ((double)(t - E.t0_ns) / 1e9 + PACE_LEAD_S) - (double)ios;
 			double speed = 1.0 + owed / (target * PACE_CATCH_S);
-			speed = speed < 0.25 ? 0.25 : speed > 4.0 ? 4.0 : speed;
+			speed = speed < 0.5 ? 0.5 : speed > 2.0 ? 2.0 : speed;
 			/* Poisson arrivals: exponential gaps with the mean the target asks for. */
 			double gap = -log(1.0 - rng_unit(w->rng)) * per_op / per_thread / speed;
 			next += (uint64_t)(gap * 1e9);
