@@ -16,7 +16,7 @@
  * Writes lag the operations that cause them (the cache absorbs them until the
  * checkpoint or the scavenger writes), so an open-loop pace from the I/Os per
  * operation alone ran 2-4 % short (58.3 of 60 over 30 s on a loop device);
- * steering by what completed makes the shortfall of the warm-up up, and the
+ * steering by what completed makes up the warm-up's shortfall, and the
  * lead keeps a run stopped at any moment at or above its target. In throughput
  * mode they run flat out.
  */
