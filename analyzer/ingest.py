@@ -254,6 +254,8 @@ def open_trace_source(path: Path) -> _TraceSource:
 
 def trace_fields(src: _TraceLike) -> dict[str, Any]:
     """The run fields a trace's header gives."""
+    from iotape.analyzer.ingest_workload import sequence_tags
+
     h = src.header
     backend = str((h.get("recorder") or {}).get("backend") or "")
     return {
@@ -274,6 +276,8 @@ def trace_fields(src: _TraceLike) -> dict[str, Any]:
             **src.extra,
         },
         "header": h,
+        # A phase of an ESRP sequence (`iotape workload esrp --record`): linked by tag.
+        "tags": sequence_tags(h.get("metadata")),
     }
 
 

@@ -11,6 +11,10 @@ A report holds no events, host or start time. When a trace of the same run
 (tag `trace=RUN`, `parameters.trace_run_id`) and takes its host, kernel and
 start. Otherwise the start is estimated as the report's mtime minus the run's
 length, and `parameters.start_from` says so.
+
+A phase of an ESRP sequence (`iotape workload esrp`, config `sequence`) carries
+the sequence id in `parameters.sequence` and the tag `sequence=ID`, which links
+its phases (and their traces, whose header metadata has the same id).
 """
 
 from __future__ import annotations
@@ -58,11 +62,15 @@ class WorkloadSource:
             "shape": rep.get("shape") or {},
             "start_from": "report mtime - elapsed",
         }
+        seq = sequence_tags(rep["config"])
+        if seq:
+            params["sequence"] = seq["sequence"]
         fields: dict[str, Any] = {
             "kind": "workload",
             "start_ns": max(0, self.mtime_ns - elapsed_ns),
             "duration_ns": elapsed_ns,
             "parameters": params,
+            "tags": dict(seq),
         }
         trace = _recorded_trace(store, rep["config"], self.mtime_ns)
         if trace is not None:
@@ -72,7 +80,7 @@ class WorkloadSource:
                 host=trace["host"],
                 kernel=trace["kernel"],
                 start_ns=trace["start_ns"],
-                tags={"trace": trace["id"]},
+                tags={**seq, "trace": trace["id"]},
             )
         return fields
 
@@ -95,6 +103,13 @@ class WorkloadSource:
         pass
 
 
+def sequence_tags(metadata: dict | None) -> dict[str, str]:
+    """The tag linking the phases of one ESRP sequence, from a workload run's
+    config or a trace header's metadata; empty for a run of its own."""
+    seq = (metadata or {}).get("sequence")
+    return {"sequence": seq} if isinstance(seq, str) and seq else {}
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -107,6 +122,13 @@ def read_report(path: Path) -> dict[str, Any]:
         raise IotapeError(f"{path}: not a workload report (not UTF-8 text)") from None
     except json.JSONDecodeError as e:
         raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
+    if isinstance(rep, dict) and rep.get("format") == "iotape-esrp-report":
+        names = ", ".join(
+            f"{path.stem}.{p.get('phase')}{path.suffix}" for p in rep.get("phases") or []
+        )
+        raise IotapeError(
+            f"{path}: an ESRP sequence report; ingest the phases' reports beside it: {names}"
+        )
     if not isinstance(rep, dict) or rep.get("format") != FORMAT:
         raise IotapeError(
             f'{path}: not a workload report (no "format": "{FORMAT}"); '

@@ -156,6 +156,34 @@ def test_report_links_the_trace_recorded_with_it(store, tmp_path: Path) -> None:
     assert run["tags"] == {} and "mtime" in run["parameters"]["start_from"]
 
 
+def test_esrp_phases_ingest_as_runs_linked_by_sequence(store, tmp_path: Path) -> None:
+    """`iotape workload esrp`: each phase's report (and trace) is a run of its own,
+    tagged with the sequence; the combined report says what to ingest instead."""
+    from iotape.workload import esrp
+
+    seq = "abc123def456"
+    ids = []
+    for mode in ("performance", "backup"):
+        config = {"mailboxes": 100, "iops_per_mailbox": 2.0, "profile": "exchange2010",
+                  "mode": mode, "sequence": seq}  # fmt: skip
+        rep = built_report(config)
+        ids.append(ingest(store, write_report(tmp_path / f"s.{mode}.json", rep)).run_id)
+    trace = tmp_path / "s.soft-recovery.iot"
+    meta = {"mode": "soft-recovery", "sequence": seq}
+    with TraceWriter(trace, header(metadata=meta), chunk_records=100) as w:
+        w.write(workload_records(50, seed=4))
+        w.close({"stop_reason": "command-exit", "lost": {}, "pre_start": 0})
+    ids.append(ingest(store, trace).run_id)
+    runs = [catalog.resolve(store, i) for i in ids]
+    assert len(set(ids)) == 3
+    assert all(r["tags"] == {"sequence": seq} for r in runs)
+    assert [r["parameters"].get("sequence") for r in runs[:2]] == [seq, seq]
+    first = built_report({"mailboxes": 100, "iops_per_mailbox": 2.0, "sequence": seq})
+    combined = esrp.build(seq, [first], "performance")
+    with pytest.raises(IotapeError, match=r"ESRP sequence report; ingest .* s\.performance\.json"):
+        ingest(store, write_report(tmp_path / "s.json", combined))
+
+
 def _broken(rep: dict, path: list, value) -> dict:
     rep = json.loads(json.dumps(rep))
     doc = rep

@@ -80,12 +80,16 @@ def test_reuse_and_interrupted_creation(loop_factory) -> None:
         result = Path(tmp) / "r.json"
         proc = _engine_proc(cfg, result)
         seen = _lines_until(proc, "create")
-        assert seen[0] == {"type": "db", "db": 0, "action": "create", "bytes": cfg.db_bytes()}
+        assert seen[0] == {
+            "type": "db", "db": 0, "action": "create", "bytes": cfg.db_bytes(), "found": "new"
+        }  # fmt: skip
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
         # Half-created: the next run must recreate it, never trust it.
         proc = _engine_proc(cfg, result)
-        assert _lines_until(proc, "db")[0]["action"] == "create"
+        assert _lines_until(proc, "db")[0] | {"bytes": 0} == {
+            "type": "db", "db": 0, "action": "create", "bytes": 0, "found": "incomplete"
+        }  # fmt: skip
         assert proc.wait(timeout=60) == 0
         proc = _engine_proc(cfg, result)
         assert _lines_until(proc, "db")[0]["action"] == "reuse"
@@ -109,8 +113,11 @@ def test_sigint_gives_a_partial_result(loop) -> None:
 
 
 def test_backup_then_soft_recovery(loop) -> None:
-    run = engine.run(_cfg(loop.path, duration=1.5))
+    """A run that stops without writing its cache back (end=crash) leaves pages
+    for recovery to redo, which it writes back before it ends."""
+    run = engine.run(_cfg(loop.path, duration=1.5, overrides={"end": "crash"}))
     assert run["databases"][0]["closed_logs"] >= 1
+    assert run["databases"][0]["cache"]["dirty_at_end"] > 0
     backup = engine.run(_cfg(loop.path, mode="backup"))
     db = backup["databases"][0]
     assert db["streams"]["backup-read"]["bytes"] == db["pages"] * 32768
@@ -118,7 +125,7 @@ def test_backup_then_soft_recovery(loop) -> None:
     recov = engine.run(_cfg(loop.path, mode="soft-recovery"))
     db = recov["databases"][0]
     assert db["streams"]["log-read"]["count"] > 0
-    assert db["log_records_replayed"] > 0
+    assert db["recovery"]["records"] > 0 and db["recovery"]["pages_redone"] > 0
     assert db["streams"]["db-write"]["count"] > 0
     assert db["cache"]["dirty_at_end"] == 0
 
@@ -204,7 +211,7 @@ def test_log_partial_segments(loop) -> None:
         assert written % 4096 == 0 and db["closed_logs"] >= 1, how
         overhead[how] = written / grown - 1
         recov = engine.run(_cfg(loop.path, mode="soft-recovery", overrides={"log-partial": how}))
-        assert recov["databases"][0]["log_records_replayed"] > 0, how
+        assert recov["databases"][0]["recovery"]["records"] > 0, how
     assert overhead["pad"] == 0
     assert 0.05 < overhead["rewrite"] < overhead["shadow"]
 

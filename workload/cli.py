@@ -13,12 +13,18 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
-from iotape.workload import engine, html, profiles, report
+from iotape.workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
 err = Console(stderr=True)
 
 Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
+
+
+_RECREATE = {
+    "incomplete": "its creation was interrupted: creating it again",
+    "different": "the one there has another size or page size: creating it again",
+}
 
 
 class _Live:
@@ -46,9 +52,14 @@ class _Live:
         return self.tasks[key]
 
     def __call__(self, msg: dict) -> None:
+        kind = msg.get("type")
+        why = _RECREATE.get(msg.get("found", "")) if kind == "db" else None
+        if why and msg.get("action") == "create":
+            err.print(f"database {msg['db']}: {why}")
+        if kind == "logs":
+            _say_logs({"databases": [msg]})
         if not self.bar:
             return
-        kind = msg.get("type")
         if kind == "create":
             t = self._task(f"db{msg['db']}", f"creating database {msg['db']}", msg["total"])
             self.bar.update(t, completed=msg["done"], info=f"{msg['done'] / 2**30:.2f} GiB")
@@ -78,6 +89,42 @@ def _emulated(spec: str | None) -> dict[str, float] | None:
             f"--emulate-latency {spec}: a published run's id or DB_READ_MS,DB_WRITE_MS,LOG_WRITE_MS"
         )
     return dict(zip(profiles.LATENCY_KEYS, ms, strict=True))
+
+
+def _say_logs(result: dict) -> None:
+    """A run that writes a log starts a new log stream and keeps what earlier runs left."""
+    for d in result["databases"]:
+        stream = d.get("log_stream") or d.get("stream")
+        if not stream:
+            continue
+        kept = d.get("logs_kept", d.get("kept", 0))
+        removed = d.get("logs_removed", d.get("removed", 0))
+        line = f"database {d['db']}: new log stream from generation {stream}"
+        if kept:
+            line += f"; {kept} log file(s) of earlier runs kept"
+        if removed:
+            line += f"; {removed} of the oldest removed to leave room for the log"
+        err.print(line)
+
+
+def _run_engine(
+    cfg: engine.WorkloadConfig,
+    record: Path | None,
+    device: list[str] | None,
+    force: bool,
+    show: bool,
+) -> dict:
+    if record:
+        result, summary = engine.run_recorded(cfg, record, device, force)
+        err.print(f"recorded {summary.get('events', 0):,} events to {record}")
+        _say_logs(result)  # a recorded engine is quiet: said once it is done
+    else:
+        live = _Live(cfg.duration if cfg.mode in engine.MODES[:3] else 0, show)
+        try:
+            result = engine.run(cfg, live)  # said as it starts (the "logs" message)
+        finally:
+            live.close()
+    return result
 
 
 @app.command("run")
@@ -159,15 +206,7 @@ def run(
     for out in (report_out, html_out):
         if out and not out.parent.is_dir():
             raise IotapeError(f"{out}: directory {out.parent} does not exist")
-    if record:
-        result, summary = engine.run_recorded(cfg, record, device, force)
-        err.print(f"recorded {summary.get('events', 0):,} events to {record}")
-    else:
-        live = _Live(duration, err.is_terminal and not json_out)
-        try:
-            result = engine.run(cfg, live)
-        finally:
-            live.close()
+    result = _run_engine(cfg, record, device, force, err.is_terminal and not json_out)
     rep = report.build(result)
     if report_out:
         report_out.write_text(json.dumps(rep, indent=1) + "\n")
@@ -182,12 +221,107 @@ def run(
         raise typer.Exit(130)
 
 
+@app.command("esrp")
+def esrp_cmd(
+    db_path: Paths,
+    log_path: Paths,
+    test: Annotated[str, typer.Option(help="the first phase: performance or stress")] = (
+        "performance"
+    ),
+    profile: Annotated[str, typer.Option(help="exchange2010 or exchange2013 preset")] = (
+        "exchange2010"
+    ),
+    mailboxes: Annotated[int, typer.Option(min=1)] = 100,
+    iops_per_mailbox: Annotated[float, typer.Option(min=0.0001)] = 0.2,
+    mailbox_size_mb: Annotated[float, typer.Option(min=0.01)] = 4.0,
+    databases: Annotated[int, typer.Option(min=1, max=64)] = 1,
+    copies: Annotated[int, typer.Option(min=1, max=16, help="copies per database")] = 2,
+    duration: Annotated[float, typer.Option(help="seconds of the performance phase")] = 30.0,
+    threads: Annotated[int, typer.Option(min=1, max=64, help="per database")] = 3,
+    cache_max_mb: Annotated[float | None, typer.Option()] = None,
+    page_kb: Annotated[int, typer.Option(min=4, max=64)] = 32,
+    seed: int = 1,
+    no_bdm: Annotated[bool, typer.Option(help="switch background maintenance off")] = False,
+    recreate: Annotated[bool, typer.Option(help="recreate databases even if reusable")] = False,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")
+    ] = None,
+    destroy_data_on: Annotated[
+        list[str] | None, typer.Option(help="a raw device whose data may be overwritten")
+    ] = None,
+    report_out: Annotated[
+        Path | None,
+        typer.Option("--report", help="ESRP report JSON; each phase's report beside it"),
+    ] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="one-page HTML report")] = None,
+    record: Annotated[
+        Path | None, typer.Option(help="record each phase: X.iot gives X.PHASE.iot")
+    ] = None,
+    device: Annotated[
+        list[str] | None, typer.Option("-d", "--device", help="device to record")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="overwrite existing --record traces")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Run the published Jetstress sequence on the same databases: a performance
+    (or stress) test, a database backup, then soft recovery of the logs the test
+    wrote; one report with a table per phase.
+
+    Example: iotape workload esrp --db-path /mnt/db --log-path /mnt/log
+    --mailboxes 200 --iops-per-mailbox 0.3 --duration 600 --report esrp.json --html esrp.html
+    """
+    cfg = engine.WorkloadConfig(
+        db_paths=db_path,
+        log_paths=log_path,
+        profile=profile,
+        mailboxes=mailboxes,
+        iops_per_mailbox=iops_per_mailbox,
+        mailbox_size_mb=mailbox_size_mb,
+        databases=databases,
+        copies=copies,
+        duration=duration,
+        threads=threads,
+        cache_max_mb=cache_max_mb,
+        page_kb=page_kb,
+        seed=seed,
+        bdm=not no_bdm,
+        create="recreate" if recreate else "reuse",
+        destroy_data_on=destroy_data_on or [],
+        overrides=key_values("--set", set_ or [], "NAME=VALUE (an engine option)"),
+    )
+    for out in (report_out, html_out):
+        if out and not out.parent.is_dir():
+            raise IotapeError(f"{out}: directory {out.parent} does not exist")
+    show = err.is_terminal and not json_out
+
+    def run_phase(c: engine.WorkloadConfig, trace: Path | None) -> dict:
+        err.print(f"[bold]{c.mode}[/]")
+        return _run_engine(c, trace, device, force, show)
+
+    seq, reports = esrp.run_sequence(cfg, test, run_phase, record, force)
+    rep = esrp.build(seq, reports, test)
+    if report_out:
+        for ph in rep["phases"]:
+            path = esrp.phase_path(report_out, ph["phase"])
+            path.write_text(json.dumps(ph["report"], indent=1) + "\n")
+        report_out.write_text(json.dumps(rep, indent=1) + "\n")
+    if html_out:
+        html.write_esrp(rep, html_out)
+    if json_out:
+        json.dump(rep, sys.stdout, indent=1)
+        print()
+    else:
+        esrp.render(rep)
+    if rep["interrupted"]:
+        raise typer.Exit(130)
+
+
 @app.command("show")
 def show(
     report_json: Annotated[Path, typer.Argument(help="a report written by --report")],
     html_out: Annotated[Path | None, typer.Option("--html", help="also write the HTML")] = None,
 ) -> None:
-    """Print a saved report again, or turn it into the one-page HTML.
+    """Print a saved report (of `run` or `esrp`) again, or turn it into the one-page HTML.
 
     Example: iotape workload show run.json --html run.html
     """
@@ -195,6 +329,11 @@ def show(
         rep = json.loads(report_json.read_text())
     except (OSError, ValueError) as e:
         raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
+    if rep.get("format") == esrp.FORMAT and rep.get("version") == esrp.VERSION:
+        esrp.render(rep)
+        if html_out:
+            html.write_esrp(rep, html_out)
+        return
     if rep.get("format") != "iotape-workload-report" or rep.get("version") != 1:
         raise IotapeError(f"{report_json}: not an iotape workload report (version 1)")
     report.render(rep)

@@ -54,6 +54,9 @@ class WorkloadConfig:
     # EMULATION, not the device: hold completions to these latencies (ms) per
     # stream (db_read, db_write, log_write), e.g. a published run's.
     emulate_latency_ms: dict[str, float] | None = None
+    # The ESRP sequence (`iotape workload esrp`) this run is a phase of: its
+    # phases share it, in their trace headers and reports, which links them.
+    sequence: str | None = None
 
     def db_bytes(self) -> int:
         per_db = max(1, round(self.mailboxes / self.databases))
@@ -121,7 +124,7 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         cfg.db_bytes(),
         profiles.LOG_FILE_BYTES,
         cfg.destroy_data_on,
-        need_log_space=cfg.mode != "soft-recovery",
+        need_log_space=cfg.mode in MODES[:3],  # backup and recovery write no log
         sparse=cfg.ioengine == "null",
     )
 

@@ -103,3 +103,57 @@ def write(rep: dict, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(render(rep))
     tmp.replace(path)
+
+
+def render_esrp(rep: dict) -> str:
+    """The ESRP sequence: parameters, one table per phase, totals, verdict."""
+    from iotape.workload import esrp
+
+    params = _table(
+        ["parameter", "value"], [[escape(k), escape(v)] for k, v in esrp.parameters(rep)]
+    )
+    parts = []
+    for ph in rep["phases"]:
+        head = ["per database", *[f"db {d['db']}" for d in ph["databases"]]]
+        rows = [[escape(label), *cells] for label, cells in esrp.phase_rows(ph)]
+        v = ph["verdict"]
+        cls = "pass" if v["result"] == "pass" else "fail"
+        tgt = ph["target_tx_iops"]
+        iops = (
+            f" · achieved {ph['achieved_tx_iops']:,.1f} of a target {tgt:,.1f} transactional IOPS"
+            if tgt
+            else ""
+        )
+        parts.append(
+            f"<h2>{escape(ph['phase'])}</h2><p>{ph['elapsed_s']:.1f} s{iops} · "
+            f"<span class={cls}>{escape(v['result'].upper())}</span> {escape(v['why'])}</p>"
+            + _table(head, rows)
+        )
+    names = sorted({k for ph in rep["phases"] for k, t in ph["total"].items() if t["count"]})
+    totals = _table(
+        ["stream (I/O per second)", *[escape(ph["phase"]) for ph in rep["phases"]]],
+        [
+            [escape(n), *[_n(ph["total"].get(n, {}).get("per_s", 0)) for ph in rep["phases"]]]
+            for n in names
+        ],
+    )
+    v = rep["verdict"]["result"]
+    cls = {"pass": "pass", "fail": "fail"}.get(v, "na")
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>iotape ESRP sequence report</title><style>{CSS}</style></head><body>
+<h1>iotape workload esrp: {escape(rep["test"])}, backup, soft recovery</h1>
+<p>Verdict: <span class="{cls}">{escape(v.upper())}</span>
+{"(interrupted: partial results)" if rep["interrupted"] else ""}</p>
+<h2>Test parameters</h2>
+{params}
+{"".join(parts)}
+<h2>Totals</h2>
+{totals}
+</body></html>
+"""
+
+
+def write_esrp(rep: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_esrp(rep))
+    tmp.replace(path)

@@ -270,34 +270,53 @@ void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-void cache_access(struct worker *w, int64_t page, int n, int flags)
+/* Every page carries its number (bytes 0-7, written at creation) and the number
+ * of its last modification (bytes 8-15): soft recovery compares that with a log
+ * record's to know whether the record is already in the page. */
+static uint64_t page_dbtime(const struct slot *x)
+{
+	uint64_t t;
+	memcpy(&t, x->buf + 8, 8);
+	return t;
+}
+
+static void stamp(struct slot *x, uint64_t t)
+{
+	memcpy(x->buf + 8, &t, 8);
+}
+
+/* The pages of `pages` (distinct, at most 64): hits go to the LRU head, misses
+ * are read, neighbours with one request; with CA_DIRTY all are dirtied and
+ * stamped with one new modification number, which is returned (else 0). */
+static uint64_t access_list(struct worker *w, const int64_t *pages, int n, int flags)
 {
 	struct db *d = w->db;
 	struct cache *c = &d->c;
 	int32_t miss[64];
 	int nmiss;
-	if (n > 64)
-		n = 64;
-	if (page + n > d->npages)
-		n = (int)(d->npages - page);
+	uint64_t t = 0;
 	pthread_mutex_lock(&d->mu);
+	if (flags & CA_DIRTY)
+		t = ++d->dbtime;
 retry:
 	nmiss = 0;
 	for (int i = 0; i < n; i++) {
-		int32_t s = cache_lookup(c, page + i);
+		int32_t s = cache_lookup(c, pages[i]);
 		if (s != NIL && c->slots[s].reading) {
 			timed_wait(&d->cv, &d->mu, 50);
 			goto retry;
 		}
 	}
 	for (int i = 0; i < n; i++) {
-		int32_t s = cache_lookup(c, page + i);
+		int32_t s = cache_lookup(c, pages[i]);
 		if (s != NIL) {
 			lru_unlink(c, s);
 			lru_push_head(c, s);
 			c->hits++;
-			if (flags & CA_DIRTY)
+			if (flags & CA_DIRTY) {
 				mark_dirty(d, s);
+				stamp(&c->slots[s], t);
+			}
 			continue;
 		}
 		s = grab(d);
@@ -309,12 +328,12 @@ retry:
 			timed_wait(&d->cv, &d->mu, 5);
 			if (atomic_load(&E.ckpt_stop)) { /* no writer left to free a page */
 				pthread_mutex_unlock(&d->mu);
-				return;
+				return t;
 			}
 			goto retry;
 		}
 		struct slot *x = &c->slots[s];
-		x->page = page + i;
+		x->page = pages[i];
 		x->reading = !(flags & CA_NEW);
 		x->dirty = x->writing = x->redirty = 0;
 		int32_t *head = &c->hash[hash_page(x->page) & c->hmask];
@@ -325,11 +344,15 @@ retry:
 		miss[nmiss++] = s;
 	}
 	if (flags & CA_NEW) {
-		for (int k = 0; k < nmiss; k++)
+		for (int k = 0; k < nmiss; k++) {
+			struct slot *x = &c->slots[miss[k]];
+			memcpy(x->buf, &x->page, 8);
+			stamp(x, t);
 			if (flags & CA_DIRTY)
 				mark_dirty(d, miss[k]);
+		}
 		pthread_mutex_unlock(&d->mu);
-		return;
+		return t;
 	}
 	c->misses += (uint64_t)nmiss;
 	if (c->used >= c->cap && c->ndirty > c->cap - c->stop_pages && ckpt_has_work(d))
@@ -372,10 +395,67 @@ retry:
 	pthread_mutex_lock(&d->mu);
 	for (int k = 0; k < nmiss; k++) {
 		c->slots[miss[k]].reading = 0;
-		if (flags & CA_DIRTY)
+		if (flags & CA_DIRTY) {
 			mark_dirty(d, miss[k]);
+			stamp(&c->slots[miss[k]], t);
+		}
 		clean_add(c, miss[k]);
 	}
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);
+	return t;
+}
+
+uint64_t cache_access(struct worker *w, int64_t page, int n, int flags)
+{
+	int64_t pages[64];
+	if (n > 64)
+		n = 64;
+	if (page + n > w->db->npages)
+		n = (int)(w->db->npages - page);
+	for (int i = 0; i < n; i++)
+		pages[i] = page + i;
+	return access_list(w, pages, n, flags);
+}
+
+/* Soft recovery's preread: the pages the next log records name, read ahead
+ * together (at most 64, distinct, in log order). */
+void cache_preread(struct worker *w, const int64_t *pages, int n)
+{
+	access_list(w, pages, n > 64 ? 64 : n, 0);
+}
+
+/* Redo one logged run with modification number t: each page is brought into
+ * the cache (normally preread already) and, if it does not hold t yet, stamped
+ * and dirtied; a page already as new as the record is left clean. The pages
+ * redone. */
+int cache_redo(struct worker *w, int64_t page, int n, uint64_t t)
+{
+	struct db *d = w->db;
+	struct cache *c = &d->c;
+	int redone = 0, tries = 0;
+	if (page + n > d->npages)
+		n = (int)(d->npages - page);
+	pthread_mutex_lock(&d->mu);
+	for (int i = 0; i < n; i++) {
+		int32_t s = cache_lookup(c, page + i);
+		if (s == NIL || c->slots[s].reading) { /* evicted since the preread, or still arriving */
+			if (++tries > 100)
+				break; /* the cache cannot take it (the run is stopping) */
+			pthread_mutex_unlock(&d->mu);
+			access_list(w, &(int64_t){page + i}, 1, 0);
+			pthread_mutex_lock(&d->mu);
+			i--;
+			continue;
+		}
+		lru_unlink(c, s);
+		lru_push_head(c, s);
+		if (page_dbtime(&c->slots[s]) < t) {
+			mark_dirty(d, s);
+			stamp(&c->slots[s], t);
+			redone++;
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return redone;
 }

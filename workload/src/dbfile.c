@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "ese.h"
@@ -44,15 +45,25 @@ static void write_header(struct db *d, const struct target *t, uint32_t state)
 	free(buf);
 }
 
-static int header_ok(struct db *d, const struct target *t)
+/* What the region holds: no database of ours, one whose creation never finished,
+ * a finished one of another shape, or this database, ready. */
+enum { HDR_NONE, HDR_INCOMPLETE, HDR_OTHER, HDR_OK };
+static const char *const hdr_names[] = {"new", "incomplete", "different", "ready"};
+
+static int header_state(struct db *d, const struct target *t)
 {
 	char *buf = xalign(4096);
 	struct db_header h;
 	int ok = pread(d->fd, buf, 4096, (off_t)t->off) == 4096;
 	memcpy(&h, buf, sizeof(h));
 	free(buf);
-	return ok && !memcmp(h.magic, MAGIC, sizeof(MAGIC)) && h.version == 1 && h.state == ST_READY &&
-	       h.page == (uint32_t)d->page && h.npages == (uint64_t)d->npages && h.db == (uint32_t)d->idx;
+	if (!ok || memcmp(h.magic, MAGIC, sizeof(MAGIC)) || h.version != 1)
+		return HDR_NONE;
+	if (h.state != ST_READY)
+		return HDR_INCOMPLETE;
+	if (h.page != (uint32_t)d->page || h.npages != (uint64_t)d->npages || h.db != (uint32_t)d->idx)
+		return HDR_OTHER;
+	return HDR_OK;
 }
 
 /* The null backend reads and writes nothing, so its database need not exist: the
@@ -125,9 +136,10 @@ void db_open_all(void)
 			die("%s: database %d needs %llu bytes, the region has %llu", t->path, i,
 			    (unsigned long long)need, (unsigned long long)t->size);
 		d->fd = open_target(t, 1);
-		int reuse = !strcmp(cfg->create, "reuse") && header_ok(d, t);
-		fprintf(E.progress, "{\"type\":\"db\",\"db\":%d,\"action\":\"%s\",\"bytes\":%llu}\n", i,
-			reuse ? "reuse" : "create", (unsigned long long)need);
+		int found = header_state(d, t);
+		int reuse = !strcmp(cfg->create, "reuse") && found == HDR_OK;
+		fprintf(E.progress, "{\"type\":\"db\",\"db\":%d,\"action\":\"%s\",\"bytes\":%llu,\"found\":\"%s\"}\n",
+			i, reuse ? "reuse" : "create", (unsigned long long)need, hdr_names[found]);
 		fflush(E.progress);
 		if (!reuse)
 			create_db(d, t);
@@ -155,21 +167,103 @@ int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base)
 	return fd;
 }
 
-/* Remove the log files of an earlier run: a run starts a new log stream. */
-static void clear_logs(struct db *d)
+/* The header a log file starts with (log.c's pre-formatter writes it); the
+ * stream is the first generation of the run that wrote the file. */
+int log_header_parse(const char *buf, int db, uint64_t *gen, uint64_t *stream)
 {
-	DIR *dir = opendir(d->logt.path);
-	if (!dir)
-		die("%s: cannot read the log directory: %s", d->logt.path, strerror(errno));
+	int v, dbi;
+	unsigned long long g, st;
+	if (sscanf(buf, "IOTAPE-ESE-LOG %d db=%d gen=%llu stream=%llu", &v, &dbi, &g, &st) != 4 || v != 2 || dbi != db)
+		return 0;
+	*gen = g, *stream = st;
+	return 1;
+}
+
+static int cmp_gen(const void *a, const void *b)
+{
+	uint64_t x = ((const struct log_file *)a)->gen, y = ((const struct log_file *)b)->gen;
+	return x < y ? -1 : x > y;
+}
+
+static int is_log_name(const struct db *d, const char *name)
+{
 	char prefix[8];
 	snprintf(prefix, sizeof(prefix), "E%02d", d->idx);
-	struct dirent *e;
-	while ((e = readdir(dir))) {
-		size_t n = strlen(e->d_name);
-		if (!strncmp(e->d_name, prefix, 3) && n == 15 && !strcmp(e->d_name + 11, ".log"))
-			unlinkat(dirfd(dir), e->d_name, 0);
+	return !strncmp(name, prefix, 3) && strlen(name) == 15 && !strcmp(name + 11, ".log");
+}
+
+/* Every log file of database d on its target, oldest generation first, with the
+ * stream it belongs to (0: a file whose header is not ours, or not yet written). */
+size_t log_scan(struct db *d, struct log_file *out, size_t max)
+{
+	size_t n = 0;
+	char *buf = xalign(4096);
+	if (d->log_is_dir) {
+		DIR *dir = opendir(d->logt.path);
+		if (!dir)
+			die("%s: cannot read the log directory: %s", d->logt.path, strerror(errno));
+		struct dirent *e;
+		while ((e = readdir(dir)) && n < max) {
+			if (!is_log_name(d, e->d_name))
+				continue;
+			struct log_file *f = &out[n++];
+			f->gen = strtoull(e->d_name + 3, NULL, 16);
+			f->stream = 0;
+			int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECT);
+			uint64_t g, st;
+			if (fd >= 0 && pread(fd, buf, 4096, 0) == 4096 && log_header_parse(buf, d->idx, &g, &st) && g == f->gen)
+				f->stream = st;
+			if (fd >= 0)
+				close(fd);
+		}
+		closedir(dir);
+	} else {
+		uint64_t slots = d->logt.size / d->log_file_size;
+		for (uint64_t s = 0; s < slots && n < max; s++) {
+			uint64_t g, st;
+			if (pread(d->log_dev_fd, buf, 4096, (off_t)(d->logt.off + s * d->log_file_size)) == 4096 &&
+			    log_header_parse(buf, d->idx, &g, &st) && (g - 1) % slots == s)
+				out[n++] = (struct log_file){g, st};
+		}
 	}
-	closedir(dir);
+	free(buf);
+	qsort(out, n, sizeof(*out), cmp_gen);
+	return n;
+}
+
+/* A run that writes a log starts a new stream after the generations already on
+ * the target and keeps the earlier runs' files (soft recovery replays them). In a
+ * directory, earlier streams' files are removed oldest first only while the file
+ * system has less than LOG_ROOM_FILES log files of room; a device region is a ring
+ * whose oldest slots the new stream overwrites as it goes. */
+#define LOG_ROOM_FILES 64
+static void start_stream(struct db *d)
+{
+	static struct log_file files[1 << 16];
+	size_t n = log_scan(d, files, sizeof(files) / sizeof(files[0])), removed = 0;
+	uint64_t first = n ? files[n - 1].gen + 1 : 1;
+	if (d->log_is_dir) {
+		for (size_t i = 0; i < n; i++) {
+			struct statvfs sv;
+			if (statvfs(d->logt.path, &sv) ||
+			    (uint64_t)sv.f_bavail * sv.f_frsize >= LOG_ROOM_FILES * d->log_file_size)
+				break;
+			char path[600];
+			snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx,
+				 (unsigned long long)files[i].gen);
+			if (!unlink(path))
+				removed++;
+		}
+	}
+	d->log_stream = d->log_gen = first;
+	/* Modification numbers grow across runs as the generations do. */
+	d->dbtime = first << 40;
+	d->fmt_ready_gen = first - 1;
+	d->logs_kept = n - removed;
+	d->logs_removed = removed;
+	fprintf(E.progress, "{\"type\":\"logs\",\"db\":%d,\"stream\":%llu,\"kept\":%zu,\"removed\":%zu,\"ring\":%d}\n",
+		d->idx, (unsigned long long)first, n - removed, removed, !d->log_is_dir);
+	fflush(E.progress);
 }
 
 void log_target_open(struct db *d)
@@ -180,13 +274,13 @@ void log_target_open(struct db *d)
 	if (d->log_is_dir) {
 		if (stat(d->logt.path, &st) || !S_ISDIR(st.st_mode))
 			die("%s: log path is not a directory", d->logt.path);
-		if (E.cfg.mode != M_RECOVERY)
-			clear_logs(d);
 	} else {
 		if (d->logt.size / d->log_file_size < 8)
 			die("%s: a log region holds at least 8 log files", d->logt.path);
 		d->log_dev_fd = open_target(&d->logt, 0);
 	}
+	if (E.cfg.mode <= M_THROUGHPUT)
+		start_stream(d);
 }
 
 /* Circular logging: a log file goes once replication has read it and it is
@@ -194,7 +288,7 @@ void log_target_open(struct db *d)
 void log_file_retire(struct db *d, uint64_t gen)
 {
 	uint64_t keep = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0) / d->log_file_size + 4;
-	if (!d->log_is_dir || gen <= keep || E.cfg.mode == M_RECOVERY)
+	if (!d->log_is_dir || gen < d->log_stream + keep || E.cfg.mode == M_RECOVERY)
 		return;
 	char path[600];
 	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)(gen - keep));

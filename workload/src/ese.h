@@ -48,7 +48,8 @@ struct config {
 	double auto_read_ms, auto_step_s;
 	double lazy_flush_ms;                                 /* lazy commits reach disk within this */
 	double emu_db_read_ms, emu_db_write_ms, emu_log_write_ms; /* emulated device latency floors */
-	char ioengine[16], result[512], create[16], log_partial_name[16];
+	char ioengine[16], result[512], create[16], log_partial_name[16], end_name[16];
+	int crash_end; /* end=crash: stop without writing the cache back */
 	struct target db[MAX_DBS], log[MAX_DBS];
 	int ndb_targets, nlog_targets;
 };
@@ -108,6 +109,12 @@ struct closed_log {
 	uint64_t gen, used;
 };
 
+/* A log file found on a log target: its generation and the stream (first
+ * generation of the run) that wrote it. */
+struct log_file {
+	uint64_t gen, stream;
+};
+
 struct db {
 	int idx;
 	int fd;
@@ -143,6 +150,9 @@ struct db {
 	_Atomic uint64_t lsn_durable;   /* lsn_flushed, readable without lmu */
 	uint64_t log_gen, log_used, log_file_size;
 	uint64_t fmt_ready_gen;
+	uint64_t log_stream; /* this run's first generation: names its log stream */
+	uint64_t logs_kept, logs_removed; /* earlier runs' log files left on the target, removed for room */
+	uint64_t dbtime;     /* (mu) the last page modification's number: pages and records carry it */
 	int log_fd, log_is_dir, log_dev_fd;
 	struct target logt;
 	struct closed_log *closed;
@@ -151,6 +161,7 @@ struct db {
 	int stopping;
 	/* pacing: transactional I/O so far and ops so far, shared by sessions */
 	_Atomic uint64_t tx_ios, tx_ops;
+	uint64_t tx_ios_load; /* tx_ios when the load stopped: the measurement window's */
 };
 
 struct engine {
@@ -161,7 +172,7 @@ struct engine {
 	_Atomic int stop, interrupted, flush_all, ckpt_stop;
 	_Atomic int active_threads; /* user threads running per database (throughput auto) */
 	uint64_t t0_ns, t_end_ns;
-	double elapsed_s;
+	double elapsed_s, load_s; /* all of it; the load alone (start to stop, no final flush) */
 	FILE *progress;
 	int auto_history_n;
 	double auto_history[MAX_THREADS][3];
@@ -197,12 +208,16 @@ void db_open_all(void);
 void log_target_open(struct db *d);
 int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base);
 void log_file_retire(struct db *d, uint64_t gen);
+int log_header_parse(const char *buf, int db, uint64_t *gen, uint64_t *stream);
+size_t log_scan(struct db *d, struct log_file *out, size_t max);
 
 /* cache.c */
 void cache_init(struct db *d, int cap);
 #define CA_DIRTY 1
 #define CA_NEW 2 /* a freshly allocated page: no read, its content is new */
-void cache_access(struct worker *w, int64_t page, int n, int flags);
+uint64_t cache_access(struct worker *w, int64_t page, int n, int flags);
+void cache_preread(struct worker *w, const int64_t *pages, int n);
+int cache_redo(struct worker *w, int64_t page, int n, uint64_t t);
 int32_t cache_lookup(struct cache *c, int64_t page);
 void dirty_unlink(struct cache *c, int32_t s);
 void dirty_append(struct cache *c, int32_t s);
@@ -233,7 +248,7 @@ void *session_main(void *arg);
 void *backup_main(void *arg);
 void recovery_start(void);
 int recovery_done(void);
-uint64_t recovery_records(int db);
+void recovery_result(FILE *f, int db);
 
 /* report.c */
 void result_write(const char *path);

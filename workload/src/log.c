@@ -69,7 +69,7 @@ void log_init(struct db *d)
 	d->lbuf_size = d->lbuf_size / SECTOR * SECTOR - (E.cfg.log_partial != LP_PAD ? 2 * SECTOR : 0);
 	d->lbuf = xalign(d->lbuf_size);
 	d->wbuf = xalign(d->lbuf_size + 2 * SECTOR); /* + a partial segment and its shadow */
-	d->log_gen = 1;
+	d->log_gen = 1; /* log_target_open starts the stream after what the target holds */
 	d->log_fd = -1;
 	pthread_mutex_init(&d->lmu, NULL);
 	pthread_cond_init(&d->lcv, NULL);
@@ -412,7 +412,8 @@ void *log_format_main(void *arg)
 			uint64_t n = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
 			memset(buf, 0, n);
 			if (off == 0)
-				snprintf(buf, 64, "IOTAPE-ESE-LOG 1 db=%d gen=%llu\n", d->idx, (unsigned long long)gen);
+				snprintf(buf, 96, "IOTAPE-ESE-LOG 2 db=%d gen=%llu stream=%llu\n", d->idx,
+					 (unsigned long long)gen, (unsigned long long)d->log_stream);
 			struct iovec iov = {buf, (size_t)n};
 			io_sync(w, S_LOG_FMT, fd, &iov, 1, base + off, 1);
 		}

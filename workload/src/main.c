@@ -222,15 +222,21 @@ int main(int argc, char **argv)
 	if (E.cfg.mode == M_RECOVERY)
 		recovery_start();
 	run();
+	/* The measurement window ends here: the final flush is a clean shutdown's, not load. */
+	E.load_s = (now_ns() - E.t0_ns) / 1e9;
+	for (int i = 0; i < E.cfg.databases; i++)
+		E.dbs[i].tx_ios_load = atomic_load(&E.dbs[i].tx_ios);
 
 	/* Stop: sessions first (no new work); then, as a clean ESE termination, the
-	 * checkpoint writes every dirty page back; the log writes what is left and
-	 * closes its file, replication reads it, the rest wind down. */
+	 * checkpoint writes every dirty page back (not with end=crash: the pages
+	 * dirtied since their last write are left to soft recovery); the log writes
+	 * what is left and closes its file, replication reads it, the rest wind down. */
 	atomic_store(&E.stop, 1);
 	for (int k = first; k < E.nworkers; k++)
 		if (!is_tail_worker(E.workers[k]->name))
 			pthread_join(E.workers[k]->tid, NULL);
-	flush_caches();
+	if (!E.cfg.crash_end || E.cfg.mode == M_RECOVERY)
+		flush_caches();
 	atomic_store(&E.ckpt_stop, 1);
 	for (int i = 0; i < E.cfg.databases; i++)
 		log_shutdown(&E.dbs[i]);

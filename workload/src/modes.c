@@ -1,13 +1,23 @@
 /* The two non-transactional modes.
  *
  * backup: one reader per database (ese-backup-N, not a labelled stream) reads it
- * front to back once, as fast as it can, in maintenance-sized reads.
+ * front to back once, as fast as it can, in maintenance-sized reads (256 KiB),
+ * as a streaming backup does. It reads no log and writes nothing: the logs a
+ * performance run left stay for soft recovery.
  *
- * soft-recovery: the log files a previous run left are read in order
- * (ese-recov-N, log-read), their records parsed, and every page they name is
- * redone by a redo session (ese-user-rdo-N: page reads as on a cache miss, the
- * page dirtied); the checkpoint writer writes them back and, once all logs are
- * replayed, flushes everything, as crash recovery ends with a clean database. */
+ * soft-recovery, as ESE's redo: the log files of the latest log stream on the
+ * target (what the preceding performance or stress run wrote) are read in order
+ * (ese-recov-N, log-read, 256 KiB reads) and parsed while the redo session
+ * (ese-user-rdo-N) replays them: it prereads the pages the next records name
+ * (up to 64 pages ahead along the log, read together) into the database cache,
+ * then applies each record in the cache. A record is applied only to a page
+ * older than it (each page carries the number of its last modification, each
+ * record the number it gave its pages): a page already written since is only
+ * read. Applied pages are dirtied and left to the checkpoint writer, which
+ * writes them under cache pressure or past the checkpoint depth (the replayed
+ * log is the log position) and, once every log is replayed, flushes the rest,
+ * as recovery ends with a clean database. So reads come from every page the log
+ * names, writes only from pages that were behind, coalesced by the writer. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -18,6 +28,8 @@
 #include "ese.h"
 
 #define REC_MAGIC 0x31434552u
+#define REC_RUNS 8
+#define PREREAD_PAGES 64
 
 void *backup_main(void *arg)
 {
@@ -36,29 +48,43 @@ void *backup_main(void *arg)
 	return NULL;
 }
 
+/* One logged run of pages: first page, pages, the record's modification number
+ * and where the record ends in the replayed log. */
+struct redo_run {
+	int64_t page, n;
+	uint64_t dbtime, lsn;
+};
+
+/* One database's replay: the parser appends runs, the redo session takes them. */
 struct redo {
-	int64_t (*runs)[2];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct redo_run *runs;
 	size_t n, cap;
-	_Atomic int parsed, applied;
-	uint64_t records, logs;
+	int parsed;
+	_Atomic int applied;
+	uint64_t records, logs, pages_redone, stream, t_end_ns;
 };
 static struct redo R[MAX_DBS];
 
-static void add_run(struct redo *r, int64_t page, int64_t n)
+static void add_run(struct redo *r, struct redo_run x)
 {
+	pthread_mutex_lock(&r->mu);
 	if (r->n == r->cap) {
 		r->cap = r->cap ? r->cap * 2 : 1024;
 		r->runs = realloc(r->runs, r->cap * sizeof(*r->runs));
 		if (!r->runs)
 			die("out of memory");
 	}
-	r->runs[r->n][0] = page;
-	r->runs[r->n][1] = n;
-	r->n++;
+	r->runs[r->n++] = x;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 }
 
-/* Records of one log file already in memory: groups start on 4 KiB boundaries. */
-static void parse(struct db *d, struct redo *r, const char *buf, uint64_t len)
+/* Records of one log file already in memory (session.c's struct rec: magic, len,
+ * op, nruns, runs, modification numbers); groups start on 4 KiB boundaries.
+ * `at` is the log position of the file's first byte. */
+static void parse(struct db *d, struct redo *r, const char *buf, uint64_t len, uint64_t at)
 {
 	uint64_t pos = 4096;
 	while (pos + 16 <= len) {
@@ -66,57 +92,40 @@ static void parse(struct db *d, struct redo *r, const char *buf, uint64_t len)
 		memcpy(&magic, buf + pos, 4);
 		memcpy(&rl, buf + pos + 4, 4);
 		memcpy(&nruns, buf + pos + 12, 4);
-		if (magic != REC_MAGIC || rl < 16 || pos + rl > len) {
+		if (magic != REC_MAGIC || rl < 16 + REC_RUNS * 24 || pos + rl > len) {
 			if (pos % 4096 == 0)
 				break; /* a group starts with a record: zeros mean the end */
 			pos = (pos + 4095) / 4096 * 4096;
 			continue;
 		}
-		for (uint32_t i = 0; i < nruns && i < 8 && pos + 16 + (i + 1) * 16 <= len; i++) {
+		for (uint32_t i = 0; i < nruns && i < REC_RUNS; i++) {
 			int64_t run[2];
+			uint64_t t;
 			memcpy(run, buf + pos + 16 + i * 16, 16);
+			memcpy(&t, buf + pos + 16 + REC_RUNS * 16 + i * 8, 8);
 			if (run[0] >= 0 && run[1] > 0 && run[0] + run[1] <= d->npages)
-				add_run(r, run[0], run[1]);
+				add_run(r, (struct redo_run){run[0], run[1], t, at + pos + rl});
 		}
 		r->records++;
 		pos += rl;
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* The log files to replay: those of the latest stream (the run that wrote the
+ * highest generation), oldest first. */
+static size_t replay_set(struct db *d, struct log_file *files, size_t max, uint64_t *stream)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The generations present, oldest first. */
-static size_t find_logs(struct db *d, uint64_t *gens, size_t max, char *buf)
-{
-	size_t n = 0;
-	if (d->log_is_dir) {
-		DIR *dir = opendir(d->logt.path);
-		if (!dir)
-			die("%s: cannot read the log directory: %s", d->logt.path, strerror(errno));
-		struct dirent *e;
-		char prefix[8];
-		snprintf(prefix, sizeof(prefix), "E%02d", d->idx);
-		while ((e = readdir(dir)) && n < max)
-			if (!strncmp(e->d_name, prefix, 3) && strlen(e->d_name) == 15 && !strcmp(e->d_name + 11, ".log"))
-				gens[n++] = strtoull(e->d_name + 3, NULL, 16);
-		closedir(dir);
-	} else {
-		uint64_t slots = d->logt.size / d->log_file_size;
-		for (uint64_t s = 0; s < slots && n < max; s++) {
-			if (pread(d->log_dev_fd, buf, 4096, (off_t)(d->logt.off + s * d->log_file_size)) != 4096)
-				continue;
-			int db;
-			unsigned long long g;
-			if (sscanf(buf, "IOTAPE-ESE-LOG 1 db=%d gen=%llu", &db, &g) == 2 && db == d->idx)
-				gens[n++] = g;
+	size_t n = log_scan(d, files, max), k = 0;
+	*stream = 0;
+	for (size_t i = n; i-- > 0;)
+		if (files[i].stream) {
+			*stream = files[i].stream;
+			break;
 		}
-	}
-	qsort(gens, n, sizeof(*gens), cmp_u64);
-	return n;
+	for (size_t i = 0; i < n; i++)
+		if (*stream && files[i].stream == *stream)
+			files[k++] = files[i];
+	return k;
 }
 
 static void *recov_main(void *arg)
@@ -126,13 +135,18 @@ static void *recov_main(void *arg)
 	struct redo *r = &R[d->idx];
 	uint64_t chunk = (uint64_t)E.cfg.repl_read_kb * 1024ull;
 	char *buf = xalign(d->log_file_size);
-	uint64_t gens[4096];
-	size_t n = find_logs(d, gens, 4096, buf);
+	const size_t max = 1 << 16;
+	struct log_file *files = malloc(max * sizeof(*files));
+	if (!files)
+		die("out of memory");
+	size_t n = replay_set(d, files, max, &r->stream);
 	if (!n)
-		die("%s: no log files of database %d to replay", d->logt.path, d->idx);
+		die("%s: no log files of database %d to replay: soft recovery replays the logs that a performance or "
+		    "stress run left on this log path",
+		    d->logt.path, d->idx);
 	for (size_t i = 0; i < n && !atomic_load(&E.stop); i++) {
 		uint64_t base = 0;
-		int fd = log_file_open(d, gens[i], 0, &base);
+		int fd = log_file_open(d, files[i].gen, 0, &base);
 		for (uint64_t off = 0; off < d->log_file_size; off += chunk) {
 			uint64_t k = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
 			struct iovec iov = {buf + off, (size_t)k};
@@ -140,22 +154,69 @@ static void *recov_main(void *arg)
 		}
 		if (d->log_is_dir)
 			close(fd);
-		parse(d, r, buf, d->log_file_size);
+		parse(d, r, buf, d->log_file_size, i * d->log_file_size);
 		r->logs++;
 	}
+	free(files);
 	free(buf);
-	atomic_store(&r->parsed, 1);
+	pthread_mutex_lock(&r->mu);
+	r->parsed = 1;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 	return NULL;
+}
+
+/* The next runs to replay, copied out (the parser may grow the array meanwhile):
+ * as many as name at most PREREAD_PAGES distinct pages, at least one. 0 when the
+ * log is done. */
+static size_t next_window(struct redo *r, size_t from, struct redo_run *win, int64_t *pages, int *npages)
+{
+	size_t k = 0;
+	*npages = 0;
+	pthread_mutex_lock(&r->mu);
+	while (from == r->n && !r->parsed && !atomic_load(&E.stop))
+		timed_wait(&r->cv, &r->mu, 10);
+	for (size_t i = from; i < r->n && k < PREREAD_PAGES; i++) {
+		const struct redo_run *x = &r->runs[i];
+		int add = 0;
+		int64_t fresh[PREREAD_PAGES];
+		for (int64_t p = x->page; p < x->page + x->n && add < PREREAD_PAGES; p++) {
+			int seen = 0;
+			for (int j = 0; j < *npages && !seen; j++)
+				seen = pages[j] == p;
+			for (int j = 0; j < add && !seen; j++)
+				seen = fresh[j] == p;
+			if (!seen)
+				fresh[add++] = p;
+		}
+		if (k && *npages + add > PREREAD_PAGES)
+			break;
+		for (int j = 0; j < add && *npages < PREREAD_PAGES; j++)
+			pages[(*npages)++] = fresh[j];
+		win[k++] = *x;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return k;
 }
 
 static void *redo_main(void *arg)
 {
 	struct worker *w = arg;
-	struct redo *r = &R[w->db->idx];
-	while (!atomic_load(&r->parsed) && !atomic_load(&E.stop))
-		sleep_ns(1000000ull);
-	for (size_t i = 0; i < r->n && !atomic_load(&E.stop); i++)
-		cache_access(w, r->runs[i][0], (int)r->runs[i][1], CA_DIRTY);
+	struct db *d = w->db;
+	struct redo *r = &R[d->idx];
+	struct redo_run win[PREREAD_PAGES];
+	int64_t pages[PREREAD_PAGES];
+	int npages;
+	size_t done = 0, k;
+	while (!atomic_load(&E.stop) && (k = next_window(r, done, win, pages, &npages))) {
+		cache_preread(w, pages, npages);
+		for (size_t i = 0; i < k; i++) {
+			atomic_store(&d->lsn_now, win[i].lsn); /* the checkpoint's log position */
+			r->pages_redone += (uint64_t)cache_redo(w, win[i].page, (int)win[i].n, win[i].dbtime);
+		}
+		done += k;
+	}
+	r->t_end_ns = now_ns();
 	atomic_store(&r->applied, 1);
 	return NULL;
 }
@@ -165,6 +226,8 @@ void recovery_start(void)
 	char name[32];
 	for (int i = 0; i < E.cfg.databases; i++) {
 		struct db *d = &E.dbs[i];
+		pthread_mutex_init(&R[i].mu, NULL);
+		pthread_cond_init(&R[i].cv, NULL);
 		snprintf(name, sizeof(name), "ese-recov-%d", i);
 		worker_start(worker_new(d, name, 0, recov_main, 4));
 		snprintf(name, sizeof(name), "ese-user-rdo-%d", i);
@@ -191,7 +254,12 @@ int recovery_done(void)
 	return 1;
 }
 
-uint64_t recovery_records(int db)
+void recovery_result(FILE *f, int db)
 {
-	return R[db].records;
+	const struct redo *r = &R[db];
+	double secs = r->t_end_ns > E.t0_ns ? (r->t_end_ns - E.t0_ns) / 1e9 : 0;
+	fprintf(f, "\"recovery\":{\"log_stream\":%llu,\"logs_replayed\":%llu,\"records\":%llu,\"runs\":%zu,"
+		   "\"pages_redone\":%llu,\"replay_s\":%.4f},",
+		(unsigned long long)r->stream, (unsigned long long)r->logs, (unsigned long long)r->records, r->n,
+		(unsigned long long)r->pages_redone, secs);
 }

@@ -76,6 +76,9 @@ static const struct option_def defs[] = {
 	S("result", result, "", "write the result JSON here"),
 	I("quiet", quiet, "0", 0, 1, "no progress lines on stdout"),
 	S("create", create, "reuse", "reuse|recreate: an existing complete database"),
+	S("end", end_name, "clean",
+	  "clean|crash: at the end write the cache back (a clean shutdown) or drop its dirty pages, as an "
+	  "instance that stops without one, leaving them to soft recovery"),
 	{"db", O_TARGET, offsetof(struct config, db), 0, NULL, 0, 0, "PATH[,OFFSET,SIZE] of one database"},
 	{"log", O_TARGET, offsetof(struct config, log), 0, NULL, 0, 0, "DIR or DEV,OFFSET,SIZE of one log"},
 };
@@ -196,6 +199,10 @@ void options_parse(struct config *cfg, int argc, char **argv)
 		die("--log-partial %s: pad, rewrite or shadow", cfg->log_partial_name);
 	if (name_index(creates, sizeof(creates) / sizeof(creates[0]), cfg->create) < 0)
 		die("--create %s: reuse or recreate", cfg->create);
+	static const char *const ends[] = {"clean", "crash"};
+	cfg->crash_end = name_index(ends, 2, cfg->end_name);
+	if (cfg->crash_end < 0)
+		die("--end %s: clean or crash", cfg->end_name);
 	if (cfg->max_threads < cfg->threads)
 		cfg->max_threads = cfg->threads;
 	if ((cfg->log_file_kb & 3) || (cfg->bdm_read_kb & 3) || (cfg->repl_read_kb & 3) || (cfg->logfmt_kb & 3))

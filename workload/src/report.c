@@ -39,9 +39,9 @@ void result_write(const char *path)
 	const struct config *c = &E.cfg;
 	double secs = E.elapsed_s;
 	fprintf(f, "{\"format\":\"iotape-ese-result\",\"version\":1,\"mode\":\"%s\",\"interrupted\":%s,"
-		   "\"elapsed_s\":%.4f,\"seed\":%d,\"ioengine\":\"%s\",\"page_bytes\":%d,\"log_file_bytes\":%d,"
+		   "\"elapsed_s\":%.4f,\"load_s\":%.4f,\"seed\":%d,\"ioengine\":\"%s\",\"page_bytes\":%d,\"log_file_bytes\":%d,"
 		   "\"copies\":%d,\"threads_final\":%d,",
-		c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, c->seed, c->ioengine,
+		c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, E.load_s, c->seed, c->ioengine,
 		c->page_kb * 1024, c->log_file_kb * 1024, c->copies, atomic_load(&E.active_threads));
 	/* Emulated latency is part of the result so no report passes it off as the device's. */
 	fprintf(f, "\"lazy_flush_ms\":%g,\"emulated_latency_ms\":{\"db_read\":%g,\"db_write\":%g,\"log_write\":%g},",
@@ -69,12 +69,16 @@ void result_write(const char *path)
 			}
 		}
 		fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
-			   "\"durable_commits\":%llu,\"closed_logs\":%llu,\"log_records_replayed\":%llu,"
+			   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
 			   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
 			i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
-			(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->closed_logs,
-			(unsigned long long)(c->mode == M_RECOVERY ? recovery_records(i) : 0), d->c.cap,
+			(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->tx_ios_load,
+			(unsigned long long)d->closed_logs,
+			(unsigned long long)d->log_stream, (unsigned long long)d->logs_kept,
+			(unsigned long long)d->logs_removed, d->c.cap,
 			(unsigned long long)d->c.hits, (unsigned long long)d->c.misses, d->c.ndirty);
+		if (c->mode == M_RECOVERY)
+			recovery_result(f, i);
 		fprintf(f, "\"log_flushes\":{\"durable\":%llu,\"lazy\":%llu,\"capacity\":%llu,\"stop\":%llu},",
 			(unsigned long long)d->log_flushes[LF_DURABLE], (unsigned long long)d->log_flushes[LF_LAZY],
 			(unsigned long long)d->log_flushes[LF_CAPACITY], (unsigned long long)d->log_flushes[LF_STOP]);

@@ -1,0 +1,277 @@
+"""The published Jetstress/ESRP test sequence on the same databases.
+
+`run_sequence` runs a performance (or stress) test, then a database backup, then
+soft recovery of the logs the first phase wrote, each phase an ordinary engine
+run (optionally recorded, one trace per phase) that shares one sequence id.
+`build` turns the three workload reports into the ESRP report: the test
+parameters, then for each phase the per-database table the published reports
+print (database and log reads/s, writes/s, average bytes, average latency;
+backup MB/s; logs replayed and logs/s), the totals and the verdict.
+
+The performance phase ends as an instance that stops without a clean shutdown
+(`end=crash`: the pages dirtied since their last write stay unwritten), so soft
+recovery has real redo to do; after a clean end every page already holds the
+last record and recovery only reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+from iotape.errors import IotapeError
+from iotape.workload import engine, report
+
+FORMAT = "iotape-esrp-report"
+VERSION = 1
+PHASES = ("test", "backup", "soft-recovery")  # "test": performance or stress
+
+RunPhase = Callable[[engine.WorkloadConfig, Path | None], dict]
+
+
+def phase_path(path: Path, phase: str) -> Path:
+    """Where a phase's own file goes: `R.json` -> `R.performance.json`."""
+    return path.with_name(f"{path.stem}.{phase}{path.suffix}")
+
+
+def phase_configs(cfg: engine.WorkloadConfig, test: str) -> list[engine.WorkloadConfig]:
+    if test not in ("performance", "stress"):
+        raise IotapeError(f"--test {test}: performance or stress")
+    seq = cfg.sequence or secrets.token_hex(6)
+    first = dataclasses.replace(
+        cfg, mode=test, sequence=seq, overrides={"end": "crash", **cfg.overrides}
+    )
+    rest = dict(sequence=seq, create="reuse", overrides=dict(cfg.overrides))
+    return [
+        first,
+        dataclasses.replace(cfg, mode="backup", **rest),
+        dataclasses.replace(cfg, mode="soft-recovery", **rest),
+    ]
+
+
+def run_sequence(
+    cfg: engine.WorkloadConfig,
+    test: str,
+    run_phase: RunPhase,
+    record: Path | None = None,
+    force: bool = False,
+) -> tuple[str, list[dict]]:
+    """Run the phases in order; stop after one that was interrupted. Returns the
+    sequence id and each phase's workload report."""
+    cfgs = phase_configs(cfg, test)
+    traces = [phase_path(record, c.mode) if record else None for c in cfgs]
+    for t in traces:
+        if t and t.exists() and not force:
+            raise IotapeError(f"{t}: exists; give --force to overwrite it")
+    for c in cfgs:
+        engine.validate(c)  # every phase's options and targets before anything runs
+    reports: list[dict] = []
+    try:
+        for c, t in zip(cfgs, traces, strict=True):
+            rep = report.build(run_phase(c, t))
+            reports.append(rep)
+            if rep["interrupted"]:
+                break
+    except KeyboardInterrupt:  # between phases: the phases run so far are the report
+        if not reports:
+            raise
+        reports[-1] = {**reports[-1], "stopped_after": True}
+    return cfgs[0].sequence or "", reports
+
+
+def _s(rep: dict, db: dict, name: str) -> dict:
+    return db.get(name) or {"per_s": 0.0, "avg_bytes": 0.0, "lat_avg_ms": 0.0, "count": 0}
+
+
+def db_table(rep: dict) -> list[dict]:
+    """Per database, the figures the published table of this phase gives."""
+    rows = []
+    backup = rep["mode"] == "backup"
+    for db in rep["databases"]:
+        rd = _s(rep, db, "backup-read" if backup else "db-read")
+        wr, lw, lr = _s(rep, db, "db-write"), _s(rep, db, "log-write"), _s(rep, db, "log-read")
+        row = {
+            "db": db["db"],
+            "db_reads_s": rd["per_s"],
+            "db_writes_s": wr["per_s"],
+            "db_read_avg_bytes": rd["avg_bytes"],
+            "db_write_avg_bytes": wr["avg_bytes"],
+            "db_read_ms": rd["lat_avg_ms"],
+            "db_write_ms": wr["lat_avg_ms"],
+            "log_reads_s": lr["per_s"],
+            "log_read_avg_bytes": lr["avg_bytes"],
+            "log_writes_s": lw["per_s"],
+            "log_write_avg_bytes": lw["avg_bytes"],
+            "log_write_ms": lw["lat_avg_ms"],
+        }
+        if backup:
+            row["backup_mb_s"] = rd["per_s"] * rd["avg_bytes"] / 2**20
+        rec = db.get("recovery")
+        if rec:
+            secs = rec["replay_s"] or rep["elapsed_s"]
+            row.update(
+                logs_replayed=rec["logs_replayed"],
+                replay_s=secs,
+                logs_per_s=rec["logs_replayed"] / secs if secs else 0.0,
+                pages_redone=rec["pages_redone"],
+            )
+        rows.append(row)
+    return rows
+
+
+def _phase_verdict(rep: dict) -> dict:
+    if rep["interrupted"]:
+        return {"result": "fail", "why": "interrupted"}
+    if rep["mode"] in ("performance", "stress"):
+        v = rep["verdict"]
+        bad = [report.check_line(c) for c in v["checks"] if not c["pass"]]
+        return {"result": v["result"], "why": "; ".join(bad)}
+    if rep["mode"] == "soft-recovery":
+        n = sum(r.get("logs_replayed", 0) for r in db_table(rep))
+        return {"result": "pass" if n else "fail", "why": f"{n} log files replayed"}
+    return {"result": "pass", "why": "every database read"}
+
+
+def build(sequence: str, reports: list[dict], test: str) -> dict:
+    params = dict(reports[0]["config"]) if reports else {}
+    params.pop("mode", None)
+    phases = []
+    for rep in reports:
+        phases.append(
+            {
+                "phase": rep["mode"],
+                "elapsed_s": rep["elapsed_s"],
+                "interrupted": rep["interrupted"],
+                "target_tx_iops": rep["target_tx_iops"],
+                "achieved_tx_iops": rep["achieved_tx_iops"],
+                "databases": db_table(rep),
+                "total": rep["total"],
+                "verdict": _phase_verdict(rep),
+                "report": rep,
+            }
+        )
+    done = [p["phase"] for p in phases]
+    ok = len(phases) == 3 and all(p["verdict"]["result"] == "pass" for p in phases)
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "sequence": sequence,
+        "test": test,
+        "parameters": params,
+        "phases": phases,
+        "interrupted": any(p["interrupted"] for p in phases)
+        or any(r.get("stopped_after") for r in reports),
+        "verdict": {
+            "result": "pass" if ok else "fail",
+            "phases_run": done,
+        },
+    }
+
+
+# The published table's rows: (label, key, format); a phase prints those it has.
+ROWS = (
+    ("Database reads/s", "db_reads_s", "{:,.3f}"),
+    ("Database writes/s", "db_writes_s", "{:,.3f}"),
+    ("Database reads avg bytes", "db_read_avg_bytes", "{:,.0f}"),
+    ("Database writes avg bytes", "db_write_avg_bytes", "{:,.0f}"),
+    ("Database reads avg latency (ms)", "db_read_ms", "{:.3f}"),
+    ("Database writes avg latency (ms)", "db_write_ms", "{:.3f}"),
+    ("Log reads/s", "log_reads_s", "{:,.3f}"),
+    ("Log reads avg bytes", "log_read_avg_bytes", "{:,.0f}"),
+    ("Log writes/s", "log_writes_s", "{:,.3f}"),
+    ("Log writes avg bytes", "log_write_avg_bytes", "{:,.0f}"),
+    ("Log writes avg latency (ms)", "log_write_ms", "{:.3f}"),
+    ("MB read/s", "backup_mb_s", "{:,.3f}"),
+    ("Log files replayed", "logs_replayed", "{:,}"),
+    ("Replay seconds", "replay_s", "{:,.3f}"),
+    ("Log files replayed/s", "logs_per_s", "{:,.3f}"),
+)
+# Rows that say nothing in a phase (always zero there) are left out of its table.
+SKIP = {
+    "backup": {"db_writes_s", "db_write_avg_bytes", "db_write_ms", "log_reads_s",
+               "log_read_avg_bytes", "log_writes_s", "log_write_avg_bytes", "log_write_ms"},
+    "soft-recovery": {"log_writes_s", "log_write_avg_bytes", "log_write_ms"},
+    "performance": {"log_reads_s", "log_read_avg_bytes"},
+    "stress": {"log_reads_s", "log_read_avg_bytes"},
+}  # fmt: skip
+
+
+def phase_rows(phase: dict) -> list[tuple[str, list[str]]]:
+    """(label, one cell per database) for the rows this phase has."""
+    dbs = phase["databases"]
+    out = []
+    for label, key, fmt in ROWS:
+        if key in SKIP.get(phase["phase"], set()) or not any(key in d for d in dbs):
+            continue
+        out.append((label, [fmt.format(d[key]) if key in d else "-" for d in dbs]))
+    return out
+
+
+PARAMS = (
+    ("Test", "test"),
+    ("Databases", "databases"),
+    ("Mailboxes", "mailboxes"),
+    ("IOPS per mailbox", "iops_per_mailbox"),
+    ("Mailbox size (MB)", "mailbox_size_mb"),
+    ("Threads per database", "threads"),
+    ("Database copies", "copies"),
+    ("Test duration (s)", "duration"),
+    ("Database cache (MB)", "cache_max_mb"),
+    ("Profile", "profile"),
+    ("Sequence", "sequence"),
+)
+
+
+def parameters(rep: dict) -> list[tuple[str, str]]:
+    p = {**rep["parameters"], "test": rep["test"], "sequence": rep["sequence"]}
+    return [(label, str(p[k])) for label, k in PARAMS if k in p]
+
+
+def render(rep: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console()
+    head = f"iotape workload esrp · sequence {rep['sequence']}"
+    if rep["interrupted"]:
+        head += " · [yellow]interrupted: partial results[/]"
+    con.print(f"[bold]{head}[/]")
+    t = Table(title="Test parameters", title_justify="left")
+    t.add_column("parameter")
+    t.add_column("value", justify="right")
+    for label, value in parameters(rep):
+        t.add_row(label, value)
+    con.print(t)
+    for ph in rep["phases"]:
+        dbs = ph["databases"]
+        title = f"{ph['phase']} · {ph['elapsed_s']:.1f} s"
+        if ph["target_tx_iops"]:
+            title += (
+                f" · transactional IOPS achieved {ph['achieved_tx_iops']:,.1f}"
+                f" / target {ph['target_tx_iops']:,.1f}"
+            )
+        pt = Table(title=title, title_justify="left")
+        pt.add_column("per database")
+        for d in dbs:
+            pt.add_column(f"db {d['db']}", justify="right")
+        for label, cells in phase_rows(ph):
+            pt.add_row(label, *cells)
+        con.print(pt)
+        v = ph["verdict"]
+        colour = "green" if v["result"] == "pass" else "red"
+        con.print(f"  {ph['phase']}: [{colour}]{v['result'].upper()}[/] {v['why']}")
+    tt = Table(title="Totals (I/O per second, all databases)", title_justify="left")
+    tt.add_column("stream")
+    for ph in rep["phases"]:
+        tt.add_column(ph["phase"], justify="right")
+    names = sorted({k for ph in rep["phases"] for k, v in ph["total"].items() if v["count"]})
+    for name in names:
+        tt.add_row(
+            name, *[f"{ph['total'].get(name, {}).get('per_s', 0):,.2f}" for ph in rep["phases"]]
+        )
+    con.print(tt)
+    v = rep["verdict"]
+    colour = "green" if v["result"] == "pass" else "red"
+    con.print(f"verdict: [bold {colour}]{v['result'].upper()}[/] ({', '.join(v['phases_run'])})")
