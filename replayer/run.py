@@ -12,7 +12,9 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from iotape.errors import IotapeError
 from iotape.recorder import record as rec
 from iotape.recorder.tracefile import open_trace, write_trace
 from iotape.replayer import fidelity as fid
+from iotape.replayer import launch as launchmod
 from iotape.replayer import plan as planmod
 from iotape.replayer import targets
 from iotape.replayer.safety import check_target, rdev_of
@@ -110,10 +113,82 @@ def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
     return ["sh", "-c", inner]
 
 
+def _launch_cmd(jobdir: Path) -> list[str]:
+    if shutil.which("fio") is None:
+        raise IotapeError("fio not found: install fio")
+    return [sys.executable, "-m", "iotape.replayer.launch", str(jobdir)]
+
+
+def _merge_windows(jobdir: Path, man: dict, output: str) -> None:
+    """One fio JSON for the whole plan: the windows' jobs, in window order."""
+    merged: dict = {}
+    for k in range(len(man["windows"])):
+        path = jobdir / launchmod.window_output(k)
+        try:
+            text = path.read_text()
+            part = json.loads(text[text.index("{") :])
+        except (OSError, ValueError):
+            raise IotapeError(f"{path}: fio wrote no JSON result") from None
+        if not merged:
+            merged = part
+        else:
+            merged["jobs"] += part.get("jobs", [])
+    (jobdir / output).write_text(json.dumps(merged) + "\n")
+
+
+def _start_probe(jobdir: Path, name: str) -> subprocess.Popen:
+    """The wake-up floor, measured beside fio for the whole run (wakeup.py)."""
+    out = jobdir / "results" / name
+    return subprocess.Popen([sys.executable, "-m", "iotape.replayer.wakeup", str(out)])
+
+
+def _stop_probe(p: subprocess.Popen) -> None:
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def _one(
-    jobdir: Path, jobfile: str, output: str, devs: list[str], record_to: Path | None, force: bool
+    jobdir: Path,
+    jobfile: str,
+    output: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+    man: dict | None = None,
 ) -> dict:
-    cmd = _fio_cmd(jobdir, jobfile, output)
+    windowed = bool(man and man.get("windows"))
+    cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
+    probe = _start_probe(jobdir, Path(output).stem + ".wakeup.json")
+    try:
+        rc = _command(cmd, jobdir, jobfile, devs, record_to, force)
+    finally:
+        _stop_probe(probe)
+    if rc == 0 and windowed:
+        _merge_windows(jobdir, man, output)
+    out = jobdir / output
+    if rc != 0:
+        where = "results/fio.wNNNN.err" if windowed else out.with_suffix(".err")
+        raise IotapeError(f"{jobdir / jobfile}: fio exited with status {rc}; see {where}")
+    try:
+        text = out.read_text()
+        # fio may print notes before its JSON in the same file.
+        return json.loads(text[text.index("{") :])
+    except (OSError, ValueError):
+        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+
+
+def _command(
+    cmd: list[str],
+    jobdir: Path,
+    jobfile: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+) -> int:
     if record_to is not None:
         if not devs:
             raise IotapeError("--record: the plan has no block-device target to record")
@@ -126,20 +201,8 @@ def _one(
                 metadata={"replay_of": str(jobdir), "jobfile": jobfile},
             )
         )
-        rc = res.command_exit
-    else:
-        rc = subprocess.run(cmd, check=False).returncode
-    out = jobdir / output
-    if rc != 0:
-        raise IotapeError(
-            f"{jobdir / jobfile}: fio exited with status {rc}; see {out.with_suffix('.err')}"
-        )
-    try:
-        text = out.read_text()
-        # fio may print notes before its JSON in the same file.
-        return json.loads(text[text.index("{") :])
-    except (OSError, ValueError):
-        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+        return res.command_exit
+    return subprocess.run(cmd, check=False).returncode
 
 
 def summarize(fio_json: dict) -> list[dict]:
@@ -181,7 +244,7 @@ def run(
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
     say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")
-    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force)
+    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force, man)
     summary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
     if record_to is not None:
         summary["record"] = str(record_to)
