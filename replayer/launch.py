@@ -13,6 +13,7 @@ absolute times. Each window's JSON goes to results/fio.wNNNN.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import subprocess
@@ -63,12 +64,10 @@ def _fio(jobdir: Path, jobfile: str, output: str) -> subprocess.Popen:
 def launch(jobdir: Path) -> int:
     """Run every window; the exit status is the first failing fio's, else 0."""
     man = json.loads((jobdir / "plan.json").read_text())
-    try:
-        # fio sleeps before every iolog entry; the default 50 us timer slack made
-        # each sleep end 50 us late. Children inherit it.
+    # fio sleeps before every iolog entry; the default 50 us timer slack made
+    # each sleep end 50 us late. Children inherit it.
+    with contextlib.suppress(OSError):
         Path("/proc/self/timerslack_ns").write_text("1")
-    except OSError:
-        pass
     base = stamp_all(jobdir, man)
     (jobdir / "results" / "base_us").write_text(f"{base}\n")
     procs = []

@@ -136,9 +136,8 @@ def _merge_windows(jobdir: Path, man: dict, output: str) -> None:
     (jobdir / output).write_text(json.dumps(merged) + "\n")
 
 
-def _start_probe(jobdir: Path, name: str) -> subprocess.Popen:
+def _start_probe(out: Path) -> subprocess.Popen:
     """The wake-up floor, measured beside fio for the whole run (wakeup.py)."""
-    out = jobdir / "results" / name
     return subprocess.Popen([sys.executable, "-m", "iotape.replayer.wakeup", str(out)])
 
 
@@ -162,9 +161,10 @@ def _one(
 ) -> dict:
     windowed = bool(man and man.get("windows"))
     cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
-    probe = _start_probe(jobdir, Path(output).stem + ".wakeup.json")
+    wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
+    probe = _start_probe(wakeup)
     try:
-        rc = _command(cmd, jobdir, jobfile, devs, record_to, force)
+        rc = _command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
     finally:
         _stop_probe(probe)
     if rc == 0 and windowed:
@@ -188,6 +188,7 @@ def _command(
     devs: list[str],
     record_to: Path | None,
     force: bool,
+    wakeup: Path,
 ) -> int:
     if record_to is not None:
         if not devs:
@@ -198,7 +199,7 @@ def _command(
                 output=record_to,
                 command=cmd,
                 force=force,
-                metadata={"replay_of": str(jobdir), "jobfile": jobfile},
+                metadata={"replay_of": str(jobdir), "jobfile": jobfile, "wakeup": str(wakeup)},
             )
         )
         return res.command_exit

@@ -13,6 +13,7 @@ its JSON then; memory stays one second of samples.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import signal
@@ -27,10 +28,8 @@ PR_SET_TIMERSLACK = 29
 
 
 def _slack_1ns() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def summarize(late_ns: np.ndarray) -> dict:
