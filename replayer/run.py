@@ -262,10 +262,11 @@ def run(
 
 def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
     """Every read/write/trim in the plan's iologs, in time order, as records with
-    op, offset, bytes and stream (an index into the returned stream names)."""
+    op, offset, bytes and stream (an index into the returned stream names).
+    Held as arrays, one log at a time: a long plan has millions of entries."""
     names: list[str] = []
-    rows: list[tuple[int, int, int, int, int]] = []
     codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
     for j in man["jobs"]:
         log = jobdir / "iologs" / f"{j['name']}.log"
         if not log.exists():
@@ -273,18 +274,27 @@ def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
         if j["stream"] not in names:
             names.append(j["stream"])
         s = names.index(j["stream"])
-        for line in log.read_text().splitlines()[1:]:
-            f = line.split()
-            if len(f) == 5 and f[2] in codes:
-                rows.append((int(f[0]), codes[f[2]], int(f[3]), int(f[4]), s))
-    rows.sort()
-    a = np.zeros(
-        len(rows), dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")]
-    )
-    if rows:
-        cols = np.array(rows, dtype=np.int64)
-        for k, name in enumerate(("op", "offset", "bytes", "stream"), start=1):
-            a[name] = cols[:, k]
+        f = [line.split() for line in log.read_text().splitlines()[1:]]
+        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        if not f:
+            continue
+        cols[0].append(np.array([int(x[0]) for x in f], np.int64))
+        cols[1].append(np.array([codes[x[2]] for x in f], np.uint8))
+        cols[2].append(np.array([int(x[3]) for x in f], np.uint64))
+        cols[3].append(np.array([int(x[4]) for x in f], np.uint32))
+        cols[4].append(np.full(len(f), s, np.int64))
+    n = sum(len(c) for c in cols[0])
+    a = np.zeros(n, dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")])
+    if n:
+        t, op, off, size, stream = (np.concatenate(c) for c in cols)
+        # The same order as sorting (time, op, offset, bytes, stream) tuples.
+        order = np.lexsort((stream, size, off, op, t))
+        a["op"], a["offset"], a["bytes"], a["stream"] = (
+            op[order],
+            off[order],
+            size[order],
+            stream[order],
+        )
     return a, names
 
 
