@@ -88,6 +88,7 @@ TRACES = {
     ),
 }
 VARIANTS = ("iotape", "fio-plain", "iotape-1job")
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-1proc")
 
 
 def _loop(size_mb: int) -> tuple[str, str]:
@@ -376,15 +377,33 @@ def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
     both = json.loads(res.read_text())
     out["iotape"] = _long_figures(both["iotape"])
     out["fio-plain"] = _long_figures(both["fio_plain"])
+    # The same trace in one fio process of longer pieces (--one-process), for comparison.
+    jobs1, rep1 = d / "jobs-1proc", d / "iotape-1proc.iot"
+    _cli(
+        [
+            "replay",
+            "plan",
+            str(orig),
+            "-o",
+            str(jobs1),
+            "--mode",
+            "exact",
+            "--target",
+            f"all={dst}",
+            "--one-process",
+        ]
+    )
+    _cli(["replay", "run", str(jobs1), "--record", str(rep1)])
+    _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
+    out["iotape-1proc"] = _long_figures(json.loads(res.read_text())["iotape"])
     return out
 
 
 def _long_brief(r: dict) -> dict:
     keep = ("iops_mape_pct", "issue_error_ms", "floor_goal", "worst_window", "meets_goal")
     return {
-        **{k: r[k] for k in r if k not in ("iotape", "fio-plain")},
-        "iotape": {k: r["iotape"][k] for k in keep},
-        "fio-plain": {k: r["fio-plain"][k] for k in keep},
+        **{k: r[k] for k in r if k not in VARIANTS_LONG},
+        **{v: {k: r[v][k] for k in keep} for v in VARIANTS_LONG},
     }
 
 
@@ -398,10 +417,12 @@ def main_long(a: argparse.Namespace) -> None:
         (src, _), (dst, _) = made
         for k in range(a.rounds):
             res = {}
-            with tempfile.TemporaryDirectory(prefix="iotape-bench-long-", dir="/var/tmp") as tmp:
-                for n in lengths:
-                    res[f"{n}s"] = one_long(n, Path(tmp), src, dst)
-                    print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
+            tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-long-", dir="/var/tmp"))
+            for n in lengths:
+                res[f"{n}s"] = one_long(n, tmp, src, dst)
+                print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
+            # Kept for a closer look (a 10 min trace's files are ~1 GB): say where.
+            print("work files:", tmp, flush=True)
             rounds.append(res)
     finally:
         for dev, backing in made:

@@ -89,6 +89,14 @@ def plan(
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
     ] = planmod.PlanOptions.segment,
+    one_process: Annotated[
+        bool,
+        typer.Option(
+            "--one-process",
+            help="Exact mode: past 2,000 pieces, lengthen them to fit one fio process "
+            "instead of running windows of fio processes.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,
@@ -135,6 +143,7 @@ def plan(
             locality=locality,
             engine=engine,
             segment=segment,
+            windows=not one_process,
             create_file=size,
             destroy=destroy_data_on or [],
         )

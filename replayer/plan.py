@@ -89,6 +89,9 @@ class PlanOptions:
     exact_limit: int = 2_000_000
     engine: str = "psync"
     segment: int = 32
+    # A trace of more than MAX_JOBS pieces: windows of fio processes (True), or
+    # one fio process whose pieces get longer (False, --one-process).
+    windows: bool = True
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
 
@@ -184,17 +187,21 @@ def _fold_sync_only(jobs: list[Job]) -> list[Job]:
     return out
 
 
-def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
+def _segments(jobs: list[Job], per_job: int, windows: bool = True) -> tuple[list[Job], int]:
     """Cut each exact job into pieces of at most `per_job` requests, each its own
     job. fio 3.33 times an iolog request from the one before it, and every wait
     ends a little late (5-20 us here, more when the CPU is busy), so a job's
     lateness grows with its length; a job's first request, though, is timed from
     fio's start (iolog.py), the same zero for every job. A piece's error is
     therefore bounded by its own few requests.
-    A trace of more than MAX_JOBS pieces is run as windows (_windows)."""
+    A trace of more than MAX_JOBS pieces is run as windows (_windows), or
+    without them as MAX_JOBS longer pieces."""
     if per_job <= 0:
         return jobs, 0
     n = per_job
+    if not windows:
+        total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
+        n = max(per_job, -(-total // MAX_JOBS))
     out: list[Job] = []
     for j in jobs:
         if j.entries is None:
@@ -458,7 +465,7 @@ def build(opts: PlanOptions) -> dict:
     start_us = None
     windows = [Window(0, jobs, 0, 0)]
     if mode == "exact":
-        jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment)
+        jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment, opts.windows)
         windows = _windows(jobs)
         # One process: iolog times count from fio's start, the trace's 0 at its
         # set-up budget. Several: from the stamped monotonic base (iolog.py).
