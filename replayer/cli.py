@@ -89,12 +89,12 @@ def plan(
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
     ] = planmod.PlanOptions.segment,
-    one_process: Annotated[
+    windows: Annotated[
         bool,
         typer.Option(
-            "--one-process",
-            help="Exact mode: past 2,000 pieces, lengthen them to fit one fio process "
-            "instead of running windows of fio processes.",
+            "--windows",
+            help="Exact mode: past 2,000 pieces, keep them short and run windows of fio "
+            "processes on one clock (bounded fio memory) instead of one fio process.",
         ),
     ] = False,
     dry_run: Annotated[
@@ -143,7 +143,7 @@ def plan(
             locality=locality,
             engine=engine,
             segment=segment,
-            windows=not one_process,
+            windows=windows,
             create_file=size,
             destroy=destroy_data_on or [],
         )

@@ -52,17 +52,25 @@ START_PER_JOB_S = 0.001
 # every 100 ms and sets each up after that (100-200 ms late here; 0.6 s was not
 # enough margin once the machine was busy).
 STARTDELAY_MARGIN_S = 1.0
-# Jobs per fio process (fio 3.33 refuses more than 4096). A longer trace is cut
-# into windows of MAX_JOBS pieces in time order, each run by its own fio process,
-# launched `start_us` before its first piece: pieces stay `--segment` long
-# whatever the trace's length. (Lengthening the pieces instead let a stall
-# inside a piece delay the rest of it, since fio times each entry from the
-# previous issue: p99 6.8 ms on a 60 s trace at 8k IOPS with 241-request pieces.)
+# Jobs per fio process (fio 3.33 refuses more than 4096). A trace of more pieces
+# gets longer pieces (a stall inside a piece then delays the rest of it, since
+# fio times each entry from the previous issue), or with --windows is cut into
+# windows of WINDOW_JOBS pieces in time order, each run by its own fio process
+# launched its set-up time before its first piece: pieces stay `--segment` long
+# and each fio holds one window. Measured on a 60 s trace at 8k IOPS, the
+# windows' p99 was 339 ms against 12.8 ms for one process in the same run: a fio
+# process setting up (opening every job's file, creating its threads) raised the
+# running replay's device latency p99 from 0.1 to 15-25 ms, and a window starts
+# every ~2 s. fio's memory, though, is one window's (473 MiB against 1.37 GiB).
 MAX_JOBS = 2000
-# A window's fio starts while the previous window's run: setting up even 100 jobs
-# then took ~1 s here (its pieces released ~0.4 s after a 0.6 s budget, 100 ms
-# late), so windows get this much more set-up time than a lone process.
-WINDOW_LEAD_S = 1.5
+# A window's jobs have no startdelay: fio counts it from its genesis, which it
+# sets only after opening every job's file one by one, and a process started
+# while another replays took seconds to get there (windows of 2,000 jobs whose
+# startdelayed pieces all ran 2-7 s late). Every job is created at launch and
+# its first wait is absolute; a window is small enough that those waits (slept
+# in 0.5 s steps) stay short, and its set-up gets WINDOW_PER_JOB_S per job.
+WINDOW_JOBS = 500
+WINDOW_PER_JOB_S = 0.003
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
 WRITE_OPS = [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
 PLACEHOLDER = "/dev/TARGET"
@@ -89,9 +97,9 @@ class PlanOptions:
     exact_limit: int = 2_000_000
     engine: str = "psync"
     segment: int = 32
-    # A trace of more than MAX_JOBS pieces: windows of fio processes (True), or
-    # one fio process whose pieces get longer (False, --one-process).
-    windows: bool = True
+    # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
+    # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
+    windows: bool = False
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
 
@@ -187,15 +195,15 @@ def _fold_sync_only(jobs: list[Job]) -> list[Job]:
     return out
 
 
-def _segments(jobs: list[Job], per_job: int, windows: bool = True) -> tuple[list[Job], int]:
+def _segments(jobs: list[Job], per_job: int, windows: bool = False) -> tuple[list[Job], int]:
     """Cut each exact job into pieces of at most `per_job` requests, each its own
     job. fio 3.33 times an iolog request from the one before it, and every wait
     ends a little late (5-20 us here, more when the CPU is busy), so a job's
     lateness grows with its length; a job's first request, though, is timed from
     fio's start (iolog.py), the same zero for every job. A piece's error is
     therefore bounded by its own few requests.
-    A trace of more than MAX_JOBS pieces is run as windows (_windows), or
-    without them as MAX_JOBS longer pieces."""
+    fio takes at most MAX_JOBS jobs: long traces get longer pieces, or with
+    `windows` keep their length and run as windows of fio processes (_windows)."""
     if per_job <= 0:
         return jobs, 0
     n = per_job
@@ -249,8 +257,8 @@ class Window:
 
 
 def _setup_us(n_jobs: int, windowed: bool = False) -> int:
-    lead = START_S + (WINDOW_LEAD_S if windowed else 0.0)
-    return int((lead + START_PER_JOB_S * n_jobs) * 1e6)
+    per_job = WINDOW_PER_JOB_S if windowed else START_PER_JOB_S
+    return int((START_S + per_job * n_jobs) * 1e6)
 
 
 def _first_us(job: Job) -> int:
@@ -258,12 +266,13 @@ def _first_us(job: Job) -> int:
 
 
 def _windows(jobs: list[Job]) -> list[Window]:
-    """Cut the time-ordered jobs into windows of at most MAX_JOBS, each launched
-    its set-up budget before its first piece's first request."""
+    """Past MAX_JOBS, cut the time-ordered jobs into windows of WINDOW_JOBS, each
+    launched its set-up budget before its first piece's first request."""
     out = []
     windowed = len(jobs) > MAX_JOBS
-    for k, lo in enumerate(range(0, max(len(jobs), 1), MAX_JOBS)):
-        part = jobs[lo : lo + MAX_JOBS]
+    size = WINDOW_JOBS if windowed else MAX_JOBS
+    for k, lo in enumerate(range(0, max(len(jobs), 1), size)):
+        part = jobs[lo : lo + size]
         setup = _setup_us(len(part), windowed)
         first = min((_first_us(j) for j in part), default=0) if k else 0
         out.append(Window(k, part, setup, first - setup))
@@ -530,9 +539,11 @@ def header_text(opts: PlanOptions, b: dict) -> str:
         if len(b["windows"]) > 1:
             lines += [
                 f"windows: {len(b['jobs'])} pieces > {MAX_JOBS} per fio process, so the trace is",
-                f"  replayed by {len(b['windows'])} fio processes (replay.fio, replay.wNNNN.fio),"
-                " each launched",
-                "  its set-up time before its first piece by `iotape replay run`. They share",
+                f"  replayed by {len(b['windows'])} fio processes (replay.fio, replay.wNNNN.fio)"
+                f" of {WINDOW_JOBS} jobs,",
+                "  each launched its set-up time before its first piece by `iotape replay run`,",
+                "  its jobs without startdelay (fio counts it from a genesis that came seconds",
+                "  late in a process started while another replayed). They share",
                 "  one clock: clocksource=clock_gettime (CLOCK_MONOTONIC) and iolog times",
                 f"  {iolog.MONO_BASE_US} + the trace's us; `replay run` stamps each log's wait",
                 "  line with that minus the monotonic us of the trace's 0, so every first wait",
@@ -603,6 +614,8 @@ def _startdelay_us(job: Job, start_us: int | None, window: Window) -> int:
     A window's genesis is counted from its own launch the same way."""
     if start_us is None or job.entries is None or not len(job.entries[0]):
         return 0
+    if start_us == iolog.MONO_BASE_US:
+        return 0  # a window: see WINDOW_JOBS
     first = iolog.first_entry_us(iolog.log_time_us(int(job.entries[0][0]), start_us))
     genesis = start_us + window.launch_us + window.start_us
     return max(0, first - genesis - int(STARTDELAY_MARGIN_S * 1e6))

@@ -32,19 +32,22 @@ def _jobs_of(jobfile: str) -> list[str]:
 @needs_fio
 def test_more_pieces_than_one_fio_process_holds_become_windows(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(planmod, "MAX_JOBS", 40)
+    monkeypatch.setattr(planmod, "WINDOW_JOBS", 20)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     jobdir = tmp_path / "jobs"
-    man = plan(PlanOptions(t, jobdir, mode="exact", targets=_targets(tmp_path, 1)))
+    man = plan(PlanOptions(t, jobdir, mode="exact", targets=_targets(tmp_path, 1), windows=True))
     # Pieces keep --segment's length however long the trace (before: fewer, longer).
     assert man["requests_per_job"] == PlanOptions.segment
     wins = man["windows"]
-    assert len(wins) == -(-len(man["jobs"]) // 40) > 1
+    assert len(wins) == -(-len(man["jobs"]) // 20) > 2
     seen: list[str] = []
     firsts = []
     for w in wins:
         text = (jobdir / w["jobfile"]).read_text()
         names = _jobs_of(text)
-        assert len(names) == w["jobs"] <= 40
+        assert len(names) == w["jobs"] <= 20
+        # No startdelay: a window's genesis comes whenever its files are set up.
+        assert "startdelay" not in text.split("[global]")[1]
         seen += names
         assert "clocksource=clock_gettime" in text and "invalidate=0" in text
         # Each window is its own fio process: stock job files fio accepts.
@@ -169,8 +172,9 @@ def test_windowed_replay_runs_every_request_on_one_clock(
     src, dst = loop_factory(256), loop_factory(256)
     orig = _record_fio(src.path, tmp_path / "orig.iot", seconds=3)
     monkeypatch.setattr(planmod, "MAX_JOBS", 60)
+    monkeypatch.setattr(planmod, "WINDOW_JOBS", 30)
     jobs = tmp_path / "jobs"
-    man = plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"]))
+    man = plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"], windows=True))
     assert len(man["windows"]) > 1
     runmod.run(jobs, tmp_path / "rep.iot", [])
     # One fio JSON per window, merged: every job ran.
@@ -185,3 +189,13 @@ def test_windowed_replay_runs_every_request_on_one_clock(
     assert len(c["windows"]) == 1 and c["windows"][0]["requests"][0] > 0
     assert "floor_p99_ms" in c["windows"][0]
     assert set(c["floor_goal"]) >= {"p99_over_floor", "worst_window_over_floor", "meets_goal"}
+
+
+def test_without_windows_a_long_trace_fits_one_fio_process(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(planmod, "MAX_JOBS", 40)
+    t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
+    man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
+    # The default: one fio process (fio's own clock), its pieces longer than --segment.
+    assert man["windows"] is None and len(man["jobs"]) <= 40
+    assert man["requests_per_job"] > PlanOptions.segment
+    assert "clocksource=cpu" in (tmp_path / "jobs" / "replay.fio").read_text()
