@@ -196,6 +196,7 @@ def test_without_windows_a_long_trace_fits_one_fio_process(tmp_path: Path, monke
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
     # The default: one fio process (fio's own clock), its pieces longer than --segment.
-    assert man["windows"] is None and len(man["jobs"]) <= 40
+    # (MAX_JOBS is a target: each stream's last piece is shorter; fio takes 4096.)
+    assert man["windows"] is None and len(man["jobs"]) <= 2 * 40
     assert man["requests_per_job"] > PlanOptions.segment
     assert "clocksource=cpu" in (tmp_path / "jobs" / "replay.fio").read_text()
