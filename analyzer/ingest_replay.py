@@ -11,6 +11,9 @@ JOBDIR (replayer/plan.py, run.py) becomes a run of kind `replay`:
   pyarrow.csv into `fio_latency_samples`;
 - results/summary.json: names the re-recorded trace (`replay run --record`); its
   events, devices and streams become the run's.
+A multi-host plan (plan.json `hosts`, replayer/hosts.py) has per host
+hosts/HOST.fio, results/HOST/fio.json and results/HOST/*_lat.N.log: still one run,
+its jobs named HOST/JOB and its devices the targets, named HOST:PATH.
 
 The run id is the hash of those files (names and contents), so re-running the
 replay in the same directory makes a new run and ingesting it twice does not.
@@ -89,6 +92,9 @@ def result_files(jobdir: Path) -> list[Path]:
             "(`iotape replay plan -o DIR` makes one)"
         )
     results = jobdir / "results"
+    hosts = _plan(jobdir).get("hosts")
+    if hosts:
+        return _host_files(jobdir, hosts)
     fio = results / "fio.json"
     if not fio.is_file():
         raise IotapeError(
@@ -103,6 +109,42 @@ def result_files(jobdir: Path) -> list[Path]:
     if record is not None:
         files.append(record)
     return files
+
+
+def _host_files(jobdir: Path, hosts: list[dict]) -> list[Path]:
+    files = [jobdir / "plan.json"]
+    for h in hosts:
+        fio = jobdir / "results" / h["name"] / "fio.json"
+        if not fio.is_file():
+            raise IotapeError(
+                f"{fio}: missing: the plan has not been run; `iotape replay run {jobdir}` runs it"
+            )
+        files += [jobdir / h["jobfile"], fio]
+        files += sorted(p for p in fio.parent.iterdir() if LAT_LOG.match(p.name) and p.is_file())
+    summary = jobdir / "results" / "summary.json"
+    return files + ([summary] if summary.is_file() else [])
+
+
+def _host_results(jobdir: Path, hosts: list[dict]) -> tuple[dict, list[tuple[str, Path]]]:
+    """Every host's fio.json as one document (jobs named HOST/JOB) and its latency
+    logs as (job, path): log N of a host is the N-th job of its job file."""
+    doc: dict[str, Any] = {"jobs": []}
+    logs: list[tuple[str, Path]] = []
+    for h in hosts:
+        path = jobdir / "results" / h["name"] / "fio.json"
+        one = _read_json(path)
+        _check_fio(path, one)
+        for k in ("fio version", "timestamp", "timestamp_ms", "global options"):
+            doc.setdefault(k, one.get(k))
+        doc["jobs"] += [{**j, "jobname": f"{h['name']}/{j['jobname']}"} for j in one["jobs"]]
+        names = _job_names(jobdir, h["jobfile"])
+        for p in sorted(path.parent.iterdir()):
+            m = LAT_LOG.match(p.name)
+            if m and p.is_file():
+                n = int(m.group("n"))
+                job = names[n - 1] if n <= len(names) else f"job{n}"
+                logs.append((f"{h['name']}/{job}", p))
+    return doc, logs
 
 
 def jobdir_sha256(jobdir: Path) -> str:
@@ -144,9 +186,16 @@ def _plan(jobdir: Path) -> dict[str, Any]:
             f"version {PLAN_VERSION}"
         )
     for key, kind in (("trace", str), ("mode", str), ("jobfile", str), ("jobs", list)):
+        if key == "jobfile" and man.get("hosts"):
+            continue  # one job file per host (replayer/hosts.py)
         if not isinstance(man.get(key), kind):
             what = "a string" if kind is str else "a list"
             raise IotapeError(f"{path}: {key}: expected {what}, got {man.get(key)!r}")
+    if man.get("hosts"):
+        for h in man["hosts"]:
+            if not isinstance(h, dict) or h.get("jobfile") != f"hosts/{h.get('name')}.fio":
+                raise IotapeError(f"{path}: hosts: {h!r} is not a host of a replay plan")
+        return man
     if "/" in man["jobfile"] or man["jobfile"] in ("", ".", ".."):
         raise IotapeError(f"{path}: jobfile: {man['jobfile']!r} is not a file name in {jobdir}")
     return man
@@ -201,20 +250,24 @@ class ReplaySource:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.plan = _plan(path)
-        self.fio_path = path / "results" / "fio.json"
-        self.fio = _read_json(self.fio_path)
-        _check_fio(self.fio_path, self.fio)
         self.summary = _summary(path)
         self.record = _recorded(path)
         self.trace = open_trace_source(self.record) if self.record is not None else None
-        names = _job_names(path, self.plan["jobfile"])
-        fio_names = [str(j["jobname"]) for j in self.fio["jobs"]]
-        self.job_names = names if len(names) == len(fio_names) else fio_names
-        self.logs = sorted(
-            (int(m.group("n")), p)
-            for p in (path / "results").iterdir()
-            if (m := LAT_LOG.match(p.name)) and p.is_file()
-        )
+        if self.plan.get("hosts"):
+            self.fio, self.logs = _host_results(path, self.plan["hosts"])
+        else:
+            self.fio_path = path / "results" / "fio.json"
+            self.fio = _read_json(self.fio_path)
+            _check_fio(self.fio_path, self.fio)
+            names = _job_names(path, self.plan["jobfile"])
+            fio_names = [str(j["jobname"]) for j in self.fio["jobs"]]
+            names = names if len(names) == len(fio_names) else fio_names
+            numbered = sorted(
+                (int(m.group("n")), p)
+                for p in (path / "results").iterdir()
+                if (m := LAT_LOG.match(p.name)) and p.is_file()
+            )
+            self.logs = [(names[n - 1] if n <= len(names) else f"job{n}", p) for n, p in numbered]
         for _, p in self.logs:
             lat_log_fields(p)
 
@@ -243,6 +296,13 @@ class ReplaySource:
             "anchor": self.summary.get("anchor"),
             "parent": "" if parent else f"source trace {man['trace']} is not in the store",
         }
+        if man.get("hosts"):
+            starts = {h: v.get("start") for h, v in (self.summary.get("hosts") or {}).items()}
+            fields["parameters"]["hosts"] = [
+                {k: h.get(k) for k in ("name", "address", "port", "targets")}
+                | {"start": starts.get(h["name"])}
+                for h in man["hosts"]
+            ]
         if self.trace is not None:
             fields["parameters"]["recorded"] = {
                 "recorder": self.trace.header.get("recorder") or {},
@@ -256,6 +316,16 @@ class ReplaySource:
         if self.trace is not None:
             got = load_trace(store, self.trace, run_id, progress)
             out.update(events=got["events"], bytes=got["bytes"])
+        if self.trace is None and self.plan.get("hosts"):
+            # No recording: the devices are the plan's targets, each named HOST:PATH
+            # (a remote device's number is not known here: they are numbered 1..N).
+            store.insert_rows(
+                "devices",
+                [
+                    _target_device(run_id, k, t)
+                    for k, t in enumerate(self.plan.get("targets") or [], start=1)
+                ],
+            )
         jobs, pcts = fio_tables(self.fio)
         store.insert_batches("fio_jobs", [jobs], run_id)
         store.insert_batches("fio_percentiles", [pcts], run_id)
@@ -268,8 +338,7 @@ class ReplaySource:
 
     def _samples(self) -> Iterator[pa.RecordBatch]:
         schema = arrow_schema("fio_latency_samples")
-        for n, path in self.logs:
-            job = self.job_names[n - 1] if n <= len(self.job_names) else f"job{n}"
+        for job, path in self.logs:
             t = read_lat_log(path)
             if t.num_rows == 0:
                 continue
@@ -294,6 +363,21 @@ class ReplaySource:
     def close(self) -> None:
         if self.trace is not None:
             self.trace.close()
+
+
+def _target_device(run_id: str, k: int, t: dict) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "dev": k,
+        "name": str(t.get("path") or ""),
+        "model": "",
+        "firmware": "",
+        "rotational": False,
+        "logical_block_size": int(t.get("block_size") or 0),
+        "capacity_bytes": int(t.get("size") or 0),
+        "partition_name": "",
+        "partition_start_bytes": 0,
+    }
 
 
 def lat_log_fields(path: Path) -> int:

@@ -68,7 +68,8 @@ def restorable(name: str, old: str) -> str:
     expanded to is restored: the buffer the host's next tracer gets is the same.
     """
     if name == "buffer_size_kb" and "(expanded:" in old:
-        return old.split("(expanded:")[1].strip(" )")
+        # Strip the newline too: a raw read of tracefs ends with one.
+        return old.split("(expanded:")[1].strip().rstrip(")").strip()
     if name == "trace_clock":
         return next((w.strip("[]") for w in old.split() if w.startswith("[")), "local")
     return old

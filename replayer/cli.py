@@ -97,6 +97,14 @@ def plan(
             "processes on one clock (bounded fio memory) instead of one fio process.",
         ),
     ] = False,
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host",
+            help="NAME=ADDRESS[:PORT]: a host running `fio --server`; targets then read "
+            "NAME:PATH (docs/replay-hosts.md).",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,
@@ -146,6 +154,7 @@ def plan(
             windows=windows,
             create_file=size,
             destroy=destroy_data_on or [],
+            hosts=host or [],
         )
     )
     text = man.pop("jobfile_text")
@@ -187,9 +196,15 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite existing record outputs.")
     ] = False,
+    host_iotape: Annotated[
+        str,
+        typer.Option("--host-iotape", help="Multi-host plans: the iotape command on the hosts."),
+    ] = "iotape",
     as_json: AsJson = False,
 ) -> None:
-    """Run the plan's fio jobs (JSON results and latency logs in JOBDIR/results).
+    """Run the plan's fio jobs (JSON results and latency logs in JOBDIR/results;
+    a multi-host plan: every host at once through `fio --client`, results per host
+    in JOBDIR/results/HOST).
 
     Example: iotape replay run jobs/ --record replay.iot --anchor-record fio-plain.iot
     """
@@ -201,6 +216,7 @@ def run(
             anchor_record,
             force,
             say=lambda s: status.update(s),
+            host_iotape=host_iotape,
         )
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -217,6 +233,53 @@ def run(
             str(wr.get("p99_ms", "-")),
         )
     Console().print(t)
+    for name, h in (summary.get("hosts") or {}).items():
+        print(_start_line(name, h.get("start") or {}))
+
+
+def _start_line(name: str, s: dict) -> str:
+    if "offset_ms" not in s:
+        return f"host {name}: {s.get('logged', 0)} requests logged, none paired with the plan"
+    return (
+        f"host {name}: started {s['offset_ms']} ms after the first host; "
+        f"{s['paired']}/{s['planned']} planned requests in its fio logs, "
+        f"issue error p50 {s['issue_error_ms']['p50']} p99 {s['issue_error_ms']['p99']} ms "
+        f"({s['source']})"
+    )
+
+
+@app.command("check-host")
+def check_host(
+    jobdir: Annotated[
+        Path, typer.Argument(help="The job directory, as copied to this host.", show_default=False)
+    ],
+    host: Annotated[str, typer.Argument(help="This host's --host NAME.", show_default=False)],
+    verdict: Annotated[
+        Path | None,
+        typer.Option("--verdict", help="Write the verdict file `replay run` reads back."),
+    ] = None,
+    destroy_data_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--destroy-data-on",
+            help="Allow writing to DEV despite a filesystem, mount or root disk.",
+        ),
+    ] = None,
+) -> None:
+    """Check this host's part of a multi-host plan: its targets (as `replay run` checks
+    local ones), their size, and its copy of the iologs. `replay run` runs it on every
+    host through fio before any I/O.
+
+    Example: iotape replay check-host /srv/jobs h1 --destroy-data-on /dev/sdb
+    """
+    from iotape.replayer import hostcheck
+
+    code, message = hostcheck.check(jobdir.resolve(), host, destroy_data_on or [])
+    if verdict is not None:
+        hostcheck.write_verdict(verdict, code, message)
+    if code:
+        raise IotapeError(message)
+    print(f"host {host}: ok")
 
 
 @app.command("fidelity")
@@ -224,7 +287,11 @@ def fidelity(
     original: Annotated[Path, typer.Argument(help="The original trace.", show_default=False)],
     replayed: Annotated[
         Path,
-        typer.Argument(help="The replay, recorded with `replay run --record`.", show_default=False),
+        typer.Argument(
+            help="The replay, recorded with `replay run --record`; or a multi-host JOBDIR "
+            "(per host, from fio's logs).",
+            show_default=False,
+        ),
     ],
     anchor: Annotated[
         Path | None,
@@ -243,6 +310,20 @@ def fidelity(
     """
     if not window > 0:
         raise IotapeError(f"--window {window}: must be a positive number of seconds")
+    if replayed.is_dir():
+        # A multi-host job directory: figures per host from fio's own logs.
+        from iotape.replayer import hostfid
+
+        man = runmod.load_manifest(replayed)
+        if not man.get("hosts"):
+            raise IotapeError(f"{replayed}: a job directory of one host; give the recorded replay")
+        res_h = hostfid.starts(replayed, man)
+        if as_json:
+            print(json.dumps({"hosts": res_h}, indent=2))
+            return
+        for name, s in res_h.items():
+            print(_start_line(name, s))
+        return
     res = {"iotape": fid.compare(original, replayed, window)}
     if anchor is not None:
         res["fio_plain"] = fid.compare(original, anchor, window)

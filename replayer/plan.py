@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from iotape.errors import IotapeError
-from iotape.replayer import fitloc, iolog, remap, safety, scale, synthetic, targets
+from iotape.replayer import fitloc, hosts, iolog, remap, safety, scale, synthetic, targets
 from iotape.replayer.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 
 MODES = ("exact", "synthetic", "auto")
@@ -102,6 +102,7 @@ class PlanOptions:
     windows: bool = False
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
+    hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts.py)
 
 
 @dataclass
@@ -256,16 +257,16 @@ class Window:
         return "replay.fio" if self.index == 0 else f"replay.w{self.index:04d}.fio"
 
 
-def _setup_us(n_jobs: int, windowed: bool = False) -> int:
+def _setup_us(n_jobs: int, windowed: bool = False, extra_s: float = 0.0) -> int:
     per_job = WINDOW_PER_JOB_S if windowed else START_PER_JOB_S
-    return int((START_S + per_job * n_jobs) * 1e6)
+    return int((START_S + extra_s + per_job * n_jobs) * 1e6)
 
 
 def _first_us(job: Job) -> int:
     return int(job.entries[0][0]) if job.entries is not None and len(job.entries[0]) else 0
 
 
-def _windows(jobs: list[Job]) -> list[Window]:
+def _windows(jobs: list[Job], extra_s: float = 0.0) -> list[Window]:
     """Past MAX_JOBS, cut the time-ordered jobs into windows of WINDOW_JOBS, each
     launched its set-up budget before its first piece's first request."""
     out = []
@@ -273,7 +274,7 @@ def _windows(jobs: list[Job]) -> list[Window]:
     size = WINDOW_JOBS if windowed else MAX_JOBS
     for k, lo in enumerate(range(0, max(len(jobs), 1), size)):
         part = jobs[lo : lo + size]
-        setup = _setup_us(len(part), windowed)
+        setup = _setup_us(len(part), windowed, extra_s)
         first = min((_first_us(j) for j in part), default=0) if k else 0
         out.append(Window(k, part, setup, first - setup))
     return out
@@ -285,6 +286,8 @@ def _target(path: str, writes: bool, opts: PlanOptions) -> targets.Target:
     whatever opening it would have said."""
     if path == PLACEHOLDER:
         return targets.Target(path, "file", None, 512)
+    if hosts.split(path):
+        return hosts.remote_target(path)
     if opts.create_file is not None and opts.create_file <= 0:
         raise IotapeError(f"--create-file {opts.create_file}: must be a positive size")
     if targets.classify(path, opts.create_file) == "block" and writes:
@@ -353,11 +356,14 @@ def build(opts: PlanOptions) -> dict:
     )
     mode, why = _mode(opts, len(src.records))
     mapping = targets.parse(opts.targets)
+    hostmap = hosts.parse(opts.hosts)
+    hosts.check_mapping(mapping, hostmap)
     if not mapping:
         if not opts.dry_run:
             raise IotapeError("no target: give --target NAME=PATH (e.g. --target all=/dev/sdb)")
         mapping = {"all": PLACEHOLDER}
-    mapping = {k: (v if v == PLACEHOLDER else os.path.abspath(v)) for k, v in mapping.items()}
+    local = lambda v: v == PLACEHOLDER or hosts.split(v) is not None  # noqa: E731
+    mapping = {k: (v if local(v) else os.path.abspath(v)) for k, v in mapping.items()}
     k_dbs = sc.databases if sc else 1
     r = src.records
     devnames = src.device_names()
@@ -475,11 +481,14 @@ def build(opts: PlanOptions) -> dict:
     windows = [Window(0, jobs, 0, 0)]
     if mode == "exact":
         jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment, opts.windows)
-        windows = _windows(jobs)
+        if opts.windows and hostmap:
+            raise IotapeError("--windows with --host: windows run on one host; drop one")
+        windows = _windows(jobs, hosts.START_S if hostmap else 0.0)
         # One process: iolog times count from fio's start, the trace's 0 at its
         # set-up budget. Several: from the stamped monotonic base (iolog.py).
         start_us = windows[0].start_us if len(windows) == 1 else iolog.MONO_BASE_US
     return {
+        "hosts": hostmap,
         "start_us": start_us,
         "windows": windows,
         "src": src,
@@ -622,9 +631,10 @@ def _startdelay_us(job: Job, start_us: int | None, window: Window) -> int:
 
 
 def jobfile_text(opts: PlanOptions, b: dict, window: Window | None = None) -> str:
-    """The job file of one window (the first when not given)."""
+    """The job file of one window, or of b["jobs"] (all of them, or one host's)
+    timed as the first window."""
     windows: list[Window] = b["windows"]
-    window = window or windows[0]
+    window = window or Window(0, b["jobs"], windows[0].start_us, windows[0].launch_us)
     shared = len(windows) > 1
     out = [
         header_text(opts, b),
@@ -771,14 +781,22 @@ def plan(opts: PlanOptions) -> dict:
             if j.entries is not None:
                 iolog.write(
                     tmp / "iologs" / f"{j.name}.log",
-                    j.target,
+                    hosts.local_path(j.target),
                     *j.entries,
                     start_us=b["start_us"],
                     stamped=stamped,
                 )
-        for name, t in texts.items():
-            (tmp / name).write_text(t)
-        anchor = _anchor(b)
+        if b["hosts"]:
+            per_host = {
+                h: jobfile_text(opts, {**b, "jobs": hosts.host_jobs(b["jobs"], h)})
+                for h in b["hosts"]
+            }
+            parts = hosts.write_parts(tmp, jobdir.resolve(), b["hosts"], per_host, b)
+            man.update(hosts=parts, jobfile=None, anchor=None)
+        else:
+            for name, t in texts.items():
+                (tmp / name).write_text(t)
+        anchor = _anchor(b) if not b["hosts"] else None
         if anchor:
             (tmp / "anchor.fio").write_text(anchor[0])
             (tmp / "anchor.log").write_text(anchor[1])

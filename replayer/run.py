@@ -231,12 +231,22 @@ def run(
     anchor_record_to: Path | None = None,
     force: bool = False,
     say: Callable[[str], None] = lambda s: None,
+    host_iotape: str = "iotape",
 ) -> dict:
     """Run the plan (and fio's plain anchor replay when `anchor_record_to` is given)."""
     jobdir = Path(jobdir).resolve()
     record_to = Path(record_to) if record_to is not None else None
     anchor_record_to = Path(anchor_record_to) if anchor_record_to is not None else None
     man = load_manifest(jobdir)
+    if man.get("hosts"):
+        from iotape.replayer import hostrun
+
+        if record_to is not None or anchor_record_to is not None:
+            raise IotapeError(
+                "--record/--anchor-record: a multi-host plan is measured from fio's per-I/O "
+                "logs of each host (record on a host with `iotape record` there)"
+            )
+        return hostrun.run(jobdir, man, destroy or [], host_iotape, say)
     create = check_targets(man, destroy or [])
     for p in (record_to, anchor_record_to):
         if p is not None:

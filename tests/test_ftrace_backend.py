@@ -38,6 +38,8 @@ def _restored(before: dict[str, str]) -> dict[str, str]:
 def test_an_unexpanded_buffer_is_restored_to_its_expanded_size() -> None:
     # What a freshly booted kernel shows before anyone has traced.
     assert ftrace_backend.restorable("buffer_size_kb", "7 (expanded: 1408)") == "1408"
+    # As read raw from tracefs, with its newline (this failed on a fresh boot).
+    assert ftrace_backend.restorable("buffer_size_kb", "7 (expanded: 1408)\n") == "1408"
     assert ftrace_backend.restorable("buffer_size_kb", "16387") == "16387"
     clocks = "local global counter uptime perf [mono] mono_raw boot tai x86-tsc"
     assert ftrace_backend.restorable("trace_clock", clocks) == "mono"
