@@ -266,12 +266,13 @@ def _first_us(job: Job) -> int:
     return int(job.entries[0][0]) if job.entries is not None and len(job.entries[0]) else 0
 
 
-def _windows(jobs: list[Job], extra_s: float = 0.0) -> list[Window]:
-    """Past MAX_JOBS, cut the time-ordered jobs into windows of WINDOW_JOBS, each
-    launched its set-up budget before its first piece's first request."""
+def _windows(jobs: list[Job], windows: bool, extra_s: float = 0.0) -> list[Window]:
+    """With `windows` and past MAX_JOBS, cut the time-ordered jobs into windows of
+    WINDOW_JOBS, each launched its set-up budget before its first piece's first
+    request; otherwise one window of them all."""
     out = []
-    windowed = len(jobs) > MAX_JOBS
-    size = WINDOW_JOBS if windowed else MAX_JOBS
+    windowed = windows and len(jobs) > MAX_JOBS
+    size = WINDOW_JOBS if windowed else max(len(jobs), 1)
     for k, lo in enumerate(range(0, max(len(jobs), 1), size)):
         part = jobs[lo : lo + size]
         setup = _setup_us(len(part), windowed, extra_s)
@@ -483,7 +484,7 @@ def build(opts: PlanOptions) -> dict:
         jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment, opts.windows)
         if opts.windows and hostmap:
             raise IotapeError("--windows with --host: windows run on one host; drop one")
-        windows = _windows(jobs, hosts.START_S if hostmap else 0.0)
+        windows = _windows(jobs, opts.windows, hosts.START_S if hostmap else 0.0)
         # One process: iolog times count from fio's start, the trace's 0 at its
         # set-up budget. Several: from the stamped monotonic base (iolog.py).
         start_us = windows[0].start_us if len(windows) == 1 else iolog.MONO_BASE_US

@@ -193,10 +193,13 @@ def test_windowed_replay_runs_every_request_on_one_clock(
 
 def test_without_windows_a_long_trace_fits_one_fio_process(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(planmod, "MAX_JOBS", 40)
+    monkeypatch.setattr(planmod, "WINDOW_JOBS", 20)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
     # The default: one fio process (fio's own clock), its pieces longer than --segment.
-    # (MAX_JOBS is a target: each stream's last piece is shorter; fio takes 4096.)
-    assert man["windows"] is None and len(man["jobs"]) <= 2 * 40
+    # MAX_JOBS is a target: each stream's last piece is shorter (fio takes 4096), and
+    # going past it must not cut the plan into windows (a 10 min trace's 2,004 were).
+    assert 40 < len(man["jobs"]) <= 2 * 40
+    assert man["windows"] is None
     assert man["requests_per_job"] > PlanOptions.segment
     assert "clocksource=cpu" in (tmp_path / "jobs" / "replay.fio").read_text()
