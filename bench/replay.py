@@ -27,6 +27,15 @@ reported), runs each recorded and compares it with its original: the LRU
 hit-ratio gaps at 1-50 % of the footprint against the goal (3 pp or 15 %
 relative), the footprint error (goal 5 %) and the per-second IOPS error (1 %).
 
+`--long` (issue 23) records the production mix (8,000 IOPS Poisson, 60 % reads,
+4k/32k/128k) for 60 s and 10 min (`--hour` adds 1 hour), and per trace runs
+the `iotape` CLI as a user would, each command in its own process so that its
+peak RSS is measured (`replay plan`, `replay run --record --anchor-record`,
+`replay fidelity --json`): iotape's exact replay and fio's plain replay of the
+same trace in the same run, each judged against the wake-up floor `replay run`
+measured while it ran (overall p99 within 3x the floor's p99, no 5 s window
+beyond 5x; per-second IOPS error <= 1 %). Writes replay-long.json.
+
 Writes bench/results/replay.json (replay-locality.json for --parts locality).
 Run as root: `.venv/bin/python bench/replay.py [--seconds 5] [--rounds 3]`,
 `.venv/bin/python bench/replay.py --parts locality --seconds 40`.
@@ -79,6 +88,8 @@ TRACES = {
     ),
 }
 VARIANTS = ("iotape", "fio-plain", "iotape-1job")
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-windows")
+WINDOWS_UP_TO_S = 60  # the windows variant costs another replay: the short trace only
 
 
 def _loop(size_mb: int) -> tuple[str, str]:
@@ -315,6 +326,116 @@ def _brief(r: dict) -> dict:
     return out
 
 
+def _cli(args: list[str], out: Path | None = None) -> tuple[float, float]:
+    """Run `iotape ARGS` in its own process: (seconds, peak RSS in MiB)."""
+    t0 = time.monotonic()
+    with open(out or os.devnull, "w") as f:
+        proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "iotape"), *args], stdout=f)
+        _, status, ru = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"iotape {' '.join(args)}: exit {os.waitstatus_to_exitcode(status)}")
+    return round(time.monotonic() - t0, 1), round(ru.ru_maxrss / 1024, 1)
+
+
+def _long_figures(c: dict) -> dict:
+    o = c["overall"]
+    rows = c.get("windows") or []
+    worst = max(rows, key=lambda r: r.get("issue_p99_ms", 0), default={})
+    return {
+        "iops_mape_pct": o["iops_mape_pct"],
+        "issue_error_ms": o.get("issue_error"),
+        "drift_ms_per_s": o.get("drift_ms_per_s"),
+        "match_share": o["match_share"],
+        "wakeup_floor": c.get("wakeup_floor"),
+        "floor_goal": c.get("floor_goal"),
+        "worst_window": worst,
+        "meets_goal": bool((c.get("floor_goal") or {}).get("meets_goal"))
+        and (o["iops_mape_pct"] or 0) <= 1.0,
+        "windows": rows,
+    }
+
+
+def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
+    d = work / f"production-{seconds}s"
+    d.mkdir()
+    orig = d / "orig.iot"
+    _record(d / "orig.fio", TRACES["production"], seconds, src, orig)
+    jobs = d / "jobs"
+    out: dict = {"seconds": seconds, "requests": len(load(orig).records)}
+    out["plan_s"], out["plan_rss_mib"] = _cli(
+        ["replay", "plan", str(orig), "-o", str(jobs), "--mode", "exact", "--target", f"all={dst}"]
+    )
+    man = json.loads((jobs / "plan.json").read_text())
+    out["jobs"], out["windows"] = len(man["jobs"]), len(man.get("windows") or [1])
+    rep, plain = d / "iotape.iot", d / "plain.iot"
+    out["run_s"], out["run_rss_mib"] = _cli(
+        ["replay", "run", str(jobs), "--record", str(rep), "--anchor-record", str(plain)]
+    )
+    res = d / "fidelity.json"
+    out["fidelity_s"], out["fidelity_rss_mib"] = _cli(
+        ["replay", "fidelity", str(orig), str(rep), "--anchor", str(plain), "--json"], res
+    )
+    both = json.loads(res.read_text())
+    out["iotape"] = _long_figures(both["iotape"])
+    out["fio-plain"] = _long_figures(both["fio_plain"])
+    # The same trace as windows of fio processes (--windows), for comparison.
+    if seconds > WINDOWS_UP_TO_S:
+        return out
+    jobs1, rep1 = d / "jobs-windows", d / "iotape-windows.iot"
+    args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
+    out["windows_plan_rss_mib"] = _cli([*args, "--target", f"all={dst}", "--windows"])[1]
+    out["windows_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
+    _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
+    out["iotape-windows"] = _long_figures(json.loads(res.read_text())["iotape"])
+    return out
+
+
+def _long_brief(r: dict) -> dict:
+    keep = ("iops_mape_pct", "issue_error_ms", "floor_goal", "worst_window", "meets_goal")
+    return {
+        **{k: r[k] for k in r if k not in VARIANTS_LONG},
+        **{v: {k: r[v][k] for k in keep} for v in VARIANTS_LONG if v in r},
+    }
+
+
+def main_long(a: argparse.Namespace) -> None:
+    lengths = [int(x) for x in a.long.split(",")] + ([3600] if a.hour else [])
+    made: list[tuple[str, str]] = []
+    rounds: list[dict] = []
+    try:
+        made.append(_loop(256))
+        made.append(_loop(256))
+        (src, _), (dst, _) = made
+        for k in range(a.rounds):
+            res = {}
+            tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-long-", dir="/var/tmp"))
+            for n in lengths:
+                res[f"{n}s"] = one_long(n, tmp, src, dst)
+                print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
+            # Kept for a closer look (a 10 min trace's files are ~1 GB): say where.
+            print("work files:", tmp, flush=True)
+            rounds.append(res)
+    finally:
+        for dev, backing in made:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            os.unlink(backing)
+    doc = {
+        "what": "long exact replays (issue 23): iotape against fio's plain replay, each "
+        "judged against the wake-up floor measured during its own run",
+        "goal": "per-second IOPS error <= 1 %, issue-time p99 <= 3x the floor's p99, no 5 s "
+        "window's p99 beyond 5x its floor; peak RSS of plan/run/fidelity < 1 GiB",
+        "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
+        "fio": subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip(),
+        "summary": [{n: _long_brief(r) for n, r in rnd.items()} for rnd in rounds],
+        "rounds": rounds,
+    }
+    out = a.output or ROOT / "bench" / "results" / "replay-long.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"], indent=1))
+    print(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
@@ -323,7 +444,18 @@ def main() -> None:
     ap.add_argument("--traces", default=short, help=f"comma-separated; default {short}")
     ap.add_argument("--parts", choices=("timing", "locality"), default="timing")
     ap.add_argument("--output", type=Path, default=None)
+    ap.add_argument(
+        "--long",
+        nargs="?",
+        const="60,600",
+        default=None,
+        help="long traces: comma-separated lengths in s (default 60,600)",
+    )
+    ap.add_argument("--hour", action="store_true", help="with --long: also a 1-hour trace")
     a = ap.parse_args()
+    if a.long:
+        main_long(a)
+        return
     if a.parts == "locality":
         main_locality(a)
         return

@@ -89,6 +89,14 @@ def plan(
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
     ] = planmod.PlanOptions.segment,
+    windows: Annotated[
+        bool,
+        typer.Option(
+            "--windows",
+            help="Exact mode: past 2,000 pieces, keep them short and run windows of fio "
+            "processes on one clock (bounded fio memory) instead of one fio process.",
+        ),
+    ] = False,
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -143,6 +151,7 @@ def plan(
             locality=locality,
             engine=engine,
             segment=segment,
+            windows=windows,
             create_file=size,
             destroy=destroy_data_on or [],
             hosts=host or [],
@@ -288,12 +297,19 @@ def fidelity(
         Path | None,
         typer.Option("--anchor", help="fio's plain replay, recorded (shown side by side)."),
     ] = None,
+    window: Annotated[
+        float,
+        typer.Option("--window", help="Seconds per time window of the per-window table."),
+    ] = 5.0,
     as_json: AsJson = False,
 ) -> None:
-    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality.
+    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality,
+    and the error per time window beside the wake-up floor measured during the run.
 
     Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
     """
+    if not window > 0:
+        raise IotapeError(f"--window {window}: must be a positive number of seconds")
     if replayed.is_dir():
         # A multi-host job directory: figures per host from fio's own logs.
         from iotape.replayer import hostfid
@@ -308,9 +324,9 @@ def fidelity(
         for name, s in res_h.items():
             print(_start_line(name, s))
         return
-    res = {"iotape": fid.compare(original, replayed)}
+    res = {"iotape": fid.compare(original, replayed, window)}
     if anchor is not None:
-        res["fio_plain"] = fid.compare(original, anchor)
+        res["fio_plain"] = fid.compare(original, anchor, window)
     if as_json:
         print(json.dumps(res, indent=2))
         return
@@ -340,8 +356,39 @@ def fidelity(
                 vals.append("-" if v is None else str(v))
             t.add_row(stream, key, *vals)
     Console().print(t)
+    _print_windows(res)
     for name, r in res.items():
         _print_locality(name, r["locality"])
+
+
+def _print_windows(res: dict) -> None:
+    """Per time window: the replay's error beside the wake-up floor of its run."""
+    rows = res["iotape"].get("windows")
+    if not rows:
+        return
+    anchor = res.get("fio_plain", {}).get("windows") or []
+    cols = ["from s", "requests", "IOPS err %", "issue p50/p99/max ms", "floor p99"]
+    t = Table(*cols, "p99/floor", *(["plain p99"] if anchor else []))
+    for k, r in enumerate(rows):
+        issue = "/".join(str(r.get(f"issue_{q}_ms", "-")) for q in ("p50", "p99", "max"))
+        cells = [str(r["from_s"]), f"{r['requests'][0]}/{r['requests'][1]}"]
+        cells += [str(r["iops_mape_pct"]), issue, str(r.get("floor_p99_ms", "-"))]
+        cells.append(str(r.get("p99_over_floor", "-")))
+        if anchor:
+            cells.append(str(anchor[k].get("issue_p99_ms", "-")) if k < len(anchor) else "-")
+        t.add_row(*cells)
+    Console().print(t)
+    for name, r in res.items():
+        g = r.get("floor_goal") or {}
+        if not g:
+            print(f"floor ({name}): no wake-up floor recorded for this replay")
+            continue
+        print(
+            f"floor ({name}): p99 {g['p99_over_floor']}x the wake-up floor's "
+            f"{g['floor_p99_ms']} ms (goal <= {fid.timewindows.GOAL_OVERALL:g}x), worst window "
+            f"{g['worst_window_over_floor']}x (goal <= {fid.timewindows.GOAL_WINDOW:g}x): "
+            + ("meets the goal" if g["meets_goal"] else "MISSES the goal")
+        )
 
 
 def _print_locality(name: str, loc: dict) -> None:

@@ -18,6 +18,10 @@ pairs are coincidences: where fewer than half the requests pair, both traces are
 aligned at their first request instead, and issue-time errors are not reported
 (they would measure chance).
 
+Per time window (timewindows.py): requests, IOPS error and issue-time error
+beside the wake-up floor `replay run` measured during the run, and whether the
+replay is within the floor-relative goal.
+
 Locality (locality.py) is measured over all requests: footprint, hot shares,
 sequential share and the LRU hit-ratio curve. A replay whose curve is far from
 the original's is unfaithful on locality however good its rate is.
@@ -27,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from iotape.replayer import locality
-from iotape.replayer.source import OP, load
+from iotape.replayer import locality, timewindows
+from iotape.replayer.source import OP, load, request_times
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
 
@@ -128,8 +132,9 @@ def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
     return f
 
 
-def compare(original, replayed) -> dict:
-    """Per-stream and overall fidelity figures; each pair is [original, replay]."""
+def compare(original, replayed, window_s: float = timewindows.WINDOW_S) -> dict:
+    """Per-stream, per-window and overall fidelity figures; each pair is
+    [original, replay]."""
     so, sr = load(original), load(replayed)
     o, r = so.records, sr.records
     io, ir = match(o, r)
@@ -172,6 +177,18 @@ def compare(original, replayed) -> dict:
         )
     unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched
+    floor = timewindows.floor_of(sr.metadata())
+    mono0 = sr.header.get("mono_start_ns")
+    if mono0 is not None and len(r):
+        # The replay's records count from the recorder's start (CLOCK_MONOTONIC).
+        mono0 = int(mono0) + int(request_times(r[:1])[0]) + shift
+    if timed:
+        rows = timewindows.windows(to, tr, io, ir, so.duration_ns, floor, mono0, window_s)
+        out["windows"] = rows
+        out["wakeup_floor"] = (floor or {}).get("overall")
+        out["floor_goal"] = timewindows.verdict(
+            out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
+        )
     out["locality"] = locality.figures(o, so.t_ns, r, sr.t_ns)
     return out
 

@@ -2,6 +2,8 @@
 
 Layout of JOBDIR:
   replay.fio      the jobs, one fio process, a header saying what was done and why
+  replay.wNNNN.fio  a long exact trace: the jobs of window N, one fio process each
+                  (replay.fio is window 0), all on one clock (iolog.py)
   iologs/*.log    exact mode: one iolog (v3, microseconds) per stream, target and copy
   anchor.fio      fio's own plain replay of the same requests (one iolog, read_iolog
   anchor.log      defaults), the yardstick that `iotape replay fidelity` compares against
@@ -33,6 +35,8 @@ MAX_SUBMITTERS = 64
 # fio's CPU clock starts at fio's start: the zero that exact jobs' starts count from
 # (iolog.py explains how a job's first wait becomes absolute).
 CLOCKSOURCE = "cpu"
+# A plan of several fio processes (windows) shares CLOCK_MONOTONIC instead (iolog.py).
+CLOCKSOURCE_SHARED = "clock_gettime"
 # Exact jobs start this long after fio does, plus START_PER_JOB_S per job: fio sets
 # its jobs up one after another once it releases them (~0.1-0.2 ms each here),
 # and a job that is still setting up at its start time starts late.
@@ -48,7 +52,25 @@ START_PER_JOB_S = 0.001
 # every 100 ms and sets each up after that (100-200 ms late here; 0.6 s was not
 # enough margin once the machine was busy).
 STARTDELAY_MARGIN_S = 1.0
-MAX_JOBS = 2000  # fio 3.33 refuses more than 4096
+# Jobs per fio process (fio 3.33 refuses more than 4096). A trace of more pieces
+# gets longer pieces (a stall inside a piece then delays the rest of it, since
+# fio times each entry from the previous issue), or with --windows is cut into
+# windows of WINDOW_JOBS pieces in time order, each run by its own fio process
+# launched its set-up time before its first piece: pieces stay `--segment` long
+# and each fio holds one window. Measured on a 60 s trace at 8k IOPS, the
+# windows' p99 was 339 ms against 12.8 ms for one process in the same run: a fio
+# process setting up (opening every job's file, creating its threads) raised the
+# running replay's device latency p99 from 0.1 to 15-25 ms, and a window starts
+# every ~2 s. fio's memory, though, is one window's (473 MiB against 1.37 GiB).
+MAX_JOBS = 2000
+# A window's jobs have no startdelay: fio counts it from its genesis, which it
+# sets only after opening every job's file one by one, and a process started
+# while another replays took seconds to get there (windows of 2,000 jobs whose
+# startdelayed pieces all ran 2-7 s late). Every job is created at launch and
+# its first wait is absolute; a window is small enough that those waits (slept
+# in 0.5 s steps) stay short, and its set-up gets WINDOW_PER_JOB_S per job.
+WINDOW_JOBS = 500
+WINDOW_PER_JOB_S = 0.003
 SYNC_ENGINES = ("psync", "sync", "pvsync", "pvsync2", "vsync")
 WRITE_OPS = [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
 PLACEHOLDER = "/dev/TARGET"
@@ -75,6 +97,9 @@ class PlanOptions:
     exact_limit: int = 2_000_000
     engine: str = "psync"
     segment: int = 32
+    # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
+    # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
+    windows: bool = False
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
     hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts.py)
@@ -171,18 +196,21 @@ def _fold_sync_only(jobs: list[Job]) -> list[Job]:
     return out
 
 
-def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
+def _segments(jobs: list[Job], per_job: int, windows: bool = False) -> tuple[list[Job], int]:
     """Cut each exact job into pieces of at most `per_job` requests, each its own
     job. fio 3.33 times an iolog request from the one before it, and every wait
     ends a little late (5-20 us here, more when the CPU is busy), so a job's
     lateness grows with its length; a job's first request, though, is timed from
     fio's start (iolog.py), the same zero for every job. A piece's error is
     therefore bounded by its own few requests.
-    fio takes at most MAX_JOBS jobs: long traces get longer pieces."""
+    fio takes at most MAX_JOBS jobs: long traces get longer pieces, or with
+    `windows` keep their length and run as windows of fio processes (_windows)."""
     if per_job <= 0:
         return jobs, 0
-    total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
-    n = max(per_job, -(-total // MAX_JOBS))
+    n = per_job
+    if not windows:
+        total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
+        n = max(per_job, -(-total // MAX_JOBS))
     out: list[Job] = []
     for j in jobs:
         if j.entries is None:
@@ -213,6 +241,44 @@ def _segments(jobs: list[Job], per_job: int) -> tuple[list[Job], int]:
     # first are the first ready.
     out.sort(key=lambda j: int(j.entries[0][0]) if j.entries is not None else 0)
     return out, n
+
+
+@dataclass
+class Window:
+    """Consecutive pieces run by one fio process."""
+
+    index: int
+    jobs: list[Job]
+    start_us: int  # set-up budget: the first piece's entry this long after launch
+    launch_us: int  # when its fio starts, in trace microseconds (may be < 0)
+
+    @property
+    def jobfile(self) -> str:
+        return "replay.fio" if self.index == 0 else f"replay.w{self.index:04d}.fio"
+
+
+def _setup_us(n_jobs: int, windowed: bool = False, extra_s: float = 0.0) -> int:
+    per_job = WINDOW_PER_JOB_S if windowed else START_PER_JOB_S
+    return int((START_S + extra_s + per_job * n_jobs) * 1e6)
+
+
+def _first_us(job: Job) -> int:
+    return int(job.entries[0][0]) if job.entries is not None and len(job.entries[0]) else 0
+
+
+def _windows(jobs: list[Job], windows: bool, extra_s: float = 0.0) -> list[Window]:
+    """With `windows` and past MAX_JOBS, cut the time-ordered jobs into windows of
+    WINDOW_JOBS, each launched its set-up budget before its first piece's first
+    request; otherwise one window of them all."""
+    out = []
+    windowed = windows and len(jobs) > MAX_JOBS
+    size = WINDOW_JOBS if windowed else max(len(jobs), 1)
+    for k, lo in enumerate(range(0, max(len(jobs), 1), size)):
+        part = jobs[lo : lo + size]
+        setup = _setup_us(len(part), windowed, extra_s)
+        first = min((_first_us(j) for j in part), default=0) if k else 0
+        out.append(Window(k, part, setup, first - setup))
+    return out
 
 
 def _target(path: str, writes: bool, opts: PlanOptions) -> targets.Target:
@@ -413,13 +479,19 @@ def build(opts: PlanOptions) -> dict:
                     jobs.append(Job(f"{name}.{w}", path, sname, db, o, n, writes))
     per_segment = 0
     start_us = None
+    windows = [Window(0, jobs, 0, 0)]
     if mode == "exact":
-        jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment)
-        start_s = START_S + (hosts.START_S if hostmap else 0)
-        start_us = int((start_s + START_PER_JOB_S * len(jobs)) * 1e6)
+        jobs, per_segment = _segments(_fold_sync_only(jobs), opts.segment, opts.windows)
+        if opts.windows and hostmap:
+            raise IotapeError("--windows with --host: windows run on one host; drop one")
+        windows = _windows(jobs, opts.windows, hosts.START_S if hostmap else 0.0)
+        # One process: iolog times count from fio's start, the trace's 0 at its
+        # set-up budget. Several: from the stamped monotonic base (iolog.py).
+        start_us = windows[0].start_us if len(windows) == 1 else iolog.MONO_BASE_US
     return {
         "hosts": hostmap,
         "start_us": start_us,
+        "windows": windows,
         "src": src,
         "per_segment": per_segment,
         "scaling": sc,
@@ -456,8 +528,12 @@ def header_text(opts: PlanOptions, b: dict) -> str:
             " each its own job",
             "  (NAME.sNNNN), and every piece starts at an absolute time: iolog times are",
             "  us after fio's start (clocksource=cpu: fio's clock starts when fio does),",
-            f"  the trace's time 0 at {(b['start_us'] or 0) / 1e6:g} s, so that fio can set "
-            "every job up first.",
+            (
+                f"  the trace's time 0 at {(b['start_us'] or 0) / 1e6:g} s, so that fio can set "
+                "every job up first."
+                if len(b["windows"]) == 1
+                else "  the trace's time 0 at a stamped base (windows, below)."
+            ),
             "  Each log opens with `1 FILE wait 0 0`: fio 3.33 rejects a v3 `wait` (it says",
             "  so once per job on stderr) but takes its time as the reference, so the",
             "  job's first wait counts from fio's start, not from when the job got ready.",
@@ -469,6 +545,23 @@ def header_text(opts: PlanOptions, b: dict) -> str:
             "  Requests that overlapped in the trace go to separate lanes (NAME.lK), since",
             "  a synchronous job issues one at a time. iodepth (async engines) is twice",
             "  the most requests the stream had in flight.",
+        ]
+        if len(b["windows"]) > 1:
+            lines += [
+                f"windows: {len(b['jobs'])} pieces > {MAX_JOBS} per fio process, so the trace is",
+                f"  replayed by {len(b['windows'])} fio processes (replay.fio, replay.wNNNN.fio)"
+                f" of {WINDOW_JOBS} jobs,",
+                "  each launched its set-up time before its first piece by `iotape replay run`,",
+                "  its jobs without startdelay (fio counts it from a genesis that came seconds",
+                "  late in a process started while another replayed). They share",
+                "  one clock: clocksource=clock_gettime (CLOCK_MONOTONIC) and iolog times",
+                f"  {iolog.MONO_BASE_US} + the trace's us; `replay run` stamps each log's wait",
+                "  line with that minus the monotonic us of the trace's 0, so every first wait",
+                "  ends at an absolute time. Pieces stay short however long the trace: fio",
+                "  times each entry from the previous issue, so a stall delays the rest of a",
+                "  piece (fio 3.33 has no absolute time per entry).",
+            ]
+        lines += [
             "streams: fio's threads all carry fio's name, so a recorder labels the replay",
             "  `other`; `iotape replay run --record` relabels each replayed request with the",
             "  stream of the job whose iolog holds it (plan.json maps jobs to streams).",
@@ -517,7 +610,7 @@ def header_text(opts: PlanOptions, b: dict) -> str:
     return "".join(f"; {ln}\n" for ln in lines)
 
 
-def _startdelay_us(job: Job, start_us: int | None) -> int:
+def _startdelay_us(job: Job, start_us: int | None, window: Window) -> int:
     """When fio should create the job's thread, or 0 for a job that starts early.
 
     The iolog's times count from fio's clock zero (its start), but `startdelay`
@@ -527,32 +620,51 @@ def _startdelay_us(job: Job, start_us: int | None) -> int:
     a job created STARTDELAY_MARGIN_S before its first entry by genesis' count
     was created after it, released by fio's 100 ms polls and started 0-200 ms
     late (p99 issue error 102 ms). Counting the margin from the latest genesis
-    the plan allows keeps every job created at least the margin before its entry."""
+    the plan allows keeps every job created at least the margin before its entry.
+    A window's genesis is counted from its own launch the same way."""
     if start_us is None or job.entries is None or not len(job.entries[0]):
         return 0
+    if start_us == iolog.MONO_BASE_US:
+        return 0  # a window: see WINDOW_JOBS
     first = iolog.first_entry_us(iolog.log_time_us(int(job.entries[0][0]), start_us))
-    return max(0, first - start_us - int(STARTDELAY_MARGIN_S * 1e6))
+    genesis = start_us + window.launch_us + window.start_us
+    return max(0, first - genesis - int(STARTDELAY_MARGIN_S * 1e6))
 
 
-def jobfile_text(opts: PlanOptions, b: dict) -> str:
+def jobfile_text(opts: PlanOptions, b: dict, window: Window | None = None) -> str:
+    """The job file of one window, or of b["jobs"] (all of them, or one host's)
+    timed as the first window."""
+    windows: list[Window] = b["windows"]
+    window = window or Window(0, b["jobs"], windows[0].start_us, windows[0].launch_us)
+    shared = len(windows) > 1
     out = [
         header_text(opts, b),
+        f"; window {window.index + 1} of {len(windows)}: {len(window.jobs)} jobs, fio launched"
+        f" at {window.launch_us / 1e6:+.3f} s of the trace\n"
+        if shared
+        else "",
         "\n[global]\n",
         f"ioengine={opts.engine}\n",
         "direct=1\n",
         "thread=1\n",
-        f"clocksource={CLOCKSOURCE}\n",
+        f"clocksource={CLOCKSOURCE_SHARED if shared else CLOCKSOURCE}\n",
         # Every target exists before fio starts (`replay run` checks, and creates
         # a --create-file file): a missing one is an error, never a new file.
         "allow_file_create=0\n",
+        # fio drops the target's page cache each time a job opens its file, i.e. at
+        # every piece's start: BLKFLSBUF on a block device, which syncs the device
+        # and drains every CPU's page lists while the other pieces' requests run.
+        # With direct I/O there is no cache to drop.
+        "invalidate=0\n",
     ]
     # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
-    out += ["write_lat_log=results/lat\n", "log_offset=1\n"]
-    for job in b["jobs"]:
+    lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
+    out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
+    for job in window.jobs:
         out.append(f"\n; {job.stream} of db{job.db}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
             out.append(f"read_iolog=iologs/{job.name}.log\n")
-            delay = _startdelay_us(job, b.get("start_us"))
+            delay = _startdelay_us(job, b.get("start_us"), window)
             if delay:
                 out.append(f"startdelay={delay}us\n")
         out += [f"{k}={v}\n" for k, v in job.options.items()]
@@ -603,7 +715,7 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
         "mode_reason": b.get("mode_reason"),
         "jobfile": "replay.fio",
         "anchor": "anchor.fio" if any(j.entries is not None for j in b["jobs"]) else None,
-        "duration_s": src.duration_ns / 1e9 * opts.time_scale + (b.get("start_us") or 0) / 1e6,
+        "duration_s": src.duration_ns / 1e9 * opts.time_scale + b["windows"][0].start_us / 1e6,
         "time_scale": opts.time_scale,
         "requests_per_job": b.get("per_segment") or None,
         "remap": opts.remap,
@@ -620,6 +732,12 @@ def manifest(opts: PlanOptions, b: dict) -> dict:
             }
             for p, t in sorted(b["probed"].items())
         ],
+        "windows": [
+            {"jobfile": w.jobfile, "launch_us": w.launch_us, "jobs": len(w.jobs)}
+            for w in b["windows"]
+        ]
+        if len(b["windows"]) > 1
+        else None,
         "jobs": [
             {
                 "name": j.name,
@@ -637,7 +755,10 @@ def plan(opts: PlanOptions) -> dict:
     """Build the plan and, unless dry_run, write JOBDIR whole (or nothing). Returns
     the manifest, with "jobfile_text" added."""
     b = build(opts)
-    text = jobfile_text(opts, b)
+    texts = {w.jobfile: jobfile_text(opts, b, w) for w in b["windows"]}
+    text = "".join(
+        (f"\n; ---- {name} ----\n" if k else "") + t for k, (name, t) in enumerate(texts.items())
+    )
     man = manifest(opts, b)
     if opts.dry_run:
         return {**man, "jobfile_text": text}
@@ -656,6 +777,7 @@ def plan(opts: PlanOptions) -> dict:
     try:
         (tmp / "iologs").mkdir()
         (tmp / "results").mkdir()
+        stamped = len(b["windows"]) > 1
         for j in b["jobs"]:
             if j.entries is not None:
                 iolog.write(
@@ -663,16 +785,18 @@ def plan(opts: PlanOptions) -> dict:
                     hosts.local_path(j.target),
                     *j.entries,
                     start_us=b["start_us"],
+                    stamped=stamped,
                 )
         if b["hosts"]:
-            texts = {
+            per_host = {
                 h: jobfile_text(opts, {**b, "jobs": hosts.host_jobs(b["jobs"], h)})
                 for h in b["hosts"]
             }
-            parts = hosts.write_parts(tmp, jobdir.resolve(), b["hosts"], texts, b)
+            parts = hosts.write_parts(tmp, jobdir.resolve(), b["hosts"], per_host, b)
             man.update(hosts=parts, jobfile=None, anchor=None)
         else:
-            (tmp / "replay.fio").write_text(text)
+            for name, t in texts.items():
+                (tmp / name).write_text(t)
         anchor = _anchor(b) if not b["hosts"] else None
         if anchor:
             (tmp / "anchor.fio").write_text(anchor[0])

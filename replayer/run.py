@@ -12,7 +12,9 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from iotape.errors import IotapeError
 from iotape.recorder import record as rec
 from iotape.recorder.tracefile import open_trace, write_trace
 from iotape.replayer import fidelity as fid
+from iotape.replayer import launch as launchmod
 from iotape.replayer import plan as planmod
 from iotape.replayer import targets
 from iotape.replayer.safety import check_target, rdev_of
@@ -110,10 +113,83 @@ def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
     return ["sh", "-c", inner]
 
 
+def _launch_cmd(jobdir: Path) -> list[str]:
+    if shutil.which("fio") is None:
+        raise IotapeError("fio not found: install fio")
+    return [sys.executable, "-m", "iotape.replayer.launch", str(jobdir)]
+
+
+def _merge_windows(jobdir: Path, man: dict, output: str) -> None:
+    """One fio JSON for the whole plan: the windows' jobs, in window order."""
+    merged: dict = {}
+    for k in range(len(man["windows"])):
+        path = jobdir / launchmod.window_output(k)
+        try:
+            text = path.read_text()
+            part = json.loads(text[text.index("{") :])
+        except (OSError, ValueError):
+            raise IotapeError(f"{path}: fio wrote no JSON result") from None
+        if not merged:
+            merged = part
+        else:
+            merged["jobs"] += part.get("jobs", [])
+    (jobdir / output).write_text(json.dumps(merged) + "\n")
+
+
+def _start_probe(out: Path) -> subprocess.Popen:
+    """The wake-up floor, measured beside fio for the whole run (wakeup.py)."""
+    return subprocess.Popen([sys.executable, "-m", "iotape.replayer.wakeup", str(out)])
+
+
+def _stop_probe(p: subprocess.Popen) -> None:
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def _one(
-    jobdir: Path, jobfile: str, output: str, devs: list[str], record_to: Path | None, force: bool
+    jobdir: Path,
+    jobfile: str,
+    output: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+    man: dict | None = None,
 ) -> dict:
-    cmd = _fio_cmd(jobdir, jobfile, output)
+    windowed = bool(man and man.get("windows"))
+    cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
+    wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
+    probe = _start_probe(wakeup)
+    try:
+        rc = _command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
+    finally:
+        _stop_probe(probe)
+    if rc == 0 and windowed:
+        _merge_windows(jobdir, man, output)
+    out = jobdir / output
+    if rc != 0:
+        where = "results/fio.wNNNN.err" if windowed else out.with_suffix(".err")
+        raise IotapeError(f"{jobdir / jobfile}: fio exited with status {rc}; see {where}")
+    try:
+        text = out.read_text()
+        # fio may print notes before its JSON in the same file.
+        return json.loads(text[text.index("{") :])
+    except (OSError, ValueError):
+        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+
+
+def _command(
+    cmd: list[str],
+    jobdir: Path,
+    jobfile: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+    wakeup: Path,
+) -> int:
     if record_to is not None:
         if not devs:
             raise IotapeError("--record: the plan has no block-device target to record")
@@ -123,23 +199,11 @@ def _one(
                 output=record_to,
                 command=cmd,
                 force=force,
-                metadata={"replay_of": str(jobdir), "jobfile": jobfile},
+                metadata={"replay_of": str(jobdir), "jobfile": jobfile, "wakeup": str(wakeup)},
             )
         )
-        rc = res.command_exit
-    else:
-        rc = subprocess.run(cmd, check=False).returncode
-    out = jobdir / output
-    if rc != 0:
-        raise IotapeError(
-            f"{jobdir / jobfile}: fio exited with status {rc}; see {out.with_suffix('.err')}"
-        )
-    try:
-        text = out.read_text()
-        # fio may print notes before its JSON in the same file.
-        return json.loads(text[text.index("{") :])
-    except (OSError, ValueError):
-        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+        return res.command_exit
+    return subprocess.run(cmd, check=False).returncode
 
 
 def summarize(fio_json: dict) -> list[dict]:
@@ -191,7 +255,7 @@ def run(
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
     say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")
-    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force)
+    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force, man)
     summary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
     if record_to is not None:
         summary["record"] = str(record_to)
@@ -208,10 +272,11 @@ def run(
 
 def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
     """Every read/write/trim in the plan's iologs, in time order, as records with
-    op, offset, bytes and stream (an index into the returned stream names)."""
+    op, offset, bytes and stream (an index into the returned stream names).
+    Held as arrays, one log at a time: a long plan has millions of entries."""
     names: list[str] = []
-    rows: list[tuple[int, int, int, int, int]] = []
     codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
     for j in man["jobs"]:
         log = jobdir / "iologs" / f"{j['name']}.log"
         if not log.exists():
@@ -219,18 +284,27 @@ def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
         if j["stream"] not in names:
             names.append(j["stream"])
         s = names.index(j["stream"])
-        for line in log.read_text().splitlines()[1:]:
-            f = line.split()
-            if len(f) == 5 and f[2] in codes:
-                rows.append((int(f[0]), codes[f[2]], int(f[3]), int(f[4]), s))
-    rows.sort()
-    a = np.zeros(
-        len(rows), dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")]
-    )
-    if rows:
-        cols = np.array(rows, dtype=np.int64)
-        for k, name in enumerate(("op", "offset", "bytes", "stream"), start=1):
-            a[name] = cols[:, k]
+        f = [line.split() for line in log.read_text().splitlines()[1:]]
+        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        if not f:
+            continue
+        cols[0].append(np.array([int(x[0]) for x in f], np.int64))
+        cols[1].append(np.array([codes[x[2]] for x in f], np.uint8))
+        cols[2].append(np.array([int(x[3]) for x in f], np.uint64))
+        cols[3].append(np.array([int(x[4]) for x in f], np.uint32))
+        cols[4].append(np.full(len(f), s, np.int64))
+    n = sum(len(c) for c in cols[0])
+    a = np.zeros(n, dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")])
+    if n:
+        t, op, off, size, stream = (np.concatenate(c) for c in cols)
+        # The same order as sorting (time, op, offset, bytes, stream) tuples.
+        order = np.lexsort((stream, size, off, op, t))
+        a["op"], a["offset"], a["bytes"], a["stream"] = (
+            op[order],
+            off[order],
+            size[order],
+            stream[order],
+        )
     return a, names
 
 

@@ -1,0 +1,117 @@
+"""A replay's error per time window, beside the machine's wake-up floor then.
+
+One figure for a whole replay hides where it went wrong: a stall of a few
+hundred milliseconds in an hour-long replay barely moves the p99. `replay
+fidelity` therefore cuts the original's timeline into windows (5 s by default)
+and reports, per window, the requests, the per-second IOPS error and the
+issue-time error (p50/p99/max), and beside them the wake-up floor that
+`replay run` measured during the run (wakeup.py) over the same seconds: how
+late a lone thread woke from 500 us sleeps. The goal for a replay is relative
+to that floor, since no replayer issues more precisely than the machine wakes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+WINDOW_S = 5.0
+# Goals relative to the floor (issue 23): the whole replay's p99 within 3x the
+# floor's p99, and no window's p99 beyond 5x the floor's.
+GOAL_OVERALL = 3.0
+GOAL_WINDOW = 5.0
+
+
+def floor_of(replay_metadata: dict) -> dict | None:
+    """The wake-up probe's record of a run, from the recording's metadata."""
+    where = replay_metadata.get("wakeup")
+    if not where:
+        return None
+    try:
+        return json.loads(Path(where).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _floor_window(seconds: list[dict], lo_s: float, hi_s: float) -> dict:
+    """The floor over monotonic seconds [lo_s, hi_s): the median of the seconds'
+    p99 and the worst wake-up."""
+    sel = [s for s in seconds if lo_s <= s["mono_s"] < hi_s and s.get("wakeups")]
+    if not sel:
+        return {}
+    return {
+        "floor_p99_ms": round(float(np.median([s["p99_ms"] for s in sel])), 4),
+        "floor_max_ms": round(max(s["max_ms"] for s in sel), 4),
+    }
+
+
+def windows(
+    to_ns: np.ndarray,
+    tr_ns: np.ndarray,
+    pairs_o: np.ndarray,
+    pairs_r: np.ndarray,
+    duration_ns: int,
+    floor: dict | None = None,
+    mono_of_orig_ns: int | None = None,
+    window_s: float = WINDOW_S,
+) -> list[dict]:
+    """Per window of the original's time: requests [original, replay], per-second
+    IOPS error, issue-time error, and the floor where the run recorded one.
+    `mono_of_orig_ns` is the monotonic time of the original's 0 in the replay."""
+    w_ns = int(window_s * 1e9)
+    n = max(1, -(-int(duration_ns) // w_ns))
+    err = np.abs(tr_ns[pairs_r] - to_ns[pairs_o]).astype(np.float64)
+    t_pair = to_ns[pairs_o]
+    out = []
+    for k in range(n):
+        lo, hi = k * w_ns, (k + 1) * w_ns
+        secs = np.arange(lo // 10**9, -(-hi // 10**9))
+        io = np.bincount(
+            np.clip(to_ns[(to_ns >= lo) & (to_ns < hi)] // 10**9 - secs[0], 0, len(secs) - 1),
+            minlength=len(secs),
+        )
+        ir = np.bincount(
+            np.clip(tr_ns[(tr_ns >= lo) & (tr_ns < hi)] // 10**9 - secs[0], 0, len(secs) - 1),
+            minlength=len(secs),
+        )
+        ok = io > 0
+        row = {
+            "from_s": round(lo / 1e9, 3),
+            "requests": [int(io.sum()), int(ir.sum())],
+            "iops_mape_pct": round(float(np.mean(np.abs(ir[ok] - io[ok]) / io[ok]) * 100), 3)
+            if ok.any()
+            else None,
+        }
+        e = err[(t_pair >= lo) & (t_pair < hi)]
+        if len(e):
+            row["issue_p50_ms"] = round(float(np.percentile(e, 50)) / 1e6, 4)
+            row["issue_p99_ms"] = round(float(np.percentile(e, 99)) / 1e6, 4)
+            row["issue_max_ms"] = round(float(e.max()) / 1e6, 4)
+        if floor and mono_of_orig_ns is not None:
+            base = mono_of_orig_ns / 1e9
+            row |= _floor_window(floor.get("seconds", []), base + lo / 1e9, base + hi / 1e9)
+            if row.get("floor_p99_ms") and "issue_p99_ms" in row:
+                row["p99_over_floor"] = round(row["issue_p99_ms"] / row["floor_p99_ms"], 2)
+        out.append(row)
+    return out
+
+
+def verdict(issue_p99_ms: float | None, floor: dict | None, rows: list[dict]) -> dict:
+    """The replay against the floor: overall p99 / floor p99 (goal <= 3), and the
+    worst window's p99 / that window's floor p99 (goal <= 5)."""
+    fl = (floor or {}).get("overall") or {}
+    if not fl.get("p99_ms") or issue_p99_ms is None:
+        return {}
+    ratios = [r["p99_over_floor"] for r in rows if "p99_over_floor" in r]
+    out = {
+        "floor_p99_ms": fl["p99_ms"],
+        "floor_p999_ms": fl.get("p999_ms"),
+        "p99_over_floor": round(issue_p99_ms / fl["p99_ms"], 2),
+        "worst_window_over_floor": max(ratios) if ratios else None,
+    }
+    out["meets_goal"] = out["p99_over_floor"] <= GOAL_OVERALL and (
+        out["worst_window_over_floor"] is None or out["worst_window_over_floor"] <= GOAL_WINDOW
+    )
+    return out
