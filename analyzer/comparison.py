@@ -3,11 +3,16 @@
 Per device model (when both runs used the same models: the firmware question),
 op and stream, each metric is candidate minus base with a confidence interval:
 
-- percentiles (p50 … p99.99) and the mean of device time: bootstrap over the
-  run's histogram (resampling events = multinomial bucket counts), 400 resamples
-  with a fixed seed, so the same question gets the same answer;
+- percentiles (p50 … p99.99) and the mean of device time: the spread of a bootstrap
+  over each run's histogram (resampling events = multinomial bucket counts), 400
+  resamples with a fixed seed, so the same question gets the same answer;
 - IOPS (requests per second of the run, or of the time window): the counts as
-  Poisson, so the interval is normal with variance n / duration² per run.
+  Poisson, variance n / duration² per run.
+
+The interval is the change ± z standard errors, with z chosen for `confidence`
+over all the gated tests of a candidate together (Bonferroni): a comparison asks
+dozens of questions (every model x op x stream x metric), and at 95 % each a rerun
+of the same workload would otherwise "regress" somewhere about every time.
 
 A regression is a metric among the gated ones (`metrics`) that got worse (latency
 up, IOPS down) with its whole interval on the worse side of zero and a change over
@@ -122,7 +127,8 @@ def _item(level: str, unit: str, base: float | None, cand: float | None) -> dict
     }
 
 
-def _judge(item: dict, lo: float, hi: float, threshold_pct: float, gated: bool, worse_up: bool):
+def _judge(item: dict, z: float, sd: float, threshold_pct: float, gated: bool, worse_up: bool):
+    lo, hi = item["delta"] - z * sd, item["delta"] + z * sd
     item["ci_low"], item["ci_high"], item["gated"] = float(lo), float(hi), gated
     big = item["delta_pct"] is not None and abs(item["delta_pct"]) > threshold_pct
     worse, better = (lo > 0, hi < 0) if worse_up else (hi < 0, lo > 0)
@@ -154,8 +160,7 @@ def compare(
     gb, gc = _grouped(rb, kb, by_model), _grouped(rc, kc, by_model)
     ops, streams = schemas.op_names(), analyses.stream_names(store, cand["id"])
     rng = np.random.default_rng(12345)
-    alpha = (1 - confidence) / 2
-    z = NormalDist().inv_cdf(1 - alpha)
+    pending: list[tuple[dict, float, bool, bool]] = []  # item, standard error, gated, worse_up
     span_b, span_c = span_s(base, fb), span_s(cand, fc)
     groups: dict[str, dict] = {}
     for key in sorted(set(gb) & set(gc)):
@@ -178,19 +183,15 @@ def compare(
             it = _item(name, "ns", pb[name], pc[name])
             # A tail percentile needs events beyond it in both runs to mean anything.
             if boot is not None and min(hb.count, hc.count) * (1 - q) >= 1:
-                lo, hi = np.quantile(boot[:, j], [alpha, 1 - alpha])
-                _judge(it, lo, hi, threshold_pct, comparable and name in metrics, True)
+                pending.append((it, float(boot[:, j].std()), name in metrics, True))
             items.append(it)
         mean = _item("mean", "ns", float(hb.s.sum() / hb.count), float(hc.s.sum() / hc.count))
         if boot is not None:
-            lo, hi = np.quantile(boot[:, -1], [alpha, 1 - alpha])
-            _judge(mean, lo, hi, threshold_pct, comparable and "mean" in metrics, True)
+            pending.append((mean, float(boot[:, -1].std()), "mean" in metrics, True))
         iops = _item("iops", "IO/s", hb.count / span_b, hc.count / span_c)
         if enough:
             sd = math.sqrt(hb.count / span_b**2 + hc.count / span_c**2)
-            d = iops["delta"]
-            _judge(iops, d - z * sd, d + z * sd, threshold_pct, comparable and "iops" in metrics,
-                   False)  # fmt: skip
+            pending.append((iops, sd, "iops" in metrics, False))
         items += [mean, iops]
         row: dict[str, Any] = {
             "op": op,
@@ -216,8 +217,17 @@ def compare(
                 for it in items[: len(LEVELS)]
             ],
         }
-        row["regression"] = any(it["regression"] for it in items)
         g["rows"].append(row)
+    tests = max(1, sum(1 for p in pending if p[2]))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
+    for it, sd, gate, worse_up in pending:
+        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
+    for g in groups.values():
+        for row in g["rows"]:
+            for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
+                legacy.update(ci_low_ns=it["ci_low"], ci_high_ns=it["ci_high"])
+                legacy.update(regression=it["regression"], improvement=it["improvement"])
+            row["regression"] = any(it["regression"] for it in row["metrics"])
     return {
         "base": {"id": base["id"], "name": base["name"]},
         "candidate": {"id": cand["id"], "name": cand["name"]},
@@ -226,6 +236,8 @@ def compare(
         "workload": paired,
         "paired_by": "device model" if by_model else "all devices (the runs' models differ)",
         "confidence": confidence,
+        "intervals": f"simultaneous over the {tests} gated tests (Bonferroni): change ± "
+        f"{z:.2f} standard errors (bootstrap; Poisson for IOPS)",
         "bootstrap_resamples": reps,
         "threshold_pct": threshold_pct,
         "metrics": list(metrics),

@@ -3,8 +3,8 @@
 The document follows the schema Jenkins, GitLab and most CI systems accept
 (testsuites > testsuite > testcase, a `failure` child for a failed case): each
 candidate (or run) is a testsuite; each judged metric of an op/stream, or each
-Jetstress check, a testcase. tests/junit.xsd states the structure and the tests
-hold the output to it.
+Jetstress check, a testcase. tests/test_regress.py holds the output to that
+structure (required attributes, allowed children, counts that add up).
 """
 
 from __future__ import annotations
