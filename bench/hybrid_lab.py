@@ -103,6 +103,13 @@ class HybridLab:
         for knob in ("read_iops_device", "write_iops_device"):
             (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
 
+    def set_slow_limits(self, read_iops: int | None, write_iops: int | None) -> None:
+        """Cap the slow disk's reads and writes separately (None: that direction free)."""
+        assert self.cgroup is not None
+        for knob, iops in (("read_iops_device", read_iops), ("write_iops_device", write_iops)):
+            limit = f"{self._disk[0]}:{self._disk[1]} {iops or 0}"
+            (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
+
     def join(self) -> None:
         """Move this process (and so every child it starts from now on) into the lab."""
         assert self.cgroup is not None

@@ -4,7 +4,6 @@ points over firmware versions. Real DuckDB, the real CLI in a subprocess."""
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from trace_helpers import header, workload_records
+from regress_helpers import firmware_store, records, write
 
 from iotape.analyzer import comparison, history, workloads
 from iotape.analyzer.analyses import FilterArgs
@@ -22,37 +21,9 @@ from iotape.analyzer.api_config import Settings
 from iotape.analyzer.api_main import create_app
 from iotape.analyzer.ingest import file_sha256, ingest
 from iotape.analyzer.store import open_store
-from iotape.recorder.tracefile import TraceWriter
 
 ROOT = Path(__file__).resolve().parents[1]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
-N = 20_000
-
-
-def records(seed: int, factor: float = 1.0, write_factor: float = 1.0, n: int = N) -> np.ndarray:
-    """Requests over 10 s; device time log-normal around 200 µs (x factor; writes also
-    x write_factor)."""
-    r = workload_records(n, seed=seed)
-    rng = np.random.default_rng(seed + 100)
-    lat = rng.lognormal(np.log(200_000), 0.4, size=n) * factor
-    lat = np.where(r["op"] == 1, lat * write_factor, lat).astype(np.uint64)
-    r["ts_queue_ns"] = np.sort(rng.integers(1, 10 * 10**9, size=n)).astype(np.uint64)
-    r["ts_issue_ns"] = r["ts_queue_ns"] + 10_000
-    r["ts_complete_ns"] = r["ts_issue_ns"] + lat
-    return r[np.argsort(r["ts_complete_ns"], kind="stable")]
-
-
-def write(path: Path, recs: np.ndarray, firmware: str, metadata: dict | None = None) -> Path:
-    h = header()
-    h["devices"] = copy.deepcopy(h["devices"])
-    for d in h["devices"]:
-        d["firmware"] = firmware
-    if metadata:
-        h["metadata"] = metadata
-    with TraceWriter(path, h, chunk_records=4096) as w:
-        w.write(recs)
-        w.close({"stop_reason": "duration", "lost": {}, "pre_start": 0})
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -228,8 +199,8 @@ def test_cli_api_and_library_agree(store_url: str) -> None:
         lib_hist = history.history(s, "ST4000NM")
     lib = json.loads(json.dumps(lib))
     with TestClient(create_app(Settings(db=store_url))) as c:
-        api = c.get("/compare", params={"base": "base", "candidate": ["again", "slowwrites"],
-                                        "op": "write", "metric": "p99,mean,iops"}).json()  # fmt: skip
+        q = {"base": "base", "candidate": ["again", "slowwrites"], "op": "write"}
+        api = c.get("/compare", params={**q, "metric": "p99,mean,iops"}).json()
         api_one = c.get("/compare", params={"base": "base", "candidate": "again"}).json()
         api_lat = c.get("/runs/base/latency", params={"stream": "db-read"}).json()
         api_vd = c.get("/runs/base/verdict", params={"mode": "stress"}).json()
@@ -253,19 +224,7 @@ def test_cli_api_and_library_agree(store_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def firmware_url(tmp_path_factory) -> str:
-    """Six firmware versions, two runs each; from version 4 on every request is 1.5x slower."""
-    tmp = tmp_path_factory.mktemp("fw")
-    url = f"duckdb://{tmp}/fw.duckdb"
-    s = open_store(url)
-    try:
-        for v in range(1, 7):
-            for rep in range(2):
-                recs = records(10 * v + rep, factor=1.5 if v >= 4 else 1.0, n=8000)
-                path = write(tmp / f"v{v}-{rep}.iot", recs, f"FW{v}.0")
-                ingest(s, path, name=f"v{v}-{rep}", tags={"firmware": f"{v}.0"})
-    finally:
-        s.close()
-    return url
+    return firmware_store(tmp_path_factory.mktemp("fw"))
 
 
 def test_history_finds_the_step_at_version_4_and_nothing_else(firmware_url: str) -> None:
