@@ -1,6 +1,9 @@
 """`iotape compare` on real loop devices (issue 17): one recorded trace replayed again
-and again on a direct-I/O loop device over the real disk; between replays the disk's
-write IOPS are capped with a cgroup blkio throttle (bench/hybrid_lab.py) or left free.
+and again on a direct-I/O loop device over a memory-backed loop device; between
+replays the lower device's write IOPS are capped with a cgroup blkio throttle
+(bench/hybrid_lab.py, memory_disk) or left free. Over the real disk instead, two
+unchanged replays differed by 30 % at the median and 100 % in the mean while other
+work used the shared disk: the gate would be judging the neighbours.
 Over three repeated pairs, every throttled replay is flagged, on writes only, and no
 unchanged one is."""
 
@@ -20,16 +23,15 @@ from hybrid_lab import HybridLab, LabError
 ROOT = Path(__file__).resolve().parents[1]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 PAIRS = 3
-# The gate a CI job would use on a shared virtual disk: latency only (a replay that
-# falls behind a throttled write also issues its reads later, so IOPS would move for
-# both), and a threshold above the disk's run-to-run drift.
-GATE = ["--metric", "p50,mean", "--threshold", "25%"]
+# Latency only: a replay that falls behind a throttled write also issues its reads
+# later, so IOPS would move for both.
+GATE = ["--metric", "p50,mean", "--threshold", "10%"]
 
 
 @pytest.fixture
 def lab(kernel: None):
     try:
-        with HybridLab(size_mb=64) as made:
+        with HybridLab(size_mb=64, memory_disk=True) as made:
             yield made
     except LabError as e:
         need(False, f"a hybrid lab: {e}")

@@ -79,12 +79,12 @@ const Charts = (() => {
       el("path", {d, fill: s.color || COLORS[i % COLORS.length], "fill-opacity": 0.15, stroke: "none",
                   class: "band", "data-n": b.length}, svg);
     });
-    for (const mk of opts.marks || []) {
+    (opts.marks || []).forEach((mk, k) => {
       const X = sx(mk.x).toFixed(1);
       el("line", {x1: X, x2: X, y1: m.t, y2: H - m.b, stroke: "#b3261e", "stroke-dasharray": "4 3",
                   class: "mark", "data-label": mk.label}, svg);
-      el("text", {x: +X + 3, y: m.t + 10, fill: "#b3261e"}, svg).textContent = mk.label;
-    }
+      el("text", {x: +X + 3, y: m.t + 10 + 12 * k, fill: "#b3261e"}, svg).textContent = mk.label;
+    });
     series.forEach((s, i) => {
       const p = s.points.filter((q) => q[1] != null && (!opts.xlog || q[0] > 0));
       if (!p.length) return;
