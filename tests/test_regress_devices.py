@@ -20,16 +20,21 @@ from conftest import need
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from hybrid_lab import HybridLab, LabError
 
+from iotape.analyzer.ingest import file_sha256
+from iotape.recorder.tracefile import open_trace
+
 ROOT = Path(__file__).resolve().parents[1]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 PAIRS = 3
 # The median: a stall of the two shared cores during one replay moved an unchanged
 # replay's mean by +57 % and its p99 by +355 % (p50: +3 %). Latency only: a replay that
 # falls behind a throttled write also issues its reads later, so IOPS would move for
-# both. And a threshold of 100 %: requests take ~30 µs on this device, mostly CPU, and
+# both. And a threshold of 300 %: requests take ~30 µs on this device, mostly CPU, and
 # with other work on the machine's two cores an unchanged replay's p50 moved by up to
-# +36 %; the throttle multiplies the writes' p50 many times over (asserted below).
-GATE = ["--metric", "p50", "--threshold", "100%"]
+# +36 % in most runs, and one run in five failed at a 100 % threshold while other
+# benchmarks held the cores; the throttle multiplies the writes' p50 by thousands
+# (asserted below), so the gate still tells the two apart by orders of magnitude.
+GATE = ["--metric", "p50", "--threshold", "300%"]
 
 
 @pytest.fixture
@@ -69,6 +74,10 @@ def test_throttled_writes_are_flagged_and_unchanged_replays_are_not(lab: HybridL
         assert p.returncode == 0, p.stderr
 
     replay("base", None)
+    # The recorded replay says what it replays: the store pairs it with its source.
+    with open_trace(tmp_path / "base.iot") as t:
+        replay_of = t.header["metadata"]["replay_of"]
+    assert replay_of["trace_sha256"] == file_sha256(src) and replay_of["time_scale"] == 1.0
     for i in range(PAIRS):
         replay(f"same-{i}", None)
         # Under the 120 writes/s the trace issues: writes wait for the cap's budget.
