@@ -54,6 +54,7 @@ bench: setup
 	$(PY) bench/importers.py
 	$(PY) bench/store.py
 	$(PY) bench/server.py
+	$(PY) bench/history.py
 	$(PY) bench/workload.py
 	$(PY) bench/replay.py
 	$(PY) bench/tiering.py

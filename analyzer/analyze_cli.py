@@ -1,4 +1,5 @@
-"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run.
+"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run
+(`analyze latency` and `analyze verdict` live in regress_cli.py).
 
 iotape/cli.py registers the group:
 
@@ -173,3 +174,14 @@ def _print(r: dict) -> None:
             )
             t.add_row("projection error", *(_signed(e[k]) for k in ("p50", "p99", "mean")))
         out.print(t)
+
+
+def _register_reports() -> None:
+    # The server's analyses as commands: one implementation (analyses.py), two front ends.
+    from iotape.analyzer import regress_cli
+
+    app.command("latency")(regress_cli.latency)
+    app.command("verdict")(regress_cli.verdict)
+
+
+_register_reports()

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from iotape.analyzer import (
     analyses,
     api_compare,
+    api_history,
     api_latency,
     api_runs,
     api_tiering,
@@ -71,7 +72,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app = FastAPI(
         title="iotape",
         summary="Block I/O runs: latency distributions, time series, heat maps, "
-        "Jetstress verdicts and run-vs-run comparisons.",
+        "Jetstress verdicts, run-vs-run comparisons and firmware histories.",
         version="1",
         lifespan=lifespan,
     )
@@ -79,7 +80,15 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.store = store
     app.state.lock = threading.Lock()
     auth = [Depends(require_token)]
-    for module in (api_runs, api_latency, api_timeseries, api_verdict, api_compare, api_tiering):
+    for module in (
+        api_runs,
+        api_latency,
+        api_timeseries,
+        api_verdict,
+        api_compare,
+        api_history,
+        api_tiering,
+    ):
         app.include_router(module.router, dependencies=auth)
     _errors(app)
     # The dashboard's files hold no data: they are served without the token, and the

@@ -379,11 +379,21 @@ def _counted(p: Params, ev: Events, acc: Accesses) -> np.ndarray:
 # ------------------------------------------------------------------------ policies
 
 
+MAX_WINDOWS = 10_000_000
+
+
 def _windows(t_acc: np.ndarray, t0: int, step_ns: int) -> np.ndarray:
     """Boundaries (access indices) of consecutive windows of step_ns from t0."""
     if len(t_acc) == 0:
         return np.zeros(1, dtype=np.int64)
     n = int((int(t_acc[-1]) - t0) // step_ns) + 1
+    if n > MAX_WINDOWS:
+        # One boundary per window: a nanosecond interval over a minute's trace would
+        # ask for tens of GiB (the API's fuzz test found it), not a useful simulation.
+        raise TieringError(
+            f"an interval of {step_ns / 1e9:g} s cuts the run into {n:,} windows (at most "
+            f"{MAX_WINDOWS:,}); give a longer stats or migrate interval"
+        )
     edges = t0 + step_ns * np.arange(n + 1, dtype=np.int64)
     return np.searchsorted(t_acc, edges, side="left")
 

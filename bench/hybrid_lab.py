@@ -4,7 +4,11 @@
 - slow: a loop device with direct I/O over a file on the machine's real disk, the
   disk throttled by a cgroup v1 blkio IOPS limit for the processes run through
   `HybridLab.command` (loop workers charge their I/O to the submitter's cgroup, so
-  the throttle's waits are part of the loop device's own request time).
+  the throttle's waits are part of the loop device's own request time);
+- or, with `memory_disk=True`, the same over a memory-backed loop device instead of
+  the disk (a loop over a loop over /dev/shm): the throttle works the same way, and
+  the device's own time no longer drifts with whatever else uses the shared disk
+  (tests/test_regress_devices.py compares repeated runs of it).
 
 Everything made is released by name on exit, also after a failure. Used by
 bench/tiering_check.py, tests/test_tiering_check.py and scripts/demo_devices.py
@@ -55,8 +59,13 @@ def _losetup(backing: Path, direct: bool) -> str:
 
 class HybridLab:
     def __init__(
-        self, size_mb: int = 256, slow_iops: int | None = None, disk_dir: str = "/var/tmp"
+        self,
+        size_mb: int = 256,
+        slow_iops: int | None = None,
+        disk_dir: str = "/var/tmp",
+        memory_disk: bool = False,
     ):
+        self.memory_disk = memory_disk
         self.size = size_mb << 20
         self.slow_iops = slow_iops
         self.disk_dir = disk_dir
@@ -69,10 +78,18 @@ class HybridLab:
     def __enter__(self) -> HybridLab:
         if not BLKIO.is_dir():
             raise LabError(f"{BLKIO}: no cgroup v1 blkio hierarchy")
-        self._disk = backing_disk(self.disk_dir)
+        if not self.memory_disk:
+            self._disk = backing_disk(self.disk_dir)
         try:
             self.fast = self._loop("/dev/shm", direct=False)
-            self.slow = self._loop(self.disk_dir, direct=True)
+            if self.memory_disk:
+                disk = self._loop("/dev/shm", direct=False)
+                st = os.stat(disk)
+                self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+                self.slow = _losetup(Path(disk), direct=True)
+                self._loops.append(self.slow)
+            else:
+                self.slow = self._loop(self.disk_dir, direct=True)
             self.cgroup = Path(tempfile.mkdtemp(prefix="iotape-lab-", dir=BLKIO))
             self.set_slow_iops(self.slow_iops)
         except BaseException:
@@ -101,6 +118,13 @@ class HybridLab:
         self.slow_iops = iops
         limit = f"{self._disk[0]}:{self._disk[1]} {iops or 0}"
         for knob in ("read_iops_device", "write_iops_device"):
+            (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
+
+    def set_slow_limits(self, read_iops: int | None, write_iops: int | None) -> None:
+        """Cap the slow disk's reads and writes separately (None: that direction free)."""
+        assert self.cgroup is not None
+        for knob, iops in (("read_iops_device", read_iops), ("write_iops_device", write_iops)):
+            limit = f"{self._disk[0]}:{self._disk[1]} {iops or 0}"
             (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
 
     def join(self) -> None:
@@ -155,7 +179,8 @@ class HybridLab:
     def close(self) -> None:
         if self.cgroup is not None:
             self._stop_members()
-        for dev in self._loops:
+        # The newest first: a loop device may be backed by an older one.
+        for dev in reversed(self._loops):
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
         self._loops.clear()
         for path in self._files:

@@ -25,7 +25,7 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
-    from iotape.analyzer import analyze_cli, serve_cli
+    from iotape.analyzer import analyze_cli, regress_cli, serve_cli
     from iotape.analyzer import cli as analyzer_cli
     from iotape.recorder import import_cli, record_cli, trace_cli
     from iotape.replayer import cli as replay_cli
@@ -42,6 +42,8 @@ def _register() -> None:
     app.command("serve")(serve_cli.serve)
     app.add_typer(workload_cli.app, name="workload")
     app.add_typer(analyze_cli.app, name="analyze")
+    app.command("compare")(regress_cli.compare)
+    app.command("history")(regress_cli.history)
 
 
 def main() -> None:

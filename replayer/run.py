@@ -8,6 +8,7 @@ measured the same way, at the device.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -321,7 +322,13 @@ def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
         footer = dict(t.footer or {})
         r = t.read_all()
     planned, names = _plan_requests(Path(jobdir), man)
+    meta = dict(header.get("metadata") or {})
+    # What this trace replays, so that the store pairs it with its source (and with
+    # other replays of it) as the same workload: analyzer/workloads.py.
+    meta["replay_of"] = replay_of(man)
+    header["metadata"] = meta
     if not len(planned) or not len(r):
+        _rewrite(trace, header, r, footer)
         return {"relabelled": 0, "requests": len(r)}
     by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
     for k, v in schemas.stream_names().items():
@@ -348,12 +355,29 @@ def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
             labelled[i] = True
     r["stream"] = stream.astype(r["stream"].dtype)
     header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
-    meta = dict(header.get("metadata") or {})
     meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
-    header["metadata"] = meta
+    _rewrite(trace, header, r, footer)
+    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+
+
+def _rewrite(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
     tmp = Path(str(trace) + ".relabel")
     # The footer carries what the recorder counted (lost, pre_start, in flight at
     # stop): rewriting the labels must not lose it.
     write_trace(tmp, header, r, footer)
     os.replace(tmp, trace)
-    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+
+
+def replay_of(man: dict) -> dict:
+    """The source trace (path and content hash, which is its run id in the store) and
+    how the plan scaled it."""
+    src = Path(man["trace"])
+    digest = ""
+    if src.is_file():
+        h = hashlib.sha256()
+        with src.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = h.hexdigest()
+    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
+            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip

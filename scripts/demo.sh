@@ -5,7 +5,8 @@
 #      throttled direct-I/O loop over the real disk) and on an SSD-like one (a loop
 #      over /dev/shm), each replay recorded at the device (scripts/demo_devices.py);
 #   3. all three traces ingested into DuckDB, tagged by device;
-#   4. the Jetstress verdicts and the HDD-vs-SSD comparison, from the server's API;
+#   4. the Jetstress verdicts and the HDD-vs-SSD comparison, from the server's API,
+#      and the recording vs both replays with `iotape compare` (a CI gate's exit code);
 #   5. what an MSA-style SSD tier would have done for the HDD;
 #   6. the server, whose URL is printed (kept running when interactive or
 #      DEMO_SERVE=1; Ctrl-C stops it).
@@ -69,6 +70,10 @@ $IOTAPE ingest "$OUT/replay-ssd.iot" --name replay-ssd --tag source=demo --tag d
 # The CLI needs the store while the server does not hold it yet.
 $IOTAPE analyze tiering replay-hdd --policy tiering --preset msa \
   --fast-run replay-ssd --slow-run replay-hdd > "$OUT/tiering.txt"
+# The recording and its two replays are one workload (the replays say what they
+# replay): the gate judges the devices, and exits 1 because the HDD-like one is slower.
+rc=0
+$IOTAPE compare workload replay-ssd replay-hdd --metric p50,p99 > "$OUT/compare.txt" || rc=$?
 
 echo "== 4. Jetstress verdicts and the two devices compared (from the server's API)"
 $IOTAPE serve --port "$PORT" > "$OUT/server.log" 2>&1 &
@@ -123,6 +128,9 @@ for group in cmp["groups"]:
               f"{p99['base_ns'] / 1e6:10.3f} {p99['candidate_ns'] / 1e6:8.3f}  "
               f"{word} (p50 x{ratio:.1f})")
 PY
+
+echo "== 4b. the same as a CI gate: iotape compare workload replay-ssd replay-hdd (exit $rc)"
+grep -E "^(base|replay-|  replay-)|regressions:" "$OUT/compare.txt" || true
 
 echo "== 5. what an MSA-style SSD tier of 10 % of the footprint would have done for the HDD"
 cat "$OUT/tiering.txt"

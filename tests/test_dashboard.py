@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 from api_helpers import build_store
 from conftest import need
+from regress_helpers import firmware_store
 from trace_helpers import chunk_offsets, make_trace, workload_records
 
 from iotape.analyzer.api_config import Settings
@@ -102,6 +103,35 @@ def test_compare_page_overlays_runs_and_flags_the_regression(server: str) -> Non
     assert min(got["cmp-cdf-all"]) >= 50
     assert dom.count('class="regression"') >= 4  # a table per device model per candidate
     assert re.search(r'id="regression-[0-9a-f]+" class="fail">REGRESSION<', dom)
+    # Each candidate's Jetstress verdict: `slow` is 100x slower and fails it.
+    verdicts = re.findall(r'class="verdict (pass|fail|unknown)"', dom)
+    assert verdicts == ["pass", "fail"], verdicts
+
+
+def test_run_list_links_a_trend_page_per_model(server: str) -> None:
+    dom = chromium(server, "--dump-dom").stdout
+    links = re.findall(r'class="trend-link" href="#/trend/([^"]+)"', dom)
+    assert sorted(links) == ["ST4000NM", "Samsung%20PM9A3"], links
+
+
+def test_trend_page_marks_the_change_point(tmp_path: Path) -> None:
+    url = firmware_store(tmp_path)
+    with _serve(url) as server:
+        dom = chromium(f"{server}#/trend/Samsung%20PM9A3?tag=firmware", "--dump-dom").stdout
+        shot = tmp_path / "trend.png"
+        chromium(f"{server}#/trend/Samsung%20PM9A3?tag=firmware", f"--screenshot={shot}")
+    assert 'data-ready="trend"' in dom, dom[-2000:]
+    trends = {k: v for k, v in charts(dom).items() if k.startswith("trend-")}
+    assert len(trends) >= 8 and all(v == [6, 6] for v in trends.values()), trends  # p50, p99
+    bands = re.findall(r'class="band" data-n="(\d+)"', dom)
+    assert len(bands) == 2 * len(trends) and set(bands) == {"6"}
+    marks = re.findall(r'class="mark" data-label="([^"]+)"', dom)
+    # The p50 step at version 4 is marked on every op / stream, and nothing else is.
+    assert len([m for m in marks if m.startswith("p50 ")]) == len(trends)
+    assert all(m.endswith("at 4.0") for m in marks), marks
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 30_000
+    if os.environ.get("IOTAPE_TREND_SCREENSHOT"):
+        shutil.copy(shot, os.environ["IOTAPE_TREND_SCREENSHOT"])
 
 
 def test_no_asset_comes_from_elsewhere() -> None:

@@ -183,6 +183,9 @@ def test_endpoint_errors(client) -> None:
     assert r.status_code == 422 and "both" in r.json()["detail"]
     r = client.get("/runs/nightly/tiering", params={"fast_run": "nope", "slow_run": "hdd"})
     assert r.status_code == 404
+    # A nanosecond statistics interval: billions of windows, refused instead of allocated.
+    r = client.get("/runs/nightly/tiering", params={"policy": "tiering", "stats_interval": 1e-9})
+    assert r.status_code == 422 and "windows" in r.json()["detail"]
 
 
 def test_dashboard_tiering_page_draws_its_charts(tmp_path: Path) -> None:

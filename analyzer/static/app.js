@@ -1,4 +1,5 @@
-// The dashboard: the run list, a run's page and a comparison, from the JSON API.
+// The dashboard: the run list, a run's page, a comparison of several runs and a device
+// model's firmware trend (trend.js), from the JSON API.
 "use strict";
 const app = document.getElementById("app");
 const FILTERS = ["op", "stream", "device", "min_bytes", "max_bytes", "start", "end"];
@@ -29,6 +30,7 @@ function route() {
   const fail = (e) => app.appendChild(h("p", esc(e.message), "error"));
   if (parts[0] === "run" && parts[1]) return runPage(decodeURIComponent(parts[1]), q).catch(fail);
   if (parts[0] === "compare") return comparePage(q).catch(fail);
+  if (parts[0] === "trend" && parts[1]) return trendPage(decodeURIComponent(parts[1]), q).catch(fail);
   if (parts[0] === "tiering" && parts[1]) return tieringPage(decodeURIComponent(parts[1]), q).catch(fail);
   return listPage().catch(fail);
 }
@@ -62,6 +64,10 @@ async function listPage() {
   const runs = await api("/runs");
   app.appendChild(h("h1", "Runs"));
   if (!runs.length) { app.appendChild(h("p", "No runs in the store yet: <code>iotape ingest FILE</code>.", "muted")); return; }
+  const models = [...new Set(runs.flatMap((r) => r.devices.map((d) => d.model)).filter(Boolean))].sort();
+  if (models.length) {
+    app.appendChild(h("p", "Firmware trends per device model: " + models.map((m) => `<a class="trend-link" href="#/trend/${encodeURIComponent(m)}">${esc(m)}</a>`).join(" · "), null));
+  }
   const t = h("table");
   t.innerHTML = "<tr><th></th><th>name</th><th class=l>id</th><th class=l>kind</th><th class=l>host</th><th class=l>start (UTC)</th><th>duration</th><th>events</th><th class=l>devices (model / firmware)</th></tr>";
   for (const r of runs) {
@@ -183,14 +189,22 @@ async function comparePage(q) {
     const series = lats.map((l) => ({name: l.run.name, points: (l.device.groups.find((g) => groupName(g) === key) || {cdf: []}).cdf}));
     Charts.line(card(grid, `CDF: ${key}`), series, {xlog: true, xfmt: Charts.fmtNs, ymin: 0, ymax: 1, step: true}).setAttribute("data-chart", "cmp-cdf");
   }
-  for (const cand of ids.slice(1)) {
-    const c = await api(`/compare?base=${encodeURIComponent(ids[0])}&candidate=${encodeURIComponent(cand)}${qs}`);
-    app.appendChild(h("h2", `${esc(c.candidate.name)} vs ${esc(c.base.name)}: <span id="regression-${esc(c.candidate.id)}" class="${c.regression ? "fail" : "pass"}">${c.regression ? "REGRESSION" : "no regression"}</span> <span class=muted>(${(c.confidence * 100).toFixed(0)} % bootstrap CI, flag over ${c.threshold_pct} %; paired by ${esc(c.paired_by)})</span>`));
+  // One call for every candidate: each one's comparison with the base and its verdict.
+  const cmp = await api(`/compare?base=${encodeURIComponent(ids[0])}${ids.slice(1).map((c) => "&candidate=" + encodeURIComponent(c)).join("")}${qs}`);
+  const cands = cmp.candidates || [cmp];
+  const baseVerdict = cmp.base && cmp.base.verdict ? cmp.base.verdict : cmp.base_verdict;
+  app.appendChild(h("p", `base <b>${esc(lats[0].run.name)}</b>: Jetstress <span class="${baseVerdict.result}">${baseVerdict.result.toUpperCase()}</span>`));
+  for (const c of cands) {
+    const word = !c.comparable ? "NOT COMPARABLE" : c.regression ? "REGRESSION" : "no regression";
+    const cls = !c.comparable ? "unknown" : c.regression ? "fail" : "pass";
+    app.appendChild(h("h2", `${esc(c.candidate.name)} vs ${esc(c.base.name)}: <span id="regression-${esc(c.candidate.id)}" class="${cls}">${word}</span> · Jetstress <span class="verdict ${c.verdict.result}">${c.verdict.result.toUpperCase()}</span> <span class=muted>(${(c.confidence * 100).toFixed(0)} % intervals, ${esc(c.intervals)}; flag over ${c.threshold_pct} % on ${esc(c.metrics.join(", "))}; workload: ${esc(c.workload)}; paired by ${esc(c.paired_by)})</span>`));
     for (const g of c.groups) {
       app.appendChild(h("p", `model <b>${esc(g.model)}</b>: firmware ${esc(g.base_firmware.join(", "))} → ${esc(g.candidate_firmware.join(", "))}`));
       const t = h("table", null, "regression");
-      t.innerHTML = "<tr><th class=l>op / stream</th><th>level</th><th>base</th><th>candidate</th><th>Δ</th><th>Δ %</th><th>CI</th><th class=l>flag</th></tr>" +
-        g.rows.flatMap((r) => r.percentiles.map((p) => `<tr class="${p.regression ? "reg" : p.improvement ? "imp" : ""}"><td>${esc(groupName(r))}</td><td>${p.level}</td><td>${Charts.fmtNs(p.base_ns)}</td><td>${Charts.fmtNs(p.candidate_ns)}</td><td>${p.delta_ns >= 0 ? "+" : "−"}${Charts.fmtNs(Math.abs(p.delta_ns))}</td><td>${p.delta_pct == null ? "–" : p.delta_pct.toFixed(1)}</td><td>${p.ci_low_ns == null ? "–" : `[${(p.ci_low_ns / 1e3).toFixed(1)}, ${(p.ci_high_ns / 1e3).toFixed(1)}] µs`}</td><td class=l>${p.regression ? "regression" : p.improvement ? "improvement" : ""}</td></tr>`)).join("");
+      const fmtV = (v, unit) => (v == null ? "–" : unit === "IO/s" ? v.toFixed(1) : Charts.fmtNs(Math.abs(v)));
+      const sign = (v) => (v == null ? "" : v >= 0 ? "+" : "−");
+      t.innerHTML = "<tr><th class=l>op / stream</th><th>metric</th><th>base</th><th>candidate</th><th>Δ</th><th>Δ %</th><th>interval of Δ</th><th class=l>flag</th></tr>" +
+        g.rows.flatMap((r) => r.metrics.map((p) => `<tr class="${p.regression ? "reg" : p.improvement ? "imp" : ""}"><td>${esc(groupName(r))}</td><td>${p.level}</td><td>${fmtV(p.base, p.unit)}</td><td>${fmtV(p.candidate, p.unit)}</td><td>${sign(p.delta)}${fmtV(p.delta, p.unit)}</td><td>${p.delta_pct == null ? "–" : p.delta_pct.toFixed(1)}</td><td>${p.ci_low == null ? "–" : `[${sign(p.ci_low)}${fmtV(p.ci_low, p.unit)}, ${sign(p.ci_high)}${fmtV(p.ci_high, p.unit)}]`}</td><td class=l>${p.regression ? "regression" : p.improvement ? "improvement" : ""}</td></tr>`)).join("");
       app.appendChild(t);
     }
   }

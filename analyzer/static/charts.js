@@ -38,11 +38,14 @@ const Charts = (() => {
     for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-9; t += step) out.push(t);
     return out;
   }
-  // series: [{name, points: [[x, y], ...]}]; opts: {xlog, ylog, xfmt, yfmt, xlabel, ylabel, step}
+  // series: [{name, points: [[x, y], ...], band: [[x, lo, hi], ...]}]; opts: {xlog, ylog,
+  // xfmt, yfmt, xlabel, ylabel, step, xticks: [x, ...], marks: [{x, label}]}. A band is
+  // drawn as <path class="band" data-n>, a mark as <line class="mark" data-label>.
   function line(container, series, opts) {
     opts = opts || {};
     const W = opts.width || 460, H = opts.height || 240, m = {l: 52, r: 28, t: 8, b: 34};
-    const pts = series.flatMap((s) => s.points.filter((p) => p[1] != null && (!opts.xlog || p[0] > 0)));
+    const pts = series.flatMap((s) => s.points.filter((p) => p[1] != null && (!opts.xlog || p[0] > 0)))
+      .concat(series.flatMap((s) => (s.band || []).flatMap((b) => [[b[0], b[1]], [b[0], b[2]]])));
     const svg = el("svg", {width: "100%", height: H, viewBox: `0 0 ${W} ${H}`, class: "chart"});
     container.appendChild(svg);
     if (!pts.length) {
@@ -57,7 +60,7 @@ const Charts = (() => {
     const sx = (x) => m.l + (W - m.l - m.r) * (opts.xlog ? Math.log(x / x0) / Math.log(x1 / x0) : (x - x0) / (x1 - x0));
     const sy = (y) => H - m.b - (H - m.t - m.b) * (y - y0) / (y1 - y0);
     const g = el("g", {class: "grid"}, svg), ax = el("g", {class: "axis"}, svg);
-    for (const t of ticks(x0, x1, opts.xlog)) {
+    for (const t of opts.xticks || ticks(x0, x1, opts.xlog)) {
       el("line", {x1: sx(t), x2: sx(t), y1: m.t, y2: H - m.b}, g);
       el("text", {x: sx(t), y: H - m.b + 14, "text-anchor": "middle"}, ax).textContent = (opts.xfmt || fmt)(t);
     }
@@ -68,6 +71,20 @@ const Charts = (() => {
     el("line", {x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b}, ax);
     el("line", {x1: m.l, x2: m.l, y1: m.t, y2: H - m.b}, ax);
     if (opts.xlabel) el("text", {x: (W + m.l) / 2, y: H - 4, "text-anchor": "middle"}, ax).textContent = opts.xlabel;
+    series.forEach((s, i) => {
+      const b = (s.band || []).filter((q) => q[1] != null && q[2] != null);
+      if (!b.length) return;
+      const d = b.map((q, j) => `${j ? "L" : "M"}${sx(q[0]).toFixed(1)},${sy(q[2]).toFixed(1)}`).join("") +
+        b.slice().reverse().map((q) => `L${sx(q[0]).toFixed(1)},${sy(q[1]).toFixed(1)}`).join("") + "Z";
+      el("path", {d, fill: s.color || COLORS[i % COLORS.length], "fill-opacity": 0.15, stroke: "none",
+                  class: "band", "data-n": b.length}, svg);
+    });
+    (opts.marks || []).forEach((mk, k) => {
+      const X = sx(mk.x).toFixed(1);
+      el("line", {x1: X, x2: X, y1: m.t, y2: H - m.b, stroke: "#b3261e", "stroke-dasharray": "4 3",
+                  class: "mark", "data-label": mk.label}, svg);
+      el("text", {x: +X + 3, y: m.t + 10 + 12 * k, fill: "#b3261e"}, svg).textContent = mk.label;
+    });
     series.forEach((s, i) => {
       const p = s.points.filter((q) => q[1] != null && (!opts.xlog || q[0] > 0));
       if (!p.length) return;
