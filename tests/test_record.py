@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -84,20 +85,34 @@ def test_filters_comm_and_op(loop, tmp_path: Path) -> None:
 
 def test_pid_filter(loop, tmp_path: Path) -> None:
     out, log = tmp_path / "p.iot", tmp_path / "fio.log"
-    # --thread keeps fio's job in the process we start, so its pid is known up front.
-    fio = subprocess.Popen(
-        fio_args(loop.path, log, ios=500, extra=["--thread", "--startdelay=2"]),
-        stdout=subprocess.DEVNULL,
+    go, done = tmp_path / "go", tmp_path / "done"
+    # Both start their I/O only once the recorder is attached (its command touches
+    # `go`), not after a fixed delay that a loaded machine can outlast; the
+    # recording ends when the test has reaped both. `exec` keeps the shell's pid,
+    # and --thread keeps fio's job in that process, so the pid is known up front.
+    wait_go = f"while [ ! -e {go} ]; do sleep 0.02; done; exec"
+    fio_cmd = " ".join(fio_args(loop.path, log, ios=500, extra=["--thread"]))
+    fio = subprocess.Popen(["sh", "-c", f"{wait_go} {fio_cmd}"], stdout=subprocess.DEVNULL)
+    noise = f"dd if={loop.path} of=/dev/null bs=8k count=100 iflag=direct status=none"
+    other = subprocess.Popen(["sh", "-c", f"{wait_go} {noise}"])
+    until_done = f"touch {go}; while [ ! -e {done} ]; do sleep 0.02; done"
+    recorded: list[subprocess.CompletedProcess] = []
+    recorder = threading.Thread(
+        target=lambda: recorded.append(
+            _record(out, "-d", loop.path, "--pid", str(fio.pid), "--", "sh", "-c", until_done)
+        )
     )
+    recorder.start()
     try:
-        noise = f"sleep 2; dd if={loop.path} of=/dev/null bs=8k count=100 iflag=direct status=none"
-        other = subprocess.Popen(["sh", "-c", noise])
-        _record(out, "-d", loop.path, "--pid", str(fio.pid), "--duration", "8")
-        assert fio.wait(timeout=60) == 0
+        assert fio.wait(timeout=120) == 0
         assert other.wait(timeout=60) == 0
     finally:
-        fio.kill()
-        fio.wait()
+        done.touch()
+        recorder.join(timeout=120)
+        for proc in (fio, other):
+            proc.kill()
+            proc.wait()
+    assert recorded, "iotape record failed"
     recs = trace_records(out)
     assert set(recs["pid"].tolist()) == {fio.pid}
     assert trace_multiset(recs) == fio_multiset(log)
