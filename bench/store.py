@@ -78,12 +78,12 @@ def child(mode: str, source: str, target: str) -> dict:
     t0 = time.perf_counter()
     out: dict = {"mode": mode}
     if mode in ("duckdb", "chdb", "duckdb-from-parquet"):
-        from iotape.analyzer.ingest import file_sha256, ingest
+        from iotape.analyzer.ingest import ingest, source_sha256
         from iotape.analyzer.store import open_store
 
         url = f"chdb://{target}" if mode == "chdb" else f"duckdb://{target}"
         h0 = time.perf_counter()
-        file_sha256(Path(source))
+        source_sha256(Path(source))
         out["hash_s"] = time.perf_counter() - h0
         store = open_store(url)
         t0 = time.perf_counter()

@@ -195,7 +195,10 @@ def ddl(dialect: str, cluster: str | None = None) -> list[str]:
     out = []
     for t in tables().values():
         if dialect == "duckdb":
-            out.append(_duckdb_table(t))
+            # DuckDB keeps events as Parquet files, one per run, seen through a
+            # view of this name (analyzer/event_files.py).
+            if t.name != "events":
+                out.append(_duckdb_table(t))
         elif cluster is None:
             out.append(_clickhouse_table(t, t.name, _engine(t, replicated=False)))
         else:
