@@ -110,9 +110,9 @@ class DuckDBStore:
                     'ORDER BY "ts_complete_ns"',
                     {"run_id": run_id},
                 )
-                self._written.append(
-                    event_files.write(self.parts, run_id, rel.to_arrow_reader(65536))[1]
-                )
+                self._written += event_files.write(self.parts, run_id, rel.to_arrow_reader(65536))[
+                    1
+                ]
             self._run('DROP TABLE main."events"')
 
     def cursor(self) -> DuckDBStore:
@@ -143,9 +143,9 @@ class DuckDBStore:
     ) -> int:
         if table_name == "events":
             # A file of a dead ingest may be there: the run's file is replaced whole.
-            rows, path = event_files.write(self.parts, run_id, batches)
+            rows, paths = event_files.write(self.parts, run_id, batches)
             if self._in_tx:
-                self._written.append(path)
+                self._written += paths
             return rows
         t = table(table_name)
         cols = [c for c in t.column_names() if c != "run_id"]

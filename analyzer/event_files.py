@@ -1,8 +1,8 @@
-"""The DuckDB store's events: one immutable Parquet file per run, beside the database.
+"""The DuckDB store's events: immutable Parquet files, one directory per run, beside the database.
 
 A store `iotape.duckdb` keeps its events under `iotape.duckdb.events/`, one
-directory per run, `run_id=<id>/events.parquet` (hive layout: the directory names
-the run, so a query for one run opens that run's file only). Each connection sees
+directory per run, `run_id=<id>/events-<n>.parquet` (hive layout: the directory
+names the run, so a query for one run opens that run's files only). Each connection sees
 them through a temporary view `events` with the columns of the `events` table, so
 every query reads them as it read the table. Writing Parquet straight from the
 trace's columns is several times faster than DuckDB's insert into its own table,
@@ -20,6 +20,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +37,9 @@ EMPTY_RUN = "none"
 # rows (~70 MB of columns) keeps the writer's memory flat.
 ROW_GROUP_ROWS = 1 << 20
 COMPRESSION = "lz4"
+# Files per run written at once: two keep both cores of a small machine busy
+# (one converts the trace, the writers share the rest), measured in bench/store.py.
+WRITERS = 2
 
 
 def parts_dir(db_path: str) -> Path:
@@ -63,7 +67,7 @@ def ready(parts: Path) -> bool:
 
 def view_sql(parts: Path) -> str:
     """The temporary view `events`: run_id from the directory, then the record's columns."""
-    pattern = str(parts / "run_id=*" / FILE).replace("'", "''")
+    pattern = str(parts / "run_id=*" / "*.parquet").replace("'", "''")
     cols = ", ".join(f'"{c}"' for c in schemas.column_names())
     # hive_types: a run id of 12 decimal digits must stay a string.
     return (
@@ -73,48 +77,88 @@ def view_sql(parts: Path) -> str:
     )
 
 
-def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[int, Path]:
-    """Write a run's events as its file (replacing what a dead ingest left); returns
-    the rows and the file. The file is synced before it gets its name."""
+def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[int, list[Path]]:
+    """Write a run's events as its files (replacing what a dead ingest left); returns
+    the rows and the files. Row groups go in turn to WRITERS files, each encoded and
+    compressed on a thread of its own (Arrow lets go of the GIL), so the writing keeps
+    up with the conversion. Each file is synced before it gets its name."""
     d = run_dir(parts, run_id)
-    d.mkdir(parents=True, exist_ok=True)
-    final = d / FILE
-    tmp = d / f".{FILE}.{os.getpid()}.tmp"
+    if d.exists():
+        remove(parts, run_id)
+    d.mkdir(parents=True)
     schema = ingest_schema()
-    rows = 0
+    tmps = [d / f".events-{i}.parquet.{os.getpid()}.tmp" for i in range(WRITERS)]
+    writers: list[pq.ParquetWriter | None] = [None] * WRITERS
+    pools = [ThreadPoolExecutor(1, thread_name_prefix="iotape-events-write") for _ in tmps]
+    last: list[Future | None] = [None] * WRITERS
+    rows = groups = 0
+
+    def put(i: int, t: pa.Table) -> None:
+        if writers[i] is None:
+            writers[i] = pq.ParquetWriter(
+                tmps[i],
+                schema,
+                compression=COMPRESSION,
+                # Dictionary pages only where values repeat: the names. Numbers go
+                # plain, which writes several times faster and reads as fast.
+                use_dictionary=["comm"],
+            )
+        writers[i].write_table(t, row_group_size=t.num_rows)
+
+    def submit(t: pa.Table) -> None:
+        nonlocal groups
+        i = groups % WRITERS
+        if last[i] is not None:
+            last[i].result()  # one row group in flight per file: memory stays flat
+        last[i] = pools[i].submit(put, i, t)
+        groups += 1
+
     try:
-        with pq.ParquetWriter(
-            tmp,
-            schema,
-            compression=COMPRESSION,
-            # Dictionary pages only where values repeat: the names. Numbers go plain,
-            # which writes several times faster and reads as fast.
-            use_dictionary=["comm"],
-            write_statistics=True,
-        ) as w:
-            pending: list[pa.RecordBatch] = []
-            n = 0
-            for b in batches:
-                if b.schema != schema:
-                    b = as_ingest_batch(b)
-                pending.append(b)
-                n += b.num_rows
-                if n >= ROW_GROUP_ROWS:
-                    w.write_table(pa.Table.from_batches(pending), row_group_size=n)
-                    rows += n
-                    pending, n = [], 0
-            if pending:
-                w.write_table(pa.Table.from_batches(pending), row_group_size=n)
+        pending: list[pa.RecordBatch] = []
+        n = 0
+        for b in batches:
+            if b.schema != schema:
+                b = as_ingest_batch(b)
+            pending.append(b)
+            n += b.num_rows
+            if n >= ROW_GROUP_ROWS:
+                submit(pa.Table.from_batches(pending))
                 rows += n
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+                pending, n = [], 0
+        if pending or not groups:
+            submit(pa.Table.from_batches(pending, schema=schema))
+            rows += n
+        for f in last:
+            if f is not None:
+                f.result()
+        out = []
+        for i, w in enumerate(writers):
+            if w is None:
+                continue
+            w.close()
+            writers[i] = None
+            with open(tmps[i], "rb") as f:
+                os.fsync(f.fileno())
+            out.append(d / f"events-{i}.parquet")
+            os.replace(tmps[i], out[-1])
         _fsync_dir(d)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        for f in last:
+            if f is not None:
+                with contextlib.suppress(BaseException):
+                    f.result()
+        for w in writers:
+            if w is not None:
+                with contextlib.suppress(Exception):
+                    w.close()
+        for t in tmps:
+            with contextlib.suppress(FileNotFoundError):
+                t.unlink()
         raise
-    return rows, final
+    finally:
+        for pool in pools:
+            pool.shutdown()
+    return rows, out
 
 
 def remove(parts: Path, run_id: str) -> None:
