@@ -154,6 +154,8 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[
         for t in tmps:
             with contextlib.suppress(FileNotFoundError):
                 t.unlink()
+        with contextlib.suppress(OSError):
+            d.rmdir()
         raise
     finally:
         for pool in pools:

@@ -449,6 +449,8 @@ def content_sha256(path: str | os.PathLike) -> str | None:
             while size - pos >= CHUNK_HEADER_SIZE:
                 (magic, count) = struct.unpack_from("<II", mm, pos)
                 if magic == FOOTER_MAGIC:
+                    if mm[size - len(TRAILER_MAGIC) : size] != TRAILER_MAGIC:
+                        return None
                     h.update(mm[pos:size])
                     return h.hexdigest()
                 if magic != CHUNK_MAGIC or not 1 <= count <= MAX_CHUNK_RECORDS:
