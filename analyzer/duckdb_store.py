@@ -25,10 +25,12 @@ import duckdb
 import pyarrow as pa
 
 from iotape import schemas
-from iotape.analyzer import event_files
+from iotape.analyzer import event_files, event_histograms
 from iotape.analyzer.store import StoreError, StoreURL
 from iotape.schemas.tables import quote, table
 
+# Statements a read-only store runs: reads and settings.
+_READING = frozenset({"SELECT", "WITH", "SET", "RESET", "PRAGMA", "EXPLAIN", "DESCRIBE", "SHOW"})
 # Arrow sources are registered under unique names so two inserts never collide.
 _names = itertools.count()
 
@@ -43,8 +45,10 @@ class DuckDBStore:
         create: bool = True,
         con: duckdb.DuckDBPyConnection | None = None,
         parts: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.url = url
+        self.read_only = read_only
         # Files written and runs removed inside the open transaction: a rollback
         # removes the first, a commit the second.
         self._written: list[Path] = []
@@ -78,6 +82,7 @@ class DuckDBStore:
             self.parts = event_files.parts_dir(path)
         try:
             event_files.prepare(self.parts)
+            self._run(event_histograms.DDL)
             self._migrate()
             self._events_view()
         except OSError as e:
@@ -117,9 +122,19 @@ class DuckDBStore:
 
     def cursor(self) -> DuckDBStore:
         """A store on a new cursor of the same database, for another thread."""
-        return DuckDBStore(self.url, con=self.con.cursor(), parts=self.parts)
+        return DuckDBStore(
+            self.url, con=self.con.cursor(), parts=self.parts, read_only=self.read_only
+        )
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        if self.read_only:
+            # DuckDB refuses writes to the file itself, but `events` is a view of this
+            # connection, which it would refuse for another reason: say it once here.
+            word = (sql.split(None, 1) or [""])[0].upper()
+            if word not in _READING:
+                raise StoreError(
+                    f"{self.url.display()}: the store is open read-only: {word} refused"
+                )
         self._run(sql, params)
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
@@ -143,9 +158,10 @@ class DuckDBStore:
     ) -> int:
         if table_name == "events":
             # A file of a dead ingest may be there: the run's file is replaced whole.
-            rows, paths = event_files.write(self.parts, run_id, batches)
+            rows, paths, hist = event_files.write(self.parts, run_id, batches)
             if self._in_tx:
                 self._written += paths
+            self._insert_histograms(run_id, hist)
             return rows
         t = table(table_name)
         cols = [c for c in t.column_names() if c != "run_id"]
@@ -192,8 +208,21 @@ class DuckDBStore:
         for row in rows:
             self._run(sql, {c: row[c] for c in names})
 
+    def _insert_histograms(self, run_id: str, hist: pa.Table | None) -> None:
+        self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
+        if hist is None:
+            return
+        src = f"iotape_src_{next(_names)}"
+        self.con.register(src, hist)
+        try:
+            self._run(f'INSERT INTO "{event_histograms.TABLE}" SELECT * FROM {quote(src)}')
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                self.con.unregister(src)
+
     def delete_run_rows(self, table_name: str, run_id: str) -> None:
         if table_name == "events":
+            self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
             if self._in_tx:
                 self._doomed.append(run_id)  # gone once the catalog says so
             else:

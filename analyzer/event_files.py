@@ -27,15 +27,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iotape import schemas
+from iotape.analyzer import event_histograms
 from iotape.analyzer.event_batches import as_ingest_batch, ingest_schema
 
 FILE = "events.parquet"
 # A run id is 12 hex digits, so this name is never a run's: an empty file here
 # gives the view its columns while the store holds no events yet.
 EMPTY_RUN = "none"
-# Rows per Parquet row group: DuckDB scans row groups in parallel, and a million
-# rows (~70 MB of columns) keeps the writer's memory flat.
-ROW_GROUP_ROWS = 1 << 20
+# Rows per Parquet row group: DuckDB scans row groups in parallel, and half a
+# million rows (~35 MB of columns) keeps the writer's memory flat.
+ROW_GROUP_ROWS = 1 << 19
 COMPRESSION = "lz4"
 # Files per run written at once: two keep both cores of a small machine busy
 # (one converts the trace, the writers share the rest), measured in bench/store.py.
@@ -77,11 +78,15 @@ def view_sql(parts: Path) -> str:
     )
 
 
-def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[int, list[Path]]:
+def write(
+    parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]
+) -> tuple[int, list[Path], pa.Table | None]:
     """Write a run's events as its files (replacing what a dead ingest left); returns
-    the rows and the files. Row groups go in turn to WRITERS files, each encoded and
-    compressed on a thread of its own (Arrow lets go of the GIL), so the writing keeps
-    up with the conversion. Each file is synced before it gets its name."""
+    the rows, the files and the run's latency histograms (event_histograms.py; None
+    for latencies out of their range). Row
+    groups go in turn to WRITERS files, each encoded, compressed and binned on a
+    thread of its own (Arrow and numpy let go of the GIL), so the writing keeps up
+    with the conversion. Each file is synced before it gets its name."""
     d = run_dir(parts, run_id)
     if d.exists():
         remove(parts, run_id)
@@ -92,6 +97,7 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[
     pools = [ThreadPoolExecutor(1, thread_name_prefix="iotape-events-write") for _ in tmps]
     last: list[Future | None] = [None] * WRITERS
     rows = groups = 0
+    hists: list[pa.Table] = []
 
     def put(i: int, t: pa.Table) -> None:
         if writers[i] is None:
@@ -102,8 +108,12 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[
                 # Dictionary pages only where values repeat: the names. Numbers go
                 # plain, which writes several times faster and reads as fast.
                 use_dictionary=["comm"],
+                # Statistics where a filter can skip row groups: the time range.
+                write_statistics=["ts_complete_ns"],
             )
         writers[i].write_table(t, row_group_size=t.num_rows)
+        if t.num_rows:
+            hists.append(event_histograms.partial(t))
 
     def submit(t: pa.Table) -> None:
         nonlocal groups
@@ -160,7 +170,7 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> tuple[
     finally:
         for pool in pools:
             pool.shutdown()
-    return rows, out
+    return rows, out, event_histograms.merged(hists, run_id)
 
 
 def remove(parts: Path, run_id: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from trace_helpers import make_trace, workload_records
 
 from iotape import schemas
-from iotape.analyzer import catalog, event_files, queries
+from iotape.analyzer import catalog, event_files, event_histograms, queries
 from iotape.analyzer.event_batches import chunk_batches, comm_dictionary
 from iotape.analyzer.export import export_run
 from iotape.analyzer.ingest import DATA_TABLES, file_sha256, ingest, source_sha256
@@ -157,5 +157,31 @@ def test_a_store_from_before_the_files_moves_its_events_table(tmp_path: Path) ->
         assert tables == []
         out = export_run(store, r.run_id, tmp_path / "out.parquet")
         assert out["rows"] == 3_000
+    finally:
+        store.close()
+
+
+def test_histograms_built_at_ingest_are_the_rows_the_query_gives(tmp_path: Path) -> None:
+    from trace_helpers import random_records
+
+    from iotape.analyzer.queries import EventFilter
+
+    records = workload_records(60_000, seed=9)
+    records["ts_issue_ns"][::7] = 0  # unknown issue times: no device latency
+    records["ts_queue_ns"][::5] = records["ts_issue_ns"][::5] + 1  # queued after issue
+    records["ts_complete_ns"][::11] += np.arange(len(records[::11]), dtype=np.uint64) << 20
+    trace = make_trace(tmp_path / "t.iot", records, chunk_records=4_000)
+    # Latencies of any size: too large for the stored buckets, so the query answers.
+    wild = make_trace(tmp_path / "w.iot", random_records(5_000, seed=9))
+    store = open_store(str(tmp_path / "s.duckdb"))
+    try:
+        r, w = ingest(store, trace), ingest(store, wild)
+        for metric in ("device", "queue"):
+            want = queries.run(store, f"hist_{metric}", **EventFilter().params(r.run_id))
+            assert len(want) > 100
+            assert event_histograms.stored(store, r.run_id, metric) == want
+        assert event_histograms.stored(store, w.run_id, "device") is None
+        catalog.delete(store, r.run_id, DATA_TABLES)
+        assert event_histograms.stored(store, r.run_id, "device") is None
     finally:
         store.close()
