@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iotape import schemas
-from iotape.analyzer import catalog, queries
+from iotape.analyzer import catalog, event_histograms, queries
 from iotape.analyzer.queries import EventFilter
 from iotape.analyzer.store import Store
 from iotape.errors import IotapeError
@@ -172,7 +172,10 @@ def _cached(store: Store, run_id: str, f: EventFilter, metric: str) -> list[tupl
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    rows = queries.run(store, f"hist_{metric}", **f.params(run_id))
+    # The whole run's, built at ingest (DuckDB store): no scan at all.
+    rows = event_histograms.stored(store, run_id, metric) if f.is_any() else None
+    if rows is None:
+        rows = queries.run(store, f"hist_{metric}", **f.params(run_id))
     with _cache_lock:
         _cache[key] = rows
         while len(_cache) > CACHE_SIZE:

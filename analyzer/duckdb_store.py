@@ -1,4 +1,9 @@
-"""DuckDB: the embedded default store, one file.
+"""DuckDB: the embedded default store, one file and its events' Parquet files.
+
+Every table lives in the DuckDB file but `events`: a run's events are one
+immutable Parquet file beside it, read through a temporary view of the same name
+(analyzer/event_files.py), made on every connection, read-only ones included.
+A store in memory keeps its files in a temporary directory, removed on close.
 
 A DuckDB connection is not safe to share between threads: a thread that needs
 the store takes its own with `cursor()`. Ingest stays on one thread (the
@@ -9,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +24,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from iotape import schemas
+from iotape.analyzer import event_files, event_histograms
 from iotape.analyzer.store import StoreError, StoreURL
 from iotape.schemas.tables import quote, table
 
+# Statements a read-only store runs: reads and settings.
+_READING = frozenset({"SELECT", "WITH", "SET", "RESET", "PRAGMA", "EXPLAIN", "DESCRIBE", "SHOW"})
 # Arrow sources are registered under unique names so two inserts never collide.
 _names = itertools.count()
 
@@ -29,11 +40,25 @@ class DuckDBStore:
     cluster = None
 
     def __init__(
-        self, url: StoreURL, create: bool = True, con: duckdb.DuckDBPyConnection | None = None
+        self,
+        url: StoreURL,
+        create: bool = True,
+        con: duckdb.DuckDBPyConnection | None = None,
+        parts: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.url = url
+        self.read_only = read_only
+        # Files written and runs removed inside the open transaction: a rollback
+        # removes the first, a commit the second.
+        self._written: list[Path] = []
+        self._doomed: list[str] = []
+        self._in_tx = False
+        self._own_parts = False
         if con is not None:
             self.con = con
+            self.parts = parts or event_files.parts_dir(url.path)
+            self._events_view()
             return
         path = url.path
         if path != ":memory:":
@@ -50,12 +75,66 @@ class DuckDBStore:
             raise StoreError(f"{path}: cannot open as a DuckDB store: {_first_line(e)}") from None
         except duckdb.Error as e:
             raise StoreError(f"{path}: {_first_line(e)}") from None
+        if path == ":memory:":
+            self.parts = Path(tempfile.mkdtemp(prefix="iotape-events-"))
+            self._own_parts = True
+        else:
+            self.parts = event_files.parts_dir(path)
+        try:
+            event_files.prepare(self.parts)
+            self._run(event_histograms.DDL)
+            self._migrate()
+            self._events_view()
+        except OSError as e:
+            self.close()
+            raise StoreError(f"{self.parts}: cannot keep events here: {e}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _events_view(self) -> None:
+        """`events` for this connection: the Parquet files, unless this is a read-only
+        look at a store from before them (its `events` table is then the one)."""
+        if event_files.ready(self.parts):
+            self._run(event_files.view_sql(self.parts))
+
+    def _migrate(self) -> None:
+        """A store written before events went to Parquet: each run's rows become its
+        file, then the table goes; one transaction, so a crash leaves the table."""
+        legacy = self.rows(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_name = 'events' AND table_type = 'BASE TABLE'"
+        )[0][0]
+        if not legacy:
+            return
+        cols = ", ".join(quote(c) for c in schemas.column_names())
+        with self.transaction():
+            for (run_id,) in self.rows('SELECT DISTINCT "run_id" FROM main."events"'):
+                rel = self._relation(
+                    f'SELECT {cols} FROM main."events" WHERE "run_id" = $run_id '
+                    'ORDER BY "ts_complete_ns"',
+                    {"run_id": run_id},
+                )
+                self._written += event_files.write(self.parts, run_id, rel.to_arrow_reader(65536))[
+                    1
+                ]
+            self._run('DROP TABLE main."events"')
 
     def cursor(self) -> DuckDBStore:
         """A store on a new cursor of the same database, for another thread."""
-        return DuckDBStore(self.url, con=self.con.cursor())
+        return DuckDBStore(
+            self.url, con=self.con.cursor(), parts=self.parts, read_only=self.read_only
+        )
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        if self.read_only:
+            # DuckDB refuses writes to the file itself, but `events` is a view of this
+            # connection, which it would refuse for another reason: say it once here.
+            word = (sql.split(None, 1) or [""])[0].upper()
+            if word not in _READING:
+                raise StoreError(
+                    f"{self.url.display()}: the store is open read-only: {word} refused"
+                )
         self._run(sql, params)
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
@@ -77,6 +156,13 @@ class DuckDBStore:
     def insert_batches(
         self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
     ) -> int:
+        if table_name == "events":
+            # A file of a dead ingest may be there: the run's file is replaced whole.
+            rows, paths, hist = event_files.write(self.parts, run_id, batches)
+            if self._in_tx:
+                self._written += paths
+            self._insert_histograms(run_id, hist)
+            return rows
         t = table(table_name)
         cols = [c for c in t.column_names() if c != "run_id"]
         batches = iter(batches)
@@ -122,7 +208,26 @@ class DuckDBStore:
         for row in rows:
             self._run(sql, {c: row[c] for c in names})
 
+    def _insert_histograms(self, run_id: str, hist: pa.Table | None) -> None:
+        self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
+        if hist is None:
+            return
+        src = f"iotape_src_{next(_names)}"
+        self.con.register(src, hist)
+        try:
+            self._run(f'INSERT INTO "{event_histograms.TABLE}" SELECT * FROM {quote(src)}')
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                self.con.unregister(src)
+
     def delete_run_rows(self, table_name: str, run_id: str) -> None:
+        if table_name == "events":
+            self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
+            if self._in_tx:
+                self._doomed.append(run_id)  # gone once the catalog says so
+            else:
+                event_files.remove(self.parts, run_id)
+            return
         t = table(table_name)
         self._run(
             f"DELETE FROM {quote(t.name)} WHERE {quote('run_id')} = $run_id", {"run_id": run_id}
@@ -130,7 +235,8 @@ class DuckDBStore:
 
     def has_tables(self) -> bool:
         n = self.rows(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('runs', 'events')"
+            "SELECT count(DISTINCT table_name) FROM information_schema.tables "
+            "WHERE table_name IN ('runs', 'events')"
         )
         return n[0][0] == 2
 
@@ -138,15 +244,29 @@ class DuckDBStore:
     def transaction(self) -> Iterator[None]:
         """All or nothing: a process killed inside leaves no trace of it in the file."""
         self._run("BEGIN TRANSACTION")
+        self._in_tx = True
         try:
             yield
+            self._run("COMMIT")
         except BaseException:
-            self.con.rollback()
+            with contextlib.suppress(duckdb.Error):
+                self.con.rollback()
+            for p in self._written:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
             raise
-        self._run("COMMIT")
+        finally:
+            self._in_tx = False
+            written, doomed = self._written, self._doomed
+            self._written, self._doomed = [], []
+        for run_id in doomed:
+            if not any(p.parent == event_files.run_dir(self.parts, run_id) for p in written):
+                event_files.remove(self.parts, run_id)
 
     def close(self) -> None:
         self.con.close()
+        if self._own_parts:
+            shutil.rmtree(self.parts, ignore_errors=True)
 
     def _run(self, sql: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
         try:

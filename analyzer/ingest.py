@@ -10,12 +10,14 @@ Sources, told apart by what the path is:
   kind replay with fio's job summaries, percentiles and per-I/O latencies, and
   the re-recorded trace's events when the replay was recorded (ingest_replay.py).
 
-Trace chunks become Arrow batches (numpy, no per-row Python) on a helper thread
-while the engine inserts the previous ones.
+Trace chunks become Arrow batches (numpy, no per-row Python; event_batches.py) on
+a helper thread while the engine stores the previous ones.
 
-Idempotent: the run id is the start of the source's SHA-256 (of the file; of a
-job directory, of the files that make up its result), so a source already
-ingested is found before any work and reported as a no-op. Atomic: the run row
+Idempotent: the run id is the start of the source's SHA-256 (of a trace, over its
+header, chunk headers and footer, whose CRCs stand for the records; of other
+files, of their bytes; of a job directory, of the files that make up its
+result), so a source already ingested is found before any work and reported as a
+no-op. Atomic: the run row
 says `loading` until every part is in and only `ready` runs are visible; on
 DuckDB the whole ingest is one transaction besides. A retry after a crash
 removes whatever the dead ingest left and loads the source again.
@@ -34,16 +36,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from iotape import schemas
 from iotape.analyzer import catalog
+from iotape.analyzer.event_batches import chunk_batches
 from iotape.analyzer.store import Store
 from iotape.errors import IotapeError
-from iotape.recorder.tracefile import RECORD_DTYPE, RECORD_SIZE, open_trace, records_to_arrow
+from iotape.recorder.tracefile import content_sha256, open_trace
 
 # Every table that holds rows of a run, for deletes and for cleaning up after a crash.
 DATA_TABLES = (
@@ -57,7 +59,7 @@ DATA_TABLES = (
     "workload_streams",
 )
 # Rows per Arrow batch: trace chunks (8192 records) are gathered to amortize the
-# per-batch cost of conversion and of the engine's insert.
+# per-batch cost of conversion and of the engine's write.
 BATCH_ROWS = 65_536
 PARQUET_SUFFIXES = (".parquet", ".pq")
 REPORT_SUFFIXES = (".json",)
@@ -148,6 +150,19 @@ def ingest(
     )
 
 
+def source_sha256(path: Path) -> str:
+    """The idempotency key of a file to ingest: for a trace, over its header, chunk
+    headers and footer (`content_sha256`, no pass over the records); else its bytes."""
+    if path.suffix.lower() not in PARQUET_SUFFIXES + REPORT_SUFFIXES and path.is_file():
+        try:
+            digest = content_sha256(path)
+        except OSError:
+            digest = None
+        if digest is not None:
+            return digest
+    return file_sha256(path)
+
+
 def file_sha256(path: Path) -> str:
     try:
         with path.open("rb") as f:
@@ -201,7 +216,7 @@ class _TraceSource(_TraceLike):
         self.extra: dict[str, Any] = {}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return _prefetch(_gathered(self.trace.iter_chunks(), BATCH_ROWS))
+        return _prefetch(chunk_batches(self.trace.iter_chunks(), BATCH_ROWS))
 
     def close(self) -> None:
         self.trace.close()
@@ -300,7 +315,7 @@ def _source_opener(p: Path) -> tuple[Callable[[Path], contextlib.AbstractContext
         cls: Callable[[Path], Any] = ingest_replay.ReplaySource
         sha = ingest_replay.jobdir_sha256(p)
     else:
-        sha = file_sha256(p)
+        sha = source_sha256(p)
         suffix = p.suffix.lower()
         if suffix in REPORT_SUFFIXES:
             from iotape.analyzer import ingest_workload
@@ -423,23 +438,6 @@ class _Stats:
 
 
 # --------------------------------------------------------------------------- conversion
-
-
-def _gathered(chunks: Iterator[np.ndarray], rows: int) -> Iterator[pa.RecordBatch]:
-    """Trace chunks gathered into batches of about `rows` records, as Arrow."""
-    buf = np.empty(rows + schemas.file_constants()["max_chunk_records"], dtype=RECORD_DTYPE)
-    raw = buf.view(np.uint8).reshape(len(buf), RECORD_SIZE)
-    fill = 0
-    for records in chunks:
-        n = len(records)
-        # Whole records as bytes: a field-wise copy would be slower and skip the padding.
-        raw[fill : fill + n] = records.view(np.uint8).reshape(n, RECORD_SIZE)
-        fill += n
-        if fill >= rows:
-            yield records_to_arrow(buf[:fill])
-            fill = 0
-    if fill:
-        yield records_to_arrow(buf[:fill])
 
 
 _DONE = object()

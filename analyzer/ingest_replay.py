@@ -38,6 +38,7 @@ from iotape.analyzer.ingest import (
     file_sha256,
     load_trace,
     open_trace_source,
+    source_sha256,
     trace_fields,
 )
 from iotape.analyzer.store import Store
@@ -486,7 +487,7 @@ def _parent(store: Store, trace: str) -> dict[str, Any] | None:
     hash (a run's id is the start of it), else by the path it was ingested from."""
     p = Path(trace)
     if p.is_file():
-        run = catalog.get(store, file_sha256(p)[:12])
+        run = catalog.get(store, source_sha256(p)[:12])
         if run is not None and run["state"] == "ready":
             return run
     hits = [r for r in catalog.all_runs(store) if r["source_path"] == str(p.resolve())]

@@ -185,7 +185,10 @@ def init_schema(store: Store, cluster: str | None = None) -> list[str]:
     """Create every table and view (IF NOT EXISTS); returns the statements run."""
     from iotape.schemas.tables import ddl, quote
 
-    statements = ddl(store.dialect, cluster)
+    # The DuckDB store keeps events as Parquet files seen through a view of that name
+    # (analyzer/event_files.py), not as a table.
+    skip = ("events",) if store.dialect == "duckdb" else ()
+    statements = ddl(store.dialect, cluster, skip)
     if cluster is not None:
         # Every node needs the database before the tables ON CLUSTER can go in it.
         statements.insert(
@@ -225,7 +228,7 @@ def open_read_only(url: str | None) -> Store:
             con = duckdb.connect(u.path, read_only=True)
         except duckdb.Error as e:
             raise StoreError(f"{u.display()}: cannot open read-only: {e}") from None
-        store: Store = DuckDBStore(u, con=con)
+        store: Store = DuckDBStore(u, con=con, read_only=True)
     else:
         store = open_store(url, create=False, schema=False)
         try:

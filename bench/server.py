@@ -99,7 +99,11 @@ def main() -> None:
             body = c.get("/runs/big/latency?exact=true").json()
             approx = c.get("/runs/big/latency").json()
         # The peer: DuckDB alone, exact percentiles in one query.
+        from iotape.analyzer import event_files
+
         con = duckdb.connect(str(db), read_only=True)
+        # The store's events are Parquet files; the same view the store makes.
+        con.execute(event_files.view_sql(event_files.parts_dir(str(db))))
         peer_sql = (
             'SELECT count(*), quantile_disc("ts_complete_ns" - "ts_issue_ns", '
             "[0.5, 0.9, 0.99, 0.999, 0.9999]) FROM events WHERE run_id = $r "

@@ -3,13 +3,21 @@
 Peer, in the same run: DuckDB loading the same events from a Parquet file
 (`iotape trace convert` output) into a table of its own file, and DuckDB only
 reading that Parquet file. Each measurement runs in a fresh process, so its
-peak RSS is its own. Ingest time is end to end: hashing the file (the
-idempotency key), converting chunks to Arrow, inserting, committing.
+peak RSS is its own. Ingest time is end to end: the idempotency key, converting
+chunks to Arrow, writing the run's Parquet files and histograms, committing.
 
-Goal (issue 5): >= 5 M events/s into DuckDB, peak RSS < 1 GiB.
-Writes JSON to bench/results/store.json.
+Text import: `iotape import` of an MSR-style CSV (--csv-lines lines) to a trace,
+beside DuckDB's read_csv of the same file (every column read).
 
-Run: `.venv/bin/python bench/store.py [--events 10000000] [--rounds 2]`.
+Peak RSS flat in trace length: --rss-events 10000000,50000000 ingests traces of
+those lengths into DuckDB, one process each.
+
+Goals (issue 19): >= 5 M events/s into DuckDB and >= 2x the peer load, peak RSS
+< 1 GiB; chDB >= 2.5 M events/s; import >= 0.5x read_csv.
+Writes JSON to bench/results/store.json; the ratio lines go to stderr.
+
+Run: `.venv/bin/python bench/store.py [--events 10000000] [--rounds 2]
+[--csv-lines 10000000] [--rss-events 10000000,50000000]`.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,12 +87,12 @@ def child(mode: str, source: str, target: str) -> dict:
     t0 = time.perf_counter()
     out: dict = {"mode": mode}
     if mode in ("duckdb", "chdb", "duckdb-from-parquet"):
-        from iotape.analyzer.ingest import file_sha256, ingest
+        from iotape.analyzer.ingest import ingest, source_sha256
         from iotape.analyzer.store import open_store
 
         url = f"chdb://{target}" if mode == "chdb" else f"duckdb://{target}"
         h0 = time.perf_counter()
-        file_sha256(Path(source))
+        source_sha256(Path(source))
         out["hash_s"] = time.perf_counter() - h0
         store = open_store(url)
         t0 = time.perf_counter()
@@ -99,6 +108,26 @@ def child(mode: str, source: str, target: str) -> dict:
         con.execute("INSERT INTO events SELECT * FROM read_parquet($p)", {"p": source})
         out["events"] = con.execute("SELECT count(*) FROM events").fetchone()[0]
         con.close()
+    elif mode == "import-msr":
+        from iotape.recorder.importers import import_trace
+
+        t0 = time.perf_counter()
+        out["events"] = import_trace("msr", [source], target, force=True, argv=[]).events
+    elif mode == "peer-read-csv":
+        import duckdb
+
+        t0 = time.perf_counter()
+        row = (
+            duckdb.connect()
+            .execute(
+                "SELECT count(*), sum(column0), sum(length(column1)), sum(column2), "
+                "sum(length(column3)), sum(column4), sum(column5), sum(column6) "
+                "FROM read_csv($p, header = false)",
+                {"p": source},
+            )
+            .fetchone()
+        )
+        out["events"] = int(row[0])
     elif mode == "peer-read":
         import duckdb
 
@@ -131,10 +160,55 @@ def measure(mode: str, source: Path, target: Path) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def write_msr_csv(path: Path, n: int) -> None:
+    """MSR Cambridge lines (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime)."""
+    rng = np.random.default_rng(2)
+    step = 1_000_000
+    with path.open("w") as f:
+        for start in range(0, n, step):
+            k = min(step, n - start)
+            t = 128_166_372_000_000_000 + (start + np.arange(k)) * 100
+            rw = np.where(rng.random(k) < 0.4, "Write", "Read")
+            off = rng.integers(0, 1 << 30, k) // 8 * 4096
+            size = rng.choice([4096, 8192, 32768, 65536], k)
+            lat = rng.integers(200, 50_000, k)
+            cols = (t.tolist(), rw.tolist(), off.tolist(), size.tolist(), lat.tolist())
+            f.writelines(f"{a},hm,0,{b},{c},{d},{e}\n" for a, b, c, d, e in zip(*cols, strict=True))
+
+
+def ratio_lines(summary: dict) -> list[str]:
+    rate = {m: v["events_per_s_median"] for m, v in summary.items()}
+    lines = []
+    if "duckdb" in rate:
+        d = rate["duckdb"]
+        lines.append(f".iot -> DuckDB store: {d / 1e6:.2f} M events/s (goal >= 5)")
+        lines.append(
+            f".iot -> DuckDB store / peer DuckDB load of the same Parquet: "
+            f"{d / rate['peer-load']:.2f}x (goal >= 2)"
+        )
+        lines.append(
+            f".iot -> DuckDB store / peer DuckDB read of that Parquet: {d / rate['peer-read']:.2f}x"
+        )
+        lines.append(
+            f"peak RSS, .iot -> DuckDB: {summary['duckdb']['peak_rss_mib_max']:.0f} MiB "
+            "(goal < 1024)"
+        )
+    if "chdb" in rate:
+        lines.append(f".iot -> chDB store: {rate['chdb'] / 1e6:.2f} M events/s (goal >= 2.5)")
+    if "import-msr" in rate:
+        lines.append(
+            f"iotape import MSR CSV / duckdb read_csv of it: "
+            f"{rate['import-msr'] / rate['peer-read-csv']:.2f}x (goal >= 0.5)"
+        )
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--csv-lines", type=int, default=10_000_000, help="0: no text import")
+    ap.add_argument("--rss-events", default="", help="comma-separated trace lengths")
     ap.add_argument(
         "--child", nargs=3, metavar=("MODE", "SOURCE", "TARGET"), help=argparse.SUPPRESS
     )
@@ -153,13 +227,21 @@ def main() -> None:
         make_trace(trace, args.events)
         convert(trace, parquet)
         modes = ["duckdb", "chdb", "duckdb-from-parquet", "peer-load", "peer-read"]
+        csv = tmp / "msr.csv"
+        if args.csv_lines:
+            print(f"making a {args.csv_lines:,}-line MSR CSV ...", file=sys.stderr)
+            write_msr_csv(csv, args.csv_lines)
+            modes += ["import-msr", "peer-read-csv"]
         results: dict[str, list[dict]] = {m: [] for m in modes}
         for rnd in range(args.rounds):
             for m in modes:
-                target = tmp / f"{m}-{rnd}" / ("ch" if m == "chdb" else "db.duckdb")
+                name = {"chdb": "ch", "import-msr": "msr.iot"}.get(m, "db.duckdb")
+                target = tmp / f"{m}-{rnd}" / name
                 target.parent.mkdir()
                 src = parquet if m in ("duckdb-from-parquet", "peer-load", "peer-read") else trace
+                src = csv if m in ("import-msr", "peer-read-csv") else src
                 r = measure(m, src, target)
+                shutil.rmtree(target.parent)  # keep the disk free for the next one
                 results[m].append(r)
                 print(
                     f"round {rnd} {m:20s} {r['events_per_s'] / 1e6:6.2f} M events/s "
@@ -179,21 +261,47 @@ def main() -> None:
             }
             for m, rs in results.items()
         }
+        rss = []
+        for n in [int(x) for x in args.rss_events.split(",") if x]:
+            long = tmp / f"rss-{n}.iot"
+            print(f"making a {n:,}-event trace ...", file=sys.stderr)
+            make_trace(long, n)
+            target = tmp / f"rss-{n}" / "db.duckdb"
+            target.parent.mkdir()
+            r = measure("duckdb", long, target)
+            long.unlink()
+            shutil.rmtree(target.parent)
+            rss.append(r)
+            print(
+                f"{n:,} events -> DuckDB: {r['events_per_s'] / 1e6:6.2f} M events/s "
+                f"peak {r['peak_rss_mib']:6.0f} MiB",
+                file=sys.stderr,
+            )
         doc = {
-            "benchmark": "store ingest (issue 5)",
+            "benchmark": "store ingest (issues 5, 19)",
             "events": args.events,
             "trace_bytes": trace.stat().st_size,
             "parquet_bytes": parquet.stat().st_size,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "goal": {"duckdb_events_per_s": 5_000_000, "peak_rss_mib": 1024},
+            "goal": {
+                "duckdb_events_per_s": 5_000_000,
+                "duckdb_vs_peer_load": 2.0,
+                "peak_rss_mib": 1024,
+                "chdb_events_per_s": 2_500_000,
+                "import_vs_read_csv": 0.5,
+            },
             "peer": "peer-load: DuckDB INSERT from the same events in Parquet into its own file; "
             "peer-read: DuckDB reading that Parquet (every column)",
             "summary": summary,
+            "ratios": ratio_lines(summary),
+            "rss_by_length": rss,
             "rounds": results,
         }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
+    for line in doc["ratios"]:
+        print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

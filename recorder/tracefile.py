@@ -13,6 +13,7 @@ every length read from the file is bounded by the file's size before it is used.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import mmap
 import os
@@ -425,6 +426,38 @@ def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
         raise IotapeError(f"{path}: is a directory, not a trace file") from None
     except PermissionError:
         raise IotapeError(f"{path}: permission denied") from None
+
+
+def content_sha256(path: str | os.PathLike) -> str | None:
+    """SHA-256 over what identifies a trace's content without reading its records:
+    the header, every chunk header (record count, sequence number and the CRC-32 of
+    its records) and the footer with the trailer. Two traces that differ anywhere in
+    their records differ in a chunk's CRC. None when the file is not laid out as a
+    complete trace (the caller then hashes the bytes, and reading it reports why)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < _HEADER_FIXED.size:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            try:
+                _, data_offset = _parse_header(mm, size)
+            except Defect:
+                return None
+            h.update(mm[:data_offset])
+            pos = data_offset
+            while size - pos >= CHUNK_HEADER_SIZE:
+                (magic, count) = struct.unpack_from("<II", mm, pos)
+                if magic == FOOTER_MAGIC:
+                    if mm[size - len(TRAILER_MAGIC) : size] != TRAILER_MAGIC:
+                        return None
+                    h.update(mm[pos:size])
+                    return h.hexdigest()
+                if magic != CHUNK_MAGIC or not 1 <= count <= MAX_CHUNK_RECORDS:
+                    return None
+                h.update(mm[pos : pos + CHUNK_HEADER_SIZE])
+                pos += CHUNK_HEADER_SIZE + count * RECORD_SIZE
+    return None
 
 
 def _parse_header(mm: mmap.mmap | None, size: int) -> tuple[dict, int]:

@@ -178,8 +178,9 @@ def quote(name: str) -> str:
 # --------------------------------------------------------------------------- DDL
 
 
-def ddl(dialect: str, cluster: str | None = None) -> list[str]:
-    """CREATE statements for every table and view, in order, for `dialect`.
+def ddl(dialect: str, cluster: str | None = None, skip: tuple[str, ...] = ()) -> list[str]:
+    """CREATE statements for every table (but those in `skip`) and view, in order, for
+    `dialect`.
 
     With `cluster` (ClickHouse only), each table becomes `<name>_local`, a
     Replicated*MergeTree created ON CLUSTER, plus `<name>`, a Distributed table
@@ -194,6 +195,8 @@ def ddl(dialect: str, cluster: str | None = None) -> list[str]:
             raise ValueError(f"cluster name {cluster!r} is not a plain identifier")
     out = []
     for t in tables().values():
+        if t.name in skip:
+            continue
         if dialect == "duckdb":
             out.append(_duckdb_table(t))
         elif cluster is None:
