@@ -428,6 +428,16 @@ def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
         raise IotapeError(f"{path}: permission denied") from None
 
 
+def trace_sha256(path: str | os.PathLike) -> str:
+    """A trace's identity, the store's run id for it: `content_sha256` where the
+    file is a complete trace, else the SHA-256 of its bytes (a damaged trace)."""
+    digest = content_sha256(path)
+    if digest is not None:
+        return digest
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def content_sha256(path: str | os.PathLike) -> str | None:
     """SHA-256 over what identifies a trace's content without reading its records:
     the header, every chunk header (record count, sequence number and the CRC-32 of

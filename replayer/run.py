@@ -8,7 +8,7 @@ measured the same way, at the device.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import shlex
@@ -24,7 +24,7 @@ import numpy as np
 from iotape import schemas
 from iotape.errors import IotapeError
 from iotape.recorder import record as rec
-from iotape.recorder.tracefile import open_trace, write_trace
+from iotape.recorder.tracefile import open_trace, trace_sha256, write_trace
 from iotape.replayer import fidelity as fid
 from iotape.replayer import launch as launchmod
 from iotape.replayer import plan as planmod
@@ -374,10 +374,7 @@ def replay_of(man: dict) -> dict:
     src = Path(man["trace"])
     digest = ""
     if src.is_file():
-        h = hashlib.sha256()
-        with src.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        digest = h.hexdigest()
+        with contextlib.suppress(OSError):
+            digest = trace_sha256(src)
     return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
             "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip

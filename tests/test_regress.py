@@ -19,7 +19,7 @@ from iotape.analyzer import comparison, history, workloads
 from iotape.analyzer.analyses import FilterArgs
 from iotape.analyzer.api_config import Settings
 from iotape.analyzer.api_main import create_app
-from iotape.analyzer.ingest import file_sha256, ingest
+from iotape.analyzer.ingest import ingest, source_sha256
 from iotape.analyzer.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def store_url(tmp_path_factory) -> str:
         ingest(s, write(tmp / "again.iot", records(2), "A1"), name="again")
         ingest(s, write(tmp / "slowwrites.iot", records(3, write_factor=1.3), "B2"),
                name="slowwrites")  # fmt: skip
-        sha = file_sha256(orig)
+        sha = source_sha256(orig)
         # Traces recorded while replaying `base`: unscaled, and at twice the rate.
         for name, scale, seed in (("replay1x", 1.0, 4), ("replay2x", 0.5, 5)):
             meta = {"replay_of": {"trace": str(orig), "trace_sha256": sha, "time_scale": scale,

@@ -20,7 +20,7 @@ from conftest import need
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from hybrid_lab import HybridLab, LabError
 
-from iotape.analyzer.ingest import file_sha256
+from iotape.analyzer.ingest import source_sha256
 from iotape.recorder.tracefile import open_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_throttled_writes_are_flagged_and_unchanged_replays_are_not(lab: HybridL
     # The recorded replay says what it replays: the store pairs it with its source.
     with open_trace(tmp_path / "base.iot") as t:
         replay_of = t.header["metadata"]["replay_of"]
-    assert replay_of["trace_sha256"] == file_sha256(src) and replay_of["time_scale"] == 1.0
+    assert replay_of["trace_sha256"] == source_sha256(src) and replay_of["time_scale"] == 1.0
     for i in range(PAIRS):
         replay(f"same-{i}", None)
         # Under the 120 writes/s the trace issues: writes wait for the cap's budget.
