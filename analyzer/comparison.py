@@ -305,7 +305,9 @@ def regressions(result: dict) -> list[dict[str, Any]]:
                 for it in r["metrics"]:
                     if it["regression"]:
                         out.append(
-                            {"candidate": c["candidate"]["name"], "model": g["model"],
-                             "op": r["op_name"], "stream": r["stream_name"], **it}
+                            # `run`, not `candidate`: the metric's own `candidate`
+                            # key is the candidate's value.
+                            {**it, "run": c["candidate"]["name"], "model": g["model"],
+                             "op": r["op_name"], "stream": r["stream_name"]}
                         )  # fmt: skip
     return out

@@ -312,7 +312,7 @@ def _print_comparison(res: dict) -> None:
         out.print("\n[b]regressions[/b]:")
         for x in regs:
             out.print(
-                f"  {x['candidate']}: {x['model']} {x['op']}/{x['stream']} {x['level']} "
+                f"  {x['run']}: {x['model']} {x['op']}/{x['stream']} {x['level']} "
                 f"{_val(x['base'], x['unit'])} -> {_val(x['candidate'], x['unit'])} "
                 f"({x['delta_pct']:+.1f} %, {conf} CI [{_delta(x['ci_low'], x['unit'])}, "
                 f"{_delta(x['ci_high'], x['unit'])}])"

@@ -82,6 +82,9 @@ def test_writes_30_percent_slower_are_flagged_on_writes_only(store_url: str) -> 
     assert t.returncode == 1
     assert "regressions:" in t.stdout and "write/log-write p50" in t.stdout
     assert "95 % CI [+" in t.stdout
+    # Each regression line starts with the candidate run's name.
+    listed = t.stdout.split("regressions:")[1].strip().splitlines()
+    assert listed and all(line.strip().startswith("slowwrites: ") for line in listed), listed
 
 
 def test_threshold_keeps_a_small_change_from_failing(store_url: str) -> None:
