@@ -283,7 +283,17 @@ def test_sigkill_then_repair_keeps_every_flushed_record(loop, tmp_path: Path) ->
     assert res.returncode == 0, res.stderr
     trace = open_trace(out)
     assert trace.footer is not None and trace.footer["repaired"] is True
-    assert trace_multiset(trace.read_all()) == fio_multiset(log)
+    got, want = trace_multiset(trace.read_all()), fio_multiset(log)
+    if got != want:
+        # Failed once in a full suite run (8 of 2,000 requests absent, none extra) and
+        # never alone: say whether the loader had counted them as lost before the kill.
+        assert proc.stdout is not None
+        progress = [ln for ln in proc.stdout.read().splitlines() if '"progress"' in ln]
+        missing = sorted((want - got).elements())
+        raise AssertionError(
+            f"{len(missing)} requests absent, {sum((got - want).values())} extra; "
+            f"first absent {missing[:5]}; loader's last progress: {progress[-1:]}"
+        )
 
 
 def test_sigkill_mid_capture_leaves_valid_prefix(loop, tmp_path: Path) -> None:
