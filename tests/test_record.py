@@ -270,9 +270,22 @@ def _loader(loop_path: str, out: Path, tmp_path: Path, chunk_records: int) -> su
 def test_sigkill_then_repair_keeps_every_flushed_record(loop, tmp_path: Path) -> None:
     out, log = tmp_path / "k.iot", tmp_path / "fio.log"
     proc = _loader(loop.path, out, tmp_path, chunk_records=128)
+    progress: list[str] = []
     try:
         subprocess.run(fio_args(loop.path, log, ios=2000), check=True, capture_output=True)
-        time.sleep(2.5)  # past the loader's once-a-second flush of a partial chunk
+        # Kill only once the loader has taken every request off the ring buffer (its
+        # once-a-second progress line counts them), then past its next once-a-second
+        # flush of a partial chunk: a fixed sleep assumed the drain was never late.
+        n = sum(fio_multiset(log).values())
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if '"progress"' in line:
+                progress.append(line)
+                if json.loads(line)["events"] >= n:
+                    break
+        time.sleep(1.5)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -288,7 +301,7 @@ def test_sigkill_then_repair_keeps_every_flushed_record(loop, tmp_path: Path) ->
         # Failed once in a full suite run (8 of 2,000 requests absent, none extra) and
         # never alone: say whether the loader had counted them as lost before the kill.
         assert proc.stdout is not None
-        progress = [ln for ln in proc.stdout.read().splitlines() if '"progress"' in ln]
+        progress += [ln for ln in proc.stdout.read().splitlines() if '"progress"' in ln]
         missing = sorted((want - got).elements())
         raise AssertionError(
             f"{len(missing)} requests absent, {sum((got - want).values())} extra; "
