@@ -83,9 +83,11 @@ def test_the_readme_is_short() -> None:
 
 
 def test_nothing_points_outside_the_repository() -> None:
+    # Spelled in parts, so that this test does not itself point outside.
+    outside = "/".join(["..", "shared"])
     for page in PAGES:
         text = page.read_text()
-        assert "../shared" not in text, page
+        assert outside not in text, page
         assert "workplace" not in text.lower(), page
 
 
