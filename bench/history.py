@@ -57,8 +57,8 @@ def main() -> None:
     import duckdb
     from store import make_trace  # bench/store.py: the same synthetic trace as the ingest bench
 
-    from iotape.analyzer.ingest import ingest
-    from iotape.analyzer.store import opened
+    from analyzer.store.ingest import ingest
+    from analyzer.store.interface import opened
 
     versions = 10
     with tempfile.TemporaryDirectory(prefix="iotape-bench-history-", dir="/var/tmp") as tmp:

@@ -8,10 +8,10 @@
 - or, with `memory_disk=True`, the same over a memory-backed loop device instead of
   the disk (a loop over a loop over /dev/shm): the throttle works the same way, and
   the device's own time no longer drifts with whatever else uses the shared disk
-  (tests/test_regress_devices.py compares repeated runs of it).
+  (tests/analyzer/test_regress_devices.py compares repeated runs of it).
 
 Everything made is released by name on exit, also after a failure. Used by
-bench/tiering_check.py, tests/test_tiering_check.py and scripts/demo_devices.py
+bench/tiering_check.py, tests/replayer/test_tiering_check.py and scripts/demo_devices.py
 (`make demo`'s HDD-like and SSD-like devices).
 """
 

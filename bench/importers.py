@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.recorder import blktrace_import as bt
-from iotape.recorder import textformats
-from iotape.recorder.importers import import_trace
+from recorder.importers import blktrace as bt
+from recorder.importers import textformats
+from recorder.importers.core import import_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 FILETIME_2008 = 128_166_372_000_000_000

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from iotape.recorder import bpftrace_backend, devices, procstat
-from iotape.recorder.tracefile import open_trace
+from recorder.capture import bpftrace_backend, devices, procstat
+from recorder.tracefile.core import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]

@@ -55,11 +55,12 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.recorder import record as rec
-from iotape.replayer import fidelity, locality
-from iotape.replayer import run as runmod
-from iotape.replayer.plan import PlanOptions, plan
-from iotape.replayer.source import load
+from recorder.capture import record as rec
+from replayer.plan import locality
+from replayer.plan.build import PlanOptions, plan
+from replayer.plan.source import load
+from replayer.run import execute as runmod
+from replayer.run import fidelity
 
 ROOT = Path(__file__).resolve().parent.parent
 

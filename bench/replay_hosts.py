@@ -39,7 +39,7 @@ from conftest import Loop  # noqa: E402
 from hosts_lab import Lab  # noqa: E402
 from trace_helpers import SDA, make_trace, workload_records  # noqa: E402
 
-from iotape.replayer.plan import PlanOptions, plan  # noqa: E402
+from replayer.plan.build import PlanOptions, plan  # noqa: E402
 
 IOTAPE = str(Path(sys.executable).parent / "iotape")
 

@@ -59,11 +59,11 @@ def main() -> None:
     from fastapi.testclient import TestClient
     from store import make_trace  # bench/store.py: the same synthetic trace as the ingest bench
 
-    from iotape.analyzer import analyses
-    from iotape.analyzer.api_config import Settings
-    from iotape.analyzer.api_main import create_app
-    from iotape.analyzer.ingest import ingest
-    from iotape.analyzer.store import opened
+    from analyzer.analyses import core as analyses
+    from analyzer.server.app import create_app
+    from analyzer.server.config import Settings
+    from analyzer.store.ingest import ingest
+    from analyzer.store.interface import opened
 
     with tempfile.TemporaryDirectory(prefix="iotape-bench-server-") as tmp:
         trace, db = Path(tmp) / "big.iot", Path(tmp) / "s.duckdb"
@@ -99,7 +99,7 @@ def main() -> None:
             body = c.get("/runs/big/latency?exact=true").json()
             approx = c.get("/runs/big/latency").json()
         # The peer: DuckDB alone, exact percentiles in one query.
-        from iotape.analyzer import event_files
+        from analyzer.store import event_files
 
         con = duckdb.connect(str(db), read_only=True)
         # The store's events are Parquet files; the same view the store makes.

@@ -37,14 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape import schemas
+import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def make_trace(path: Path, n: int) -> None:
     """Plausible records: two devices, a few ops, streams and task names, rising times."""
-    from iotape.recorder.tracefile import TraceWriter
+    from recorder.tracefile.core import TraceWriter
 
     header = {
         "mono_start_ns": 0,
@@ -87,8 +87,8 @@ def child(mode: str, source: str, target: str) -> dict:
     t0 = time.perf_counter()
     out: dict = {"mode": mode}
     if mode in ("duckdb", "chdb", "duckdb-from-parquet"):
-        from iotape.analyzer.ingest import ingest, source_sha256
-        from iotape.analyzer.store import open_store
+        from analyzer.store.ingest import ingest, source_sha256
+        from analyzer.store.interface import open_store
 
         url = f"chdb://{target}" if mode == "chdb" else f"duckdb://{target}"
         h0 = time.perf_counter()
@@ -109,7 +109,7 @@ def child(mode: str, source: str, target: str) -> dict:
         out["events"] = con.execute("SELECT count(*) FROM events").fetchone()[0]
         con.close()
     elif mode == "import-msr":
-        from iotape.recorder.importers import import_trace
+        from recorder.importers.core import import_trace
 
         t0 = time.perf_counter()
         out["events"] = import_trace("msr", [source], target, force=True, argv=[]).events
@@ -218,7 +218,7 @@ def main() -> None:
         print(json.dumps(child(*args.child)))
         return
 
-    from iotape.recorder.convert import convert
+    from recorder.tracefile.convert import convert
 
     with tempfile.TemporaryDirectory(prefix="iotape-bench-store-", dir="/var/tmp") as tmp:
         tmp = Path(tmp)

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.analyzer import tiering as T
-from iotape.analyzer import tiering_native as N
+from analyzer.tiering import native as N
+from analyzer.tiering import simulate as T
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = 4 << 20

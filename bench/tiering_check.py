@@ -2,7 +2,7 @@
 
 A trace (fio 4 KiB random reads, Zipf 1.1 over 256 MiB, Poisson arrivals at
 --rate IOPS, recorded with `iotape record`) is checked with
-`iotape replay tiering-check` (replayer/tiering_check.py) on the hybrid lab
+`iotape replay tiering-check` (replayer/run/tiering_check.py) on the hybrid lab
 (bench/hybrid_lab.py): fast = loop over /dev/shm, slow = direct-I/O loop over the
 real disk, throttled by a cgroup v1 blkio IOPS limit. Policy: an LRU SSD read
 cache of 4 KiB units at two sizes.
@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from hybrid_lab import HybridLab  # noqa: E402
 
-from iotape.analyzer import tiering  # noqa: E402
-from iotape.replayer import plan as planmod  # noqa: E402
-from iotape.replayer import run as runmod  # noqa: E402
-from iotape.replayer import tiering_check  # noqa: E402
+from analyzer.tiering import simulate as tiering  # noqa: E402
+from replayer.plan import build as planmod  # noqa: E402
+from replayer.run import execute as runmod  # noqa: E402
+from replayer.run import tiering_check  # noqa: E402
 
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 CAPACITIES = ("256K", "4M")

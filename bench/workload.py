@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape import schemas
-from iotape.recorder.tracefile import open_trace
-from iotape.workload import engine, profiles
+import schemas
+from recorder.tracefile.core import open_trace
+from workload import engine, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS = {v: k for k, v in schemas.enum("stream").items()}

@@ -25,11 +25,15 @@ app = typer.Typer(
 def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
-    from iotape.analyzer import analyze_cli, regress_cli, serve_cli
-    from iotape.analyzer import cli as analyzer_cli
-    from iotape.recorder import import_cli, record_cli, trace_cli
-    from iotape.replayer import cli as replay_cli
-    from iotape.workload import cli as workload_cli
+    from analyzer.analyses import cli as regress_cli
+    from analyzer.server import cli as serve_cli
+    from analyzer.store import cli as analyzer_cli
+    from analyzer.tiering import cli as analyze_cli
+    from recorder.capture import cli as record_cli
+    from recorder.importers import cli as import_cli
+    from recorder.tracefile import cli as trace_cli
+    from replayer import cli as replay_cli
+    from workload import cli as workload_cli
 
     app.command("record")(record_cli.record)
     app.add_typer(trace_cli.app, name="trace")

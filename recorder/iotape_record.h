@@ -1,4 +1,4 @@
-/* Generated from schemas/trace_record.toml by `python -m iotape.schemas.gen_c`.
+/* Generated from schemas/trace_record.toml by `python -m schemas.gen_c`.
  * Do not edit: change the TOML and regenerate. */
 #ifndef IOTAPE_RECORD_H
 #define IOTAPE_RECORD_H

@@ -11,11 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from iotape.analyzer import tiering_options as opt
+from analyzer.tiering import options as opt
+from iotape.cliopts import AsJson, Force
 from iotape.errors import IotapeError
-from iotape.replayer import fidelity as fid
-from iotape.replayer import plan as planmod
-from iotape.replayer import run as runmod
+from replayer.plan import build as planmod
+from replayer.run import execute as runmod
+from replayer.run import fidelity as fid
 
 app = typer.Typer(
     help="Replay a trace with fio: plan job files, run them, measure fidelity.",
@@ -24,7 +25,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of tables.")]
 
 
 @app.command("plan")
@@ -108,9 +108,7 @@ def plan(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace an earlier plan in JOBDIR.")
-    ] = False,
+    force: Force = False,
     as_json: AsJson = False,
 ) -> None:
     """Turn a trace into fio job files (one iolog per stream and target, or fitted jobs).
@@ -122,7 +120,7 @@ def plan(
     """
     size = None
     if create_file is not None:
-        from iotape.analyzer.tiering import TieringError, parse_size
+        from analyzer.tiering.simulate import TieringError, parse_size
 
         try:
             size = parse_size(create_file)
@@ -193,9 +191,7 @@ def run(
             help="Allow writing to DEV despite a filesystem, mount or root disk.",
         ),
     ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Overwrite existing record outputs.")
-    ] = False,
+    force: Force = False,
     host_iotape: Annotated[
         str,
         typer.Option("--host-iotape", help="Multi-host plans: the iotape command on the hosts."),
@@ -272,7 +268,7 @@ def check_host(
 
     Example: iotape replay check-host /srv/jobs h1 --destroy-data-on /dev/sdb
     """
-    from iotape.replayer import hostcheck
+    from replayer.hosts import check as hostcheck
 
     code, message = hostcheck.check(jobdir.resolve(), host, destroy_data_on or [])
     if verdict is not None:
@@ -312,7 +308,7 @@ def fidelity(
         raise IotapeError(f"--window {window}: must be a positive number of seconds")
     if replayed.is_dir():
         # A multi-host job directory: figures per host from fio's own logs.
-        from iotape.replayer import hostfid
+        from replayer.hosts import fidelity as hostfid
 
         man = runmod.load_manifest(replayed)
         if not man.get("hosts"):
@@ -427,7 +423,7 @@ def split(
     headroom: opt.Headroom = None,
     max_io: opt.MaxIo = None,
     reads_only: opt.ReadsOnly = None,
-    force: Annotated[bool, typer.Option(help="Replace an existing output file.")] = False,
+    force: Force = False,
     as_json: AsJson = False,
 ) -> None:
     """Split a trace across devices `fast` and `slow` by a tiering or cache simulation's
@@ -435,7 +431,7 @@ def split(
 
     Example: iotape replay split run.iot -o split.iot --policy lru --unit 4K --capacity 64M
     """
-    from iotape.replayer import split as splitmod
+    from replayer.plan import split as splitmod
 
     p = opt.from_args(locals())
     res = splitmod.split(trace, output, p, force)
@@ -483,7 +479,7 @@ def tiering_check(
             help="Allow writing to DEV despite a filesystem, mount or root disk.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option(help="Replace an earlier check in OUTPUT.")] = False,
+    force: Force = False,
     as_json: AsJson = False,
 ) -> None:
     """Check a tiering projection on two real devices: replay the trace on the slow one,
@@ -493,7 +489,7 @@ def tiering_check(
     Example: iotape replay tiering-check run.iot --fast /dev/nvme1n1 --slow /dev/sdc -o chk/
     --capacity 64G
     """
-    from iotape.replayer import tiering_check as tc
+    from replayer.run import tiering_check as tc
 
     p = opt.from_args(locals())
     with err.status("tiering check") as status:

@@ -1,14 +1,14 @@
 """Generate recorder/iotape_record.h from trace_record.toml.
 
-Run `python -m iotape.schemas.gen_c [OUT]`; with no OUT it prints. The header is
-committed; tests/test_schema.py fails if it differs from what this writes.
+Run `python -m schemas.gen_c [OUT]`; with no OUT it prints. The header is
+committed; tests/schemas/test_schema.py fails if it differs from what this writes.
 """
 
 from __future__ import annotations
 
 import sys
 
-from iotape import schemas
+import schemas
 
 _CTYPE = {"u8": "__u8", "u16": "__u16", "u32": "__u32", "u64": "__u64", "i16": "__s16"}
 
@@ -22,7 +22,7 @@ def render() -> str:
     size = schemas.record_size()
     fc = schemas.file_constants()
     out = [
-        "/* Generated from schemas/trace_record.toml by `python -m iotape.schemas.gen_c`.",
+        "/* Generated from schemas/trace_record.toml by `python -m schemas.gen_c`.",
         " * Do not edit: change the TOML and regenerate. */",
         "#ifndef IOTAPE_RECORD_H",
         "#define IOTAPE_RECORD_H",

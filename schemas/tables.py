@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from iotape import schemas
+import schemas
 
 TABLES_PATH = Path(__file__).with_name("tables.toml")
 DIALECTS = ("duckdb", "clickhouse")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from store_helpers import store_url
 
-from iotape.analyzer.store import open_store
+from analyzer.store.interface import open_store
 from iotape.errors import IotapeError
-from iotape.recorder import record as rec
+from recorder.capture import record as rec
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

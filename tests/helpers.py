@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape import schemas
-from iotape.recorder.tracefile import open_trace
+import schemas
+from recorder.tracefile.core import open_trace
 
 OP = schemas.enum("op")
 _FIO_OPS = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"], "sync": OP["flush"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from iotape.recorder import blktrace_import as bt
+from recorder.importers import blktrace as bt
 
 ACT = {ch: i for i, ch in enumerate(bt.ACTIONS) if ch != "?"}
 CAT = {"R": bt.TC_READ, "W": bt.TC_WRITE, "FW": bt.TC_FLUSH | bt.TC_WRITE, "FN": bt.TC_FLUSH}

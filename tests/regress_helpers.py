@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 from trace_helpers import header, workload_records
 
-from iotape.analyzer.ingest import ingest
-from iotape.analyzer.store import open_store
-from iotape.recorder.tracefile import TraceWriter
+from analyzer.store.ingest import ingest
+from analyzer.store.interface import open_store
+from recorder.tracefile.core import TraceWriter
 
 N = 20_000
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape import schemas
-from iotape.recorder.tracefile import CHUNK_HEADER_SIZE, RECORD_SIZE, TraceWriter, open_trace
+import schemas
+from recorder.tracefile.core import CHUNK_HEADER_SIZE, RECORD_SIZE, TraceWriter, open_trace
 
 DT = schemas.record_dtype()
 SDA = (8 << 20) | 0

@@ -11,9 +11,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
-from iotape.workload import engine, esrp, html, profiles, report
+from workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
 err = Console(stderr=True)
@@ -163,8 +164,8 @@ def run(
     device: Annotated[
         list[str] | None, typer.Option("-d", "--device", help="device to record")
     ] = None,
-    force: Annotated[bool, typer.Option(help="overwrite an existing --record trace")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    force: Force = False,
+    json_out: AsJson = False,
     emulate_latency: Annotated[
         str | None,
         typer.Option(
@@ -260,8 +261,8 @@ def esrp_cmd(
     device: Annotated[
         list[str] | None, typer.Option("-d", "--device", help="device to record")
     ] = None,
-    force: Annotated[bool, typer.Option(help="overwrite existing --record traces")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    force: Force = False,
+    json_out: AsJson = False,
 ) -> None:
     """Run the published Jetstress sequence on the same databases: a performance
     (or stress) test, a database backup, then soft recovery of the logs the test

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from iotape.errors import IotapeError
-from iotape.workload import layout, profiles
+from workload import layout, profiles
 
 ENGINE = Path(__file__).with_name("build") / "iotape-ese"
 MODES = ("performance", "stress", "throughput", "backup", "soft-recovery")
@@ -234,7 +234,7 @@ def run_recorded(
     cfg: WorkloadConfig, output: Path, devices: list[str] | None = None, force: bool = False
 ) -> tuple[dict, dict]:
     """Run the engine under `iotape record`; returns (engine result, recorder summary)."""
-    from iotape.recorder.record import RecordOptions, record
+    from recorder.capture.record import RecordOptions, record
 
     lay = validate(cfg)
     devs = devices or lay.devices

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iotape.errors import IotapeError
-from iotape.workload import engine, report
+from workload import engine, report
 
 FORMAT = "iotape-esrp-report"
 VERSION = 1

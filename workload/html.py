@@ -107,7 +107,7 @@ def write(rep: dict, path: Path) -> None:
 
 def render_esrp(rep: dict) -> str:
     """The ESRP sequence: parameters, one table per phase, totals, verdict."""
-    from iotape.workload import esrp
+    from workload import esrp
 
     params = _table(
         ["parameter", "value"], [[escape(k), escape(v)] for k, v in esrp.parameters(rep)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iotape.errors import IotapeError
-from iotape.replayer import safety, targets
+from replayer.run import safety, targets
 
 MIB = 1 << 20
 LOG_FILES_PER_REGION = 64  # log files a device region holds (it is used as a ring)

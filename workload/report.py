@@ -12,7 +12,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from iotape.workload import profiles
+from workload import profiles
 
 REPORT_VERSION = 1
 TX_STREAMS = ("db-read", "db-write")

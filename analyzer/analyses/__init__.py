@@ -1,0 +1,1 @@
+"""Analyses over stored runs: latency, time series, verdicts, run-vs-run comparison, history."""

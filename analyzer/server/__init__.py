@@ -1,0 +1,1 @@
+"""The HTTP service: the FastAPI app, its dependencies and settings, routes, dashboard."""

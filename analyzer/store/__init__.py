@@ -1,0 +1,1 @@
+"""The store: DuckDB and ClickHouse backends, their queries, the run catalog, ingest and export."""

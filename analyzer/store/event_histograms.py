@@ -1,0 +1,134 @@
+"""A run's latency histograms, built while its events are written (DuckDB store).
+
+The server's first look at a run is its whole histogram per device, op and stream
+(`queries` hist_device / hist_queue, analyses.hist_rows). Built here from the
+row groups as they are written, in numpy and Arrow's hash aggregation, it is kept
+in `run_histograms` and read back in place of the scan: the same rows the query
+gives. The bucket's floor(log2 v) is taken from the float exponent, exact; the
+query's float log2 rounds up just below a power of two from about 2^48 ns (three
+days) on, so a run with a latency past LIMIT_NS gets no stored histogram and is
+scanned as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from analyzer.store.interface import Store, StoreError
+from analyzer.store.queries import MAX_NS, METRICS
+
+TABLE = "run_histograms"
+# The (later, issue, earlier) columns of each metric, as queries.METRICS computes it.
+_SPANS = {"device": ("ts_complete_ns", "ts_issue_ns"), "queue": ("ts_issue_ns", "ts_queue_ns")}
+assert set(_SPANS) == set(METRICS)
+_NAMES = list(_SPANS)
+# A row that says "built" for runs with no known latency at all.
+BUILT = "built"
+LIMIT_NS = 1 << 47
+
+DDL = (
+    f'CREATE TABLE IF NOT EXISTS "{TABLE}" ("run_id" VARCHAR NOT NULL, "metric" VARCHAR NOT NULL, '
+    '"dev" BIGINT NOT NULL, "op" BIGINT NOT NULL, "stream" BIGINT NOT NULL, "b" BIGINT NOT NULL, '
+    '"n" BIGINT NOT NULL, "s" HUGEINT NOT NULL, "lo" BIGINT NOT NULL, "hi" BIGINT NOT NULL)'
+)
+
+
+def partial(t: pa.Table) -> pa.Table | None:
+    """One row group's histograms: a key (dev, op, stream, metric, bucket packed in 64
+    bits) with count, sum, min and max; None past LIMIT_NS."""
+    base = (
+        (t["dev"].to_numpy().astype(np.uint64) << np.uint64(32))
+        | (t["op"].to_numpy().astype(np.uint64) << np.uint64(24))
+        | (t["stream"].to_numpy().astype(np.uint64) << np.uint64(16))
+    )
+    # The query's unfiltered bounds: times up to MAX_NS (bytes, a u32, always pass).
+    seen = t["ts_complete_ns"].to_numpy() <= np.uint64(MAX_NS)
+    keys, vals = [], []
+    for i, (later, earlier) in enumerate(_SPANS.values()):
+        hi = t[later].to_numpy()
+        lo = t[earlier].to_numpy()
+        ok = seen & (lo > 0) & (hi >= lo)
+        d = hi[ok] - lo[ok]
+        if len(d) and d.max() >= LIMIT_NS:
+            return None
+        v = d.astype(np.int64)
+        # floor(log2 v): the exponent bits of v as a double (exact below 2^53).
+        e = (np.maximum(v, 1).astype(np.float64).view(np.int64) >> 52) - 1023
+        b = np.where(v < 64, v, (e - 5) * 64 + (v >> np.maximum(e - 6, 0)) - 64)
+        # Buckets stay under 2^12 for any int64; bit 15 tells the metrics apart.
+        keys.append(base[ok] | b.astype(np.uint64) | np.uint64(i << 15))
+        vals.append(v)
+    g = pa.table({"k": np.concatenate(keys), "v": np.concatenate(vals)})
+    return _agg(g, "v", ("count", "sum", "min", "max"))
+
+
+def merged(parts: list[pa.Table | None], run_id: str) -> pa.Table | None:
+    """The run's rows for `run_histograms` from the row groups' partials (None if one
+    of them is)."""
+    if any(p is None for p in parts):
+        return None
+    if parts:
+        t = pa.concat_tables(parts)
+        t = _agg2(t)
+        k = t["k"].to_numpy()
+    else:
+        t = None
+        k = np.zeros(0, dtype=np.uint64)
+    metric = np.array(_NAMES, dtype=object)[((k >> np.uint64(15)) & np.uint64(1)).astype(np.int64)]
+    cols: dict[str, Any] = {
+        "run_id": [run_id] * len(k) + [run_id],
+        "metric": [*metric.tolist(), BUILT],
+        "dev": np.append((k >> np.uint64(32)).astype(np.int64), -1),
+        "op": np.append(((k >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64), -1),
+        "stream": np.append(((k >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64), -1),
+        "b": np.append((k & np.uint64(0x7FFF)).astype(np.int64), -1),
+    }
+    for c in ("n", "s", "lo", "hi"):
+        cols[c] = np.append(t[c].to_numpy() if t is not None else np.zeros(0, np.int64), 0)
+    return pa.table(cols)
+
+
+def _agg(t: pa.Table, col: str, fns: tuple[str, ...]) -> pa.Table:
+    r = t.group_by("k", use_threads=False).aggregate([(col, f) for f in fns])
+    return pa.table(
+        {
+            "k": r["k"],
+            "n": r[f"{col}_count"],
+            "s": r[f"{col}_sum"],
+            "lo": r[f"{col}_min"],
+            "hi": r[f"{col}_max"],
+        }
+    )
+
+
+def _agg2(t: pa.Table) -> pa.Table:
+    r = t.group_by("k", use_threads=False).aggregate(
+        [("n", "sum"), ("s", "sum"), ("lo", "min"), ("hi", "max")]
+    )
+    return pa.table(
+        {"k": r["k"], "n": r["n_sum"], "s": r["s_sum"], "lo": r["lo_min"], "hi": r["hi_max"]}
+    )
+
+
+READ_SQL = (
+    f'SELECT "metric", "dev", "op", "stream", "b", "n", "s", "lo", "hi" FROM "{TABLE}" '
+    'WHERE "run_id" = $run_id AND "metric" IN ($metric, \'built\') '
+    'ORDER BY "dev", "op", "stream", "b"'
+)
+
+
+def stored(store: Store, run_id: str, metric: str) -> list[tuple] | None:
+    """The hist query's rows for the run as built at ingest; None where none were (a
+    ClickHouse store, a run with latencies past LIMIT_NS, a store from before)."""
+    if store.dialect != "duckdb":
+        return None
+    try:
+        found = store.rows(READ_SQL, {"run_id": run_id, "metric": metric})
+    except StoreError:
+        return None  # no such table: a store from before, opened read-only
+    if not any(r[0] == BUILT for r in found):
+        return None
+    return [tuple(r[1:]) for r in found if r[0] == metric]

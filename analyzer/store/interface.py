@@ -1,0 +1,243 @@
+"""The store interface, and `open_store(url)` that picks the backend.
+
+A URL names the store (`--db URL` or `IOTAPE_DB`):
+
+    /path/to/file.duckdb, duckdb:///path      DuckDB file (the default)
+    duckdb://:memory:                          DuckDB in memory (tests)
+    chdb:///path                               embedded ClickHouse (chDB), a directory
+    clickhouse://user[:password]@host:8123/db  ClickHouse server over HTTP
+    clickhouses://user@host:8443/db            the same over HTTPS
+
+Every backend implements `Store`: statements and queries with bound values
+(queries come from `analyzer.queries`, already in the backend's dialect), Arrow
+batches in and out, and a transaction where the engine has one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pyarrow as pa
+
+from iotape.cliopts import DB_ENV
+from iotape.errors import IotapeError
+
+ENV = DB_ENV
+DEFAULT_PATH = Path("~/.local/share/iotape/iotape.duckdb")
+URL_HELP = "use a path, duckdb:///PATH, chdb:///PATH or clickhouse://USER@HOST:8123/DB"
+
+
+class StoreError(IotapeError):
+    """The store cannot be opened or refused a statement: one line, naming the store."""
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    scheme: str  # duckdb | chdb | clickhouse
+    path: str = ""  # duckdb/chdb: file or directory; ":memory:" for DuckDB in memory
+    host: str = ""
+    port: int = 8123
+    user: str = "default"
+    password: str = ""
+    database: str = "default"
+    secure: bool = False
+
+    def display(self) -> str:
+        """The URL without its password, for messages."""
+        if self.scheme == "clickhouse":
+            s = "clickhouses" if self.secure else "clickhouse"
+            return f"{s}://{self.user}@{self.host}:{self.port}/{self.database}"
+        return f"{self.scheme}://{self.path}"
+
+
+class Store(Protocol):
+    """What the catalog, ingest and queries need from an engine."""
+
+    dialect: str  # "duckdb" or "clickhouse": which SQL text of a query to use
+    url: StoreURL
+    cluster: str | None  # ClickHouse cluster the tables are spread over, if any
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> None: ...
+
+    def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]: ...
+
+    def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table: ...
+
+    def stream(
+        self, sql: str, params: dict[str, Any] | None = None
+    ) -> Iterator[pa.RecordBatch]: ...
+
+    def insert_batches(
+        self,
+        table: str,
+        batches: Iterable[pa.RecordBatch],
+        run_id: str,
+    ) -> int:
+        """Insert batches whose columns are the table's minus `run_id`; returns rows."""
+        ...
+
+    def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None: ...
+
+    def delete_run_rows(self, table: str, run_id: str) -> None: ...
+
+    def has_tables(self) -> bool: ...
+
+    def transaction(self): ...
+
+    def close(self) -> None: ...
+
+
+def parse_url(url: str | None) -> StoreURL:
+    """A store URL (or None: IOTAPE_DB, else the default DuckDB file) parsed and checked."""
+    if url is None or url == "":
+        url = os.environ.get(ENV) or str(DEFAULT_PATH.expanduser())
+    if "://" not in url:
+        return StoreURL("duckdb", path=str(Path(url).expanduser()))
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("duckdb", "chdb"):
+        path = url.split("://", 1)[1]
+        if not path:
+            raise StoreError(f"--db {url}: no path; {URL_HELP}")
+        if path != ":memory:":
+            path = str(Path(unquote(path)).expanduser())
+        if scheme == "chdb" and path == ":memory:":
+            raise StoreError(f"--db {url}: chDB needs a directory; {URL_HELP}")
+        return StoreURL(scheme, path=path)
+    if scheme in ("clickhouse", "clickhouses"):
+        return _clickhouse_url(url, parts, secure=scheme == "clickhouses")
+    raise StoreError(f"--db {_safe(url)}: unknown scheme {parts.scheme!r}; {URL_HELP}")
+
+
+def _clickhouse_url(url: str, parts, secure: bool) -> StoreURL:
+    from schemas.tables import IDENTIFIER
+
+    if not parts.hostname:
+        raise StoreError(f"--db {_safe(url)}: no host; {URL_HELP}")
+    try:
+        port = parts.port or (8443 if secure else 8123)
+    except ValueError:
+        raise StoreError(f"--db {_safe(url)}: the port is not a number") from None
+    database = parts.path.strip("/") or "default"
+    if not IDENTIFIER.match(database):
+        raise StoreError(f"--db {_safe(url)}: database {database!r} is not a plain name")
+    query = parse_qs(parts.query)
+    if query:
+        raise StoreError(f"--db {_safe(url)}: unknown options {sorted(query)}")
+    return StoreURL(
+        "clickhouse",
+        host=parts.hostname,
+        port=port,
+        user=unquote(parts.username or "default"),
+        password=unquote(parts.password or ""),
+        database=database,
+        secure=secure,
+    )
+
+
+def _safe(url: str) -> str:
+    """The URL with any password blanked, for an error message."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+def open_store(url: str | None = None, create: bool = True, schema: bool = True) -> Store:
+    """Open the store at `url` (see the module doc). With `create`, make the store and
+    (with `schema`) its tables if missing; without, a store or tables that do not exist
+    yet are an error. `schema=False` leaves the tables to the caller (`db init`)."""
+    u = parse_url(url)
+    if u.scheme == "duckdb":
+        from analyzer.store.duckdb_store import DuckDBStore
+
+        store: Store = DuckDBStore(u, create=create)
+    elif u.scheme == "chdb":
+        from analyzer.store.clickhouse_store import ChdbStore
+
+        store = ChdbStore(u, create=create)
+    else:
+        from analyzer.store.clickhouse_store import ClickHouseServerStore
+
+        store = ClickHouseServerStore(u, create=create)
+    try:
+        if not schema:
+            pass
+        elif create:
+            init_schema(store)
+        elif not store.has_tables():
+            raise StoreError(
+                f"{u.display()}: no iotape tables here; `iotape db init` or `iotape ingest` "
+                "makes them"
+            )
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def init_schema(store: Store, cluster: str | None = None) -> list[str]:
+    """Create every table and view (IF NOT EXISTS); returns the statements run."""
+    from schemas.tables import ddl, quote
+
+    # The DuckDB store keeps events as Parquet files seen through a view of that name
+    # (analyzer/store/event_files.py), not as a table.
+    skip = ("events",) if store.dialect == "duckdb" else ()
+    statements = ddl(store.dialect, cluster, skip)
+    if cluster is not None:
+        # Every node needs the database before the tables ON CLUSTER can go in it.
+        statements.insert(
+            0,
+            f"CREATE DATABASE IF NOT EXISTS {quote(store.url.database)} "
+            f"ON CLUSTER {quote(cluster)}",
+        )
+    for sql in statements:
+        store.execute(sql)
+    return statements
+
+
+@contextmanager
+def opened(url: str | None, create: bool = True, schema: bool = True) -> Iterator[Store]:
+    store = open_store(url, create=create, schema=schema)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def open_read_only(url: str | None) -> Store:
+    """Open an existing store so that nothing run through it can change it (the server).
+
+    DuckDB opens the file read-only. ClickHouse (chDB or a server) runs the session
+    with `readonly = 2`: reads, and settings may change, but no writes or DDL.
+    """
+    u = parse_url(url)
+    if u.scheme == "duckdb":
+        import duckdb
+
+        from analyzer.store.duckdb_store import DuckDBStore
+
+        if u.path == ":memory:" or not Path(u.path).is_file():
+            raise StoreError(f"{u.display()}: no store file here; `iotape ingest` makes one")
+        try:
+            con = duckdb.connect(u.path, read_only=True)
+        except duckdb.Error as e:
+            raise StoreError(f"{u.display()}: cannot open read-only: {e}") from None
+        store: Store = DuckDBStore(u, con=con, read_only=True)
+    else:
+        store = open_store(url, create=False, schema=False)
+        try:
+            store.execute("SET readonly = 2")
+        except BaseException:
+            store.close()
+            raise
+    if not store.has_tables():
+        store.close()
+        raise StoreError(f"{u.display()}: no iotape tables here; `iotape ingest` makes them")
+    return store

@@ -1,0 +1,27 @@
+"""Options every command group shares, declared once: `--json`, `--force`, `--db`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+# The store a command uses when `--db` is not given.
+DB_ENV = "IOTAPE_DB"
+
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print JSON for scripts instead of text for people.")
+]
+Force = Annotated[
+    bool, typer.Option("--force", help="Replace what an earlier run left at the output.")
+]
+Db = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help=f"Store URL: a DuckDB file, duckdb:///PATH, chdb:///PATH or "
+        f"clickhouse://USER@HOST:8123/DB. Default: ${DB_ENV}, else "
+        "~/.local/share/iotape/iotape.duckdb.",
+        show_default=False,
+    ),
+]

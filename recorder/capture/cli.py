@@ -1,0 +1,134 @@
+"""`iotape record`: parse options, call recorder.record.record, print the outcome."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from iotape.cliopts import AsJson, Force
+from iotape.cliutil import key_values
+from recorder.capture.record import RecordOptions
+from recorder.capture.record import record as run_record
+
+err = Console(stderr=True)
+
+
+class _LiveStatus:
+    """One status line, rewritten in place: events/s, MB written, lost."""
+
+    def __init__(self) -> None:
+        self.status = err.status("attaching probes…") if err.is_terminal else None
+        if self.status:
+            self.status.start()
+
+    def __call__(self, msg: dict) -> None:
+        kind = msg.get("type")
+        if kind == "ready":
+            text = "recording"
+        elif kind == "progress":
+            lost = msg.get("lost", 0)
+            text = (
+                f"{msg.get('events', 0):,} events  {msg.get('events_per_s', 0):,.0f}/s  "
+                f"{msg.get('bytes_written', 0) / 1e6:,.1f} MB written  "
+                + (f"[bold red]{lost:,} lost[/]" if lost else "0 lost")
+            )
+        else:
+            return
+        if self.status:
+            self.status.update(text)
+        elif kind == "progress":
+            err.print(text, highlight=False)
+
+    def close(self) -> None:
+        if self.status:
+            self.status.stop()
+
+
+Many = list[str] | None
+
+
+def record(
+    command: Annotated[
+        Many, typer.Argument(help="Command to run while recording (after --).")
+    ] = None,
+    device: Annotated[
+        Many, typer.Option("--device", "-d", help="Block device (repeatable).")
+    ] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Trace file to write.")] = Path(
+        "trace.iot"
+    ),
+    duration: Annotated[
+        float | None, typer.Option(help="Stop after SEC seconds (also ends the command).")
+    ] = None,
+    pid: Annotated[
+        list[int] | None, typer.Option(help="Only I/O submitted by this process.")
+    ] = None,
+    cgroup: Annotated[Many, typer.Option(help="Only I/O from this cgroup (v2 path or id).")] = None,
+    comm: Annotated[Many, typer.Option(help="Only I/O from threads of this name.")] = None,
+    op: Annotated[Many, typer.Option(help="Only this op: read, write, flush, ….")] = None,
+    label: Annotated[
+        Many, typer.Option(help="NAME=GLOB: label I/O to these files' extents (db, log, a stream).")
+    ] = None,
+    meta: Annotated[Many, typer.Option(help="KEY=VALUE stored in the trace header.")] = None,
+    backend: Annotated[str, typer.Option(help="bpf (libbpf CO-RE), bpftrace or ftrace.")] = "bpf",
+    force: Force = False,
+    bpf_stats: Annotated[
+        bool, typer.Option(help="Measure the BPF programs' own run time (costs ~5 %).")
+    ] = False,
+    chunk_records: Annotated[int, typer.Option(help="Records per file chunk.")] = 8192,
+    ring_mb: Annotated[int, typer.Option(help="BPF ring buffer size, MiB.")] = 32,
+    json_out: AsJson = False,
+) -> None:
+    """Record every block request on the given devices into a trace file.
+
+    Example: iotape record -d /dev/nvme0n1 -o run.iot -- fio job.fio
+    """
+    opts = RecordOptions(
+        devices=device or [],
+        output=output,
+        command=list(command or []),
+        duration=duration,
+        pids=pid or [],
+        cgroups=cgroup or [],
+        comms=comm or [],
+        ops=op or [],
+        labels=label or [],
+        metadata=key_values("--meta", meta or []),
+        force=force,
+        backend=backend,
+        chunk_records=chunk_records,
+        ring_mb=ring_mb,
+        bpf_stats=bpf_stats,
+        argv=list(sys.argv),
+    )
+    status = _LiveStatus()
+    try:
+        result = run_record(opts, progress=status)
+    finally:
+        status.close()
+    s = result.summary
+    if json_out:
+        print(json.dumps(s))
+    lost = s.get("lost", {})
+    lost_total = sum(lost.values()) if isinstance(lost, dict) else int(lost)
+    cpu = s.get("cpu", {})
+    proc = s.get("process", {})
+    left = s.get("in_flight_at_stop", 0)
+    err.print(
+        f"{result.output}: {s.get('events', 0):,} events in {s.get('duration_ns', 0) / 1e9:.1f} s, "
+        f"{lost_total:,} lost"
+        + (f" ({', '.join(f'{k} {v}' for k, v in lost.items() if v)})" if lost_total else "")
+        + f", {s.get('pre_start', 0):,} already in flight at start (left out)"
+        + (f", {left:,} still in flight at stop (not recorded)" if left else "")
+        + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
+        + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
+        + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else ""),
+        highlight=False,
+    )
+    if result.command_exit:
+        raise typer.Exit(result.command_exit)

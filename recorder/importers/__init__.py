@@ -1,0 +1,1 @@
+"""Importers: traces recorded by other tools (blktrace, blkparse, SNIA, SPC, ...) -> `.iot`."""

@@ -1,0 +1,298 @@
+"""`iotape trace info|convert|check`: each command calls one library function and prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from iotape.cliopts import AsJson, Force
+from iotape.cliutil import sub_app
+from iotape.errors import IotapeError
+from recorder.tracefile.check import RepairReport
+from recorder.tracefile.check import check as check_trace
+from recorder.tracefile.check import repair as repair_trace
+from recorder.tracefile.convert import convert as convert_trace
+from recorder.tracefile.info import summarize
+from recorder.tracefile.scan import Damage, ScanReport
+
+app = sub_app("Inspect, convert and validate trace files (.iot).")
+
+err = Console(stderr=True)
+
+TraceFile = Annotated[
+    Path, typer.Argument(help="Trace file (.iot).", metavar="FILE", show_default=False)
+]
+
+
+@contextmanager
+def _progress(what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A byte-progress bar on a terminal's stderr; nothing when piped."""
+    if not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _print_json(obj: object) -> None:
+    # Plain print: rich would wrap long lines and break the JSON.
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _ns(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return f"{ns / 1e9:,.3f} s"
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def _size(n: int | None) -> str:
+    if not isinstance(n, int):
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@app.command()
+def info(path: TraceFile, as_json: AsJson = False) -> None:
+    """Summarize a trace: host, devices, counts by op and stream, losses, completeness.
+
+    Example: iotape trace info run1.iot --json | jq .by_stream
+    """
+    with _progress("reading") as progress:
+        s = summarize(path, progress)
+    if as_json:
+        _print_json(s)
+    else:
+        _print_info(s, Console())
+    if s["needs_repair"]:
+        _say(err, f"iotape: error: {s['problem']}; {s['repair_hint']}")
+        raise typer.Exit(1)
+
+
+def _print_info(s: dict, out: Console) -> None:
+    t = Table(title=str(s["path"]), show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("host", f"{s['host'] or '-'}  (kernel {s['kernel'] or '-'})")
+    t.add_row("started", s["start"] or "-")
+    t.add_row("command line", " ".join(s["command_line"] or []) or "-")
+    t.add_row("recorder", f"{s['backend'] or '-'} {s['recorder_version'] or ''}".strip())
+    t.add_row("events", f"{s['events']:,} in {s['chunks']:,} chunks, {s['errors']:,} with errors")
+    t.add_row("bytes", _size(s["bytes"]))
+    t.add_row("duration", _ns(s["duration_ns"]))
+    lost = ", ".join(f"{k} {v:,}" for k, v in s["lost"].items()) or "none"
+    t.add_row("lost", f"{s['lost_total']:,} ({lost})" if s["lost_total"] else "none")
+    t.add_row("pre-start", "-" if s["pre_start"] is None else f"{s['pre_start']:,} left out")
+    if s["repaired"]:
+        t.add_row("repaired", f"yes; {s['dropped_events']:,} events dropped")
+    if s["gaps"]:
+        t.add_row(
+            "gaps",
+            f"{_n(s['dropped_chunks'], 'chunk')} ({s['dropped_events']:,} events) lost "
+            f"in {_n(len(s['gaps']), 'gap')}",
+        )
+        for g in s["gaps"]:
+            t.add_row("", damage_line(g))
+    if s["needs_repair"]:
+        t.add_row("[red]status[/]", f"[red]damaged or cut short[/]: {s['problem']}")
+        t.add_row("", f"run: iotape trace check --repair {s['path']}")
+    else:
+        t.add_row("status", f"complete, stopped by {s['stop_reason'] or '-'}")
+    out.print(t)
+    if s["devices"]:
+        out.print(_devices_table(s["devices"]))
+    for title, rows in (
+        ("by op", s["by_op"]),
+        ("by stream", s["by_stream"]),
+        ("by device", s["by_device"]),
+    ):
+        if rows:
+            out.print(_count_table(title, rows, s["events"]))
+
+
+def _devices_table(devices: list[dict]) -> Table:
+    t = Table(title="devices", title_justify="left")
+    for col in ("name", "dev", "model", "firmware", "media", "lbs", "capacity", "partition"):
+        t.add_column(col, justify="right" if col in ("lbs", "capacity") else "left")
+    for d in devices:
+        part = d.get("partition")
+        where = "-"
+        if isinstance(part, dict):
+            # Records carry disk offsets: subtract the start to read one as a partition offset.
+            where = (
+                f"{part.get('name')} = disk bytes {part.get('start_bytes', 0):,}.."
+                f"{part.get('end_bytes', 0):,}; partition offset = disk offset - "
+                f"{part.get('start_bytes', 0):,}"
+            )
+        media = {True: "HDD", False: "SSD"}.get(d.get("rotational"), "-")
+        t.add_row(
+            str(d.get("name", "-")),
+            f"{d.get('major', '-')}:{d.get('minor', '-')}",
+            str(d.get("model") or "-"),
+            str(d.get("firmware") or "-"),
+            media,
+            str(d.get("logical_block_size") or "-"),
+            _size(d.get("capacity_bytes")),
+            where,
+        )
+    return t
+
+
+def _count_table(title: str, rows: dict, total: int) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(title.split()[-1])
+    for col in ("events", "%", "bytes", "avg size"):
+        t.add_column(col, justify="right")
+    for name, r in rows.items():
+        n = r["events"]
+        t.add_row(
+            name,
+            f"{n:,}",
+            f"{100 * n / total:.1f}" if total else "-",
+            _size(r["bytes"]),
+            _size(r["bytes"] // n) if n else "-",
+        )
+    return t
+
+
+@app.command()
+def convert(
+    path: TraceFile,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="OUT.parquet or OUT.csv.", show_default=False)
+    ],
+    partition_relative: Annotated[
+        bool,
+        typer.Option(
+            "--partition-relative",
+            help="Offsets relative to the partition named at record time (dev becomes the "
+            "partition); requests outside it are left out.",
+        ),
+    ] = False,
+    force: Force = False,
+) -> None:
+    """Convert a trace to Parquet (zstd) or CSV with the schema's columns, in schema order.
+
+    Example: iotape trace convert run1.iot -o run1.parquet
+    """
+    if output.exists() and not force:
+        raise IotapeError(f"{output}: exists; pass --force to overwrite it")
+    with _progress("converting") as progress:
+        r = convert_trace(path, output, partition_relative=partition_relative, progress=progress)
+    note = (
+        f", {r['outside_partition']:,} outside the partition left out" if partition_relative else ""
+    )
+    _say(err, f"wrote {r['rows']:,} rows to {r['path']}{note}")
+
+
+@app.command()
+def check(
+    path: TraceFile,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Keep every intact chunk, before and after any damage; move the damaged "
+            "bytes to FILE.damaged; record the gaps in the footer.",
+        ),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Validate every chunk, the footer and the trailer; list each damaged range and exit 1
+    if the file is damaged. Damage anywhere costs only the chunks it touches.
+
+    Example: iotape trace check run1.iot --repair
+    """
+    if repair:
+        r = repair_trace(path)
+        if as_json:
+            _print_json(r.to_dict())
+        else:
+            _print_repair(r, Console())
+        return
+    rep = check_trace(path)
+    if as_json:
+        _print_json(rep.to_dict())
+    else:
+        _print_check(rep, Console())
+    if not rep.complete:
+        raise typer.Exit(1)
+
+
+def _say(console: Console, text: str, style: str | None = None) -> None:
+    # Paths and messages are printed as they are: no markup, no highlighting, no wrapping.
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_check(rep: ScanReport, out: Console) -> None:
+    if rep.complete:
+        gaps = (rep.footer or {}).get("gaps") or []
+        note = f", {_n(len(gaps), 'gap')} left by a repair" if gaps else ""
+        _say(out, f"{rep.path}: ok, {rep.events:,} events in {rep.chunks:,} chunks{note}")
+        return
+    _say(
+        out, f"{rep.path}: damaged: byte {rep.problem_offset:,}: {rep.problem_reason}", style="red"
+    )
+    _say(out, f"  intact: {rep.events:,} events in {rep.chunks:,} chunks, all kept by repair")
+    for d in rep.damage:
+        _say(out, "  " + damage_line(d))
+    footer = "intact" if rep.footer_present else "missing"
+    trailer = "present" if rep.trailer_present else "missing"
+    _say(out, f"  footer {footer}, trailer {trailer}")
+    _say(out, f"  run: iotape trace check --repair {rep.path}")
+
+
+def damage_line(d: Damage | dict) -> str:
+    """One damaged range in words: bytes, chunks, time, events lost, what is after it."""
+    g = d if isinstance(d, dict) else d.__dict__
+    offset, length, n = g.get("offset") or 0, g.get("length") or 0, g.get("chunks") or 0
+    where = f"bytes {offset:,}..{offset + length:,}" if length else f"at byte {offset:,}"
+    first = g.get("first_chunk") or 0
+    chunks = (
+        "no chunk" if not n else f"chunk {first}" if n == 1 else f"chunks {first}..{first + n - 1}"
+    )
+    after, before = g.get("after_ns"), g.get("before_ns")
+    span = (
+        f"{'start' if after is None else _ns(after)} to {'end' if before is None else _ns(before)}"
+    )
+    events = (
+        f"{g.get('events') or 0:,}"
+        if g.get("events_exact")
+        else f"at least {g.get('events') or 0:,}"
+    )
+    text = f"damaged {where}: {chunks}, time {span}, {events} events lost"
+    if "intact_after" in g:
+        text += f"; {g['intact_after']:,} intact chunks after it"
+    return text
+
+
+def _print_repair(r: RepairReport, out: Console) -> None:
+    if not r.repaired:
+        _say(out, f"{r.path}: ok, nothing to repair ({r.kept_events:,} events)")
+        return
+    _say(
+        out,
+        f"{r.path}: repaired: kept {r.kept_events:,} events in {r.kept_chunks:,} chunks, "
+        f"dropped {r.dropped_events:,} in {_n(r.dropped_chunks, 'chunk')}",
+    )
+    for g in r.gaps:
+        _say(out, "  " + damage_line(g))
+    if r.damaged_file:
+        _say(out, f"  the {r.removed_bytes:,} damaged bytes are in {r.damaged_file}")

@@ -1,0 +1,1 @@
+"""A replay spread over several hosts through fio's client/server mode."""

@@ -1,0 +1,1 @@
+"""Running a plan: target checks, fio, the recording of the replay, fidelity."""

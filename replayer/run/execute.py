@@ -1,0 +1,380 @@
+"""`iotape replay run`: check the targets, run fio on the plan, record it, keep the results.
+
+fio runs in JOBDIR (the job files name their iologs relative to it) with JSON
+output and per-I/O latency logs into JOBDIR/results. With a record path, the
+eBPF recorder captures the targets while fio runs, so original and replay are
+measured the same way, at the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import schemas
+from iotape.errors import IotapeError
+from recorder.capture import record as rec
+from recorder.tracefile.core import open_trace, trace_sha256, write_trace
+from replayer.plan import build as planmod
+from replayer.plan.source import OP, request_times
+from replayer.run import fidelity as fid
+from replayer.run import launch as launchmod
+from replayer.run import targets
+from replayer.run.safety import check_target, rdev_of
+
+
+def load_manifest(jobdir: Path) -> dict:
+    path = Path(jobdir) / "plan.json"
+    try:
+        man = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`") from None
+    except json.JSONDecodeError as e:
+        raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
+    if man.get("format") != planmod.PLAN_FORMAT or man.get("version") != planmod.PLAN_VERSION:
+        raise IotapeError(f"{path}: not an iotape replay plan of version {planmod.PLAN_VERSION}")
+    return man
+
+
+def check_targets(man: dict, destroy: list[str]) -> list[str]:
+    """Check every target again, as `replay plan` did: devices come and go between
+    the two. Returns the files to create (--create-file); creates nothing."""
+    create = []
+    for t in man["targets"]:
+        path = t["path"]
+        if path == planmod.PLACEHOLDER:
+            raise IotapeError("the plan was made without --target; plan again with one")
+        kind = targets.classify(path, t.get("create_bytes"))
+        if kind == "create":
+            create.append(path)
+        elif kind != t["kind"]:
+            raise IotapeError(
+                f"--target {path}: was a {'block device' if t['kind'] == 'block' else 'file'} "
+                f"when planned and is now a {'block device' if kind == 'block' else 'file'}; "
+                "plan again"
+            )
+        if kind == "block" and t["writes"]:
+            check_target(path, destroy)
+        size = t["create_bytes"] if kind == "create" else targets.size_of(path)[0]
+        reach = t.get("reach_bytes") or 0
+        if size < reach:
+            raise IotapeError(
+                f"--target {path}: {size} bytes, but the plan reaches byte {reach} "
+                f"(planned for {t.get('size')} bytes); plan again for this target"
+            )
+    return create
+
+
+def _create(paths: list[str], man: dict) -> None:
+    """Make the --create-file files, wholly allocated (a full disk shows here, not
+    halfway through the replay), or none of them."""
+    sizes = {t["path"]: t["create_bytes"] for t in man["targets"]}
+    made: list[str] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            made.append(path)
+            try:
+                os.posix_fallocate(fd, 0, sizes[path])
+            finally:
+                os.close(fd)
+        except OSError as e:
+            for done in made:
+                os.unlink(done)
+            raise IotapeError(
+                f"--target {path}: cannot create {sizes[path]} bytes: {e.strerror}"
+            ) from None
+
+
+def _fio_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
+    fio = shutil.which("fio")
+    if fio is None:
+        raise IotapeError("fio not found: install fio")
+    # JSON on stdout, not --output: with --output fio also writes its messages into
+    # that file, in the middle of the JSON (exact plans make fio say "ignoring wait
+    # command" once per job; iolog.py says why). Messages go beside it.
+    # Timer slack 1 ns (children inherit it): fio sleeps before every iolog entry,
+    # and the default 50 us slack made each sleep end 50 us late, for good.
+    inner = (
+        "{ echo 1 >/proc/self/timerslack_ns; } 2>/dev/null; "
+        f"cd {shlex.quote(str(jobdir))} && exec {shlex.quote(fio)} --output-format=json "
+        f"--eta=never {shlex.quote(jobfile)} >{shlex.quote(output)} "
+        f"2>{shlex.quote(str(Path(output).with_suffix('.err')))}"
+    )
+    return ["sh", "-c", inner]
+
+
+def _launch_cmd(jobdir: Path) -> list[str]:
+    if shutil.which("fio") is None:
+        raise IotapeError("fio not found: install fio")
+    return [sys.executable, "-m", "replayer.run.launch", str(jobdir)]
+
+
+def _merge_windows(jobdir: Path, man: dict, output: str) -> None:
+    """One fio JSON for the whole plan: the windows' jobs, in window order."""
+    merged: dict = {}
+    for k in range(len(man["windows"])):
+        path = jobdir / launchmod.window_output(k)
+        try:
+            text = path.read_text()
+            part = json.loads(text[text.index("{") :])
+        except (OSError, ValueError):
+            raise IotapeError(f"{path}: fio wrote no JSON result") from None
+        if not merged:
+            merged = part
+        else:
+            merged["jobs"] += part.get("jobs", [])
+    (jobdir / output).write_text(json.dumps(merged) + "\n")
+
+
+def _start_probe(out: Path) -> subprocess.Popen:
+    """The wake-up floor, measured beside fio for the whole run (wakeup.py)."""
+    return subprocess.Popen([sys.executable, "-m", "replayer.run.wakeup", str(out)])
+
+
+def _stop_probe(p: subprocess.Popen) -> None:
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def _one(
+    jobdir: Path,
+    jobfile: str,
+    output: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+    man: dict | None = None,
+) -> dict:
+    windowed = bool(man and man.get("windows"))
+    cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
+    wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
+    probe = _start_probe(wakeup)
+    try:
+        rc = _command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
+    finally:
+        _stop_probe(probe)
+    if rc == 0 and windowed:
+        _merge_windows(jobdir, man, output)
+    out = jobdir / output
+    if rc != 0:
+        where = "results/fio.wNNNN.err" if windowed else out.with_suffix(".err")
+        raise IotapeError(f"{jobdir / jobfile}: fio exited with status {rc}; see {where}")
+    try:
+        text = out.read_text()
+        # fio may print notes before its JSON in the same file.
+        return json.loads(text[text.index("{") :])
+    except (OSError, ValueError):
+        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+
+
+def _command(
+    cmd: list[str],
+    jobdir: Path,
+    jobfile: str,
+    devs: list[str],
+    record_to: Path | None,
+    force: bool,
+    wakeup: Path,
+) -> int:
+    if record_to is not None:
+        if not devs:
+            raise IotapeError("--record: the plan has no block-device target to record")
+        res = rec.record(
+            rec.RecordOptions(
+                devices=devs,
+                output=record_to,
+                command=cmd,
+                force=force,
+                metadata={"replay_of": str(jobdir), "jobfile": jobfile, "wakeup": str(wakeup)},
+            )
+        )
+        return res.command_exit
+    return subprocess.run(cmd, check=False).returncode
+
+
+def summarize(fio_json: dict) -> list[dict]:
+    rows = []
+    for j in fio_json.get("jobs", []):
+        row = {"job": j["jobname"], "runtime_ms": j.get("job_runtime")}
+        for d in ("read", "write", "trim", "sync"):
+            s = j.get(d) or {}
+            if s.get("total_ios"):
+                lat = s.get("lat_ns") or s.get("clat_ns") or {}
+                row[d] = {
+                    "ios": s["total_ios"],
+                    "iops": round(s.get("iops", 0.0), 1),
+                    "mean_ms": round(lat.get("mean", 0.0) / 1e6, 3),
+                    "p99_ms": round((lat.get("percentile") or {}).get("99.000000", 0) / 1e6, 3),
+                }
+        rows.append(row)
+    return rows
+
+
+def run(
+    jobdir: Path,
+    record_to: Path | None = None,
+    destroy: list[str] | None = None,
+    anchor_record_to: Path | None = None,
+    force: bool = False,
+    say: Callable[[str], None] = lambda s: None,
+    host_iotape: str = "iotape",
+) -> dict:
+    """Run the plan (and fio's plain anchor replay when `anchor_record_to` is given)."""
+    jobdir = Path(jobdir).resolve()
+    record_to = Path(record_to) if record_to is not None else None
+    anchor_record_to = Path(anchor_record_to) if anchor_record_to is not None else None
+    man = load_manifest(jobdir)
+    if man.get("hosts"):
+        from replayer.hosts import run as hostrun
+
+        if record_to is not None or anchor_record_to is not None:
+            raise IotapeError(
+                "--record/--anchor-record: a multi-host plan is measured from fio's per-I/O "
+                "logs of each host (record on a host with `iotape record` there)"
+            )
+        return hostrun.run(jobdir, man, destroy or [], host_iotape, say)
+    create = check_targets(man, destroy or [])
+    for p in (record_to, anchor_record_to):
+        if p is not None:
+            rec.check_output(Path(p), force)
+    _create(create, man)
+    (jobdir / "results").mkdir(exist_ok=True)
+    devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
+    say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")
+    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force, man)
+    summary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
+    if record_to is not None:
+        summary["record"] = str(record_to)
+        summary["relabel"] = relabel(record_to, jobdir, man)
+    if anchor_record_to is not None:
+        if not man.get("anchor"):
+            raise IotapeError(f"{jobdir}: the plan has no anchor job (synthetic mode)")
+        say("replaying with fio's plain read_iolog (anchor)")
+        anchor = _one(jobdir, man["anchor"], "results/anchor.json", devs, anchor_record_to, force)
+        summary["anchor"] = {"record": str(anchor_record_to), "jobs": summarize(anchor)}
+    (jobdir / "results" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
+    """Every read/write/trim in the plan's iologs, in time order, as records with
+    op, offset, bytes and stream (an index into the returned stream names).
+    Held as arrays, one log at a time: a long plan has millions of entries."""
+    names: list[str] = []
+    codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
+    for j in man["jobs"]:
+        log = jobdir / "iologs" / f"{j['name']}.log"
+        if not log.exists():
+            continue
+        if j["stream"] not in names:
+            names.append(j["stream"])
+        s = names.index(j["stream"])
+        f = [line.split() for line in log.read_text().splitlines()[1:]]
+        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        if not f:
+            continue
+        cols[0].append(np.array([int(x[0]) for x in f], np.int64))
+        cols[1].append(np.array([codes[x[2]] for x in f], np.uint8))
+        cols[2].append(np.array([int(x[3]) for x in f], np.uint64))
+        cols[3].append(np.array([int(x[4]) for x in f], np.uint32))
+        cols[4].append(np.full(len(f), s, np.int64))
+    n = sum(len(c) for c in cols[0])
+    a = np.zeros(n, dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")])
+    if n:
+        t, op, off, size, stream = (np.concatenate(c) for c in cols)
+        # The same order as sorting (time, op, offset, bytes, stream) tuples.
+        order = np.lexsort((stream, size, off, op, t))
+        a["op"], a["offset"], a["bytes"], a["stream"] = (
+            op[order],
+            off[order],
+            size[order],
+            stream[order],
+        )
+    return a, names
+
+
+def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
+    """Give each request of a recorded replay the stream of the plan job that issued it.
+
+    fio's threads all carry fio's name, so the recorder labels the whole replay
+    `other`. A replayed read/write/discard is matched to the plan's iolog entry with
+    the same (op, offset, size), the k-th with the k-th in time order; every other
+    request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
+    The trace is rewritten in place; its metadata says so."""
+    with open_trace(trace) as t:
+        header = dict(t.header)
+        footer = dict(t.footer or {})
+        r = t.read_all()
+    planned, names = _plan_requests(Path(jobdir), man)
+    meta = dict(header.get("metadata") or {})
+    # What this trace replays, so that the store pairs it with its source (and with
+    # other replays of it) as the same workload: analyzer/analyses/workloads.py.
+    meta["replay_of"] = replay_of(man)
+    header["metadata"] = meta
+    if not len(planned) or not len(r):
+        _rewrite(trace, header, r, footer)
+        return {"relabelled": 0, "requests": len(r)}
+    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
+    for k, v in schemas.stream_names().items():
+        by_name.setdefault(v, int(k))
+    new = max([*by_name.values(), 0]) + 1
+    for n in names:
+        if n not in by_name:
+            by_name[n], new = new, new + 1
+    sid = np.array([by_name[n] for n in names], dtype=np.int64)
+    order = np.argsort(request_times(r), kind="stable")
+    io, ir = fid.match(planned, r[order])
+    rec_idx = order[ir]
+    stream = r["stream"].astype(np.int64).copy()
+    labelled = np.zeros(len(r), bool)
+    stream[rec_idx] = sid[planned["stream"][io]]
+    labelled[rec_idx] = True
+    # The rest of a thread's requests (its syncs) go with the thread's stream.
+    tids, first = np.unique(r["tid"][rec_idx], return_index=True)
+    tid_stream = dict(zip(tids.tolist(), stream[rec_idx][first].tolist(), strict=True))
+    for i in np.flatnonzero(~labelled & (r["tid"] != 0)).tolist():
+        s = tid_stream.get(int(r["tid"][i]))
+        if s is not None:
+            stream[i] = s
+            labelled[i] = True
+    r["stream"] = stream.astype(r["stream"].dtype)
+    header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
+    meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
+    _rewrite(trace, header, r, footer)
+    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+
+
+def _rewrite(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
+    tmp = Path(str(trace) + ".relabel")
+    # The footer carries what the recorder counted (lost, pre_start, in flight at
+    # stop): rewriting the labels must not lose it.
+    write_trace(tmp, header, r, footer)
+    os.replace(tmp, trace)
+
+
+def replay_of(man: dict) -> dict:
+    """The source trace (path and content hash, which is its run id in the store) and
+    how the plan scaled it."""
+    src = Path(man["trace"])
+    digest = ""
+    if src.is_file():
+        with contextlib.suppress(OSError):
+            digest = trace_sha256(src)
+    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
+            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip

@@ -1,0 +1,201 @@
+"""`iotape replay fidelity`: how closely a replay reproduced the original, measured
+at the device on both sides.
+
+Requests are paired by (op, offset, size) in order of occurrence (the k-th read
+of 4 KiB at byte X in the original with the k-th in the replay), which also gives
+each replayed request its original's stream; a replay that `iotape replay run`
+relabelled by plan job keeps its own label for the requests left unpaired. The
+replay's clock is aligned to the original by the median gap over all paired
+requests: the offset between two recordings' clocks is arbitrary, and the median
+is the offset with the least absolute error. Aligning on the first requests only
+measured fio's start-up instead (they run while fio still sets jobs up, and
+shifted every error by ±0.1 ms). A replay that drifts is not hidden by it: the
+drift is reported on its own (`drift_ms_per_s`, the least-squares slope of the
+error against time) and still shows in the error's tails.
+
+A synthetic replay issues requests of its own (fitted sizes and offsets), so its
+pairs are coincidences: where fewer than half the requests pair, both traces are
+aligned at their first request instead, and issue-time errors are not reported
+(they would measure chance).
+
+Per time window (timewindows.py): requests, IOPS error and issue-time error
+beside the wake-up floor `replay run` measured during the run, and whether the
+replay is within the floor-relative goal.
+
+Locality (locality.py) is measured over all requests: footprint, hot shares,
+sequential share and the LRU hit-ratio curve. A replay whose curve is far from
+the original's is unfaithful on locality however good its rate is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replayer.plan import locality
+from replayer.plan.source import OP, load, request_times
+from replayer.run import timewindows
+
+MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
+
+
+def _keys(r: np.ndarray) -> np.ndarray:
+    return (
+        (r["op"].astype(np.uint64) << np.uint64(56))
+        ^ (r["offset"].astype(np.uint64) << np.uint64(8))
+        ^ r["bytes"].astype(np.uint64)
+    )
+
+
+def _occurrence(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, rank of each among equal keys in time order), for positions in time order."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+    counts = np.diff(np.r_[start, len(sk)])
+    rank_sorted = np.arange(len(sk)) - np.repeat(start, counts)
+    rank = np.empty(len(sk), np.int64)
+    rank[order] = rank_sorted
+    return keys, rank
+
+
+def match(orig: np.ndarray, rep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i_orig, i_rep) of matched requests."""
+    ko, ro = _occurrence(_keys(orig))
+    kr, rr = _occurrence(_keys(rep))
+    # Compound (key, rank) as a structured sort key.
+    a = np.rec.fromarrays([ko, ro])
+    b = np.rec.fromarrays([kr, rr])
+    _, io, ir = np.intersect1d(a, b, assume_unique=True, return_indices=True)
+    order = np.argsort(io, kind="stable")
+    return io[order], ir[order]
+
+
+def _per_second(t_ns: np.ndarray, w: np.ndarray, nbins: int) -> np.ndarray:
+    sec = (t_ns // 1_000_000_000).astype(np.int64)
+    ok = (sec >= 0) & (sec < nbins)
+    return np.bincount(sec[ok], weights=w[ok], minlength=nbins)
+
+
+def _mape(o: np.ndarray, r: np.ndarray) -> float | None:
+    ok = o > 0
+    return round(float(np.mean(np.abs(r[ok] - o[ok]) / o[ok]) * 100), 3) if ok.any() else None
+
+
+def _tv(a: np.ndarray, b: np.ndarray) -> float | None:
+    if not len(a) or not len(b):
+        return None
+    sizes = np.union1d(a, b)
+    pa = np.bincount(np.searchsorted(sizes, a), minlength=len(sizes)) / len(a)
+    pb = np.bincount(np.searchsorted(sizes, b), minlength=len(sizes)) / len(b)
+    return round(float(0.5 * np.abs(pa - pb).sum()), 4)
+
+
+def _pct(x: np.ndarray, qs=(50, 90, 99)) -> dict:
+    if not len(x):
+        return {}
+    out = {f"p{q}_ms": round(float(np.percentile(x, q)) / 1e6, 4) for q in qs}
+    out["max_ms"] = round(float(x.max()) / 1e6, 4)
+    return out
+
+
+def _drift(t_ns: np.ndarray, err_ns: np.ndarray) -> float | None:
+    """Least-squares slope of the issue-time error against time, in ms per second."""
+    if len(t_ns) < 2 or np.ptp(t_ns) == 0:
+        return None
+    x = (t_ns - t_ns.mean()) / 1e9
+    return round(float((x * (err_ns - err_ns.mean())).sum() / (x * x).sum()) / 1e6, 4)
+
+
+def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
+    data_o = o["op"] != OP["flush"]
+    data_r = r["op"] != OP["flush"]
+    ones_o, ones_r = np.ones(len(o)), np.ones(len(r))
+    iops_o, iops_r = _per_second(to, ones_o, nbins), _per_second(tr, ones_r, nbins)
+    mb_o = _per_second(to, o["bytes"].astype(np.float64), nbins)
+    mb_r = _per_second(tr, r["bytes"].astype(np.float64), nbins)
+    rf = lambda x, d: round(float(np.mean(x["op"][d] == OP["read"])), 4) if d.any() else None  # noqa: E731
+    f = {
+        "requests": [len(o), len(r)],
+        "iops_mean": [round(float(iops_o.mean()), 1), round(float(iops_r.mean()), 1)],
+        "iops_mape_pct": _mape(iops_o, iops_r),
+        "mbps_mape_pct": _mape(mb_o, mb_r),
+        "read_fraction": [rf(o, data_o), rf(r, data_r)],
+        "size_hist_tv": _tv(o["bytes"][data_o], r["bytes"][data_r]),
+        "match_share": round(len(pairs_o) / len(o), 4) if len(o) else None,
+    }
+    if timed and len(pairs_o):
+        signed = (tr[pairs_r] - to[pairs_o]).astype(np.float64)
+        f["issue_error"] = _pct(np.abs(signed))
+        f["drift_ms_per_s"] = _drift(to[pairs_o], signed)
+        if len(pairs_o) > 1:
+            ia = np.abs(np.diff(tr[pairs_r]) - np.diff(to[pairs_o])).astype(np.float64)
+            f["interarrival_error"] = _pct(ia)
+    return f
+
+
+def compare(original, replayed, window_s: float = timewindows.WINDOW_S) -> dict:
+    """Per-stream, per-window and overall fidelity figures; each pair is
+    [original, replay]."""
+    so, sr = load(original), load(replayed)
+    o, r = so.records, sr.records
+    io, ir = match(o, r)
+    shift = 0
+    timed = len(io) >= MIN_MATCH_SHARE * len(o) and len(io) > 0
+    if timed:
+        shift = int(np.median(sr.t_ns[ir] - so.t_ns[io]))
+    tr = sr.t_ns - shift
+    to = so.t_ns
+    nbins = max(1, int(so.duration_ns // 1_000_000_000))
+    out = {
+        "original": str(original),
+        "replayed": str(replayed),
+        "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
+        "start_shift_ms": round(shift / 1e6, 3),
+        "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
+        "overall": _figures(o, to, r, tr, io, ir, nbins, timed),
+        "streams": {},
+    }
+    # A replayed request belongs to the stream of the original it matched.
+    rep_stream = np.full(len(r), -1, np.int64)
+    if sr.metadata().get("stream_labels"):
+        # `iotape replay run` labelled the replay by plan job: an unmatched request
+        # (a sync, or one the replay got wrong) still counts in its own stream.
+        ids = {so.stream_name(s): s for s in np.unique(o["stream"]).tolist()}
+        own = np.array([ids.get(sr.stream_name(s), -1) for s in r["stream"].tolist()], np.int64)
+        rep_stream[:] = own
+    rep_stream[ir] = o["stream"][io]
+    for sid in np.unique(o["stream"]).tolist():
+        mo = o["stream"] == sid
+        mr = rep_stream == sid
+        po = np.flatnonzero(mo)
+        pr = np.flatnonzero(mr)
+        sel = mo[io]
+        # Re-index the pairs into the per-stream arrays.
+        io_s = np.searchsorted(po, io[sel])
+        ir_s = np.searchsorted(pr, ir[sel])
+        out["streams"][so.stream_name(sid)] = _figures(
+            o[mo], to[mo], r[mr], tr[mr], io_s, ir_s, nbins, timed
+        )
+    unmatched = len(r) - len(ir)
+    out["overall"]["unmatched_replay_requests"] = unmatched
+    floor = timewindows.floor_of(sr.metadata())
+    mono0 = sr.header.get("mono_start_ns")
+    if mono0 is not None and len(r):
+        # The replay's records count from the recorder's start (CLOCK_MONOTONIC).
+        mono0 = int(mono0) + int(request_times(r[:1])[0]) + shift
+    if timed:
+        rows = timewindows.windows(to, tr, io, ir, so.duration_ns, floor, mono0, window_s)
+        out["windows"] = rows
+        out["wakeup_floor"] = (floor or {}).get("overall")
+        out["floor_goal"] = timewindows.verdict(
+            out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
+        )
+    out["locality"] = locality.figures(o, so.t_ns, r, sr.t_ns)
+    return out
+
+
+def meets_goals(fig: dict, iops_pct: float = 2.0, p99_ms: float = 1.0) -> bool:
+    o = fig["overall"]
+    return (o["iops_mape_pct"] or 0) <= iops_pct and o.get("issue_error", {}).get(
+        "p99_ms", 1e9
+    ) <= p99_ms
