@@ -16,7 +16,7 @@ help:
 	@echo "make demo    setup, then record and inspect a real trace on a loop device"
 	@echo "make test    setup, then run the test suite (as root: BPF and loop devices)"
 	@echo "make bench   setup, then run the benchmarks (JSON in bench/results/)"
-	@echo "make lint    ruff and the C build with -Werror"
+	@echo "make lint    ruff, mypy and the C build with -Werror"
 
 setup: deps python native
 
@@ -46,6 +46,7 @@ demo: setup
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 
 # Each writes JSON to bench/results/; all of them take about 45 minutes (root).
@@ -63,6 +64,7 @@ bench: setup
 lint: python native
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	$(MAKE) -C recorder clean
