@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from analyzer.analyses import core as analyses
 from analyzer.analyses.core import BadInput
 from analyzer.server.config import Settings
-from analyzer.server.deps import Guarded, QueryLimit, require_token
+from analyzer.server.deps import QueryLimit, guarded, require_token
 from analyzer.server.routes import compare as api_compare
 from analyzer.server.routes import history as api_history
 from analyzer.server.routes import latency as api_latency
@@ -39,20 +39,17 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     before the server listens), or over `store` as given."""
     settings = settings or Settings.from_env()
     store = store or open_read_only(settings.db)
-    if store.dialect == "clickhouse":
-        # The server's own limit; DuckDB gets a timer per query (api_deps.Guarded).
-        store.execute(f"SET max_execution_time = {int(settings.query_timeout_s)}")
+    # The engine's own limit where it has one; else a timer per query (deps.Guarded).
+    store.limit_query_time(settings.query_timeout_s)
 
     stop = threading.Event()
 
     def warm() -> None:
-        g = Guarded(store, settings, app.state.lock)
         try:
-            app.state.prewarmed = analyses.prewarm(g, stop)
+            with guarded(store, settings, app.state.lock) as g:
+                app.state.prewarmed = analyses.prewarm(g, stop)
         except StoreError as e:  # a query cut short; requests build what they need
             log.warning("prewarm stopped: %s", e)
-        finally:
-            g.close()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

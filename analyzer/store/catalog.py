@@ -62,9 +62,7 @@ def get(store: Store, run_id: str) -> dict[str, Any] | None:
 def put(store: Store, run: dict[str, Any]) -> dict[str, Any]:
     """Write `run` as the run's current row (a new version)."""
     run = {**run, "version": next_version()}
-    if store.dialect == "duckdb":
-        # DuckDB updates in place; the caller's transaction makes it atomic.
-        store.execute('DELETE FROM "runs" WHERE "id" = $id', {"id": run["id"]})
+    store.drop_old_run_row(run["id"])
     store.insert_rows("runs", [_to_row(run)])
     return run
 
@@ -101,8 +99,8 @@ def delete(store: Store, ref: str, data_tables: tuple[str, ...]) -> dict[str, An
         put(store, {**run, "state": "deleted"})
         for t in data_tables:
             store.delete_run_rows(t, run["id"])
-        if store.dialect == "duckdb":
-            store.execute('DELETE FROM "runs" WHERE "id" = $id', {"id": run["id"]})
+        # The `deleted` row stays only where the engine keeps versions (ClickHouse).
+        store.drop_old_run_row(run["id"])
     return run
 
 

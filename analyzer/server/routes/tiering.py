@@ -30,17 +30,14 @@ Size = Annotated[
 
 
 def arrow_store(request: Request) -> Iterator[Store]:
-    """The store with Arrow results: its own DuckDB cursor, or chDB under the app's lock."""
+    """The store with Arrow results: its own cursor, or a shared one under the app's lock."""
     state = request.app.state
-    if state.store.dialect == "duckdb":
-        cur = state.store.cursor()
-        try:
-            yield cur
-        finally:
-            cur.close()
-    else:
-        with state.lock:
-            yield state.store
+    with state.store.per_request() as own:
+        if own.shared:
+            with state.lock:
+                yield own
+        else:
+            yield own
 
 
 ArrowStore = Annotated[Store, Depends(arrow_store)]
