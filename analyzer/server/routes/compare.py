@@ -8,13 +8,19 @@ from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import comparison
 from analyzer.server.deps import FilterDep, StoreDep
+from analyzer.server.models import CompareResponse
 from iotape.errors import IotapeError
 
 router = APIRouter(tags=["compare"])
 RunRef = Annotated[str, Query(min_length=1, max_length=200, description="run id or name")]
 
 
-@router.get("/compare", summary="Base run vs one or more candidate runs")
+@router.get(
+    "/compare",
+    summary="Base run vs one or more candidate runs",
+    response_model=CompareResponse,
+    response_model_exclude_unset=True,
+)
 def compare(
     base: RunRef,
     candidate: Annotated[

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from analyzer.server.deps import RunDep
+from analyzer.server.models import TieringResponse
 from analyzer.store.interface import Store
 from analyzer.tiering import simulate as tiering
 from iotape.errors import IotapeError
@@ -47,7 +48,12 @@ def _size(v: str | None) -> int | None:
     return None if v is None else tiering.parse_size(v)
 
 
-@router.get("/runs/{run}/tiering", summary="Tiering and SSD-cache simulation of a run")
+@router.get(
+    "/runs/{run}/tiering",
+    summary="Tiering and SSD-cache simulation of a run",
+    response_model=TieringResponse,
+    response_model_exclude_unset=True,
+)
 def run_tiering(
     run: RunDep,
     store: ArrowStore,

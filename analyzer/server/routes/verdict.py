@@ -8,11 +8,17 @@ from fastapi import APIRouter, Query
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
+from analyzer.server.models import VerdictResponse
 
 router = APIRouter(tags=["verdict"])
 
 
-@router.get("/runs/{run}/verdict", summary="Jetstress-style verdict")
+@router.get(
+    "/runs/{run}/verdict",
+    summary="Jetstress-style verdict",
+    response_model=VerdictResponse,
+    response_model_exclude_unset=True,
+)
 def verdict(
     run: RunDep,
     store: StoreDep,
