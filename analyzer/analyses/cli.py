@@ -26,7 +26,7 @@ from rich.table import Table
 from analyzer.analyses import comparison, junit
 from analyzer.analyses import core as analyses
 from analyzer.analyses import history as hist
-from analyzer.analyses.core import FilterArgs
+from analyzer.analyses.filters import FilterArgs
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from iotape.cliopts import AsJson, Db

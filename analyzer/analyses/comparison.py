@@ -32,7 +32,8 @@ import numpy as np
 import schemas
 from analyzer.analyses import core as analyses
 from analyzer.analyses import workloads
-from analyzer.analyses.core import LEVELS, SCHEME, BadInput, Hist, merge, percentiles_from
+from analyzer.analyses.filters import BadInput
+from analyzer.analyses.histograms import LEVELS, SCHEME, Hist, merge, percentiles_from
 from analyzer.store.interface import Store
 from analyzer.store.queries import MAX_NS, EventFilter
 
@@ -98,7 +99,7 @@ def _boot(h: Hist, reps: int, rng: np.random.Generator) -> np.ndarray:
     rep = analyses.representative(h)
     out = np.empty((reps, len(LEVELS) + 1))
     for j, (q, _) in enumerate(LEVELS):
-        k = analyses._rank(n, q)
+        k = analyses.rank(n, q)
         idx = (cum < k).sum(axis=1)
         out[:, j] = rep[np.minimum(idx, len(rep) - 1)]
     # A resampled event keeps its bucket's mean: the resample's mean is exact in expectation.
@@ -137,6 +138,80 @@ def _judge(item: dict, z: float, sd: float, threshold_pct: float, gated: bool, w
     item["improvement"] = bool(gated and better and big)
 
 
+# A metric waiting for its interval: the item, its standard error, whether it is
+# gated, and whether up is worse.
+_Pending = tuple[dict[str, Any], float, bool, bool]
+
+
+def _metrics(
+    hb: Hist,
+    hc: Hist,
+    spans: tuple[float, float],
+    metrics: tuple[str, ...],
+    reps: int,
+    min_count: int,
+    rng: np.random.Generator,
+    pending: list[_Pending],
+) -> list[dict[str, Any]]:
+    """One group's items (percentiles, mean, IOPS); those with an interval to judge go
+    to `pending` with their standard error."""
+    span_b, span_c = spans
+    pb, pc = percentiles_from(hb), percentiles_from(hc)
+    enough = hb.count >= min_count and hc.count >= min_count
+    boot = _boot(hc, reps, rng) - _boot(hb, reps, rng) if enough else None
+    items = []
+    for j, (q, name) in enumerate(LEVELS):
+        it = _item(name, "ns", pb[name], pc[name])
+        # A tail percentile needs events beyond it in both runs to mean anything.
+        if boot is not None and min(hb.count, hc.count) * (1 - q) >= 1:
+            pending.append((it, float(boot[:, j].std()), name in metrics, True))
+        items.append(it)
+    mean = _item("mean", "ns", float(hb.s.sum() / hb.count), float(hc.s.sum() / hc.count))
+    if boot is not None:
+        pending.append((mean, float(boot[:, -1].std()), "mean" in metrics, True))
+    iops = _item("iops", "IO/s", hb.count / span_b, hc.count / span_c)
+    if enough:
+        sd = math.sqrt(hb.count / span_b**2 + hc.count / span_c**2)
+        pending.append((iops, sd, "iops" in metrics, False))
+    return [*items, mean, iops]
+
+
+def _legacy(it: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "level": it["level"],
+        "base_ns": it["base"],
+        "candidate_ns": it["candidate"],
+        "delta_ns": it["delta"],
+        "delta_pct": it["delta_pct"],
+        "ci_low_ns": it["ci_low"],
+        "ci_high_ns": it["ci_high"],
+        "regression": it["regression"],
+        "improvement": it["improvement"],
+    }
+
+
+def _judge_all(
+    groups: dict[str, dict],
+    pending: list[_Pending],
+    confidence: float,
+    threshold_pct: float,
+    comparable: bool,
+) -> tuple[int, float]:
+    """Intervals for every pending item, simultaneous over the gated ones; the rows'
+    flags follow. Returns the number of gated tests and z."""
+    tests = max(1, sum(1 for p in pending if p[2]))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
+    for it, sd, gate, worse_up in pending:
+        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
+    for g in groups.values():
+        for row in g["rows"]:
+            for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
+                legacy.update(ci_low_ns=it["ci_low"], ci_high_ns=it["ci_high"])
+                legacy.update(regression=it["regression"], improvement=it["improvement"])
+            row["regression"] = any(it["regression"] for it in row["metrics"])
+    return tests, z
+
+
 def compare(
     store: Store,
     base: dict,
@@ -161,7 +236,7 @@ def compare(
     gb, gc = _grouped(rb, kb, by_model), _grouped(rc, kc, by_model)
     ops, streams = schemas.op_names(), analyses.stream_names(store, cand["id"])
     rng = np.random.default_rng(12345)
-    pending: list[tuple[dict, float, bool, bool]] = []  # item, standard error, gated, worse_up
+    pending: list[_Pending] = []
     span_b, span_c = span_s(base, fb), span_s(cand, fc)
     groups: dict[str, dict] = {}
     for key in sorted(set(gb) & set(gc)):
@@ -176,24 +251,8 @@ def compare(
                 "rows": [],
             },
         )
-        pb, pc = percentiles_from(hb), percentiles_from(hc)
-        enough = hb.count >= min_count and hc.count >= min_count
-        boot = _boot(hc, reps, rng) - _boot(hb, reps, rng) if enough else None
-        items = []
-        for j, (q, name) in enumerate(LEVELS):
-            it = _item(name, "ns", pb[name], pc[name])
-            # A tail percentile needs events beyond it in both runs to mean anything.
-            if boot is not None and min(hb.count, hc.count) * (1 - q) >= 1:
-                pending.append((it, float(boot[:, j].std()), name in metrics, True))
-            items.append(it)
-        mean = _item("mean", "ns", float(hb.s.sum() / hb.count), float(hc.s.sum() / hc.count))
-        if boot is not None:
-            pending.append((mean, float(boot[:, -1].std()), "mean" in metrics, True))
-        iops = _item("iops", "IO/s", hb.count / span_b, hc.count / span_c)
-        if enough:
-            sd = math.sqrt(hb.count / span_b**2 + hc.count / span_c**2)
-            pending.append((iops, sd, "iops" in metrics, False))
-        items += [mean, iops]
+        spans = (span_b, span_c)
+        items = _metrics(hb, hc, spans, metrics, reps, min_count, rng, pending)
         row: dict[str, Any] = {
             "op": op,
             "op_name": ops.get(op, str(op)),
@@ -203,32 +262,10 @@ def compare(
             "candidate_count": hc.count,
             "metrics": items,
             # The percentiles as this endpoint has always given them.
-            "percentiles": [
-                {
-                    "level": it["level"],
-                    "base_ns": it["base"],
-                    "candidate_ns": it["candidate"],
-                    "delta_ns": it["delta"],
-                    "delta_pct": it["delta_pct"],
-                    "ci_low_ns": it["ci_low"],
-                    "ci_high_ns": it["ci_high"],
-                    "regression": it["regression"],
-                    "improvement": it["improvement"],
-                }
-                for it in items[: len(LEVELS)]
-            ],
+            "percentiles": [_legacy(it) for it in items[: len(LEVELS)]],
         }
         g["rows"].append(row)
-    tests = max(1, sum(1 for p in pending if p[2]))
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
-    for it, sd, gate, worse_up in pending:
-        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
-    for g in groups.values():
-        for row in g["rows"]:
-            for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
-                legacy.update(ci_low_ns=it["ci_low"], ci_high_ns=it["ci_high"])
-                legacy.update(regression=it["regression"], improvement=it["improvement"])
-            row["regression"] = any(it["regression"] for it in row["metrics"])
+    tests, z = _judge_all(groups, pending, confidence, threshold_pct, comparable)
     return {
         "base": {"id": base["id"], "name": base["name"]},
         "candidate": {"id": cand["id"], "name": cand["name"]},

@@ -22,7 +22,8 @@ import schemas
 from analyzer.analyses import changepoint
 from analyzer.analyses import core as analyses
 from analyzer.analyses.comparison import METRICS, span_s
-from analyzer.analyses.core import LEVELS, BadInput, FilterArgs, Hist, merge
+from analyzer.analyses.filters import BadInput, FilterArgs
+from analyzer.analyses.histograms import LEVELS, Hist, merge
 from analyzer.store import catalog
 from analyzer.store.interface import Store
 
@@ -127,6 +128,58 @@ def _pooled(hists: list[Hist], spans: list[float], confidence: float, rng) -> di
     return result
 
 
+def _order_versions(runs: list[dict], order: str) -> tuple[list[str], dict[str, int]]:
+    """The versions in `order`, with each one's first run start; sorts `runs` so."""
+    first: dict[str, int] = {}
+    for r in runs:
+        first[r["version"]] = min(
+            first.get(r["version"], r["run"]["start_ns"]), r["run"]["start_ns"]
+        )
+    if order == "version":
+        versions = sorted(first, key=version_key)
+    else:
+        versions = sorted(first, key=lambda v: (first[v], version_key(v)))
+    rank = {v: i for i, v in enumerate(versions)}
+    runs.sort(key=lambda r: (rank[r["version"]], r["run"]["start_ns"], r["run"]["id"]))
+    return versions, first
+
+
+def _group(
+    key: tuple[str, str],
+    runs: list[dict],
+    versions: list[str],
+    confidence: float,
+    rng: np.random.Generator,
+    cp: tuple[tuple[str, ...], float, float],
+) -> dict[str, Any]:
+    """One op and stream: each version's pooled values, and the change points."""
+    change_metrics, max_pvalue, min_change_pct = cp
+    have = [r for r in runs if r["groups"] and key in r["groups"]]
+    points = []
+    for v in versions:
+        mine = [r for r in have if r["version"] == v]
+        if not mine:
+            continue
+        hs = [r["groups"][key] for r in mine]
+        spans = [r["span_s"] for r in mine]
+        points.append(
+            {"version": v, "runs": [r["run"]["name"] for r in mine],
+             "count": int(sum(h.count for h in hs)),
+             **_pooled(hs, spans, confidence, rng)}
+        )  # fmt: skip
+    per_run = [_values(r["groups"][key], r["span_s"]) for r in have]
+    allowed = [i for i in range(1, len(have)) if have[i]["version"] != have[i - 1]["version"]]
+    changes: dict[str, list] = {}
+    for m in change_metrics:
+        found = changepoint.e_divisive([x[m] for x in per_run], allowed, max_pvalue, min_change_pct)
+        changes[m] = [{"version": have[c["index"]]["version"],
+                       "previous_version": have[c["index"] - 1]["version"],
+                       **{k: c[k] for k in ("before", "after", "change_pct", "p_value")}}
+                      for c in found]  # fmt: skip
+    return {"op_name": key[0], "stream_name": key[1], "points": points,
+            "change_points": changes}  # fmt: skip
+
+
 def history(
     store: Store,
     model: str,
@@ -155,47 +208,11 @@ def history(
         )
     for r in runs:
         r["groups"] = _run_groups(store, r, args)
-    first: dict[str, int] = {}
-    for r in runs:
-        first[r["version"]] = min(
-            first.get(r["version"], r["run"]["start_ns"]), r["run"]["start_ns"]
-        )
-    if order == "version":
-        versions = sorted(first, key=version_key)
-    else:
-        versions = sorted(first, key=lambda v: (first[v], version_key(v)))
-    rank = {v: i for i, v in enumerate(versions)}
-    runs.sort(key=lambda r: (rank[r["version"]], r["run"]["start_ns"], r["run"]["id"]))
+    versions, first = _order_versions(runs, order)
     rng = np.random.default_rng(12345)
     keys = sorted({k for r in runs if r["groups"] for k in r["groups"]})
-    groups = []
-    for key in keys:
-        have = [r for r in runs if r["groups"] and key in r["groups"]]
-        points = []
-        for v in versions:
-            mine = [r for r in have if r["version"] == v]
-            if not mine:
-                continue
-            hs = [r["groups"][key] for r in mine]
-            spans = [r["span_s"] for r in mine]
-            points.append(
-                {"version": v, "runs": [r["run"]["name"] for r in mine],
-                 "count": int(sum(h.count for h in hs)),
-                 **_pooled(hs, spans, confidence, rng)}
-            )  # fmt: skip
-        per_run = [_values(r["groups"][key], r["span_s"]) for r in have]
-        allowed = [i for i in range(1, len(have)) if have[i]["version"] != have[i - 1]["version"]]
-        changes: dict[str, list] = {}
-        for m in change_metrics:
-            found = changepoint.e_divisive(
-                [x[m] for x in per_run], allowed, max_pvalue, min_change_pct
-            )
-            changes[m] = [{"version": have[c["index"]]["version"],
-                           "previous_version": have[c["index"] - 1]["version"],
-                           **{k: c[k] for k in ("before", "after", "change_pct", "p_value")}}
-                          for c in found]  # fmt: skip
-        groups.append({"op_name": key[0], "stream_name": key[1], "points": points,
-                       "change_points": changes})  # fmt: skip
+    cp = (change_metrics, max_pvalue, min_change_pct)
+    groups = [_group(key, runs, versions, confidence, rng, cp) for key in keys]
     return {
         "model": model,
         "version_from": f"tag {tag}" if tag else "device firmware",

@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from analyzer.analyses import core as analyses
-from analyzer.analyses.core import BadInput
+from analyzer.analyses.filters import BadInput
 from analyzer.server.config import Settings
 from analyzer.server.deps import QueryLimit, guarded, require_token
 from analyzer.server.routes import compare as api_compare

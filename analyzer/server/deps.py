@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Query, Request
 
 from analyzer.analyses import core as analyses
-from analyzer.analyses.core import FilterArgs
+from analyzer.analyses.filters import FilterArgs
 from analyzer.server.config import Settings
 from analyzer.store.interface import Store, StoreError, StoreURL
 from iotape.errors import IotapeError

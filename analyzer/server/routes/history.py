@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from analyzer.analyses import comparison
 from analyzer.analyses import history as hist
-from analyzer.analyses.core import BadInput
+from analyzer.analyses.filters import BadInput
 from analyzer.server.deps import FilterDep, StoreDep
 from analyzer.server.models import HistoryResponse
 
