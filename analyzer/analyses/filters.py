@@ -38,7 +38,7 @@ def _code(value: str, names: dict[str, int], what: str) -> int:
         return names[v]
     if v.isdigit() and int(v) <= 255:
         return int(v)
-    known = ", ".join(sorted(names, key=names.get))
+    known = ", ".join(sorted(names, key=lambda k: names[k]))
     raise BadInput(f"{what} {value!r}: not one of {known} (or a number 0-255)")
 
 

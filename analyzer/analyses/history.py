@@ -25,7 +25,7 @@ from analyzer.analyses.comparison import METRICS, span_s
 from analyzer.analyses.filters import BadInput, FilterArgs
 from analyzer.analyses.histograms import LEVELS, Hist, merge
 from analyzer.store import catalog
-from analyzer.store.interface import Store
+from analyzer.store.interface import Reader
 
 REPS = 200
 DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")
@@ -36,7 +36,7 @@ def version_key(v: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
 
 
-def _runs_of_model(store: Store, model: str, tag: str | None) -> tuple[list[dict], list[dict]]:
+def _runs_of_model(store: Reader, model: str, tag: str | None) -> tuple[list[dict], list[dict]]:
     """(runs with their version and devices of the model, skipped runs with why)."""
     runs, skipped = [], []
     for run in catalog.all_runs(store):
@@ -54,7 +54,7 @@ def _runs_of_model(store: Store, model: str, tag: str | None) -> tuple[list[dict
     return runs, skipped
 
 
-def _run_groups(store: Store, r: dict, args: FilterArgs) -> dict[tuple[str, str], Hist] | None:
+def _run_groups(store: Reader, r: dict, args: FilterArgs) -> dict[tuple[str, str], Hist] | None:
     """Histograms per (op name, stream name) of the run's devices of the model; None
     when the run has no such stream as the filter names."""
     run = r["run"]
@@ -118,8 +118,8 @@ def _pooled(hists: list[Hist], spans: list[float], confidence: float, rng) -> di
         idx = (cum < ranks[:, None]).sum(axis=1)
         out[name] = rep[np.minimum(idx, len(rep) - 1)]
     out["mean"] = boot @ bmean / n
-    spans = np.asarray(spans)
-    pois = rng.poisson(n_total[pick]) / spans[pick]
+    span = np.asarray(spans)
+    pois = rng.poisson(n_total[pick]) / span[pick]
     out["iops"] = pois.mean(axis=1)
     result = {}
     for m in METRICS:
@@ -181,7 +181,7 @@ def _group(
 
 
 def history(
-    store: Store,
+    store: Reader,
     model: str,
     tag: str | None = None,
     args: FilterArgs | None = None,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -110,7 +111,8 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(QueryLimit, message(503))
     app.add_exception_handler(StoreError, message(503))
 
-    async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)  # registered for it alone
         # FastAPI's own list of problems, plus one line a person can read.
         errs = exc.errors()
         lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errs]
@@ -127,5 +129,5 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _jsonable(errs: list[dict]) -> list[dict]:
+def _jsonable(errs: Sequence[Any]) -> list[dict]:
     return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errs]

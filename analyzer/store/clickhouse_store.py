@@ -14,7 +14,7 @@ import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 
@@ -41,7 +41,7 @@ class _ClickHouseDialect:
     shared = True
 
     @contextlib.contextmanager
-    def per_request(self) -> Iterator[_ClickHouseDialect]:
+    def per_request(self) -> Iterator[Self]:
         yield self
 
     def interrupt(self) -> None:
