@@ -24,6 +24,7 @@ flagged: the answer says why they are not comparable.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any, cast
 
@@ -34,6 +35,7 @@ from analyzer.analyses import core as analyses
 from analyzer.analyses import workloads
 from analyzer.analyses.filters import BadInput
 from analyzer.analyses.histograms import LEVELS, SCHEME, Hist, merge, percentiles_from
+from analyzer.analyses.results import Comparison, ComparisonSet
 from analyzer.store.interface import Reader, Store
 from analyzer.store.queries import MAX_NS, EventFilter
 
@@ -223,7 +225,7 @@ def compare(
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     reps: int = REPS,
     min_count: int = MIN_COUNT,
-) -> dict[str, Any]:
+) -> Comparison:
     """One candidate against the base: per device model, op and stream, every metric with
     its interval; `regression` where a gated metric got worse beyond noise and threshold."""
     comparable, paired = workloads.pairing(base, cand)
@@ -294,7 +296,7 @@ def compare_many(
     confidence: float = 0.95,
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     mode: str = "performance",
-) -> dict[str, Any]:
+) -> ComparisonSet:
     """The base against each candidate (the same filters on every run), each run's
     Jetstress verdict, and `regression`: any comparable candidate regressed.
 
@@ -334,7 +336,7 @@ def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str,
     return {"result": v["result"], "checks": v["checks"]}
 
 
-def regressions(result: dict) -> list[dict[str, Any]]:
+def regressions(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every flagged metric of a `compare` or `compare_many` result, one dict each."""
     cands = result.get("candidates", [result])
     out = []

@@ -13,10 +13,10 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from analyzer.analyses.results import Distribution
 from analyzer.store import catalog, event_histograms, queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
@@ -175,7 +175,7 @@ def percentiles_from(h: Hist) -> dict[str, float]:
     return out
 
 
-def summary(h: Hist, cdf_points: int) -> dict[str, Any]:
+def summary(h: Hist, cdf_points: int) -> Distribution:
     """Count, mean, min/max, percentiles, histogram and CDF of one histogram."""
     n = h.count
     if n == 0:

@@ -3,9 +3,8 @@ over (time x offset) as a heat map per device."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from analyzer.analyses.filters import BadInput, devices
+from analyzer.analyses.results import DeviceHeatmap, HeatmapResult, Point, TimeseriesResult
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
@@ -15,7 +14,7 @@ MAX_INTERVALS = 20_000
 
 def timeseries(
     store: Reader, run: dict, f: EventFilter, interval_s: float | None
-) -> dict[str, Any]:
+) -> TimeseriesResult:
     """IOPS, MB/s, mean queue depth and device latency per interval of completion time."""
     duration = max(int(run["duration_ns"]), 1)
     if interval_s is None:
@@ -34,7 +33,7 @@ def timeseries(
     cols = ["k", "ios", "bytes", "nlat", "slat", "max", "p50", "p99"]
     rows = queries.records(store, "timeseries", cols, step=interval_ns, **f.params(run["id"]))
     by_k = {r["k"]: r for r in rows}
-    points = []
+    points: list[Point] = []
     secs = interval_ns / 1e9
     if rows:
         for k in range(rows[0]["k"], rows[-1]["k"] + 1):
@@ -70,11 +69,11 @@ def timeseries(
 
 def heatmap(
     store: Reader, run_id: str, f: EventFilter, time_bins: int, offset_bins: int
-) -> dict[str, Any]:
+) -> HeatmapResult:
     """Requests and bytes over (completion time x offset), one grid per device."""
     names = {d["dev"]: d["name"] for d in devices(store, run_id)}
     cols = ["dev", "ios", "t_lo", "t_hi", "o_lo", "o_hi"]
-    out = []
+    out: list[DeviceHeatmap] = []
     for ext in queries.records(store, "extent_by_dev", cols, **f.params(run_id)):
         t_step = max(1, -(-(ext["t_hi"] - ext["t_lo"] + 1) // time_bins))
         o_step = max(1, -(-(ext["o_hi"] - ext["o_lo"] + 1) // offset_bins))

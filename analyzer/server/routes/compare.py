@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import comparison
+from analyzer.analyses.results import ComparisonSet
 from analyzer.server.deps import FilterDep, StoreDep
 from analyzer.server.models import CompareResponse
 from iotape.errors import IotapeError
@@ -43,7 +44,7 @@ def compare(
     mode: Annotated[
         Literal["performance", "stress"], Query(description="thresholds of each run's verdict")
     ] = "performance",
-) -> dict:
+) -> dict[str, Any] | ComparisonSet:
     """Per device model (and firmware), op and stream: candidate minus base device-time
     percentiles, mean and IOPS with confidence intervals (bootstrap; Poisson for IOPS).
     `regression` is true where a metric named in `metric` got worse, its interval
