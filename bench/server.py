@@ -32,9 +32,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+# The packages before this folder: bench/recorder.py is not the `recorder` package.
+sys.path.insert(0, str(ROOT))
 
 
 def timed(fn, rounds: int, before=None) -> dict:
@@ -48,6 +51,49 @@ def timed(fn, rounds: int, before=None) -> dict:
     return {"median_s": statistics.median(times), "min_s": min(times), "rounds": rounds}
 
 
+def _api(c: Any, rounds: int) -> tuple[dict[str, dict], dict, dict]:
+    """The endpoints' timings, cold and pre-aggregated; the exact and the histogram answer."""
+    from analyzer.analyses import histograms
+
+    def get(url: str) -> None:
+        r = c.get(url)
+        assert r.status_code == 200, r.text
+
+    results: dict[str, dict] = {}
+    clear = histograms.clear_cache
+    results["histogram_cold"] = timed(lambda: get("/runs/big/latency"), rounds, clear)
+    clear()
+    t = time.perf_counter()
+    histograms.prewarm(c.app.state.store, threading.Event())
+    results["prewarm_build_s"] = {"seconds": time.perf_counter() - t}
+    for label, q in (("", ""), ("_op", "?op=read"), ("_op_stream_device",
+                     "?op=write&stream=db-write&device=sda")):  # fmt: skip
+        results[f"preaggregated{label}"] = timed(lambda q=q: get(f"/runs/big/latency{q}"), rounds)
+    results["exact"] = timed(lambda: get("/runs/big/latency?exact=true"), rounds, clear)
+    results["compare_cold"] = timed(lambda: get("/compare?base=big&candidate=big"), rounds, clear)
+    return results, c.get("/runs/big/latency?exact=true").json(), c.get("/runs/big/latency").json()
+
+
+def _peer(db: Path, run_id: str, rounds: int) -> dict:
+    """The peer: DuckDB alone, exact percentiles in one query."""
+    import duckdb
+
+    from analyzer.store import event_files
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        # The store's events are Parquet files; the same view the store makes.
+        con.execute(event_files.view_sql(event_files.parts_dir(str(db))))
+        peer_sql = (
+            'SELECT count(*), quantile_disc("ts_complete_ns" - "ts_issue_ns", '
+            "[0.5, 0.9, 0.99, 0.999, 0.9999]) FROM events WHERE run_id = $r "
+            'AND "ts_issue_ns" > 0 AND "ts_complete_ns" >= "ts_issue_ns"'
+        )
+        return timed(lambda: con.execute(peer_sql, {"r": run_id}).fetchall(), rounds)
+    finally:
+        con.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=10_000_000)
@@ -55,11 +101,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "server.json")
     args = ap.parse_args()
 
-    import duckdb
     from fastapi.testclient import TestClient
     from store import make_trace  # bench/store.py: the same synthetic trace as the ingest bench
 
-    from analyzer.analyses import core as analyses
+    from analyzer.analyses.histograms import RELATIVE_ERROR
     from analyzer.server.app import create_app
     from analyzer.server.config import Settings
     from analyzer.store.ingest import ingest
@@ -71,48 +116,9 @@ def main() -> None:
         with opened(str(db)) as s:
             run_id = ingest(s, trace, name="big").run_id
         trace.unlink()
-
-        results: dict[str, dict] = {}
         with TestClient(create_app(Settings(db=str(db)))) as c:
-
-            def get(url: str) -> None:
-                r = c.get(url)
-                assert r.status_code == 200, r.text
-
-            clear = analyses._cache.clear
-            results["histogram_cold"] = timed(lambda: get("/runs/big/latency"), args.rounds, clear)
-            clear()
-            t = time.perf_counter()
-            analyses.prewarm(c.app.state.store, threading.Event())
-            results["prewarm_build_s"] = {"seconds": time.perf_counter() - t}
-            for label, q in (("", ""), ("_op", "?op=read"), ("_op_stream_device",
-                             "?op=write&stream=db-write&device=sda")):  # fmt: skip
-                results[f"preaggregated{label}"] = timed(
-                    lambda q=q: get(f"/runs/big/latency{q}"), args.rounds
-                )
-            results["exact"] = timed(
-                lambda: get("/runs/big/latency?exact=true"), args.rounds, clear
-            )
-            results["compare_cold"] = timed(
-                lambda: get("/compare?base=big&candidate=big"), args.rounds, clear
-            )
-            body = c.get("/runs/big/latency?exact=true").json()
-            approx = c.get("/runs/big/latency").json()
-        # The peer: DuckDB alone, exact percentiles in one query.
-        from analyzer.store import event_files
-
-        con = duckdb.connect(str(db), read_only=True)
-        # The store's events are Parquet files; the same view the store makes.
-        con.execute(event_files.view_sql(event_files.parts_dir(str(db))))
-        peer_sql = (
-            'SELECT count(*), quantile_disc("ts_complete_ns" - "ts_issue_ns", '
-            "[0.5, 0.9, 0.99, 0.999, 0.9999]) FROM events WHERE run_id = $r "
-            'AND "ts_issue_ns" > 0 AND "ts_complete_ns" >= "ts_issue_ns"'
-        )
-        results["peer_duckdb_exact_query"] = timed(
-            lambda: con.execute(peer_sql, {"r": run_id}).fetchall(), args.rounds
-        )
-        con.close()
+            results, body, approx = _api(c, args.rounds)
+        results["peer_duckdb_exact_query"] = _peer(db, run_id, args.rounds)
 
     exact_p = body["device"]["all"]["percentiles"]
     approx_p = approx["device"]["all"]["percentiles"]
@@ -124,7 +130,7 @@ def main() -> None:
         "histogram_vs_exact_relative_error": {
             k: abs(approx_p[k] - exact_p[k]) / exact_p[k] for k in exact_p if exact_p[k]
         },
-        "error_bound": analyses.RELATIVE_ERROR,
+        "error_bound": RELATIVE_ERROR,
         "goal": "percentiles over 10 M events well under a second",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,8 @@ import numpy as np
 import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
+# The packages before this folder: bench/recorder.py is not the `recorder` package.
+sys.path.insert(0, str(ROOT))
 
 
 def make_trace(path: Path, n: int) -> None:
@@ -203,7 +205,7 @@ def ratio_lines(summary: dict) -> list[str]:
     return lines
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--rounds", type=int, default=2)
@@ -213,15 +215,79 @@ def main() -> None:
         "--child", nargs=3, metavar=("MODE", "SOURCE", "TARGET"), help=argparse.SUPPRESS
     )
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/store.json")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _rounds(
+    tmp: Path, rounds: int, modes: list[str], trace: Path, parquet: Path, csv: Path
+) -> dict[str, list[dict]]:
+    """Each mode `rounds` times, in turn, each into a fresh target."""
+    results: dict[str, list[dict]] = {m: [] for m in modes}
+    for rnd in range(rounds):
+        for m in modes:
+            name = {"chdb": "ch", "import-msr": "msr.iot"}.get(m, "db.duckdb")
+            target = tmp / f"{m}-{rnd}" / name
+            target.parent.mkdir()
+            src = parquet if m in ("duckdb-from-parquet", "peer-load", "peer-read") else trace
+            src = csv if m in ("import-msr", "peer-read-csv") else src
+            r = measure(m, src, target)
+            shutil.rmtree(target.parent)  # keep the disk free for the next one
+            results[m].append(r)
+            print(
+                f"round {rnd} {m:20s} {r['events_per_s'] / 1e6:6.2f} M events/s "
+                f"{r['seconds']:6.2f} s  peak {r['peak_rss_mib']:6.0f} MiB",
+                file=sys.stderr,
+            )
+    return results
+
+
+def _summary(results: dict[str, list[dict]]) -> dict[str, dict]:
+    return {
+        m: {
+            "events_per_s_median": statistics.median(r["events_per_s"] for r in rs),
+            "seconds_median": statistics.median(r["seconds"] for r in rs),
+            "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rs),
+            **(
+                {"hash_s_median": statistics.median(r["hash_s"] for r in rs)}
+                if "hash_s" in rs[0]
+                else {}
+            ),
+        }
+        for m, rs in results.items()
+    }
+
+
+def _rss_by_length(tmp: Path, lengths: str) -> list[dict]:
+    """Peak memory of a DuckDB ingest for each trace length given."""
+    rss = []
+    for n in [int(x) for x in lengths.split(",") if x]:
+        long = tmp / f"rss-{n}.iot"
+        print(f"making a {n:,}-event trace ...", file=sys.stderr)
+        make_trace(long, n)
+        target = tmp / f"rss-{n}" / "db.duckdb"
+        target.parent.mkdir()
+        r = measure("duckdb", long, target)
+        long.unlink()
+        shutil.rmtree(target.parent)
+        rss.append(r)
+        print(
+            f"{n:,} events -> DuckDB: {r['events_per_s'] / 1e6:6.2f} M events/s "
+            f"peak {r['peak_rss_mib']:6.0f} MiB",
+            file=sys.stderr,
+        )
+    return rss
+
+
+def main() -> None:
+    args = _args()
     if args.child:
         print(json.dumps(child(*args.child)))
         return
 
     from recorder.tracefile.convert import convert
 
-    with tempfile.TemporaryDirectory(prefix="iotape-bench-store-", dir="/var/tmp") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="iotape-bench-store-", dir="/var/tmp") as tmpdir:
+        tmp = Path(tmpdir)
         trace, parquet = tmp / "bench.iot", tmp / "bench.parquet"
         print(f"making a {args.events:,}-event trace ...", file=sys.stderr)
         make_trace(trace, args.events)
@@ -232,51 +298,9 @@ def main() -> None:
             print(f"making a {args.csv_lines:,}-line MSR CSV ...", file=sys.stderr)
             write_msr_csv(csv, args.csv_lines)
             modes += ["import-msr", "peer-read-csv"]
-        results: dict[str, list[dict]] = {m: [] for m in modes}
-        for rnd in range(args.rounds):
-            for m in modes:
-                name = {"chdb": "ch", "import-msr": "msr.iot"}.get(m, "db.duckdb")
-                target = tmp / f"{m}-{rnd}" / name
-                target.parent.mkdir()
-                src = parquet if m in ("duckdb-from-parquet", "peer-load", "peer-read") else trace
-                src = csv if m in ("import-msr", "peer-read-csv") else src
-                r = measure(m, src, target)
-                shutil.rmtree(target.parent)  # keep the disk free for the next one
-                results[m].append(r)
-                print(
-                    f"round {rnd} {m:20s} {r['events_per_s'] / 1e6:6.2f} M events/s "
-                    f"{r['seconds']:6.2f} s  peak {r['peak_rss_mib']:6.0f} MiB",
-                    file=sys.stderr,
-                )
-        summary = {
-            m: {
-                "events_per_s_median": statistics.median(r["events_per_s"] for r in rs),
-                "seconds_median": statistics.median(r["seconds"] for r in rs),
-                "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rs),
-                **(
-                    {"hash_s_median": statistics.median(r["hash_s"] for r in rs)}
-                    if "hash_s" in rs[0]
-                    else {}
-                ),
-            }
-            for m, rs in results.items()
-        }
-        rss = []
-        for n in [int(x) for x in args.rss_events.split(",") if x]:
-            long = tmp / f"rss-{n}.iot"
-            print(f"making a {n:,}-event trace ...", file=sys.stderr)
-            make_trace(long, n)
-            target = tmp / f"rss-{n}" / "db.duckdb"
-            target.parent.mkdir()
-            r = measure("duckdb", long, target)
-            long.unlink()
-            shutil.rmtree(target.parent)
-            rss.append(r)
-            print(
-                f"{n:,} events -> DuckDB: {r['events_per_s'] / 1e6:6.2f} M events/s "
-                f"peak {r['peak_rss_mib']:6.0f} MiB",
-                file=sys.stderr,
-            )
+        results = _rounds(tmp, args.rounds, modes, trace, parquet, csv)
+        summary = _summary(results)
+        rss = _rss_by_length(tmp, args.rss_events)
         doc = {
             "benchmark": "store ingest (issues 5, 19)",
             "events": args.events,

@@ -16,8 +16,9 @@ runs of different workloads.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,7 +27,7 @@ from rich.table import Table
 from analyzer.analyses import comparison, junit
 from analyzer.analyses import core as analyses
 from analyzer.analyses import history as hist
-from analyzer.analyses.core import FilterArgs
+from analyzer.analyses.filters import FilterArgs
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from iotape.cliopts import AsJson, Db
@@ -130,7 +131,7 @@ def latency(
     with opened(db, create=False) as store:
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
-        res = {
+        res: dict[str, Any] = {
             "run": {"id": r["id"], "name": r["name"]},
             "filter": analyses.describe_filter(f),
             **analyses.latency(store, r["id"], f, exact=exact),
@@ -267,7 +268,7 @@ def compare(
         raise typer.Exit(1)
 
 
-def _print_comparison(res: dict) -> None:
+def _print_comparison(res: Mapping[str, Any]) -> None:
     conf = f"{100 * res['confidence']:.0f} %"
     b = res["base"]
     out.print(

@@ -24,16 +24,19 @@ flagged: the answer says why they are not comparable.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 import schemas
 from analyzer.analyses import core as analyses
 from analyzer.analyses import workloads
-from analyzer.analyses.core import LEVELS, SCHEME, BadInput, Hist, merge, percentiles_from
-from analyzer.store.interface import Store
+from analyzer.analyses.filters import BadInput
+from analyzer.analyses.histograms import LEVELS, SCHEME, Hist, merge, percentiles_from
+from analyzer.analyses.results import Comparison, ComparisonSet
+from analyzer.store.interface import Reader, Store
 from analyzer.store.queries import MAX_NS, EventFilter
 
 PERCENTILES = tuple(name for _, name in LEVELS)
@@ -71,7 +74,7 @@ def parse_threshold(text: str | float) -> float:
     return v
 
 
-def _device_keys(store: Store, run_id: str) -> dict[int, tuple[str, str]]:
+def _device_keys(store: Reader, run_id: str) -> dict[int, tuple[str, str]]:
     return {d["dev"]: (d["model"], d["firmware"]) for d in analyses.devices(store, run_id)}
 
 
@@ -98,7 +101,7 @@ def _boot(h: Hist, reps: int, rng: np.random.Generator) -> np.ndarray:
     rep = analyses.representative(h)
     out = np.empty((reps, len(LEVELS) + 1))
     for j, (q, _) in enumerate(LEVELS):
-        k = analyses._rank(n, q)
+        k = analyses.rank(n, q)
         idx = (cum < k).sum(axis=1)
         out[:, j] = rep[np.minimum(idx, len(rep) - 1)]
     # A resampled event keeps its bucket's mean: the resample's mean is exact in expectation.
@@ -137,8 +140,82 @@ def _judge(item: dict, z: float, sd: float, threshold_pct: float, gated: bool, w
     item["improvement"] = bool(gated and better and big)
 
 
+# A metric waiting for its interval: the item, its standard error, whether it is
+# gated, and whether up is worse.
+_Pending = tuple[dict[str, Any], float, bool, bool]
+
+
+def _metrics(
+    hb: Hist,
+    hc: Hist,
+    spans: tuple[float, float],
+    metrics: tuple[str, ...],
+    reps: int,
+    min_count: int,
+    rng: np.random.Generator,
+    pending: list[_Pending],
+) -> list[dict[str, Any]]:
+    """One group's items (percentiles, mean, IOPS); those with an interval to judge go
+    to `pending` with their standard error."""
+    span_b, span_c = spans
+    pb, pc = percentiles_from(hb), percentiles_from(hc)
+    enough = hb.count >= min_count and hc.count >= min_count
+    boot = _boot(hc, reps, rng) - _boot(hb, reps, rng) if enough else None
+    items = []
+    for j, (q, name) in enumerate(LEVELS):
+        it = _item(name, "ns", pb[name], pc[name])
+        # A tail percentile needs events beyond it in both runs to mean anything.
+        if boot is not None and min(hb.count, hc.count) * (1 - q) >= 1:
+            pending.append((it, float(boot[:, j].std()), name in metrics, True))
+        items.append(it)
+    mean = _item("mean", "ns", float(hb.s.sum() / hb.count), float(hc.s.sum() / hc.count))
+    if boot is not None:
+        pending.append((mean, float(boot[:, -1].std()), "mean" in metrics, True))
+    iops = _item("iops", "IO/s", hb.count / span_b, hc.count / span_c)
+    if enough:
+        sd = math.sqrt(hb.count / span_b**2 + hc.count / span_c**2)
+        pending.append((iops, sd, "iops" in metrics, False))
+    return [*items, mean, iops]
+
+
+def _legacy(it: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "level": it["level"],
+        "base_ns": it["base"],
+        "candidate_ns": it["candidate"],
+        "delta_ns": it["delta"],
+        "delta_pct": it["delta_pct"],
+        "ci_low_ns": it["ci_low"],
+        "ci_high_ns": it["ci_high"],
+        "regression": it["regression"],
+        "improvement": it["improvement"],
+    }
+
+
+def _judge_all(
+    groups: dict[str, dict],
+    pending: list[_Pending],
+    confidence: float,
+    threshold_pct: float,
+    comparable: bool,
+) -> tuple[int, float]:
+    """Intervals for every pending item, simultaneous over the gated ones; the rows'
+    flags follow. Returns the number of gated tests and z."""
+    tests = max(1, sum(1 for p in pending if p[2]))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
+    for it, sd, gate, worse_up in pending:
+        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
+    for g in groups.values():
+        for row in g["rows"]:
+            for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
+                legacy.update(ci_low_ns=it["ci_low"], ci_high_ns=it["ci_high"])
+                legacy.update(regression=it["regression"], improvement=it["improvement"])
+            row["regression"] = any(it["regression"] for it in row["metrics"])
+    return tests, z
+
+
 def compare(
-    store: Store,
+    store: Reader,
     base: dict,
     cand: dict,
     fb: EventFilter,
@@ -148,7 +225,7 @@ def compare(
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     reps: int = REPS,
     min_count: int = MIN_COUNT,
-) -> dict[str, Any]:
+) -> Comparison:
     """One candidate against the base: per device model, op and stream, every metric with
     its interval; `regression` where a gated metric got worse beyond noise and threshold."""
     comparable, paired = workloads.pairing(base, cand)
@@ -161,7 +238,7 @@ def compare(
     gb, gc = _grouped(rb, kb, by_model), _grouped(rc, kc, by_model)
     ops, streams = schemas.op_names(), analyses.stream_names(store, cand["id"])
     rng = np.random.default_rng(12345)
-    pending: list[tuple[dict, float, bool, bool]] = []  # item, standard error, gated, worse_up
+    pending: list[_Pending] = []
     span_b, span_c = span_s(base, fb), span_s(cand, fc)
     groups: dict[str, dict] = {}
     for key in sorted(set(gb) & set(gc)):
@@ -176,24 +253,8 @@ def compare(
                 "rows": [],
             },
         )
-        pb, pc = percentiles_from(hb), percentiles_from(hc)
-        enough = hb.count >= min_count and hc.count >= min_count
-        boot = _boot(hc, reps, rng) - _boot(hb, reps, rng) if enough else None
-        items = []
-        for j, (q, name) in enumerate(LEVELS):
-            it = _item(name, "ns", pb[name], pc[name])
-            # A tail percentile needs events beyond it in both runs to mean anything.
-            if boot is not None and min(hb.count, hc.count) * (1 - q) >= 1:
-                pending.append((it, float(boot[:, j].std()), name in metrics, True))
-            items.append(it)
-        mean = _item("mean", "ns", float(hb.s.sum() / hb.count), float(hc.s.sum() / hc.count))
-        if boot is not None:
-            pending.append((mean, float(boot[:, -1].std()), "mean" in metrics, True))
-        iops = _item("iops", "IO/s", hb.count / span_b, hc.count / span_c)
-        if enough:
-            sd = math.sqrt(hb.count / span_b**2 + hc.count / span_c**2)
-            pending.append((iops, sd, "iops" in metrics, False))
-        items += [mean, iops]
+        spans = (span_b, span_c)
+        items = _metrics(hb, hc, spans, metrics, reps, min_count, rng, pending)
         row: dict[str, Any] = {
             "op": op,
             "op_name": ops.get(op, str(op)),
@@ -203,32 +264,10 @@ def compare(
             "candidate_count": hc.count,
             "metrics": items,
             # The percentiles as this endpoint has always given them.
-            "percentiles": [
-                {
-                    "level": it["level"],
-                    "base_ns": it["base"],
-                    "candidate_ns": it["candidate"],
-                    "delta_ns": it["delta"],
-                    "delta_pct": it["delta_pct"],
-                    "ci_low_ns": it["ci_low"],
-                    "ci_high_ns": it["ci_high"],
-                    "regression": it["regression"],
-                    "improvement": it["improvement"],
-                }
-                for it in items[: len(LEVELS)]
-            ],
+            "percentiles": [_legacy(it) for it in items[: len(LEVELS)]],
         }
         g["rows"].append(row)
-    tests = max(1, sum(1 for p in pending if p[2]))
-    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
-    for it, sd, gate, worse_up in pending:
-        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
-    for g in groups.values():
-        for row in g["rows"]:
-            for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
-                legacy.update(ci_low_ns=it["ci_low"], ci_high_ns=it["ci_high"])
-                legacy.update(regression=it["regression"], improvement=it["improvement"])
-            row["regression"] = any(it["regression"] for it in row["metrics"])
+    tests, z = _judge_all(groups, pending, confidence, threshold_pct, comparable)
     return {
         "base": {"id": base["id"], "name": base["name"]},
         "candidate": {"id": cand["id"], "name": cand["name"]},
@@ -249,7 +288,7 @@ def compare(
 
 
 def compare_many(
-    store: Store,
+    store: Reader,
     base_ref: str,
     cand_refs: list[str],
     args: analyses.FilterArgs,
@@ -257,7 +296,7 @@ def compare_many(
     confidence: float = 0.95,
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     mode: str = "performance",
-) -> dict[str, Any]:
+) -> ComparisonSet:
     """The base against each candidate (the same filters on every run), each run's
     Jetstress verdict, and `regression`: any comparable candidate regressed.
 
@@ -291,12 +330,13 @@ def compare_many(
     }
 
 
-def _verdict(store: Store, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
-    v = analyses.verdict(store, run_id, f, mode)
+def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
+    # verdict() asks for a Store but only reads (its owner moves it; see issue 16).
+    v = analyses.verdict(cast(Store, store), run_id, f, mode)
     return {"result": v["result"], "checks": v["checks"]}
 
 
-def regressions(result: dict) -> list[dict[str, Any]]:
+def regressions(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every flagged metric of a `compare` or `compare_many` result, one dict each."""
     cands = result.get("candidates", [result])
     out = []

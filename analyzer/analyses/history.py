@@ -22,9 +22,10 @@ import schemas
 from analyzer.analyses import changepoint
 from analyzer.analyses import core as analyses
 from analyzer.analyses.comparison import METRICS, span_s
-from analyzer.analyses.core import LEVELS, BadInput, FilterArgs, Hist, merge
+from analyzer.analyses.filters import BadInput, FilterArgs
+from analyzer.analyses.histograms import LEVELS, Hist, merge
 from analyzer.store import catalog
-from analyzer.store.interface import Store
+from analyzer.store.interface import Reader
 
 REPS = 200
 DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")
@@ -35,7 +36,7 @@ def version_key(v: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
 
 
-def _runs_of_model(store: Store, model: str, tag: str | None) -> tuple[list[dict], list[dict]]:
+def _runs_of_model(store: Reader, model: str, tag: str | None) -> tuple[list[dict], list[dict]]:
     """(runs with their version and devices of the model, skipped runs with why)."""
     runs, skipped = [], []
     for run in catalog.all_runs(store):
@@ -53,7 +54,7 @@ def _runs_of_model(store: Store, model: str, tag: str | None) -> tuple[list[dict
     return runs, skipped
 
 
-def _run_groups(store: Store, r: dict, args: FilterArgs) -> dict[tuple[str, str], Hist] | None:
+def _run_groups(store: Reader, r: dict, args: FilterArgs) -> dict[tuple[str, str], Hist] | None:
     """Histograms per (op name, stream name) of the run's devices of the model; None
     when the run has no such stream as the filter names."""
     run = r["run"]
@@ -117,8 +118,8 @@ def _pooled(hists: list[Hist], spans: list[float], confidence: float, rng) -> di
         idx = (cum < ranks[:, None]).sum(axis=1)
         out[name] = rep[np.minimum(idx, len(rep) - 1)]
     out["mean"] = boot @ bmean / n
-    spans = np.asarray(spans)
-    pois = rng.poisson(n_total[pick]) / spans[pick]
+    span = np.asarray(spans)
+    pois = rng.poisson(n_total[pick]) / span[pick]
     out["iops"] = pois.mean(axis=1)
     result = {}
     for m in METRICS:
@@ -127,8 +128,60 @@ def _pooled(hists: list[Hist], spans: list[float], confidence: float, rng) -> di
     return result
 
 
+def _order_versions(runs: list[dict], order: str) -> tuple[list[str], dict[str, int]]:
+    """The versions in `order`, with each one's first run start; sorts `runs` so."""
+    first: dict[str, int] = {}
+    for r in runs:
+        first[r["version"]] = min(
+            first.get(r["version"], r["run"]["start_ns"]), r["run"]["start_ns"]
+        )
+    if order == "version":
+        versions = sorted(first, key=version_key)
+    else:
+        versions = sorted(first, key=lambda v: (first[v], version_key(v)))
+    rank = {v: i for i, v in enumerate(versions)}
+    runs.sort(key=lambda r: (rank[r["version"]], r["run"]["start_ns"], r["run"]["id"]))
+    return versions, first
+
+
+def _group(
+    key: tuple[str, str],
+    runs: list[dict],
+    versions: list[str],
+    confidence: float,
+    rng: np.random.Generator,
+    cp: tuple[tuple[str, ...], float, float],
+) -> dict[str, Any]:
+    """One op and stream: each version's pooled values, and the change points."""
+    change_metrics, max_pvalue, min_change_pct = cp
+    have = [r for r in runs if r["groups"] and key in r["groups"]]
+    points = []
+    for v in versions:
+        mine = [r for r in have if r["version"] == v]
+        if not mine:
+            continue
+        hs = [r["groups"][key] for r in mine]
+        spans = [r["span_s"] for r in mine]
+        points.append(
+            {"version": v, "runs": [r["run"]["name"] for r in mine],
+             "count": int(sum(h.count for h in hs)),
+             **_pooled(hs, spans, confidence, rng)}
+        )  # fmt: skip
+    per_run = [_values(r["groups"][key], r["span_s"]) for r in have]
+    allowed = [i for i in range(1, len(have)) if have[i]["version"] != have[i - 1]["version"]]
+    changes: dict[str, list] = {}
+    for m in change_metrics:
+        found = changepoint.e_divisive([x[m] for x in per_run], allowed, max_pvalue, min_change_pct)
+        changes[m] = [{"version": have[c["index"]]["version"],
+                       "previous_version": have[c["index"] - 1]["version"],
+                       **{k: c[k] for k in ("before", "after", "change_pct", "p_value")}}
+                      for c in found]  # fmt: skip
+    return {"op_name": key[0], "stream_name": key[1], "points": points,
+            "change_points": changes}  # fmt: skip
+
+
 def history(
-    store: Store,
+    store: Reader,
     model: str,
     tag: str | None = None,
     args: FilterArgs | None = None,
@@ -155,47 +208,11 @@ def history(
         )
     for r in runs:
         r["groups"] = _run_groups(store, r, args)
-    first: dict[str, int] = {}
-    for r in runs:
-        first[r["version"]] = min(
-            first.get(r["version"], r["run"]["start_ns"]), r["run"]["start_ns"]
-        )
-    if order == "version":
-        versions = sorted(first, key=version_key)
-    else:
-        versions = sorted(first, key=lambda v: (first[v], version_key(v)))
-    rank = {v: i for i, v in enumerate(versions)}
-    runs.sort(key=lambda r: (rank[r["version"]], r["run"]["start_ns"], r["run"]["id"]))
+    versions, first = _order_versions(runs, order)
     rng = np.random.default_rng(12345)
     keys = sorted({k for r in runs if r["groups"] for k in r["groups"]})
-    groups = []
-    for key in keys:
-        have = [r for r in runs if r["groups"] and key in r["groups"]]
-        points = []
-        for v in versions:
-            mine = [r for r in have if r["version"] == v]
-            if not mine:
-                continue
-            hs = [r["groups"][key] for r in mine]
-            spans = [r["span_s"] for r in mine]
-            points.append(
-                {"version": v, "runs": [r["run"]["name"] for r in mine],
-                 "count": int(sum(h.count for h in hs)),
-                 **_pooled(hs, spans, confidence, rng)}
-            )  # fmt: skip
-        per_run = [_values(r["groups"][key], r["span_s"]) for r in have]
-        allowed = [i for i in range(1, len(have)) if have[i]["version"] != have[i - 1]["version"]]
-        changes: dict[str, list] = {}
-        for m in change_metrics:
-            found = changepoint.e_divisive(
-                [x[m] for x in per_run], allowed, max_pvalue, min_change_pct
-            )
-            changes[m] = [{"version": have[c["index"]]["version"],
-                           "previous_version": have[c["index"] - 1]["version"],
-                           **{k: c[k] for k in ("before", "after", "change_pct", "p_value")}}
-                          for c in found]  # fmt: skip
-        groups.append({"op_name": key[0], "stream_name": key[1], "points": points,
-                       "change_points": changes})  # fmt: skip
+    cp = (change_metrics, max_pvalue, min_change_pct)
+    groups = [_group(key, runs, versions, confidence, rng, cp) for key in keys]
     return {
         "model": model,
         "version_from": f"tag {tag}" if tag else "device firmware",

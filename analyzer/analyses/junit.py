@@ -10,7 +10,9 @@ structure (required attributes, allowed children, counts that add up).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 
 def _suite(parent: ET.Element, name: str, cases: list[tuple[str, str, str | None]]) -> None:
@@ -42,7 +44,7 @@ def _fmt(v: float | None, unit: str) -> str:
     return f"{v:,.1f} IO/s" if unit == "IO/s" else f"{v / 1e3:,.1f} µs"
 
 
-def comparison(result: dict) -> str:
+def comparison(result: Mapping[str, Any]) -> str:
     """A `compare_many` result: one testsuite per candidate, a testcase per gated metric
     of each model/op/stream (a failure where it regressed)."""
     root = ET.Element("testsuites", name="iotape compare")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,9 +19,9 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from analyzer.analyses import core as analyses
-from analyzer.analyses.core import BadInput
+from analyzer.analyses.filters import BadInput
 from analyzer.server.config import Settings
-from analyzer.server.deps import Guarded, QueryLimit, require_token
+from analyzer.server.deps import QueryLimit, guarded, require_token
 from analyzer.server.routes import compare as api_compare
 from analyzer.server.routes import history as api_history
 from analyzer.server.routes import latency as api_latency
@@ -39,20 +40,17 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     before the server listens), or over `store` as given."""
     settings = settings or Settings.from_env()
     store = store or open_read_only(settings.db)
-    if store.dialect == "clickhouse":
-        # The server's own limit; DuckDB gets a timer per query (api_deps.Guarded).
-        store.execute(f"SET max_execution_time = {int(settings.query_timeout_s)}")
+    # The engine's own limit where it has one; else a timer per query (deps.Guarded).
+    store.limit_query_time(settings.query_timeout_s)
 
     stop = threading.Event()
 
     def warm() -> None:
-        g = Guarded(store, settings, app.state.lock)
         try:
-            app.state.prewarmed = analyses.prewarm(g, stop)
+            with guarded(store, settings, app.state.lock) as g:
+                app.state.prewarmed = analyses.prewarm(g, stop)
         except StoreError as e:  # a query cut short; requests build what they need
             log.warning("prewarm stopped: %s", e)
-        finally:
-            g.close()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -113,7 +111,8 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(QueryLimit, message(503))
     app.add_exception_handler(StoreError, message(503))
 
-    async def validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)  # registered for it alone
         # FastAPI's own list of problems, plus one line a person can read.
         errs = exc.errors()
         lines = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errs]
@@ -130,5 +129,5 @@ def _errors(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _jsonable(errs: list[dict]) -> list[dict]:
+def _jsonable(errs: Sequence[Any]) -> list[dict]:
     return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errs]

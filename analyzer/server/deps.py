@@ -6,12 +6,13 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Query, Request
 
 from analyzer.analyses import core as analyses
-from analyzer.analyses.core import FilterArgs
+from analyzer.analyses.filters import FilterArgs
 from analyzer.server.config import Settings
 from analyzer.store.interface import Store, StoreError, StoreURL
 from iotape.errors import IotapeError
@@ -22,52 +23,59 @@ class QueryLimit(StoreError):
 
 
 class Guarded:
-    """The store as the routes see it: reads only, with a time limit and a row cap.
+    """The store as the routes see it (a `Reader`): reads only, with a time limit and a
+    row cap, on a store for this request's thread (`Store.per_request`).
 
-    DuckDB: its own cursor (connections are not shared between threads), interrupted
-    by a timer. ClickHouse: chDB runs one query at a time, so calls take a lock; its
-    session has max_execution_time set at start.
+    A store of its own (DuckDB's cursor) is interrupted by a timer. A shared one (chDB
+    runs one query at a time) is called under the app's lock; the engine stops a long
+    query itself (`Store.limit_query_time`, set at start).
     """
 
     def __init__(self, store: Store, settings: Settings, lock: threading.Lock) -> None:
         self.dialect = store.dialect
         self.url: StoreURL = store.url
-        self.cluster = store.cluster
+        self.has_histograms = store.has_histograms
         self._settings = settings
         self._lock = lock
-        self._store = store.cursor() if store.dialect == "duckdb" else store
+        self._store = store
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
-        limit = self._settings.query_timeout_s
-        if self.dialect == "duckdb":
-            fired = threading.Event()
-
-            def stop() -> None:
-                fired.set()
-                self._store.con.interrupt()
-
-            timer = threading.Timer(limit, stop)
-            timer.start()
-            try:
-                rows = self._store.rows(sql, params)
-            except StoreError:
-                if fired.is_set():
-                    raise QueryLimit(f"a query ran past {limit:g} s; narrow the filters") from None
-                raise
-            finally:
-                timer.cancel()
-        else:
+        if self._store.shared:
             with self._lock:
                 rows = self._store.rows(sql, params)
+        else:
+            rows = self._timed(sql, params)
         if len(rows) > self._settings.row_cap:
             raise QueryLimit(
                 f"a query returned over {self._settings.row_cap:,} rows; narrow the filters"
             )
         return rows
 
-    def close(self) -> None:
-        if self.dialect == "duckdb":
-            self._store.close()
+    def _timed(self, sql: str, params: dict[str, Any] | None) -> list[tuple]:
+        limit = self._settings.query_timeout_s
+        fired = threading.Event()
+
+        def stop() -> None:
+            fired.set()
+            self._store.interrupt()
+
+        timer = threading.Timer(limit, stop)
+        timer.start()
+        try:
+            return self._store.rows(sql, params)
+        except StoreError:
+            if fired.is_set():
+                raise QueryLimit(f"a query ran past {limit:g} s; narrow the filters") from None
+            raise
+        finally:
+            timer.cancel()
+
+
+@contextmanager
+def guarded(store: Store, settings: Settings, lock: threading.Lock) -> Iterator[Guarded]:
+    """The guarded store for one thread, released after."""
+    with store.per_request() as own:
+        yield Guarded(own, settings, lock)
 
 
 def get_settings(request: Request) -> Settings:
@@ -76,11 +84,8 @@ def get_settings(request: Request) -> Settings:
 
 def get_store(request: Request) -> Iterator[Guarded]:
     state = request.app.state
-    g = Guarded(state.store, state.settings, state.lock)
-    try:
+    with guarded(state.store, state.settings, state.lock) as g:
         yield g
-    finally:
-        g.close()
 
 
 def require_token(request: Request) -> None:

@@ -14,12 +14,12 @@ import time
 from typing import Any
 
 from analyzer.store import queries
-from analyzer.store.interface import Store
+from analyzer.store.interface import Reader, Store
 from iotape.errors import IotapeError
 from schemas.tables import table
 
 RUN_COLUMNS = table("runs").column_names()
-KINDS = table("runs").column("kind").enum
+KINDS: tuple[str, ...] = table("runs").column("kind").enum or ()
 JSON_COLUMNS = ("parameters", "header", "tags")
 
 _clock = threading.Lock()
@@ -48,12 +48,12 @@ def _to_row(run: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def all_runs(store: Store, states: tuple[str, ...] = ("ready",)) -> list[dict[str, Any]]:
+def all_runs(store: Reader, states: tuple[str, ...] = ("ready",)) -> list[dict[str, Any]]:
     """Runs in the given states, oldest start first."""
     return [r for r in map(_from_row, queries.run(store, "runs_all")) if r["state"] in states]
 
 
-def get(store: Store, run_id: str) -> dict[str, Any] | None:
+def get(store: Reader, run_id: str) -> dict[str, Any] | None:
     """The newest row of run `run_id`, whatever its state."""
     rows = queries.run(store, "run_by_id", id=run_id)
     return _from_row(rows[0]) if rows else None
@@ -62,14 +62,12 @@ def get(store: Store, run_id: str) -> dict[str, Any] | None:
 def put(store: Store, run: dict[str, Any]) -> dict[str, Any]:
     """Write `run` as the run's current row (a new version)."""
     run = {**run, "version": next_version()}
-    if store.dialect == "duckdb":
-        # DuckDB updates in place; the caller's transaction makes it atomic.
-        store.execute('DELETE FROM "runs" WHERE "id" = $id', {"id": run["id"]})
+    store.drop_old_run_row(run["id"])
     store.insert_rows("runs", [_to_row(run)])
     return run
 
 
-def resolve(store: Store, ref: str) -> dict[str, Any]:
+def resolve(store: Reader, ref: str) -> dict[str, Any]:
     """The visible run that `ref` names: its id, its name, or a unique prefix of its id."""
     runs = all_runs(store)
     for key in ("id", "name"):
@@ -90,7 +88,7 @@ def resolve(store: Store, ref: str) -> dict[str, Any]:
     raise IotapeError(f"run {ref!r}: no such run (`iotape runs list` shows them)")
 
 
-def name_in_use(store: Store, name: str, run_id: str) -> bool:
+def name_in_use(store: Reader, name: str, run_id: str) -> bool:
     return any(r["name"] == name and r["id"] != run_id for r in all_runs(store))
 
 
@@ -101,8 +99,8 @@ def delete(store: Store, ref: str, data_tables: tuple[str, ...]) -> dict[str, An
         put(store, {**run, "state": "deleted"})
         for t in data_tables:
             store.delete_run_rows(t, run["id"])
-        if store.dialect == "duckdb":
-            store.execute('DELETE FROM "runs" WHERE "id" = $id', {"id": run["id"]})
+        # The `deleted` row stays only where the engine keeps versions (ClickHouse).
+        store.drop_old_run_row(run["id"])
     return run
 
 

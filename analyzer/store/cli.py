@@ -249,8 +249,10 @@ def _parts(store, r: dict) -> dict:
         parts["workload"] = queries.workload_report(store, rid)
     if r["kind"] == "replay":
         parent = catalog.get(store, r["parent_id"]) if r["parent_id"] else None
-        ok = parent is not None and parent["state"] == "ready"
-        parts["parent"] = {k: parent[k] for k in ("id", "name", "kind")} if ok else None
+        if parent is not None and parent["state"] == "ready":
+            parts["parent"] = {k: parent[k] for k in ("id", "name", "kind")}
+        else:
+            parts["parent"] = None
         parts["fio"] = {
             "summary": queries.fio_summary(store, rid),
             "latency": queries.fio_sample_latency(store, rid),

@@ -14,12 +14,13 @@ import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 
 from analyzer.store.interface import StoreError, StoreURL
-from schemas.tables import quote, table
+from analyzer.store.queries import clickhouse_sql as sql_
+from schemas.tables import table
 
 # Rows per INSERT: each INSERT makes a MergeTree part, so fewer, larger ones.
 INSERT_ROWS = 262_144
@@ -32,6 +33,28 @@ class _ClickHouseDialect:
     dialect = "clickhouse"
     cluster: str | None = None
     url: StoreURL
+    events_in_files = False
+    # No histograms kept at ingest: a run's whole histogram is one query.
+    has_histograms = False
+    # chDB runs one query at a time, and a server's client is one session: callers
+    # take a lock.
+    shared = True
+
+    @contextlib.contextmanager
+    def per_request(self) -> Iterator[Self]:
+        yield self
+
+    def interrupt(self) -> None:
+        pass  # the session's max_execution_time stops a long query (limit_query_time)
+
+    def limit_query_time(self, seconds: float) -> None:
+        self.execute(sql_.max_execution_time(seconds))
+
+    def set_read_only(self) -> None:
+        self.execute(sql_.READ_ONLY)
+
+    def drop_old_run_row(self, run_id: str) -> None:
+        pass  # a newer version of the row replaces it (ReplacingMergeTree, runs_latest)
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
         raise NotImplementedError
@@ -48,42 +71,23 @@ class _ClickHouseDialect:
         yield from self.arrow(sql, params).to_batches(max_chunksize=65536)
 
     def insert_rows(self, table_name: str, rows: list[dict[str, Any]]) -> None:
-        # INSERT ... SELECT binds every value; VALUES would be parsed as data, unbound.
-        t = table(table_name)
-        names = t.column_names()
-        cols = ", ".join(quote(c) for c in names)
-        marks = ", ".join(f"{{{c}:{t.column(c).param_type()}}}" for c in names)
+        names = table(table_name).column_names()
+        sql = sql_.insert_row(table_name)
         for row in rows:
-            self.execute(
-                f"INSERT INTO {quote(t.name)} ({cols}) SELECT {marks}", {c: row[c] for c in names}
-            )
+            self.execute(sql, {c: row[c] for c in names})
 
     def delete_run_rows(self, table_name: str, run_id: str) -> None:
-        t = table(table_name)
-        if self.cluster:
-            target = f"{quote(t.name + '_local')} ON CLUSTER {quote(self.cluster)}"
-        else:
-            target = quote(t.name)
-        self.execute(
-            f"DELETE FROM {target} WHERE {quote('run_id')} = {{run_id:String}}", {"run_id": run_id}
-        )
+        self.execute(sql_.delete_run_rows(table_name, self.cluster), {"run_id": run_id})
 
     def has_tables(self) -> bool:
-        n = self.rows(
-            "SELECT count() FROM system.tables WHERE database = currentDatabase() "
-            "AND name IN ('runs', 'events')"
-        )
-        return n[0][0] == 2
+        return self.rows(sql_.HAS_TABLES)[0][0] == 2
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         yield
 
     def _find_cluster(self) -> None:
-        found = self.rows(
-            "SELECT engine_full FROM system.tables WHERE database = currentDatabase() "
-            "AND name = 'events'"
-        )
+        found = self.rows(sql_.EVENTS_ENGINE)
         if found:
             m = _DISTRIBUTED.match(found[0][0] or "")
             self.cluster = m.group(1) if m else None
@@ -133,13 +137,7 @@ class ChdbStore(_ClickHouseDialect):
     def insert_batches(
         self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
     ) -> int:
-        t = table(table_name)
-        cols = [c for c in t.column_names() if c != "run_id"]
-        names = ", ".join(quote(c) for c in cols)
-        sql = (
-            f"INSERT INTO {quote(t.name)} ({quote('run_id')}, {names}) "
-            f"SELECT {{run_id:String}}, {names} FROM Python(src)"
-        )
+        sql = sql_.insert_from_python(table_name)
         rows = 0
         for src in _groups(batches, INSERT_ROWS):
             # chDB's Python() table function reads the local variable `src` by name,
@@ -184,7 +182,7 @@ class ClickHouseServerStore(_ClickHouseDialect):
             ) from None
         try:
             if create:
-                self.client.command(f"CREATE DATABASE IF NOT EXISTS {quote(url.database)}")
+                self.client.command(sql_.create_database(url.database))
             self.client.database = url.database
             self._find_cluster()
         except BaseException:

@@ -24,10 +24,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-import schemas
-from analyzer.store import event_files, event_histograms
+from analyzer.store import event_files
 from analyzer.store.interface import StoreError, StoreURL
-from schemas.tables import quote, table
+from analyzer.store.queries import duckdb_sql as sql_
+from schemas.tables import table
 
 # Statements a read-only store runs: reads and settings.
 _READING = frozenset({"SELECT", "WITH", "SET", "RESET", "PRAGMA", "EXPLAIN", "DESCRIBE", "SHOW"})
@@ -37,7 +37,11 @@ _names = itertools.count()
 
 class DuckDBStore:
     dialect = "duckdb"
-    cluster = None
+    cluster: str | None = None
+    events_in_files = True
+    has_histograms = True
+    # A connection is not shared between threads: each takes a cursor (per_request).
+    shared = False
 
     def __init__(
         self,
@@ -82,7 +86,7 @@ class DuckDBStore:
             self.parts = event_files.parts_dir(path)
         try:
             event_files.prepare(self.parts)
-            self._run(event_histograms.DDL)
+            self._run(sql_.HISTOGRAMS_DDL)
             self._migrate()
             self._events_view()
         except OSError as e:
@@ -101,30 +105,40 @@ class DuckDBStore:
     def _migrate(self) -> None:
         """A store written before events went to Parquet: each run's rows become its
         file, then the table goes; one transaction, so a crash leaves the table."""
-        legacy = self.rows(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_name = 'events' AND table_type = 'BASE TABLE'"
-        )[0][0]
-        if not legacy:
+        if not self.rows(sql_.LEGACY_EVENTS_TABLE)[0][0]:
             return
-        cols = ", ".join(quote(c) for c in schemas.column_names())
         with self.transaction():
-            for (run_id,) in self.rows('SELECT DISTINCT "run_id" FROM main."events"'):
-                rel = self._relation(
-                    f'SELECT {cols} FROM main."events" WHERE "run_id" = $run_id '
-                    'ORDER BY "ts_complete_ns"',
-                    {"run_id": run_id},
-                )
-                self._written += event_files.write(self.parts, run_id, rel.to_arrow_reader(65536))[
-                    1
-                ]
-            self._run('DROP TABLE main."events"')
+            for (run_id,) in self.rows(sql_.LEGACY_RUNS):
+                rel = self._relation(sql_.legacy_run_events(), {"run_id": run_id})
+                written = event_files.write(self.parts, run_id, rel.to_arrow_reader(65536))
+                self._written += written.paths
+            self._run(sql_.DROP_LEGACY_EVENTS)
 
     def cursor(self) -> DuckDBStore:
         """A store on a new cursor of the same database, for another thread."""
         return DuckDBStore(
             self.url, con=self.con.cursor(), parts=self.parts, read_only=self.read_only
         )
+
+    @contextmanager
+    def per_request(self) -> Iterator[DuckDBStore]:
+        cur = self.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+
+    def interrupt(self) -> None:
+        self.con.interrupt()
+
+    def limit_query_time(self, seconds: float) -> None:
+        pass  # DuckDB has no such setting: the server's Guarded interrupts on a timer
+
+    def set_read_only(self) -> None:
+        pass  # opened read-only (interface.open_read_only)
+
+    def drop_old_run_row(self, run_id: str) -> None:
+        self._run(sql_.DELETE_RUN_ROW, {"id": run_id})
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
         if self.read_only:
@@ -158,13 +172,11 @@ class DuckDBStore:
     ) -> int:
         if table_name == "events":
             # A file of a dead ingest may be there: the run's file is replaced whole.
-            rows, paths, hist = event_files.write(self.parts, run_id, batches)
+            written = event_files.write(self.parts, run_id, batches)
             if self._in_tx:
-                self._written += paths
-            self._insert_histograms(run_id, hist)
-            return rows
-        t = table(table_name)
-        cols = [c for c in t.column_names() if c != "run_id"]
+                self._written += written.paths
+            self._insert_histograms(run_id, written.histograms)
+            return written.rows
         batches = iter(batches)
         first = next(batches, None)
         if first is None:
@@ -177,13 +189,8 @@ class DuckDBStore:
         # memory stays at a few batches whatever the trace's size.
         src = f"iotape_src_{next(_names)}"
         self.con.register(src, reader)
-        names = ", ".join(quote(c) for c in cols)
         try:
-            self._run(
-                f"INSERT INTO {quote(t.name)} ({quote('run_id')}, {names}) "
-                f"SELECT $run_id, {names} FROM {quote(src)}",
-                {"run_id": run_id},
-            )
+            self._run(sql_.insert_from(table_name, src), {"run_id": run_id})
         except BaseException:
             # A source that failed half-way aborts the transaction, and unregister then
             # fails too: the first error is the one to report.
@@ -200,54 +207,44 @@ class DuckDBStore:
     def insert_rows(self, table_name: str, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
-        t = table(table_name)
-        names = t.column_names()
-        cols = ", ".join(quote(c) for c in names)
-        marks = ", ".join(f"${c}" for c in names)
-        sql = f"INSERT INTO {quote(t.name)} ({cols}) VALUES ({marks})"
+        names = table(table_name).column_names()
+        sql = sql_.insert_row(table_name)
         for row in rows:
             self._run(sql, {c: row[c] for c in names})
 
     def _insert_histograms(self, run_id: str, hist: pa.Table | None) -> None:
-        self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
+        self._run(sql_.HISTOGRAMS_DELETE, {"run_id": run_id})
         if hist is None:
             return
         src = f"iotape_src_{next(_names)}"
         self.con.register(src, hist)
         try:
-            self._run(f'INSERT INTO "{event_histograms.TABLE}" SELECT * FROM {quote(src)}')
+            self._run(sql_.histograms_insert(src))
         finally:
             with contextlib.suppress(duckdb.Error):
                 self.con.unregister(src)
 
     def delete_run_rows(self, table_name: str, run_id: str) -> None:
         if table_name == "events":
-            self._run(f'DELETE FROM "{event_histograms.TABLE}" WHERE "run_id" = $r', {"r": run_id})
+            self._run(sql_.HISTOGRAMS_DELETE, {"run_id": run_id})
             if self._in_tx:
                 self._doomed.append(run_id)  # gone once the catalog says so
             else:
                 event_files.remove(self.parts, run_id)
             return
-        t = table(table_name)
-        self._run(
-            f"DELETE FROM {quote(t.name)} WHERE {quote('run_id')} = $run_id", {"run_id": run_id}
-        )
+        self._run(sql_.delete_run_rows(table_name), {"run_id": run_id})
 
     def has_tables(self) -> bool:
-        n = self.rows(
-            "SELECT count(DISTINCT table_name) FROM information_schema.tables "
-            "WHERE table_name IN ('runs', 'events')"
-        )
-        return n[0][0] == 2
+        return self.rows(sql_.HAS_TABLES)[0][0] == 2
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All or nothing: a process killed inside leaves no trace of it in the file."""
-        self._run("BEGIN TRANSACTION")
+        self._run(sql_.BEGIN)
         self._in_tx = True
         try:
             yield
-            self._run("COMMIT")
+            self._run(sql_.COMMIT)
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 self.con.rollback()

@@ -50,9 +50,11 @@ def chunk_batches(chunks: Iterator[np.ndarray], rows: int) -> Iterator[pa.Record
 def _batch(
     parts: list[np.ndarray], n: int, names: list[str], dtype: np.dtype, schema: pa.Schema
 ) -> pa.RecordBatch:
+    fields = dtype.fields
+    assert fields is not None  # a record dtype
     arrays = []
     for name in names:
-        col = np.empty(n, dtype=dtype.fields[name][0])
+        col = np.empty(n, dtype=fields[name][0])
         at = 0
         for p in parts:
             col[at : at + len(p)] = p[name]

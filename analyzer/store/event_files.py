@@ -21,14 +21,15 @@ import os
 import shutil
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-import schemas
 from analyzer.store import event_histograms
 from analyzer.store.event_batches import as_ingest_batch, ingest_schema
+from analyzer.store.queries import duckdb_sql
 
 FILE = "events.parquet"
 # A run id is 12 hex digits, so this name is never a run's: an empty file here
@@ -68,22 +69,21 @@ def ready(parts: Path) -> bool:
 
 def view_sql(parts: Path) -> str:
     """The temporary view `events`: run_id from the directory, then the record's columns."""
-    pattern = str(parts / "run_id=*" / "*.parquet").replace("'", "''")
-    cols = ", ".join(f'"{c}"' for c in schemas.column_names())
-    # hive_types: a run id of 12 decimal digits must stay a string.
-    return (
-        f'CREATE OR REPLACE TEMP VIEW "events" AS SELECT "run_id", {cols} '
-        f"FROM read_parquet('{pattern}', hive_partitioning = true, "
-        "hive_types = {'run_id': VARCHAR})"
-    )
+    return duckdb_sql.events_view(str(parts / "run_id=*" / "*.parquet"))
 
 
-def write(
-    parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]
-) -> tuple[int, list[Path], pa.Table | None]:
-    """Write a run's events as its files (replacing what a dead ingest left); returns
-    the rows, the files and the run's latency histograms (event_histograms.py; None
-    for latencies out of their range). Row
+@dataclass(frozen=True)
+class Written:
+    """A run's events as written: rows, files, and latency histograms (event_histograms.py;
+    None for latencies out of their range)."""
+
+    rows: int
+    paths: list[Path]
+    histograms: pa.Table | None
+
+
+def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> Written:
+    """Write a run's events as its files (replacing what a dead ingest left). Row
     groups go in turn to WRITERS files, each encoded, compressed and binned on a
     thread of its own (Arrow and numpy let go of the GIL), so the writing keeps up
     with the conversion. Each file is synced before it gets its name."""
@@ -91,19 +91,62 @@ def write(
     if d.exists():
         remove(parts, run_id)
     d.mkdir(parents=True)
-    schema = ingest_schema()
-    tmps = [d / f".events-{i}.parquet.{os.getpid()}.tmp" for i in range(WRITERS)]
-    writers: list[pq.ParquetWriter | None] = [None] * WRITERS
-    pools = [ThreadPoolExecutor(1, thread_name_prefix="iotape-events-write") for _ in tmps]
-    last: list[Future | None] = [None] * WRITERS
-    rows = groups = 0
-    hists: list[pa.Table] = []
+    w = _Writers(d)
+    try:
+        rows = _feed(w, batches)
+        paths = w.finish()
+    except BaseException:
+        w.abort()
+        with contextlib.suppress(OSError):
+            d.rmdir()
+        raise
+    finally:
+        w.shutdown()
+    return Written(rows, paths, event_histograms.merged(w.hists, run_id))
 
-    def put(i: int, t: pa.Table) -> None:
-        if writers[i] is None:
-            writers[i] = pq.ParquetWriter(
-                tmps[i],
-                schema,
+
+def _feed(w: _Writers, batches: Iterable[pa.RecordBatch]) -> int:
+    """Batches to row groups of ROW_GROUP_ROWS, handed to the writers; returns rows."""
+    schema = ingest_schema()
+    rows = 0
+    pending: list[pa.RecordBatch] = []
+    n = 0
+    for b in batches:
+        if b.schema != schema:
+            b = as_ingest_batch(b)
+        pending.append(b)
+        n += b.num_rows
+        if n >= ROW_GROUP_ROWS:
+            w.submit(pa.Table.from_batches(pending))
+            rows += n
+            pending, n = [], 0
+    if pending or not w.groups:
+        w.submit(pa.Table.from_batches(pending, schema=schema))
+        rows += n
+    return rows
+
+
+class _Writers:
+    """WRITERS Parquet files of one run, each fed by a thread of its own."""
+
+    def __init__(self, d: Path) -> None:
+        self.dir = d
+        self.schema = ingest_schema()
+        self.tmps = [d / f".events-{i}.parquet.{os.getpid()}.tmp" for i in range(WRITERS)]
+        self.writers: list[pq.ParquetWriter | None] = [None] * WRITERS
+        self.pools = [
+            ThreadPoolExecutor(1, thread_name_prefix="iotape-events-write") for _ in self.tmps
+        ]
+        self.last: list[Future[None] | None] = [None] * WRITERS
+        self.groups = 0
+        self.hists: list[pa.Table | None] = []
+
+    def _put(self, i: int, t: pa.Table) -> None:
+        w = self.writers[i]
+        if w is None:
+            w = self.writers[i] = pq.ParquetWriter(
+                self.tmps[i],
+                self.schema,
                 compression=COMPRESSION,
                 # Dictionary pages only where values repeat: the names. Numbers go
                 # plain, which writes several times faster and reads as fast.
@@ -111,66 +154,52 @@ def write(
                 # Statistics where a filter can skip row groups: the time range.
                 write_statistics=["ts_complete_ns"],
             )
-        writers[i].write_table(t, row_group_size=t.num_rows)
+        w.write_table(t, row_group_size=t.num_rows)
         if t.num_rows:
-            hists.append(event_histograms.partial(t))
+            self.hists.append(event_histograms.partial(t))
 
-    def submit(t: pa.Table) -> None:
-        nonlocal groups
-        i = groups % WRITERS
-        if last[i] is not None:
-            last[i].result()  # one row group in flight per file: memory stays flat
-        last[i] = pools[i].submit(put, i, t)
-        groups += 1
+    def submit(self, t: pa.Table) -> None:
+        i = self.groups % WRITERS
+        prev = self.last[i]
+        if prev is not None:
+            prev.result()  # one row group in flight per file: memory stays flat
+        self.last[i] = self.pools[i].submit(self._put, i, t)
+        self.groups += 1
 
-    try:
-        pending: list[pa.RecordBatch] = []
-        n = 0
-        for b in batches:
-            if b.schema != schema:
-                b = as_ingest_batch(b)
-            pending.append(b)
-            n += b.num_rows
-            if n >= ROW_GROUP_ROWS:
-                submit(pa.Table.from_batches(pending))
-                rows += n
-                pending, n = [], 0
-        if pending or not groups:
-            submit(pa.Table.from_batches(pending, schema=schema))
-            rows += n
-        for f in last:
+    def finish(self) -> list[Path]:
+        """Wait for the writers, close, sync and name their files."""
+        for f in self.last:
             if f is not None:
                 f.result()
         out = []
-        for i, w in enumerate(writers):
+        for i, w in enumerate(self.writers):
             if w is None:
                 continue
             w.close()
-            writers[i] = None
-            with open(tmps[i], "rb") as f:
-                os.fsync(f.fileno())
-            out.append(d / f"events-{i}.parquet")
-            os.replace(tmps[i], out[-1])
-        _fsync_dir(d)
-    except BaseException:
-        for f in last:
+            self.writers[i] = None
+            with open(self.tmps[i], "rb") as fh:
+                os.fsync(fh.fileno())
+            out.append(self.dir / f"events-{i}.parquet")
+            os.replace(self.tmps[i], out[-1])
+        _fsync_dir(self.dir)
+        return out
+
+    def abort(self) -> None:
+        for f in self.last:
             if f is not None:
                 with contextlib.suppress(BaseException):
                     f.result()
-        for w in writers:
+        for w in self.writers:
             if w is not None:
                 with contextlib.suppress(Exception):
                     w.close()
-        for t in tmps:
+        for t in self.tmps:
             with contextlib.suppress(FileNotFoundError):
                 t.unlink()
-        with contextlib.suppress(OSError):
-            d.rmdir()
-        raise
-    finally:
-        for pool in pools:
+
+    def shutdown(self) -> None:
+        for pool in self.pools:
             pool.shutdown()
-    return rows, out, event_histograms.merged(hists, run_id)
 
 
 def remove(parts: Path, run_id: str) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analyzer.store.interface import Store, StoreError
-from analyzer.store.queries import MAX_NS, METRICS
+from analyzer.store.interface import Reader, StoreError
+from analyzer.store.queries import MAX_NS, METRICS, duckdb_sql
 
-TABLE = "run_histograms"
+TABLE = duckdb_sql.HISTOGRAMS
 # The (later, issue, earlier) columns of each metric, as queries.METRICS computes it.
 _SPANS = {"device": ("ts_complete_ns", "ts_issue_ns"), "queue": ("ts_issue_ns", "ts_queue_ns")}
 assert set(_SPANS) == set(METRICS)
@@ -28,12 +28,6 @@ _NAMES = list(_SPANS)
 # A row that says "built" for runs with no known latency at all.
 BUILT = "built"
 LIMIT_NS = 1 << 47
-
-DDL = (
-    f'CREATE TABLE IF NOT EXISTS "{TABLE}" ("run_id" VARCHAR NOT NULL, "metric" VARCHAR NOT NULL, '
-    '"dev" BIGINT NOT NULL, "op" BIGINT NOT NULL, "stream" BIGINT NOT NULL, "b" BIGINT NOT NULL, '
-    '"n" BIGINT NOT NULL, "s" HUGEINT NOT NULL, "lo" BIGINT NOT NULL, "hi" BIGINT NOT NULL)'
-)
 
 
 def partial(t: pa.Table) -> pa.Table | None:
@@ -113,20 +107,13 @@ def _agg2(t: pa.Table) -> pa.Table:
     )
 
 
-READ_SQL = (
-    f'SELECT "metric", "dev", "op", "stream", "b", "n", "s", "lo", "hi" FROM "{TABLE}" '
-    'WHERE "run_id" = $run_id AND "metric" IN ($metric, \'built\') '
-    'ORDER BY "dev", "op", "stream", "b"'
-)
-
-
-def stored(store: Store, run_id: str, metric: str) -> list[tuple] | None:
+def stored(store: Reader, run_id: str, metric: str) -> list[tuple] | None:
     """The hist query's rows for the run as built at ingest; None where none were (a
     ClickHouse store, a run with latencies past LIMIT_NS, a store from before)."""
-    if store.dialect != "duckdb":
+    if not store.has_histograms:
         return None
     try:
-        found = store.rows(READ_SQL, {"run_id": run_id, "metric": metric})
+        found = store.rows(duckdb_sql.HISTOGRAMS_READ, {"run_id": run_id, "metric": metric})
     except StoreError:
         return None  # no such table: a store from before, opened read-only
     if not any(r[0] == BUILT for r in found):

@@ -386,7 +386,8 @@ def _devices(header: dict, run_id: str) -> list[dict[str, Any]]:
     for d in header.get("devices") or []:
         if not isinstance(d, dict):
             continue
-        part = d.get("partition") if isinstance(d.get("partition"), dict) else {}
+        p = d.get("partition")
+        part: dict[str, Any] = p if isinstance(p, dict) else {}
         out.append(
             {
                 "run_id": run_id,

@@ -49,8 +49,8 @@ PLAN_FORMAT = "iotape-replay-plan"
 PLAN_VERSION = 1
 DIRECTIONS = ("read", "write", "trim", "sync")
 # What of plan.json the run keeps in its parameters.
-PLAN_KEYS = ("trace", "mode", "jobfile", "anchor", "duration_s", "time_scale", "remap", "scaling")
-PLAN_KEYS += ("targets",)
+PLAN_KEYS: tuple[str, ...] = ("trace", "mode", "jobfile", "anchor", "duration_s", "time_scale")
+PLAN_KEYS += ("remap", "scaling", "targets")
 # fio's latency log: time (ms since the job's start), latency (ns), data direction,
 # block size, offset (log_offset=1), priority. Without log_offset there is no offset.
 LOG_COLUMNS = ("t_ms", "lat_ns", "ddir", "bytes", "offset", "prio")

@@ -9,15 +9,17 @@ A URL names the store (`--db URL` or `IOTAPE_DB`):
     clickhouses://user@host:8443/db            the same over HTTPS
 
 Every backend implements `Store`: statements and queries with bound values
-(queries come from `analyzer.queries`, already in the backend's dialect), Arrow
-batches in and out, and a transaction where the engine has one.
+(queries come from `analyzer.store.queries`, already in the backend's dialect), Arrow
+batches in and out, and a transaction where the engine has one. What differs between
+engines beyond the SQL is a capability or a method of the backend, never a test of
+its dialect outside it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,16 +58,36 @@ class StoreURL:
         return f"{self.scheme}://{self.path}"
 
 
-class Store(Protocol):
-    """What the catalog, ingest and queries need from an engine."""
+class Reader(Protocol):
+    """What the named queries and the analyses need: rows of a query, in a dialect."""
 
-    dialect: str  # "duckdb" or "clickhouse": which SQL text of a query to use
-    url: StoreURL
-    cluster: str | None  # ClickHouse cluster the tables are spread over, if any
+    @property
+    def dialect(self) -> str:
+        """ "duckdb" or "clickhouse": which SQL text of a query to use."""
+        ...
 
-    def execute(self, sql: str, params: dict[str, Any] | None = None) -> None: ...
+    @property
+    def url(self) -> StoreURL: ...
+
+    @property
+    def has_histograms(self) -> bool:
+        """Whether runs' whole latency histograms are kept at ingest (event_histograms)."""
+        ...
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]: ...
+
+
+class Store(Reader, Protocol):
+    """What the catalog, ingest and queries need from an engine."""
+
+    cluster: str | None  # ClickHouse cluster the tables are spread over, if any
+    # Events are files beside the store, not a table (DuckDB: event_files.py).
+    events_in_files: bool
+    # One connection for every thread: callers take a lock around each call. Without,
+    # each thread takes its own with `per_request()`.
+    shared: bool
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> None: ...
 
     def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table: ...
 
@@ -85,6 +107,29 @@ class Store(Protocol):
     def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None: ...
 
     def delete_run_rows(self, table: str, run_id: str) -> None: ...
+
+    def drop_old_run_row(self, run_id: str) -> None:
+        """Remove the run's row before a newer one is written, where the engine keeps
+        one row per run (inside the caller's transaction); where it keeps versions
+        (ClickHouse's ReplacingMergeTree), nothing."""
+        ...
+
+    def per_request(self) -> AbstractContextManager[Store]:
+        """The store for one thread's use: its own cursor, or this store if shared."""
+        ...
+
+    def interrupt(self) -> None:
+        """Stop the query running on this store now (from another thread), if the
+        engine can; a shared store limits its queries' time by `limit_query_time`."""
+        ...
+
+    def limit_query_time(self, seconds: float) -> None:
+        """Have the engine stop any query past `seconds`, where it can by itself."""
+        ...
+
+    def set_read_only(self) -> None:
+        """Refuse writes and DDL from now on in this session."""
+        ...
 
     def has_tables(self) -> bool: ...
 
@@ -184,19 +229,16 @@ def open_store(url: str | None = None, create: bool = True, schema: bool = True)
 
 def init_schema(store: Store, cluster: str | None = None) -> list[str]:
     """Create every table and view (IF NOT EXISTS); returns the statements run."""
-    from schemas.tables import ddl, quote
+    from analyzer.store.queries import clickhouse_sql
+    from schemas.tables import ddl
 
-    # The DuckDB store keeps events as Parquet files seen through a view of that name
+    # A store that keeps events as files sees them through a view of that name
     # (analyzer/store/event_files.py), not as a table.
-    skip = ("events",) if store.dialect == "duckdb" else ()
+    skip = ("events",) if store.events_in_files else ()
     statements = ddl(store.dialect, cluster, skip)
     if cluster is not None:
         # Every node needs the database before the tables ON CLUSTER can go in it.
-        statements.insert(
-            0,
-            f"CREATE DATABASE IF NOT EXISTS {quote(store.url.database)} "
-            f"ON CLUSTER {quote(cluster)}",
-        )
+        statements.insert(0, clickhouse_sql.create_database(store.url.database, cluster))
     for sql in statements:
         store.execute(sql)
     return statements
@@ -233,7 +275,7 @@ def open_read_only(url: str | None) -> Store:
     else:
         store = open_store(url, create=False, schema=False)
         try:
-            store.execute("SET readonly = 2")
+            store.set_read_only()
         except BaseException:
             store.close()
             raise

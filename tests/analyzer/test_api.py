@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analyzer.analyses import core as analyses
+from analyzer.analyses import histograms
 from analyzer.server.app import create_app
 from analyzer.server.config import Settings, check_bind
 from analyzer.store.interface import StoreError
@@ -263,14 +264,14 @@ def test_chdb_answers_as_duckdb(built, tmp_path: Path) -> None:
 
 def test_prewarmed_cube_answers_filters_as_a_scan_does(built) -> None:
     settings = Settings(db=built[0], prewarm=True)
-    analyses._cache.clear()
+    histograms.clear_cache()
     with TestClient(create_app(settings)) as c:
         c.app.state.prewarm_thread.join()
         assert c.app.state.prewarmed == 3
-        cached = len(analyses._cache)
+        cached = histograms.cached_count()
         got = c.get("/runs/cand/latency", params={"op": "write", "device": "sda"}).json()
-        assert len(analyses._cache) == cached  # answered from the cube: no new scan
-    analyses._cache.clear()
+        assert histograms.cached_count() == cached  # answered from the cube: no new scan
+    histograms.clear_cache()
     with TestClient(create_app(Settings(db=built[0]))) as c:
         # A size filter that keeps everything forces a scan of its own.
         scan = c.get(

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from regress_helpers import firmware_store, records, write
 
 from analyzer.analyses import comparison, history, workloads
-from analyzer.analyses.core import FilterArgs
+from analyzer.analyses.filters import FilterArgs
 from analyzer.server.app import create_app
 from analyzer.server.config import Settings
 from analyzer.store.ingest import ingest, source_sha256

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import comparison
+from analyzer.analyses.results import ComparisonSet
 from analyzer.server.deps import FilterDep, StoreDep
+from analyzer.server.models import CompareResponse
 from iotape.errors import IotapeError
 
 router = APIRouter(tags=["compare"])
 RunRef = Annotated[str, Query(min_length=1, max_length=200, description="run id or name")]
 
 
-@router.get("/compare", summary="Base run vs one or more candidate runs")
+@router.get(
+    "/compare",
+    summary="Base run vs one or more candidate runs",
+    response_model=CompareResponse,
+    response_model_exclude_unset=True,
+)
 def compare(
     base: RunRef,
     candidate: Annotated[
@@ -37,7 +44,7 @@ def compare(
     mode: Annotated[
         Literal["performance", "stress"], Query(description="thresholds of each run's verdict")
     ] = "performance",
-) -> dict:
+) -> dict[str, Any] | ComparisonSet:
     """Per device model (and firmware), op and stream: candidate minus base device-time
     percentiles, mean and IOPS with confidence intervals (bootstrap; Poisson for IOPS).
     `regression` is true where a metric named in `metric` got worse, its interval

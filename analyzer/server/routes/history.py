@@ -8,13 +8,19 @@ from fastapi import APIRouter, Query
 
 from analyzer.analyses import comparison
 from analyzer.analyses import history as hist
-from analyzer.analyses.core import BadInput
+from analyzer.analyses.filters import BadInput
 from analyzer.server.deps import FilterDep, StoreDep
+from analyzer.server.models import HistoryResponse
 
 router = APIRouter(tags=["history"])
 
 
-@router.get("/history", summary="A device model across firmware versions")
+@router.get(
+    "/history",
+    summary="A device model across firmware versions",
+    response_model=HistoryResponse,
+    response_model_exclude_unset=True,
+)
 def history(
     model: Annotated[str, Query(min_length=1, max_length=200, description="device model")],
     store: StoreDep,

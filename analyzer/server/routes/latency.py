@@ -8,11 +8,17 @@ from fastapi import APIRouter, Query
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
+from analyzer.server.models import LatencyResponse
 
 router = APIRouter(tags=["latency"])
 
 
-@router.get("/runs/{run}/latency", summary="Latency distribution of a run")
+@router.get(
+    "/runs/{run}/latency",
+    summary="Latency distribution of a run",
+    response_model=LatencyResponse,
+    response_model_exclude_unset=True,
+)
 def latency(
     run: RunDep,
     store: StoreDep,

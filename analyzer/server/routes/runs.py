@@ -6,12 +6,18 @@ from fastapi import APIRouter, HTTPException
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
+from analyzer.server.models import RunSummary
 from analyzer.store import catalog
 
 router = APIRouter(tags=["runs"])
 
 
-@router.get("/runs", summary="The runs in the store")
+@router.get(
+    "/runs",
+    summary="The runs in the store",
+    response_model=list[RunSummary],
+    response_model_exclude_unset=True,
+)
 def list_runs(store: StoreDep, filters: FilterDep) -> list[dict]:
     """Every visible run, oldest first, with its devices and streams. With a filter, each
     run also says how many requests match it; a `device` filter lists only runs that
@@ -28,7 +34,12 @@ def list_runs(store: StoreDep, filters: FilterDep) -> list[dict]:
     return out
 
 
-@router.get("/runs/{run}", summary="One run")
+@router.get(
+    "/runs/{run}",
+    summary="One run",
+    response_model=RunSummary,
+    response_model_exclude_unset=True,
+)
 def get_run(run: RunDep, store: StoreDep, filters: FilterDep) -> dict:
     """The run's catalog entry, devices and streams; `matching` counts what the filter keeps."""
     return analyses.run_summary(store, run, event_filter(store, run, filters))

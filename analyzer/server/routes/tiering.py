@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from analyzer.server.deps import RunDep
+from analyzer.server.models import TieringResponse
 from analyzer.store.interface import Store
 from analyzer.tiering import simulate as tiering
 from iotape.errors import IotapeError
@@ -30,17 +31,14 @@ Size = Annotated[
 
 
 def arrow_store(request: Request) -> Iterator[Store]:
-    """The store with Arrow results: its own DuckDB cursor, or chDB under the app's lock."""
+    """The store with Arrow results: its own cursor, or a shared one under the app's lock."""
     state = request.app.state
-    if state.store.dialect == "duckdb":
-        cur = state.store.cursor()
-        try:
-            yield cur
-        finally:
-            cur.close()
-    else:
-        with state.lock:
-            yield state.store
+    with state.store.per_request() as own:
+        if own.shared:
+            with state.lock:
+                yield own
+        else:
+            yield own
 
 
 ArrowStore = Annotated[Store, Depends(arrow_store)]
@@ -50,7 +48,12 @@ def _size(v: str | None) -> int | None:
     return None if v is None else tiering.parse_size(v)
 
 
-@router.get("/runs/{run}/tiering", summary="Tiering and SSD-cache simulation of a run")
+@router.get(
+    "/runs/{run}/tiering",
+    summary="Tiering and SSD-cache simulation of a run",
+    response_model=TieringResponse,
+    response_model_exclude_unset=True,
+)
 def run_tiering(
     run: RunDep,
     store: ArrowStore,

@@ -8,11 +8,17 @@ from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import MAX_S, FilterDep, RunDep, StoreDep, event_filter
+from analyzer.server.models import HeatmapResponse, TimeseriesResponse
 
 router = APIRouter(tags=["time"])
 
 
-@router.get("/runs/{run}/timeseries", summary="IOPS, MB/s, queue depth and latency over time")
+@router.get(
+    "/runs/{run}/timeseries",
+    summary="IOPS, MB/s, queue depth and latency over time",
+    response_model=TimeseriesResponse,
+    response_model_exclude_unset=True,
+)
 def timeseries(
     run: RunDep,
     store: StoreDep,
@@ -33,7 +39,12 @@ def timeseries(
             **body}  # fmt: skip
 
 
-@router.get("/runs/{run}/heatmap", summary="Accesses over offset and time")
+@router.get(
+    "/runs/{run}/heatmap",
+    summary="Accesses over offset and time",
+    response_model=HeatmapResponse,
+    response_model_exclude_unset=True,
+)
 def heatmap(
     run: RunDep,
     store: StoreDep,

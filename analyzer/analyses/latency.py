@@ -1,0 +1,81 @@
+"""Latency distributions of a run: device and queue time, overall and per op and
+stream, from the histograms or (`exact=True`) as exact order statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemas
+from analyzer.analyses.filters import stream_names
+from analyzer.analyses.histograms import LEVELS, SCHEME, hist_rows, merge, summary
+from analyzer.analyses.results import Distribution, LatencyResult, MetricLatency
+from analyzer.store import queries
+from analyzer.store.interface import Reader
+from analyzer.store.queries import EventFilter
+
+
+def latency(
+    store: Reader, run_id: str, f: EventFilter, exact: bool = False, cdf_points: int = 200
+) -> LatencyResult:
+    """Device and queue time: overall and per op and stream."""
+    ops = schemas.op_names()
+    streams = stream_names(store, run_id)
+    out: dict[str, MetricLatency] = {}
+    for metric in ("device", "queue"):
+        rows = hist_rows(store, run_id, f, metric)
+        groups: dict[tuple[int, int], list[tuple]] = {}
+        for r in rows:
+            groups.setdefault((r[1], r[2]), []).append(r)
+        overall = summary(merge(rows), cdf_points)
+        per: list[dict[str, Any]] = [
+            {
+                "op": op,
+                "op_name": ops.get(op, str(op)),
+                "stream": st,
+                "stream_name": streams.get(st, f"stream-{st}"),
+                **summary(merge(g), cdf_points),
+            }
+            for (op, st), g in sorted(groups.items())
+        ]
+        if exact:
+            _exact_into(store, run_id, f, metric, overall, per)
+        out[metric] = {"all": overall, "groups": per}
+    return {
+        "method": "exact" if exact else "histogram",
+        "histogram_scheme": SCHEME,
+        "units": "ns",
+        "device_time": "complete - issue (at the device)",
+        "queue_time": "issue - queue (in the block layer before dispatch)",
+        "device": out["device"],
+        "queue": out["queue"],
+    }
+
+
+def _exact_into(
+    store: Reader,
+    run_id: str,
+    f: EventFilter,
+    metric: str,
+    overall: Distribution,
+    per: list[dict[str, Any]],
+) -> None:
+    """Replace histogram percentiles by exact order statistics."""
+    cols = ["op", "stream", "n", "s", "lo", "hi", *(n for _, n in queries.EXACT_LEVELS)]
+    names = [n for _, n in LEVELS]
+    p = f.params(run_id)
+    rows = queries.records(store, f"exact_{metric}_all", cols, **p)
+    rows += queries.records(store, f"exact_{metric}_groups", cols, **p)
+    exact = {(r["op"], r["stream"]): r for r in rows}
+
+    def pcts(key: tuple[int, int]) -> dict[str, float] | None:
+        r = exact.get(key)
+        if not (r and r["n"]):
+            return None
+        levels = zip(names, queries.EXACT_LEVELS, strict=True)
+        return {**{name: float(r[col]) for name, (_, col) in levels}, "max": float(r["hi"])}
+
+    if (found := pcts((-1, -1))) is not None:
+        overall["percentiles"] = found
+    for g in per:
+        if (found := pcts((g["op"], g["stream"]))) is not None:
+            g["percentiles"] = found
