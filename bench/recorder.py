@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from recorder.capture import bpftrace_backend, devices, procstat
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def make_trace(path: Path, n: int) -> None:
     """Plausible records: two devices, a few ops, streams and task names, rising times."""
-    from recorder.tracefile.core import TraceWriter
+    from recorder.tracefile import TraceWriter
 
     header = {
         "mono_start_ns": 0,

@@ -25,7 +25,7 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.capture import devices, labels, procstat
 from recorder.capture.record import Progress, RecordOptions, RecordResult
-from recorder.tracefile.core import TraceWriter
+from recorder.tracefile import TraceWriter
 
 TRACEFS = Path("/sys/kernel/tracing")
 MAP_KEYS = 262144

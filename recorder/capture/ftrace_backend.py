@@ -27,8 +27,8 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.capture import devices, labels
 from recorder.capture.record import Progress, RecordOptions, RecordResult
-from recorder.importers import blktrace as bt
-from recorder.tracefile.core import TraceWriter
+from recorder.importers import blkpair, blkparse
+from recorder.tracefile import TraceWriter
 
 TRACEFS = Path("/sys/kernel/tracing")
 BUFFER_KB = 16384
@@ -156,7 +156,7 @@ def record(
     if opts.cgroups:
         raise IotapeError("--backend ftrace cannot filter by cgroup (the blk tracer has no cgroup)")
     wanted = {d.dev for d in devs}
-    pairer = bt.Pairer()
+    pairer = blkpair.Pairer()
     events = 0
     command_exit = None
     stop_reason = "signal"
@@ -183,12 +183,12 @@ def record(
                     for raw in pipe.lines(timeout):
                         line = raw.decode(errors="replace")
                         try:
-                            e = bt.parse_text_line(line)
-                        except bt.BadLine:
+                            e = blkparse.parse_text_line(line)
+                        except blkparse.BadLine:
                             continue  # ftrace's own notes ("CPU:1 [LOST 12 EVENTS]")
                         if e is None or e.dev not in wanted:
                             continue
-                        if e.act == "Q" and (named := bt.text_comm(line)):
+                        if e.act == "Q" and (named := blkparse.text_comm(line)):
                             pairer.comms[named[0]] = named[1]
                         pairer.add(e)
                         got += 1

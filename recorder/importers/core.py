@@ -26,10 +26,12 @@ import numpy as np
 from iotape import __version__
 from iotape.errors import IotapeError
 from recorder.capture import devices, labels
+from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection
-from recorder.importers import textformats, textlines
-from recorder.tracefile.core import TraceWriter, default_streams
+from recorder.importers.readers import READERS
+from recorder.importers.textrecords import Context
+from recorder.tracefile import TraceWriter, default_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -315,7 +317,7 @@ class _Spool:
         self.writer.write(recs)
 
     def finish(self, header: dict, footer: dict) -> None:
-        from recorder.tracefile.core import open_trace
+        from recorder.tracefile import open_trace
 
         try:
             self.writer.close({})
@@ -333,10 +335,10 @@ class _Spool:
 
 def _import_text(run: _Run, base: float | None) -> float | None:
     spec = textformats.FORMATS[run.fmt]
-    ctx = textformats.Context(
+    ctx = Context(
         skip_bad=run.skip_bad, base=base, device_id=run.table, relative=spec.epoch is None
     )
-    reader = textformats.READERS[spec.kind]
+    reader = READERS[spec.kind]
     spool = _Spool(run.output)
     try:
         for path in run.paths:
@@ -374,8 +376,8 @@ FILETIME_NS = textformats.FILETIME_UNIX_OFFSET * 100
 
 
 def _import_blktrace(run: _Run, base: float | None) -> None:
-    pairer = bt.Pairer()
-    info = bt.BinaryInfo(comms=pairer.comms)
+    pairer = blkpair.Pairer()
+    info = blkbinary.BinaryInfo(comms=pairer.comms)
     spool = _Spool(run.output)
     extra: dict = {}
     ignored = None if run.fmt == "blktrace" else textlines.Ignored()
@@ -385,13 +387,13 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
             counter = _MultiCounter([c for _, c in opened])
             if run.fmt == "blktrace":
                 streams = [
-                    bt.read_binary(f, str(p), info)
+                    blkbinary.read_binary(f, str(p), info)
                     for (f, _), p in zip(opened, run.paths, strict=True)
                 ]
-                events = bt.merge_cpus(streams)
+                events = blkbinary.merge_cpus(streams)
                 summary = None
             else:
-                summary = bt.Summary()
+                summary = blkparse.Summary()
                 events = _text_events(opened, run, pairer, summary, ignored)
             first = next(events, None)
             start = first.time if first is not None else 0
@@ -454,10 +456,10 @@ class _MultiCounter(_Counted):
 
 
 def _text_events(
-    opened, run: _Run, pairer: bt.Pairer, summary: bt.Summary, ignored: textlines.Ignored
+    opened, run: _Run, pairer: blkpair.Pairer, summary: blkparse.Summary, ignored: textlines.Ignored
 ) -> Iterator[bt.Event]:
     """Events of blkparse text files; counts lines per device for the self-check."""
-    ctx = textformats.Context(skip_bad=run.skip_bad)
+    ctx = Context(skip_bad=run.skip_bad)
     for (f, _), path in zip(opened, run.paths, strict=True):
         header_due = True  # until the first non-empty line of this file
         for lineno, raw in enumerate(f, 1):
@@ -480,8 +482,8 @@ def _text_events(
             if summary.feed(line):
                 continue
             try:
-                e = bt.parse_text_line(line)
-            except bt.BadLine as err:
+                e = blkparse.parse_text_line(line)
+            except blkparse.BadLine as err:
                 ctx.reject(f"{path}: line {lineno}", str(err))
                 continue
             dev = line.split(None, 1)[0]
@@ -490,7 +492,7 @@ def _text_events(
                 continue
             if e.act == "Q":
                 summary.queued[dev] = summary.queued.get(dev, 0) + 1
-                named = bt.text_comm(line)
+                named = blkparse.text_comm(line)
                 if named:
                     pairer.comms.setdefault(*named)
             yield e

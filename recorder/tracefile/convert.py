@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import schemas
 from iotape.atomic import replacing
 from iotape.errors import IotapeError
-from recorder.tracefile.core import open_trace, records_to_arrow
+from recorder.tracefile.arrow import records_to_arrow
+from recorder.tracefile.reader import open_trace
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # Rows per Parquet row group: large enough to compress well, small enough to stay bounded.

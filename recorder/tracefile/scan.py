@@ -18,25 +18,22 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from recorder.tracefile.core import (
+from recorder.tracefile.blocks import ChunkInfo, check_chunk, declared_gaps, footer_from_trailer
+from recorder.tracefile.format import (
+    CHUNK_HEAD,
     CHUNK_HEADER_SIZE,
     CHUNK_MAGIC,
+    FOOTER_HEAD,
     FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
     MAX_CHUNK_RECORDS,
     RECORD_DTYPE,
     TRAILER_MAGIC,
     TRAILER_SIZE,
-    ChunkInfo,
     Defect,
-    check_chunk,
-    declared_gaps,
-    footer_from_trailer,
-    open_trace,
 )
+from recorder.tracefile.reader import open_trace
 
-_CHUNK_HEAD = struct.Struct("<IIQII")
-_FOOTER_HEAD = struct.Struct("<IIII")
 _CHUNK_PAT = struct.pack("<I", CHUNK_MAGIC)
 _FOOTER_PAT = struct.pack("<I", FOOTER_MAGIC)
 
@@ -232,7 +229,7 @@ def _next_chunk(
     headers: dict[int, int] = {}
     while (pos := mm.find(_CHUNK_PAT, pos, stop)) >= 0:
         if stop - pos >= CHUNK_HEADER_SIZE:
-            _, count, file_seq, _, head_crc = _CHUNK_HEAD.unpack_from(mv, pos)
+            _, count, file_seq, _, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
             head_ok = zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) == head_crc
             if head_ok and 1 <= count <= MAX_CHUNK_RECORDS and file_seq >= seq:
                 try:
@@ -252,7 +249,7 @@ def _salvage_footer(mm: mmap.mmap, raws: list[_Raw]) -> dict | None:
         pos = r.offset
         while (pos := mm.find(_FOOTER_PAT, pos, r.end)) >= 0:
             if r.end - pos >= FOOTER_HEADER_SIZE:
-                _, json_len, json_crc, _ = _FOOTER_HEAD.unpack_from(mm, pos)
+                _, json_len, json_crc, _ = FOOTER_HEAD.unpack_from(mm, pos)
                 start = pos + FOOTER_HEADER_SIZE
                 data = mm[start : start + json_len] if start + json_len <= r.end else b""
                 if data and zlib.crc32(data) == json_crc:

@@ -11,7 +11,7 @@ from helpers import fio_args, fio_multiset, iotape, trace_multiset, trace_record
 
 import schemas
 from recorder.capture.bpftrace_backend import parse_rwbs
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 FLAG = {k: 1 << v for k, v in schemas.bits("flag").items()}

@@ -17,7 +17,7 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.importers import textformats
 from recorder.importers.core import detect, import_trace
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"

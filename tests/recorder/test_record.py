@@ -17,7 +17,7 @@ from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trac
 import schemas
 from recorder.capture import devices
 from recorder.capture.record import RecordOptions, loader_argv
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 STREAM = schemas.enum("stream")

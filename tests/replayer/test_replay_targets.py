@@ -22,7 +22,7 @@ from trace_helpers import DT, SDA, header
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.tracefile.core import write_trace
+from recorder.tracefile import write_trace
 from replayer.plan import split
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as runmod
