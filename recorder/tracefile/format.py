@@ -78,6 +78,7 @@ class TraceFooter(TypedDict, total=False):
     pre_start: int
     in_flight_at_stop: int
     unattributed: int
+    unpaired: dict[str, int]
     skipped: Any
     end_mono_ns: int
     end_wall_ns: int
