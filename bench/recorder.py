@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from recorder.capture import bpftrace_backend, devices, procstat
-from recorder.tracefile import open_trace
+from recorder.capture import bpftrace_backend, procstat
+from recorder.tracefile import devices, open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]

@@ -24,9 +24,10 @@ import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels, procstat
-from recorder.capture.record import Progress, RecordOptions, RecordResult
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
+from recorder.capture import procstat
+from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
 MAP_KEYS = 262144
@@ -192,7 +193,7 @@ def _copy_events(
     writer: TraceWriter,
     mono_start: int,
     ops: set[int] | None,
-    extents: list[labels.Extent],
+    extents: list[Extent],
     progress: Progress | None,
 ) -> int:
     """Write bpftrace's completion lines as records until it exits; the event count."""
@@ -202,7 +203,7 @@ def _copy_events(
     def flush(batch: list[str]) -> None:
         nonlocal events
         recs = _to_records(batch, mono_start, ops)
-        labels.apply_streams(recs, extents)
+        apply_streams(recs, extents)
         writer.write(recs)
         events += len(recs)
 
@@ -230,7 +231,7 @@ def record(
     opts: RecordOptions,
     devs: list[devices.Device],
     meta: dict,
-    extents: list[labels.Extent],
+    extents: list[Extent],
     progress: Progress | None = None,
 ) -> RecordResult:
     bt = _launch(opts, devs, meta["filters"]["cgroups"])
@@ -261,5 +262,5 @@ def record(
             "repaired": False,
         }
         writer.close(footer)
-    summary = {**footer, "events": events, "process": bt.usage}
+    summary: RecordSummary = {**footer, "events": events, "process": bt.usage}
     return RecordResult(opts.output, summary, command_exit)

@@ -26,10 +26,10 @@ import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels
-from recorder.capture.record import Progress, RecordOptions, RecordResult
+from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.importers import blkpair, blkparse
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
 BUFFER_KB = 16384
@@ -155,7 +155,7 @@ class _Capture:
     writer: TraceWriter
     opts: RecordOptions
     wanted: set[int]
-    extents: list[labels.Extent]
+    extents: list[Extent]
     mono_start: int
     pairer: blkpair.Pairer = field(default_factory=blkpair.Pairer)
     events: int = 0
@@ -179,7 +179,7 @@ class _Capture:
 
     def flush(self) -> None:
         recs = _keep(self.pairer.take(self.mono_start), self.opts)
-        labels.apply_streams(recs, self.extents)
+        apply_streams(recs, self.extents)
         self.writer.write(recs)
         self.events += len(recs)
 
@@ -241,7 +241,7 @@ def record(
     opts: RecordOptions,
     devs: list[devices.Device],
     meta: dict,
-    extents: list[labels.Extent],
+    extents: list[Extent],
     progress: Progress | None = None,
 ) -> RecordResult:
     if opts.cgroups:
@@ -270,5 +270,5 @@ def record(
             if child is not None and child.poll() is None:
                 child.kill()
                 child.wait()
-    summary = {**footer, "events": cap.events, "process": {}}
+    summary: RecordSummary = {**footer, "events": cap.events, "process": {}}
     return RecordResult(opts.output, summary, command_exit)

@@ -101,8 +101,9 @@ class Pairer:
         # The bio at e.sector joins the request that ends where it starts.
         bio = self._pop_queued((e.dev, e.sector))
         owner = self._ends.get((e.dev, e.sector))
-        target = self._queued.get(owner)[-1] if owner and self._queued.get(owner) else None
-        if target is None:
+        queue = self._queued.get(owner) if owner else None
+        target = queue[-1] if queue else None
+        if owner is None or target is None:
             if bio is not None:
                 self._queued[(e.dev, e.sector)].appendleft(bio)
             self.unpaired["merge_without_request"] += 1
@@ -147,10 +148,11 @@ class Pairer:
             r = _Req(0, e.time, e.dev, e.sector, 0, e.cat, 0, 0)
             self._flushes[e.dev].append(r)
             return
-        r = self._pop_queued((e.dev, e.sector))
-        if r is None:
+        queued = self._pop_queued((e.dev, e.sector))
+        if queued is None:
             self.unpaired["issue_without_queue"] += 1
-            r = _Req(0, e.time, e.dev, e.sector, e.bytes, e.cat, e.pid, e.cgroup)
+            queued = _Req(0, e.time, e.dev, e.sector, e.bytes, e.cat, e.pid, e.cgroup)
+        r = queued
         r.issue = e.time
         r.bytes = e.bytes  # the dispatched size is the truth, whatever merges we saw
         r.cat |= e.cat & ~(TC_READ | TC_WRITE)
@@ -174,6 +176,7 @@ class Pairer:
             self._complete_empty(e)
             return
         fifo = self._inflight.get(key)
+        r: _Req | None
         if fifo:
             r = fifo.popleft()
             if not fifo:

@@ -63,8 +63,7 @@ def parse_text_line(line: str) -> Event | None:
             err = int(rest[-1][1:-1])
     except ValueError:
         raise BadLine("sector", f"{' '.join(rest)!r} is not SECTOR + COUNT") from None
-    e = Event(t, act, cat, dev, sector, nbytes, pid, err & 0xFFFF, new_sector)
-    return e
+    return Event(t, act, cat, dev, sector, nbytes, pid, err & 0xFFFF, new_sector)
 
 
 def text_comm(line: str) -> tuple[int, bytes] | None:

@@ -16,22 +16,22 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 import numpy as np
 
 from iotape import __version__
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels
 from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection
 from recorder.importers.readers import READERS
 from recorder.importers.textrecords import Context
-from recorder.tracefile import TraceWriter, default_streams
+from recorder.tracefile import TraceFooter, TraceWriter, default_streams, devices
+from recorder.tracefile.streams import apply_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -67,6 +67,11 @@ class _Counted:
         return iter(self.readline, b"")
 
 
+def _pipe(f: IO[bytes] | None) -> IO[bytes]:
+    assert f is not None  # the zstd pipe's ends: Popen made both with PIPE
+    return f
+
+
 @contextlib.contextmanager
 def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
     """(decompressed stream, raw-byte counter) for a plain, gzip, xz or zstd file."""
@@ -84,9 +89,11 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
         raw.seek(0)
         counted = _Counted(raw)
         if head.startswith(_GZ):
-            stream = gzip.GzipFile(fileobj=counted, mode="rb")
+            # GzipFile wants seek() too, but only seeks when its caller does; readers do not.
+            stream = gzip.GzipFile(fileobj=counted, mode="rb")  # type: ignore[call-overload]
         elif head.startswith(_XZ):
-            stream = lzma.LZMAFile(counted, mode="rb")  # noqa: SIM115
+            # LZMAFile types its file as IO[bytes] but calls only read().
+            stream = lzma.LZMAFile(counted, mode="rb")  # type: ignore[arg-type]  # noqa: SIM115
         elif head.startswith(_ZST):
             # python-zstandard is not a dependency; the zstd tool decompresses in a pipe.
             if shutil.which("zstd") is None:
@@ -96,6 +103,7 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
+            assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
             # Progress cannot see into the pipe; it shows events only.
             stream = proc.stdout
         else:
@@ -106,16 +114,16 @@ def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
             raise IotapeError(f"{path}: damaged compressed data: {e}") from None
         # A reader that stopped early (detection reads 64 KiB) leaves zstd blocked on
         # a full pipe: waiting for it would hang, and there is no outcome to check.
-        if proc is not None and not proc.stdout.read(1) and proc.wait() != 0:
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+        if proc is not None and not _pipe(proc.stdout).read(1) and proc.wait() != 0:
+            err = _pipe(proc.stderr).read().decode(errors="replace").strip().splitlines()
             raise IotapeError(f"{path}: zstd: {err[-1] if err else 'failed'}")
     finally:
         if proc is not None:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            _pipe(proc.stdout).close()
+            _pipe(proc.stderr).close()
         raw.close()
 
 
@@ -206,12 +214,19 @@ def parse_device_map(specs: list[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------- import
 
 
+class ImportSummary(TraceFooter, total=False):
+    """The footer an import wrote, and the format it read (`iotape import --json`)."""
+
+    format: str
+    detected: str | None  # the format `auto` found, None when it was named
+
+
 @dataclass
 class ImportResult:
     output: Path
     format: str
     events: int
-    summary: dict
+    summary: ImportSummary
 
 
 def import_trace(
@@ -252,7 +267,7 @@ def import_trace(
             break
         # A record earlier than the first block's start: import again from the true start.
         base = again
-    summary = {**state.footer, "format": fmt, "detected": detected}
+    summary: ImportSummary = {**state.footer, "format": fmt, "detected": detected}
     return ImportResult(out, fmt, state.events, summary)
 
 
@@ -268,7 +283,7 @@ class _Run:
     argv: list[str] | None
     events: int = 0
     done_bytes: int = 0
-    footer: dict = field(default_factory=dict)
+    footer: TraceFooter = field(default_factory=lambda: TraceFooter())
 
     def header(self, wall_start: int | None, extra: dict) -> dict:
         return {
@@ -313,10 +328,10 @@ class _Spool:
         )
 
     def write(self, recs: np.ndarray) -> None:
-        labels.apply_streams(recs, [])
+        apply_streams(recs, [])
         self.writer.write(recs)
 
-    def finish(self, header: dict, footer: dict) -> None:
+    def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
         from recorder.tracefile import open_trace
 
         try:
@@ -380,7 +395,8 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
     info = blkbinary.BinaryInfo(comms=pairer.comms)
     spool = _Spool(run.output)
     extra: dict = {}
-    ignored = None if run.fmt == "blktrace" else textlines.Ignored()
+    ignored: textlines.Ignored | None = None
+    summary: blkparse.Summary | None = None
     try:
         with contextlib.ExitStack() as stack:
             opened = [stack.enter_context(open_input(p)) for p in run.paths]
@@ -391,9 +407,8 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
                     for (f, _), p in zip(opened, run.paths, strict=True)
                 ]
                 events = blkbinary.merge_cpus(streams)
-                summary = None
             else:
-                summary = blkparse.Summary()
+                summary, ignored = blkparse.Summary(), textlines.Ignored()
                 events = _text_events(opened, run, pairer, summary, ignored)
             first = next(events, None)
             start = first.time if first is not None else 0
@@ -421,7 +436,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
         if info.wall_anchor is not None:
             t, w = info.wall_anchor
             wall = w - (t - start)
-        if run.fmt == "blktrace":
+        if summary is None:
             extra["remaps"] = info.remaps
         else:
             check = summary.check()
@@ -451,7 +466,7 @@ class _MultiCounter(_Counted):
         self.parts = parts
 
     @property
-    def pos(self) -> int:  # type: ignore[override]
+    def pos(self) -> int:  # type: ignore[override]  # read-only: the parts count, not us
         return sum(p.pos for p in self.parts)
 
 

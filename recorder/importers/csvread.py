@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +53,7 @@ def _read_fast(spec: FormatSpec, data: bytes) -> pa.Table | None:
 _CONVERT = {"int": int, "float": float, "str": str}
 
 
-def _parse_line(spec: FormatSpec, fields: list[str]) -> dict[str, object]:
+def _parse_line(spec: FormatSpec, fields: list[str]) -> dict[str, Any]:
     """One line's used columns, converted and checked; raises BadValue."""
     want = len(spec.columns)
     if len(fields) < want - (1 if spec.columns[-1] is None else 0):
@@ -62,7 +62,8 @@ def _parse_line(spec: FormatSpec, fields: list[str]) -> dict[str, object]:
         )
     if len(fields) > want:
         raise BadValue("line", f"{len(fields)} columns, expected {want}")
-    row: dict[str, object] = {}
+    # Values are int, float or str by `spec.types`, known only at run time.
+    row: dict[str, Any] = {}
     for col, text in zip(spec.columns, fields, strict=False):
         if not col or col not in _used(spec):
             continue
@@ -76,7 +77,7 @@ def _parse_line(spec: FormatSpec, fields: list[str]) -> dict[str, object]:
     return row
 
 
-def _check_row(spec: FormatSpec, row: dict[str, object]) -> None:
+def _check_row(spec: FormatSpec, row: dict[str, Any]) -> None:
     op = str(row[spec.op]).strip().lower()
     if op not in spec.ops:
         raise BadValue(spec.op, f"{row[spec.op]!r} is not one of {', '.join(sorted(spec.ops))}")

@@ -61,6 +61,11 @@ _MAX_US = ((1 << 62) - 1) // 1000
 _MAX_LBN = ((1 << 64) - 1) // 512
 
 
+def _names(dt: np.dtype) -> tuple[str, ...]:
+    """The fields of a structured dtype (numpy types `names` as optional)."""
+    return dt.names or ()
+
+
 def _struct_checks(rec: np.ndarray, ver: int) -> list[tuple[str, np.ndarray]]:
     """(field, mask of records whose field is wrong) for a block of vscsi records."""
     checks = [
@@ -68,7 +73,7 @@ def _struct_checks(rec: np.ndarray, ver: int) -> list[tuple[str, np.ndarray]]:
         ("ts", rec["ts"] > _MAX_US),
         ("lbn", rec["lbn"] > _MAX_LBN),
     ]
-    if "rt" in rec.dtype.names:
+    if "rt" in _names(rec.dtype):
         checks.append(("rt", rec["rt"] > _MAX_US))
     return checks
 
@@ -93,7 +98,7 @@ def read_struct(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iter
         if whole == 0:
             if buf:
                 raise IotapeError(
-                    f"{where}: byte {pos}: field {dt.names[0]}: file ends inside a record "
+                    f"{where}: byte {pos}: field {_names(dt)[0]}: file ends inside a record "
                     f"({len(buf)} of {dt.itemsize} bytes)"
                 )
             return
@@ -109,7 +114,7 @@ def read_struct(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iter
             )
             ctx.reject(f"{where}: byte {pos + int(i) * dt.itemsize}", f"field {col}: {why}")
         keep = ~bad
-        cols = {c: rec[c][keep] for c in dt.names}
+        cols = {c: rec[c][keep] for c in _names(dt)}
         cols["cmd"] = op[keep]
         yield to_records(spec, cols, ctx)
         pos += whole

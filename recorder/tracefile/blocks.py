@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import mmap
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 from recorder.tracefile.format import (
     CHUNK_HEAD,
@@ -30,6 +32,8 @@ from recorder.tracefile.format import (
     TRAILER_SIZE,
     VERSION,
     Defect,
+    TraceFooter,
+    TraceHeader,
     pad8,
 )
 
@@ -42,7 +46,7 @@ class ChunkInfo:
     end: int
 
 
-def parse_header(mm: mmap.mmap | None, size: int) -> tuple[dict, int]:
+def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
     if mm is None:
         raise Defect(0, f"file is {size} bytes, shorter than a trace header")
     magic, version, record_size, json_len, json_crc = HEADER_FIXED.unpack_from(mm, 0)
@@ -85,7 +89,9 @@ def parse_header(mm: mmap.mmap | None, size: int) -> tuple[dict, int]:
             start, f"header JSON says version {header.get('version')!r}, file says {version}"
         )
     rec = header.get("record")
-    layout = rec.get("layout_version") if isinstance(rec, dict) else None
+    if not isinstance(rec, dict):
+        rec = {}
+    layout = rec.get("layout_version")
     if layout != LAYOUT_VERSION:
         raise Defect(
             start,
@@ -96,10 +102,11 @@ def parse_header(mm: mmap.mmap | None, size: int) -> tuple[dict, int]:
         raise Defect(
             start, f"header JSON says record size {rec.get('size')!r}, expected {RECORD_SIZE}"
         )
-    return header, data_offset
+    # Checked as far as reading records needs; the rest is the producers' JSON.
+    return cast(TraceHeader, header), data_offset
 
 
-def _load_json(data: memoryview, offset: int, what: str) -> dict:
+def _load_json(data: memoryview, offset: int, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as e:
@@ -109,7 +116,7 @@ def _load_json(data: memoryview, offset: int, what: str) -> dict:
     return obj
 
 
-def parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[dict, int]:
+def parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[TraceFooter, int]:
     """The footer at `pos` and the offset just after it (where the trailer goes)."""
     if size - pos < FOOTER_HEADER_SIZE:
         raise Defect(pos, "footer: file ends inside the footer header")
@@ -132,12 +139,14 @@ def parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[dict, int]:
                 raise Defect(start, "footer: checksum mismatch")
             if any(mv[end:padded]):
                 raise Defect(end, "footer: padding is not zero")
-            return _load_json(data, start, "footer"), padded
+            return cast(TraceFooter, _load_json(data, start, "footer")), padded
         finally:
             data.release()
 
 
-def footer_from_trailer(mm: mmap.mmap, data_offset: int, size: int) -> tuple[dict, int] | None:
+def footer_from_trailer(
+    mm: mmap.mmap, data_offset: int, size: int
+) -> tuple[TraceFooter, int] | None:
     """The footer the trailer points at and its offset, or None; a hint only, iteration
     checks it."""
     if size - data_offset < FOOTER_HEADER_SIZE + TRAILER_SIZE:
@@ -152,7 +161,7 @@ def footer_from_trailer(mm: mmap.mmap, data_offset: int, size: int) -> tuple[dic
     return (footer, footer_offset) if end == size - TRAILER_SIZE else None
 
 
-def declared_gaps(footer: dict | None) -> dict[int, int]:
+def declared_gaps(footer: Mapping[str, Any] | None) -> dict[int, int]:
     """{first missing chunk: chunks missing} for each gap a repair recorded in `footer`."""
     out: dict[int, int] = {}
     for g in (footer or {}).get("gaps") or []:

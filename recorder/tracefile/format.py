@@ -11,6 +11,7 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 import numpy as np
@@ -122,8 +123,7 @@ def pad8(n: int) -> int:
 def _padding_columns(dtype: np.dtype) -> np.ndarray:
     """Byte positions in a record that no field covers; the format wants them zero."""
     covered = np.zeros(dtype.itemsize, dtype=bool)
-    for name in dtype.names:
-        sub, off = dtype.fields[name][:2]
+    for sub, off, *_ in (dtype.fields or {}).values():
         covered[off : off + sub.itemsize] = True
     return np.flatnonzero(~covered)
 
@@ -131,16 +131,16 @@ def _padding_columns(dtype: np.dtype) -> np.ndarray:
 PAD_COLUMNS = _padding_columns(RECORD_DTYPE)
 
 
-def _json_bytes(obj: dict) -> bytes:
+def _json_bytes(obj: Mapping[str, object]) -> bytes:
     data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_JSON_BYTES:
         raise IotapeError(f"trace JSON is {len(data)} bytes, over the {MAX_JSON_BYTES} limit")
     return data
 
 
-def encode_header(header: dict) -> bytes:
+def encode_header(header: Mapping[str, object]) -> bytes:
     """The header block for `header`, with the format keys filled in."""
-    full = {
+    full: dict[str, object] = {
         "format": FORMAT_NAME,
         "version": VERSION,
         "record": {"size": RECORD_SIZE, "layout_version": LAYOUT_VERSION},
@@ -156,7 +156,7 @@ def encode_chunk_head(payload: memoryview | bytes, count: int, seq: int) -> byte
     return first + struct.pack("<I", zlib.crc32(first))
 
 
-def encode_footer(footer: dict, offset: int) -> bytes:
+def encode_footer(footer: Mapping[str, object], offset: int) -> bytes:
     """Footer block plus trailer, for a footer that starts at byte `offset`."""
     data = _json_bytes(footer)
     head = FOOTER_HEAD.pack(FOOTER_MAGIC, len(data), zlib.crc32(data), 0)

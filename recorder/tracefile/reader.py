@@ -11,7 +11,8 @@ import hashlib
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +38,7 @@ from recorder.tracefile.format import (
     RECORD_SIZE,
     TRAILER_MAGIC,
     Defect,
+    TraceFooter,
     TraceFormatError,
 )
 
@@ -60,19 +62,25 @@ class Trace:
             self.file_size = os.fstat(f.fileno()).st_size
             if self.file_size >= HEADER_FIXED.size:
                 self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        # Plain dicts: a file holds any producer's keys, and the other components index
+        # them freely; TraceHeader and TraceFooter name the documented ones.
+        self.header: dict[str, Any]
         try:
-            self.header, self.data_offset = parse_header(self._mm, self.file_size)
+            header, self.data_offset = parse_header(self._mm, self.file_size)
+            self.header = dict(header)
         except Defect as d:
             self.close()
             raise self._error(d) from None
         except BaseException:
             self.close()
             raise
+        # parse_header raised for a file too short to map.
+        mm = cast(mmap.mmap, self._mm)
         if hasattr(mmap, "MADV_SEQUENTIAL"):
             with contextlib.suppress(OSError):
-                self._mm.madvise(mmap.MADV_SEQUENTIAL)
-        hint = footer_from_trailer(self._mm, self.data_offset, self.file_size)
-        self.footer: dict | None = hint[0] if hint else None
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+        hint = footer_from_trailer(mm, self.data_offset, self.file_size)
+        self.footer: dict[str, Any] | None = dict(hint[0]) if hint else None
         # Chunks a repair left out: the sequence numbers may jump over them, and only there.
         self.gaps: dict[int, int] = declared_gaps(self.footer)
 
@@ -88,6 +96,13 @@ class Trace:
             with contextlib.suppress(BufferError):
                 self._mm.close()
             self._mm = None
+
+    @property
+    def mapped(self) -> mmap.mmap:
+        """The file's map, for the damage scan that reads past what iteration accepts."""
+        if self._mm is None:
+            raise ValueError(f"{self.path}: trace is closed")
+        return self._mm
 
     def _error(self, d: Defect) -> TraceFormatError:
         return TraceFormatError(self.path, d.offset, d.reason)
@@ -112,8 +127,8 @@ class Trace:
     def repair_hint(self) -> str:
         return f"run `iotape trace check --repair {self.path}` to keep every intact chunk"
 
-    def _set_footer(self, footer: dict) -> None:
-        self.footer = footer
+    def _set_footer(self, footer: TraceFooter) -> None:
+        self.footer = dict(footer)
 
     def iter_chunks(self) -> Iterator[np.ndarray]:
         """Each chunk's records as a read-only numpy view of the mapped file."""
@@ -220,7 +235,11 @@ def _release(mm: mmap.mmap, released: int, pos: int) -> int:
 
 
 def _walk_chunks(
-    mm: mmap.mmap, pos: int, size: int, on_footer, gaps: dict[int, int]
+    mm: mmap.mmap,
+    pos: int,
+    size: int,
+    on_footer: Callable[[TraceFooter], None],
+    gaps: dict[int, int],
 ) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
     seq = 0
     chunks = 0

@@ -125,7 +125,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
     Raises `TraceFormatError` only when the header is bad (nothing can be trusted).
     """
     with open_trace(path, strict=False) as t:
-        mm, size = t._mm, t.file_size
+        mm, size = t.mapped, t.file_size
         rep = ScanReport(
             path=t.path,
             file_bytes=size,
@@ -154,7 +154,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         seq = kept[-1].seq + 1 if kept else 0
         with memoryview(mm) as mv:
             raws = _resync(mm, mv, rep.valid_end, stop, seq, t.gaps, kept)
-        footer = hint[0] if hint and stop < size else _salvage_footer(mm, raws)
+        footer = dict(hint[0]) if hint and stop < size else _salvage_footer(mm, raws)
         rep.damaged_footer = footer
         rep.footer_present = footer is not None
         _totals(rep, kept)
@@ -192,11 +192,11 @@ def _resync(
         try:
             info = _chunk_at(mv, pos, stop, seq)
         except Defect as d:
-            nxt, info, headers = _next_chunk(mm, mv, pos, stop, seq)
-            raws.append(_Raw(pos, nxt, d.reason, seq, info.seq if info else None, headers))
-            if info is None:
+            nxt, found, headers = _next_chunk(mm, mv, pos, stop, seq)
+            raws.append(_Raw(pos, nxt, d.reason, seq, found.seq if found else None, headers))
+            if found is None:
                 break
-            pos = nxt
+            info, pos = found, nxt
         else:
             if info.seq > seq and declared.get(seq) != info.seq - seq:
                 # Whole chunks cut out cleanly: no damaged byte, but chunks are missing.

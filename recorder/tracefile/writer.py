@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from recorder.tracefile.format import (
     PAD_COLUMNS,
     RECORD_DTYPE,
     RECORD_SIZE,
+    TraceHeader,
     default_streams,
     encode_chunk_head,
     encode_footer,
@@ -44,7 +47,7 @@ class TraceWriter:
     def __init__(
         self,
         path: str | os.PathLike,
-        header: dict,
+        header: Mapping[str, object],
         chunk_records: int = DEFAULT_CHUNK_RECORDS,
     ) -> None:
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
@@ -60,7 +63,7 @@ class TraceWriter:
             dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
         )
         self._tmp = Path(tmp)
-        self._file = os.fdopen(fd, "wb")
+        self._file: BinaryIO | None = os.fdopen(fd, "wb")
         try:
             self._file.write(head)
         except BaseException:
@@ -77,10 +80,14 @@ class TraceWriter:
         elif self._file is not None:
             self.close()
 
-    def write(self, records: np.ndarray) -> None:
-        """Append records (dtype `schemas.record_dtype()`); full chunks go to disk at once."""
+    def _open_file(self) -> BinaryIO:
         if self._file is None:
             raise ValueError(f"{self.path}: writer is closed")
+        return self._file
+
+    def write(self, records: np.ndarray) -> None:
+        """Append records (dtype `schemas.record_dtype()`); full chunks go to disk at once."""
+        self._open_file()
         if records.dtype != RECORD_DTYPE:
             raise TypeError(f"records must have dtype schemas.record_dtype(), not {records.dtype}")
         records = records.reshape(-1)
@@ -101,28 +108,28 @@ class TraceWriter:
         raw = chunk.view(np.uint8).reshape(self._fill, RECORD_SIZE)
         # Records built by callers may carry stray bytes in the padding; the format says zero.
         raw[:, PAD_COLUMNS] = 0
-        payload = memoryview(raw.reshape(-1))
-        self._file.write(encode_chunk_head(payload, self._fill, self.chunks))
-        self._file.write(payload)
+        payload = raw.reshape(-1).data
+        f = self._open_file()
+        f.write(encode_chunk_head(payload, self._fill, self.chunks))
+        f.write(payload)
         self._offset += CHUNK_HEADER_SIZE + len(payload)
         self.events += self._fill
         self.chunks += 1
         self._fill = 0
 
-    def close(self, footer: dict | None = None) -> Path:
+    def close(self, footer: Mapping[str, object] | None = None) -> Path:
         """Write the last chunk, the footer (events and chunks filled in) and the trailer,
         then rename the file into place. Returns the final path."""
-        if self._file is None:
-            raise ValueError(f"{self.path}: writer is closed")
+        f = self._open_file()
         try:
             self._flush_chunk()
-            full = dict(footer or {})
+            full: dict[str, object] = dict(footer or {})
             full["events"] = self.events
             full["chunks"] = self.chunks
-            self._file.write(encode_footer(full, self._offset))
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            f.write(encode_footer(full, self._offset))
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
             self._file = None
             # mkstemp makes the file 0600; a trace should get the usual permissions.
             umask = os.umask(0)
@@ -145,11 +152,11 @@ class TraceWriter:
             self._tmp.unlink()
 
 
-def _with_defaults(header: dict) -> dict:
+def _with_defaults(header: Mapping[str, object]) -> TraceHeader:
     for key in ("mono_start_ns", "wall_start_ns", "recorder"):
         if key not in header:
             raise ValueError(f"trace header needs {key!r}")
-    full = {
+    full: TraceHeader = {
         "host": None,
         "kernel": None,
         "command_line": [],
@@ -159,7 +166,8 @@ def _with_defaults(header: dict) -> dict:
         "labels": [],
         "metadata": {},
     }
-    full.update(header)
+    # A producer may add keys of its own beside the documented ones.
+    full.update(cast(TraceHeader, header))
     return full
 
 
@@ -177,7 +185,10 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_trace(
-    path: str | os.PathLike, header: dict, records: np.ndarray, footer: dict | None = None
+    path: str | os.PathLike,
+    header: Mapping[str, object],
+    records: np.ndarray,
+    footer: Mapping[str, object] | None = None,
 ) -> Path:
     """Write a whole trace in one call."""
     with TraceWriter(path, header) as w:

@@ -15,9 +15,8 @@ import pytest
 from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trace_records
 
 import schemas
-from recorder.capture import devices
 from recorder.capture.record import RecordOptions, loader_argv
-from recorder.tracefile import open_trace
+from recorder.tracefile import devices, open_trace
 
 OP = schemas.enum("op")
 STREAM = schemas.enum("stream")
