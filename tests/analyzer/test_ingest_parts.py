@@ -351,6 +351,7 @@ def test_recorded_replay_takes_the_re_recorded_events(store, replayed, tmp_path:
         ingest(store, copy)
 
 
+@pytest.mark.kernel
 def test_real_recorded_replay(loop, tmp_path: Path) -> None:
     """`replay plan` onto a loop device, `replay run --record`: the run's events are
     the recorder's, and its parent is the source trace."""

@@ -36,6 +36,7 @@ def test_parse_rwbs(rwbs: str, op: int, flags: int) -> None:
     assert parse_rwbs(rwbs) == (op, flags)
 
 
+@pytest.mark.kernel
 def test_bpftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     need(shutil.which("bpftrace") is not None, "bpftrace")
     out, log = tmp_path / "bt.iot", tmp_path / "fio.log"

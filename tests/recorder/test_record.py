@@ -18,6 +18,9 @@ import schemas
 from recorder.capture.record import RecordOptions, loader_argv
 from recorder.tracefile import devices, open_trace
 
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
+
 OP = schemas.enum("op")
 STREAM = schemas.enum("stream")
 

@@ -20,6 +20,9 @@ from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import OP, load
 from replayer.run import fidelity, safety
 
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
+
 
 def _record_fio(dev: str, out: Path, seconds: int = 3) -> Path:
     job = out.with_suffix(".fio")
