@@ -9,17 +9,11 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
-import lzma
 import os
-import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
 
 import numpy as np
 
@@ -28,6 +22,8 @@ from iotape.errors import IotapeError
 from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection
+from recorder.importers.devicetable import DeviceTable, parse_device_map
+from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_input, peek
 from recorder.importers.readers import READERS
 from recorder.importers.textrecords import Context
 from recorder.tracefile import TraceFooter, TraceWriter, default_streams, devices
@@ -35,10 +31,6 @@ from recorder.tracefile.streams import apply_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
-# Devices we make up for formats without device numbers: a major from the range
-# Linux reserves for local/experimental use, so they never look like a real disk.
-SYNTH_MAJOR = 240
-_GZ, _XZ, _ZST = b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"
 
 Progress = Callable[[dict], None]
 
@@ -46,169 +38,14 @@ Progress = Callable[[dict], None]
 # --------------------------------------------------------------------------- input
 
 
-class _Counted:
-    """A stream that counts the compressed bytes read, for progress."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f = f
-        self.pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.pos += len(data)
-        return data
-
-    def readline(self, n: int = -1) -> bytes:
-        data = self.f.readline(n)
-        self.pos += len(data)
-        return data
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.readline, b"")
-
-
-def _pipe(f: IO[bytes] | None) -> IO[bytes]:
-    assert f is not None  # the zstd pipe's ends: Popen made both with PIPE
-    return f
-
-
-@contextlib.contextmanager
-def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
-    """(decompressed stream, raw-byte counter) for a plain, gzip, xz or zstd file."""
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 (closed in the finally below)
-    except FileNotFoundError:
-        raise IotapeError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise IotapeError(f"{path}: is a directory") from None
-    except PermissionError:
-        raise IotapeError(f"{path}: permission denied") from None
-    proc = None
-    try:
-        head = raw.read(6)
-        raw.seek(0)
-        counted = _Counted(raw)
-        if head.startswith(_GZ):
-            # GzipFile wants seek() too, but only seeks when its caller does; readers do not.
-            stream = gzip.GzipFile(fileobj=counted, mode="rb")  # type: ignore[call-overload]
-        elif head.startswith(_XZ):
-            # LZMAFile types its file as IO[bytes] but calls only read().
-            stream = lzma.LZMAFile(counted, mode="rb")  # type: ignore[arg-type]  # noqa: SIM115
-        elif head.startswith(_ZST):
-            # python-zstandard is not a dependency; the zstd tool decompresses in a pipe.
-            if shutil.which("zstd") is None:
-                raise IotapeError(f"{path}: zstd-compressed, and the zstd tool is not installed")
-            proc = subprocess.Popen(
-                ["zstd", "-dc", "--", os.fspath(path)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
-            # Progress cannot see into the pipe; it shows events only.
-            stream = proc.stdout
-        else:
-            stream = counted
-        try:
-            yield stream, counted
-        except (EOFError, OSError, lzma.LZMAError) as e:
-            raise IotapeError(f"{path}: damaged compressed data: {e}") from None
-        # A reader that stopped early (detection reads 64 KiB) leaves zstd blocked on
-        # a full pipe: waiting for it would hang, and there is no outcome to check.
-        if proc is not None and not _pipe(proc.stdout).read(1) and proc.wait() != 0:
-            err = _pipe(proc.stderr).read().decode(errors="replace").strip().splitlines()
-            raise IotapeError(f"{path}: zstd: {err[-1] if err else 'failed'}")
-    finally:
-        if proc is not None:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            _pipe(proc.stdout).close()
-            _pipe(proc.stderr).close()
-        raw.close()
-
-
-PEEK_BYTES = 65536
-
-
-def _peek(path: str | os.PathLike, n: int = PEEK_BYTES) -> bytes:
-    with open_input(path) as (f, _):
-        return f.read(n)
-
-
 # --------------------------------------------------------------------------- detection
 
 
 def detect(path: str | os.PathLike) -> str:
     """The format of a file, from its content (see recorder/importers/detect.py)."""
-    head = _peek(path, PEEK_BYTES + 1)
+    head = peek(path, PEEK_BYTES + 1)
     whole = len(head) <= PEEK_BYTES
     return detection.detect_format(head[:PEEK_BYTES], whole, str(path))
-
-
-# --------------------------------------------------------------------------- devices
-
-
-@dataclass
-class DeviceTable:
-    """Device keys of the input → record `dev` numbers and the header's device table."""
-
-    fmt: str
-    mapping: dict[str, str] = field(default_factory=dict)
-    by_key: dict[str, int] = field(default_factory=dict)
-    entries: dict[int, dict] = field(default_factory=dict)
-
-    def __call__(self, key: str, native: int | None) -> int:
-        if key in self.by_key:
-            return self.by_key[key]
-        target = self.mapping.get(key)
-        if target is not None:
-            entry = _mapped_device(key, target, self.fmt)
-        else:
-            dev = native if native is not None else devices.kdev(SYNTH_MAJOR, len(self.by_key))
-            major, minor = devices.split_kdev(dev)
-            entry = _device_entry(f"{self.fmt}:{key}", dev, major, minor)
-        self.by_key[key] = entry["dev"]
-        self.entries.setdefault(entry["dev"], {**entry, "source_key": key})
-        return entry["dev"]
-
-    def header(self) -> list[dict]:
-        return [self.entries[d] for d in sorted(self.entries)]
-
-
-def _device_entry(name: str, dev: int, major: int, minor: int) -> dict:
-    return {
-        "name": name,
-        "dev": dev,
-        "major": major,
-        "minor": minor,
-        "model": "",
-        "firmware": "",
-        "rotational": None,
-        "logical_block_size": 512,
-        "capacity_bytes": 0,
-        "partition": None,
-    }
-
-
-def _mapped_device(key: str, target: str, fmt: str) -> dict:
-    if target.startswith("/dev/"):
-        d = devices.resolve(target)
-        return {**d.to_json(), "partition": None}
-    m = re.fullmatch(r"(?:(.+)=)?(\d+):(\d+)", target)
-    if m:
-        major, minor = int(m.group(2)), int(m.group(3))
-        return _device_entry(m.group(1) or f"{fmt}:{key}", devices.kdev(major, minor), major, minor)
-    raise IotapeError(f"--device-map {key}={target}: expected /dev/NAME, MAJ:MIN or NAME=MAJ:MIN")
-
-
-def parse_device_map(specs: list[str]) -> dict[str, str]:
-    out = {}
-    for s in specs:
-        key, sep, target = s.partition("=")
-        if not sep or not key or not target:
-            raise IotapeError(f"--device-map {s!r}: expected KEY=DEVICE, e.g. hm_0=/dev/sdb")
-        out[key] = target
-    return out
 
 
 # --------------------------------------------------------------------------- import
@@ -299,7 +136,7 @@ class _Run:
             | extra,
         }
 
-    def tick(self, counter: _Counted, events: int) -> None:
+    def tick(self, counter: Counted, events: int) -> None:
         self.events += events
         if self.progress:
             self.progress(
@@ -400,7 +237,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
     try:
         with contextlib.ExitStack() as stack:
             opened = [stack.enter_context(open_input(p)) for p in run.paths]
-            counter = _MultiCounter([c for _, c in opened])
+            counter = MultiCounter([c for _, c in opened])
             if run.fmt == "blktrace":
                 streams = [
                     blkbinary.read_binary(f, str(p), info)
@@ -459,15 +296,6 @@ def _map_devices(recs: np.ndarray, table: DeviceTable) -> np.ndarray:
         if new != d:
             recs["dev"][recs["dev"] == d] = new
     return recs
-
-
-class _MultiCounter(_Counted):
-    def __init__(self, parts: list[_Counted]) -> None:
-        self.parts = parts
-
-    @property
-    def pos(self) -> int:  # type: ignore[override]  # read-only: the parts count, not us
-        return sum(p.pos for p in self.parts)
 
 
 def _text_events(

@@ -10,6 +10,7 @@ lines are dropped and counted).
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -50,6 +51,7 @@ def _read_fast(spec: FormatSpec, data: bytes) -> pa.Table | None:
         return None
 
 
+MAX_I64 = (1 << 63) - 1
 _CONVERT = {"int": int, "float": float, "str": str}
 
 
@@ -84,9 +86,12 @@ def _check_row(spec: FormatSpec, row: dict[str, Any]) -> None:
     for col in (spec.offset, spec.size, spec.time, spec.latency):
         if col and isinstance(row.get(col), int | float) and row[col] < 0:
             raise BadValue(col, f"{row[col]} is negative")
+        # The fast path reads int64: a longer number must fail here too, not in numpy.
+        if col and isinstance(row.get(col), int) and row[col] > MAX_I64:
+            raise BadValue(col, f"{row[col]} is out of range")
     if row[spec.size] * spec.size_unit > MAX_U32:
         raise BadValue(spec.size, f"{row[spec.size]} is over 4 GiB")
-    if spec.time and not np.isfinite(row[spec.time]):
+    if spec.time and isinstance(row[spec.time], float) and not math.isfinite(row[spec.time]):
         raise BadValue(spec.time, f"{row[spec.time]} is not finite")
 
 

@@ -200,6 +200,16 @@ def test_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
         assert "line 2" in t.header["metadata"]["skipped_examples"][0]
 
 
+def test_a_number_longer_than_64_bits_is_a_bad_field(tmp_path: Path) -> None:
+    # Found by the fuzz test: numpy's isfinite raised TypeError on such a time.
+    src = tmp_path / "long.csv"
+    src.write_text("3,R,0,4096,1577808144002596\n3,W,4096,4096,15778081440026001577808144002000\n")
+    with pytest.raises(
+        IotapeError, match=r"long\.csv: line 2: field time: 1577\d+ is out of range"
+    ):
+        import_trace("alibaba", [src], tmp_path / "o.iot")
+
+
 def test_device_map(tmp_path: Path) -> None:
     recs, h = _import(tmp_path, "msr", DATA / "msr.csv", device_map=["hm_0=8:16", "hm_1=lab=8:32"])
     assert set(recs["dev"].tolist()) == {(8 << 20) | 16, (8 << 20) | 32}
