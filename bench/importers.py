@@ -46,13 +46,11 @@ def _text(path: Path, columns: list[np.ndarray], delim: str, fmt: list[str]) -> 
     np.savetxt(path, np.column_stack(columns), delimiter=delim, fmt=fmt)
 
 
-def write_inputs(d: Path, n: int) -> dict[str, tuple[Path, int]]:
-    r = _requests(n)
+def _write_msr_spc(d: Path, r: dict[str, np.ndarray], n: int) -> dict[str, tuple[Path, int]]:
     t, sec, cnt, w, lat = r["t_us"], r["sector"], r["sectors"], r["write"], r["lat_us"]
-    out: dict[str, tuple[Path, int]] = {}
     rw = np.where(w, "Write", "Read")
-    p = d / "msr.csv"
-    with p.open("w") as f:
+    msr = d / "msr.csv"
+    with msr.open("w") as f:
         for row in zip(
             (t * 10 + FILETIME_2008).tolist(),
             rw.tolist(),
@@ -62,9 +60,8 @@ def write_inputs(d: Path, n: int) -> dict[str, tuple[Path, int]]:
             strict=True,
         ):
             f.write(f"{row[0]},hm,0,{row[1]},{row[2]},{row[3]},{row[4]}\n")
-    out["msr"] = (p, n)
-    p = d / "spc.csv"
-    with p.open("w") as f:
+    spc = d / "spc.csv"
+    with spc.open("w") as f:
         for a, b, c, e in zip(
             sec.tolist(),
             (cnt * 512).tolist(),
@@ -73,46 +70,65 @@ def write_inputs(d: Path, n: int) -> dict[str, tuple[Path, int]]:
             strict=True,
         ):
             f.write(f"0,{a},{b},{c},{e:.6f}\n")
-    out["spc"] = (p, n)
-    p = d / "alibaba.csv"
-    _text(
-        p,
-        [np.full(n, 3), np.where(w, "W", "R"), sec * 512, cnt * 512, t + 1_577_808_144_000_000],
-        ",",
-        ["%s"] * 5,
-    )
-    out["alibaba"] = (p, n)
-    p = d / "tencent.csv"
-    _text(
-        p,
-        [t // 1_000_000 + 1_538_323_200, sec, cnt, w.astype(int), np.full(n, 1063)],
-        ",",
-        ["%d"] * 5,
-    )
-    out["tencent"] = (p, n)
-    p = d / "fiu.txt"
-    _text(
-        p,
-        [
-            t * 1000,
-            np.full(n, 4867),
-            np.full(n, "gzip"),
-            sec,
-            cnt,
-            np.where(w, "W", "R"),
-            np.full(n, 8),
-            np.zeros(n, int),
-            np.full(n, "3a2fd83c6fe2b5ef"),
-        ],
-        " ",
-        ["%s"] * 9,
-    )
-    out["fiu"] = (p, n)
-    p = d / "disksim.trace"
-    _text(p, [t * 1000, np.zeros(n, int), sec, cnt, (~w).astype(int)], " ", ["%d"] * 5)
-    out["disksim"] = (p, n)
-    p = d / "fio.log"
-    with p.open("w") as f:
+    return {"msr": (msr, n), "spc": (spc, n)}
+
+
+def _write_columns(d: Path, r: dict[str, np.ndarray], n: int) -> dict[str, tuple[Path, int]]:
+    """The formats `_text` writes: one numpy column per field."""
+    t, sec, cnt, w = r["t_us"], r["sector"], r["sectors"], r["write"]
+    files: dict[str, tuple[str, list, str, list[str]]] = {
+        "alibaba": (
+            "alibaba.csv",
+            [
+                np.full(n, 3),
+                np.where(w, "W", "R"),
+                sec * 512,
+                cnt * 512,
+                t + 1_577_808_144_000_000,
+            ],
+            ",",
+            ["%s"] * 5,
+        ),
+        "tencent": (
+            "tencent.csv",
+            [t // 1_000_000 + 1_538_323_200, sec, cnt, w.astype(int), np.full(n, 1063)],
+            ",",
+            ["%d"] * 5,
+        ),
+        "fiu": (
+            "fiu.txt",
+            [
+                t * 1000,
+                np.full(n, 4867),
+                np.full(n, "gzip"),
+                sec,
+                cnt,
+                np.where(w, "W", "R"),
+                np.full(n, 8),
+                np.zeros(n, int),
+                np.full(n, "3a2fd83c6fe2b5ef"),
+            ],
+            " ",
+            ["%s"] * 9,
+        ),
+        "disksim": (
+            "disksim.trace",
+            [t * 1000, np.zeros(n, int), sec, cnt, (~w).astype(int)],
+            " ",
+            ["%d"] * 5,
+        ),
+    }
+    out: dict[str, tuple[Path, int]] = {}
+    for fmt, (name, cols, sep, spec) in files.items():
+        _text(d / name, cols, sep, spec)
+        out[fmt] = (d / name, n)
+    return out
+
+
+def _write_fio_vscsi(d: Path, r: dict[str, np.ndarray], n: int) -> dict[str, tuple[Path, int]]:
+    t, sec, cnt, w, lat = r["t_us"], r["sector"], r["sectors"], r["write"], r["lat_us"]
+    fio = d / "fio.log"
+    with fio.open("w") as f:
         f.write("fio version 3 iolog\n0 /dev/sdb add\n0 /dev/sdb open\n")
         for a, b, c, e in zip(
             (t // 1000).tolist(),
@@ -122,16 +138,24 @@ def write_inputs(d: Path, n: int) -> dict[str, tuple[Path, int]]:
             strict=True,
         ):
             f.write(f"{a} /dev/sdb {b} {c} {e}\n")
-    out["fio-iolog"] = (p, n)
     dt = textformats.FORMATS["vscsi"].dtype[2]
     v = np.zeros(n, dtype=dt)
     v["ver"], v["cmd"] = 2 << 8, np.where(w, 0x2A, 0x28)
     v["lbn"], v["len"], v["ts"], v["rt"] = sec, cnt * 512, t, lat
-    p = d / "v.vscsi"
-    p.write_bytes(v.tobytes())
-    out["vscsi"] = (p, n)
-    out["blktrace"] = (write_blktrace(d / "b.blktrace.0", r), 4 * n)
-    return out
+    vscsi = d / "v.vscsi"
+    vscsi.write_bytes(v.tobytes())
+    return {"fio-iolog": (fio, n), "vscsi": (vscsi, n)}
+
+
+def write_inputs(d: Path, n: int) -> dict[str, tuple[Path, int]]:
+    """The same `n` requests in every format: {format: (file, records expected)}."""
+    r = _requests(n)
+    return {
+        **_write_msr_spc(d, r, n),
+        **_write_columns(d, r, n),
+        **_write_fio_vscsi(d, r, n),
+        "blktrace": (write_blktrace(d / "b.blktrace.0", r), 4 * n),
+    }
 
 
 def write_blktrace(path: Path, r: dict[str, np.ndarray]) -> Path:

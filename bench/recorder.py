@@ -11,6 +11,7 @@ Run as root: `make bench` or `.venv/bin/python bench/recorder.py [--rounds 3 --r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -19,10 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from recorder.capture import bpftrace_backend, devices, procstat
-from recorder.tracefile.core import open_trace
+from recorder.capture import bpftrace_backend, procstat
+from recorder.tracefile import devices, open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]
@@ -136,62 +138,61 @@ def memory_bound(dev: str, tmp: Path, short: int, long: int) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--runtime", type=int, default=10)
-    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
-    args = ap.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("bench/recorder.py: needs root (BPF and loop devices)")
-    runs: dict[str, list[dict]] = {"untraced": [], "iotape": [], "bpftrace": []}
-    with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir:
-        tmp = Path(tmpdir)
-        backing = Path(tempfile.mkstemp(dir="/dev/shm", prefix="iotape-bench-")[1])
-        os.truncate(backing, 2 << 30)
-        dev = subprocess.run(
-            ["losetup", "--find", "--show", str(backing)],
+@contextlib.contextmanager
+def bench_loop() -> Iterator[str]:
+    """A 2 GiB loop device over /dev/shm, filled, detached and removed afterwards."""
+    backing = Path(tempfile.mkstemp(dir="/dev/shm", prefix="iotape-bench-")[1])
+    os.truncate(backing, 2 << 30)
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    try:
+        # Fill the backing file so reads hit real pages, not holes.
+        subprocess.run(
+            [
+                "dd",
+                "if=/dev/zero",
+                f"of={dev}",
+                "bs=1M",
+                "count=2048",
+                "oflag=direct",
+                "status=none",
+            ],
             check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        try:
-            # Fill the backing file so reads hit real pages, not holes.
-            subprocess.run(
-                [
-                    "dd",
-                    "if=/dev/zero",
-                    f"of={dev}",
-                    "bs=1M",
-                    "count=2048",
-                    "oflag=direct",
-                    "status=none",
-                ],
-                check=True,
-            )
-            for i in range(args.rounds):
-                for name, fn in (
-                    ("untraced", untraced),
-                    ("iotape", iotape_traced),
-                    ("bpftrace", bpftrace_traced),
-                ):
-                    r = fn(dev, args.runtime, tmp)
-                    runs[name].append(r)
-                    print(
-                        f"round {i + 1} {name:9s} {r['iops']:>10,.0f} IOPS  events "
-                        f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
-                        file=sys.stderr,
-                    )
-            memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
-            print(f"memory: {memory}", file=sys.stderr)
-        finally:
-            subprocess.run(["losetup", "-d", dev], check=False)
-            backing.unlink(missing_ok=True)
+        )
+        yield dev
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False)
+        backing.unlink(missing_ok=True)
 
+
+def run_rounds(dev: str, rounds: int, runtime: int, tmp: Path) -> dict[str, list[dict]]:
+    """Untraced, iotape and bpftrace in turn, `rounds` times."""
+    runs: dict[str, list[dict]] = {"untraced": [], "iotape": [], "bpftrace": []}
+    for i in range(rounds):
+        for name, fn in (
+            ("untraced", untraced),
+            ("iotape", iotape_traced),
+            ("bpftrace", bpftrace_traced),
+        ):
+            r = fn(dev, runtime, tmp)
+            runs[name].append(r)
+            print(
+                f"round {i + 1} {name:9s} {r['iops']:>10,.0f} IOPS  events "
+                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
+                file=sys.stderr,
+            )
+    return runs
+
+
+def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namespace) -> dict:
     def ratios(name: str) -> list[float]:
         return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs["untraced"], strict=True)]
 
-    result = {
+    return {
         "benchmark": "recorder-overhead",
         "host": platform.node(),
         "kernel": platform.release(),
@@ -216,6 +217,22 @@ def main() -> None:
         "recorder_memory_vs_capture_length": memory,
         "runs": runs,
     }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runtime", type=int, default=10)
+    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/recorder.py: needs root (BPF and loop devices)")
+    with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
+        tmp = Path(tmpdir)
+        runs = run_rounds(dev, args.rounds, args.runtime, tmp)
+        memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
+        print(f"memory: {memory}", file=sys.stderr)
+    result = summarize(runs, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("median_iops", "iops_ratio_vs_untraced")}, indent=2))

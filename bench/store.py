@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 def make_trace(path: Path, n: int) -> None:
     """Plausible records: two devices, a few ops, streams and task names, rising times."""
-    from recorder.tracefile.core import TraceWriter
+    from recorder.tracefile import TraceWriter
 
     header = {
         "mono_start_ns": 0,

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 from workload import engine, profiles
 
 ROOT = Path(__file__).resolve().parent.parent

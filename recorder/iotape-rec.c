@@ -533,31 +533,32 @@ static int attach(struct iotape_bpf *skel)
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	struct iotape_bpf *skel = NULL;
-	struct ring_buffer *rb = NULL;
-	char *meta = NULL, *header = NULL, footer[2048];
-	size_t meta_len, header_len;
-	uint64_t cnt[IOTAPE_CNT_MAX] = {}, now, next_status, next_flush, deadline = 0;
-	uint64_t last_events = 0, last_status;
-	const char *reason = "signal";
-	struct sigaction sa = { .sa_handler = on_signal };
-	volatile struct iotape_inflight *slots = MAP_FAILED;
-	size_t n_slots = 0;
-	uint64_t left = 0;
-	bool created = false;
-	int stats_fd = -1, err, ret = 1, n;
+/* What main's steps share, released by run_free() whatever step failed. */
+struct run {
+	struct iotape_bpf *skel;
+	struct ring_buffer *rb;
+	char *meta, *header;
+	size_t meta_len;
+	volatile struct iotape_inflight *slots;
+	size_t n_slots;
+	int stats_fd;
+	bool created;		/* this run made the output file */
+	uint64_t cnt[IOTAPE_CNT_MAX];
+};
 
-	parse_args(argc, argv);
-	st.tw.fd = -1;
-	meta = read_meta(o.meta, &meta_len);
-	if (!meta)
-		goto cleanup;
-	if (o.extents_path &&
-	    labels_read_extents(&st.labels, o.extents_path, footer, sizeof(footer))) {
-		errorf("%s", footer);
-		goto cleanup;
+/* The metadata, the extents, signals, and the BPF programs loaded (not attached). */
+static int setup(struct run *r)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	char msg[2048];
+	int err;
+
+	r->meta = read_meta(o.meta, &r->meta_len);
+	if (!r->meta)
+		return -1;
+	if (o.extents_path && labels_read_extents(&st.labels, o.extents_path, msg, sizeof(msg))) {
+		errorf("%s", msg);
+		return -1;
 	}
 
 	libbpf_set_print(libbpf_print);
@@ -567,75 +568,90 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 
-	skel = iotape_bpf__open();
-	if (!skel) {
+	r->skel = iotape_bpf__open();
+	if (!r->skel) {
 		errorf("opening the BPF object: %s", strerror(errno));
-		goto cleanup;
+		return -1;
 	}
-	configure(skel);
-	err = iotape_bpf__load(skel);
+	configure(r->skel);
+	err = iotape_bpf__load(r->skel);
 	if (err) {
 		errorf("loading the BPF programs: %s (are you root, is BTF at "
 		       "/sys/kernel/btf/vmlinux?)", strerror(-err));
-		goto cleanup;
+		return -1;
 	}
 	if (o.bpf_stats) {
 		/* Counted only while this fd is open; no global sysctl to restore. */
-		stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-		if (stats_fd < 0) {
+		r->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+		if (r->stats_fd < 0) {
 			errorf("--bpf-stats: %s", strerror(errno));
-			goto cleanup;
+			return -1;
 		}
 	}
-	n_slots = bpf_map__max_entries(skel->maps.slots);
-	slots = mmap(NULL, n_slots * sizeof(*slots), PROT_READ, MAP_SHARED,
-		     bpf_map__fd(skel->maps.slots), 0);
-	if (slots == MAP_FAILED) {
+	r->n_slots = bpf_map__max_entries(r->skel->maps.slots);
+	r->slots = mmap(NULL, r->n_slots * sizeof(*r->slots), PROT_READ, MAP_SHARED,
+			bpf_map__fd(r->skel->maps.slots), 0);
+	if (r->slots == MAP_FAILED) {
 		errorf("mapping the in-flight table: %s", strerror(errno));
-		goto cleanup;
+		return -1;
 	}
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, NULL, NULL);
-	if (!rb) {
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_event, NULL, NULL);
+	if (!r->rb) {
 		errorf("creating the ring buffer reader: %s", strerror(errno));
-		goto cleanup;
+		return -1;
 	}
+	return 0;
+}
 
-	err = tw_open(&st.tw, o.out, o.chunk_records);
+/* The output file with its header, then the programs attached: recording starts. */
+static int start(struct run *r)
+{
+	size_t header_len;
+	int err = tw_open(&st.tw, o.out, o.chunk_records);
+
 	if (err) {
 		errorf("%s: %s", o.out, err == -EBUSY ? "another capture is writing this file" :
 		       strerror(-err));
-		goto cleanup;
+		return -1;
 	}
-	created = true;
+	r->created = true;
 	/* Before attaching, so no recorded time precedes the start. */
 	st.mono_start = clock_ns(CLOCK_MONOTONIC);
-	header = header_json(meta, meta_len, st.mono_start, clock_ns(CLOCK_REALTIME), &header_len);
-	if (!header) {
+	r->header = header_json(r->meta, r->meta_len, st.mono_start, clock_ns(CLOCK_REALTIME),
+				&header_len);
+	if (!r->header) {
 		errorf("out of memory");
-		goto cleanup;
+		return -1;
 	}
-	err = tw_write_header(&st.tw, header, header_len);
+	err = tw_write_header(&st.tw, r->header, header_len);
 	if (err) {
 		errorf("%s: writing the header: %s", o.out, strerror(-err));
-		goto cleanup;
+		return -1;
 	}
-	skel->bss->mono_start = st.mono_start;
-	if (attach(skel))
-		goto cleanup;
+	r->skel->bss->mono_start = st.mono_start;
+	if (attach(r->skel))
+		return -1;
 	emit("{\"type\":\"ready\",\"mono_start_ns\":%" PRIu64 "}\n", st.mono_start);
+	return 0;
+}
 
-	now = last_status = clock_ns(CLOCK_MONOTONIC);
-	next_status = now + o.status_ms * 1000000ull;
-	next_flush = now + NSEC_PER_SEC;
+/* Drain the ring into the file until a signal, the deadline or an error; progress
+ * lines every status_ms. Returns the stop reason; *err is the last ring result. */
+static const char *drain(struct run *r, int *err)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), last_status = now, last_events = 0, deadline = 0;
+	uint64_t next_status = now + o.status_ms * 1000000ull, next_flush = now + NSEC_PER_SEC;
+	const char *reason = "signal";
+
 	if (o.duration_s > 0)
 		deadline = st.mono_start + (uint64_t)(o.duration_s * NSEC_PER_SEC);
 	while (!stop_signal) {
 		/* The kernel side rarely wakes us (only when the ring is half
 		 * full), so the timeout is the drain timer and consume does the work. */
-		err = ring_buffer__poll(rb, POLL_MS);
-		if (err >= 0)
-			err = ring_buffer__consume(rb);
-		if (err < 0 && err != -EINTR)
+		*err = ring_buffer__poll(r->rb, POLL_MS);
+		if (*err >= 0)
+			*err = ring_buffer__consume(r->rb);
+		if (*err < 0 && *err != -EINTR)
 			break;
 		now = clock_ns(CLOCK_MONOTONIC);
 		if (now >= next_flush) {
@@ -647,13 +663,14 @@ int main(int argc, char **argv)
 		if (now >= next_status) {
 			uint64_t events = st.tw.events + st.tw.n;
 			double dt = (now - last_status) / 1e9;
+			uint64_t *cnt = r->cnt;
 
-			read_counters(skel, cnt);
+			read_counters(r->skel, cnt);
 			emit("{\"type\":\"progress\",\"events\":%" PRIu64 ",\"events_per_s\":%.1f,"
 			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
 			     events, (events - last_events) / dt, (uint64_t)st.tw.good_end,
 			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
-			     cnt[IOTAPE_CNT_UNSEEN_COMPLETE] + complete_misses(skel),
+			     cnt[IOTAPE_CNT_UNSEEN_COMPLETE] + complete_misses(r->skel),
 			     cnt[IOTAPE_CNT_PRE_START]);
 			last_events = events;
 			last_status = now;
@@ -664,36 +681,45 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	if (stop_signal == SIGUSR1)
-		reason = "command-exit";
+	return stop_signal == SIGUSR1 ? "command-exit" : reason;
+}
 
-	/* The command or the clock has ended, but requests it submitted may still
-	 * be in flight (an exiting io_uring process leaves its queue to complete
-	 * after it): wait for them, bounded, so their completions are recorded. */
-	if (!st.tw.err && o.drain_ms) {
-		uint64_t t = clock_ns(CLOCK_MONOTONIC), until = t + o.drain_ms * 1000000ull;
-		uint64_t quiet_since = t, seen = st.tw.events + st.tw.n;
+/* The command or the clock has ended, but requests it submitted may still
+ * be in flight (an exiting io_uring process leaves its queue to complete
+ * after it): wait for them, bounded, so their completions are recorded. */
+static void drain_in_flight(struct run *r)
+{
+	uint64_t t = clock_ns(CLOCK_MONOTONIC), until = t + o.drain_ms * 1000000ull;
+	uint64_t quiet_since = t, seen = st.tw.events + st.tw.n;
 
-		/* Quiet means nothing in flight and no completion for SETTLE_MS:
-		 * an exiting process's io_uring worker may still submit queued
-		 * requests a moment after the process itself is gone. */
-		while (n_signals < 2 && (t = clock_ns(CLOCK_MONOTONIC)) < until) {
-			if (in_flight(skel, slots, n_slots) || st.tw.events + st.tw.n != seen)
-				quiet_since = t;
-			else if (t - quiet_since >= SETTLE_MS * 1000000ull)
-				break;
-			seen = st.tw.events + st.tw.n;
-			if (ring_buffer__poll(rb, POLL_MS) < 0 && errno != EINTR)
-				break;
-			if (ring_buffer__consume(rb) < 0)
-				break;
-		}
+	/* Quiet means nothing in flight and no completion for SETTLE_MS:
+	 * an exiting process's io_uring worker may still submit queued
+	 * requests a moment after the process itself is gone. */
+	while (n_signals < 2 && (t = clock_ns(CLOCK_MONOTONIC)) < until) {
+		if (in_flight(r->skel, r->slots, r->n_slots) || st.tw.events + st.tw.n != seen)
+			quiet_since = t;
+		else if (t - quiet_since >= SETTLE_MS * 1000000ull)
+			break;
+		seen = st.tw.events + st.tw.n;
+		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
+			break;
+		if (ring_buffer__consume(r->rb) < 0)
+			break;
 	}
-	/* Detach, then drain what the programs left in the ring. */
-	iotape_bpf__detach(skel);
-	left = in_flight(skel, slots, n_slots);
+}
+
+/* Detach, drain what the programs left in the ring, write the footer. Returns the
+ * exit status: 0 for the ordinary stops, 1 otherwise. */
+static int finish(struct run *r, const char *reason, int err)
+{
+	char footer[2048];
+	uint64_t left, now;
+	int n;
+
+	iotape_bpf__detach(r->skel);
+	left = in_flight(r->skel, r->slots, r->n_slots);
 	if (!st.tw.err)
-		ring_buffer__consume(rb);
+		ring_buffer__consume(r->rb);
 	if (!st.tw.err)
 		tw_flush(&st.tw);
 	if (st.tw.err) {
@@ -708,40 +734,59 @@ int main(int argc, char **argv)
 		reason = "error";
 	}
 	now = clock_ns(CLOCK_MONOTONIC);
-	read_counters(skel, cnt);
-	n = footer_json(footer, sizeof(footer), skel, cnt, now, clock_ns(CLOCK_REALTIME), reason,
-			left);
+	read_counters(r->skel, r->cnt);
+	n = footer_json(footer, sizeof(footer), r->skel, r->cnt, now, clock_ns(CLOCK_REALTIME),
+			reason, left);
 	if (n < 0 || (size_t)n >= sizeof(footer)) {
 		errorf("footer does not fit its buffer");
-		goto cleanup;
+		return 1;
 	}
 	err = tw_finish(&st.tw, footer, n);
 	if (err) {
 		errorf("%s: writing the footer: %s (the chunks written stay readable)",
 		       o.out, strerror(-err));
-		goto cleanup;
+		return 1;
 	}
-	created = false;	/* a complete trace, keep it */
+	r->created = false;	/* a complete trace, keep it */
 	emit("{\"type\":\"done\",%s\n", footer + 1);
 	if (st.short_records)
 		errorf("%" PRIu64 " ring buffer records were shorter than a trace record",
 		       st.short_records);
-	ret = strcmp(reason, "signal") && strcmp(reason, "duration") &&
-	      strcmp(reason, "command-exit");
+	return strcmp(reason, "signal") && strcmp(reason, "duration") &&
+	       strcmp(reason, "command-exit");
+}
 
-cleanup:
-	ring_buffer__free(rb);
-	if (slots != MAP_FAILED)
-		munmap((void *)slots, n_slots * sizeof(*slots));
-	iotape_bpf__destroy(skel);
-	if (stats_fd >= 0)
-		close(stats_fd);
+static void run_free(struct run *r)
+{
+	ring_buffer__free(r->rb);
+	if (r->slots != MAP_FAILED)
+		munmap((void *)r->slots, r->n_slots * sizeof(*r->slots));
+	iotape_bpf__destroy(r->skel);
+	if (r->stats_fd >= 0)
+		close(r->stats_fd);
 	/* Nothing half-written: a file that never got past its header goes. */
-	if (created && st.tw.chunks == 0 && !st.tw.events)
+	if (r->created && st.tw.chunks == 0 && !st.tw.events)
 		unlink(o.out);
 	tw_close(&st.tw);
 	labels_free(&st.labels);
-	free(header);
-	free(meta);
+	free(r->header);
+	free(r->meta);
+}
+
+int main(int argc, char **argv)
+{
+	struct run r = { .slots = MAP_FAILED, .stats_fd = -1 };
+	const char *reason;
+	int err = 0, ret = 1;
+
+	parse_args(argc, argv);
+	st.tw.fd = -1;
+	if (!setup(&r) && !start(&r)) {
+		reason = drain(&r, &err);
+		if (!st.tw.err && o.drain_ms)
+			drain_in_flight(&r);
+		ret = finish(&r, reason, err);
+	}
+	run_free(&r);
 	return ret;
 }

@@ -37,6 +37,40 @@ def _kernel_ready() -> None:
     need(rec.LOADER.exists(), f"the loader built at {rec.LOADER} (make native)")
 
 
+# Skips that name an external service CI cannot have: the variable that opts in.
+# Under CI=true every other skip fails (see pytest_runtest_makereport).
+OPT_IN_SKIPS = ("IOTAPE_TEST_CLICKHOUSE_URL",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that reaches the `kernel` fixture must say so with the `kernel` marker,
+    so that `-m "not kernel"` is a subset that runs without root, BPF or loop devices."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "kernel" in getattr(item, "fixturenames", ())
+        and item.get_closest_marker("kernel") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the kernel fixture without @pytest.mark.kernel: " + ", ".join(unmarked)
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """Under CI=true a skipped test fails: a missing tool or device must not pass
+    unnoticed. The exception: a skip that names one of OPT_IN_SKIPS (the ClickHouse
+    server test runs only where IOTAPE_TEST_CLICKHOUSE_URL points at a server)."""
+    report = yield
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        if not any(name in reason for name in OPT_IN_SKIPS):
+            report.outcome = "failed"
+            report.longrepr = f"CI=true and this test was skipped: {reason}"
+    return report
+
+
 @pytest.fixture(autouse=True)
 def no_traceback_in_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every bad-input case of the suite: the error a user would see (`iotape: error:`

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 _FIO_OPS = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"], "sync": OP["flush"]}

@@ -11,7 +11,7 @@ from trace_helpers import header, workload_records
 
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import open_store
-from recorder.tracefile.core import TraceWriter
+from recorder.tracefile import TraceWriter
 
 N = 20_000
 

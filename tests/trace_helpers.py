@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from recorder.tracefile.core import CHUNK_HEADER_SIZE, RECORD_SIZE, TraceWriter, open_trace
+from recorder.tracefile import CHUNK_HEADER_SIZE, RECORD_SIZE, TraceWriter, open_trace
 
 DT = schemas.record_dtype()
 SDA = (8 << 20) | 0

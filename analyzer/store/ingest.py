@@ -45,7 +45,7 @@ from analyzer.store import catalog
 from analyzer.store.event_batches import chunk_batches
 from analyzer.store.interface import Store
 from iotape.errors import IotapeError
-from recorder.tracefile.core import content_sha256, open_trace
+from recorder.tracefile import content_sha256, open_trace
 
 # Every table that holds rows of a run, for deletes and for cleaning up after a crash.
 DATA_TABLES = (

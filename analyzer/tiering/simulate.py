@@ -284,7 +284,7 @@ def load_run(store: Store, ref: str) -> tuple[dict[str, Any], Events]:
 
 def load_trace(path: str) -> Events:
     """A trace file's reads and writes, without a store (the benchmark, scripts)."""
-    from recorder.tracefile.core import open_trace
+    from recorder.tracefile import open_trace
 
     with open_trace(path) as tr:
         r = tr.read_all()

@@ -17,15 +17,17 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels, procstat
-from recorder.capture.record import Progress, RecordOptions, RecordResult
-from recorder.tracefile.core import TraceWriter
+from recorder.capture import procstat
+from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
 MAP_KEYS = 262144
@@ -122,118 +124,143 @@ def _to_records(lines: list[str], start_ns: int, ops: set[int] | None) -> np.nda
     return recs
 
 
-def record(
-    opts: RecordOptions,
-    devs: list[devices.Device],
-    meta: dict,
-    extents: list[labels.Extent],
-    progress: Progress | None = None,
-) -> RecordResult:
+@dataclass
+class _Bpftrace:
+    """A running bpftrace and what its stderr and the stop watcher learned."""
+
+    proc: subprocess.Popen[str]
+    lost: int = 0
+    errors: list[str] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+    stop_reason: str = "signal"
+
+    def read_stderr(self) -> None:
+        assert self.proc.stderr
+        for line in self.proc.stderr:
+            m = _LOST.search(line)
+            if m:
+                self.lost += int(m.group(1))
+            elif line.startswith("ERROR") and "RLIMIT_MEMLOCK" not in line:
+                self.errors.append(line.strip())
+
+
+def _launch(opts: RecordOptions, devs: list[devices.Device], cgroups: list[int]) -> _Bpftrace:
     if shutil.which("bpftrace") is None:
         raise IotapeError("bpftrace: not installed (apt-get install bpftrace)")
     _ensure_tracefs()
-    cgroups = meta["filters"]["cgroups"]
-    text = script(devs, opts.pids, cgroups, opts.comms)
-    ops = {OP[o] for o in opts.ops} or None
     env = {**os.environ, "BPFTRACE_MAP_KEYS_MAX": str(MAP_KEYS)}
     proc = subprocess.Popen(
-        ["bpftrace", "-e", text],
+        ["bpftrace", "-e", script(devs, opts.pids, cgroups, opts.comms)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
         start_new_session=True,
     )
-    lost = [0]
-    usage: dict = {}
-    errors: list[str] = []
+    bt = _Bpftrace(proc)
+    threading.Thread(target=bt.read_stderr, daemon=True).start()
+    return bt
 
-    def read_err() -> None:
-        assert proc.stderr
-        for line in proc.stderr:
-            m = _LOST.search(line)
-            if m:
-                lost[0] += int(m.group(1))
-            elif line.startswith("ERROR") and "RLIMIT_MEMLOCK" not in line:
-                errors.append(line.strip())
 
-    threading.Thread(target=read_err, daemon=True).start()
-    assert proc.stdout
-    first = ""
-    for line in proc.stdout:
+def _start_ns(bt: _Bpftrace) -> int:
+    """The CLOCK_MONOTONIC time the BEGIN probe printed, once every probe is attached."""
+    assert bt.proc.stdout
+    for line in bt.proc.stdout:
         if line.startswith("S "):
-            first = line
+            return int(line.split()[1])
+    bt.proc.wait()
+    raise IotapeError(f"bpftrace: {bt.errors[-1] if bt.errors else 'failed to attach'}")
+
+
+def _stop_when_done(bt: _Bpftrace, child: subprocess.Popen | None, deadline: float | None) -> None:
+    """Stop bpftrace when the command exits or the duration is over (a thread)."""
+    while bt.proc.poll() is None:
+        if child is not None and child.poll() is not None:
+            bt.stop_reason = "command-exit"
             break
-    if not first:
-        proc.wait()
-        raise IotapeError(f"bpftrace: {errors[-1] if errors else 'failed to attach'}")
-    mono_start = int(first.split()[1])
-    wall_start = time.time_ns() - (time.monotonic_ns() - mono_start)
-    header = {**meta, "mono_start_ns": mono_start, "wall_start_ns": wall_start}
-    stop_reason = "signal"
+        if deadline and time.monotonic() >= deadline:
+            bt.stop_reason = "duration"
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)  # let the last completions print
+    bt.usage.update(procstat.cpu_and_rss(bt.proc.pid))
+    if bt.proc.poll() is None:
+        bt.proc.send_signal(signal.SIGINT)
+
+
+def _copy_events(
+    bt: _Bpftrace,
+    writer: TraceWriter,
+    mono_start: int,
+    ops: set[int] | None,
+    extents: list[Extent],
+    progress: Progress | None,
+) -> int:
+    """Write bpftrace's completion lines as records until it exits; the event count."""
+    assert bt.proc.stdout
     events = 0
+
+    def flush(batch: list[str]) -> None:
+        nonlocal events
+        recs = _to_records(batch, mono_start, ops)
+        apply_streams(recs, extents)
+        writer.write(recs)
+        events += len(recs)
+
+    batch: list[str] = []
+    last = time.monotonic()
+    try:
+        for line in bt.proc.stdout:
+            if line.startswith("E "):
+                batch.append(line.rstrip("\n"))
+            if len(batch) >= 8192 or (batch and time.monotonic() - last > 1):
+                flush(batch)
+                batch, last = [], time.monotonic()
+                if progress:
+                    progress({"type": "progress", "events": events, "lost": bt.lost})
+    except KeyboardInterrupt:
+        bt.proc.send_signal(signal.SIGINT)
+        for line in bt.proc.stdout:
+            if line.startswith("E "):
+                batch.append(line.rstrip("\n"))
+    flush(batch)
+    return events
+
+
+def record(
+    opts: RecordOptions,
+    devs: list[devices.Device],
+    meta: dict,
+    extents: list[Extent],
+    progress: Progress | None = None,
+) -> RecordResult:
+    bt = _launch(opts, devs, meta["filters"]["cgroups"])
+    ops = {OP[o] for o in opts.ops} or None
+    mono_start = _start_ns(bt)
+    wall_start = time.time_ns() - (time.monotonic_ns() - mono_start)
+    header: TraceHeader = {**meta, "mono_start_ns": mono_start, "wall_start_ns": wall_start}
     command_exit = None
-    child = None
     with TraceWriter(opts.output, header) as writer:
         if progress:
             progress({"type": "ready", "mono_start_ns": mono_start})
-        if opts.command:
-            child = subprocess.Popen(opts.command)
+        child = subprocess.Popen(opts.command) if opts.command else None
         deadline = time.monotonic() + opts.duration if opts.duration else None
-
-        def stopper() -> None:
-            nonlocal stop_reason
-            while proc.poll() is None:
-                if child is not None and child.poll() is not None:
-                    stop_reason = "command-exit"
-                    break
-                if deadline and time.monotonic() >= deadline:
-                    stop_reason = "duration"
-                    break
-                time.sleep(0.05)
-            time.sleep(0.2)  # let the last completions print
-            usage.update(procstat.cpu_and_rss(proc.pid))
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-
-        threading.Thread(target=stopper, daemon=True).start()
-        batch: list[str] = []
-        last = time.monotonic()
-        try:
-            for line in proc.stdout:
-                if line.startswith("E "):
-                    batch.append(line.rstrip("\n"))
-                if len(batch) >= 8192 or (batch and time.monotonic() - last > 1):
-                    recs = _to_records(batch, mono_start, ops)
-                    labels.apply_streams(recs, extents)
-                    writer.write(recs)
-                    events += len(recs)
-                    batch, last = [], time.monotonic()
-                    if progress:
-                        progress({"type": "progress", "events": events, "lost": lost[0]})
-        except KeyboardInterrupt:
-            proc.send_signal(signal.SIGINT)
-            for line in proc.stdout:
-                if line.startswith("E "):
-                    batch.append(line.rstrip("\n"))
-        recs = _to_records(batch, mono_start, ops)
-        labels.apply_streams(recs, extents)
-        writer.write(recs)
-        events += len(recs)
-        proc.wait()
+        threading.Thread(target=_stop_when_done, args=(bt, child, deadline), daemon=True).start()
+        events = _copy_events(bt, writer, mono_start, ops, extents, progress)
+        bt.proc.wait()
         if child is not None:
             command_exit = child.wait()
         end_mono = time.monotonic_ns()
-        footer = {
-            "lost": {"perf_buffer": lost[0]},
+        footer: TraceFooter = {
+            "lost": {"perf_buffer": bt.lost},
             "pre_start": 0,
             "end_mono_ns": end_mono,
             "end_wall_ns": time.time_ns(),
             "duration_ns": end_mono - mono_start,
-            "stop_reason": stop_reason,
-            "cpu": {k: usage[k] for k in ("user_s", "sys_s") if k in usage},
+            "stop_reason": bt.stop_reason,
+            "cpu": {k: bt.usage[k] for k in ("user_s", "sys_s") if k in bt.usage},
             "repaired": False,
         }
         writer.close(footer)
-    summary = {**footer, "events": events, "process": usage}
+    summary: RecordSummary = {**footer, "events": events, "process": bt.usage}
     return RecordResult(opts.output, summary, command_exit)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values
-from recorder.capture.record import RecordOptions
+from recorder.capture.record import RecordOptions, RecordResult
 from recorder.capture.record import record as run_record
 
 err = Console(stderr=True)
@@ -50,6 +50,26 @@ class _LiveStatus:
 
 
 Many = list[str] | None
+
+
+def _outcome(result: RecordResult) -> str:
+    """The one-line account of a capture: events, losses, what was left out, its cost."""
+    s = result.summary
+    lost = s.get("lost", {})
+    lost_total = sum(lost.values()) if isinstance(lost, dict) else int(lost)
+    cpu = s.get("cpu", {})
+    proc = s.get("process", {})
+    left = s.get("in_flight_at_stop", 0)
+    return (
+        f"{result.output}: {s.get('events', 0):,} events in {s.get('duration_ns', 0) / 1e9:.1f} s, "
+        f"{lost_total:,} lost"
+        + (f" ({', '.join(f'{k} {v}' for k, v in lost.items() if v)})" if lost_total else "")
+        + f", {s.get('pre_start', 0):,} already in flight at start (left out)"
+        + (f", {left:,} still in flight at stop (not recorded)" if left else "")
+        + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
+        + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
+        + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else "")
+    )
 
 
 def record(
@@ -111,24 +131,8 @@ def record(
         result = run_record(opts, progress=status)
     finally:
         status.close()
-    s = result.summary
     if json_out:
-        print(json.dumps(s))
-    lost = s.get("lost", {})
-    lost_total = sum(lost.values()) if isinstance(lost, dict) else int(lost)
-    cpu = s.get("cpu", {})
-    proc = s.get("process", {})
-    left = s.get("in_flight_at_stop", 0)
-    err.print(
-        f"{result.output}: {s.get('events', 0):,} events in {s.get('duration_ns', 0) / 1e9:.1f} s, "
-        f"{lost_total:,} lost"
-        + (f" ({', '.join(f'{k} {v}' for k, v in lost.items() if v)})" if lost_total else "")
-        + f", {s.get('pre_start', 0):,} already in flight at start (left out)"
-        + (f", {left:,} still in flight at stop (not recorded)" if left else "")
-        + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
-        + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
-        + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else ""),
-        highlight=False,
-    )
+        print(json.dumps(result.summary))
+    err.print(_outcome(result), highlight=False)
     if result.command_exit:
         raise typer.Exit(result.command_exit)

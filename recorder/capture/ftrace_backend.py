@@ -19,16 +19,17 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels
-from recorder.capture.record import Progress, RecordOptions, RecordResult
-from recorder.importers import blktrace as bt
-from recorder.tracefile.core import TraceWriter
+from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.importers import blkpair, blkparse
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
 BUFFER_KB = 16384
@@ -146,103 +147,128 @@ def _keep(recs: np.ndarray, opts: RecordOptions) -> np.ndarray:
     return recs[mask]
 
 
+@dataclass
+class _Capture:
+    """The trace pipe, the request pairer and the writer while a capture runs."""
+
+    pipe: _Pipe
+    writer: TraceWriter
+    opts: RecordOptions
+    wanted: set[int]
+    extents: list[Extent]
+    mono_start: int
+    pairer: blkpair.Pairer = field(default_factory=blkpair.Pairer)
+    events: int = 0
+
+    def drain(self, timeout: float) -> int:
+        """Feed the pairer what the pipe holds; the number of events taken."""
+        got = 0
+        for raw in self.pipe.lines(timeout):
+            line = raw.decode(errors="replace")
+            try:
+                e = blkparse.parse_text_line(line)
+            except blkparse.BadLine:
+                continue  # ftrace's own notes ("CPU:1 [LOST 12 EVENTS]")
+            if e is None or e.dev not in self.wanted:
+                continue
+            if e.act == "Q" and (named := blkparse.text_comm(line)):
+                self.pairer.comms[named[0]] = named[1]
+            self.pairer.add(e)
+            got += 1
+        return got
+
+    def flush(self) -> None:
+        recs = _keep(self.pairer.take(self.mono_start), self.opts)
+        apply_streams(recs, self.extents)
+        self.writer.write(recs)
+        self.events += len(recs)
+
+
+def _run(cap: _Capture, child: subprocess.Popen | None, progress: Progress | None) -> str:
+    """Record until the command exits, the duration ends or SIGINT; the stop reason."""
+    opts = cap.opts
+    deadline = time.monotonic() + opts.duration if opts.duration else None
+    stop_reason = "signal"
+    try:
+        while True:
+            cap.drain(0.1)
+            cap.flush()
+            if progress:
+                progress({"type": "progress", "events": cap.events, "lost": 0})
+            if child is not None and child.poll() is not None:
+                stop_reason = "command-exit"
+                break
+            if deadline and time.monotonic() >= deadline:
+                stop_reason = "duration"
+                break
+    except KeyboardInterrupt:
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGINT)
+    # The last completions: read until the pipe stays empty.
+    while cap.drain(0.2):
+        pass
+    cap.flush()
+    return stop_reason
+
+
+def _start_command(command: list[str]) -> subprocess.Popen | None:
+    if not command:
+        return None
+    try:
+        return subprocess.Popen(command)
+    except OSError as e:
+        raise IotapeError(f"{command[0]}: cannot run: {e.strerror}") from None
+
+
+def _footer(cap: _Capture, lost: int, stop_reason: str) -> TraceFooter:
+    unpaired = cap.pairer.finish()
+    end_mono = time.monotonic_ns()
+    return {
+        "lost": {"ring_overrun": lost},
+        # A completion with nothing before it started before the capture.
+        "pre_start": unpaired.get("complete_without_issue", 0),
+        "in_flight_at_stop": unpaired.get("issued_never_completed", 0),
+        "unpaired": unpaired,
+        "end_mono_ns": end_mono,
+        "end_wall_ns": time.time_ns(),
+        "duration_ns": end_mono - cap.mono_start,
+        "stop_reason": stop_reason,
+        "repaired": False,
+    }
+
+
 def record(
     opts: RecordOptions,
     devs: list[devices.Device],
     meta: dict,
-    extents: list[labels.Extent],
+    extents: list[Extent],
     progress: Progress | None = None,
 ) -> RecordResult:
     if opts.cgroups:
         raise IotapeError("--backend ftrace cannot filter by cgroup (the blk tracer has no cgroup)")
-    wanted = {d.dev for d in devs}
-    pairer = bt.Pairer()
-    events = 0
     command_exit = None
-    stop_reason = "signal"
     with blk_tracer(devs):
         overrun0 = _overruns()
         pipe = _Pipe()
         mono_start = time.monotonic_ns()
-        wall_start = time.time_ns()
-        header = {**meta, "mono_start_ns": mono_start, "wall_start_ns": wall_start}
+        header: TraceHeader = {**meta, "mono_start_ns": mono_start, "wall_start_ns": time.time_ns()}
         child = None
         try:
             with TraceWriter(opts.output, header) as writer:
+                cap = _Capture(pipe, writer, opts, {d.dev for d in devs}, extents, mono_start)
                 if progress:
                     progress({"type": "ready", "mono_start_ns": mono_start})
-                if opts.command:
-                    try:
-                        child = subprocess.Popen(opts.command)
-                    except OSError as e:
-                        raise IotapeError(f"{opts.command[0]}: cannot run: {e.strerror}") from None
-                deadline = time.monotonic() + opts.duration if opts.duration else None
-
-                def drain(timeout: float) -> int:
-                    got = 0
-                    for raw in pipe.lines(timeout):
-                        line = raw.decode(errors="replace")
-                        try:
-                            e = bt.parse_text_line(line)
-                        except bt.BadLine:
-                            continue  # ftrace's own notes ("CPU:1 [LOST 12 EVENTS]")
-                        if e is None or e.dev not in wanted:
-                            continue
-                        if e.act == "Q" and (named := bt.text_comm(line)):
-                            pairer.comms[named[0]] = named[1]
-                        pairer.add(e)
-                        got += 1
-                    return got
-
-                def flush() -> None:
-                    nonlocal events
-                    recs = _keep(pairer.take(mono_start), opts)
-                    labels.apply_streams(recs, extents)
-                    writer.write(recs)
-                    events += len(recs)
-
-                try:
-                    while True:
-                        drain(0.1)
-                        flush()
-                        if progress:
-                            progress({"type": "progress", "events": events, "lost": 0})
-                        if child is not None and child.poll() is not None:
-                            stop_reason = "command-exit"
-                            break
-                        if deadline and time.monotonic() >= deadline:
-                            stop_reason = "duration"
-                            break
-                except KeyboardInterrupt:
-                    if child is not None and child.poll() is None:
-                        child.send_signal(signal.SIGINT)
-                # The last completions: read until the pipe stays empty.
-                while drain(0.2):
-                    pass
-                flush()
+                child = _start_command(opts.command)
+                stop_reason = _run(cap, child, progress)
                 if child is not None:
                     command_exit = child.wait()
                     child = None
-                unpaired = pairer.finish()
-                lost = _overruns() - overrun0
-                end_mono = time.monotonic_ns()
-                footer = {
-                    "lost": {"ring_overrun": lost},
-                    # A completion with nothing before it started before the capture.
-                    "pre_start": unpaired.get("complete_without_issue", 0),
-                    "in_flight_at_stop": unpaired.get("issued_never_completed", 0),
-                    "unpaired": unpaired,
-                    "end_mono_ns": end_mono,
-                    "end_wall_ns": time.time_ns(),
-                    "duration_ns": end_mono - mono_start,
-                    "stop_reason": stop_reason,
-                    "repaired": False,
-                }
+                footer = _footer(cap, _overruns() - overrun0, stop_reason)
                 writer.close(footer)
         finally:
             pipe.close()
             if child is not None and child.poll() is None:
                 child.kill()
                 child.wait()
-    summary = {**footer, "events": events, "process": {}}
+    summary: RecordSummary = {**footer, "events": cap.events, "process": {}}
     return RecordResult(opts.output, summary, command_exit)

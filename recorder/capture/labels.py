@@ -12,13 +12,11 @@ import fcntl
 import glob
 import os
 import struct
-from dataclasses import dataclass
-
-import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.capture import devices
+from recorder.tracefile import devices
+from recorder.tracefile.streams import Extent
 
 FS_IOC_FIEMAP = 0xC020660B
 FIEMAP_FLAG_SYNC = 0x1
@@ -35,15 +33,6 @@ _ALIASES = {
     "log": ("log-read", "log-write"),
 }
 FIRST_USER_STREAM = 32
-
-
-@dataclass(frozen=True)
-class Extent:
-    dev: int
-    start: int
-    end: int
-    read_stream: int
-    write_stream: int
 
 
 def file_extents(path: str) -> list[tuple[int, int]]:
@@ -143,29 +132,3 @@ def thread_rule_args() -> list[str]:
         w = known[rule["write"]] if "write" in rule else 0
         out.append(f"{rule['prefix']}:{r}:{w}")
     return out
-
-
-def apply_streams(records: np.ndarray, extents: list[Extent]) -> None:
-    """Label records in place, as the loader does while draining: thread-name rules
-    (longest prefix wins), then file extents (which win over rules). Reads get the
-    read stream; every other op the write stream. For backends that cannot label in C."""
-    read = records["op"] == schemas.enum("op")["read"]
-    known = schemas.enum("stream")
-    for rule in sorted(schemas.thread_rules(), key=lambda r: len(r["prefix"])):
-        hit = np.char.startswith(records["comm"], rule["prefix"].encode())
-        r = known.get(rule.get("read", ""), 0)
-        w = known.get(rule.get("write", ""), 0)
-        records["stream"] = np.where(hit, np.where(read, r, w), records["stream"])
-    if not extents:
-        return
-    for dev in {e.dev for e in extents}:
-        ext = [e for e in extents if e.dev == dev]
-        starts = np.array([e.start for e in ext], dtype=np.uint64)
-        ends = np.array([e.end for e in ext], dtype=np.uint64)
-        rs = np.array([e.read_stream for e in ext], dtype=np.uint8)
-        ws = np.array([e.write_stream for e in ext], dtype=np.uint8)
-        on_dev = (records["dev"] == dev) & (records["bytes"] > 0)
-        idx = np.searchsorted(starts, records["offset"], side="right") - 1
-        safe = np.clip(idx, 0, len(ext) - 1)
-        inside = on_dev & (idx >= 0) & (records["offset"] < ends[safe])
-        records["stream"] = np.where(inside, np.where(read, rs[safe], ws[safe]), records["stream"])

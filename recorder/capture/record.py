@@ -21,11 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import schemas
 from iotape import __version__
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels
+from recorder.capture import labels
+from recorder.tracefile import TraceFooter, devices
+from recorder.tracefile.streams import Extent
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
 READY_TIMEOUT_S = 60.0
@@ -53,10 +56,18 @@ class RecordOptions:
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 
+class RecordSummary(TraceFooter, total=False):
+    """The trace's footer (events and chunks filled in) and the recorder process's
+    peak RSS and CPU (`iotape record --json`)."""
+
+    type: str  # "done": the loader's last progress line
+    process: dict[str, Any]
+
+
 @dataclass
 class RecordResult:
     output: Path
-    summary: dict
+    summary: RecordSummary
     command_exit: int | None
 
 
@@ -172,7 +183,7 @@ def loader_argv(
     return argv
 
 
-def _write_extents(extents: list[labels.Extent], tmpdir: str) -> str | None:
+def _write_extents(extents: list[Extent], tmpdir: str) -> str | None:
     if not extents:
         return None
     path = os.path.join(tmpdir, "extents.txt")
@@ -376,4 +387,6 @@ def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResu
             raise
     if rc != 0 or loader.done is None:
         raise IotapeError(f"{opts.output}: {loader.error_line()}")
-    return RecordResult(opts.output, {**loader.done, "process": loader.usage}, command_exit)
+    # The loader's "done" line is its footer JSON (iotape-rec.c, footer_json).
+    summary = cast(RecordSummary, {**loader.done, "process": loader.usage})
+    return RecordResult(opts.output, summary, command_exit)

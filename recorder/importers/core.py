@@ -9,34 +9,28 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
-import lzma
 import os
-import re
-import shutil
-import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
 from iotape import __version__
 from iotape.errors import IotapeError
-from recorder.capture import devices, labels
+from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection
-from recorder.importers import textformats, textlines
-from recorder.tracefile.core import TraceWriter, default_streams
+from recorder.importers.devicetable import DeviceTable, parse_device_map
+from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_input, peek
+from recorder.importers.readers import READERS
+from recorder.importers.textrecords import Context
+from recorder.tracefile import TraceFooter, TraceWriter, default_streams, devices
+from recorder.tracefile.streams import apply_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
-# Devices we make up for formats without device numbers: a major from the range
-# Linux reserves for local/experimental use, so they never look like a real disk.
-SYNTH_MAJOR = 240
-_GZ, _XZ, _ZST = b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"
 
 Progress = Callable[[dict], None]
 
@@ -44,164 +38,24 @@ Progress = Callable[[dict], None]
 # --------------------------------------------------------------------------- input
 
 
-class _Counted:
-    """A stream that counts the compressed bytes read, for progress."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self.f = f
-        self.pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.pos += len(data)
-        return data
-
-    def readline(self, n: int = -1) -> bytes:
-        data = self.f.readline(n)
-        self.pos += len(data)
-        return data
-
-    def __iter__(self) -> Iterator[bytes]:
-        return iter(self.readline, b"")
-
-
-@contextlib.contextmanager
-def open_input(path: str | os.PathLike) -> Iterator[tuple[BinaryIO, _Counted]]:
-    """(decompressed stream, raw-byte counter) for a plain, gzip, xz or zstd file."""
-    try:
-        raw = open(path, "rb")  # noqa: SIM115 (closed in the finally below)
-    except FileNotFoundError:
-        raise IotapeError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise IotapeError(f"{path}: is a directory") from None
-    except PermissionError:
-        raise IotapeError(f"{path}: permission denied") from None
-    proc = None
-    try:
-        head = raw.read(6)
-        raw.seek(0)
-        counted = _Counted(raw)
-        if head.startswith(_GZ):
-            stream = gzip.GzipFile(fileobj=counted, mode="rb")
-        elif head.startswith(_XZ):
-            stream = lzma.LZMAFile(counted, mode="rb")  # noqa: SIM115
-        elif head.startswith(_ZST):
-            # python-zstandard is not a dependency; the zstd tool decompresses in a pipe.
-            if shutil.which("zstd") is None:
-                raise IotapeError(f"{path}: zstd-compressed, and the zstd tool is not installed")
-            proc = subprocess.Popen(
-                ["zstd", "-dc", "--", os.fspath(path)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            # Progress cannot see into the pipe; it shows events only.
-            stream = proc.stdout
-        else:
-            stream = counted
-        try:
-            yield stream, counted
-        except (EOFError, OSError, lzma.LZMAError) as e:
-            raise IotapeError(f"{path}: damaged compressed data: {e}") from None
-        # A reader that stopped early (detection reads 64 KiB) leaves zstd blocked on
-        # a full pipe: waiting for it would hang, and there is no outcome to check.
-        if proc is not None and not proc.stdout.read(1) and proc.wait() != 0:
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            raise IotapeError(f"{path}: zstd: {err[-1] if err else 'failed'}")
-    finally:
-        if proc is not None:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
-        raw.close()
-
-
-PEEK_BYTES = 65536
-
-
-def _peek(path: str | os.PathLike, n: int = PEEK_BYTES) -> bytes:
-    with open_input(path) as (f, _):
-        return f.read(n)
-
-
 # --------------------------------------------------------------------------- detection
 
 
 def detect(path: str | os.PathLike) -> str:
     """The format of a file, from its content (see recorder/importers/detect.py)."""
-    head = _peek(path, PEEK_BYTES + 1)
+    head = peek(path, PEEK_BYTES + 1)
     whole = len(head) <= PEEK_BYTES
     return detection.detect_format(head[:PEEK_BYTES], whole, str(path))
 
 
-# --------------------------------------------------------------------------- devices
-
-
-@dataclass
-class DeviceTable:
-    """Device keys of the input → record `dev` numbers and the header's device table."""
-
-    fmt: str
-    mapping: dict[str, str] = field(default_factory=dict)
-    by_key: dict[str, int] = field(default_factory=dict)
-    entries: dict[int, dict] = field(default_factory=dict)
-
-    def __call__(self, key: str, native: int | None) -> int:
-        if key in self.by_key:
-            return self.by_key[key]
-        target = self.mapping.get(key)
-        if target is not None:
-            entry = _mapped_device(key, target, self.fmt)
-        else:
-            dev = native if native is not None else devices.kdev(SYNTH_MAJOR, len(self.by_key))
-            major, minor = devices.split_kdev(dev)
-            entry = _device_entry(f"{self.fmt}:{key}", dev, major, minor)
-        self.by_key[key] = entry["dev"]
-        self.entries.setdefault(entry["dev"], {**entry, "source_key": key})
-        return entry["dev"]
-
-    def header(self) -> list[dict]:
-        return [self.entries[d] for d in sorted(self.entries)]
-
-
-def _device_entry(name: str, dev: int, major: int, minor: int) -> dict:
-    return {
-        "name": name,
-        "dev": dev,
-        "major": major,
-        "minor": minor,
-        "model": "",
-        "firmware": "",
-        "rotational": None,
-        "logical_block_size": 512,
-        "capacity_bytes": 0,
-        "partition": None,
-    }
-
-
-def _mapped_device(key: str, target: str, fmt: str) -> dict:
-    if target.startswith("/dev/"):
-        d = devices.resolve(target)
-        return {**d.to_json(), "partition": None}
-    m = re.fullmatch(r"(?:(.+)=)?(\d+):(\d+)", target)
-    if m:
-        major, minor = int(m.group(2)), int(m.group(3))
-        return _device_entry(m.group(1) or f"{fmt}:{key}", devices.kdev(major, minor), major, minor)
-    raise IotapeError(f"--device-map {key}={target}: expected /dev/NAME, MAJ:MIN or NAME=MAJ:MIN")
-
-
-def parse_device_map(specs: list[str]) -> dict[str, str]:
-    out = {}
-    for s in specs:
-        key, sep, target = s.partition("=")
-        if not sep or not key or not target:
-            raise IotapeError(f"--device-map {s!r}: expected KEY=DEVICE, e.g. hm_0=/dev/sdb")
-        out[key] = target
-    return out
-
-
 # --------------------------------------------------------------------------- import
+
+
+class ImportSummary(TraceFooter, total=False):
+    """The footer an import wrote, and the format it read (`iotape import --json`)."""
+
+    format: str
+    detected: str | None  # the format `auto` found, None when it was named
 
 
 @dataclass
@@ -209,7 +63,7 @@ class ImportResult:
     output: Path
     format: str
     events: int
-    summary: dict
+    summary: ImportSummary
 
 
 def import_trace(
@@ -250,7 +104,7 @@ def import_trace(
             break
         # A record earlier than the first block's start: import again from the true start.
         base = again
-    summary = {**state.footer, "format": fmt, "detected": detected}
+    summary: ImportSummary = {**state.footer, "format": fmt, "detected": detected}
     return ImportResult(out, fmt, state.events, summary)
 
 
@@ -266,7 +120,7 @@ class _Run:
     argv: list[str] | None
     events: int = 0
     done_bytes: int = 0
-    footer: dict = field(default_factory=dict)
+    footer: TraceFooter = field(default_factory=lambda: TraceFooter())
 
     def header(self, wall_start: int | None, extra: dict) -> dict:
         return {
@@ -282,7 +136,7 @@ class _Run:
             | extra,
         }
 
-    def tick(self, counter: _Counted, events: int) -> None:
+    def tick(self, counter: Counted, events: int) -> None:
         self.events += events
         if self.progress:
             self.progress(
@@ -311,11 +165,11 @@ class _Spool:
         )
 
     def write(self, recs: np.ndarray) -> None:
-        labels.apply_streams(recs, [])
+        apply_streams(recs, [])
         self.writer.write(recs)
 
-    def finish(self, header: dict, footer: dict) -> None:
-        from recorder.tracefile.core import open_trace
+    def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
+        from recorder.tracefile import open_trace
 
         try:
             self.writer.close({})
@@ -333,10 +187,10 @@ class _Spool:
 
 def _import_text(run: _Run, base: float | None) -> float | None:
     spec = textformats.FORMATS[run.fmt]
-    ctx = textformats.Context(
+    ctx = Context(
         skip_bad=run.skip_bad, base=base, device_id=run.table, relative=spec.epoch is None
     )
-    reader = textformats.READERS[spec.kind]
+    reader = READERS[spec.kind]
     spool = _Spool(run.output)
     try:
         for path in run.paths:
@@ -374,24 +228,24 @@ FILETIME_NS = textformats.FILETIME_UNIX_OFFSET * 100
 
 
 def _import_blktrace(run: _Run, base: float | None) -> None:
-    pairer = bt.Pairer()
-    info = bt.BinaryInfo(comms=pairer.comms)
+    pairer = blkpair.Pairer()
+    info = blkbinary.BinaryInfo(comms=pairer.comms)
     spool = _Spool(run.output)
     extra: dict = {}
-    ignored = None if run.fmt == "blktrace" else textlines.Ignored()
+    ignored: textlines.Ignored | None = None
+    summary: blkparse.Summary | None = None
     try:
         with contextlib.ExitStack() as stack:
             opened = [stack.enter_context(open_input(p)) for p in run.paths]
-            counter = _MultiCounter([c for _, c in opened])
+            counter = MultiCounter([c for _, c in opened])
             if run.fmt == "blktrace":
                 streams = [
-                    bt.read_binary(f, str(p), info)
+                    blkbinary.read_binary(f, str(p), info)
                     for (f, _), p in zip(opened, run.paths, strict=True)
                 ]
-                events = bt.merge_cpus(streams)
-                summary = None
+                events = blkbinary.merge_cpus(streams)
             else:
-                summary = bt.Summary()
+                summary, ignored = blkparse.Summary(), textlines.Ignored()
                 events = _text_events(opened, run, pairer, summary, ignored)
             first = next(events, None)
             start = first.time if first is not None else 0
@@ -419,7 +273,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
         if info.wall_anchor is not None:
             t, w = info.wall_anchor
             wall = w - (t - start)
-        if run.fmt == "blktrace":
+        if summary is None:
             extra["remaps"] = info.remaps
         else:
             check = summary.check()
@@ -444,20 +298,11 @@ def _map_devices(recs: np.ndarray, table: DeviceTable) -> np.ndarray:
     return recs
 
 
-class _MultiCounter(_Counted):
-    def __init__(self, parts: list[_Counted]) -> None:
-        self.parts = parts
-
-    @property
-    def pos(self) -> int:  # type: ignore[override]
-        return sum(p.pos for p in self.parts)
-
-
 def _text_events(
-    opened, run: _Run, pairer: bt.Pairer, summary: bt.Summary, ignored: textlines.Ignored
+    opened, run: _Run, pairer: blkpair.Pairer, summary: blkparse.Summary, ignored: textlines.Ignored
 ) -> Iterator[bt.Event]:
     """Events of blkparse text files; counts lines per device for the self-check."""
-    ctx = textformats.Context(skip_bad=run.skip_bad)
+    ctx = Context(skip_bad=run.skip_bad)
     for (f, _), path in zip(opened, run.paths, strict=True):
         header_due = True  # until the first non-empty line of this file
         for lineno, raw in enumerate(f, 1):
@@ -480,8 +325,8 @@ def _text_events(
             if summary.feed(line):
                 continue
             try:
-                e = bt.parse_text_line(line)
-            except bt.BadLine as err:
+                e = blkparse.parse_text_line(line)
+            except blkparse.BadLine as err:
                 ctx.reject(f"{path}: line {lineno}", str(err))
                 continue
             dev = line.split(None, 1)[0]
@@ -490,7 +335,7 @@ def _text_events(
                 continue
             if e.act == "Q":
                 summary.queued[dev] = summary.queued.get(dev, 0) + 1
-                named = bt.text_comm(line)
+                named = blkparse.text_comm(line)
                 if named:
                     pairer.comms.setdefault(*named)
             yield e

@@ -14,7 +14,10 @@ import re
 from iotape.errors import IotapeError
 from recorder.importers import blktrace as bt
 from recorder.importers import textformats, textlines
-from recorder.tracefile.core import HEADER_MAGIC
+from recorder.importers.csvread import sniff
+from recorder.importers.readers import vscsi_version
+from recorder.importers.textrecords import BadValue
+from recorder.tracefile import HEADER_MAGIC
 
 # Lines of a text sample the text tests look at.
 SAMPLE_LINES = 20
@@ -91,8 +94,8 @@ def _blktrace(head: bytes) -> str | None:
 
 def _vscsi(head: bytes) -> str | None:
     try:
-        textformats.vscsi_version(head)
-    except textformats.BadValue as e:
+        vscsi_version(head)
+    except BadValue as e:
         return str(e).removeprefix("field ver: ")
     return None
 
@@ -112,7 +115,7 @@ def _text_reason(name: str, lines: Lines) -> str | None:
         return "no text lines besides comments and blanks"
     if name == "blkparse":
         return _blkparse(lines)
-    return textformats.sniff(textformats.FORMATS[name], lines)
+    return sniff(textformats.FORMATS[name], lines)
 
 
 def _blkparse(lines: Lines) -> str | None:

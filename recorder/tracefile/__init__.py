@@ -1,1 +1,41 @@
-"""The `.iot` trace-file library: read, write, scan, check and repair, describe, convert."""
+"""The `.iot` trace-file library: read, write, scan, check and repair, describe, convert.
+
+The names other components use live here; the modules below hold them by job:
+`format` (layout constants, header and footer types, encoding), `blocks` (decoding
+and checking each block), `reader`, `writer`, `arrow`, `scan`, `check`, `info`,
+`convert`; and what every producer of records shares: `devices` (the header's device
+table, `dev` numbers) and `streams` (stream labels).
+"""
+
+from recorder.tracefile.arrow import decode_comm, records_to_arrow
+from recorder.tracefile.format import (
+    CHUNK_HEADER_SIZE,
+    HEADER_MAGIC,
+    RECORD_DTYPE,
+    RECORD_SIZE,
+    TraceFooter,
+    TraceFormatError,
+    TraceHeader,
+    default_streams,
+)
+from recorder.tracefile.reader import Trace, content_sha256, open_trace, trace_sha256
+from recorder.tracefile.writer import TraceWriter, write_trace
+
+__all__ = [
+    "CHUNK_HEADER_SIZE",
+    "HEADER_MAGIC",
+    "RECORD_DTYPE",
+    "RECORD_SIZE",
+    "Trace",
+    "TraceFooter",
+    "TraceFormatError",
+    "TraceHeader",
+    "TraceWriter",
+    "content_sha256",
+    "decode_comm",
+    "default_streams",
+    "open_trace",
+    "records_to_arrow",
+    "trace_sha256",
+    "write_trace",
+]

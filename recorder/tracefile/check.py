@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iotape.errors import IotapeError
-from recorder.tracefile.core import encode_footer
+from recorder.tracefile.format import encode_footer
 from recorder.tracefile.scan import Damage, ScanReport, scan
 
 # Footer keys of the damaged original that still hold once chunks are dropped.

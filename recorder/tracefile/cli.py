@@ -59,14 +59,19 @@ def _n(count: int, word: str) -> str:
     return f"{count:,} {word}" + ("" if count == 1 else "s")
 
 
+# Keyed by the header's JSON value: true, false, or whatever a producer wrote.
+_MEDIA: dict[object, str] = {True: "HDD", False: "SSD"}
+
+
 def _size(n: int | None) -> str:
     if not isinstance(n, int):
         return "-"
+    size: float = n
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return str(n)
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 @app.command()
@@ -141,7 +146,7 @@ def _devices_table(devices: list[dict]) -> Table:
                 f"{part.get('end_bytes', 0):,}; partition offset = disk offset - "
                 f"{part.get('start_bytes', 0):,}"
             )
-        media = {True: "HDD", False: "SSD"}.get(d.get("rotational"), "-")
+        media = _MEDIA.get(d.get("rotational"), "-")
         t.add_row(
             str(d.get("name", "-")),
             f"{d.get('major', '-')}:{d.get('minor', '-')}",

@@ -10,6 +10,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,8 @@ import pyarrow.parquet as pq
 import schemas
 from iotape.atomic import replacing
 from iotape.errors import IotapeError
-from recorder.tracefile.core import open_trace, records_to_arrow
+from recorder.tracefile.arrow import records_to_arrow
+from recorder.tracefile.reader import Trace, open_trace
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # Rows per Parquet row group: large enough to compress well, small enough to stay bounded.
@@ -77,12 +79,21 @@ def to_partition_relative(
     return out, int(len(records) - len(out))
 
 
+class ConvertResult(TypedDict):
+    """What `convert` wrote (`iotape trace convert --json`)."""
+
+    path: str
+    format: str
+    rows: int
+    outside_partition: int  # records outside the partition, left out
+
+
 def convert(
     path: str | os.PathLike,
     out: str | os.PathLike,
     partition_relative: bool = False,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
+) -> ConvertResult:
     """Write the trace's records to `out` (.parquet or .csv). Returns what was written.
 
     The trace must be complete and valid (run `iotape trace check --repair` first
@@ -91,7 +102,7 @@ def convert(
     """
     out = Path(out)
     fmt = output_format(out)
-    result = {"path": str(out), "format": fmt, "rows": 0, "outside_partition": 0}
+    result: ConvertResult = {"path": str(out), "format": fmt, "rows": 0, "outside_partition": 0}
     with open_trace(path) as t:
         parts = partition_map(t.header) if partition_relative else []
 
@@ -113,7 +124,7 @@ def convert(
     return result
 
 
-def _metadata(t, partition_relative: bool) -> dict[str, str]:
+def _metadata(t: Trace, partition_relative: bool) -> dict[str, str]:
     meta = {
         "iotape.header": json.dumps(t.header, ensure_ascii=False),
         "iotape.partition_relative": "true" if partition_relative else "false",

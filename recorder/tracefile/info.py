@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 import schemas
-from recorder.tracefile.core import Trace, open_trace
+from recorder.tracefile.reader import Trace, open_trace
 
 
 def split_dev(dev: int) -> tuple[int, int]:
@@ -134,8 +134,9 @@ def _report(t: Trace, c: _Counts) -> dict:
     )
     devs = devices_of(h)
     dev_names = {d.get("dev"): d.get("name") for d in devs}
-    recorder = h.get("recorder") if isinstance(h.get("recorder"), dict) else {}
-    lost = f.get("lost") if isinstance(f.get("lost"), dict) else {}
+    rec, lost = h.get("recorder"), f.get("lost")
+    recorder = rec if isinstance(rec, dict) else {}
+    lost = lost if isinstance(lost, dict) else {}
     duration = f.get("duration_ns")
     return {
         "path": t.path,

@@ -18,25 +18,22 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from recorder.tracefile.core import (
+from recorder.tracefile.blocks import ChunkInfo, check_chunk, declared_gaps, footer_from_trailer
+from recorder.tracefile.format import (
+    CHUNK_HEAD,
     CHUNK_HEADER_SIZE,
     CHUNK_MAGIC,
+    FOOTER_HEAD,
     FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
     MAX_CHUNK_RECORDS,
     RECORD_DTYPE,
     TRAILER_MAGIC,
     TRAILER_SIZE,
-    ChunkInfo,
     Defect,
-    check_chunk,
-    declared_gaps,
-    footer_from_trailer,
-    open_trace,
 )
+from recorder.tracefile.reader import open_trace
 
-_CHUNK_HEAD = struct.Struct("<IIQII")
-_FOOTER_HEAD = struct.Struct("<IIII")
 _CHUNK_PAT = struct.pack("<I", CHUNK_MAGIC)
 _FOOTER_PAT = struct.pack("<I", FOOTER_MAGIC)
 
@@ -128,7 +125,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
     Raises `TraceFormatError` only when the header is bad (nothing can be trusted).
     """
     with open_trace(path, strict=False) as t:
-        mm, size = t._mm, t.file_size
+        mm, size = t.mapped, t.file_size
         rep = ScanReport(
             path=t.path,
             file_bytes=size,
@@ -157,7 +154,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         seq = kept[-1].seq + 1 if kept else 0
         with memoryview(mm) as mv:
             raws = _resync(mm, mv, rep.valid_end, stop, seq, t.gaps, kept)
-        footer = hint[0] if hint and stop < size else _salvage_footer(mm, raws)
+        footer = dict(hint[0]) if hint and stop < size else _salvage_footer(mm, raws)
         rep.damaged_footer = footer
         rep.footer_present = footer is not None
         _totals(rep, kept)
@@ -195,11 +192,11 @@ def _resync(
         try:
             info = _chunk_at(mv, pos, stop, seq)
         except Defect as d:
-            nxt, info, headers = _next_chunk(mm, mv, pos, stop, seq)
-            raws.append(_Raw(pos, nxt, d.reason, seq, info.seq if info else None, headers))
-            if info is None:
+            nxt, found, headers = _next_chunk(mm, mv, pos, stop, seq)
+            raws.append(_Raw(pos, nxt, d.reason, seq, found.seq if found else None, headers))
+            if found is None:
                 break
-            pos = nxt
+            info, pos = found, nxt
         else:
             if info.seq > seq and declared.get(seq) != info.seq - seq:
                 # Whole chunks cut out cleanly: no damaged byte, but chunks are missing.
@@ -232,7 +229,7 @@ def _next_chunk(
     headers: dict[int, int] = {}
     while (pos := mm.find(_CHUNK_PAT, pos, stop)) >= 0:
         if stop - pos >= CHUNK_HEADER_SIZE:
-            _, count, file_seq, _, head_crc = _CHUNK_HEAD.unpack_from(mv, pos)
+            _, count, file_seq, _, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
             head_ok = zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) == head_crc
             if head_ok and 1 <= count <= MAX_CHUNK_RECORDS and file_seq >= seq:
                 try:
@@ -252,7 +249,7 @@ def _salvage_footer(mm: mmap.mmap, raws: list[_Raw]) -> dict | None:
         pos = r.offset
         while (pos := mm.find(_FOOTER_PAT, pos, r.end)) >= 0:
             if r.end - pos >= FOOTER_HEADER_SIZE:
-                _, json_len, json_crc, _ = _FOOTER_HEAD.unpack_from(mm, pos)
+                _, json_len, json_crc, _ = FOOTER_HEAD.unpack_from(mm, pos)
                 start = pos + FOOTER_HEADER_SIZE
                 data = mm[start : start + json_len] if start + json_len <= r.end else b""
                 if data and zlib.crc32(data) == json_crc:

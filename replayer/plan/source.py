@@ -16,7 +16,7 @@ import numpy as np
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 FLAG = schemas.bits("flag")

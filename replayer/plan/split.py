@@ -22,7 +22,7 @@ import numpy as np
 
 from analyzer.tiering import simulate as tiering
 from iotape.errors import IotapeError
-from recorder.tracefile.core import TraceWriter, open_trace
+from recorder.tracefile import TraceWriter, open_trace
 from replayer.run import targets
 
 # Made-up device numbers for the split halves: major 4095 is never a real driver's.

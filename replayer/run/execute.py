@@ -24,7 +24,7 @@ import numpy as np
 import schemas
 from iotape.errors import IotapeError
 from recorder.capture import record as rec
-from recorder.tracefile.core import open_trace, trace_sha256, write_trace
+from recorder.tracefile import open_trace, trace_sha256, write_trace
 from replayer.plan import build as planmod
 from replayer.plan.source import OP, request_times
 from replayer.run import fidelity as fid

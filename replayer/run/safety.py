@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from iotape.errors import IotapeError
-from recorder.capture import devices
+from recorder.tracefile import devices
 
 
 def _disk_and_parts(rdev: int) -> tuple[devices.Device, set[int]]:

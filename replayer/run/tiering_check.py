@@ -27,7 +27,7 @@ import numpy as np
 from analyzer.tiering import simulate as tiering
 from iotape.atomic import replacing
 from iotape.errors import IotapeError
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 from replayer.plan import build as planmod
 from replayer.plan import split as splitmod
 from replayer.run import execute as runmod

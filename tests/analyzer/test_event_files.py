@@ -17,7 +17,7 @@ from analyzer.store.event_batches import chunk_batches, comm_dictionary
 from analyzer.store.export import export_run
 from analyzer.store.ingest import DATA_TABLES, file_sha256, ingest, source_sha256
 from analyzer.store.interface import open_read_only, open_store
-from recorder.tracefile.core import (
+from recorder.tracefile import (
     CHUNK_HEADER_SIZE,
     content_sha256,
     decode_comm,

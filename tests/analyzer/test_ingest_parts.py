@@ -22,7 +22,7 @@ from analyzer.store import catalog, ingest_replay, queries
 from analyzer.store.ingest import DATA_TABLES, ingest
 from analyzer.store.interface import open_store
 from iotape.errors import IotapeError
-from recorder.tracefile.core import TraceWriter
+from recorder.tracefile import TraceWriter
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as replay_run
 from workload import engine, report
@@ -351,6 +351,7 @@ def test_recorded_replay_takes_the_re_recorded_events(store, replayed, tmp_path:
         ingest(store, copy)
 
 
+@pytest.mark.kernel
 def test_real_recorded_replay(loop, tmp_path: Path) -> None:
     """`replay plan` onto a loop device, `replay run --record`: the run's events are
     the recorder's, and its parent is the source trace."""

@@ -21,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hybrid_lab import HybridLab, LabError
 
 from analyzer.store.ingest import source_sha256
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
+
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")

@@ -19,7 +19,7 @@ from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import StoreError, open_store, parse_url
 from iotape.errors import IotapeError
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 from schemas import tables
 
 CLICKHOUSE_URL = os.environ.get("IOTAPE_TEST_CLICKHOUSE_URL")

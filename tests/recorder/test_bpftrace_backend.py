@@ -11,7 +11,7 @@ from helpers import fio_args, fio_multiset, iotape, trace_multiset, trace_record
 
 import schemas
 from recorder.capture.bpftrace_backend import parse_rwbs
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 FLAG = {k: 1 << v for k, v in schemas.bits("flag").items()}
@@ -36,6 +36,7 @@ def test_parse_rwbs(rwbs: str, op: int, flags: int) -> None:
     assert parse_rwbs(rwbs) == (op, flags)
 
 
+@pytest.mark.kernel
 def test_bpftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     need(shutil.which("bpftrace") is not None, "bpftrace")
     out, log = tmp_path / "bt.iot", tmp_path / "fio.log"

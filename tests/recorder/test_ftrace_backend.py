@@ -52,6 +52,7 @@ def _record(opts: rec.RecordOptions) -> rec.RecordResult:
     return ftrace_backend.record(opts, devs, meta, extents)
 
 
+@pytest.mark.kernel
 def test_ftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     need(Path("/sys/block", loop.name, "trace", "enable").exists(), "CONFIG_BLK_DEV_IO_TRACE")
     need(shutil.which("fio") is not None, "fio")
@@ -78,6 +79,7 @@ def test_ftrace_capture_matches_fio_log(loop, tmp_path: Path) -> None:
     assert result.summary["unpaired"] == {}
 
 
+@pytest.mark.kernel
 def test_ftrace_restores_settings_on_failure(loop, tmp_path: Path) -> None:
     need(Path("/sys/block", loop.name, "trace", "enable").exists(), "CONFIG_BLK_DEV_IO_TRACE")
     before = _settings()

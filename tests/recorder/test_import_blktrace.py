@@ -17,7 +17,7 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.importers import blktrace as bt
 from recorder.importers.core import import_trace
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 FLAG = {k: 1 << v for k, v in schemas.bits("flag").items()}

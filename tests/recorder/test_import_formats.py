@@ -17,7 +17,7 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.importers import textformats
 from recorder.importers.core import detect, import_trace
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"
@@ -198,6 +198,16 @@ def test_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
         assert t.footer["events"] == 1
         assert t.header["metadata"]["skipped"] == 2
         assert "line 2" in t.header["metadata"]["skipped_examples"][0]
+
+
+def test_a_number_longer_than_64_bits_is_a_bad_field(tmp_path: Path) -> None:
+    # Found by the fuzz test: numpy's isfinite raised TypeError on such a time.
+    src = tmp_path / "long.csv"
+    src.write_text("3,R,0,4096,1577808144002596\n3,W,4096,4096,15778081440026001577808144002000\n")
+    with pytest.raises(
+        IotapeError, match=r"long\.csv: line 2: field time: 1577\d+ is out of range"
+    ):
+        import_trace("alibaba", [src], tmp_path / "o.iot")
 
 
 def test_device_map(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from import_helpers import TRACES, VSCSI_REQS, vscsi
 import schemas
 from iotape.errors import IotapeError
 from recorder.importers.core import FORMATS, detect, import_trace
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"

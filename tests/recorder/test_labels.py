@@ -8,6 +8,7 @@ import pytest
 import schemas
 from iotape.errors import IotapeError
 from recorder.capture import labels
+from recorder.tracefile.streams import Extent, apply_streams
 
 OP = schemas.enum("op")
 S = schemas.enum("stream")
@@ -53,8 +54,8 @@ def test_apply_streams_rules_then_extents() -> None:
             (b"dd", OP["read"], 1, 2 << 20, 4096),  # past the extent's end
         ]
     )
-    ext = [labels.Extent(1, 1 << 20, 2 << 20, S["db-read"], S["db-write"])]
-    labels.apply_streams(recs, ext)
+    ext = [Extent(1, 1 << 20, 2 << 20, S["db-read"], S["db-write"])]
+    apply_streams(recs, ext)
     assert recs["stream"].tolist() == [
         S["log-write"],
         S["log-preformat"],

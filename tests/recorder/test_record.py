@@ -15,9 +15,11 @@ import pytest
 from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trace_records
 
 import schemas
-from recorder.capture import devices
 from recorder.capture.record import RecordOptions, loader_argv
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import devices, open_trace
+
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
 
 OP = schemas.enum("op")
 STREAM = schemas.enum("stream")

@@ -9,8 +9,7 @@ from import_helpers import TRACES
 
 from iotape.errors import IotapeError
 from recorder.importers.core import detect
-from recorder.tracefile import check
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import check, open_trace
 
 # Every importable sample and the format `auto` must name for it.
 FORMAT_OF = {

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from trace_helpers import DT, chunk_offsets, make_trace, random_records
 
 from iotape.errors import IotapeError
+from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
-from recorder.tracefile.core import TraceFormatError, open_trace
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -35,7 +35,7 @@ _WRITER = textwrap.dedent(
     import os, sys, time
     sys.path.insert(0, sys.argv[3])
     from trace_helpers import header, random_records
-    from recorder.tracefile import core as tf
+    from recorder.tracefile import format as tf
     fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.write(fd, tf.encode_header(header()))
     n = int(sys.argv[2])

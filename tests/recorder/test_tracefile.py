@@ -25,8 +25,8 @@ from trace_helpers import (
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.tracefile import core as tf
-from recorder.tracefile.core import TraceFormatError, TraceWriter, open_trace
+from recorder.tracefile import TraceFormatError, TraceWriter, decode_comm, open_trace
+from recorder.tracefile import format as tf
 from recorder.tracefile.scan import scan
 
 
@@ -188,7 +188,7 @@ def test_arrow_batches_have_exactly_the_schema(tmp_path: Path) -> None:
 def test_comm_decoding_edges() -> None:
     r = np.zeros(4, DT)
     r["comm"] = [b"", b"a" * 16, b"ab\0cd", b"\xffbad"]
-    got = tf.decode_comm(r["comm"]).to_pylist()
+    got = decode_comm(r["comm"]).to_pylist()
     assert got[:3] == ["", "a" * 16, "ab"]
     assert got[3] == "\\xffbad"
 
@@ -479,7 +479,7 @@ def test_resident_memory_stays_flat_on_a_long_file(tmp_path: Path) -> None:
         w.close({})
     probe = (
         "import resource, sys\n"
-        "from recorder.tracefile.core import open_trace\n"
+        "from recorder.tracefile import open_trace\n"
         "rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
         "base = rss()\n"
         "with open_trace(sys.argv[1]) as t:\n"

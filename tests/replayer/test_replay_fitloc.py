@@ -13,7 +13,7 @@ from trace_helpers import DT, header
 from typer.testing import CliRunner
 
 import schemas
-from recorder.tracefile.core import write_trace
+from recorder.tracefile import write_trace
 from replayer.cli import app
 from replayer.plan import fitloc, synthetic
 

@@ -112,6 +112,7 @@ def replayed(lab):
     return jobdir, before, after, json.loads(p.stdout)
 
 
+@pytest.mark.kernel
 def test_every_planned_request_runs_on_its_hosts_device(lab, replayed) -> None:
     _, the_lab, loops = lab
     jobdir, before, after, summary = replayed
@@ -155,6 +156,7 @@ def test_every_planned_request_runs_on_its_hosts_device(lab, replayed) -> None:
     assert offsets[0] == 0.0 and offsets[1] >= 0.0
 
 
+@pytest.mark.kernel
 def test_fidelity_states_each_hosts_start(lab, replayed) -> None:
     tmp = lab[0]
     jobdir = replayed[0]
@@ -170,6 +172,7 @@ def test_fidelity_states_each_hosts_start(lab, replayed) -> None:
         assert "ms after the first host" in line and "fio per-I/O logs" in line
 
 
+@pytest.mark.kernel
 def test_ingest_is_one_run_with_host_named_devices(lab, replayed, store) -> None:
     loops = lab[2]
     jobdir = replayed[0]
@@ -191,6 +194,7 @@ def _sql(store, what: str, table: str, run_id: str) -> tuple[str, dict]:
     return (f'SELECT {what} FROM "{table}" WHERE "run_id" = {r}', {"r": run_id})
 
 
+@pytest.mark.kernel
 def test_an_unreachable_host_is_refused_before_any_io(lab) -> None:
     tmp, the_lab, loops = lab
     jobdir = _plan(tmp, the_lab, loops, "unreachable", port2=PORT + 31)
@@ -206,6 +210,7 @@ def test_an_unreachable_host_is_refused_before_any_io(lab) -> None:
     assert not list((jobdir / "results").glob("*/fio.json"))
 
 
+@pytest.mark.kernel
 def test_a_host_refuses_a_device_with_a_signature(lab) -> None:
     tmp, the_lab, loops = lab
     jobdir = _plan(tmp, the_lab, loops, "signature")
@@ -234,6 +239,7 @@ def test_a_host_refuses_a_device_with_a_signature(lab) -> None:
         subprocess.run(["wipefs", "-a", "-q", loops[1].path], check=False)
 
 
+@pytest.mark.kernel
 def test_a_host_without_iotape_or_with_another_fio_is_refused(lab) -> None:
     tmp, the_lab, loops = lab
     jobdir = _plan(tmp, the_lab, loops, "noiotape")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from recorder.capture import record as rec
@@ -12,6 +13,9 @@ from replayer.cli import app
 from replayer.plan import locality
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import fidelity
+
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
 
 SECONDS = 8
 

@@ -167,6 +167,7 @@ def test_wakeup_probe_summarises_per_second() -> None:
     assert all(s["p99_ms"] >= s["p50_ms"] >= 0 for s in res["seconds"])
 
 
+@pytest.mark.kernel
 def test_windowed_replay_runs_every_request_on_one_clock(
     loop_factory, tmp_path: Path, monkeypatch
 ) -> None:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.tracefile.core import write_trace
+from recorder.tracefile import write_trace
 from replayer.cli import app
 from replayer.plan import build as planmod
 from replayer.plan import remap

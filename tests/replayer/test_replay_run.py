@@ -14,11 +14,14 @@ from typer.testing import CliRunner
 
 from iotape.errors import IotapeError
 from recorder.capture import record as rec
-from recorder.tracefile.core import open_trace, write_trace
+from recorder.tracefile import open_trace, write_trace
 from replayer.cli import app
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import OP, load
 from replayer.run import fidelity, safety
+
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
 
 
 def _record_fio(dev: str, out: Path, seconds: int = 3) -> Path:

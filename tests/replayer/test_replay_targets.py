@@ -22,7 +22,7 @@ from trace_helpers import DT, SDA, header
 
 import schemas
 from iotape.errors import IotapeError
-from recorder.tracefile.core import write_trace
+from recorder.tracefile import write_trace
 from replayer.plan import split
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as runmod
@@ -81,6 +81,7 @@ def test_a_mistyped_dev_name_is_refused_and_not_created(tmp_path: Path, tag: str
     assert not (tmp_path / "jobs").exists()
 
 
+@pytest.mark.kernel
 def test_the_block_device_list_names_the_nearest_first(loop, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     # A letter left out: the device itself is then the nearest name, whatever other
@@ -93,6 +94,7 @@ def test_the_block_device_list_names_the_nearest_first(loop, tmp_path: Path) -> 
     assert not os.path.lexists(typo)
 
 
+@pytest.mark.kernel
 def test_a_regular_file_under_dev_is_refused(tmp_path: Path, tag: str) -> None:
     need(os.geteuid() == 0, "root (to make a file in /dev)")
     t = _trace(tmp_path / "t.iot")
@@ -154,6 +156,7 @@ def test_create_file_is_made_by_run_and_fio_creates_nothing(tmp_path: Path) -> N
     assert sum(j.get("write", {}).get("ios", 0) for j in summary["jobs"]) == 100
 
 
+@pytest.mark.kernel
 def test_create_file_that_does_not_fit_leaves_no_file(small_mount, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     target = small_mount(1024) / "target.img"
@@ -281,6 +284,7 @@ def partitioned(kernel: None) -> Iterator[PartitionedLoop]:
             p.release()
 
 
+@pytest.mark.kernel
 def test_a_disk_with_a_mounted_partition_is_refused(partitioned, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     name = os.path.basename(partitioned.p1)
@@ -299,6 +303,7 @@ def test_a_disk_with_a_mounted_partition_is_refused(partitioned, tmp_path: Path)
     assert man["targets"][0]["kind"] == "block"
 
 
+@pytest.mark.kernel
 def test_a_device_gone_between_plan_and_run(partitioned, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     jobs = tmp_path / "jobs"
@@ -311,6 +316,7 @@ def test_a_device_gone_between_plan_and_run(partitioned, tmp_path: Path) -> None
     assert not (jobs / "results" / "fio.json").exists()
 
 
+@pytest.mark.kernel
 def test_a_device_held_open_exclusively_is_refused(loop, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     fd = os.open(loop.path, os.O_RDONLY | os.O_EXCL)
@@ -334,6 +340,7 @@ def test_a_device_held_open_exclusively_is_refused(loop, tmp_path: Path) -> None
         os.close(fd)
 
 
+@pytest.mark.kernel
 def test_a_device_in_use_as_swap_is_refused(loop, tmp_path: Path) -> None:
     need(shutil.which("swapon") is not None, "swapon (util-linux)")
     t = _trace(tmp_path / "t.iot")
@@ -350,6 +357,7 @@ def test_a_device_in_use_as_swap_is_refused(loop, tmp_path: Path) -> None:
     assert not (tmp_path / "jobs").exists()
 
 
+@pytest.mark.kernel
 def test_a_device_a_filesystem_appeared_on_is_refused_at_run(loop, tmp_path: Path) -> None:
     t = _trace(tmp_path / "t.iot")
     plan(PlanOptions(t, tmp_path / "jobs", targets=[f"all={loop.path}"]))

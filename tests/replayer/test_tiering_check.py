@@ -16,6 +16,9 @@ from conftest import need
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from hybrid_lab import HybridLab, LabError
 
+# Every test here needs root and loop devices (conftest `kernel`).
+pytestmark = pytest.mark.kernel
+
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 RATE = 2000

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from analyzer.tiering import simulate as tiering
 from iotape.errors import IotapeError
-from recorder.tracefile.core import TraceWriter, open_trace
+from recorder.tracefile import TraceWriter, open_trace
 from replayer import cli as replay_cli
 from replayer.plan import split
 

@@ -97,7 +97,7 @@ def _pages(stream: dict) -> float:
 
 
 def test_esrp_command_one_database_recorded(loop, tmp_path: Path) -> None:
-    from recorder.tracefile.core import open_trace
+    from recorder.tracefile import open_trace
 
     dev = loop.path
     out, page, trace = tmp_path / "esrp.json", tmp_path / "esrp.html", tmp_path / "x.iot"

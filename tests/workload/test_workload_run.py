@@ -178,7 +178,7 @@ def test_raw_device_too_small(loop_factory) -> None:
 
 
 def test_record_option_wraps_the_run_in_the_recorder(loop, tmp_path: Path) -> None:
-    from recorder.tracefile.core import open_trace
+    from recorder.tracefile import open_trace
 
     out = tmp_path / "w.iot"
     res = _cli(loop.path, *SMALL, "--duration", "1", "--record", str(out), "--copies", "3")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import schemas
-from recorder.tracefile.core import open_trace
+from recorder.tracefile import open_trace
 from workload import engine, profiles, report
 
 pytestmark = pytest.mark.kernel

@@ -3,6 +3,8 @@
 The trace header's device table comes from here, and so do the numbers the
 in-kernel device filter is given. A partition maps to its whole disk (that is
 where requests are accounted); its start is kept so offsets can be shown both ways.
+It sits with the trace file because the device table and the `dev` numbering are the
+trace's: the capture and the importers both fill them in.
 """
 
 from __future__ import annotations

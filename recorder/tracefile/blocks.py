@@ -1,0 +1,215 @@
+"""Decode and check the blocks of a `.iot` file: header, chunk, footer, trailer.
+
+Each function checks one block whole and raises `Defect` (a byte offset and a
+reason) at the first fault; every length read from the file is bounded by the file's
+size before it is used. The reader (`reader`) and the damage scan (`scan`) build on these.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from recorder.tracefile.format import (
+    CHUNK_HEAD,
+    CHUNK_HEADER_SIZE,
+    FOOTER_HEAD,
+    FOOTER_HEADER_SIZE,
+    FOOTER_MAGIC,
+    FORMAT_NAME,
+    HEADER_FIXED,
+    HEADER_MAGIC,
+    LAYOUT_VERSION,
+    MAX_CHUNK_RECORDS,
+    MAX_JSON_BYTES,
+    RECORD_SIZE,
+    TRAILER,
+    TRAILER_MAGIC,
+    TRAILER_SIZE,
+    VERSION,
+    Defect,
+    TraceFooter,
+    TraceHeader,
+    pad8,
+)
+
+
+@dataclass
+class ChunkInfo:
+    offset: int
+    seq: int
+    count: int
+    end: int
+
+
+def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
+    if mm is None:
+        raise Defect(0, f"file is {size} bytes, shorter than a trace header")
+    magic, version, record_size, json_len, json_crc = HEADER_FIXED.unpack_from(mm, 0)
+    if magic != HEADER_MAGIC:
+        hint = ""
+        if magic[:6] == HEADER_MAGIC[:6]:
+            hint = " (line endings changed? copy trace files in binary mode)"
+        raise Defect(0, f"not an iotape trace: magic is {magic!r}, expected {HEADER_MAGIC!r}{hint}")
+    if version != VERSION:
+        raise Defect(
+            8,
+            f"trace format version {version} is not supported "
+            f"(this iotape reads version {VERSION})",
+        )
+    if record_size != RECORD_SIZE:
+        raise Defect(
+            12, f"record size {record_size} does not match this iotape's {RECORD_SIZE}-byte record"
+        )
+    start = HEADER_FIXED.size
+    if json_len > MAX_JSON_BYTES:
+        raise Defect(16, f"header JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
+    end = start + json_len
+    data_offset = end + pad8(end)
+    if data_offset > size:
+        raise Defect(size, f"file ends inside the header ({json_len}-byte JSON at byte {start})")
+    with memoryview(mm) as mv:
+        data = mv[start:end]
+        try:
+            if zlib.crc32(data) != json_crc:
+                raise Defect(start, "header checksum mismatch")
+            if any(mv[end:data_offset]):
+                raise Defect(end, "header padding is not zero")
+            header = _load_json(data, start, "header")
+        finally:
+            data.release()
+    if header.get("format") != FORMAT_NAME:
+        raise Defect(start, f"header format is {header.get('format')!r}, expected {FORMAT_NAME!r}")
+    if header.get("version") != version:
+        raise Defect(
+            start, f"header JSON says version {header.get('version')!r}, file says {version}"
+        )
+    rec = header.get("record")
+    if not isinstance(rec, dict):
+        rec = {}
+    layout = rec.get("layout_version")
+    if layout != LAYOUT_VERSION:
+        raise Defect(
+            start,
+            f"record layout_version {layout!r} is not supported "
+            f"(this iotape reads layout_version {LAYOUT_VERSION})",
+        )
+    if rec.get("size") != RECORD_SIZE:
+        raise Defect(
+            start, f"header JSON says record size {rec.get('size')!r}, expected {RECORD_SIZE}"
+        )
+    # Checked as far as reading records needs; the rest is the producers' JSON.
+    return cast(TraceHeader, header), data_offset
+
+
+def _load_json(data: memoryview, offset: int, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise Defect(offset, f"{what} JSON does not parse: {type(e).__name__}") from None
+    if not isinstance(obj, dict):
+        raise Defect(offset, f"{what} JSON is a {type(obj).__name__}, not an object")
+    return obj
+
+
+def parse_footer(mm: mmap.mmap, pos: int, size: int) -> tuple[TraceFooter, int]:
+    """The footer at `pos` and the offset just after it (where the trailer goes)."""
+    if size - pos < FOOTER_HEADER_SIZE:
+        raise Defect(pos, "footer: file ends inside the footer header")
+    magic, json_len, json_crc, zero = FOOTER_HEAD.unpack_from(mm, pos)
+    if magic != FOOTER_MAGIC:
+        raise Defect(pos, "footer: bad magic")
+    if zero != 0:
+        raise Defect(pos + 12, "footer: reserved field is not zero")
+    start = pos + FOOTER_HEADER_SIZE
+    if json_len > MAX_JSON_BYTES:
+        raise Defect(pos + 4, f"footer: JSON length {json_len} is over the {MAX_JSON_BYTES} limit")
+    end = start + json_len
+    padded = end + pad8(end)
+    if padded > size:
+        raise Defect(size, f"footer: file ends inside the footer ({json_len}-byte JSON)")
+    with memoryview(mm) as mv:
+        data = mv[start:end]
+        try:
+            if zlib.crc32(data) != json_crc:
+                raise Defect(start, "footer: checksum mismatch")
+            if any(mv[end:padded]):
+                raise Defect(end, "footer: padding is not zero")
+            return cast(TraceFooter, _load_json(data, start, "footer")), padded
+        finally:
+            data.release()
+
+
+def footer_from_trailer(
+    mm: mmap.mmap, data_offset: int, size: int
+) -> tuple[TraceFooter, int] | None:
+    """The footer the trailer points at and its offset, or None; a hint only, iteration
+    checks it."""
+    if size - data_offset < FOOTER_HEADER_SIZE + TRAILER_SIZE:
+        return None
+    footer_offset, magic = TRAILER.unpack_from(mm, size - TRAILER_SIZE)
+    if magic != TRAILER_MAGIC or not data_offset <= footer_offset <= size - TRAILER_SIZE:
+        return None
+    try:
+        footer, end = parse_footer(mm, footer_offset, size - TRAILER_SIZE)
+    except Defect:
+        return None
+    return (footer, footer_offset) if end == size - TRAILER_SIZE else None
+
+
+def declared_gaps(footer: Mapping[str, Any] | None) -> dict[int, int]:
+    """{first missing chunk: chunks missing} for each gap a repair recorded in `footer`."""
+    out: dict[int, int] = {}
+    for g in (footer or {}).get("gaps") or []:
+        first = g.get("first_chunk") if isinstance(g, dict) else None
+        n = g.get("chunks") if isinstance(g, dict) else None
+        if isinstance(first, int) and isinstance(n, int) and first >= 0 and n > 0:
+            out[first] = n
+    return out
+
+
+def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0) -> ChunkInfo:
+    """The chunk at `pos`, checked whole. Chunk `seq` is expected there; chunk
+    `seq + jump` is accepted too (the chunks between are known to be missing), and
+    with `jump=None` any later one (a scan that goes on past damage)."""
+    if size - pos < CHUNK_HEADER_SIZE:
+        raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
+    _, count, file_seq, payload_crc, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
+    if zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) != head_crc:
+        raise Defect(pos, f"chunk {seq}: header checksum mismatch")
+    if not 1 <= count <= MAX_CHUNK_RECORDS:
+        raise Defect(
+            pos + 4, f"chunk {seq}: record count {count} is outside 1..{MAX_CHUNK_RECORDS}"
+        )
+    later_ok = file_seq > seq if jump is None else file_seq == seq + jump
+    if file_seq != seq and not later_ok:
+        raise Defect(pos + 8, f"chunk {seq}: sequence number is {file_seq}, expected {seq}")
+    start = pos + CHUNK_HEADER_SIZE
+    end = start + count * RECORD_SIZE
+    if end > size:
+        raise Defect(
+            pos,
+            f"chunk {seq}: truncated: file ends {size - start} bytes into its "
+            f"{count * RECORD_SIZE}-byte payload",
+        )
+    if zlib.crc32(mv[start:end]) != payload_crc:
+        raise Defect(pos, f"chunk {seq}: payload checksum mismatch")
+    return ChunkInfo(offset=pos, seq=file_seq, count=count, end=end)
+
+
+def check_trailer(mm: mmap.mmap, pos: int, size: int, footer_offset: int) -> None:
+    if size - pos < TRAILER_SIZE:
+        raise Defect(pos, "trailer: file ends inside the trailer")
+    offset, magic = TRAILER.unpack_from(mm, pos)
+    if magic != TRAILER_MAGIC:
+        raise Defect(pos + 8, "trailer: bad magic")
+    if offset != footer_offset:
+        raise Defect(pos, f"trailer: points at byte {offset}, the footer is at {footer_offset}")
+    if pos + TRAILER_SIZE != size:
+        raise Defect(
+            pos + TRAILER_SIZE, f"{size - pos - TRAILER_SIZE} bytes of garbage after the trailer"
+        )

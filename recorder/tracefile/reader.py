@@ -1,0 +1,288 @@
+"""Read a `.iot` trace: `open_trace()` and the trace's identity hashes.
+
+The reader memory-maps the file and hands out chunks as read-only numpy views,
+so iterating a multi-GB trace costs one chunk of address space at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+
+from iotape.errors import IotapeError
+from recorder.tracefile.arrow import records_to_arrow
+from recorder.tracefile.blocks import (
+    ChunkInfo,
+    check_chunk,
+    check_trailer,
+    declared_gaps,
+    footer_from_trailer,
+    parse_footer,
+    parse_header,
+)
+from recorder.tracefile.format import (
+    CHUNK_HEADER_SIZE,
+    CHUNK_MAGIC,
+    FOOTER_MAGIC,
+    HEADER_FIXED,
+    MAX_CHUNK_RECORDS,
+    RECORD_DTYPE,
+    RECORD_SIZE,
+    TRAILER_MAGIC,
+    Defect,
+    TraceFooter,
+    TraceFormatError,
+)
+
+
+class Trace:
+    """An open trace file. Use `open_trace()`.
+
+    `header` is the header JSON. `footer` is the footer JSON when the file ends with
+    a valid trailer and footer, else None; iterating checks it against the chunks.
+    With `strict=True` (the default) iteration raises `TraceFormatError` at the first
+    fault, a missing footer included; with `strict=False` it stops there and leaves
+    the fault in `problem`.
+    """
+
+    def __init__(self, path: str | os.PathLike, strict: bool = True) -> None:
+        self.path = str(path)
+        self.strict = strict
+        self.problem: TraceFormatError | None = None
+        self._mm: mmap.mmap | None = None
+        with open(path, "rb") as f:
+            self.file_size = os.fstat(f.fileno()).st_size
+            if self.file_size >= HEADER_FIXED.size:
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        # Plain dicts: a file holds any producer's keys, and the other components index
+        # them freely; TraceHeader and TraceFooter name the documented ones.
+        self.header: dict[str, Any]
+        try:
+            header, self.data_offset = parse_header(self._mm, self.file_size)
+            self.header = dict(header)
+        except Defect as d:
+            self.close()
+            raise self._error(d) from None
+        except BaseException:
+            self.close()
+            raise
+        # parse_header raised for a file too short to map.
+        mm = cast(mmap.mmap, self._mm)
+        if hasattr(mmap, "MADV_SEQUENTIAL"):
+            with contextlib.suppress(OSError):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+        hint = footer_from_trailer(mm, self.data_offset, self.file_size)
+        self.footer: dict[str, Any] | None = dict(hint[0]) if hint else None
+        # Chunks a repair left out: the sequence numbers may jump over them, and only there.
+        self.gaps: dict[int, int] = declared_gaps(self.footer)
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._mm is not None:
+            # Arrays handed out still view the map; then the map lives until they go.
+            with contextlib.suppress(BufferError):
+                self._mm.close()
+            self._mm = None
+
+    @property
+    def mapped(self) -> mmap.mmap:
+        """The file's map, for the damage scan that reads past what iteration accepts."""
+        if self._mm is None:
+            raise ValueError(f"{self.path}: trace is closed")
+        return self._mm
+
+    def _error(self, d: Defect) -> TraceFormatError:
+        return TraceFormatError(self.path, d.offset, d.reason)
+
+    def _walk(self) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
+        """Valid chunks in order; on a fault, raise or record it per `strict`."""
+        if self._mm is None:
+            raise ValueError(f"{self.path}: trace is closed")
+        self.problem = None
+        try:
+            yield from _walk_chunks(
+                self._mm, self.data_offset, self.file_size, self._set_footer, self.gaps
+            )
+        except Defect as d:
+            self.problem = self._error(d)
+            if self.strict:
+                raise TraceFormatError(
+                    self.path, d.offset, f"{d.reason}; {self.repair_hint}"
+                ) from None
+
+    @property
+    def repair_hint(self) -> str:
+        return f"run `iotape trace check --repair {self.path}` to keep every intact chunk"
+
+    def _set_footer(self, footer: TraceFooter) -> None:
+        self.footer = dict(footer)
+
+    def iter_chunks(self) -> Iterator[np.ndarray]:
+        """Each chunk's records as a read-only numpy view of the mapped file."""
+        for _, records in self._walk():
+            yield records
+
+    def read_all(self) -> np.ndarray:
+        """All records in one (copied) array."""
+        parts = list(self.iter_chunks())
+        # Not np.concatenate: its dtype promotion packs the fields and loses the layout.
+        # Bytes are copied whole, since a field-wise copy would leave the padding unset.
+        out = np.empty(sum(len(p) for p in parts), dtype=RECORD_DTYPE)
+        raw = out.view(np.uint8).reshape(len(out), RECORD_SIZE)
+        at = 0
+        for p in parts:
+            raw[at : at + len(p)] = p.view(np.uint8).reshape(len(p), RECORD_SIZE)
+            at += len(p)
+        return out
+
+    def to_arrow_batches(self) -> Iterator[pa.RecordBatch]:
+        """One RecordBatch per chunk, with exactly `schemas.arrow_schema()`."""
+        for records in self.iter_chunks():
+            yield records_to_arrow(records)
+
+    @property
+    def complete(self) -> bool:
+        """True when the file ends with a footer and trailer (checked fully by iteration)."""
+        return self.footer is not None and self.problem is None
+
+
+def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
+    """Open a trace and check its header. Raises `TraceFormatError` for a bad file.
+
+    Example:
+        with open_trace("t.iot") as t:
+            for records in t.iter_chunks():
+                ...
+    """
+    try:
+        return Trace(path, strict=strict)
+    except FileNotFoundError:
+        raise IotapeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise IotapeError(f"{path}: is a directory, not a trace file") from None
+    except PermissionError:
+        raise IotapeError(f"{path}: permission denied") from None
+
+
+def trace_sha256(path: str | os.PathLike) -> str:
+    """A trace's identity, the store's run id for it: `content_sha256` where the
+    file is a complete trace, else the SHA-256 of its bytes (a damaged trace)."""
+    digest = content_sha256(path)
+    if digest is not None:
+        return digest
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def content_sha256(path: str | os.PathLike) -> str | None:
+    """SHA-256 over what identifies a trace's content without reading its records:
+    the header, every chunk header (record count, sequence number and the CRC-32 of
+    its records) and the footer with the trailer. Two traces that differ anywhere in
+    their records differ in a chunk's CRC. None when the file is not laid out as a
+    complete trace (the caller then hashes the bytes, and reading it reports why)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < HEADER_FIXED.size:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            try:
+                _, data_offset = parse_header(mm, size)
+            except Defect:
+                return None
+            h.update(mm[:data_offset])
+            pos = data_offset
+            while size - pos >= CHUNK_HEADER_SIZE:
+                (magic, count) = struct.unpack_from("<II", mm, pos)
+                if magic == FOOTER_MAGIC:
+                    if mm[size - len(TRAILER_MAGIC) : size] != TRAILER_MAGIC:
+                        return None
+                    h.update(mm[pos:size])
+                    return h.hexdigest()
+                if magic != CHUNK_MAGIC or not 1 <= count <= MAX_CHUNK_RECORDS:
+                    return None
+                h.update(mm[pos : pos + CHUNK_HEADER_SIZE])
+                pos += CHUNK_HEADER_SIZE + count * RECORD_SIZE
+    return None
+
+
+_RELEASE_BYTES = 16 << 20
+
+
+def _release(mm: mmap.mmap, released: int, pos: int) -> int:
+    """Drop the pages already read from this process, so a long file does not pile up
+    in its resident memory. They stay in the page cache, and an array that still views
+    them faults them back in from the file, unchanged."""
+    end = pos - pos % mmap.PAGESIZE
+    if end - released < _RELEASE_BYTES or not hasattr(mmap, "MADV_DONTNEED"):
+        return released
+    with contextlib.suppress(OSError):
+        mm.madvise(mmap.MADV_DONTNEED, released, end - released)
+    return end
+
+
+def _walk_chunks(
+    mm: mmap.mmap,
+    pos: int,
+    size: int,
+    on_footer: Callable[[TraceFooter], None],
+    gaps: dict[int, int],
+) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
+    seq = 0
+    chunks = 0
+    events = 0
+    released = 0
+    with memoryview(mm) as mv:
+        while True:
+            if pos == size:
+                raise Defect(
+                    pos,
+                    f"file ends after chunk {seq - 1} without a footer (cut short?)"
+                    if seq
+                    else "file ends after the header, with no chunks and no footer (cut short?)",
+                )
+            if size - pos < 4:
+                raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
+            (magic,) = struct.unpack_from("<I", mm, pos)
+            if magic == CHUNK_MAGIC:
+                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0))
+                records = np.frombuffer(
+                    mm, dtype=RECORD_DTYPE, count=info.count, offset=pos + CHUNK_HEADER_SIZE
+                )
+                yield info, records
+                events += info.count
+                chunks += 1
+                seq = info.seq + 1
+                pos = info.end
+                released = _release(mm, released, pos)
+            elif magic == FOOTER_MAGIC:
+                footer, end = parse_footer(mm, pos, size)
+                check_trailer(mm, end, size, pos)
+                if footer.get("events") != events or footer.get("chunks") != chunks:
+                    raise Defect(
+                        pos,
+                        f"footer says {footer.get('events')!r} events in {footer.get('chunks')!r} "
+                        f"chunks, the file holds {events} in {chunks}",
+                    )
+                on_footer(footer)
+                return
+            else:
+                what = "zero fill (power loss?)" if magic == 0 else "garbage or corruption"
+                raise Defect(
+                    pos,
+                    f"chunk {seq}: expected a chunk or footer, found bytes "
+                    f"{bytes(mv[pos : pos + 4]).hex(' ')} ({what})",
+                )
