@@ -31,13 +31,18 @@ from pathlib import Path
 import numpy as np
 
 from analyzer.tiering import native as N
-from analyzer.tiering import simulate as T
+from analyzer.tiering.events import Events, events_from_columns
+from analyzer.tiering.params import Params
+from analyzer.tiering.policies import prepare
+from analyzer.tiering.presets import params_for
+from analyzer.tiering.simulate import simulate
+from analyzer.tiering.sweep import sweep, sweep_capacities
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = 4 << 20
 
 
-def make_events(n: int, seed: int = 1) -> T.Events:
+def make_events(n: int, seed: int = 1) -> Events:
     rng = np.random.default_rng(seed)
     # Zipf ranks scattered over a 4 TiB device so hot units are not neighbours.
     units = rng.zipf(1.1, n) % 1_000_000
@@ -47,7 +52,7 @@ def make_events(n: int, seed: int = 1) -> T.Events:
     within = rng.integers(0, (UNIT - 262144) // 4096, n) * 4096
     t = np.sort(rng.integers(0, 3600 * 10**9, n))
     op = (rng.random(n) >= 0.7).astype(np.int8)
-    return T.events_from_columns(t, t + 200_000, np.full(n, 8 << 20), units * UNIT + within,
+    return events_from_columns(t, t + 200_000, np.full(n, 8 << 20), units * UNIT + within,
                                  nbytes, op)  # fmt: skip
 
 
@@ -114,8 +119,8 @@ def main() -> None:
     }
     runs = [("lru", None), ("s3fifo", None), ("tiering", "msa"), ("tiering", "easytier")]
     for policy, preset in [*runs, ("oracle", "msa"), ("belady", None)]:
-        p = T.params_for(policy, preset, unit=UNIT, capacity=capacity)
-        s, out = best(lambda p=p: T.simulate(ev, p), a.rounds)
+        p = params_for(policy, preset, unit=UNIT, capacity=capacity)
+        s, out = best(lambda p=p: simulate(ev, p), a.rounds)
         key = policy if preset is None else f"{policy}-{preset}"
         res["simulate"][key] = {
             "seconds": s,
@@ -126,8 +131,8 @@ def main() -> None:
         print(f"simulate {key:18s} {n / s / 1e6:7.2f} M req/s  hit {out['hit_ratio']['count']}")
 
     # The kernels alone, and the peers, over the same read accesses a read cache sees.
-    p = T.params_for("lru", unit=UNIT, capacity=capacity)
-    r = T.prepare(ev, p)
+    p = params_for("lru", unit=UNIT, capacity=capacity)
+    r = prepare(ev, p)
     ids = r.acc.uid[r.counted]
     k = p.units(capacity)
     res["cache_accesses"] = len(ids)
@@ -152,10 +157,10 @@ def main() -> None:
     }
 
     # Sweep: one pass against one run per size.
-    caps = T.sweep_capacities(r.acc.n_units, UNIT, capacity)
-    s_one, sw = best(lambda: T.sweep(T.prepare(ev, p), caps), 1)
+    caps = sweep_capacities(r.acc.n_units, UNIT, capacity)
+    s_one, sw = best(lambda: sweep(prepare(ev, p), caps), 1)
     t0 = time.perf_counter()
-    singles = [T.simulate(ev, T.Params(**{**p.__dict__, "capacity": c})) for c in caps]
+    singles = [simulate(ev, Params(**{**p.__dict__, "capacity": c})) for c in caps]
     s_each = time.perf_counter() - t0
     same = all(
         row["hit_ratio_count"] == one["hit_ratio"]["count"]["all"]

@@ -8,7 +8,7 @@ Two replays of one trace, each recorded at the device:
   optimistic on the 2-core test machine);
 - tiered: the trace split by the simulated placement (`split.py`) across both,
   the hybrid array emulated on the user's own hardware.
-The projection (`tiering.project`) mixes the profile's two latency distributions
+The projection (`analyzer.tiering.projection.project`) mixes the profile's two latency distributions
 per request by its simulated tier; the tiered replay is what it should predict.
 """
 
@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.events import Events, load_trace
+from analyzer.tiering.params import Params
+from analyzer.tiering.simulate import simulate
 from iotape.atomic import replacing
 from iotape.errors import IotapeError
 from recorder.tracefile.core import open_trace
@@ -57,14 +59,14 @@ def _prepare_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _on(ev: tiering.Events, dev: int) -> tiering.Events:
+def _on(ev: Events, dev: int) -> Events:
     """The events of one device."""
     keep = ev.dev == dev
     if not keep.any():
         raise IotapeError(
             f"the profile replay recorded nothing on device {dev >> 20}:{dev & 0xFFFFF}"
         )
-    return tiering.Events(*(getattr(ev, f.name)[keep] for f in dataclasses.fields(tiering.Events)))
+    return Events(*(getattr(ev, f.name)[keep] for f in dataclasses.fields(Events)))
 
 
 def _accounting(planned: Path, summary: dict[str, Any], recorded: Path) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def check(
     trace: Path,
     fast: str,
     slow: str,
-    p: tiering.Params,
+    p: Params,
     out: Path,
     destroy: list[str] | None = None,
     force: bool = False,
@@ -150,13 +152,13 @@ def check(
             say=lambda s, n=name: say(f"{n}: {s}"),
         )
         accounting[name] = _accounting(src, summary, recorded[name])
-    prof = tiering.load_trace(str(recorded["profile"]))
-    res = tiering.simulate(
-        tiering.load_trace(str(trace)),
+    prof = load_trace(str(recorded["profile"]))
+    res = simulate(
+        load_trace(str(trace)),
         p,
         fast=_on(prof, devs["--fast"]),
         slow=_on(prof, devs["--slow"]),
-        measured=tiering.load_trace(str(recorded["tiered"])),
+        measured=load_trace(str(recorded["tiered"])),
     )
     result = {
         "trace": str(trace),
