@@ -96,6 +96,40 @@ def _accounting(planned: Path, summary: dict[str, Any], recorded: Path) -> dict[
     }
 
 
+def _device_numbers(fast: str, slow: str) -> dict[str, int]:
+    """The device number of --fast and --slow: two different block devices."""
+    devs = {}
+    for what, path in (("--fast", fast), ("--slow", slow)):
+        targets.check_system_path(os.path.abspath(path), what)
+        rdev = rdev_of(path)
+        if rdev is None:
+            raise IotapeError(
+                f"{what} {path}: not a block device (the check records at the device)"
+            )
+        devs[what] = (os.major(rdev) << 20) | os.minor(rdev)
+    if devs["--fast"] == devs["--slow"]:
+        raise IotapeError(f"--fast and --slow are the same device ({fast})")
+    return devs
+
+
+def _replay(
+    name: str,
+    src: Path,
+    out: Path,
+    targets_: list[str],
+    recorded: Path,
+    destroy: list[str],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Plan SRC onto the targets in OUT/NAME.jobs and replay it, recording RECORDED."""
+    jobdir = out / f"{name}.jobs"
+    say(f"{name}: planning")
+    planmod.plan(
+        planmod.PlanOptions(trace=src, jobdir=jobdir, targets=targets_, force=True, destroy=destroy)
+    )
+    return runmod.run(jobdir, recorded, destroy, None, True, say=lambda s: say(f"{name}: {s}"))
+
+
 def check(
     trace: Path,
     fast: str,
@@ -109,17 +143,7 @@ def check(
     """Run the three replays into OUT and compare measured with projected latency.
     Writes OUT/result.json; returns the same dict."""
     trace, out = Path(trace), Path(out)
-    devs = {}
-    for what, path in (("--fast", fast), ("--slow", slow)):
-        targets.check_system_path(os.path.abspath(path), what)
-        rdev = rdev_of(path)
-        if rdev is None:
-            raise IotapeError(
-                f"{what} {path}: not a block device (the check records at the device)"
-            )
-        devs[what] = (os.major(rdev) << 20) | os.minor(rdev)
-    if devs["--fast"] == devs["--slow"]:
-        raise IotapeError(f"--fast and --slow are the same device ({fast})")
+    devs = _device_numbers(fast, slow)
     # Both are written; refuse them before anything is simulated or written to OUT.
     for path in (fast, slow):
         check_target(path, destroy or [])
@@ -131,26 +155,9 @@ def check(
     recorded: dict[str, Path] = {}
     accounting: dict[str, dict[str, Any]] = {}
     for name, src in (("profile", out / "profile.iot"), ("tiered", out / "split.iot")):
-        jobdir = out / f"{name}.jobs"
-        say(f"{name}: planning")
-        planmod.plan(
-            planmod.PlanOptions(
-                trace=src,
-                jobdir=jobdir,
-                targets=[f"fast={fast}", f"slow={slow}"],
-                force=True,
-                destroy=destroy or [],
-            )
-        )
         recorded[name] = out / f"{name}-replay.iot"
-        summary = runmod.run(
-            jobdir,
-            recorded[name],
-            destroy or [],
-            None,
-            True,
-            say=lambda s, n=name: say(f"{n}: {s}"),
-        )
+        targets_ = [f"fast={fast}", f"slow={slow}"]
+        summary = _replay(name, src, out, targets_, recorded[name], destroy or [], say)
         accounting[name] = _accounting(src, summary, recorded[name])
     prof = load_trace(str(recorded["profile"]))
     res = simulate(
