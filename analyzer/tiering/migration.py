@@ -9,12 +9,21 @@ tier, the smallest size that serves each access, so that a sweep is one pass.
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
 from analyzer.tiering import ranking
 from analyzer.tiering.native import NEVER
 from analyzer.tiering.params import Params
+
+
+class Migration(NamedTuple):
+    """One migration of array-style tiering: when, and how many units moved each way."""
+
+    t_ns: int
+    promoted: int
+    demoted: int
 
 
 class _Heat:
@@ -62,7 +71,7 @@ def migration_steps(p: Params) -> tuple[int, int]:
 def tiering(
     p: Params, t_acc: np.ndarray, uid: np.ndarray, counted: np.ndarray, n_units: int, k: int,
     t0: int,
-) -> tuple[np.ndarray, list[tuple[int, int, int]]]:  # fmt: skip
+) -> tuple[np.ndarray, list[Migration]]:  # fmt: skip
     """Array-style tiering of k units: hit per access and (t_ns, promoted, demoted) per
     migration. The tier starts empty; placements change only at migration boundaries."""
     stats_ns, per = migration_steps(p)
@@ -70,7 +79,7 @@ def tiering(
     heat = _tiering_heat(p, n_units, per)
     fast = np.zeros(n_units, dtype=bool)
     hit = np.zeros(len(uid), dtype=bool)
-    moves: list[tuple[int, int, int]] = []
+    moves: list[Migration] = []
     touched: list[np.ndarray] = []
     in_tier = np.zeros(0, dtype=np.int64)  # the units of `fast`, kept as a list too
     want = np.zeros(n_units, dtype=bool)  # scratch: the new target, cleared after use
@@ -110,7 +119,7 @@ def tiering(
         fast[demote] = False
         fast[promote] = True
         in_tier = target if budget is None else np.flatnonzero(fast)
-        moves.append((t0 + (w + 1) * stats_ns, len(promote), len(demote)))
+        moves.append(Migration(t0 + (w + 1) * stats_ns, len(promote), len(demote)))
     return hit, moves
 
 

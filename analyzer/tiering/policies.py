@@ -12,13 +12,14 @@ simulations and sweeps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from analyzer.tiering import native, ranking
 from analyzer.tiering.accesses import Accesses, accesses, counted_mask
 from analyzer.tiering.events import Events
-from analyzer.tiering.migration import migration_steps, tiering, tiering_distance
+from analyzer.tiering.migration import Migration, migration_steps, tiering, tiering_distance
 from analyzer.tiering.native import NEVER
 from analyzer.tiering.params import Params, TieringError, check
 
@@ -56,6 +57,14 @@ def _cache_flags(policy: str, acc: Accesses, counted: np.ndarray, k: int) -> np.
     return flags
 
 
+class Hits(NamedTuple):
+    """What a tier of k units did with each access."""
+
+    hit: np.ndarray  # bool per access: its unit was in the fast tier
+    flags: np.ndarray  # uint8 per access: native.HIT | INSERTED | EVICTED (caches)
+    moves: list[Migration]  # array-style tiering's migrations
+
+
 @dataclass
 class Run:
     """What a simulation needs, prepared once and shared by single runs and sweeps."""
@@ -86,17 +95,17 @@ class Run:
                 )
         return self._distance
 
-    def hits(self, k: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
-        """(hit per access, flags per access, tiering moves) for a tier of k units."""
+    def hits(self, k: int) -> Hits:
+        """What a tier of k units does with each access."""
         p, a = self.p, self.acc
         if p.policy in ("lru", "s3fifo", "belady"):
             flags = _cache_flags(p.policy, a, self.counted, k)
-            return (flags & native.HIT) > 0, flags, []
+            return Hits((flags & native.HIT) > 0, flags, [])
         if p.policy == "oracle":
             hit = self.distance() < k
-            return hit, np.zeros(len(hit), dtype=np.uint8), []
+            return Hits(hit, np.zeros(len(hit), dtype=np.uint8), [])
         hit, moves = tiering(p, self.t_acc, a.uid, self.counted, a.n_units, k, self.t0)
-        return hit, np.zeros(len(hit), dtype=np.uint8), moves
+        return Hits(hit, np.zeros(len(hit), dtype=np.uint8), moves)
 
 
 def prepare(ev: Events, p: Params) -> Run:

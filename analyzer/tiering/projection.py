@@ -5,12 +5,34 @@ where a replay split by the same placement was measured, that measurement."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from analyzer.tiering.events import Events
 from analyzer.tiering.params import TieringError
 
 SIZE_CLASSES = tuple(range(12, 21))  # log2 of the request size: 4 KiB .. 1 MiB and up
+# A device's measured latency per (op, size class): sorted samples (ns).
+Profile = dict[tuple[int, int], np.ndarray]
+
+
+class Latency(TypedDict):
+    """The latency of a set of requests (ns); None where the set is empty."""
+
+    p50_ns: float | None
+    p99_ns: float | None
+    mean_ns: float | None
+    requests: int
+
+
+class LatencyError(TypedDict):
+    """projected / measured - 1 (0.1: the projection is 10 % high); None where either
+    is missing or zero."""
+
+    p50: float | None
+    p99: float | None
+    mean: float | None
 
 
 def size_class(nbytes: np.ndarray) -> np.ndarray:
@@ -18,11 +40,11 @@ def size_class(nbytes: np.ndarray) -> np.ndarray:
     return np.clip(lg, SIZE_CLASSES[0], SIZE_CLASSES[-1])
 
 
-def profile(ev: Events) -> dict[tuple[int, int], np.ndarray]:
+def profile(ev: Events) -> Profile:
     """A device's measured latency per (op, size class): sorted samples (ns)."""
     ok = ev.lat_ns >= 0
     op, cls, lat = ev.op[ok], size_class(ev.nbytes[ok]), ev.lat_ns[ok]
-    out: dict[tuple[int, int], np.ndarray] = {}
+    out: Profile = {}
     key = op.astype(np.int64) * 64 + cls
     order = np.lexsort((lat, key))
     key, lat = key[order], lat[order]
@@ -35,7 +57,7 @@ def profile(ev: Events) -> dict[tuple[int, int], np.ndarray]:
     return out
 
 
-def _samples(prof: dict[tuple[int, int], np.ndarray], op: int, cls: int) -> np.ndarray:
+def _samples(prof: Profile, op: int, cls: int) -> np.ndarray:
     """The samples of (op, class), else the nearest class of the op, else any op's."""
     if (op, cls) in prof:
         return prof[(op, cls)]
@@ -45,7 +67,7 @@ def _samples(prof: dict[tuple[int, int], np.ndarray], op: int, cls: int) -> np.n
     return prof[(op if op in ops else ops[0], best)]
 
 
-def mixture(groups: list[tuple[float, np.ndarray]]) -> dict[str, float | None]:
+def mixture(groups: list[tuple[float, np.ndarray]]) -> Latency:
     """p50, p99 and mean of a weighted mixture of sample sets (weights: request counts).
     Percentiles are order statistics of the mixture CDF, as PERCENTILE_DISC."""
     groups = [(w, s) for w, s in groups if w > 0]
@@ -65,14 +87,12 @@ def mixture(groups: list[tuple[float, np.ndarray]]) -> dict[str, float | None]:
     return {"p50_ns": q(0.5), "p99_ns": q(0.99), "mean_ns": mean, "requests": int(total)}
 
 
-def project(
-    ev: Events, req_hit: np.ndarray, fast: dict, slow: dict
-) -> dict[str, dict[str, float | None]]:
+def project(ev: Events, req_hit: np.ndarray, fast: Profile, slow: Profile) -> dict[str, Latency]:
     """Per request, the fast device's latency distribution for its op and size class if
     the simulation put it in the fast tier, else the slow device's: the mixture's
     p50/p99/mean, next to the all-slow and all-fast devices on the same requests."""
     key = ev.op.astype(np.int64) * 64 + size_class(ev.nbytes)
-    out = {}
+    out: dict[str, Latency] = {}
     for name, tier_of in (
         ("projected", req_hit),
         ("slow_only", np.zeros(len(ev), dtype=bool)),
@@ -89,7 +109,7 @@ def project(
     return out  # fmt: skip
 
 
-def measured_latency(ev: Events) -> dict[str, float | None]:
+def measured_latency(ev: Events) -> Latency:
     """A run's own device latency (reads and writes), defined as the projection's."""
     lat = ev.lat_ns[ev.lat_ns >= 0]
     if not len(lat):
@@ -97,12 +117,14 @@ def measured_latency(ev: Events) -> dict[str, float | None]:
     return mixture([(float(len(lat)), np.sort(lat))])
 
 
-def projection_error(
-    projected: dict[str, float | None], measured: dict[str, float | None]
-) -> dict[str, float | None]:
+def projection_error(projected: Latency, measured: Latency) -> LatencyError:
     """projected / measured - 1 for p50, p99 and mean (0.1: projection 10 % high)."""
-    out: dict[str, float | None] = {}
-    for k in ("p50_ns", "p99_ns", "mean_ns"):
-        p, m = projected.get(k), measured.get(k)
-        out[k.removesuffix("_ns")] = None if not p or not m else p / m - 1.0
-    return out
+
+    def err(p: float | None, m: float | None) -> float | None:
+        return None if not p or not m else p / m - 1.0
+
+    return {
+        "p50": err(projected["p50_ns"], measured["p50_ns"]),
+        "p99": err(projected["p99_ns"], measured["p99_ns"]),
+        "mean": err(projected["mean_ns"], measured["mean_ns"]),
+    }

@@ -45,8 +45,8 @@ def placement(ev: Events, p: Params) -> tuple[np.ndarray, Params]:
     capacity = (
         p.capacity if p.capacity is not None else default_capacity(r.acc.n_units * p.unit, p.unit)
     )
-    hit, _, _ = r.hits(p.units(capacity))
-    return request_hits(r.acc, hit), replace(p, capacity=capacity)
+    hits = r.hits(p.units(capacity))
+    return request_hits(r.acc, hits.hit), replace(p, capacity=capacity)
 
 
 def simulate(
@@ -64,8 +64,8 @@ def simulate(
     footprint = r.acc.n_units * p.unit
     capacity = p.capacity if p.capacity is not None else default_capacity(footprint, p.unit)
     k = p.units(capacity)
-    hit, flags, moves = r.hits(k)
-    ratios, timeline = report(r, hit, flags, moves)
+    hits = r.hits(k)
+    ratios, timeline = report(r, hits)
     out: dict[str, Any] = {
         "params": {**asdict(replace(p, capacity=capacity))},
         "source": PRESETS[p.preset].source if p.preset else None,
@@ -85,7 +85,7 @@ def simulate(
     if (fast is None) != (slow is None):
         raise TieringError("projected latency needs both a fast run and a slow run")
     if fast is not None and slow is not None:
-        out["latency"] = project(ev, request_hits(r.acc, hit), profile(fast), profile(slow))
+        out["latency"] = project(ev, request_hits(r.acc, hits.hit), profile(fast), profile(slow))
         if measured is not None:
             m = measured_latency(measured)
             out["latency"]["measured"] = m

@@ -12,12 +12,24 @@ once per size, and says so (`one_pass: false`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from analyzer.tiering.accesses import request_hits
 from analyzer.tiering.policies import Run
+
+
+class SweepPoint(TypedDict):
+    capacity_bytes: int
+    units: int  # the tier in whole units, less the headroom
+    hit_ratio_count: float | None
+    hit_ratio_bytes: float | None
+
+
+class Sweep(TypedDict):
+    one_pass: bool  # False: one simulation per size
+    points: list[SweepPoint]
 
 
 def sweep_capacities(footprint_units: int, unit: int, extra: int | None = None) -> list[int]:
@@ -30,11 +42,11 @@ def sweep_capacities(footprint_units: int, unit: int, extra: int | None = None) 
     return sorted(caps)
 
 
-def sweep(r: Run, capacities: list[int]) -> dict[str, Any]:
+def sweep(r: Run, capacities: list[int]) -> Sweep:
     """Hit ratios (by count and bytes) for every capacity: one pass where the policy
     allows, else one run per size."""
     p, acc = r.p, r.acc
-    rows = []
+    rows: list[SweepPoint] = []
     if r.one_pass():
         d = r.distance()
         req_d = np.maximum.reduceat(d, acc.starts)
@@ -51,14 +63,14 @@ def sweep(r: Run, capacities: list[int]) -> dict[str, Any]:
     else:
         for cap in capacities:
             k = p.units(cap)
-            hit, _, _ = r.hits(k)
+            hit = r.hits(k).hit
             rh = request_hits(acc, hit)
             b_hit = int(acc.nbytes[hit].sum())
             rows.append(_row(cap, k, int(rh.sum()), len(rh), b_hit, int(acc.nbytes.sum())))
     return {"one_pass": r.one_pass(), "points": rows}
 
 
-def _row(cap: int, k: int, n_hit: int, n: int, b_hit: int, b: int) -> dict[str, Any]:
+def _row(cap: int, k: int, n_hit: int, n: int, b_hit: int, b: int) -> SweepPoint:
     return {
         "capacity_bytes": cap,
         "units": k,
