@@ -38,6 +38,7 @@ python: $(UV)
 
 native:
 	$(MAKE) -C recorder
+	$(MAKE) -C analyzer/tiering
 	@if [ -f workload/Makefile ]; then $(MAKE) -C workload; fi
 
 demo: setup
@@ -68,5 +69,6 @@ lint: python native
 
 clean:
 	$(MAKE) -C recorder clean
+	$(MAKE) -C analyzer/tiering clean
 	@if [ -f workload/Makefile ]; then $(MAKE) -C workload clean; fi
 	rm -rf .venv .tools

@@ -39,7 +39,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from hybrid_lab import HybridLab  # noqa: E402
 
-from analyzer.tiering import simulate as tiering  # noqa: E402
+from analyzer.tiering.events import Events, load_trace  # noqa: E402
+from analyzer.tiering.params import parse_size  # noqa: E402
+from analyzer.tiering.presets import params_for  # noqa: E402
+from analyzer.tiering.simulate import simulate  # noqa: E402
 from replayer.plan import build as planmod  # noqa: E402
 from replayer.run import execute as runmod  # noqa: E402
 from replayer.run import tiering_check  # noqa: E402
@@ -57,7 +60,7 @@ def record_source(dev: str, out: Path, rate: int, seconds: int) -> None:
                    check=True, capture_output=True)  # fmt: skip
 
 
-def pure_replay(src: Path, dev: str, work: Path, name: str, destroy: list[str]) -> tiering.Events:
+def pure_replay(src: Path, dev: str, work: Path, name: str, destroy: list[str]) -> Events:
     jobdir = work / f"{name}.jobs"
     planmod.plan(
         planmod.PlanOptions(
@@ -66,17 +69,17 @@ def pure_replay(src: Path, dev: str, work: Path, name: str, destroy: list[str]) 
     )
     rec = work / f"{name}.iot"
     runmod.run(jobdir, rec, destroy, None, True)
-    return tiering.load_trace(str(rec))
+    return load_trace(str(rec))
 
 
 def one_round(lab: HybridLab, src: Path, cap: str, work: Path) -> dict:
-    p = tiering.params_for("lru", unit=4096, capacity=tiering.parse_size(cap))
+    p = params_for("lru", unit=4096, capacity=parse_size(cap))
     destroy = [lab.fast, lab.slow]
     res = tiering_check.check(src, lab.fast, lab.slow, p, work / "check", destroy, force=True)
-    measured = tiering.load_trace(res["replays"]["tiered"])
+    measured = load_trace(res["replays"]["tiered"])
     slow = pure_replay(src, lab.slow, work, "slow", destroy)
     fast = pure_replay(src, lab.fast, work, "fast", destroy)
-    peer = tiering.simulate(tiering.load_trace(str(src)), p, fast=fast, slow=slow,
+    peer = simulate(load_trace(str(src)), p, fast=fast, slow=slow,
                             measured=measured)["latency"]  # fmt: skip
     return {
         "fast_share": res["split"]["fast_share_of_reads_writes"],

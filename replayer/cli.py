@@ -120,7 +120,7 @@ def plan(
     """
     size = None
     if create_file is not None:
-        from analyzer.tiering.simulate import TieringError, parse_size
+        from analyzer.tiering.params import TieringError, parse_size
 
         try:
             size = parse_size(create_file)

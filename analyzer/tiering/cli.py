@@ -18,8 +18,8 @@ from rich.table import Table
 
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
+from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
-from analyzer.tiering import simulate as tiering
 from iotape.atomic import replacing
 from iotape.cliopts import AsJson, Db
 from iotape.errors import IotapeError
@@ -81,7 +81,7 @@ def tiering_cmd(
         raise IotapeError(f"--plot {plot}: only .html is written (SVG charts, no dependency)")
     p = opt.from_args(locals())
     with opened(db, create=False) as store:
-        result = tiering.analyze_run(store, run, p, sweep, fast_run, slow_run, measured_run)
+        result = from_store.analyze_run(store, run, p, sweep, fast_run, slow_run, measured_run)
     if plot is not None:
         from analyzer.tiering.plot import render_html
 

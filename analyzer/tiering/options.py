@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.params import Params, parse_size
+from analyzer.tiering.presets import params_for
 from iotape.errors import IotapeError
 
 Policy = Annotated[str, typer.Option("--policy", help="tiering, lru, s3fifo, oracle or belady.")]
@@ -54,7 +55,7 @@ def size(text: str | None, what: str) -> int | None:
     if text is None:
         return None
     try:
-        return tiering.parse_size(text)
+        return parse_size(text)
     except IotapeError as e:
         raise IotapeError(f"{what}: {e}") from None
 
@@ -71,9 +72,9 @@ def params(
     headroom: float | None,
     max_io: str | None,
     reads_only: bool | None,
-) -> tiering.Params:
+) -> Params:
     """The options as simulation parameters (None: the policy's or preset's default)."""
-    return tiering.params_for(
+    return params_for(
         policy,
         preset,
         unit=size(unit, "--unit"),
@@ -103,7 +104,7 @@ NAMES = (
 )
 
 
-def from_args(args: Mapping[str, Any]) -> tiering.Params:
+def from_args(args: Mapping[str, Any]) -> Params:
     """The parameters from a command's arguments, named as the options above
     (a command passes its `locals()`)."""
     return params(**{k: args[k] for k in NAMES})

@@ -172,13 +172,13 @@ def choose(
     gaps = {"zoned": gap(zoned)}
     nranges = max(1, size // gran)
     tried = {t: gap(zipf_blocks(rng, n, t, nranges) * gran) for t in THETAS}
-    best = min(tried, key=tried.get)
+    best = min(tried, key=tried.__getitem__)
     for t in (best - 0.04, best - 0.02, best + 0.02, best + 0.04):
         if t > 0 and abs(t - 1.0) > 0.005:
             tried[round(t, 3)] = gap(zipf_blocks(rng, n, t, nranges) * gran)
-    theta = min(tried, key=tried.get)
+    theta = min(tried, key=tried.__getitem__)
     gaps["zipf"] = tried[theta]
-    kind = want_kind if want_kind != "auto" else min(gaps, key=gaps.get)
+    kind = want_kind if want_kind != "auto" else min(gaps, key=gaps.__getitem__)
     return Model(kind, theta, gran, gaps)
 
 

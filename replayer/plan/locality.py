@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzer.tiering import native
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.accesses import accesses
+from analyzer.tiering.events import Events, events_from_columns
 
 UNIT = 64 << 10  # the cache unit: what `analyze tiering --unit 64K` uses
 FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -32,7 +33,7 @@ def hit_curve(offset: np.ndarray, nbytes: np.ndarray, caps_units: list[int], uni
     """LRU hit ratio (share of requests) at each capacity in units, for requests in order."""
     if not len(offset):
         return np.zeros(len(caps_units)), 0
-    ev = tiering.Events(
+    ev = Events(
         t_ns=np.arange(len(offset), dtype=np.int64),
         dev=np.zeros(len(offset), np.int64),
         offset=np.asarray(offset, np.int64),
@@ -40,7 +41,7 @@ def hit_curve(offset: np.ndarray, nbytes: np.ndarray, caps_units: list[int], uni
         op=np.zeros(len(offset), np.int8),
         lat_ns=np.full(len(offset), -1, np.int64),
     )
-    acc = tiering.accesses(ev, unit)
+    acc = accesses(ev, unit)
     d = native.stack_distances(acc.uid, acc.n_units)
     req = np.sort(np.maximum.reduceat(d, acc.starts))
     hits = np.searchsorted(req, np.asarray(caps_units, np.int64), side="left")
@@ -72,9 +73,7 @@ def hot_shares(offset: np.ndarray, unit: int = UNIT) -> tuple[float, float]:
 
 def _data(r: np.ndarray, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(op, offset, bytes) of the reads and writes, in time order."""
-    ev = tiering.events_from_columns(
-        t_ns, t_ns, r["dev"], r["offset"], r["bytes"], r["op"].astype(np.int8)
-    )
+    ev = events_from_columns(t_ns, t_ns, r["dev"], r["offset"], r["bytes"], r["op"].astype(np.int8))
     ok = ev.nbytes > 0
     # Each device is its own address space: keep units of different devices apart.
     _, dev = np.unique(ev.dev[ok], return_inverse=True)

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.events import WRITE, event_rows, events_from_columns
+from analyzer.tiering.params import Params
+from analyzer.tiering.simulate import placement
 from iotape.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.run import targets
@@ -45,12 +47,12 @@ def _source_devices(header: dict, devs: list[int]) -> list[dict]:
     return [by_dev.get(v, {"name": f"dev{v >> 20}:{v & 0xFFFFF}", "dev": v}) for v in devs]
 
 
-def tier_of_records(records: np.ndarray, p: tiering.Params) -> tuple[np.ndarray, tiering.Params]:
+def tier_of_records(records: np.ndarray, p: Params) -> tuple[np.ndarray, Params]:
     """Per record, True where the simulation placed it on the fast tier."""
-    rows = tiering.event_rows(records["op"], records["ts_issue_ns"], records["ts_complete_ns"])
+    rows = event_rows(records["op"], records["ts_issue_ns"], records["ts_complete_ns"])
     if not len(rows):
         raise IotapeError("the trace has no reads or writes to place on a tier")
-    ev = tiering.events_from_columns(
+    ev = events_from_columns(
         records["ts_issue_ns"],
         records["ts_complete_ns"],
         records["dev"],
@@ -58,7 +60,7 @@ def tier_of_records(records: np.ndarray, p: tiering.Params) -> tuple[np.ndarray,
         records["bytes"],
         records["op"],
     )
-    fast_req, resolved = tiering.placement(ev, p)
+    fast_req, resolved = placement(ev, p)
     fast = np.zeros(len(records), dtype=bool)
     fast[rows] = fast_req
     return fast, resolved
@@ -72,11 +74,11 @@ class Placement:
     header: dict
     records: np.ndarray
     fast: np.ndarray  # per record
-    params: tiering.Params  # the capacity filled in
+    params: Params  # the capacity filled in
 
     def summary(self) -> dict[str, Any]:
         r, fast = self.records, self.fast
-        data = r["op"] <= tiering.WRITE
+        data = r["op"] <= WRITE
         return {
             "source": str(self.trace),
             "params": dict(vars(self.params)),
@@ -89,7 +91,7 @@ class Placement:
         }
 
 
-def place(trace: str | Path, p: tiering.Params) -> Placement:
+def place(trace: str | Path, p: Params) -> Placement:
     trace = Path(trace)
     with open_trace(trace) as t:
         header = copy.deepcopy(t.header)
@@ -142,7 +144,7 @@ def write(pl: Placement, out: str | Path, force: bool = False, both: bool = Fals
 def split(
     trace: str | Path,
     out: str | Path,
-    p: tiering.Params,
+    p: Params,
     force: bool = False,
     both: bool = False,
 ) -> dict:

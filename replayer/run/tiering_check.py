@@ -8,7 +8,7 @@ Two replays of one trace, each recorded at the device:
   optimistic on the 2-core test machine);
 - tiered: the trace split by the simulated placement (`split.py`) across both,
   the hybrid array emulated on the user's own hardware.
-The projection (`tiering.project`) mixes the profile's two latency distributions
+The projection (`analyzer.tiering.projection.project`) mixes the profile's two latency distributions
 per request by its simulated tier; the tiered replay is what it should predict.
 """
 
@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.events import Events, load_trace
+from analyzer.tiering.params import Params
+from analyzer.tiering.simulate import simulate
 from iotape.atomic import replacing
 from iotape.errors import IotapeError
 from recorder.tracefile import open_trace
@@ -57,14 +59,14 @@ def _prepare_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _on(ev: tiering.Events, dev: int) -> tiering.Events:
+def _on(ev: Events, dev: int) -> Events:
     """The events of one device."""
     keep = ev.dev == dev
     if not keep.any():
         raise IotapeError(
             f"the profile replay recorded nothing on device {dev >> 20}:{dev & 0xFFFFF}"
         )
-    return tiering.Events(*(getattr(ev, f.name)[keep] for f in dataclasses.fields(tiering.Events)))
+    return Events(*(getattr(ev, f.name)[keep] for f in dataclasses.fields(Events)))
 
 
 def _accounting(planned: Path, summary: dict[str, Any], recorded: Path) -> dict[str, Any]:
@@ -94,19 +96,8 @@ def _accounting(planned: Path, summary: dict[str, Any], recorded: Path) -> dict[
     }
 
 
-def check(
-    trace: Path,
-    fast: str,
-    slow: str,
-    p: tiering.Params,
-    out: Path,
-    destroy: list[str] | None = None,
-    force: bool = False,
-    say: Callable[[str], None] = lambda _s: None,
-) -> dict[str, Any]:
-    """Run the three replays into OUT and compare measured with projected latency.
-    Writes OUT/result.json; returns the same dict."""
-    trace, out = Path(trace), Path(out)
+def _device_numbers(fast: str, slow: str) -> dict[str, int]:
+    """The device number of --fast and --slow: two different block devices."""
     devs = {}
     for what, path in (("--fast", fast), ("--slow", slow)):
         targets.check_system_path(os.path.abspath(path), what)
@@ -118,6 +109,41 @@ def check(
         devs[what] = (os.major(rdev) << 20) | os.minor(rdev)
     if devs["--fast"] == devs["--slow"]:
         raise IotapeError(f"--fast and --slow are the same device ({fast})")
+    return devs
+
+
+def _replay(
+    name: str,
+    src: Path,
+    out: Path,
+    targets_: list[str],
+    recorded: Path,
+    destroy: list[str],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """Plan SRC onto the targets in OUT/NAME.jobs and replay it, recording RECORDED."""
+    jobdir = out / f"{name}.jobs"
+    say(f"{name}: planning")
+    planmod.plan(
+        planmod.PlanOptions(trace=src, jobdir=jobdir, targets=targets_, force=True, destroy=destroy)
+    )
+    return runmod.run(jobdir, recorded, destroy, None, True, say=lambda s: say(f"{name}: {s}"))
+
+
+def check(
+    trace: Path,
+    fast: str,
+    slow: str,
+    p: Params,
+    out: Path,
+    destroy: list[str] | None = None,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _s: None,
+) -> dict[str, Any]:
+    """Run the three replays into OUT and compare measured with projected latency.
+    Writes OUT/result.json; returns the same dict."""
+    trace, out = Path(trace), Path(out)
+    devs = _device_numbers(fast, slow)
     # Both are written; refuse them before anything is simulated or written to OUT.
     for path in (fast, slow):
         check_target(path, destroy or [])
@@ -129,34 +155,17 @@ def check(
     recorded: dict[str, Path] = {}
     accounting: dict[str, dict[str, Any]] = {}
     for name, src in (("profile", out / "profile.iot"), ("tiered", out / "split.iot")):
-        jobdir = out / f"{name}.jobs"
-        say(f"{name}: planning")
-        planmod.plan(
-            planmod.PlanOptions(
-                trace=src,
-                jobdir=jobdir,
-                targets=[f"fast={fast}", f"slow={slow}"],
-                force=True,
-                destroy=destroy or [],
-            )
-        )
         recorded[name] = out / f"{name}-replay.iot"
-        summary = runmod.run(
-            jobdir,
-            recorded[name],
-            destroy or [],
-            None,
-            True,
-            say=lambda s, n=name: say(f"{n}: {s}"),
-        )
+        targets_ = [f"fast={fast}", f"slow={slow}"]
+        summary = _replay(name, src, out, targets_, recorded[name], destroy or [], say)
         accounting[name] = _accounting(src, summary, recorded[name])
-    prof = tiering.load_trace(str(recorded["profile"]))
-    res = tiering.simulate(
-        tiering.load_trace(str(trace)),
+    prof = load_trace(str(recorded["profile"]))
+    res = simulate(
+        load_trace(str(trace)),
         p,
         fast=_on(prof, devs["--fast"]),
         slow=_on(prof, devs["--slow"]),
-        measured=tiering.load_trace(str(recorded["tiered"])),
+        measured=load_trace(str(recorded["tiered"])),
     )
     result = {
         "trace": str(trace),

@@ -18,7 +18,10 @@ from analyzer.server.routes import tiering as api_tiering
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import open_store
 from analyzer.tiering import cli as analyze_cli
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering import from_store
+from analyzer.tiering.events import Events, events_from_columns
+from analyzer.tiering.presets import params_for
+from analyzer.tiering.simulate import simulate
 
 app = typer.Typer(pretty_exceptions_enable=False)
 app.add_typer(analyze_cli.app, name="analyze")
@@ -105,8 +108,8 @@ def test_the_cli_and_the_library_agree(db: str) -> None:
     r = analyze(db, "--policy", "oracle", "--capacity", "8M")
     s = open_store(db, create=False)
     try:
-        p = tiering.params_for("oracle", capacity=8 * MiB)
-        lib = tiering.analyze_run(s, "nightly", p)
+        p = params_for("oracle", capacity=8 * MiB)
+        lib = from_store.analyze_run(s, "nightly", p)
     finally:
         s.close()
     assert r["hit_ratio"] == lib["hit_ratio"]
@@ -133,19 +136,19 @@ def test_run_at_device_takes_one_device_of_a_run(db: str) -> None:
     r = analyze(db, "--policy", "lru", "--unit", "1M", "--capacity", "16M",
                 "--fast-run", "ssd@nvme0n1", "--slow-run", "hdd@sda")  # fmt: skip
 
-    def on(records: np.ndarray, dev: int) -> tiering.Events:
+    def on(records: np.ndarray, dev: int) -> Events:
         m = records[records["dev"] == dev]
         cols = ("ts_issue_ns", "ts_complete_ns", "dev", "offset", "bytes", "op")
-        return tiering.events_from_columns(*(m[c] for c in cols))
+        return events_from_columns(*(m[c] for c in cols))
 
     s = open_store(db, create=False)
     try:
-        ev = tiering.load_events(s, tiering.load_run(s, "nightly")[0]["id"])
+        ev = from_store.load_events(s, from_store.load_run(s, "nightly")[0]["id"])
     finally:
         s.close()
-    p = tiering.params_for("lru", unit=MiB, capacity=16 * MiB)
+    p = params_for("lru", unit=MiB, capacity=16 * MiB)
     fast, slow = on(device_run(5, 100_000), NVME), on(device_run(6, 8_000_000), SDA)
-    assert r["latency"] == tiering.simulate(ev, p, fast=fast, slow=slow)["latency"]
+    assert r["latency"] == simulate(ev, p, fast=fast, slow=slow)["latency"]
     assert r["fast_run"]["device"] == "nvme0n1" and r["slow_run"]["device"] == "sda"
     res = runner.invoke(app, ["analyze", "tiering", "nightly", "--db", db,
                               "--fast-run", "ssd@nope", "--slow-run", "hdd"])  # fmt: skip
@@ -224,3 +227,11 @@ def test_dashboard_tiering_page_draws_its_charts(tmp_path: Path) -> None:
     for name in ("tiering-hits", "tiering-skew", "tiering-sweep"):
         assert got.get(name) and max(got[name]) >= 2, name
     assert re.search(r'id="tiering-hits"', dom)
+
+
+def test_the_store_selects_the_columns_events_are_built_from() -> None:
+    # events.py spells them out so that the replayer never imports the store.
+    from analyzer.store.queries import TIERING_COLUMNS
+    from analyzer.tiering.events import COLUMNS
+
+    assert COLUMNS == TIERING_COLUMNS

@@ -370,7 +370,7 @@ def test_a_device_a_filesystem_appeared_on_is_refused_at_run(loop, tmp_path: Pat
 def test_split_writes_no_trace_into_dev(tmp_path: Path, tag: str) -> None:
     t = _trace(tmp_path / "t.iot")
     out = f"/dev/iotape-split-{tag}.iot"
-    from analyzer.tiering import simulate as tiering
+    from analyzer.tiering import presets as tiering
 
     with pytest.raises(IotapeError, match=f"-o {out}: is under /dev"):
         split.split(t, out, tiering.params_for("lru", unit=4096))
@@ -379,7 +379,7 @@ def test_split_writes_no_trace_into_dev(tmp_path: Path, tag: str) -> None:
 
 def test_tiering_check_refuses_a_missing_device_before_writing(tmp_path: Path, tag: str) -> None:
     t = _trace(tmp_path / "t.iot")
-    from analyzer.tiering import simulate as tiering
+    from analyzer.tiering import presets as tiering
 
     out = tmp_path / "chk"
     with pytest.raises(IotapeError, match=f"--fast /dev/iotape-ssd-{tag} does not exist; block"):

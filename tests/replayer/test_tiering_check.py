@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import need
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# Appended, not put first: bench/workload.py would hide the workload package.
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from hybrid_lab import HybridLab, LabError
 
 # Every test here needs root and loop devices (conftest `kernel`).

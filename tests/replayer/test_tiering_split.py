@@ -4,6 +4,8 @@ placement (issue 7), checked against the simulator request by request."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,9 @@ import typer
 from trace_helpers import DT, NVME, SDA, header
 from typer.testing import CliRunner
 
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering.events import load_trace
+from analyzer.tiering.presets import params_for
+from analyzer.tiering.simulate import placement
 from iotape.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
 from replayer import cli as replay_cli
@@ -53,7 +57,7 @@ def read(path: Path) -> tuple[dict, np.ndarray]:
 
 def test_requests_go_to_the_tier_the_simulation_placed_them_on(tmp_path: Path) -> None:
     src = trace(tmp_path / "t.iot")
-    p = tiering.params_for("lru", unit=4096, capacity=2 * MiB)
+    p = params_for("lru", unit=4096, capacity=2 * MiB)
     info = split.split(src, tmp_path / "s.iot", p)
     h, r = read(tmp_path / "s.iot")
     _, orig = read(src)
@@ -63,8 +67,8 @@ def test_requests_go_to_the_tier_the_simulation_placed_them_on(tmp_path: Path) -
     # Everything else is untouched and in the same order.
     for col in ("ts_issue_ns", "offset", "bytes", "op"):
         assert np.array_equal(r[col], orig[col])
-    ev = tiering.load_trace(str(src))
-    hit, _ = tiering.placement(ev, p)
+    ev = load_trace(str(src))
+    hit, _ = placement(ev, p)
     data = orig["op"] <= 1
     assert np.array_equal(tier[data] == "fast", hit)  # one device: issue order = trace order
     assert (tier[~data] == "slow").all()
@@ -76,7 +80,7 @@ def test_requests_go_to_the_tier_the_simulation_placed_them_on(tmp_path: Path) -
 
 def test_both_sends_every_request_to_each_device(tmp_path: Path) -> None:
     src = trace(tmp_path / "t.iot", n=1000)
-    split.split(src, tmp_path / "b.iot", tiering.params_for("lru", unit=4096), both=True)
+    split.split(src, tmp_path / "b.iot", params_for("lru", unit=4096), both=True)
     h, r = read(tmp_path / "b.iot")
     names = {d["dev"]: d["name"] for d in h["devices"]}
     _, orig = read(src)
@@ -87,7 +91,7 @@ def test_both_sends_every_request_to_each_device(tmp_path: Path) -> None:
 
 def test_several_source_devices_keep_their_own_names(tmp_path: Path) -> None:
     src = trace(tmp_path / "t.iot", devs=(SDA, NVME))
-    split.split(src, tmp_path / "s.iot", tiering.params_for("lru", unit=4096, capacity=MiB))
+    split.split(src, tmp_path / "s.iot", params_for("lru", unit=4096, capacity=MiB))
     h, r = read(tmp_path / "s.iot")
     names = sorted(d["name"] for d in h["devices"])
     assert names == ["fast-nvme0n1", "fast-sda", "slow-nvme0n1", "slow-sda"]
@@ -106,8 +110,24 @@ def test_cli_writes_the_split_and_refuses_to_overwrite(tmp_path: Path) -> None:
     res = runner.invoke(app, [*args, "--force"])
     assert res.exit_code == 0 and "--target fast=DEV --target slow=DEV" in res.output
     with pytest.raises(IotapeError, match="input trace"):
-        split.split(src, src, tiering.params_for("lru"), force=True)
+        split.split(src, src, params_for("lru"), force=True)
     res = runner.invoke(app, ["replay", "split", str(src), "-o", str(tmp_path / "x.iot"),
                               "--unit", "3000"])  # fmt: skip
     assert res.exit_code != 0 and "power of two" in str(res.exception)
     assert not (tmp_path / "x.iot").exists()
+
+
+def test_the_replayer_reaches_neither_the_store_nor_the_server() -> None:
+    """The replayer may use the tiering simulator, never analyzer.store or
+    analyzer.server: importing what it uses loads neither."""
+    code = (
+        "import sys, replayer.cli, replayer.plan.split, replayer.plan.locality, "
+        "replayer.plan.fitloc, replayer.run.tiering_check\n"
+        "print(sorted(m for m in sys.modules\n"
+        "             if m.startswith(('analyzer.store', 'analyzer.server'))))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from analyzer.server.deps import RunDep
 from analyzer.server.models import TieringResponse
 from analyzer.store.interface import Store
-from analyzer.tiering import simulate as tiering
+from analyzer.tiering import from_store as tiering
 from iotape.errors import IotapeError
 
 router = APIRouter(tags=["tiering"])
