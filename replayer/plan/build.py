@@ -8,6 +8,10 @@ Layout of JOBDIR:
   anchor.fio      fio's own plain replay of the same requests (one iolog, read_iolog
   anchor.log      defaults), the yardstick that `iotape replay fidelity` compares against
   plan.json       what `iotape replay run` needs: targets, jobs, expected duration
+
+This module checks the options, groups the trace's requests by database, device
+and stream, probes the targets and makes the jobs (model.py says what a Plan
+holds); exact.py times exact jobs, jobfile.py writes the text, write.py JOBDIR.
 """
 
 from __future__ import annotations
