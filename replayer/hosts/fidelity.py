@@ -1,6 +1,6 @@
 """Per-host start and fidelity of a multi-host replay, from fio's own per-I/O logs.
 
-No recording exists of a remote host's replay (hostrun.py), so the measure is what
+No recording exists of a remote host's replay (hosts/run.py), so the measure is what
 fio logged there: every read, write and trim, its completion time, latency, size
 and offset (write_lat_log, log_offset=1). The host job files set log_unix_epoch=1,
 so times are Unix milliseconds, the clock all hosts share (as well as their clocks

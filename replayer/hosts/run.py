@@ -8,7 +8,7 @@ Before any I/O, each host is asked, all at once, through fio's client:
   before even a check reads a device (blkid does);
 - then, with a job file of its own (`results/HOST/preflight.fio`):
 - `check`: a job that does no I/O (create_only on /dev/zero) whose exec_prerun runs
-  `iotape replay check-host` on the host (hostcheck.py: the safety checks, size,
+  `iotape replay check-host` on the host (hosts/check.py: the safety checks, size,
   iologs), which writes its verdict file;
 - `verdict`: reads that file, whose size is the verdict (fio returns a job's byte
   count, not a command's output), and unlinks it; a missing file means iotape did

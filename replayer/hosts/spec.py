@@ -9,7 +9,7 @@ paths and their iologs by JOBDIR's absolute path: JOBDIR is copied to the same
 path on every host (docs/replay-hosts.md). A remote target cannot be opened here,
 so it is planned like the dry-run placeholder: sized to what the trace needs and
 aligned to 4 KiB (a multiple of every logical block size); the host checks it is
-that large before the replay (hostcheck.py).
+that large before the replay (hosts/check.py).
 """
 
 from __future__ import annotations
@@ -130,13 +130,13 @@ def host_jobs(jobs: list[Job], host: str) -> list[Job]:
 def jobfile(text: str, jobdir: Path) -> str:
     """A host's job file from the plan's: iologs by JOBDIR's absolute path (the host
     opens them), and log times in Unix ms, the one clock the hosts' logs share, from
-    which `replay run` measures each host's start (hostfid.py).
+    which `replay run` measures each host's start (hosts/fidelity.py).
 
     Without log_offset: a fio 3.33 server does not tell its client that a log
     carries offsets (fio_send_iolog leaves the pdu's log_offset 0), so the client
     sizes the inflated log for entries without them and keeps the first 4/5 of the
     samples (measured: 14 of 18, 24 of 31). Without offsets every sample arrives;
-    a synchronous job's samples pair with its iolog in order (hostfid.py)."""
+    a synchronous job's samples pair with its iolog in order (hosts/fidelity.py)."""
     text = text.replace("read_iolog=iologs/", f"read_iolog={jobdir}/iologs/")
     text = text.replace("\nlog_offset=1\n", "\nlog_offset=0\n", 1)
     return text.replace("\n[global]\n", "\n[global]\nlog_unix_epoch=1\n", 1)

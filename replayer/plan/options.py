@@ -32,7 +32,7 @@ class PlanOptions:
     windows: bool = False
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
-    hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts.py)
+    hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)
 
 
 SYNTHETIC_LOSES = (
