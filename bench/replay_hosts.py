@@ -34,6 +34,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
+# The repository before both: bench/recorder.py and bench/workload.py would stand
+# in for those packages.
+sys.path.insert(0, str(ROOT))
 
 from conftest import Loop  # noqa: E402
 from hosts_lab import Lab  # noqa: E402

@@ -6,7 +6,7 @@ or holding a signature is refused without --destroy-data-on), made on the host,
 where the kernel that knows the device runs, plus: the target is at least as
 large as the plan reaches, and the host's copy of JOBDIR has the plan's iologs.
 
-`replay run` runs it on each host through fio itself (hostrun.py), as a job's
+`replay run` runs it on each host through fio itself (hosts/run.py), as a job's
 `exec_prerun`: fio does not return a command's output or exit status to its
 client, but it does return how many bytes a job read. So the verdict is a file
 whose size carries it: 512 bytes x (1 + code), code 0 when every check passed,

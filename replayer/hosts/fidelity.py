@@ -1,6 +1,6 @@
 """Per-host start and fidelity of a multi-host replay, from fio's own per-I/O logs.
 
-No recording exists of a remote host's replay (hostrun.py), so the measure is what
+No recording exists of a remote host's replay (hosts/run.py), so the measure is what
 fio logged there: every read, write and trim, its completion time, latency, size
 and offset (write_lat_log, log_offset=1). The host job files set log_unix_epoch=1,
 so times are Unix milliseconds, the clock all hosts share (as well as their clocks
@@ -23,11 +23,15 @@ request of its part.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from iotape.errors import IotapeError
+from replayer.plan.model import HostEntry, Manifest
 from replayer.plan.source import OP
 from replayer.run import fidelity as fid
+from replayer.run.results import HostStart
 
 ACT = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
 DDIR = np.array([OP["read"], OP["write"], OP["discard"]], np.int64)
@@ -63,7 +67,7 @@ def _logged(log: Path) -> tuple[np.ndarray, np.ndarray]:
     return a, c[:, 0] * 1_000_000 - c[:, 1]
 
 
-def host_pairs(jobdir: Path, host: dict) -> dict:
+def host_pairs(jobdir: Path, host: HostEntry) -> dict[str, Any]:
     """Planned, logged and paired requests of one host, with their times."""
     planned = logged = paired = 0
     gaps: list[np.ndarray] = []
@@ -96,14 +100,24 @@ def _ms(x: float) -> float:
     return round(x / 1e6, 3)
 
 
-def starts(jobdir: Path, man: dict, launch_ns: int | None = None) -> dict[str, dict]:
+def jobdir_starts(jobdir: Path) -> dict[str, HostStart]:
+    """`replay fidelity` of a multi-host JOBDIR: each host's start, from fio's logs."""
+    from replayer.run.execute import load_manifest
+
+    man = load_manifest(jobdir)
+    if not man.get("hosts"):
+        raise IotapeError(f"{jobdir}: a job directory of one host; give the recorded replay")
+    return starts(jobdir, man)
+
+
+def starts(jobdir: Path, man: Manifest, launch_ns: int | None = None) -> dict[str, HostStart]:
     """Per host: its start (Unix ns), offset from the earliest host, and issue error
     against its own start; from fio's logs."""
-    out: dict[str, dict] = {}
+    out: dict[str, HostStart] = {}
     for host in man["hosts"]:
         pr = host_pairs(Path(jobdir), host)
         g = pr["gap_ns"]
-        row = {k: pr[k] for k in ("planned", "logged", "paired")}
+        row: HostStart = {"planned": pr["planned"], "logged": pr["logged"], "paired": pr["paired"]}
         row["source"] = "fio per-I/O logs (log_unix_epoch, ms resolution)"
         if len(g):
             zero = int(np.median(g))

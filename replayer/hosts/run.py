@@ -8,7 +8,7 @@ Before any I/O, each host is asked, all at once, through fio's client:
   before even a check reads a device (blkid does);
 - then, with a job file of its own (`results/HOST/preflight.fio`):
 - `check`: a job that does no I/O (create_only on /dev/zero) whose exec_prerun runs
-  `iotape replay check-host` on the host (hostcheck.py: the safety checks, size,
+  `iotape replay check-host` on the host (hosts/check.py: the safety checks, size,
   iologs), which writes its verdict file;
 - `verdict`: reads that file, whose size is the verdict (fio returns a job's byte
   count, not a command's output), and unlinks it; a missing file means iotape did
@@ -37,6 +37,8 @@ from pathlib import Path
 from iotape.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
+from replayer.plan.model import HostEntry, Manifest
+from replayer.run.results import RunSummary
 
 PREFLIGHT_TIMEOUT_S = 30
 PROBE = re.compile(r"^hostname=.*\bfio=(?P<version>\S+?),")
@@ -64,7 +66,9 @@ def _destroy_for(host: str, destroy: list[str]) -> list[str]:
     return out
 
 
-def preflight_text(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[str]) -> str:
+def preflight_text(
+    jobdir: Path, host: HostEntry, man: Manifest, iotape: str, destroy: list[str]
+) -> str:
     verdict = f"/tmp/iotape-verdict.{host['name']}.{uuid.uuid4().hex[:12]}"
     cmd = [iotape, "replay", "check-host", str(jobdir), host["name"], "--verdict", verdict]
     for d in _destroy_for(host["name"], destroy):
@@ -114,7 +118,9 @@ PROBE_JOB = (
 )
 
 
-def _ask(jobdir: Path, host: dict, stem: str, text: str, want: str):
+def _ask(
+    jobdir: Path, host: HostEntry, stem: str, text: str, want: str
+) -> str | tuple[str, str, int]:
     """Run job file `text` on the host through fio's client: (stdout, whole output,
     rc), or the one line saying the host cannot run it (unreachable, other fio)."""
     name, where = host["name"], f"{host['address']}:{host['port']}"
@@ -156,13 +162,15 @@ def _ask(jobdir: Path, host: dict, stem: str, text: str, want: str):
     return p.stdout, text, p.returncode
 
 
-def probe(jobdir: Path, host: dict, want: str) -> str | None:
+def probe(jobdir: Path, host: HostEntry, want: str) -> str | None:
     """None when the host's fio server answers and runs fio `want`, else why not."""
     got = _ask(jobdir, host, "probe", PROBE_JOB, want)
     return got if isinstance(got, str) else None
 
 
-def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[str], want: str):
+def preflight(
+    jobdir: Path, host: HostEntry, man: Manifest, iotape: str, destroy: list[str], want: str
+) -> str | None:
     """None when host `host` may run its part, else the one line saying why not."""
     name = host["name"]
     got = _ask(jobdir, host, "preflight", preflight_text(jobdir, host, man, iotape, destroy), want)
@@ -190,7 +198,7 @@ def preflight(jobdir: Path, host: dict, man: dict, iotape: str, destroy: list[st
     return None
 
 
-def _split_results(jobdir: Path, man: dict, doc: dict) -> dict[str, dict]:
+def _split_results(jobdir: Path, man: Manifest, doc: dict) -> dict[str, dict]:
     """The client's JSON as one fio.json per host, the logs moved under results/HOST."""
     results = jobdir / "results"
     per: dict[str, dict] = {}
@@ -217,11 +225,11 @@ def _split_results(jobdir: Path, man: dict, doc: dict) -> dict[str, dict]:
 
 def run(
     jobdir: Path,
-    man: dict,
+    man: Manifest,
     destroy: list[str],
     iotape: str = "iotape",
     say: Callable[[str], None] = lambda s: None,
-) -> dict:
+) -> RunSummary:
     from replayer.run.execute import summarize
 
     want = local_version()
@@ -266,7 +274,7 @@ def run(
     if failed:
         raise IotapeError(f"{jobdir}: fio reported errors on the hosts: {'; '.join(failed[:3])}")
     starts = hostfid.starts(jobdir, man, launch_ns)
-    summary = {
+    summary: RunSummary = {
         "jobdir": str(jobdir),
         "mode": man["mode"],
         "hosts": {h: {"jobs": summarize(one), "start": starts.get(h)} for h, one in per.items()},

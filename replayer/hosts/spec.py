@@ -9,7 +9,7 @@ paths and their iologs by JOBDIR's absolute path: JOBDIR is copied to the same
 path on every host (docs/replay-hosts.md). A remote target cannot be opened here,
 so it is planned like the dry-run placeholder: sized to what the trace needs and
 aligned to 4 KiB (a multiple of every logical block size); the host checks it is
-that large before the replay (hostcheck.py).
+that large before the replay (hosts/check.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from iotape.errors import IotapeError
+from replayer.plan.model import HostAddress, HostEntry, Job
 from replayer.run import targets
 
 DEFAULT_PORT = 8765  # fio's own default for --server and --client
@@ -36,9 +37,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 ADDRESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 
 
-def parse(specs: list[str]) -> dict[str, tuple[str, int]]:
+def parse(specs: list[str]) -> dict[str, HostAddress]:
     """`--host NAME=ADDRESS[:PORT]` -> {name: (address, port)}."""
-    out: dict[str, tuple[str, int]] = {}
+    out: dict[str, HostAddress] = {}
     seen: dict[str, str] = {}
     for spec in specs:
         name, sep, rest = spec.partition("=")
@@ -59,7 +60,7 @@ def parse(specs: list[str]) -> dict[str, tuple[str, int]]:
                 "(fio names the logs it returns by address)"
             )
         seen[addr] = name
-        out[name] = (addr, int(port) if colon else DEFAULT_PORT)
+        out[name] = HostAddress(addr, int(port) if colon else DEFAULT_PORT)
     return out
 
 
@@ -77,7 +78,7 @@ def local_path(target: str) -> str:
     return s[1] if s else target
 
 
-def check_mapping(mapping: dict[str, str], hosts: dict[str, tuple[str, int]]) -> None:
+def check_mapping(mapping: dict[str, str], hosts: dict[str, HostAddress]) -> None:
     """With --host, every target names one of the hosts; without, none may."""
     for key, value in mapping.items():
         s = split(value)
@@ -111,7 +112,7 @@ def _digest(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def host_jobs(jobs: list, host: str) -> list:
+def host_jobs(jobs: list[Job], host: str) -> list[Job]:
     """The jobs of one host, their targets (and a synthetic job's filename) as the
     host's own paths."""
     out = []
@@ -129,26 +130,30 @@ def host_jobs(jobs: list, host: str) -> list:
 def jobfile(text: str, jobdir: Path) -> str:
     """A host's job file from the plan's: iologs by JOBDIR's absolute path (the host
     opens them), and log times in Unix ms, the one clock the hosts' logs share, from
-    which `replay run` measures each host's start (hostfid.py).
+    which `replay run` measures each host's start (hosts/fidelity.py).
 
     Without log_offset: a fio 3.33 server does not tell its client that a log
     carries offsets (fio_send_iolog leaves the pdu's log_offset 0), so the client
     sizes the inflated log for entries without them and keeps the first 4/5 of the
     samples (measured: 14 of 18, 24 of 31). Without offsets every sample arrives;
-    a synchronous job's samples pair with its iolog in order (hostfid.py)."""
+    a synchronous job's samples pair with its iolog in order (hosts/fidelity.py)."""
     text = text.replace("read_iolog=iologs/", f"read_iolog={jobdir}/iologs/")
     text = text.replace("\nlog_offset=1\n", "\nlog_offset=0\n", 1)
     return text.replace("\n[global]\n", "\n[global]\nlog_unix_epoch=1\n", 1)
 
 
 def write_parts(
-    tmp: Path, jobdir: Path, hosts: dict[str, tuple[str, int]], texts: dict[str, str], b: dict
-) -> list[dict]:
+    tmp: Path,
+    jobdir: Path,
+    hosts: dict[str, HostAddress],
+    texts: dict[str, str],
+    plan_jobs: list[Job],
+) -> list[HostEntry]:
     """Write hosts/NAME.fio for each host; the manifest's `hosts` entries."""
     (tmp / "hosts").mkdir()
-    out = []
+    out: list[HostEntry] = []
     for name, (addr, port) in hosts.items():
-        jobs = host_jobs(b["jobs"], name)
+        jobs = host_jobs(plan_jobs, name)
         if not jobs:
             raise IotapeError(f"--host {name}: no --target names it; every host needs a target")
         (tmp / "hosts" / f"{name}.fio").write_text(jobfile(texts[name], jobdir))
@@ -170,7 +175,7 @@ def write_parts(
     return out
 
 
-def iologs_digest(jobdir: Path, host: dict) -> str | None:
+def iologs_digest(jobdir: Path, host: HostEntry) -> str | None:
     """What `write_parts` recorded, recomputed from the iologs in `jobdir`
     (FileNotFoundError names a missing one)."""
     logs = [jobdir / "iologs" / f"{n}.log" for n in host.get("iologs") or []]

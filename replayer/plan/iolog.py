@@ -17,7 +17,7 @@ Measured against fio 3.33 (tests/replayer/test_replay_plan.py keeps the facts ch
   rejects a `wait` action ("iolog: ignoring wait command with version 3", once
   per job, on stderr), so iotape's logs open with `1 FILE wait 0 0`.
 
-A trace with more pieces than one fio process may hold (plan.py: MAX_JOBS) is
+A trace with more pieces than one fio process may hold (exact.py: MAX_JOBS) is
 replayed by several fio processes, one per window of the trace, and they must
 share one clock: with `clocksource=clock_gettime` fio's clock is CLOCK_MONOTONIC
 (since boot, the same in every process and in the recorder), so a job's first

@@ -74,9 +74,9 @@ def replayable(r: np.ndarray) -> np.ndarray:
 def load(path: str | Path) -> Source:
     """The trace at `path`, checked, filtered and time-ordered. Raises IotapeError."""
     path = Path(path)
-    with open_trace(path) as t:
-        header = t.header
-        records = t.read_all()
+    with open_trace(path) as trace:
+        header = trace.header
+        records = trace.read_all()
     if not isinstance(header.get("devices", []), list):
         raise IotapeError(f"{path}: header field devices: not a list")
     if len(records) == 0:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -26,17 +27,19 @@ from iotape.errors import IotapeError
 from recorder.capture import record as rec
 from recorder.tracefile import open_trace, trace_sha256, write_trace
 from replayer.plan import build as planmod
+from replayer.plan.model import Manifest
 from replayer.plan.source import OP, request_times
 from replayer.run import fidelity as fid
 from replayer.run import launch as launchmod
 from replayer.run import targets
+from replayer.run.results import JobRow, Relabel, RunSummary
 from replayer.run.safety import check_target, rdev_of
 
 
-def load_manifest(jobdir: Path) -> dict:
+def load_manifest(jobdir: Path) -> Manifest:
     path = Path(jobdir) / "plan.json"
     try:
-        man = json.loads(path.read_text())
+        man: Manifest = json.loads(path.read_text())
     except FileNotFoundError:
         raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`") from None
     except json.JSONDecodeError as e:
@@ -46,7 +49,7 @@ def load_manifest(jobdir: Path) -> dict:
     return man
 
 
-def check_targets(man: dict, destroy: list[str]) -> list[str]:
+def check_targets(man: Manifest, destroy: list[str]) -> list[str]:
     """Check every target again, as `replay plan` did: devices come and go between
     the two. Returns the files to create (--create-file); creates nothing."""
     create = []
@@ -65,7 +68,8 @@ def check_targets(man: dict, destroy: list[str]) -> list[str]:
             )
         if kind == "block" and t["writes"]:
             check_target(path, destroy)
-        size = t["create_bytes"] if kind == "create" else targets.size_of(path)[0]
+        planned = t["create_bytes"]
+        size = planned if kind == "create" and planned else targets.size_of(path)[0]
         reach = t.get("reach_bytes") or 0
         if size < reach:
             raise IotapeError(
@@ -75,10 +79,10 @@ def check_targets(man: dict, destroy: list[str]) -> list[str]:
     return create
 
 
-def _create(paths: list[str], man: dict) -> None:
+def _create(paths: list[str], man: Manifest) -> None:
     """Make the --create-file files, wholly allocated (a full disk shows here, not
     halfway through the replay), or none of them."""
-    sizes = {t["path"]: t["create_bytes"] for t in man["targets"]}
+    sizes = {t["path"]: t["create_bytes"] or 0 for t in man["targets"]}
     made: list[str] = []
     for path in paths:
         try:
@@ -120,10 +124,10 @@ def _launch_cmd(jobdir: Path) -> list[str]:
     return [sys.executable, "-m", "replayer.run.launch", str(jobdir)]
 
 
-def _merge_windows(jobdir: Path, man: dict, output: str) -> None:
+def _merge_windows(jobdir: Path, n_windows: int, output: str) -> None:
     """One fio JSON for the whole plan: the windows' jobs, in window order."""
     merged: dict = {}
-    for k in range(len(man["windows"])):
+    for k in range(n_windows):
         path = jobdir / launchmod.window_output(k)
         try:
             text = path.read_text()
@@ -158,9 +162,10 @@ def _one(
     devs: list[str],
     record_to: Path | None,
     force: bool,
-    man: dict | None = None,
+    man: Manifest | None = None,
 ) -> dict:
-    windowed = bool(man and man.get("windows"))
+    windows = (man.get("windows") if man else None) or []
+    windowed = bool(windows)
     cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
     wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
     probe = _start_probe(wakeup)
@@ -169,7 +174,7 @@ def _one(
     finally:
         _stop_probe(probe)
     if rc == 0 and windowed:
-        _merge_windows(jobdir, man, output)
+        _merge_windows(jobdir, len(windows), output)
     out = jobdir / output
     if rc != 0:
         where = "results/fio.wNNNN.err" if windowed else out.with_suffix(".err")
@@ -190,7 +195,8 @@ def _command(
     record_to: Path | None,
     force: bool,
     wakeup: Path,
-) -> int:
+) -> int | None:
+    """fio's exit status (None: the recorder ran no command)."""
     if record_to is not None:
         if not devs:
             raise IotapeError("--record: the plan has no block-device target to record")
@@ -207,11 +213,14 @@ def _command(
     return subprocess.run(cmd, check=False).returncode
 
 
-def summarize(fio_json: dict) -> list[dict]:
+DIRECTIONS: tuple[Literal["read", "write", "trim", "sync"], ...] = ("read", "write", "trim", "sync")
+
+
+def summarize(fio_json: dict) -> list[JobRow]:
     rows = []
     for j in fio_json.get("jobs", []):
-        row = {"job": j["jobname"], "runtime_ms": j.get("job_runtime")}
-        for d in ("read", "write", "trim", "sync"):
+        row: JobRow = {"job": j["jobname"], "runtime_ms": j.get("job_runtime")}
+        for d in DIRECTIONS:
             s = j.get(d) or {}
             if s.get("total_ios"):
                 lat = s.get("lat_ns") or s.get("clat_ns") or {}
@@ -233,7 +242,7 @@ def run(
     force: bool = False,
     say: Callable[[str], None] = lambda s: None,
     host_iotape: str = "iotape",
-) -> dict:
+) -> RunSummary:
     """Run the plan (and fio's plain anchor replay when `anchor_record_to` is given)."""
     jobdir = Path(jobdir).resolve()
     record_to = Path(record_to) if record_to is not None else None
@@ -256,22 +265,25 @@ def run(
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
     say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")
-    result = _one(jobdir, man["jobfile"], "results/fio.json", devs, record_to, force, man)
-    summary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
+    jobfile = man["jobfile"]
+    assert jobfile is not None  # only a multi-host plan has none
+    result = _one(jobdir, jobfile, "results/fio.json", devs, record_to, force, man)
+    summary: RunSummary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
     if record_to is not None:
         summary["record"] = str(record_to)
         summary["relabel"] = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
-        if not man.get("anchor"):
+        anchor_job = man.get("anchor")
+        if not anchor_job:
             raise IotapeError(f"{jobdir}: the plan has no anchor job (synthetic mode)")
         say("replaying with fio's plain read_iolog (anchor)")
-        anchor = _one(jobdir, man["anchor"], "results/anchor.json", devs, anchor_record_to, force)
+        anchor = _one(jobdir, anchor_job, "results/anchor.json", devs, anchor_record_to, force)
         summary["anchor"] = {"record": str(anchor_record_to), "jobs": summarize(anchor)}
     (jobdir / "results" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
+def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
     """Every read/write/trim in the plan's iologs, in time order, as records with
     op, offset, bytes and stream (an index into the returned stream names).
     Held as arrays, one log at a time: a long plan has millions of entries."""
@@ -309,7 +321,7 @@ def _plan_requests(jobdir: Path, man: dict) -> tuple[np.ndarray, list[str]]:
     return a, names
 
 
-def relabel(trace: Path, jobdir: Path, man: dict) -> dict:
+def relabel(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     """Give each request of a recorded replay the stream of the plan job that issued it.
 
     fio's threads all carry fio's name, so the recorder labels the whole replay
@@ -368,7 +380,7 @@ def _rewrite(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
     os.replace(tmp, trace)
 
 
-def replay_of(man: dict) -> dict:
+def replay_of(man: Manifest) -> dict:
     """The source trace (path and content hash, which is its run id in the store) and
     how the plan scaled it."""
     src = Path(man["trace"])

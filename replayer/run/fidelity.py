@@ -29,6 +29,9 @@ the original's is unfaithful on locality however good its rate is.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
 import numpy as np
 
 from replayer.plan import locality
@@ -36,6 +39,23 @@ from replayer.plan.source import OP, load, request_times
 from replayer.run import timewindows
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
+
+
+class FidelityReport(TypedDict):
+    """A replay against its original; each figure's pair is [original, replay]."""
+
+    original: str
+    replayed: str
+    duration_s: list[float]
+    start_shift_ms: float
+    alignment: str
+    overall: dict[str, Any]
+    streams: dict[str, dict[str, Any]]
+    # With the replay's issue times paired (not a synthetic replay):
+    windows: NotRequired[list[dict[str, Any]]]
+    wakeup_floor: NotRequired[dict[str, Any] | None]
+    floor_goal: NotRequired[dict[str, Any]]
+    locality: NotRequired[dict[str, Any]]  # always there; set last, so it comes last
 
 
 def _keys(r: np.ndarray) -> np.ndarray:
@@ -133,7 +153,9 @@ def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
     return f
 
 
-def compare(original, replayed, window_s: float = timewindows.WINDOW_S) -> dict:
+def compare(
+    original: str | Path, replayed: str | Path, window_s: float = timewindows.WINDOW_S
+) -> FidelityReport:
     """Per-stream, per-window and overall fidelity figures; each pair is
     [original, replay]."""
     so, sr = load(original), load(replayed)
@@ -146,7 +168,7 @@ def compare(original, replayed, window_s: float = timewindows.WINDOW_S) -> dict:
     tr = sr.t_ns - shift
     to = so.t_ns
     nbins = max(1, int(so.duration_ns // 1_000_000_000))
-    out = {
+    out: FidelityReport = {
         "original": str(original),
         "replayed": str(replayed),
         "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
@@ -194,7 +216,18 @@ def compare(original, replayed, window_s: float = timewindows.WINDOW_S) -> dict:
     return out
 
 
-def meets_goals(fig: dict, iops_pct: float = 2.0, p99_ms: float = 1.0) -> bool:
+def report(
+    original: Path, replayed: Path, anchor: Path | None, window_s: float
+) -> dict[str, FidelityReport]:
+    """`replay fidelity`: the replay ("iotape") and fio's plain replay ("fio_plain",
+    given `anchor`) each against the original."""
+    res = {"iotape": compare(original, replayed, window_s)}
+    if anchor is not None:
+        res["fio_plain"] = compare(original, anchor, window_s)
+    return res
+
+
+def meets_goals(fig: FidelityReport, iops_pct: float = 2.0, p99_ms: float = 1.0) -> bool:
     o = fig["overall"]
     return (o["iops_mape_pct"] or 0) <= iops_pct and o.get("issue_error", {}).get(
         "p99_ms", 1e9

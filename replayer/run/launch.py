@@ -1,7 +1,7 @@
 """Run a windowed exact plan: one fio process per window, all on one clock.
 
 `iotape replay run` starts this (under the recorder, when recording) for a plan
-whose trace needs more pieces than one fio process holds (plan.py, MAX_JOBS).
+whose trace needs more pieces than one fio process holds (plan/exact.py, MAX_JOBS).
 It picks the monotonic microsecond at which the trace's 0 replays, stamps every
 iolog with it (iolog.stamp: each job's first wait becomes absolute), and
 launches each window's fio at its `launch_us`, its set-up time before its first

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def windows(
             minlength=len(secs),
         )
         ok = io > 0
-        row = {
+        row: dict[str, Any] = {
             "from_s": round(lo / 1e9, 3),
             "requests": [int(io.sum()), int(ir.sum())],
             "iops_mape_pct": round(float(np.mean(np.abs(ir[ok] - io[ok]) / io[ok]) * 100), 3)

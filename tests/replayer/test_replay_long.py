@@ -17,8 +17,7 @@ from test_replay_plan import _targets, _trace
 from test_replay_run import _record_fio
 
 from iotape.errors import IotapeError
-from replayer.plan import build as planmod
-from replayer.plan import iolog
+from replayer.plan import exact, iolog
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as runmod
 from replayer.run import fidelity, launch, timewindows, wakeup
@@ -32,8 +31,8 @@ def _jobs_of(jobfile: str) -> list[str]:
 
 @needs_fio
 def test_more_pieces_than_one_fio_process_holds_become_windows(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(planmod, "MAX_JOBS", 40)
-    monkeypatch.setattr(planmod, "WINDOW_JOBS", 20)
+    monkeypatch.setattr(exact, "MAX_JOBS", 40)
+    monkeypatch.setattr(exact, "WINDOW_JOBS", 20)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     jobdir = tmp_path / "jobs"
     man = plan(PlanOptions(t, jobdir, mode="exact", targets=_targets(tmp_path, 1), windows=True))
@@ -62,7 +61,7 @@ def test_more_pieces_than_one_fio_process_holds_become_windows(tmp_path: Path, m
         )
         firsts.append(first - iolog.MONO_BASE_US - iolog.T0_US)
         # Launched its set-up time before its first piece (window 0: before the trace's 0).
-        setup = planmod._setup_us(w["jobs"], windowed=True)
+        setup = exact.setup_us(w["jobs"], windowed=True)
         assert w["launch_us"] == (firsts[-1] if w is not wins[0] else 0) - setup
     # Every job in exactly one window, the windows in time order.
     assert sorted(seen) == sorted(j["name"] for j in man["jobs"])
@@ -173,8 +172,8 @@ def test_windowed_replay_runs_every_request_on_one_clock(
 ) -> None:
     src, dst = loop_factory(256), loop_factory(256)
     orig = _record_fio(src.path, tmp_path / "orig.iot", seconds=3)
-    monkeypatch.setattr(planmod, "MAX_JOBS", 60)
-    monkeypatch.setattr(planmod, "WINDOW_JOBS", 30)
+    monkeypatch.setattr(exact, "MAX_JOBS", 60)
+    monkeypatch.setattr(exact, "WINDOW_JOBS", 30)
     jobs = tmp_path / "jobs"
     man = plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"], windows=True))
     assert len(man["windows"]) > 1
@@ -194,8 +193,8 @@ def test_windowed_replay_runs_every_request_on_one_clock(
 
 
 def test_without_windows_a_long_trace_fits_one_fio_process(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(planmod, "MAX_JOBS", 40)
-    monkeypatch.setattr(planmod, "WINDOW_JOBS", 20)
+    monkeypatch.setattr(exact, "MAX_JOBS", 40)
+    monkeypatch.setattr(exact, "WINDOW_JOBS", 20)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
     # The default: one fio process (fio's own clock), its pieces longer than --segment.

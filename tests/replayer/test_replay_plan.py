@@ -19,8 +19,7 @@ import schemas
 from iotape.errors import IotapeError
 from recorder.tracefile import write_trace
 from replayer.cli import app
-from replayer.plan import build as planmod
-from replayer.plan import remap
+from replayer.plan import exact, remap
 from replayer.plan.build import PlanOptions, plan
 
 STREAM = schemas.enum("stream")
@@ -149,7 +148,7 @@ def test_exact_plan_writes_iologs_in_microseconds(tmp_path: Path) -> None:
     # 0.5 s steps. startdelay counts from fio's genesis, which may come as late as
     # the set-up time the plan allows (the trace's 0 in the iologs), so the margin
     # counts from there.
-    start_us = int((planmod.START_S + planmod.START_PER_JOB_S * len(man["jobs"])) * 1e6)
+    start_us = int((exact.START_S + exact.START_PER_JOB_S * len(man["jobs"])) * 1e6)
     delays = dict(re.findall(r"^read_iolog=(\S+)\n(?:startdelay=(\d+)us\n)?", jobfile, re.M))
     assert len(delays) == len(man["jobs"])
     for name, delay in delays.items():

@@ -1,0 +1,122 @@
+"""`bench/replay.py --long` (issue 23): long exact replays through the `iotape` CLI,
+each command in its own process (its peak RSS measured), judged against the
+wake-up floor `replay run` measured while it ran."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
+
+from replayer.plan.source import load
+
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-windows")
+WINDOWS_UP_TO_S = 60  # the windows variant costs another replay: the short trace only
+
+
+def _cli(args: list[str], out: Path | None = None) -> tuple[float, float]:
+    """Run `iotape ARGS` in its own process: (seconds, peak RSS in MiB)."""
+    t0 = time.monotonic()
+    with open(out or os.devnull, "w") as f:
+        proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "iotape"), *args], stdout=f)
+        _, status, ru = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"iotape {' '.join(args)}: exit {os.waitstatus_to_exitcode(status)}")
+    return round(time.monotonic() - t0, 1), round(ru.ru_maxrss / 1024, 1)
+
+
+def _long_figures(c: dict) -> dict:
+    o = c["overall"]
+    rows = c.get("windows") or []
+    worst = max(rows, key=lambda r: r.get("issue_p99_ms", 0), default={})
+    return {
+        "iops_mape_pct": o["iops_mape_pct"],
+        "issue_error_ms": o.get("issue_error"),
+        "drift_ms_per_s": o.get("drift_ms_per_s"),
+        "match_share": o["match_share"],
+        "wakeup_floor": c.get("wakeup_floor"),
+        "floor_goal": c.get("floor_goal"),
+        "worst_window": worst,
+        "meets_goal": bool((c.get("floor_goal") or {}).get("meets_goal"))
+        and (o["iops_mape_pct"] or 0) <= 1.0,
+        "windows": rows,
+    }
+
+
+def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
+    d = work / f"production-{seconds}s"
+    d.mkdir()
+    orig = d / "orig.iot"
+    record(d / "orig.fio", PRODUCTION, seconds, src, orig)
+    jobs = d / "jobs"
+    out: dict = {"seconds": seconds, "requests": len(load(orig).records)}
+    out["plan_s"], out["plan_rss_mib"] = _cli(
+        ["replay", "plan", str(orig), "-o", str(jobs), "--mode", "exact", "--target", f"all={dst}"]
+    )
+    man = json.loads((jobs / "plan.json").read_text())
+    out["jobs"], out["windows"] = len(man["jobs"]), len(man.get("windows") or [1])
+    rep, plain = d / "iotape.iot", d / "plain.iot"
+    out["run_s"], out["run_rss_mib"] = _cli(
+        ["replay", "run", str(jobs), "--record", str(rep), "--anchor-record", str(plain)]
+    )
+    res = d / "fidelity.json"
+    out["fidelity_s"], out["fidelity_rss_mib"] = _cli(
+        ["replay", "fidelity", str(orig), str(rep), "--anchor", str(plain), "--json"], res
+    )
+    both = json.loads(res.read_text())
+    out["iotape"] = _long_figures(both["iotape"])
+    out["fio-plain"] = _long_figures(both["fio_plain"])
+    # The same trace as windows of fio processes (--windows), for comparison.
+    if seconds > WINDOWS_UP_TO_S:
+        return out
+    jobs1, rep1 = d / "jobs-windows", d / "iotape-windows.iot"
+    args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
+    out["windows_plan_rss_mib"] = _cli([*args, "--target", f"all={dst}", "--windows"])[1]
+    out["windows_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
+    _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
+    out["iotape-windows"] = _long_figures(json.loads(res.read_text())["iotape"])
+    return out
+
+
+def _long_brief(r: dict) -> dict:
+    keep = ("iops_mape_pct", "issue_error_ms", "floor_goal", "worst_window", "meets_goal")
+    return {
+        **{k: r[k] for k in r if k not in VARIANTS_LONG},
+        **{v: {k: r[v][k] for k in keep} for v in VARIANTS_LONG if v in r},
+    }
+
+
+def main_long(a: argparse.Namespace) -> None:
+    lengths = [int(x) for x in a.long.split(",")] + ([3600] if a.hour else [])
+    rounds: list[dict] = []
+    with two_loops() as (src, dst):
+        for k in range(a.rounds):
+            res = {}
+            tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-long-", dir="/var/tmp"))
+            for n in lengths:
+                res[f"{n}s"] = one_long(n, tmp, src, dst)
+                print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
+            # Kept for a closer look (a 10 min trace's files are ~1 GB): say where.
+            print("work files:", tmp, flush=True)
+            rounds.append(res)
+    doc = {
+        "what": "long exact replays (issue 23): iotape against fio's plain replay, each "
+        "judged against the wake-up floor measured during its own run",
+        "goal": "per-second IOPS error <= 1 %, issue-time p99 <= 3x the floor's p99, no 5 s "
+        "window's p99 beyond 5x its floor; peak RSS of plan/run/fidelity < 1 GiB",
+        "machine": machine(),
+        "fio": fio_version(),
+        "summary": [{n: _long_brief(r) for n, r in rnd.items()} for rnd in rounds],
+        "rounds": rounds,
+    }
+    out = a.output or ROOT / "bench" / "results" / "replay-long.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"], indent=1))
+    print(out)

@@ -1,0 +1,24 @@
+"""`iotape replay plan|run|fidelity`: each command parses, calls one library function, prints.
+
+The commands are registered here, in the order `iotape replay --help` lists them."""
+
+from __future__ import annotations
+
+import typer
+
+from replayer.cli import fidelity, plan, run, tiering
+
+app = typer.Typer(
+    help="Replay a trace with fio: plan job files, run them, measure fidelity.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("plan")(plan.plan)
+app.command("run")(run.run)
+app.command("check-host")(run.check_host)
+app.command("fidelity")(fidelity.fidelity)
+app.command("split")(tiering.split)
+app.command("tiering-check")(tiering.tiering_check)
+
+__all__ = ["app"]

@@ -1,0 +1,146 @@
+"""`iotape replay fidelity`: the figures of a replay against its original, as tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iotape.cliopts import AsJson
+from iotape.errors import IotapeError
+from replayer.cli.run import start_line
+from replayer.run import fidelity as fid
+from replayer.run.fidelity import FidelityReport
+
+# The rows of the main table, per stream.
+FIGURES = (
+    "requests",
+    "iops_mape_pct",
+    "mbps_mape_pct",
+    "read_fraction",
+    "size_hist_tv",
+    "match_share",
+    "issue_error",
+    "drift_ms_per_s",
+    "interarrival_error",
+)
+
+
+def fidelity(
+    original: Annotated[Path, typer.Argument(help="The original trace.", show_default=False)],
+    replayed: Annotated[
+        Path,
+        typer.Argument(
+            help="The replay, recorded with `replay run --record`; or a multi-host JOBDIR "
+            "(per host, from fio's logs).",
+            show_default=False,
+        ),
+    ],
+    anchor: Annotated[
+        Path | None,
+        typer.Option("--anchor", help="fio's plain replay, recorded (shown side by side)."),
+    ] = None,
+    window: Annotated[
+        float,
+        typer.Option("--window", help="Seconds per time window of the per-window table."),
+    ] = 5.0,
+    as_json: AsJson = False,
+) -> None:
+    """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality,
+    and the error per time window beside the wake-up floor measured during the run.
+
+    Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
+    """
+    if not window > 0:
+        raise IotapeError(f"--window {window}: must be a positive number of seconds")
+    if replayed.is_dir():
+        # A multi-host job directory: figures per host from fio's own logs.
+        from replayer.hosts import fidelity as hostfid
+
+        starts = hostfid.jobdir_starts(replayed)
+        if as_json:
+            print(json.dumps({"hosts": starts}, indent=2))
+            return
+        for name, s in starts.items():
+            print(start_line(name, s))
+        return
+    res = fid.report(original, replayed, anchor, window)
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+    _print(res)
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, dict):
+        v = f"p50 {v.get('p50_ms')} p99 {v.get('p99_ms')} ms"
+    return "-" if v is None else str(v)
+
+
+def _print(res: dict[str, FidelityReport]) -> None:
+    t = Table("stream", "figure", *res)
+    for stream in ["overall", *res["iotape"]["streams"]]:
+        figs = [
+            r["overall"] if stream == "overall" else r["streams"].get(stream, {})
+            for r in res.values()
+        ]
+        for key in FIGURES:
+            t.add_row(stream, key, *(_cell(f.get(key)) for f in figs))
+    Console().print(t)
+    _print_windows(res)
+    for name, r in res.items():
+        _print_locality(name, r["locality"])
+
+
+def _print_windows(res: dict[str, FidelityReport]) -> None:
+    """Per time window: the replay's error beside the wake-up floor of its run."""
+    rows = res["iotape"].get("windows")
+    if not rows:
+        return
+    plain = res.get("fio_plain")
+    anchor = (plain.get("windows") if plain else None) or []
+    cols = ["from s", "requests", "IOPS err %", "issue p50/p99/max ms", "floor p99"]
+    t = Table(*cols, "p99/floor", *(["plain p99"] if anchor else []))
+    for k, r in enumerate(rows):
+        issue = "/".join(str(r.get(f"issue_{q}_ms", "-")) for q in ("p50", "p99", "max"))
+        cells = [str(r["from_s"]), f"{r['requests'][0]}/{r['requests'][1]}"]
+        cells += [str(r["iops_mape_pct"]), issue, str(r.get("floor_p99_ms", "-"))]
+        cells.append(str(r.get("p99_over_floor", "-")))
+        if anchor:
+            cells.append(str(anchor[k].get("issue_p99_ms", "-")) if k < len(anchor) else "-")
+        t.add_row(*cells)
+    Console().print(t)
+    for name, rep in res.items():
+        g = rep.get("floor_goal") or {}
+        if not g:
+            print(f"floor ({name}): no wake-up floor recorded for this replay")
+            continue
+        print(
+            f"floor ({name}): p99 {g['p99_over_floor']}x the wake-up floor's "
+            f"{g['floor_p99_ms']} ms (goal <= {fid.timewindows.GOAL_OVERALL:g}x), worst window "
+            f"{g['worst_window_over_floor']}x (goal <= {fid.timewindows.GOAL_WINDOW:g}x): "
+            + ("meets the goal" if g["meets_goal"] else "MISSES the goal")
+        )
+
+
+def _print_locality(name: str, loc: dict[str, Any]) -> None:
+    """The locality figures, original against replay, and the verdict in one line."""
+    t = Table(f"locality ({name})", "original", "replay")
+    for key in ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share"):
+        t.add_row(key, *(str(v) for v in loc[key]))
+    for f, cap, o, r in zip(
+        loc["lru_fractions"], loc["lru_caps_bytes"], *loc["lru_hit_ratio"], strict=True
+    ):
+        t.add_row(f"LRU hit @ {f * 100:g} % ({cap >> 10} KiB)", f"{o:.4f}", f"{r:.4f}")
+    Console().print(t)
+    verdict = "faithful" if loc["faithful"] else "UNFAITHFUL"
+    why = "" if loc["faithful"] else ": " + "; ".join(loc["why_not"])
+    print(
+        f"locality ({name}): {verdict} (largest LRU gap {loc['max_gap_pp']} pp at "
+        f"{loc['max_gap_at_fraction'] * 100:g} % of the footprint, footprint "
+        f"{loc['footprint_error_pct']} % off){why}"
+    )

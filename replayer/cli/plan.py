@@ -1,0 +1,152 @@
+"""`iotape replay plan`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from iotape.cliopts import AsJson, Force
+from iotape.errors import IotapeError
+from replayer.cli.common import DestroyDataOn
+from replayer.plan import build as planmod
+from replayer.plan.model import PlanResult
+from replayer.plan.options import PlanOptions
+
+
+def plan(
+    trace: Annotated[Path, typer.Argument(help="Trace file (.iot).", show_default=False)],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Job directory to write.")
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(help="exact (iologs), synthetic (fitted knobs) or auto.")
+    ] = "auto",
+    mailboxes: Annotated[float | None, typer.Option(help="Scale to N mailboxes.")] = None,
+    databases: Annotated[int | None, typer.Option(help="Scale to K databases (K targets).")] = None,
+    copies: Annotated[int | None, typer.Option(help="Scale to C database copies.")] = None,
+    from_mailboxes: Annotated[
+        float | None, typer.Option(help="The trace's mailboxes, if its metadata lacks them.")
+    ] = None,
+    from_databases: Annotated[
+        int | None, typer.Option(help="The trace's databases, if its metadata lacks them.")
+    ] = None,
+    from_copies: Annotated[
+        int | None, typer.Option(help="The trace's copies, if its metadata lacks them.")
+    ] = None,
+    time_scale: Annotated[
+        float, typer.Option(help="Multiply every duration by F (0.5 = twice as fast).")
+    ] = 1.0,
+    remap: Annotated[
+        str, typer.Option(help="Offsets into the target: fit, wrap or scale.")
+    ] = "fit",
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target", help="NAME=PATH: dbK[:STREAM], a stream, a source device, or all."
+        ),
+    ] = None,
+    create_file: Annotated[
+        str | None,
+        typer.Option(
+            "--create-file",
+            metavar="SIZE",
+            help="Create each target file that does not exist, SIZE bytes (64M, 2G); "
+            "never under /dev, /proc or /sys.",
+        ),
+    ] = None,
+    destroy_data_on: DestroyDataOn = None,
+    window: Annotated[float, typer.Option(help="Synthetic mode: window length in seconds.")] = 1.0,
+    locality: Annotated[
+        str,
+        typer.Option(help="synthetic: zipf, zoned (zoned_abs) or auto (the closer LRU curve)."),
+    ] = "auto",
+    exact_limit: Annotated[
+        int, typer.Option(help="auto: exact up to this many requests.")
+    ] = 2_000_000,
+    engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
+    segment: Annotated[
+        int,
+        typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
+    ] = PlanOptions.segment,
+    windows: Annotated[
+        bool,
+        typer.Option(
+            "--windows",
+            help="Exact mode: past 2,000 pieces, keep them short and run windows of fio "
+            "processes on one clock (bounded fio memory) instead of one fio process.",
+        ),
+    ] = False,
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host",
+            help="NAME=ADDRESS[:PORT]: a host running `fio --server`; targets then read "
+            "NAME:PATH (docs/replay-hosts.md).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
+    ] = False,
+    force: Force = False,
+    as_json: AsJson = False,
+) -> None:
+    """Turn a trace into fio job files (one iolog per stream and target, or fitted jobs).
+
+    A target must exist: a block device, or a regular file (a missing file is made
+    only with --create-file). Devices are checked for data and use as `replay run` does.
+
+    Example: iotape replay plan run.iot -o jobs/ --databases 4 --target all=/dev/sdb
+    """
+    opts = _options(locals())
+    _print(planmod.plan(opts), output, as_json, dry_run)
+
+
+def _size(create_file: str | None) -> int | None:
+    if create_file is None:
+        return None
+    from analyzer.tiering.params import TieringError, parse_size
+
+    try:
+        return parse_size(create_file)
+    except TieringError:
+        raise IotapeError(
+            f"--create-file {create_file}: not a size (a number with an optional K/M/G/T)"
+        ) from None
+
+
+# The command's parameters that PlanOptions names otherwise.
+_RENAMED = {
+    "output": "jobdir",
+    "target": "targets",
+    "window": "window_s",
+    "destroy_data_on": "destroy",
+    "host": "hosts",
+}
+
+
+def _options(args: dict[str, Any]) -> PlanOptions:
+    kw = {_RENAMED.get(k, k): v for k, v in args.items() if k != "as_json"}
+    kw["create_file"] = _size(kw["create_file"])
+    for k in ("targets", "destroy", "hosts"):
+        kw[k] = kw[k] or []
+    return PlanOptions(**kw)
+
+
+def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -> None:
+    if man["mode_reason"]:
+        # On stderr, so --json and --dry-run output stay what they were.
+        print(man["mode_reason"], file=sys.stderr)
+    if as_json:
+        print(json.dumps({k: v for k, v in man.items() if k != "jobfile_text"}, indent=2))
+    elif dry_run:
+        print(man["jobfile_text"], end="")
+    else:
+        print(
+            f"{output}: {man['mode']} plan, {len(man['jobs'])} jobs, "
+            f"{len(man['targets'])} target(s), "
+            f"about {man['duration_s']:.1f} s"
+        )

@@ -1,0 +1,154 @@
+"""What a replay plan is made of, as it passes between the planning modules, and
+the shape of plan.json, which `replay run`, `replay fidelity` and the hosts read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, NotRequired, TypedDict
+
+import numpy as np
+
+from replayer.plan import fitloc
+from replayer.plan.options import PlanOptions
+from replayer.plan.scale import Scaling
+from replayer.plan.source import Source
+from replayer.run.targets import Target
+
+# An exact job's iolog entries, column by column: (t_us, action, offset, length).
+Entries = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class HostAddress(NamedTuple):
+    """Where a `--host NAME=ADDRESS[:PORT]` runs `fio --server`."""
+
+    address: str
+    port: int
+
+
+@dataclass
+class Slice:
+    """One stream's requests of one device for one database and copy, remapped
+    into its target's range: what a plan makes jobs of."""
+
+    name: str
+    target: str
+    stream: str
+    db: int
+    writes: bool
+    records: np.ndarray
+    t_ns: np.ndarray
+    offset: np.ndarray  # remapped, relative to `base`
+    nbytes: np.ndarray
+    base: int
+    size: int
+
+
+@dataclass
+class Job:
+    name: str
+    target: str
+    stream: str
+    db: int
+    options: dict[str, str]
+    requests: int
+    writes: bool
+    entries: Entries | None = None  # exact mode only
+    segment: int | None = None  # exact: which piece of its stream's requests this job is
+
+
+@dataclass
+class Window:
+    """Consecutive pieces run by one fio process."""
+
+    index: int
+    jobs: list[Job]
+    start_us: int  # set-up budget: the first piece's entry this long after launch
+    launch_us: int  # when its fio starts, in trace microseconds (may be < 0)
+
+    @property
+    def jobfile(self) -> str:
+        return "replay.fio" if self.index == 0 else f"replay.w{self.index:04d}.fio"
+
+
+@dataclass
+class Plan:
+    """Everything a plan writes, computed in memory (build.build)."""
+
+    opts: PlanOptions
+    src: Source
+    mode: str  # "exact" or "synthetic"
+    mode_reason: str | None  # why auto chose synthetic
+    jobs: list[Job]
+    windows: list[Window]
+    # iolog times' zero: fio's start plus the set-up budget (one process), the
+    # stamped monotonic base (windows), None in synthetic mode.
+    start_us: int | None
+    per_segment: int  # exact: requests per piece, 0 for whole streams
+    scaling: Scaling | None
+    probed: dict[str, Target]
+    spans: dict[tuple[str, int], tuple[int, int]]  # (path, db) -> (base, size)
+    window_ns: int  # synthetic: the fitting window
+    models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
+    hosts: dict[str, HostAddress]
+
+
+class TargetEntry(TypedDict):
+    path: str
+    kind: str
+    writes: bool
+    block_size: int
+    size: int | None
+    create_bytes: int | None
+    reach_bytes: int
+
+
+class WindowEntry(TypedDict):
+    jobfile: str
+    launch_us: int
+    jobs: int
+
+
+class JobEntry(TypedDict):
+    name: str
+    target: str
+    stream: str
+    db: int
+    requests: int
+
+
+class HostEntry(TypedDict):
+    name: str
+    address: str
+    port: int
+    jobfile: str
+    jobs: list[str]
+    targets: list[str]
+    iologs: list[str]
+    iologs_sha256: str | None
+
+
+class Manifest(TypedDict):
+    """plan.json."""
+
+    format: str
+    version: int
+    trace: str
+    mode: str
+    mode_reason: str | None
+    jobfile: str | None
+    anchor: str | None
+    duration_s: float
+    time_scale: float
+    requests_per_job: int | None
+    remap: str
+    scaling: dict[str, Any] | None
+    targets: list[TargetEntry]
+    windows: list[WindowEntry] | None
+    jobs: list[JobEntry]
+    hosts: NotRequired[list[HostEntry]]  # a multi-host plan only
+
+
+class PlanResult(Manifest):
+    """What `plan` returns: the manifest and the job files' text (for --dry-run)."""
+
+    jobfile_text: str

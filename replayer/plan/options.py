@@ -1,0 +1,56 @@
+"""What `iotape replay plan` was asked for, and the mode that follows from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class PlanOptions:
+    trace: Path
+    jobdir: Path | None = None
+    mode: str = "auto"
+    mailboxes: float | None = None
+    databases: int | None = None
+    copies: int | None = None
+    from_mailboxes: float | None = None
+    from_databases: int | None = None
+    from_copies: int | None = None
+    time_scale: float = 1.0
+    remap: str = "fit"
+    targets: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    force: bool = False
+    window_s: float = 1.0
+    locality: str = "auto"  # synthetic: zipf, zoned, or auto (the better in simulation)
+    exact_limit: int = 2_000_000
+    engine: str = "psync"
+    segment: int = 32
+    # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
+    # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
+    windows: bool = False
+    create_file: int | None = None  # bytes: create each target file that does not exist
+    destroy: list[str] = field(default_factory=list)  # --destroy-data-on
+    hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)
+
+
+SYNTHETIC_LOSES = (
+    "not reproduced: the request order, each request's own offset, size and time "
+    "(fio draws them per window), the issue times within a window, discards; "
+    "kept: per-window rate, read/write and size mix, depth, flushes, and each "
+    "stream's footprint, sequential share and LRU hit-ratio curve as fitted "
+    "(check them with `iotape replay fidelity`)"
+)
+
+
+def choose_mode(opts: PlanOptions, n: int) -> tuple[str, str | None]:
+    """(mode, why auto chose synthetic): auto replays exactly whenever the trace is
+    within --exact-limit, the most requests whose iologs fio is asked to hold."""
+    if opts.mode != "auto" or n <= opts.exact_limit:
+        return ("exact" if opts.mode == "auto" else opts.mode), None
+    return "synthetic", (
+        f"auto chose synthetic mode: {n} requests > --exact-limit {opts.exact_limit} "
+        "(fio holds every iolog entry in memory; raise --exact-limit to replay exactly); "
+        + SYNTHETIC_LOSES
+    )

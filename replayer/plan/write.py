@@ -1,0 +1,77 @@
+"""Write a plan's JOBDIR whole, or nothing: everything goes into a temporary
+directory beside it, renamed into place at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from iotape.errors import IotapeError
+from replayer.hosts import spec as hosts
+from replayer.plan import iolog, jobfile
+from replayer.plan.model import Manifest, Plan
+
+
+def check_jobdir(jobdir: Path, force: bool) -> Path:
+    """The directory JOBDIR is made in, once JOBDIR may be (re)placed."""
+    if jobdir.exists():
+        if not jobdir.is_dir():
+            raise IotapeError(f"{jobdir}: exists and is not a directory")
+        if any(jobdir.iterdir()) and not (force and (jobdir / "plan.json").exists()):
+            raise IotapeError(f"{jobdir}: not empty; pass --force to replace an earlier plan")
+    parent = jobdir.resolve().parent
+    if not parent.is_dir():
+        raise IotapeError(f"{jobdir}: directory {parent} does not exist")
+    return parent
+
+
+def _iologs(tmp: Path, p: Plan) -> None:
+    (tmp / "iologs").mkdir()
+    stamped = len(p.windows) > 1
+    for j in p.jobs:
+        if j.entries is not None:
+            iolog.write(
+                tmp / "iologs" / f"{j.name}.log",
+                hosts.local_path(j.target),
+                *j.entries,
+                start_us=p.start_us,
+                stamped=stamped,
+            )
+
+
+def _contents(tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, str]) -> None:
+    """Everything in JOBDIR, written into `tmp`; a multi-host plan's manifest gets its hosts."""
+    _iologs(tmp, p)
+    (tmp / "results").mkdir()
+    if p.hosts:
+        per_host = {h: jobfile.host_jobfile_text(p, h) for h in p.hosts}
+        parts = hosts.write_parts(tmp, jobdir.resolve(), p.hosts, per_host, p.jobs)
+        man["hosts"] = parts
+        man["jobfile"] = None
+        man["anchor"] = None
+    else:
+        for name, t in texts.items():
+            (tmp / name).write_text(t)
+    anchor = jobfile.anchor(p) if not p.hosts else None
+    if anchor:
+        (tmp / "anchor.fio").write_text(anchor[0])
+        (tmp / "anchor.log").write_text(anchor[1])
+    (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
+
+
+def write(jobdir: Path, force: bool, p: Plan, man: Manifest, texts: dict[str, str]) -> None:
+    """Write JOBDIR (replacing an earlier plan with `force`); `man` gains the hosts."""
+    parent = check_jobdir(jobdir, force)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{jobdir.name}.", dir=parent))
+    try:
+        _contents(tmp, jobdir, p, man, texts)
+        os.chmod(tmp, 0o755)
+        if jobdir.exists():
+            shutil.rmtree(jobdir)
+        os.replace(tmp, jobdir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
