@@ -104,7 +104,7 @@ def render_workload() -> str:
         raise ValueError("the engine's streams are the schema's ids 1..N, without gaps")
     out = [
         "/* Generated from schemas/ (trace_record.toml, contracts.toml, workload_options.toml)",
-        " * by `python -m schemas.gen_c --workload`. Do not edit: change the TOML and regenerate. */",
+        " * by `python -m schemas.gen_c --workload`. Do not edit: change the TOML, regenerate. */",
         "#ifndef ESE_CONTRACT_H",
         "#define ESE_CONTRACT_H",
         "",

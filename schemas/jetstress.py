@@ -58,16 +58,19 @@ def check_names() -> tuple[str, ...]:
 TARGET_CHECK: str = contracts()["jetstress"]["target_check"]["name"]
 
 
-def checks(mode: str, figures: Mapping[str, Figures]) -> list[Check]:
-    """Each latency check of `mode` on the figures of its stream (none: no requests)."""
+def checks(mode: str, figures: Mapping[str, Figures], db: int | None = None) -> list[Check]:
+    """Each latency check of `mode` on the figures of its stream (none: no requests);
+    `db`: the workload database they are of, named in each check."""
     th = thresholds(mode)
     out: list[Check] = []
     for c in contracts()["jetstress"]["check"]:
         f = figures.get(c["stream"], Figures(0, None, None))
         value = f.avg_ms if c["stat"] == "avg" else f.max_ms
         limit = th[c["threshold"]]
+        check: Check = {"db": db} if db is not None else {}
         out.append(
             {
+                **check,
                 "check": c["name"],
                 "value": value,
                 "limit": limit,

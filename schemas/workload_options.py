@@ -41,7 +41,8 @@ def options() -> dict[str, Option]:
     return out
 
 
-def default(name: str):  # noqa: ANN201 - int, float or str, as the option's type
+def default(name: str) -> int | float | str | None:
+    """An option's default, of the option's type."""
     return options()[name].default
 
 

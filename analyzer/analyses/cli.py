@@ -26,6 +26,7 @@ from rich.table import Table
 from analyzer.analyses import comparison, junit
 from analyzer.analyses import core as analyses
 from analyzer.analyses import history as hist
+from analyzer.analyses import verdict as jetstress
 from analyzer.analyses.core import FilterArgs
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
@@ -182,7 +183,7 @@ def verdict(
     with opened(db, create=False) as store:
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
-        v = analyses.verdict(store, r["id"], f, mode.value)
+        v = jetstress.verdict(store, r["id"], f, mode.value)
     res = {"run": {"id": r["id"], "name": r["name"]}, "filter": analyses.describe_filter(f), **v}
     if fmt is Format.json:
         _dump(res)

@@ -31,6 +31,7 @@ import numpy as np
 
 import schemas
 from analyzer.analyses import core as analyses
+from analyzer.analyses import verdict as jetstress
 from analyzer.analyses import workloads
 from analyzer.analyses.core import LEVELS, SCHEME, BadInput, Hist, merge, percentiles_from
 from analyzer.store.interface import Store
@@ -292,7 +293,7 @@ def compare_many(
 
 
 def _verdict(store: Store, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
-    v = analyses.verdict(store, run_id, f, mode)
+    v = jetstress.verdict(store, run_id, f, mode)
     return {"result": v["result"], "checks": v["checks"]}
 
 

@@ -1,5 +1,5 @@
 """What the server answers, without HTTP: latency distributions, time series, heat maps
-and Jetstress verdicts (run-vs-run comparisons: comparison.py; history: history.py).
+(Jetstress verdicts: verdict.py; run-vs-run comparisons: comparison.py; history: history.py).
 
 Percentiles come from log-linear histograms built in SQL (fio's scheme: 64
 sub-buckets per power of two), so a 10-million-event run is one GROUP BY, not a
@@ -27,10 +27,11 @@ from analyzer.store import catalog, event_histograms, queries
 from analyzer.store.interface import Store
 from analyzer.store.queries import EventFilter
 from iotape.errors import IotapeError
+from schemas import percentiles
 
 SUB_BUCKETS = 1 << queries.SUB_BUCKET_BITS
 RELATIVE_ERROR = 1 / (2 * SUB_BUCKETS)
-LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99"))
+LEVELS = percentiles.LEVELS
 SCHEME = {
     "kind": "log-linear (fio-style)",
     "sub_buckets_per_power_of_two": SUB_BUCKETS,
@@ -430,72 +431,6 @@ def heatmap(
             }
         )
     return {"cells": "[time bin, offset bin, requests, bytes]", "devices": out}
-
-
-# ------------------------------------------------------------------ verdict
-
-
-def thresholds(mode: str) -> dict[str, float]:
-    # The workload engine's copy of the reference thresholds: one source for both verdicts.
-    from workload import profiles
-
-    return profiles.thresholds(mode)
-
-
-def verdict(store: Store, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
-    """Jetstress-style checks on the db-read and log-write streams, overall and per device."""
-    th = thresholds(mode)
-    ids = schemas.enum("stream")
-    rows = hist_rows(store, run_id, f, "device")
-    names = {d["dev"]: d["name"] for d in devices(store, run_id)}
-
-    def checks(rs: list[tuple]) -> list[dict]:
-        out = []
-        for stream, key in (("db-read", "db_read"), ("log-write", "log_write")):
-            sel = [r for r in rs if r[2] == ids[stream]]
-            n = sum(r[4] for r in sel)
-            avg = sum(r[5] for r in sel) / n / 1e6 if n else None
-            mx = max(r[7] for r in sel) / 1e6 if n else None
-            for what, value in (("avg", avg), ("max", mx)):
-                limit = th[f"{key}_{what}_ms"]
-                out.append(
-                    {
-                        "check": f"{stream} {what} ms",
-                        "value": value,
-                        "limit": limit,
-                        "requests": n,
-                        "pass": None if value is None else value <= limit,
-                    }
-                )
-        return out
-
-    def result(cs: list[dict]) -> str:
-        known = [c["pass"] for c in cs if c["pass"] is not None]
-        if not known:
-            return "unknown"
-        return "pass" if all(known) else "fail"
-
-    overall = checks(rows)
-    per_dev = []
-    for dev in sorted({r[0] for r in rows}):
-        cs = checks([r for r in rows if r[0] == dev])
-        if any(c["requests"] for c in cs):
-            per_dev.append({"dev": dev, "name": names.get(dev, str(dev)), "result": result(cs),
-                            "checks": cs})  # fmt: skip
-    cols = ["database", "target_iops", "achieved_iops", "db_read_avg_ms", "db_write_avg_ms"]
-    cols += ["log_write_avg_ms", "verdict"]
-    reported = queries.records(store, "workload_reports", cols, run_id=run_id)
-    return {
-        "mode": mode,
-        "thresholds": th,
-        "result": result(overall),
-        "why": None
-        if result(overall) != "unknown"
-        else "no requests labelled db-read or log-write in this selection",
-        "checks": overall,
-        "per_device": per_dev,
-        "per_database": reported,
-    }
 
 
 def run_summary(store: Store, run: dict, f: EventFilter | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from analyzer.analyses import core as analyses
+from analyzer.analyses import verdict as jetstress
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
 
 router = APIRouter(tags=["verdict"])
@@ -29,5 +30,5 @@ def verdict(
     return {
         "run": {"id": run["id"], "name": run["name"]},
         "filter": analyses.describe_filter(f),
-        **analyses.verdict(store, run["id"], f, mode),
+        **jetstress.verdict(store, run["id"], f, mode),
     }
