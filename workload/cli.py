@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
+from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
 from workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
@@ -330,13 +331,15 @@ def show(
         rep = json.loads(report_json.read_text())
     except (OSError, ValueError) as e:
         raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
-    if rep.get("format") == esrp.FORMAT and rep.get("version") == esrp.VERSION:
+    if ESRP_REPORT.matches(rep):
         esrp.render(rep)
         if html_out:
             html.write_esrp(rep, html_out)
         return
-    if rep.get("format") != "iotape-workload-report" or rep.get("version") != 1:
-        raise IotapeError(f"{report_json}: not an iotape workload report (version 1)")
+    if not WORKLOAD_REPORT.matches(rep):
+        raise IotapeError(
+            f"{report_json}: not an iotape workload report (version {WORKLOAD_REPORT.version})"
+        )
     report.render(rep)
     if html_out:
         html.write(rep, html_out)

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iotape.errors import IotapeError
+from schemas.formats import ESRP_REPORT
 from workload import engine, report
 
-FORMAT = "iotape-esrp-report"
-VERSION = 1
+FORMAT, VERSION = ESRP_REPORT.id, ESRP_REPORT.version
 PHASES = ("test", "backup", "soft-recovery")  # "test": performance or stress
 
 RunPhase = Callable[[engine.WorkloadConfig, Path | None], dict]

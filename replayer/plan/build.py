@@ -28,10 +28,10 @@ from replayer.hosts import spec as hosts
 from replayer.plan import fitloc, iolog, remap, scale, synthetic
 from replayer.plan.source import FUA, OP, PREFLUSH, Source, load, max_in_flight
 from replayer.run import safety, targets
+from schemas.formats import REPLAY_PLAN
 
 MODES = ("exact", "synthetic", "auto")
-PLAN_FORMAT = "iotape-replay-plan"
-PLAN_VERSION = 1
+PLAN_FORMAT, PLAN_VERSION = REPLAY_PLAN.id, REPLAY_PLAN.version
 MAX_WINDOWS = 120
 MAX_SUBMITTERS = 64
 # fio's CPU clock starts at fio's start: the zero that exact jobs' starts count from
