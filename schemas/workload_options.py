@@ -41,12 +41,28 @@ def options() -> dict[str, Option]:
     return out
 
 
-def default(name: str) -> int | float | str | None:
-    """An option's default, of the option's type."""
-    return options()[name].default
-
-
-def bounds(name: str) -> dict[str, float]:
-    """typer's min and max of a number option."""
+def bounds(name: str) -> tuple[float, float]:
+    """A number option's min and max."""
     o = options()[name]
-    return {"min": o.min or 0, "max": o.max or 0}
+    if o.min is None or o.max is None:
+        raise TypeError(f"workload option {name}: not a number")
+    return o.min, o.max
+
+
+def default_int(name: str) -> int:
+    return int(_number(name))
+
+
+def default_float(name: str) -> float:
+    return float(_number(name))
+
+
+def default_str(name: str) -> str:
+    return str(options()[name].default)
+
+
+def _number(name: str) -> int | float:
+    d = options()[name].default
+    if not isinstance(d, int | float):
+        raise TypeError(f"workload option {name}: default {d!r} is not a number")
+    return d

@@ -22,7 +22,7 @@ from pathlib import Path
 from iotape.errors import IotapeError
 from schemas import workload_header
 from schemas.workload_header import WorkloadMetadata
-from schemas.workload_options import default, options
+from schemas.workload_options import default_float, default_int, default_str, options
 from workload import layout, profiles
 
 ENGINE = Path(__file__).with_name("build") / workload_header.ENGINE_NAME
@@ -39,21 +39,21 @@ class WorkloadConfig:
     db_paths: list[str]
     log_paths: list[str]
     profile: str = "exchange2010"
-    mode: str = str(default("mode"))
-    mailboxes: int = int(default("mailboxes"))
-    iops_per_mailbox: float = float(default("iops-per-mailbox"))
-    mailbox_size_mb: float = float(default("mailbox-size-mb"))
-    databases: int = int(default("databases"))
-    copies: int = int(default("copies"))
-    duration: float = float(default("duration"))
-    threads: int | str = int(default("threads"))  # or "auto" (throughput)
+    mode: str = default_str("mode")
+    mailboxes: int = default_int("mailboxes")
+    iops_per_mailbox: float = default_float("iops-per-mailbox")
+    mailbox_size_mb: float = default_float("mailbox-size-mb")
+    databases: int = default_int("databases")
+    copies: int = default_int("copies")
+    duration: float = default_float("duration")
+    threads: int | str = default_int("threads")  # or "auto" (throughput)
     cache_min_mb: float | None = None  # None: from the mailboxes (cache_mb)
     cache_max_mb: float | None = None
-    page_kb: int = int(default("page-kb"))
-    seed: int = int(default("seed"))
-    bdm: bool = bool(default("bdm"))
-    create: str = str(default("create"))
-    ioengine: str = str(default("ioengine"))
+    page_kb: int = default_int("page-kb")
+    seed: int = default_int("seed")
+    bdm: bool = bool(default_int("bdm"))
+    create: str = default_str("create")
+    ioengine: str = default_str("ioengine")
     destroy_data_on: list[str] = field(default_factory=list)
     overrides: dict[str, str] = field(default_factory=dict)
     # EMULATION, not the device: hold completions to these latencies (ms) per

@@ -20,12 +20,13 @@ from typing import Any
 
 import schemas
 from analyzer.store.interface import Store
+from schemas.percentiles import IDENT_LEVELS
 from schemas.tables import quote, table
 
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):[^{}]+\}")
 
 # The percentile levels every latency summary reports, and their column names.
-LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"))
+LEVELS = IDENT_LEVELS[:4]
 
 
 @dataclass(frozen=True)
@@ -366,7 +367,7 @@ def _hist_sql(dialect: str, metric: str) -> str:
 
 
 # Exact percentiles reported on request: order statistics as `op_latency` defines them.
-EXACT_LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"), (0.9999, "p9999"))
+EXACT_LEVELS = IDENT_LEVELS
 
 
 def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
