@@ -280,9 +280,10 @@ def esrp_cmd(
 
     seq, reports = esrp.run_sequence(cfg, test, run_phase, record, force)
     rep = esrp.build(seq, reports, test)
-    for ph in rep["phases"] if report_out else []:
-        path = esrp.phase_path(report_out, ph["phase"])
-        path.write_text(json.dumps(ph["report"], indent=1) + "\n")
+    for ph in rep["phases"]:
+        if report_out:
+            path = esrp.phase_path(report_out, ph["phase"])
+            path.write_text(json.dumps(ph["report"], indent=1) + "\n")
     if html_out:
         html.write_esrp(rep, html_out)
     _emit(rep, report_out, json_out, esrp.render)

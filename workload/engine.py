@@ -263,7 +263,7 @@ def run_recorded(
         result = Path(tmp) / "result.json"
         argv = engine_argv(cfg, lay, result, quiet=True)
         opts = RecordOptions(
-            devices=devs, output=output, command=argv, metadata=cfg.metadata(), force=force
+            devices=devs, output=output, command=argv, metadata=dict(cfg.metadata()), force=force
         )
         rec = record(opts)
         rc = rec.command_exit if rec.command_exit is not None else 1

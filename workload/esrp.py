@@ -43,11 +43,11 @@ def phase_configs(cfg: engine.WorkloadConfig, test: str) -> list[engine.Workload
     first = dataclasses.replace(
         cfg, mode=test, sequence=seq, overrides={"end": "crash", **cfg.overrides}
     )
-    rest = dict(sequence=seq, create="reuse", overrides=dict(cfg.overrides))
-    return [
-        first,
-        dataclasses.replace(cfg, mode="backup", **rest),
-        dataclasses.replace(cfg, mode="soft-recovery", **rest),
+    return [first] + [
+        dataclasses.replace(
+            cfg, mode=mode, sequence=seq, create="reuse", overrides=dict(cfg.overrides)
+        )
+        for mode in ("backup", "soft-recovery")
     ]
 
 
