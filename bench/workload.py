@@ -324,8 +324,8 @@ def throughput(rounds: int, runtime: int, threads: int | str, tmp: Path) -> dict
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument(
         "--duration", type=float, default=600, help="seconds of the ESRP calibration run"
     )
@@ -354,7 +354,11 @@ def main() -> None:
         help="seconds of each full-size throughput run",
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
     if os.geteuid() != 0:
         sys.exit("bench/workload.py: needs root (loop devices, BPF)")
     # A part not run keeps its figures from the last full run, so the file
@@ -392,7 +396,11 @@ def main() -> None:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
-    for c in cal if run_cal else []:
+    _print(args, cal if run_cal else [], thr, full)
+
+
+def _print(args: argparse.Namespace, cal: list[dict], thr: dict | None, full: list[dict]) -> None:
+    for c in cal:
         print(f"\n{c['published']} (scaled: {c['elapsed_s']:.0f} s, {c['tx_iops']:.1f} tx IOPS)")
         print(f"{'figure':30} {'published':>12} {'engine':>12} {'trace':>12} {'eng/pub':>8}")
         for r in c["rows"]:

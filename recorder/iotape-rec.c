@@ -458,7 +458,7 @@ static char *header_json(const char *meta_body, size_t meta_len, uint64_t mono, 
 	if (!h)
 		return NULL;
 	n = snprintf(h, cap,
-		     "{\"format\":\"iotape-trace\",\"version\":%d,\"record\":{\"size\":%d,"
+		     "{\"format\":\"" IOTAPE_FILE_FORMAT "\",\"version\":%d,\"record\":{\"size\":%d,"
 		     "\"layout_version\":%d},\"mono_start_ns\":%" PRIu64 ",\"wall_start_ns\":%" PRIu64 ",",
 		     IOTAPE_FILE_VERSION, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall);
 	/* META "{}" has no members: drop the comma we just wrote. */

@@ -45,6 +45,7 @@ struct iotape_record {
 #define IOTAPE_STREAM_BDM_READ 5
 #define IOTAPE_STREAM_LOG_REPLICATION_READ 6
 #define IOTAPE_STREAM_LOG_READ 7
+#define IOTAPE_STREAM_BACKUP_READ 8
 
 #define IOTAPE_FLAG_SYNC (1u << 0)
 #define IOTAPE_FLAG_FUA (1u << 1)
@@ -59,6 +60,7 @@ struct iotape_record {
 #define IOTAPE_FLAG_NOMERGE (1u << 10)
 
 /* The trace file; see docs/trace-format.md. */
+#define IOTAPE_FILE_FORMAT "iotape-trace"
 #define IOTAPE_FILE_VERSION 1
 #define IOTAPE_HEADER_MAGIC "IOTAPE\r\n"
 #define IOTAPE_TRAILER_MAGIC "IOTEND\r\n"

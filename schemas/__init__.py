@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 SCHEMA_PATH = Path(__file__).with_name("trace_record.toml")
+CONTRACTS_PATH = Path(__file__).with_name("contracts.toml")
 
 _NUMPY = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "i16": "<i2", "char16": "S16"}
 _ARROW = {
@@ -57,6 +58,13 @@ def raw() -> dict:
 
 
 @cache
+def contracts() -> dict:
+    """schemas/contracts.toml: formats, percentiles, the Jetstress verdict."""
+    with CONTRACTS_PATH.open("rb") as f:
+        return tomllib.load(f)
+
+
+@cache
 def columns() -> tuple[Column, ...]:
     cols = tuple(Column(**c) for c in raw()["column"])
     _check_layout(cols)
@@ -93,6 +101,11 @@ def op_names() -> dict[int, str]:
 
 def stream_names() -> dict[int, str]:
     return {v: k for k, v in enum("stream").items()}
+
+
+def stream_group(name: str) -> tuple[str, ...]:
+    """A group of the workload's streams (trace_record.toml [stream_group])."""
+    return tuple(raw()["stream_group"][name])
 
 
 def thread_rules() -> list[dict]:

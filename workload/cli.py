@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,12 +15,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
 from iotape.errors import IotapeError
+from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
+from workload import cli_options as o
 from workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
 err = Console(stderr=True)
-
-Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
 
 
 _RECREATE = {
@@ -128,42 +129,66 @@ def _run_engine(
     return result
 
 
+def _config(db_path: list[str], log_path: list[str], **kw: Any) -> engine.WorkloadConfig:
+    """The run's configuration from the options both commands share."""
+    return engine.WorkloadConfig(
+        db_paths=db_path,
+        log_paths=log_path,
+        bdm=not kw.pop("no_bdm"),
+        create="recreate" if kw.pop("recreate") else "reuse",
+        destroy_data_on=kw.pop("destroy_data_on") or [],
+        overrides=key_values("--set", kw.pop("set_") or [], "NAME=VALUE (an engine option)"),
+        **kw,
+    )
+
+
+def _check_outputs(*outs: Path | None) -> None:
+    for out in outs:
+        if out and not out.parent.is_dir():
+            raise IotapeError(f"{out}: directory {out.parent} does not exist")
+
+
+def _emit(rep: dict, report_out: Path | None, json_out: bool, render: Callable) -> None:
+    """The report to its file, to stdout as JSON or as tables; 130 if interrupted."""
+    if report_out:
+        report_out.write_text(json.dumps(rep, indent=1) + "\n")
+    if json_out:
+        json.dump(rep, sys.stdout, indent=1)
+        print()
+    else:
+        render(rep)
+    if rep["interrupted"]:
+        raise typer.Exit(130)
+
+
 @app.command("run")
 def run(
-    db_path: Paths,
-    log_path: Paths,
-    profile: Annotated[str, typer.Option(help="exchange2010 or exchange2013 preset")] = (
-        "exchange2010"
+    db_path: o.Paths,
+    log_path: o.Paths,
+    profile: o.Profile = o.PROFILE,
+    mode: o.Mode = o.MODE,
+    mailboxes: o.Mailboxes = o.MAILBOXES,
+    iops_per_mailbox: o.IopsPerMailbox = o.IOPS_PER_MAILBOX,
+    mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
+    databases: o.Databases = o.DATABASES,
+    copies: o.Copies = o.COPIES,
+    duration: o.Duration = o.DURATION,
+    threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = str(
+        o.THREADS
     ),
-    mode: Annotated[
-        str, typer.Option(help="performance|stress|throughput|backup|soft-recovery")
-    ] = "performance",
-    mailboxes: Annotated[int, typer.Option(min=1)] = 100,
-    iops_per_mailbox: Annotated[float, typer.Option(min=0.0001)] = 0.2,
-    mailbox_size_mb: Annotated[float, typer.Option(min=0.01)] = 4.0,
-    databases: Annotated[int, typer.Option(min=1, max=64)] = 1,
-    copies: Annotated[int, typer.Option(min=1, max=16, help="copies per database")] = 2,
-    duration: Annotated[float, typer.Option(help="seconds of load")] = 30.0,
-    threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = "3",
-    cache_min_mb: Annotated[float | None, typer.Option()] = None,
-    cache_max_mb: Annotated[float | None, typer.Option()] = None,
-    page_kb: Annotated[int, typer.Option(min=4, max=64)] = 32,
-    seed: int = 1,
-    no_bdm: Annotated[bool, typer.Option(help="switch background maintenance off")] = False,
-    recreate: Annotated[bool, typer.Option(help="recreate databases even if reusable")] = False,
-    ioengine: Annotated[str, typer.Option(help="io_uring, psync or null")] = "io_uring",
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")
-    ] = None,
-    destroy_data_on: Annotated[
-        list[str] | None, typer.Option(help="a raw device whose data may be overwritten")
-    ] = None,
+    cache_min_mb: o.CacheMinMb = None,
+    cache_max_mb: o.CacheMaxMb = None,
+    page_kb: o.PageKb = o.PAGE_KB,
+    seed: o.Seed = o.SEED,
+    no_bdm: o.NoBdm = False,
+    recreate: o.Recreate = False,
+    ioengine: o.Ioengine = o.IOENGINE,
+    set_: o.Set = None,
+    destroy_data_on: o.DestroyDataOn = None,
     report_out: Annotated[Path | None, typer.Option("--report", help="report JSON")] = None,
-    html_out: Annotated[Path | None, typer.Option("--html", help="one-page HTML report")] = None,
+    html_out: o.HtmlOut = None,
     record: Annotated[Path | None, typer.Option(help="record the run to this trace")] = None,
-    device: Annotated[
-        list[str] | None, typer.Option("-d", "--device", help="device to record")
-    ] = None,
+    device: o.Device = None,
     force: Force = False,
     json_out: AsJson = False,
     emulate_latency: Annotated[
@@ -181,86 +206,54 @@ def run(
     """
     if threads != "auto" and not threads.isdigit():
         raise IotapeError(f"--threads {threads}: a number or 'auto'")
-    cfg = engine.WorkloadConfig(
-        db_paths=db_path,
-        log_paths=log_path,
-        profile=profile,
-        mode=mode,
-        mailboxes=mailboxes,
-        iops_per_mailbox=iops_per_mailbox,
-        mailbox_size_mb=mailbox_size_mb,
-        databases=databases,
-        copies=copies,
-        duration=duration,
-        threads=threads if threads == "auto" else int(threads),
-        cache_min_mb=cache_min_mb,
-        cache_max_mb=cache_max_mb,
-        page_kb=page_kb,
-        seed=seed,
-        bdm=not no_bdm,
-        create="recreate" if recreate else "reuse",
-        ioengine=ioengine,
-        destroy_data_on=destroy_data_on or [],
-        overrides=key_values("--set", set_ or [], "NAME=VALUE (an engine option)"),
+    cfg = _config(
+        db_path, log_path, profile=profile, mode=mode, mailboxes=mailboxes,
+        iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,
+        databases=databases, copies=copies, duration=duration,
+        threads=threads if threads == "auto" else int(threads), cache_min_mb=cache_min_mb,
+        cache_max_mb=cache_max_mb, page_kb=page_kb, seed=seed, no_bdm=no_bdm,
+        recreate=recreate, ioengine=ioengine, set_=set_, destroy_data_on=destroy_data_on,
         emulate_latency_ms=_emulated(emulate_latency),
-    )
-    for out in (report_out, html_out):
-        if out and not out.parent.is_dir():
-            raise IotapeError(f"{out}: directory {out.parent} does not exist")
+    )  # fmt: skip
+    _check_outputs(report_out, html_out)
     result = _run_engine(cfg, record, device, force, err.is_terminal and not json_out)
     rep = report.build(result)
-    if report_out:
-        report_out.write_text(json.dumps(rep, indent=1) + "\n")
     if html_out:
         html.write(rep, html_out)
-    if json_out:
-        json.dump(rep, sys.stdout, indent=1)
-        print()
-    else:
-        report.render(rep)
-    if rep["interrupted"]:
-        raise typer.Exit(130)
+    _emit(rep, report_out, json_out, report.render)
 
 
 @app.command("esrp")
 def esrp_cmd(
-    db_path: Paths,
-    log_path: Paths,
+    db_path: o.Paths,
+    log_path: o.Paths,
     test: Annotated[str, typer.Option(help="the first phase: performance or stress")] = (
         "performance"
     ),
-    profile: Annotated[str, typer.Option(help="exchange2010 or exchange2013 preset")] = (
-        "exchange2010"
-    ),
-    mailboxes: Annotated[int, typer.Option(min=1)] = 100,
-    iops_per_mailbox: Annotated[float, typer.Option(min=0.0001)] = 0.2,
-    mailbox_size_mb: Annotated[float, typer.Option(min=0.01)] = 4.0,
-    databases: Annotated[int, typer.Option(min=1, max=64)] = 1,
-    copies: Annotated[int, typer.Option(min=1, max=16, help="copies per database")] = 2,
-    duration: Annotated[float, typer.Option(help="seconds of the performance phase")] = 30.0,
-    threads: Annotated[int, typer.Option(min=1, max=64, help="per database")] = 3,
-    cache_max_mb: Annotated[float | None, typer.Option()] = None,
-    page_kb: Annotated[int, typer.Option(min=4, max=64)] = 32,
-    seed: int = 1,
-    no_bdm: Annotated[bool, typer.Option(help="switch background maintenance off")] = False,
-    recreate: Annotated[bool, typer.Option(help="recreate databases even if reusable")] = False,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")
-    ] = None,
-    destroy_data_on: Annotated[
-        list[str] | None, typer.Option(help="a raw device whose data may be overwritten")
-    ] = None,
+    profile: o.Profile = o.PROFILE,
+    mailboxes: o.Mailboxes = o.MAILBOXES,
+    iops_per_mailbox: o.IopsPerMailbox = o.IOPS_PER_MAILBOX,
+    mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
+    databases: o.Databases = o.DATABASES,
+    copies: o.Copies = o.COPIES,
+    duration: o.Duration = o.DURATION,
+    threads: o.Threads = o.THREADS,
+    cache_max_mb: o.CacheMaxMb = None,
+    page_kb: o.PageKb = o.PAGE_KB,
+    seed: o.Seed = o.SEED,
+    no_bdm: o.NoBdm = False,
+    recreate: o.Recreate = False,
+    set_: o.Set = None,
+    destroy_data_on: o.DestroyDataOn = None,
     report_out: Annotated[
         Path | None,
         typer.Option("--report", help="ESRP report JSON; each phase's report beside it"),
     ] = None,
-    html_out: Annotated[Path | None, typer.Option("--html", help="one-page HTML report")] = None,
+    html_out: o.HtmlOut = None,
     record: Annotated[
         Path | None, typer.Option(help="record each phase: X.iot gives X.PHASE.iot")
     ] = None,
-    device: Annotated[
-        list[str] | None, typer.Option("-d", "--device", help="device to record")
-    ] = None,
+    device: o.Device = None,
     force: Force = False,
     json_out: AsJson = False,
 ) -> None:
@@ -271,28 +264,14 @@ def esrp_cmd(
     Example: iotape workload esrp --db-path /mnt/db --log-path /mnt/log
     --mailboxes 200 --iops-per-mailbox 0.3 --duration 600 --report esrp.json --html esrp.html
     """
-    cfg = engine.WorkloadConfig(
-        db_paths=db_path,
-        log_paths=log_path,
-        profile=profile,
-        mailboxes=mailboxes,
-        iops_per_mailbox=iops_per_mailbox,
-        mailbox_size_mb=mailbox_size_mb,
-        databases=databases,
-        copies=copies,
-        duration=duration,
-        threads=threads,
-        cache_max_mb=cache_max_mb,
-        page_kb=page_kb,
-        seed=seed,
-        bdm=not no_bdm,
-        create="recreate" if recreate else "reuse",
-        destroy_data_on=destroy_data_on or [],
-        overrides=key_values("--set", set_ or [], "NAME=VALUE (an engine option)"),
-    )
-    for out in (report_out, html_out):
-        if out and not out.parent.is_dir():
-            raise IotapeError(f"{out}: directory {out.parent} does not exist")
+    cfg = _config(
+        db_path, log_path, profile=profile, mailboxes=mailboxes,
+        iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,
+        databases=databases, copies=copies, duration=duration, threads=threads,
+        cache_max_mb=cache_max_mb, page_kb=page_kb, seed=seed, no_bdm=no_bdm,
+        recreate=recreate, set_=set_, destroy_data_on=destroy_data_on,
+    )  # fmt: skip
+    _check_outputs(report_out, html_out)
     show = err.is_terminal and not json_out
 
     def run_phase(c: engine.WorkloadConfig, trace: Path | None) -> dict:
@@ -301,20 +280,13 @@ def esrp_cmd(
 
     seq, reports = esrp.run_sequence(cfg, test, run_phase, record, force)
     rep = esrp.build(seq, reports, test)
-    if report_out:
-        for ph in rep["phases"]:
+    for ph in rep["phases"]:
+        if report_out:
             path = esrp.phase_path(report_out, ph["phase"])
             path.write_text(json.dumps(ph["report"], indent=1) + "\n")
-        report_out.write_text(json.dumps(rep, indent=1) + "\n")
     if html_out:
         html.write_esrp(rep, html_out)
-    if json_out:
-        json.dump(rep, sys.stdout, indent=1)
-        print()
-    else:
-        esrp.render(rep)
-    if rep["interrupted"]:
-        raise typer.Exit(130)
+    _emit(rep, report_out, json_out, esrp.render)
 
 
 @app.command("show")
@@ -330,13 +302,15 @@ def show(
         rep = json.loads(report_json.read_text())
     except (OSError, ValueError) as e:
         raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
-    if rep.get("format") == esrp.FORMAT and rep.get("version") == esrp.VERSION:
+    if ESRP_REPORT.matches(rep):
         esrp.render(rep)
         if html_out:
             html.write_esrp(rep, html_out)
         return
-    if rep.get("format") != "iotape-workload-report" or rep.get("version") != 1:
-        raise IotapeError(f"{report_json}: not an iotape workload report (version 1)")
+    if not WORKLOAD_REPORT.matches(rep):
+        raise IotapeError(
+            f"{report_json}: not an iotape workload report (version {WORKLOAD_REPORT.version})"
+        )
     report.render(rep)
     if html_out:
         html.write(rep, html_out)

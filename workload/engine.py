@@ -16,14 +16,21 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iotape.errors import IotapeError
+from schemas import workload_header
+from schemas.workload_header import WorkloadMetadata
+from schemas.workload_options import default_float, default_int, default_str, options
 from workload import layout, profiles
 
-ENGINE = Path(__file__).with_name("build") / "iotape-ese"
-MODES = ("performance", "stress", "throughput", "backup", "soft-recovery")
+if TYPE_CHECKING:
+    from recorder.capture.record import RecordSummary
+
+ENGINE = Path(__file__).with_name("build") / workload_header.ENGINE_NAME
+MODES = options()["mode"].choices
 MIB = 1 << 20
 
 Progress = Callable[[dict], None]
@@ -31,24 +38,26 @@ Progress = Callable[[dict], None]
 
 @dataclass
 class WorkloadConfig:
+    """A run as data; its defaults are the engine's (schemas/workload_options.toml)."""
+
     db_paths: list[str]
     log_paths: list[str]
     profile: str = "exchange2010"
-    mode: str = "performance"
-    mailboxes: int = 100
-    iops_per_mailbox: float = 0.2
-    mailbox_size_mb: float = 4.0
-    databases: int = 1
-    copies: int = 2
-    duration: float = 30.0
-    threads: int | str = 3  # or "auto" (throughput)
-    cache_min_mb: float | None = None
+    mode: str = default_str("mode")
+    mailboxes: int = default_int("mailboxes")
+    iops_per_mailbox: float = default_float("iops-per-mailbox")
+    mailbox_size_mb: float = default_float("mailbox-size-mb")
+    databases: int = default_int("databases")
+    copies: int = default_int("copies")
+    duration: float = default_float("duration")
+    threads: int | str = default_int("threads")  # or "auto" (throughput)
+    cache_min_mb: float | None = None  # None: from the mailboxes (cache_mb)
     cache_max_mb: float | None = None
-    page_kb: int = 32
-    seed: int = 1
-    bdm: bool = True
-    create: str = "reuse"
-    ioengine: str = "io_uring"
+    page_kb: int = default_int("page-kb")
+    seed: int = default_int("seed")
+    bdm: bool = bool(default_int("bdm"))
+    create: str = default_str("create")
+    ioengine: str = default_str("ioengine")
     destroy_data_on: list[str] = field(default_factory=list)
     overrides: dict[str, str] = field(default_factory=dict)
     # EMULATION, not the device: hold completions to these latencies (ms) per
@@ -71,20 +80,34 @@ class WorkloadConfig:
         lo = self.cache_min_mb if self.cache_min_mb is not None else min(hi, hi / 8)
         return lo, hi
 
-    def metadata(self) -> dict:
+    def metadata(self) -> WorkloadMetadata:
         """What the replayer needs to scale a trace of this run (trace header)."""
-        d = asdict(self)
-        for k in ("destroy_data_on", "db_paths", "log_paths", "create", "overrides"):
-            d.pop(k)
-        d.update(
-            workload="iotape-ese",
+        lo, hi = self.cache_mb()
+        return WorkloadMetadata(
+            profile=self.profile,
+            mode=self.mode,
+            mailboxes=self.mailboxes,
+            iops_per_mailbox=self.iops_per_mailbox,
+            mailbox_size_mb=self.mailbox_size_mb,
+            databases=self.databases,
+            copies=self.copies,
+            duration=self.duration,
+            threads=self.threads,
+            cache_min_mb=lo,
+            cache_max_mb=hi,
+            page_kb=self.page_kb,
+            seed=self.seed,
+            bdm=self.bdm,
+            ioengine=self.ioengine,
+            emulate_latency_ms=dict(self.emulate_latency_ms)
+            if self.emulate_latency_ms is not None
+            else None,
+            sequence=self.sequence,
+            workload=workload_header.ENGINE_NAME,
             page_bytes=self.page_kb * 1024,
             log_file_bytes=profiles.LOG_FILE_BYTES,
-            cache_min_mb=self.cache_mb()[0],
-            cache_max_mb=self.cache_mb()[1],
             overrides=dict(self.overrides),
         )
-        return d
 
 
 def engine_path() -> Path:
@@ -226,13 +249,13 @@ def _wait_through_interrupts(proc: subprocess.Popen) -> int:
 
 
 def _annotate(res: dict, cfg: WorkloadConfig) -> dict:
-    res["config"] = cfg.metadata()
+    res["config"] = dict(cfg.metadata())
     return res
 
 
 def run_recorded(
     cfg: WorkloadConfig, output: Path, devices: list[str] | None = None, force: bool = False
-) -> tuple[dict, dict]:
+) -> tuple[dict, RecordSummary]:
     """Run the engine under `iotape record`; returns (engine result, recorder summary)."""
     from recorder.capture.record import RecordOptions, record
 
@@ -244,7 +267,7 @@ def run_recorded(
         result = Path(tmp) / "result.json"
         argv = engine_argv(cfg, lay, result, quiet=True)
         opts = RecordOptions(
-            devices=devs, output=output, command=argv, metadata=cfg.metadata(), force=force
+            devices=devs, output=output, command=argv, metadata=dict(cfg.metadata()), force=force
         )
         rec = record(opts)
         rc = rec.command_exit if rec.command_exit is not None else 1

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iotape.errors import IotapeError
+from schemas.formats import ESRP_REPORT
 from workload import engine, report
 
-FORMAT = "iotape-esrp-report"
-VERSION = 1
+FORMAT, VERSION = ESRP_REPORT.id, ESRP_REPORT.version
 PHASES = ("test", "backup", "soft-recovery")  # "test": performance or stress
 
 RunPhase = Callable[[engine.WorkloadConfig, Path | None], dict]
@@ -43,11 +43,11 @@ def phase_configs(cfg: engine.WorkloadConfig, test: str) -> list[engine.Workload
     first = dataclasses.replace(
         cfg, mode=test, sequence=seq, overrides={"end": "crash", **cfg.overrides}
     )
-    rest = dict(sequence=seq, create="reuse", overrides=dict(cfg.overrides))
-    return [
-        first,
-        dataclasses.replace(cfg, mode="backup", **rest),
-        dataclasses.replace(cfg, mode="soft-recovery", **rest),
+    return [first] + [
+        dataclasses.replace(
+            cfg, mode=mode, sequence=seq, create="reuse", overrides=dict(cfg.overrides)
+        )
+        for mode in ("backup", "soft-recovery")
     ]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from schemas import streams
+
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.2em .6em;
 text-align:right}th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}
@@ -38,7 +40,7 @@ def render(rep: dict) -> str:
     cls = {"pass": "pass", "fail": "fail"}.get(v, "na")
     per_db = []
     for db in rep["databases"]:
-        for s in ("db-read", "db-write", "log-write"):
+        for s in streams.REPORTED:
             r = db[s]
             per_db.append(
                 [

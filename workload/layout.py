@@ -87,6 +87,72 @@ def _per_db(paths: list[str], k: int, what: str) -> list[str]:
     return paths
 
 
+def _check_paths(db_paths: list[str], log_paths: list[str]) -> None:
+    if not db_paths or not log_paths:
+        raise IotapeError("give --db-path and --log-path (a directory or a block device)")
+    for p in [*db_paths, *log_paths]:
+        targets.check_system_path(
+            os.path.realpath(p), "--db-path" if p in db_paths else "--log-path"
+        )
+        if not os.path.exists(p):
+            raise IotapeError(f"{p}: no such file, directory or device")
+        if not (os.path.isdir(p) or is_block(p)):
+            raise IotapeError(f"{p}: not a directory or a block device")
+
+
+def _on_device(
+    dev: str, dbs_for: list[str], logs_for: list[str], db_bytes: int, log_region: int
+) -> tuple[dict[int, Target], dict[int, Target]]:
+    """The database and log regions (by database) of one raw device: the logs at
+    its end, the databases in equal parts of the rest."""
+    real = os.path.realpath
+    size = device_size(dev)
+    db_idx = [i for i, p in enumerate(dbs_for) if real(p) == dev]
+    log_idx = [i for i, p in enumerate(logs_for) if real(p) == dev]
+    log_start = size - len(log_idx) * log_region
+    logs: dict[int, Target] = {}
+    if log_idx:
+        if log_start < 0:
+            raise IotapeError(
+                f"{dev}: {size // MIB} MiB is too small for {len(log_idx)} log regions of "
+                f"{log_region // MIB} MiB"
+            )
+        logs = dict(zip(log_idx, _split(dev, len(log_idx), log_start, size), strict=True))
+    if not db_idx:
+        return {}, logs
+    regions = _split(dev, len(db_idx), 0, log_start)
+    if regions[0].size < db_bytes + 1 * MIB:
+        raise IotapeError(
+            f"{dev}: impossible size: {len(db_idx)} database(s) of "
+            f"{db_bytes / 2**30:.2f} GiB (mailboxes x mailbox size) do not fit in "
+            f"{log_start / 2**30:.2f} GiB"
+        )
+    return dict(zip(db_idx, regions, strict=True)), logs
+
+
+def _check_db_space(by_dir: dict[str, int], db_bytes: int) -> None:
+    """Space the databases already hold counts (reused or overwritten in place; a
+    sparse file left by a null run holds next to none)."""
+    for d, n in by_dir.items():
+        have = sum(f.stat().st_blocks * 512 for f in Path(d).glob("db*.edb") if f.is_file())
+        free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize + have
+        if free < n * db_bytes:
+            raise IotapeError(
+                f"{d}: impossible size: {n} database(s) of {db_bytes / 2**30:.2f} GiB (mailboxes x "
+                f"mailbox size) need {n * db_bytes / 2**30:.2f} GiB, {free / 2**30:.2f} GiB free"
+            )
+
+
+def _log_dir(p: str, i: int, log_file_bytes: int, need_log_space: bool) -> Target:
+    logdir = Path(p) / f"db{i}-logs"
+    logdir.mkdir(exist_ok=True)
+    if need_log_space:
+        st = os.statvfs(logdir)
+        if st.f_bavail * st.f_frsize < 16 * log_file_bytes:
+            raise IotapeError(f"{p}: less than {16 * log_file_bytes // MIB} MiB free")
+    return Target(str(logdir))
+
+
 def plan(
     db_paths: list[str],
     log_paths: list[str],
@@ -99,16 +165,7 @@ def plan(
 ) -> Layout:
     """Check the paths and sizes; give each database its database and log target.
     `sparse`: database files take no space (the null backend only sizes them)."""
-    if not db_paths or not log_paths:
-        raise IotapeError("give --db-path and --log-path (a directory or a block device)")
-    for p in [*db_paths, *log_paths]:
-        targets.check_system_path(
-            os.path.realpath(p), "--db-path" if p in db_paths else "--log-path"
-        )
-        if not os.path.exists(p):
-            raise IotapeError(f"{p}: no such file, directory or device")
-        if not (os.path.isdir(p) or is_block(p)):
-            raise IotapeError(f"{p}: not a directory or a block device")
+    _check_paths(db_paths, log_paths)
     destroy_set = {os.path.realpath(d) for d in destroy}
     dbs_for = _per_db(db_paths, databases, "db")
     logs_for = _per_db(log_paths, databases, "log")
@@ -116,62 +173,29 @@ def plan(
     devs = {real(p) for p in dbs_for + logs_for if is_block(p)}
     for dev in sorted(devs):
         check_raw(dev, destroy_set)
-
-    log_region = LOG_FILES_PER_REGION * log_file_bytes
-    dbs: list[Target | None] = [None] * databases
-    logs: list[Target | None] = [None] * databases
+    dbs: dict[int, Target] = {}
+    logs: dict[int, Target] = {}
     for dev in sorted(devs):
-        size = device_size(dev)
-        db_idx = [i for i, p in enumerate(dbs_for) if real(p) == dev]
-        log_idx = [i for i, p in enumerate(logs_for) if real(p) == dev]
-        log_start = size - len(log_idx) * log_region
-        if log_idx:
-            if log_start < 0:
-                raise IotapeError(
-                    f"{dev}: {size // MIB} MiB is too small for {len(log_idx)} log regions of "
-                    f"{log_region // MIB} MiB"
-                )
-            for i, t in zip(log_idx, _split(dev, len(log_idx), log_start, size), strict=True):
-                logs[i] = t
-        if db_idx:
-            regions = _split(dev, len(db_idx), 0, log_start)
-            need = db_bytes + 1 * MIB
-            if regions[0].size < need:
-                raise IotapeError(
-                    f"{dev}: impossible size: {len(db_idx)} database(s) of "
-                    f"{db_bytes / 2**30:.2f} GiB (mailboxes x mailbox size) do not fit in "
-                    f"{log_start / 2**30:.2f} GiB"
-                )
-            for i, t in zip(db_idx, regions, strict=True):
-                dbs[i] = t
+        on_db, on_log = _on_device(
+            dev, dbs_for, logs_for, db_bytes, LOG_FILES_PER_REGION * log_file_bytes
+        )
+        dbs.update(on_db)
+        logs.update(on_log)
     by_dir: dict[str, int] = {}
     for i, p in enumerate(dbs_for):
-        if dbs[i] is None:
+        if i not in dbs:
             dbs[i] = Target(str(Path(p) / f"db{i}.edb"))
             by_dir[real(p)] = by_dir.get(real(p), 0) + 1
-    # Space the databases already hold (reused or overwritten in place; a sparse
-    # file left by a null run holds next to none). A null run needs none.
-    for d, n in by_dir.items() if not sparse else []:
-        have = sum(f.stat().st_blocks * 512 for f in Path(d).glob("db*.edb") if f.is_file())
-        free = os.statvfs(d).f_bavail * os.statvfs(d).f_frsize + have
-        if free < n * db_bytes:
-            raise IotapeError(
-                f"{d}: impossible size: {n} database(s) of {db_bytes / 2**30:.2f} GiB (mailboxes x "
-                f"mailbox size) need {n * db_bytes / 2**30:.2f} GiB, {free / 2**30:.2f} GiB free"
-            )
+    if not sparse:  # a null run needs no space
+        _check_db_space(by_dir, db_bytes)
     for i, p in enumerate(logs_for):
-        if logs[i] is None:
-            logdir = Path(p) / f"db{i}-logs"
-            logdir.mkdir(exist_ok=True)
-            if need_log_space:
-                st = os.statvfs(logdir)
-                if st.f_bavail * st.f_frsize < 16 * log_file_bytes:
-                    raise IotapeError(f"{p}: less than {16 * log_file_bytes // MIB} MiB free")
-            logs[i] = Target(str(logdir))
+        if i not in logs:
+            logs[i] = _log_dir(p, i, log_file_bytes, need_log_space)
     holding = set(devs)
     for p in dbs_for + logs_for:
-        if not is_block(p):
-            dev = _holding_device(p)
-            if dev:
-                holding.add(dev)
-    return Layout([t for t in dbs if t], [t for t in logs if t], sorted(holding))
+        held = None if is_block(p) else _holding_device(p)
+        if held:
+            holding.add(held)
+    return Layout(
+        [dbs[i] for i in range(databases)], [logs[i] for i in range(databases)], sorted(holding)
+    )

@@ -104,10 +104,6 @@ def published(profile_id: str) -> dict:
     raise IotapeError(f"{profile_id}: no such published profile in {REFERENCE}")
 
 
-def thresholds(run: str) -> dict:
-    return reference()["thresholds"][run]
-
-
 def published_latency(profile_id: str) -> dict[str, float]:
     """The average db read, db write and log write latency (ms) of a published
     run: what `--emulate-latency` holds completions to when calibrating at it."""

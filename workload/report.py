@@ -12,11 +12,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from schemas import jetstress, streams
+from schemas.formats import WORKLOAD_REPORT
 from workload import profiles
-
-REPORT_VERSION = 1
-TX_STREAMS = ("db-read", "db-write")
-BACKGROUND = ("bdm-read", "log-replication-read", "log-preformat", "log-read", "backup-read")
 
 
 def _stream(db: dict, name: str) -> dict:
@@ -34,41 +32,22 @@ def _stream(db: dict, name: str) -> dict:
 
 
 def _verdict(mode: str, dbs: list[dict], achieved: float, target: float | None) -> dict:
+    """The Jetstress checks of each database (schemas.jetstress), then the target's."""
     if mode not in ("performance", "stress", "throughput"):
         return {"result": "n/a", "thresholds": None, "checks": []}
-    th = profiles.thresholds("stress" if mode == "stress" else "performance")
-    checks = []
+    judged = "stress" if mode == "stress" else "performance"
+    checks: list[jetstress.Check] = []
     for db in dbs:
-        r, lw = db["db-read"], db["log-write"]
-        for what, value, limit in (
-            ("db read avg ms", r["lat_avg_ms"], th["db_read_avg_ms"]),
-            ("db read max ms", r["lat_max_ms"], th["db_read_max_ms"]),
-            ("log write avg ms", lw["lat_avg_ms"], th["log_write_avg_ms"]),
-            ("log write max ms", lw["lat_max_ms"], th["log_write_max_ms"]),
-        ):
-            checks.append(
-                {
-                    "db": db["db"],
-                    "check": what,
-                    "value": value,
-                    "limit": limit,
-                    "relation": "<=",
-                    "pass": value <= limit,
-                }
-            )
+        figures = {
+            s: jetstress.Figures(db[s]["count"], db[s]["lat_avg_ms"], db[s]["lat_max_ms"])
+            for s in streams.REPORTED
+        }
+        checks += jetstress.checks(judged, figures, db=db["db"])
     if target:
-        checks.append(
-            {
-                "db": None,
-                "check": "achieved >= target IOPS",
-                "value": achieved,
-                "limit": target,
-                "relation": ">=",
-                "pass": achieved >= target,
-            }
-        )
+        checks.append(jetstress.target_check(achieved, target))
     ok = all(c["pass"] for c in checks)
-    return {"result": "pass" if ok else "fail", "thresholds": th, "checks": checks}
+    return {"result": "pass" if ok else "fail", "thresholds": jetstress.thresholds(judged),
+            "checks": checks}  # fmt: skip
 
 
 def _achieved(result: dict, totals: dict) -> float:
@@ -80,16 +59,16 @@ def _achieved(result: dict, totals: dict) -> float:
     if load_s and all("tx_ios_load" in d for d in dbs):
         return sum(d["tx_ios_load"] for d in dbs) / load_s
     secs = result["elapsed_s"]
-    tx = sum(totals[s]["count"] for s in TX_STREAMS)
+    tx = sum(totals[s]["count"] for s in streams.TRANSACTIONAL)
     return tx / secs if secs > 0 else 0.0
 
 
 def check_line(c: dict) -> str:
-    """One check as it reads: `achieved 60.1 >= target 60.0`, `db read avg ms 3.2 <= 20`."""
+    """One check as it reads: `achieved 60.1 >= target 60.0`, `db-read avg ms 3.2 <= limit 20`."""
     rel = c.get("relation", "<=")
     holds = rel if c["pass"] else {"<=": ">", ">=": "<"}[rel]
     where = f"db {c['db']}: " if c.get("db") is not None else ""
-    if c["check"] == "achieved >= target IOPS":
+    if c["check"] == jetstress.TARGET_CHECK:
         return f"{where}achieved {c['value']:,.1f} {holds} target {c['limit']:,.1f}"
     return f"{where}{c['check']} {c['value']:.3f} {holds} limit {c['limit']}"
 
@@ -98,7 +77,8 @@ def build(result: dict) -> dict:
     cfg = result.get("config", {})
     secs = result["elapsed_s"]
     mode = result["mode"]
-    dbs, totals = [], {}
+    dbs: list[dict] = []
+    totals: dict[str, dict] = {}
     for d in result["databases"]:
         row = {
             "db": d["db"],
@@ -114,7 +94,7 @@ def build(result: dict) -> dict:
         }
         if "recovery" in d:
             row["recovery"] = d["recovery"]
-        for name in (*TX_STREAMS, "log-write", *BACKGROUND):
+        for name in streams.ENGINE:
             row[name] = _stream(d, name)
             t = totals.setdefault(name, {"count": 0, "bytes": 0})
             t["count"] += row[name]["count"]
@@ -138,8 +118,8 @@ def build(result: dict) -> dict:
     pub_id = profiles.PUBLISHED_FOR.get(cfg.get("profile", ""), None)
     pub = profiles.published_shape(pub_id) if pub_id else {}
     return {
-        "format": "iotape-workload-report",
-        "version": REPORT_VERSION,
+        "format": WORKLOAD_REPORT.id,
+        "version": WORKLOAD_REPORT.version,
         "mode": mode,
         "interrupted": result["interrupted"],
         "elapsed_s": secs,
@@ -199,11 +179,11 @@ def render(rep: dict, console: Console | None = None) -> None:
     for col in ("db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"):
         t.add_column(col, justify="right" if col not in ("stream",) else "left")
     for db in rep["databases"]:
-        for s in ("db-read", "db-write", "log-write"):
-            r = db[s]
+        for name in streams.REPORTED:
+            r = db[name]
             t.add_row(
                 str(db["db"]),
-                s,
+                name,
                 _f(r["per_s"]),
                 _f(r["avg_bytes"], "{:,.0f}"),
                 _f(r["lat_avg_ms"], "{:.3f}"),
@@ -225,20 +205,20 @@ def render(rep: dict, console: Console | None = None) -> None:
         _f(mb, "{:.3f}"),
     )
     con.print(b)
-    s = Table(
+    sh = Table(
         title=f"I/O shape vs published ({rep['shape']['published_profile']})", title_justify="left"
     )
     for col in ("figure", "engine", "published", "deviation"):
-        s.add_column(col, justify="left" if col == "figure" else "right")
+        sh.add_column(col, justify="left" if col == "figure" else "right")
     for r in rep["shape"]["rows"]:
         dev = r["deviation"] * 100 if r["deviation"] is not None else None
-        s.add_row(
+        sh.add_row(
             r["figure"],
             _f(r["engine"], "{:,.3f}"),
             _f(r["published"], "{:,.3f}"),
             _f(dev, "{:+.1f} %"),
         )
-    con.print(s)
+    con.print(sh)
     v = rep["verdict"]
     colour = {"pass": "green", "fail": "red"}.get(v["result"], "white")
     con.print(f"verdict: [bold {colour}]{v['result'].upper()}[/]")

@@ -27,11 +27,13 @@ from rich.table import Table
 from analyzer.analyses import comparison, junit
 from analyzer.analyses import core as analyses
 from analyzer.analyses import history as hist
+from analyzer.analyses import verdict as jetstress
 from analyzer.analyses.filters import FilterArgs
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from iotape.cliopts import AsJson, Db
 from iotape.errors import IotapeError
+from schemas.percentiles import NAMES
 
 out = Console(width=140)
 
@@ -142,7 +144,7 @@ def latency(
     for metric, title in (("device", "device time"), ("queue", "queue time")):
         m = res[metric]
         t = Table(title=f"{res['run']['name']}: {title} ({res['method']})", title_justify="left")
-        for c in ("op / stream", "count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"):
+        for c in ("op / stream", "count", "mean", *NAMES, "max"):
             t.add_column(c, justify="left" if c == "op / stream" else "right")
         for name, g in [("all", m["all"])] + [
             (f"{g['op_name']} / {g['stream_name']}", g) for g in m["groups"]
@@ -151,7 +153,7 @@ def latency(
                 t.add_row(name, "0", *["-"] * 7)
                 continue
             p = g["percentiles"]
-            levels = ("p50", "p90", "p99", "p99.9", "p99.99", "max")
+            levels = (*NAMES, "max")
             t.add_row(name, f"{g['count']:,}", _ns(g["mean_ns"]), *(_ns(p[k]) for k in levels))
         out.print(t)
 
@@ -183,7 +185,7 @@ def verdict(
     with opened(db, create=False) as store:
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
-        v = analyses.verdict(store, r["id"], f, mode.value)
+        v = jetstress.verdict(store, r["id"], f, mode.value)
     res = {"run": {"id": r["id"], "name": r["name"]}, "filter": analyses.describe_filter(f), **v}
     if fmt is Format.json:
         _dump(res)

@@ -26,17 +26,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 import schemas
 from analyzer.analyses import core as analyses
+from analyzer.analyses import verdict as jetstress
 from analyzer.analyses import workloads
 from analyzer.analyses.filters import BadInput
 from analyzer.analyses.histograms import LEVELS, SCHEME, Hist, merge, percentiles_from
 from analyzer.analyses.results import Comparison, ComparisonSet
-from analyzer.store.interface import Reader, Store
+from analyzer.store.interface import Reader
 from analyzer.store.queries import MAX_NS, EventFilter
 
 PERCENTILES = tuple(name for _, name in LEVELS)
@@ -331,8 +332,7 @@ def compare_many(
 
 
 def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
-    # verdict() asks for a Store but only reads (its owner moves it; see issue 16).
-    v = analyses.verdict(cast(Store, store), run_id, f, mode)
+    v = jetstress.verdict(store, run_id, f, mode)
     return {"result": v["result"], "checks": v["checks"]}
 
 

@@ -20,10 +20,11 @@ from analyzer.analyses.results import Distribution
 from analyzer.store import catalog, event_histograms, queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
+from schemas import percentiles
 
 SUB_BUCKETS = 1 << queries.SUB_BUCKET_BITS
 RELATIVE_ERROR = 1 / (2 * SUB_BUCKETS)
-LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99"))
+LEVELS = percentiles.LEVELS
 SCHEME = {
     "kind": "log-linear (fio-style)",
     "sub_buckets_per_power_of_two": SUB_BUCKETS,

@@ -30,6 +30,7 @@ from analyzer.store.ingest import ingest as ingest_file
 from analyzer.store.interface import init_schema, opened, parse_url
 from iotape.cliopts import AsJson, Db
 from iotape.errors import IotapeError
+from schemas.percentiles import LEVELS
 from schemas.tables import ddl
 
 err = Console(stderr=True)
@@ -295,14 +296,14 @@ def _print_trace_parts(out: Console, parts: dict) -> None:
 
 def _latency_table(title: str, rows: list[dict]) -> Table:
     lt = Table(title=title, title_justify="left")
-    for col in ("op", "ios", "mean", "p50", "p90", "p99", "p99.9", "max"):
+    for col in ("op", "ios", "mean", *(n for _, n in LEVELS[:4]), "max"):
         lt.add_column(col, justify="left" if col == "op" else "right")
     for x in rows:
         lt.add_row(
             x["op_name"],
             f"{x['ios']:,}",
             f"{x['sum_ns'] / x['ios'] / 1e3:,.1f}",
-            *(f"{x[k] / 1e3:,.1f}" for k in ("p50", "p90", "p99", "p999", "max_ns")),
+            *(f"{x[k] / 1e3:,.1f}" for k in (*(c for _, c in queries.LEVELS), "max_ns")),
         )
     return lt
 

@@ -43,10 +43,10 @@ from analyzer.store.ingest import (
 )
 from analyzer.store.interface import Store
 from iotape.errors import IotapeError
+from schemas.formats import REPLAY_PLAN
 from schemas.tables import table
 
-PLAN_FORMAT = "iotape-replay-plan"
-PLAN_VERSION = 1
+PLAN_FORMAT, PLAN_VERSION = REPLAY_PLAN.id, REPLAY_PLAN.version
 DIRECTIONS = ("read", "write", "trim", "sync")
 # What of plan.json the run keeps in its parameters.
 PLAN_KEYS: tuple[str, ...] = ("trace", "mode", "jobfile", "anchor", "duration_s", "time_scale")

@@ -1,6 +1,6 @@
 """Ingest of a workload report (`iotape workload run --report OUT.json`).
 
-The report (workload/report.py, format "iotape-workload-report" version 1)
+The report (workload/report.py, format schemas.formats.WORKLOAD_REPORT)
 becomes a run of kind `workload`: its configuration, verdict and totals in the
 run's parameters, one `workload_reports` row per database plus `total`, and one
 `workload_streams` row per database and stream plus the totals per stream.
@@ -27,11 +27,12 @@ from typing import Any
 from analyzer.store import catalog
 from analyzer.store.interface import Store
 from iotape.errors import IotapeError
+from schemas import streams, workload_header
+from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
 
-FORMAT = "iotape-workload-report"
-VERSION = 1
+FORMAT, VERSION = WORKLOAD_REPORT.id, WORKLOAD_REPORT.version
 # The streams every database section has (workload/report.py writes them all).
-REQUIRED_STREAMS = ("db-read", "db-write", "log-write")
+REQUIRED_STREAMS = streams.REPORTED
 STREAM_FIELDS = ("count", "bytes", "per_s", "avg_bytes", "lat_avg_ms", "lat_max_ms")
 TRACE_KINDS = ("capture", "import")
 
@@ -106,7 +107,7 @@ class WorkloadSource:
 def sequence_tags(metadata: dict | None) -> dict[str, str]:
     """The tag linking the phases of one ESRP sequence, from a workload run's
     config or a trace header's metadata; empty for a run of its own."""
-    seq = (metadata or {}).get("sequence")
+    seq = (metadata or {}).get(workload_header.SEQUENCE)
     return {"sequence": seq} if isinstance(seq, str) and seq else {}
 
 
@@ -122,7 +123,7 @@ def read_report(path: Path) -> dict[str, Any]:
         raise IotapeError(f"{path}: not a workload report (not UTF-8 text)") from None
     except json.JSONDecodeError as e:
         raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
-    if isinstance(rep, dict) and rep.get("format") == "iotape-esrp-report":
+    if isinstance(rep, dict) and rep.get("format") == ESRP_REPORT.id:
         names = ", ".join(
             f"{path.stem}.{p.get('phase')}{path.suffix}" for p in rep.get("phases") or []
         )

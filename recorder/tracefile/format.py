@@ -29,7 +29,7 @@ CHUNK_HEADER_SIZE: int = int(_FILE["chunk_header_size"])
 FOOTER_HEADER_SIZE: int = int(_FILE["footer_header_size"])
 MAX_CHUNK_RECORDS: int = int(_FILE["max_chunk_records"])
 MAX_JSON_BYTES: int = int(_FILE["max_json_bytes"])
-FORMAT_NAME = "iotape-trace"
+FORMAT_NAME = schemas.file_constants()["format"]
 DEFAULT_CHUNK_RECORDS = 8192
 
 RECORD_DTYPE: np.dtype = schemas.record_dtype()

@@ -32,10 +32,10 @@ from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult, Sl
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import OP, Source, load
 from replayer.run import safety, targets
+from schemas.formats import REPLAY_PLAN
 
 MODES = ("exact", "synthetic", "auto")
-PLAN_FORMAT = "iotape-replay-plan"
-PLAN_VERSION = 1
+PLAN_FORMAT, PLAN_VERSION = REPLAY_PLAN.id, REPLAY_PLAN.version
 MAX_WINDOWS = 120
 MAX_SUBMITTERS = 64
 WRITE_OPS = [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]

@@ -1,8 +1,9 @@
 """Stream-aware scaling of a trace to N mailboxes on K databases.
 
 Transactional streams scale with mailboxes per database, background maintenance
-with the number of databases (one scan per database, whatever its load), log
-replication with the number of extra copies. The trace is taken to be K0
+and backup with the number of databases (one scan per database, whatever its
+load), log replication with the number of extra copies (the groups:
+schemas/trace_record.toml [stream_group]). The trace is taken to be K0
 databases' worth of I/O, so one database's share of a stream is 1/K0 of it; each
 of the K targets gets that share times its stream's factor.
 """
@@ -15,10 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from iotape.errors import IotapeError
-
-TRANSACTIONAL = frozenset({"db-read", "db-write", "log-write", "log-preformat", "log-read"})
-MAINTENANCE = frozenset({"bdm-read"})
-REPLICATION = frozenset({"log-replication-read"})
+from schemas import streams
+from schemas.workload_header import COPIES, DATABASES, MAILBOXES
 
 
 @dataclass(frozen=True)
@@ -60,9 +59,9 @@ def resolve(
     (strings when given by `iotape record --meta`), or None when none was asked."""
     if mailboxes is None and databases is None and copies is None:
         return None
-    n0 = from_mailboxes if from_mailboxes is not None else _meta_number(meta, "mailboxes", float)
-    k0 = from_databases if from_databases is not None else _meta_number(meta, "databases", int)
-    c0 = from_copies if from_copies is not None else _meta_number(meta, "copies", int)
+    n0 = from_mailboxes if from_mailboxes is not None else _meta_number(meta, MAILBOXES, float)
+    k0 = from_databases if from_databases is not None else _meta_number(meta, DATABASES, int)
+    c0 = from_copies if from_copies is not None else _meta_number(meta, COPIES, int)
     k0 = k0 or 1
     c0 = c0 or 1
     if mailboxes is not None and n0 is None:
@@ -87,11 +86,11 @@ def factor(stream: str, s: Scaling | None) -> float:
     if s is None:
         return 1.0
     share = 1.0 / s.from_databases
-    if stream in TRANSACTIONAL:
+    if stream in streams.PER_MAILBOX:
         return share * (s.mailboxes / s.databases) / (s.from_mailboxes / s.from_databases)
-    if stream in MAINTENANCE:
+    if stream in streams.PER_DATABASE:
         return share
-    if stream in REPLICATION:
+    if stream in streams.PER_COPY:
         # One reader per extra copy.
         if s.from_copies <= 1:
             return share * max(s.copies - 1, 0)

@@ -34,6 +34,7 @@ from replayer.plan import build as planmod
 from replayer.plan import split as splitmod
 from replayer.run import execute as runmod
 from replayer.run import targets
+from replayer.run.results import RunSummary
 from replayer.run.safety import check_target, rdev_of
 
 REPLAYS = ("profile", "tiered")
@@ -69,7 +70,7 @@ def _on(ev: Events, dev: int) -> Events:
     return Events(*(getattr(ev, f.name)[keep] for f in dataclasses.fields(Events)))
 
 
-def _accounting(planned: Path, summary: dict[str, Any], recorded: Path) -> dict[str, Any]:
+def _accounting(planned: Path, summary: RunSummary, recorded: Path) -> dict[str, Any]:
     """Where every planned request went: issued by fio, then recorded or counted lost.
 
     The kernel does not always report a completion: on a direct-I/O loop device
@@ -120,7 +121,7 @@ def _replay(
     recorded: Path,
     destroy: list[str],
     say: Callable[[str], None],
-) -> dict[str, Any]:
+) -> RunSummary:
     """Plan SRC onto the targets in OUT/NAME.jobs and replay it, recording RECORDED."""
     jobdir = out / f"{name}.jobs"
     say(f"{name}: planning")

@@ -93,3 +93,35 @@ def test_enums_are_dense_and_named() -> None:
         for op in ("read", "write"):
             if op in rule:
                 assert rule[op] in streams
+
+
+def test_committed_workload_header_is_generated_from_the_schemas() -> None:
+    header = ROOT / "workload" / "src" / "contract.h"
+    assert header.read_text() == gen_c.render_workload(), (
+        "workload/src/contract.h is stale: run "
+        "`python -m schemas.gen_c --workload workload/src/contract.h`"
+    )
+
+
+def test_every_engine_stream_is_grouped_once() -> None:
+    from schemas import streams
+
+    named = [k for k, v in schemas.enum("stream").items() if v > 0]
+    assert sorted(streams.ENGINE) == sorted(named)
+    assert len(set(streams.ENGINE)) == len(streams.ENGINE)
+    scaled = [*streams.PER_MAILBOX, *streams.PER_DATABASE, *streams.PER_COPY]
+    assert sorted(scaled) == sorted(named)
+    assert set(streams.TRANSACTIONAL) <= set(streams.REPORTED)
+
+
+def test_the_engine_takes_the_schema_defaults() -> None:
+    """The engine's --help shows the defaults of workload_options.toml."""
+    from schemas import workload_options
+    from workload import engine
+
+    out = subprocess.run(
+        [str(engine.engine_path()), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for o in workload_options.options().values():
+        if o.default is not None and o.default != "":
+            assert f"--{o.name:<20} {o.help} (default {o.engine_default()})" in out, o.name

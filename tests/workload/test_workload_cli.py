@@ -133,12 +133,12 @@ def test_report_verdict_names_the_failed_threshold(tmp_path: Path) -> None:
     assert rep["target_tx_iops"] == pytest.approx(200)
     assert rep["verdict"]["result"] == "fail"
     failed = [c["check"] for c in rep["verdict"]["checks"] if not c["pass"]]
-    assert failed == ["log write avg ms"]
+    assert failed == ["log-write avg ms"]
     rows = {r["figure"]: r for r in rep["shape"]["rows"]}
     assert rows["db_read_write_ratio"]["engine"] == pytest.approx(1.463)
     assert abs(rows["db_read_write_ratio"]["deviation"]) < 0.01
     page = html.render(rep)
-    assert "FAIL" in page and "log write avg ms" in page
+    assert "FAIL" in page and "log-write avg ms" in page
     assert "http" not in page and "<script" not in page, "self-contained"
     out = tmp_path / "rep.json"
     out.write_text(json.dumps(rep))

@@ -26,7 +26,7 @@ void *bdm_main(void *arg)
 		}
 		uint64_t n = total - pos < size ? total - pos : size;
 		struct iovec iov = {buf, (size_t)n};
-		io_sync(w, S_BDM, d->fd, &iov, 1, d->data_off + pos, 0);
+		io_sync(w, S_BDM_READ, d->fd, &iov, 1, d->data_off + pos, 0);
 		pos = pos + n >= total ? 0 : pos + n;
 		next += period;
 		if (now_ns() > next + 1000000000ull)
@@ -59,7 +59,7 @@ void *repl_main(void *arg)
 			for (uint64_t off = 0; off < len; off += size) {
 				uint64_t n = len - off < size ? len - off : size;
 				struct iovec iov = {buf, (size_t)n};
-				io_sync(w, S_REPL, fd, &iov, 1, base + off, 0);
+				io_sync(w, S_LOG_REPLICATION_READ, fd, &iov, 1, base + off, 0);
 			}
 		if (d->log_is_dir)
 			close(fd);

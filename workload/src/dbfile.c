@@ -288,7 +288,7 @@ void log_target_open(struct db *d)
 void log_file_retire(struct db *d, uint64_t gen)
 {
 	uint64_t keep = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0) / d->log_file_size + 4;
-	if (!d->log_is_dir || gen < d->log_stream + keep || E.cfg.mode == M_RECOVERY)
+	if (!d->log_is_dir || gen < d->log_stream + keep || E.cfg.mode == M_SOFT_RECOVERY)
 		return;
 	char path[600];
 	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)(gen - keep));

@@ -7,23 +7,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "contract.h"
 #include "ioengine.h"
 
-#define MAX_DBS 64
-#define MAX_THREADS 64
+#define MAX_DBS ESE_MAX_DATABASES
+#define MAX_THREADS ESE_MAX_THREADS
 #define HIST_BUCKETS 48 /* log2 buckets of latency in ns */
 
 /* Why the log writer wrote: a durable commit waited, lazy commits reached their
  * deadline, the buffer was half full, or a clean stop. */
 enum log_flush { LF_DURABLE, LF_LAZY, LF_CAPACITY, LF_STOP, LF_N };
-/* What a log write does with a partly filled last 4 KiB segment (log.c). */
-enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
-
-/* Streams the engine accounts by; the recorder derives the same from thread names. */
-enum stream { S_DB_READ, S_DB_WRITE, S_LOG_WRITE, S_LOG_FMT, S_BDM, S_REPL, S_LOG_READ, S_BACKUP, S_N };
+/* enum stream (the streams the engine accounts by), enum mode and enum log_partial
+ * (what a log write does with a partly filled last 4 KiB segment, log.c) are in
+ * contract.h, generated from schemas/. */
 extern const char *const stream_names[S_N];
-
-enum mode { M_PERFORMANCE, M_STRESS, M_THROUGHPUT, M_BACKUP, M_RECOVERY };
 
 /* Where a database or its logs live: a file or directory (off = size = 0 for a
  * directory of log files) or a slice of a block device. */

@@ -415,7 +415,7 @@ void *log_format_main(void *arg)
 				snprintf(buf, 96, "IOTAPE-ESE-LOG 2 db=%d gen=%llu stream=%llu\n", d->idx,
 					 (unsigned long long)gen, (unsigned long long)d->log_stream);
 			struct iovec iov = {buf, (size_t)n};
-			io_sync(w, S_LOG_FMT, fd, &iov, 1, base + off, 1);
+			io_sync(w, S_LOG_PREFORMAT, fd, &iov, 1, base + off, 1);
 		}
 		if (d->log_is_dir)
 			close(fd);

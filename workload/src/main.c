@@ -23,7 +23,7 @@ static void start_db_threads(struct db *d)
 	char name[32];
 	int transactional = c->mode <= M_THROUGHPUT;
 	int nusers = c->mode == M_THROUGHPUT && c->auto_threads ? c->max_threads : c->threads;
-	if (transactional || c->mode == M_RECOVERY) {
+	if (transactional || c->mode == M_SOFT_RECOVERY) {
 		snprintf(name, sizeof(name), "ese-ckpt-%d", d->idx);
 		worker_start(worker_new(d, name, 0, ckpt_main, 32));
 	}
@@ -154,7 +154,7 @@ static void run(void)
 			if (done)
 				break;
 		}
-		if (c->mode == M_RECOVERY && recovery_done())
+		if (c->mode == M_SOFT_RECOVERY && recovery_done())
 			break;
 		if (tuning && t >= next_step) {
 			auto_step(&last_ios, &last_lat, &last_reads, step, &tuning);
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
 	int first = E.nworkers;
 	for (int i = 0; i < E.cfg.databases; i++)
 		start_db_threads(&E.dbs[i]);
-	if (E.cfg.mode == M_RECOVERY)
+	if (E.cfg.mode == M_SOFT_RECOVERY)
 		recovery_start();
 	run();
 	/* The measurement window ends here: the final flush is a clean shutdown's, not load. */
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	for (int k = first; k < E.nworkers; k++)
 		if (!is_tail_worker(E.workers[k]->name))
 			pthread_join(E.workers[k]->tid, NULL);
-	if (!E.cfg.crash_end || E.cfg.mode == M_RECOVERY)
+	if (!E.cfg.crash_end || E.cfg.mode == M_SOFT_RECOVERY)
 		flush_caches();
 	atomic_store(&E.ckpt_stop, 1);
 	for (int i = 0; i < E.cfg.databases; i++)

@@ -41,7 +41,7 @@ void *backup_main(void *arg)
 	for (uint64_t pos = 0; pos < total && !atomic_load(&E.stop); pos += size) {
 		uint64_t n = total - pos < size ? total - pos : size;
 		struct iovec iov = {buf, (size_t)n};
-		io_sync(w, S_BACKUP, d->fd, &iov, 1, d->data_off + pos, 0);
+		io_sync(w, S_BACKUP_READ, d->fd, &iov, 1, d->data_off + pos, 0);
 	}
 	free(buf);
 	w->ops_done = 1; /* finished */

@@ -38,10 +38,10 @@ void result_write(const char *path)
 		die("%s: cannot write the result", path);
 	const struct config *c = &E.cfg;
 	double secs = E.elapsed_s;
-	fprintf(f, "{\"format\":\"iotape-ese-result\",\"version\":1,\"mode\":\"%s\",\"interrupted\":%s,"
+	fprintf(f, "{\"format\":\"" ESE_RESULT_FORMAT "\",\"version\":%d,\"mode\":\"%s\",\"interrupted\":%s,"
 		   "\"elapsed_s\":%.4f,\"load_s\":%.4f,\"seed\":%d,\"ioengine\":\"%s\",\"page_bytes\":%d,\"log_file_bytes\":%d,"
 		   "\"copies\":%d,\"threads_final\":%d,",
-		c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, E.load_s, c->seed, c->ioengine,
+		ESE_RESULT_VERSION, c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, E.load_s, c->seed, c->ioengine,
 		c->page_kb * 1024, c->log_file_kb * 1024, c->copies, atomic_load(&E.active_threads));
 	/* Emulated latency is part of the result so no report passes it off as the device's. */
 	fprintf(f, "\"lazy_flush_ms\":%g,\"emulated_latency_ms\":{\"db_read\":%g,\"db_write\":%g,\"log_write\":%g},",
@@ -77,7 +77,7 @@ void result_write(const char *path)
 			(unsigned long long)d->log_stream, (unsigned long long)d->logs_kept,
 			(unsigned long long)d->logs_removed, d->c.cap,
 			(unsigned long long)d->c.hits, (unsigned long long)d->c.misses, d->c.ndirty);
-		if (c->mode == M_RECOVERY)
+		if (c->mode == M_SOFT_RECOVERY)
 			recovery_result(f, i);
 		fprintf(f, "\"log_flushes\":{\"durable\":%llu,\"lazy\":%llu,\"capacity\":%llu,\"stop\":%llu},",
 			(unsigned long long)d->log_flushes[LF_DURABLE], (unsigned long long)d->log_flushes[LF_LAZY],

@@ -7,10 +7,7 @@
 
 #include "ese.h"
 
-const char *const stream_names[S_N] = {
-	"db-read", "db-write", "log-write", "log-preformat", "bdm-read", "log-replication-read",
-	"log-read", "backup-read",
-};
+const char *const stream_names[S_N] = {ESE_STREAM_NAMES};
 
 uint64_t now_ns(void)
 {

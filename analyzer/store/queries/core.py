@@ -19,13 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from schemas.percentiles import IDENT_LEVELS
+
 if TYPE_CHECKING:
     from analyzer.store.interface import Reader
 
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*):[^{}]+\}")
 
 # The percentile levels every latency summary reports, and their column names.
-LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"))
+LEVELS = IDENT_LEVELS[:4]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzer.store.queries.core import both, register
+from schemas.percentiles import IDENT_LEVELS
 
 ANY = -1
 MAX_BYTES = 2**32 - 1
@@ -120,7 +121,7 @@ def _hist_sql(dialect: str, metric: str) -> str:
 
 
 # Exact percentiles reported on request: order statistics as `op_latency` defines them.
-EXACT_LEVELS = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999"), (0.9999, "p9999"))
+EXACT_LEVELS = IDENT_LEVELS
 
 
 def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
