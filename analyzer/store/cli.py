@@ -12,15 +12,12 @@ registers them:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from analyzer.store import catalog, queries
@@ -30,6 +27,7 @@ from analyzer.store.ingest import ingest as ingest_file
 from analyzer.store.interface import init_schema, opened, parse_url
 from iotape.cliopts import AsJson, Db
 from iotape.errors import IotapeError
+from iotape.progress import progress as bar
 from schemas.percentiles import LEVELS
 from schemas.tables import ddl
 
@@ -51,18 +49,6 @@ db_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-@contextmanager
-def _progress(what: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """An event-count progress bar on a terminal's stderr; nothing when piped."""
-    if not err.is_terminal:
-        yield None
-        return
-    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _print_json(obj: object) -> None:
@@ -106,7 +92,7 @@ def ingest(
     results = []
     with opened(db) as store:
         for f in files:
-            with _progress(f"ingesting {f.name}") as progress:
+            with bar(f"ingesting {f.name}", err, "items") as progress:
                 r = ingest_file(store, f, name=name, tags=tags, progress=progress)
             results.append(r.to_dict())
             if not as_json:
@@ -127,7 +113,7 @@ def export(
 
     Example: iotape export nightly-42 -o nightly-42.parquet
     """
-    with opened(db, create=False) as store, _progress("exporting") as progress:
+    with opened(db, create=False) as store, bar("exporting", err, "items") as progress:
         r = export_run(store, run, out, progress)
     print(f"{r['path']}: run {r['run_id']} ({r['name']}): {r['rows']:,} events")
 

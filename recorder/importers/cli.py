@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from iotape.cliopts import AsJson, Force
+from iotape.progress import progress as bar
 from recorder.importers.core import FORMATS, import_trace
 
 err = Console(stderr=True)
@@ -41,20 +41,11 @@ def import_(
 
     Example: iotape import blktrace sda.blktrace.0 sda.blktrace.1 -o sda.iot
     """
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[events]:,} events"),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        task = bar.add_task(f"importing {fmt}", total=None, events=0)
+    with bar(f"importing {fmt}", err, counter="events") as update:
 
         def progress(msg: dict) -> None:
-            total = msg.get("total_bytes") or None
-            bar.update(task, completed=msg.get("bytes", 0), total=total, events=msg["events"])
+            if update is not None:
+                update(msg.get("bytes", 0), msg.get("total_bytes") or None, events=msg["events"])
 
         result = import_trace(
             fmt,

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import sub_app
 from iotape.errors import IotapeError
+from iotape.progress import progress as bar
 from recorder.tracefile.check import RepairReport
 from recorder.tracefile.check import check as check_trace
 from recorder.tracefile.check import repair as repair_trace
@@ -30,18 +28,6 @@ err = Console(stderr=True)
 TraceFile = Annotated[
     Path, typer.Argument(help="Trace file (.iot).", metavar="FILE", show_default=False)
 ]
-
-
-@contextmanager
-def _progress(what: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A byte-progress bar on a terminal's stderr; nothing when piped."""
-    if not err.is_terminal:
-        yield None
-        return
-    columns = (TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _print_json(obj: object) -> None:
@@ -80,7 +66,7 @@ def info(path: TraceFile, as_json: AsJson = False) -> None:
 
     Example: iotape trace info run1.iot --json | jq .by_stream
     """
-    with _progress("reading") as progress:
+    with bar("reading", err) as progress:
         s = summarize(path, progress)
     if as_json:
         _print_json(s)
@@ -199,7 +185,7 @@ def convert(
     """
     if output.exists() and not force:
         raise IotapeError(f"{output}: exists; pass --force to overwrite it")
-    with _progress("converting") as progress:
+    with bar("converting", err) as progress:
         r = convert_trace(path, output, partition_relative=partition_relative, progress=progress)
     note = (
         f", {r['outside_partition']:,} outside the partition left out" if partition_relative else ""
