@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 Num = int | float
 # The filter as applied (analyses.describe_filter): only what narrows the selection.
 Filter = dict[str, Num]
+# /history's filter as given: names (op, stream), since each run resolves them itself.
+FilterArgs = dict[str, Num | str]
 
 
 class Open(BaseModel):
@@ -253,7 +255,7 @@ class HistoryResponse(Open):
     version_from: str
     order: str
     confidence: float
-    filter: Filter
+    filter: FilterArgs
     versions: list[dict[str, Any]]
     method: dict[str, Any]
     skipped: list[Any]

@@ -267,11 +267,16 @@ def test_e_divisive_on_a_flat_series_finds_nothing() -> None:
     assert changepoint.betainc(5, 0.5, 10 / 14) == pytest.approx(0.07339, abs=1e-4)
 
 
-def test_history_api_rejects_a_device_filter(firmware_url: str) -> None:
+def test_history_api_takes_names_and_rejects_a_device_filter(firmware_url: str) -> None:
     with TestClient(create_app(Settings(db=firmware_url))) as c:
         r = c.get("/history", params={"model": "Samsung PM9A3", "device": "sda"})
         assert r.status_code == 422 and "device" in r.json()["detail"]
         assert c.get("/history", params={"model": "x"}).status_code == 422
+        # Op and stream are names here (each run resolves them): the answer echoes them.
+        q = {"model": "Samsung PM9A3", "op": "read", "stream": "db-read", "tag": "firmware"}
+        r = c.get("/history", params=q)
+        assert r.status_code == 200, r.text
+        assert r.json()["filter"] == {"op": "read", "stream": "db-read"}
 
 
 if __name__ == "__main__":
