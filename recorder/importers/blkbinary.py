@@ -73,6 +73,7 @@ def read_binary(
             if cat & TC_NOTIFY:
                 _notify(low & 0xFF, pid, t, pdu, info)
                 continue
+            _in_range(name, at, t, sector, nbytes)
             cgroup = 0
             if low & TA_CGROUP:
                 if len(pdu) < 8:
@@ -94,6 +95,18 @@ def read_binary(
                     f"({n - i} bytes left)"
                 )
             return
+
+
+# The trace record holds times and byte offsets as signed 64-bit numbers.
+_LIMIT = 1 << 63
+
+
+def _in_range(name: str, at: int, t: int, sector: int, nbytes: int) -> None:
+    """A time or sector the trace record cannot hold is a damaged record, not a crash."""
+    if t >= _LIMIT:
+        raise IotapeError(f"{name}: byte {at}: field time: {t} ns is past 2^63 ns")
+    if sector * 512 + nbytes >= _LIMIT:
+        raise IotapeError(f"{name}: byte {at}: field sector: {sector} is past 2^63 bytes")
 
 
 def _notify(kind: int, pid: int, t: int, pdu: bytes, info: BinaryInfo) -> None:

@@ -100,6 +100,20 @@ def test_random_bytes(tmp_path: Path, fmt: str, data: bytes) -> None:
     _run(tmp_path, fmt, data)
 
 
+@pytest.mark.parametrize(
+    ("t", "sector", "field"),
+    [(1 << 63, 8, "field time"), (10, 1 << 54, "field sector"), ((1 << 64) - 1, 8, "field time")],
+)
+def test_blktrace_numbers_past_the_record(tmp_path: Path, t: int, sector: int, field: str) -> None:
+    # Found by the fuzz test: a u64 time or sector past int64 was a numpy OverflowError.
+    src = tmp_path / "in"
+    src.write_bytes(BLKTRACE_SEED[:-48] + trace(4, t, "C", CAT["W"], sector, 4096, 1))
+    out = tmp_path / "out.iot"
+    with pytest.raises(IotapeError, match=f"in: byte {3 * 48}: {field}"):
+        import_trace("blktrace", [src], out, force=True, argv=[])
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("seed", [*SEEDS, "blktrace", "vscsi1", "vscsi2"])
 @FUZZ
 @given(st.data())
