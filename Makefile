@@ -52,12 +52,12 @@ test: setup
 
 # Each writes JSON to bench/results/; all of them take about 45 minutes (root).
 bench: setup
-	$(PY) bench/recorder.py
+	$(PY) bench/record_overhead.py
 	$(PY) bench/importers.py
 	$(PY) bench/store.py
 	$(PY) bench/server.py
 	$(PY) bench/history.py
-	$(PY) bench/workload.py
+	$(PY) bench/workload_engine.py
 	$(PY) bench/replay.py
 	$(PY) bench/tiering.py
 	$(PY) bench/tiering_check.py

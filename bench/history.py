@@ -32,8 +32,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-# The packages before this folder: bench/recorder.py is not the `recorder` package.
-sys.path.insert(0, str(ROOT))
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 LOCK = "/tmp/iotape-bench.lock"
 

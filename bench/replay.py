@@ -48,17 +48,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-# The repository first: run as a script, this folder comes first on the path, and
-# its recorder.py and workload.py would stand in for those packages.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import replay_locality
 import replay_long
 from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops

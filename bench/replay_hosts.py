@@ -34,8 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
-# The repository before both: bench/recorder.py and bench/workload.py would stand
-# in for those packages.
+# The repository before both: tests/ has folders named like the packages
+# (tests/schemas, tests/recorder, ...) that would stand in for them.
 sys.path.insert(0, str(ROOT))
 
 from conftest import Loop  # noqa: E402

@@ -36,8 +36,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-# The packages before this folder: bench/recorder.py is not the `recorder` package.
-sys.path.insert(0, str(ROOT))
 
 
 def timed(fn, rounds: int, before=None) -> dict:

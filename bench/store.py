@@ -40,8 +40,6 @@ import numpy as np
 import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
-# The packages before this folder: bench/recorder.py is not the `recorder` package.
-sys.path.insert(0, str(ROOT))
 
 
 def make_trace(path: Path, n: int) -> None:

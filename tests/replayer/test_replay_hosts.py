@@ -21,8 +21,6 @@ import pytest
 from conftest import Loop, need
 from trace_helpers import SDA, make_trace, workload_records
 
-# Appended, not prepended: bench/recorder.py and bench/workload.py would otherwise
-# stand in for those packages in every test module collected after this one.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from hosts_lab import PORT, Lab
 

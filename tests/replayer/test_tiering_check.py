@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import need
 
-# Appended, not put first: bench/workload.py would hide the workload package.
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from hybrid_lab import HybridLab, LabError
 

@@ -22,7 +22,7 @@ engine's throughput against fio doing the same I/O.
    (no I/O, so it checks the model, not the machine). The throughput runs did
    not publish their mailbox count; they run at several.
 
-Run as root: `.venv/bin/python bench/workload.py [--duration 120 --rounds 3]
+Run as root: `.venv/bin/python bench/workload_engine.py [--duration 120 --rounds 3]
 [--parts calibration|throughput|fullscale]`.
 Writes bench/results/workload.json.
 """
@@ -360,7 +360,7 @@ def _args() -> argparse.Namespace:
 def main() -> None:
     args = _args()
     if os.geteuid() != 0:
-        sys.exit("bench/workload.py: needs root (loop devices, BPF)")
+        sys.exit("bench/workload_engine.py: needs root (loop devices, BPF)")
     # A part not run keeps its figures from the last full run, so the file
     # always has both.
     old = json.loads(args.output.read_text()) if args.output.exists() else {}

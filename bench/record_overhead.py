@@ -5,7 +5,7 @@ file in /dev/shm, at full speed. Each round runs the three captures back to back
 (the machine is noisy; ratios within a round are what count), and the result
 is the median over rounds. Writes JSON to bench/results/recorder.json.
 
-Run as root: `make bench` or `.venv/bin/python bench/recorder.py [--rounds 3 --runtime 10]`.
+Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def main() -> None:
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
     args = ap.parse_args()
     if os.geteuid() != 0:
-        raise SystemExit("bench/recorder.py: needs root (BPF and loop devices)")
+        raise SystemExit("bench/record_overhead.py: needs root (BPF and loop devices)")
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
         tmp = Path(tmpdir)
         runs = run_rounds(dev, args.rounds, args.runtime, tmp)
