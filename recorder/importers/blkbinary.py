@@ -73,7 +73,8 @@ def read_binary(
             if cat & TC_NOTIFY:
                 _notify(low & 0xFF, pid, t, pdu, info)
                 continue
-            _in_range(name, at, t, sector, nbytes)
+            if t >= _LIMIT or sector >= _SECTOR_LIMIT:  # inline: this loop runs per record
+                _out_of_range(name, at, t, sector)
             cgroup = 0
             if low & TA_CGROUP:
                 if len(pdu) < 8:
@@ -97,16 +98,17 @@ def read_binary(
             return
 
 
-# The trace record holds times and byte offsets as signed 64-bit numbers.
+# The trace record holds times and byte offsets as signed 64-bit numbers; a sector
+# leaves room for the request's bytes (at most 4 GiB) below 2^63.
 _LIMIT = 1 << 63
+_SECTOR_LIMIT = (_LIMIT - (1 << 32)) // 512
 
 
-def _in_range(name: str, at: int, t: int, sector: int, nbytes: int) -> None:
+def _out_of_range(name: str, at: int, t: int, sector: int) -> None:
     """A time or sector the trace record cannot hold is a damaged record, not a crash."""
     if t >= _LIMIT:
         raise IotapeError(f"{name}: byte {at}: field time: {t} ns is past 2^63 ns")
-    if sector * 512 + nbytes >= _LIMIT:
-        raise IotapeError(f"{name}: byte {at}: field sector: {sector} is past 2^63 bytes")
+    raise IotapeError(f"{name}: byte {at}: field sector: {sector} is past 2^63 bytes")
 
 
 def _notify(kind: int, pid: int, t: int, pdu: bytes, info: BinaryInfo) -> None:
