@@ -5,7 +5,7 @@ a report to its trace, ESRP sequences) and the analyses read. A workload report'
 
 from __future__ import annotations
 
-from typing import Final, TypedDict
+from typing import Final, NotRequired, TypedDict
 
 
 class WorkloadMetadata(TypedDict):
@@ -16,6 +16,11 @@ class WorkloadMetadata(TypedDict):
     mailbox_size_mb: float
     databases: int  # scaling's K0
     copies: int  # copies per database: scaling's C0
+    # Storage groups: database i is in group i % storage_groups, and a group's
+    # databases share one log stream (one log writer, one checkpoint, one log
+    # target), as every Exchange release before 2010 had it. Absent (traces made
+    # before groups existed) or equal to `databases`: one log per database.
+    storage_groups: NotRequired[int]
     duration: float
     threads: int | str  # or "auto"
     cache_min_mb: float
@@ -39,6 +44,7 @@ class WorkloadMetadata(TypedDict):
 MAILBOXES: Final = "mailboxes"
 DATABASES: Final = "databases"
 COPIES: Final = "copies"
+STORAGE_GROUPS: Final = "storage_groups"
 SEQUENCE: Final = "sequence"
 WORKLOAD: Final = "workload"
 ENGINE_NAME: Final = "iotape-ese"
