@@ -91,6 +91,8 @@ class WorkloadConfig:
             mailbox_size_mb=self.mailbox_size_mb,
             databases=self.databases,
             copies=self.copies,
+            # One log per database until the engine has storage groups (issue 22).
+            storage_groups=self.databases,
             duration=self.duration,
             threads=self.threads,
             cache_min_mb=lo,
