@@ -155,8 +155,41 @@ def test_soft_recovery_replays_a_group_log_into_each_database(loop_factory) -> N
     rec = engine.run(_cfg(loop.path, storage_groups=2, mode="soft-recovery"))
     for d, p in zip(rec["databases"], perf["databases"], strict=True):
         assert d["recovery"]["records"] == p["commits"] > 0
+        assert d["recovery"]["log_stream"] == p["log_stream"] > 0
+    # A group's log files are counted once, as its first database's (so the
+    # report's sum is the files replayed), like its other log figures.
+    assert [d["recovery"]["logs_replayed"] > 0 for d in rec["databases"]] == [
+        True,
+        True,
+        False,
+        False,
+    ]
     readers = [g["streams"]["log-read"]["count"] for g in rec["storage_groups"]]
     assert len(readers) == 2 and min(readers) > 0
+
+
+@kernel
+def test_directory_targets_have_a_log_directory_per_group(loop_factory, tmp_path: Path) -> None:
+    loop = loop_factory(512)
+    subprocess.run(["mkfs.ext4", "-q", "-F", loop.path], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", loop.path, str(mnt)], check=True)
+    try:
+        cfg = engine.WorkloadConfig(db_paths=[str(mnt)], log_paths=[str(mnt)], databases=3,
+                                    storage_groups=2, mailboxes=30, mailbox_size_mb=2,
+                                    iops_per_mailbox=10, duration=1.5)  # fmt: skip
+        res = engine.run(cfg)
+        assert sorted(p.name for p in mnt.glob("*-logs")) == ["sg0-logs", "sg1-logs"]
+        heads = [_header((mnt / "sg0-logs").joinpath(p.name).read_bytes())
+                 for p in (mnt / "sg0-logs").glob("E00*.log")]  # fmt: skip
+        assert heads and all((h or {}).get("dbs") == "0,2" for h in heads)
+        # A group of one database writes that database's log, as before groups.
+        one = [_header(p.read_bytes()) for p in (mnt / "sg1-logs").glob("E01*.log")]
+        assert one and all((h or {}).get("db") == "1" for h in one)
+        assert [g["databases"] for g in res["storage_groups"]] == [[0, 2], [1]]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_layout_gives_one_log_directory_per_group(tmp_path: Path) -> None:

@@ -185,8 +185,7 @@ static void *recov_main(void *arg)
 		if (g->log_is_dir)
 			close(fd);
 		parse(g, buf, g->log_file_size, i * g->log_file_size);
-		for (int k = 0; k < g->ndbs; k++)
-			R[g->dbs[k]].logs++;
+		R[g->idx].logs++; /* counted once, as the group's first database's (report.c) */
 	}
 	free(files);
 	free(buf);

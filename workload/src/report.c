@@ -69,9 +69,10 @@ static void put_flushes(FILE *f, const struct loggroup *g)
 		(unsigned long long)g->log_flushes[LF_CAPACITY], (unsigned long long)g->log_flushes[LF_STOP]);
 }
 
-/* One database. A storage group's log figures (closed logs, its stream, the
- * log threads' I/O) are its first database's: the sums over databases stay
- * the whole run's, and with one group per database nothing changes. */
+/* One database. A storage group's log figures (closed logs, files kept, flushes,
+ * the log threads' I/O) are its first database's, so the sums over databases
+ * stay the whole run's; every database names the log stream it wrote into. With
+ * one group per database nothing changes. */
 static void put_db(FILE *f, int i, double secs)
 {
 	const struct config *c = &E.cfg;
@@ -98,7 +99,7 @@ static void put_db(FILE *f, int i, double secs)
 		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
 		i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
 		(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->tx_ios_load,
-		(unsigned long long)g->closed_logs, (unsigned long long)g->log_stream, (unsigned long long)g->logs_kept,
+		(unsigned long long)g->closed_logs, (unsigned long long)d->g->log_stream, (unsigned long long)g->logs_kept,
 		(unsigned long long)g->logs_removed, d->c.cap, (unsigned long long)d->c.hits,
 		(unsigned long long)d->c.misses, d->c.ndirty);
 	if (c->mode == M_SOFT_RECOVERY)
