@@ -17,9 +17,10 @@ class WorkloadMetadata(TypedDict):
     databases: int  # scaling's K0
     copies: int  # copies per database: scaling's C0
     # Storage groups: database i is in group i % storage_groups, and a group's
-    # databases share one log stream (one log writer, one checkpoint, one log
-    # target), as every Exchange release before 2010 had it. Absent (traces made
-    # before groups existed) or equal to `databases`: one log per database.
+    # databases share one log stream (one log writer, one log target; checkpoint
+    # depth measured against the group's log), as every Exchange release before
+    # 2010 had it. Absent (traces made before groups existed) or equal to
+    # `databases`: one log per database.
     storage_groups: NotRequired[int]
     duration: float
     threads: int | str  # or "auto"
