@@ -39,6 +39,9 @@ class Params:
         return int(capacity * (1.0 - self.headroom)) // self.unit
 
 
+MAX_INTERVALS_PER_MIGRATION = 1e12
+
+
 def check(p: Params) -> None:
     if p.unit < 512 or p.unit & (p.unit - 1):
         raise TieringError(f"unit {p.unit}: must be a power of two of at least 512 bytes")
@@ -52,6 +55,13 @@ def check(p: Params) -> None:
         raise TieringError(
             f"migration interval {p.migrate_interval_s} s is shorter than the statistics "
             f"interval {p.stats_interval_s} s"
+        )
+    # Past this the count of statistics intervals per migration is no number the
+    # simulation can step through (1e7 / 1e-300 is infinite).
+    if p.migrate_interval_s / p.stats_interval_s > MAX_INTERVALS_PER_MIGRATION:
+        raise TieringError(
+            f"migration interval {p.migrate_interval_s} s is more than "
+            f"{MAX_INTERVALS_PER_MIGRATION:.0e} statistics intervals of {p.stats_interval_s} s"
         )
     if p.half_life_s is not None and p.half_life_s <= 0:
         raise TieringError(f"half-life {p.half_life_s} s: must be positive")

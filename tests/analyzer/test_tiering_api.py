@@ -191,6 +191,10 @@ def test_endpoint_errors(client) -> None:
     # A nanosecond statistics interval: billions of windows, refused instead of allocated.
     r = client.get("/runs/nightly/tiering", params={"policy": "tiering", "stats_interval": 1e-9})
     assert r.status_code == 422 and "windows" in r.json()["detail"]
+    # Found by the schemathesis test: migrate / stats overflowed to infinity (a 500).
+    q = {"policy": "tiering", "stats_interval": 1e-300, "migrate_interval": 1e7}
+    r = client.get("/runs/nightly/tiering", params=q)
+    assert r.status_code == 422 and "statistics intervals" in r.json()["detail"]
 
 
 def test_dashboard_tiering_page_draws_its_charts(tmp_path: Path) -> None:
