@@ -106,6 +106,29 @@ def _scaling_lines(p: Plan) -> list[str]:
     ]
     for s in sorted({j.stream for j in p.jobs}):
         lines.append(f"  {s}: x {scale.factor(s, sc):.4g} of the trace's rate per database")
+    return lines + _group_lines(sc)
+
+
+def _group_lines(sc: scale.Scaling) -> list[str]:
+    """The storage groups, where in play: which databases share each log."""
+    if not sc.grouped:
+        return []
+    lay = sc.layout
+    lines = [
+        f"storage groups: {lay.storage_groups} (database i in group i % {lay.storage_groups};"
+        f" the trace had {sc.from_storage_groups} for {sc.from_databases} database(s))",
+        f"  {lay.describe()}",
+    ]
+    if lay.shared_logs:
+        lines += [
+            "  each group's databases share one log: the log streams ("
+            + ", ".join(sorted(scale.PER_LOG))
+            + ")",
+            "  are replayed once per group (job sgJ.STREAM, target sgJ), at the sum of",
+            "  its databases' shares; the other streams once per database.",
+        ]
+    else:
+        lines.append("  one log per database: each database's log streams on its own target.")
     return lines
 
 
@@ -127,8 +150,8 @@ def header_text(p: Plan) -> str:
     lines.append(f"time scale: {p.opts.time_scale:g} (durations x {p.opts.time_scale:g})")
     lines.append(f"offsets: --remap {p.opts.remap}, aligned to each target's logical block size")
     lines += _scaling_lines(p)
-    for (path, db), (base, size) in sorted(p.spans.items()):
-        lines.append(f"target db{db}: {path} bytes {base}..{base + size}")
+    for (path, owner), (base, size) in sorted(p.spans.items()):
+        lines.append(f"target {owner.name}: {path} bytes {base}..{base + size}")
     lines += [f"note: {n}" for n in src.notes]
     return "".join(f"; {ln}\n" for ln in lines)
 
@@ -163,7 +186,7 @@ def jobfile_text(p: Plan, window: Window | None = None) -> str:
     lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
     out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
     for job in window.jobs:
-        out.append(f"\n; {job.stream} of db{job.db}: {job.requests} requests\n[{job.name}]\n")
+        out.append(f"\n; {job.stream} of {job.owner.name}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
             out.append(f"read_iolog=iologs/{job.name}.log\n")
             delay = exact.startdelay_us(job, p.start_us, window)
