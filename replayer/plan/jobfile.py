@@ -9,7 +9,7 @@ import numpy as np
 
 from replayer.hosts import spec as hosts
 from replayer.plan import exact, iolog, scale
-from replayer.plan.model import Plan, Window
+from replayer.plan.model import Job, Plan, Window
 
 
 def _exact_lines(p: Plan) -> list[str]:
@@ -106,10 +106,10 @@ def _scaling_lines(p: Plan) -> list[str]:
     ]
     for s in sorted({j.stream for j in p.jobs}):
         lines.append(f"  {s}: x {scale.factor(s, sc):.4g} of the trace's rate per database")
-    return lines + _group_lines(sc)
+    return lines + _group_lines(sc, p.jobs)
 
 
-def _group_lines(sc: scale.Scaling) -> list[str]:
+def _group_lines(sc: scale.Scaling, jobs: list[Job]) -> list[str]:
     """The storage groups, where in play: which databases share each log."""
     if not sc.grouped:
         return []
@@ -117,16 +117,19 @@ def _group_lines(sc: scale.Scaling) -> list[str]:
     lines = [
         f"storage groups: {lay.storage_groups} (database i in group i % {lay.storage_groups};"
         f" the trace had {sc.from_storage_groups} for {sc.from_databases} database(s))",
-        f"  {lay.describe()}",
+        *(f"  {line}" for line in lay.describe()),
     ]
     if lay.shared_logs:
         lines += [
-            "  each group's databases share one log: the log streams ("
-            + ", ".join(sorted(scale.PER_LOG))
-            + ")",
+            "  each group's databases share one log: its log streams",
+            f"  ({', '.join(sorted(scale.PER_LOG))})",
             "  are replayed once per group (job sgJ.STREAM, target sgJ), at the sum of",
             "  its databases' shares; the other streams once per database.",
         ]
+        sizes = sorted({len(lay.members(g)) for g in range(lay.storage_groups)})
+        for s in sorted(scale.PER_LOG & {j.stream for j in jobs}):
+            per = ", ".join(f"x {scale.factor(s, sc) * n:.4g} per group of {n}" for n in sizes)
+            lines.append(f"  {s}: {per}")
     else:
         lines.append("  one log per database: each database's log streams on its own target.")
     return lines

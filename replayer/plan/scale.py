@@ -74,11 +74,12 @@ class Layout:
                     f"({', '.join(f'db{d}' for d in self.members(g))}); name it sg{g}:{db[2]}"
                 )
 
-    def describe(self) -> str:
-        return "; ".join(
+    def describe(self) -> list[str]:
+        """One line per group: the databases it holds."""
+        return [
             f"sg{g}: " + ", ".join(f"db{d}" for d in self.members(g))
             for g in range(self.storage_groups)
-        )
+        ]
 
 
 @dataclass(frozen=True)
