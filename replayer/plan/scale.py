@@ -53,8 +53,8 @@ class Layout:
     def check_targets(self, mapping: dict[str, str]) -> None:
         """Refuse a --target that names a storage group the plan does not have, a
         stream a group does not hold, or a database's log that its group holds."""
-        for name, path in mapping.items():
-            spec = f"--target {name}={path}"
+        for name in mapping:
+            spec = f"--target {name}"
             sg = re.fullmatch(r"sg(\d+)(?::(.+))?", name)
             if sg and int(sg[1]) >= self.storage_groups:
                 raise IotapeError(
