@@ -28,6 +28,13 @@ def plan(
     mailboxes: Annotated[float | None, typer.Option(help="Scale to N mailboxes.")] = None,
     databases: Annotated[int | None, typer.Option(help="Scale to K databases (K targets).")] = None,
     copies: Annotated[int | None, typer.Option(help="Scale to C database copies.")] = None,
+    storage_groups: Annotated[
+        int | None,
+        typer.Option(
+            help="Scale to G storage groups, each one log for its databases (default: "
+            "the trace's databases per group kept).",
+        ),
+    ] = None,
     from_mailboxes: Annotated[
         float | None, typer.Option(help="The trace's mailboxes, if its metadata lacks them.")
     ] = None,
@@ -36,6 +43,9 @@ def plan(
     ] = None,
     from_copies: Annotated[
         int | None, typer.Option(help="The trace's copies, if its metadata lacks them.")
+    ] = None,
+    from_storage_groups: Annotated[
+        int | None, typer.Option(help="The trace's storage groups, if its metadata lacks them.")
     ] = None,
     time_scale: Annotated[
         float, typer.Option(help="Multiply every duration by F (0.5 = twice as fast).")
@@ -46,7 +56,9 @@ def plan(
     target: Annotated[
         list[str] | None,
         typer.Option(
-            "--target", help="NAME=PATH: dbK[:STREAM], a stream, a source device, or all."
+            "--target",
+            help="NAME=PATH: dbK[:STREAM], sgJ[:STREAM] (storage group J's log), a stream, "
+            "a source device, or all.",
         ),
     ] = None,
     create_file: Annotated[

@@ -9,9 +9,11 @@ Layout of JOBDIR:
   anchor.log      defaults), the yardstick that `iotape replay fidelity` compares against
   plan.json       what `iotape replay run` needs: targets, jobs, expected duration
 
-This module checks the options, groups the trace's requests by database, device
-and stream, probes the targets and makes the jobs (model.py says what a Plan
-holds); exact.py times exact jobs, jobfile.py writes the text, write.py JOBDIR.
+This module checks the options, groups the trace's requests by database (a
+storage group's log by group), device and stream, probes the targets and makes
+the jobs (model.py says what a Plan holds); scale.py scales each stream and lays
+the databases out in storage groups, exact.py times exact jobs, jobfile.py
+writes the text, write.py JOBDIR.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,10 +30,22 @@ import numpy as np
 from iotape.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import exact, fitloc, iolog, jobfile, remap, scale, synthetic, write
-from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult, Slice, Window
+from replayer.plan.model import (
+    GroupEntry,
+    HostAddress,
+    Job,
+    JobEntry,
+    LayoutEntry,
+    Manifest,
+    Plan,
+    PlanResult,
+    Slice,
+    Window,
+)
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import OP, Source, load
 from replayer.run import safety, targets
+from replayer.run.targets import Owner
 from schemas.formats import REPLAY_PLAN
 
 MODES = ("exact", "synthetic", "auto")
@@ -45,9 +59,10 @@ __all__ = ["PLACEHOLDER", "PLAN_FORMAT", "PLAN_VERSION", "PlanOptions", "build",
 
 
 class _Group(NamedTuple):
-    """The requests of one stream (and submitter) on one device, for one database."""
+    """The requests of one stream (and submitter) on one device, for one database
+    (or one storage group's log)."""
 
-    db: int
+    owner: Owner
     dev: int
     dname: str
     sname: str
@@ -59,11 +74,11 @@ class _Group(NamedTuple):
 @dataclass
 class _Layout:
     """Where each device's requests go: the end of each source device's reach, the
-    targets as probed, and each (target, database)'s (base, size)."""
+    targets as probed, and each (target, owner)'s (base, size)."""
 
     dev_end: dict[int, int]
     probed: dict[str, targets.Target]
-    spans: dict[tuple[str, int], tuple[int, int]]
+    spans: dict[tuple[str, Owner], tuple[int, int]]
     single_dev: bool
 
 
@@ -108,6 +123,11 @@ def _seed(*parts: object) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
 
+def _who(owner: Owner) -> int | str:
+    """An owner in a seed: a database by its number, as before groups existed."""
+    return owner.number if owner.kind == "db" else owner.name
+
+
 def _mapping(opts: PlanOptions) -> tuple[dict[str, str], dict[str, HostAddress]]:
     """--target NAME=PATH as absolute paths (the dry-run placeholder without any), and --host."""
     mapping = targets.parse(opts.targets)
@@ -121,31 +141,53 @@ def _mapping(opts: PlanOptions) -> tuple[dict[str, str], dict[str, HostAddress]]
     return {k: (v if local(v) else os.path.abspath(v)) for k, v in mapping.items()}, hostmap
 
 
-def _groups(
-    src: Source, mapping: dict[str, str], k_dbs: int
-) -> tuple[list[_Group], dict[str, list[int]]]:
-    """The groups of requests each database replays, and the databases on each target."""
+def _streams(src: Source) -> list[tuple[int, str, str, np.ndarray]]:
+    """(device, its name, stream name, the requests' indices) of each stream on each device."""
     r = src.records
     devnames = src.device_names()
+    out = []
+    for dev in np.unique(r["dev"]).tolist():
+        dname = devnames.get(dev, f"dev{dev >> 20}:{dev & 0xFFFFF}")
+        for sid in np.unique(r["stream"]).tolist():
+            idx = np.flatnonzero((r["dev"] == dev) & (r["stream"] == sid))
+            if len(idx):
+                out.append((dev, dname, src.stream_name(sid), idx))
+    return out
+
+
+def _groups(
+    src: Source, mapping: dict[str, str], lay: scale.Layout
+) -> tuple[list[_Group], dict[str, list[Owner]]]:
+    """The groups of requests each database (and each storage group's log, where
+    groups share logs) replays, and the databases and group logs on each target."""
+    r = src.records
+    lay.check_targets(mapping)
+    per_stream = _streams(src)
+    owned: list[tuple[Owner, int, str, str, np.ndarray, str]] = []
+    for db in range(lay.databases):
+        for dev, dname, sname, idx in per_stream:
+            if sname in scale.PER_LOG and lay.shared_logs:
+                continue
+            # A group of one database: its log may be named by either.
+            group = lay.group_of(db) if sname in scale.PER_LOG else None
+            path = targets.choose(mapping, Owner("db", db), sname, dname, group)
+            owned.append((Owner("db", db), dev, dname, sname, idx, path))
+    for g in range(lay.storage_groups) if lay.shared_logs else ():
+        for dev, dname, sname, idx in per_stream:
+            if sname in scale.PER_LOG:
+                path = targets.choose(mapping, Owner("sg", g), sname, dname, None, lay.members(g))
+                owned.append((Owner("sg", g), dev, dname, sname, idx, path))
     groups = []
-    users: dict[str, list[int]] = {}
-    for db in range(k_dbs):
-        for dev in np.unique(r["dev"]).tolist():
-            dname = devnames.get(dev, f"dev{dev >> 20}:{dev & 0xFFFFF}")
-            for sid in np.unique(r["stream"]).tolist():
-                sname = src.stream_name(sid)
-                idx = np.flatnonzero((r["dev"] == dev) & (r["stream"] == sid))
-                if not len(idx):
-                    continue
-                path = targets.choose(mapping, db, sname, dname)
-                users.setdefault(path, []).append(db)
-                for sub, suffix in _submitters(r[idx], sname):
-                    groups.append(_Group(db, dev, dname, sname, idx[sub], path, suffix))
+    users: dict[str, list[Owner]] = {}
+    for owner, dev, dname, sname, idx, path in owned:
+        users.setdefault(path, []).append(owner)
+        for sub, suffix in _submitters(r[idx], sname):
+            groups.append(_Group(owner, dev, dname, sname, idx[sub], path, suffix))
     return groups, users
 
 
 def _layout(
-    src: Source, groups: list[_Group], users: dict[str, list[int]], opts: PlanOptions
+    src: Source, groups: list[_Group], users: dict[str, list[Owner]], opts: PlanOptions
 ) -> _Layout:
     """Probe every target (checking it is safe to write) and split it among its databases."""
     r = src.records
@@ -164,12 +206,17 @@ def _slices(
     src: Source, g: _Group, sc: scale.Scaling | None, lay: _Layout, opts: PlanOptions
 ) -> Iterator[tuple[int, Slice]]:
     """(copy, slice) of a group, scaled to its stream's share and remapped into its
-    database's range of its target; each copy rotated through the range."""
+    database's (or group log's) range of its target; each copy rotated through the range."""
     r = src.records
-    base, size = lay.spans[(g.path, g.db)]
+    base, size = lay.spans[(g.path, g.owner)]
     block = lay.probed[g.path].block
-    reps = scale.replicas(len(g.idx), scale.factor(g.sname, sc), _seed(g.db, g.dev, g.sname))
-    stem = f"db{g.db}.{g.sname}" + ("" if lay.single_dev else f".{g.dname}") + g.suffix
+    f = (
+        scale.group_factor(g.sname, sc, g.owner.number)
+        if g.owner.kind == "sg"
+        else scale.factor(g.sname, sc)
+    )
+    reps = scale.replicas(len(g.idx), f, _seed(_who(g.owner), g.dev, g.sname))
+    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{g.dname}") + g.suffix
     dev_end = lay.dev_end[g.dev]
     for j, sub in enumerate(reps):
         if not len(sub):
@@ -180,7 +227,10 @@ def _slices(
         off, b = remap.remap(rr["offset"], rr["bytes"], size, block, opts.remap, dev_end, rotate)
         writes = bool(np.isin(rr["op"], WRITE_OPS).any())
         name = stem + (f".c{j}" if len(reps) > 1 else "")
-        yield j, Slice(name, g.path, g.sname, g.db, writes, rr, src.t_ns[rows], off, b, base, size)
+        yield (
+            j,
+            Slice(name, g.path, g.sname, g.owner, writes, rr, src.t_ns[rows], off, b, base, size),
+        )
 
 
 def _synthetic_jobs(
@@ -198,7 +248,7 @@ def _synthetic_jobs(
         else:
             o["offset"] = str(s.base)
             o["size"] = str(s.size)
-        jobs.append(Job(f"{s.name}.{w}", s.target, s.stream, s.db, o, n, s.writes))
+        jobs.append(Job(f"{s.name}.{w}", s.target, s.stream, s.owner, o, n, s.writes))
     return model, jobs
 
 
@@ -214,10 +264,12 @@ def build(opts: PlanOptions) -> Plan:
         opts.from_mailboxes,
         opts.from_databases,
         opts.from_copies,
+        opts.storage_groups,
+        opts.from_storage_groups,
     )
     mode, why = choose_mode(opts, len(src.records))
     mapping, hostmap = _mapping(opts)
-    groups, users = _groups(src, mapping, sc.databases if sc else 1)
+    groups, users = _groups(src, mapping, sc.layout if sc else scale.Layout(1, 1))
     lay = _layout(src, groups, users, opts)
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
     jobs: list[Job] = []
@@ -227,7 +279,7 @@ def build(opts: PlanOptions) -> Plan:
             if mode == "exact":
                 jobs += exact.slice_jobs(s, src.timing, opts)
                 continue
-            seed = _seed(g.db, g.dev, g.sname, j)
+            seed = _seed(_who(g.owner), g.dev, g.sname, j)
             models[s.name], more = _synthetic_jobs(s, window_ns, seed, opts)
             jobs += more
     per_segment, start_us, windows = 0, None, [Window(0, jobs, 0, 0)]
@@ -260,7 +312,7 @@ def manifest(p: Plan) -> Manifest:
         tw[j.target] = tw.get(j.target, False) or j.writes
     reach = _reach(p.jobs)
     opts = p.opts
-    return {
+    man: Manifest = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
         "trace": str(Path(opts.trace).resolve()),
@@ -272,7 +324,7 @@ def manifest(p: Plan) -> Manifest:
         "time_scale": opts.time_scale,
         "requests_per_job": p.per_segment or None,
         "remap": opts.remap,
-        "scaling": asdict(p.scaling) if p.scaling else None,
+        "scaling": p.scaling.as_dict() if p.scaling else None,
         "targets": [
             {
                 "path": path,
@@ -290,17 +342,35 @@ def manifest(p: Plan) -> Manifest:
         ]
         if len(p.windows) > 1
         else None,
-        "jobs": [
-            {
-                "name": j.name,
-                "target": j.target,
-                "stream": j.stream,
-                "db": j.db,
-                "requests": j.requests,
-            }
-            for j in p.jobs
-        ],
+        "jobs": [_job_entry(j, p.scaling) for j in p.jobs],
     }
+    if p.scaling is not None and p.scaling.grouped:
+        man["layout"] = _layout_entry(p.scaling.layout)
+    return man
+
+
+def _job_entry(j: Job, sc: scale.Scaling | None) -> JobEntry:
+    """A job in plan.json: its storage group too where groups are in play."""
+    db = j.owner.number if j.owner.kind == "db" else None
+    out: JobEntry = {
+        "name": j.name,
+        "target": j.target,
+        "stream": j.stream,
+        "db": db,
+        "requests": j.requests,
+    }
+    if sc is not None and sc.grouped:
+        out["group"] = j.owner.number if db is None else sc.layout.group_of(db)
+    return out
+
+
+def _layout_entry(lay: scale.Layout) -> LayoutEntry:
+    """plan.json's "layout", where storage groups are in play (otherwise one log
+    per database, and plan.json what it was before groups existed)."""
+    groups: list[GroupEntry] = [
+        {"group": g, "databases": lay.members(g)} for g in range(lay.storage_groups)
+    ]
+    return {"databases": lay.databases, "storage_groups": lay.storage_groups, "groups": groups}
 
 
 def plan(opts: PlanOptions) -> PlanResult:

@@ -102,7 +102,7 @@ def _lanes(r: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
 
 def fold_sync_only(jobs: list[Job]) -> list[Job]:
     """fio refuses an iolog with nothing but syncs; such a job's syncs join the
-    busiest job on the same target and database."""
+    busiest job on the same target and database (or group log)."""
     out: list[Job] = []
     lonely: list[Job] = []
     for j in jobs:
@@ -111,7 +111,9 @@ def fold_sync_only(jobs: list[Job]) -> list[Job]:
         else:
             out.append(j)
     for j in lonely:
-        peers = [p for p in out if p.entries is not None and p.target == j.target and p.db == j.db]
+        peers = [
+            p for p in out if p.entries is not None and p.target == j.target and p.owner == j.owner
+        ]
         if not peers:
             continue
         host = max(peers, key=lambda p: p.requests)
@@ -159,7 +161,7 @@ def segments(jobs: list[Job], per_job: int, windows: bool = False) -> tuple[list
                     f"{j.name}.s{k:04d}",
                     j.target,
                     j.stream,
-                    j.db,
+                    j.owner,
                     dict(j.options),
                     reqs,
                     j.writes,
@@ -249,7 +251,9 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
             # kernel turns into FUA writes (or write + flush without FUA).
             o["sync"] = "dsync"
         ent = _entries(r[sel], t_ns[sel], s.offset[sel] + s.base, s.nbytes[sel], opts.time_scale)
-        out.append(Job(s.name + part, s.target, s.stream, s.db, o, int(sel.sum()), s.writes, ent))
+        out.append(
+            Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
+        )
     return out
 
 

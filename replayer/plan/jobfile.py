@@ -9,7 +9,7 @@ import numpy as np
 
 from replayer.hosts import spec as hosts
 from replayer.plan import exact, iolog, scale
-from replayer.plan.model import Plan, Window
+from replayer.plan.model import Job, Plan, Window
 
 
 def _exact_lines(p: Plan) -> list[str]:
@@ -106,6 +106,32 @@ def _scaling_lines(p: Plan) -> list[str]:
     ]
     for s in sorted({j.stream for j in p.jobs}):
         lines.append(f"  {s}: x {scale.factor(s, sc):.4g} of the trace's rate per database")
+    return lines + _group_lines(sc, p.jobs)
+
+
+def _group_lines(sc: scale.Scaling, jobs: list[Job]) -> list[str]:
+    """The storage groups, where in play: which databases share each log."""
+    if not sc.grouped:
+        return []
+    lay = sc.layout
+    lines = [
+        f"storage groups: {lay.storage_groups} (database i in group i % {lay.storage_groups};"
+        f" the trace had {sc.from_storage_groups} for {sc.from_databases} database(s))",
+        *(f"  {line}" for line in lay.describe()),
+    ]
+    if lay.shared_logs:
+        lines += [
+            "  each group's databases share one log: its log streams",
+            f"  ({', '.join(sorted(scale.PER_LOG))})",
+            "  are replayed once per group (job sgJ.STREAM, target sgJ), at the sum of",
+            "  its databases' shares; the other streams once per database.",
+        ]
+        sizes = sorted({len(lay.members(g)) for g in range(lay.storage_groups)})
+        for s in sorted(scale.PER_LOG & {j.stream for j in jobs}):
+            per = ", ".join(f"x {scale.factor(s, sc) * n:.4g} per group of {n}" for n in sizes)
+            lines.append(f"  {s}: {per}")
+    else:
+        lines.append("  one log per database: each database's log streams on its own target.")
     return lines
 
 
@@ -127,8 +153,8 @@ def header_text(p: Plan) -> str:
     lines.append(f"time scale: {p.opts.time_scale:g} (durations x {p.opts.time_scale:g})")
     lines.append(f"offsets: --remap {p.opts.remap}, aligned to each target's logical block size")
     lines += _scaling_lines(p)
-    for (path, db), (base, size) in sorted(p.spans.items()):
-        lines.append(f"target db{db}: {path} bytes {base}..{base + size}")
+    for (path, owner), (base, size) in sorted(p.spans.items()):
+        lines.append(f"target {owner.name}: {path} bytes {base}..{base + size}")
     lines += [f"note: {n}" for n in src.notes]
     return "".join(f"; {ln}\n" for ln in lines)
 
@@ -163,7 +189,7 @@ def jobfile_text(p: Plan, window: Window | None = None) -> str:
     lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
     out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
     for job in window.jobs:
-        out.append(f"\n; {job.stream} of db{job.db}: {job.requests} requests\n[{job.name}]\n")
+        out.append(f"\n; {job.stream} of {job.owner.name}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
             out.append(f"read_iolog=iologs/{job.name}.log\n")
             delay = exact.startdelay_us(job, p.start_us, window)

@@ -12,7 +12,7 @@ from replayer.plan import fitloc
 from replayer.plan.options import PlanOptions
 from replayer.plan.scale import Scaling
 from replayer.plan.source import Source
-from replayer.run.targets import Target
+from replayer.run.targets import Owner, Target
 
 # An exact job's iolog entries, column by column: (t_us, action, offset, length).
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -27,13 +27,13 @@ class HostAddress(NamedTuple):
 
 @dataclass
 class Slice:
-    """One stream's requests of one device for one database and copy, remapped
-    into its target's range: what a plan makes jobs of."""
+    """One stream's requests of one device for one database (or storage group's
+    log) and copy, remapped into its target's range: what a plan makes jobs of."""
 
     name: str
     target: str
     stream: str
-    db: int
+    owner: Owner
     writes: bool
     records: np.ndarray
     t_ns: np.ndarray
@@ -48,7 +48,7 @@ class Job:
     name: str
     target: str
     stream: str
-    db: int
+    owner: Owner
     options: dict[str, str]
     requests: int
     writes: bool
@@ -86,7 +86,7 @@ class Plan:
     per_segment: int  # exact: requests per piece, 0 for whole streams
     scaling: Scaling | None
     probed: dict[str, Target]
-    spans: dict[tuple[str, int], tuple[int, int]]  # (path, db) -> (base, size)
+    spans: dict[tuple[str, Owner], tuple[int, int]]  # (path, owner) -> (base, size)
     window_ns: int  # synthetic: the fitting window
     models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
     hosts: dict[str, HostAddress]
@@ -112,8 +112,22 @@ class JobEntry(TypedDict):
     name: str
     target: str
     stream: str
-    db: int
+    db: int | None  # None: a storage group's log
     requests: int
+    group: NotRequired[int]  # the storage group (a plan with storage groups only)
+
+
+class GroupEntry(TypedDict):
+    group: int
+    databases: list[int]
+
+
+class LayoutEntry(TypedDict):
+    """Databases and storage groups (a plan with storage groups only)."""
+
+    databases: int
+    storage_groups: int
+    groups: list[GroupEntry]
 
 
 class HostEntry(TypedDict):
@@ -145,6 +159,7 @@ class Manifest(TypedDict):
     targets: list[TargetEntry]
     windows: list[WindowEntry] | None
     jobs: list[JobEntry]
+    layout: NotRequired[LayoutEntry]  # a plan with storage groups only
     hosts: NotRequired[list[HostEntry]]  # a multi-host plan only
 
 

@@ -17,6 +17,8 @@ class PlanOptions:
     from_mailboxes: float | None = None
     from_databases: int | None = None
     from_copies: int | None = None
+    storage_groups: int | None = None  # None: the trace's databases per group kept
+    from_storage_groups: int | None = None
     time_scale: float = 1.0
     remap: str = "fit"
     targets: list[str] = field(default_factory=list)

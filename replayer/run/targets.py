@@ -1,8 +1,11 @@
 """Where the replay goes: `--target NAME=PATH`, resolved only to paths the user named.
 
 NAME is, most specific first, `dbK:STREAM`, `dbK`, a stream name, a source
-device name from the trace header, or `all`. Databases that share a path share
-it as equal, block-aligned offset ranges.
+device name from the trace header, or `all`; a storage group's log (the log
+streams of its databases, replayed as one) `sgJ:STREAM` or `sgJ`, then the
+stream, device or `all` (a group of one database: its log goes to `sgJ` before
+`dbK`). Databases and group logs that share a path share it as equal,
+block-aligned offset ranges.
 
 A target is what it claims to be, or it is refused (`classify`): a block device,
 or a regular file that exists, or one the user asked to create (--create-file,
@@ -19,6 +22,7 @@ import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from iotape.errors import IotapeError
 
@@ -33,6 +37,19 @@ class Target:
     size: int | None  # None: only the dry-run placeholder
     block: int
     create: int | None = None  # a file to create of this many bytes (--create-file)
+
+
+class Owner(NamedTuple):
+    """Whose requests a job replays: database K ("db", K), or the log of storage
+    group J ("sg", J) where groups share logs. Databases sort first, each kind
+    by number."""
+
+    kind: str
+    number: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}{self.number}"
 
 
 def parse(specs: list[str]) -> dict[str, str]:
@@ -185,20 +202,38 @@ def probe(path: str, create: int | None = None) -> Target:
     return Target(path, kind, size, block)
 
 
-def choose(mapping: dict[str, str], db: int, stream: str, device: str) -> str:
-    for key in (f"db{db}:{stream}", f"db{db}", stream, device, "all"):
+def choose(
+    mapping: dict[str, str],
+    owner: Owner,
+    stream: str,
+    device: str,
+    group: int | None = None,
+    members: list[int] | None = None,
+) -> str:
+    """The path of `owner`'s `stream` from `device`. `group`: the storage group
+    (of this one database) whose log this stream is; `members`: the databases
+    whose log a group owner replays (for the error)."""
+    keys = [f"{owner.name}:{stream}", owner.name, stream, device, "all"]
+    if group is not None:
+        keys[:0] = [f"sg{group}:{stream}", f"sg{group}"]
+    for key in keys:
         if key in mapping:
             return mapping[key]
+    what = f"database {owner.name}"
+    if owner.kind == "sg":
+        what = (
+            f"storage group {owner.name} (the log of {', '.join(f'db{d}' for d in members or [])})"
+        )
     raise IotapeError(
-        f"no --target for database db{db}, stream {stream}, source device {device}: "
-        f"give --target db{db}=PATH, {stream}=PATH, {device}=PATH or all=PATH"
+        f"no --target for {what}, stream {stream}, source device {device}: "
+        f"give --target {owner.name}=PATH, {stream}=PATH, {device}=PATH or all=PATH"
     )
 
 
-def ranges(users: dict[str, list[int]], probed: dict[str, Target], need: dict[str, int]):
-    """(path, db) -> (base, size): each path split evenly among its databases.
-    The dry-run placeholder (no size) is sized to what its users need."""
-    out: dict[tuple[str, int], tuple[int, int]] = {}
+def ranges(users: dict[str, list[Owner]], probed: dict[str, Target], need: dict[str, int]):
+    """(path, owner) -> (base, size): each path split evenly among its databases
+    and group logs. The dry-run placeholder (no size) is sized to what its users need."""
+    out: dict[tuple[str, Owner], tuple[int, int]] = {}
     for path, dbs in users.items():
         t = probed[path]
         dbs = sorted(set(dbs))
@@ -213,6 +248,6 @@ def ranges(users: dict[str, list[int]], probed: dict[str, Target], need: dict[st
                     else ""
                 )
             )
-        for i, db in enumerate(dbs):
-            out[(path, db)] = (i * each, each)
+        for i, owner in enumerate(dbs):
+            out[(path, owner)] = (i * each, each)
     return out
