@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ COMPRESSION = "lz4"
 # Files per run written at once: two keep both cores of a small machine busy
 # (one converts the trace, the writers share the rest), measured in bench/store.py.
 WRITERS = 2
+# Row groups' histograms are folded into one every this many, so that what a run
+# holds until its end does not grow with its length.
+FOLD_PARTIALS = 8
 
 
 def parts_dir(db_path: str) -> Path:
@@ -140,6 +144,7 @@ class _Writers:
         self.last: list[Future[None] | None] = [None] * WRITERS
         self.groups = 0
         self.hists: list[pa.Table | None] = []
+        self.hists_lock = threading.Lock()
 
     def _put(self, i: int, t: pa.Table) -> None:
         w = self.writers[i]
@@ -156,7 +161,11 @@ class _Writers:
             )
         w.write_table(t, row_group_size=t.num_rows)
         if t.num_rows:
-            self.hists.append(event_histograms.partial(t))
+            part = event_histograms.partial(t)
+            with self.hists_lock:  # both writer threads add theirs
+                self.hists.append(part)
+                if len(self.hists) >= FOLD_PARTIALS:
+                    self.hists = event_histograms.fold(self.hists)
 
     def submit(self, t: pa.Table) -> None:
         i = self.groups % WRITERS
