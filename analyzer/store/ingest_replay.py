@@ -289,7 +289,9 @@ class ReplaySource:
         parent = _parent(store, man["trace"])
         fields["parent_id"] = parent["id"] if parent else ""
         fields["parameters"] = {
-            "plan": {k: man.get(k) for k in PLAN_KEYS},
+            # The storage-group layout only where the plan has groups (issue 22).
+            "plan": {k: man.get(k) for k in PLAN_KEYS}
+            | ({"layout": man["layout"]} if "layout" in man else {}),
             "jobs": len(self.fio["jobs"]),
             "fio_version": self.fio.get("fio version", ""),
             "global_options": self.fio.get("global options") or {},
