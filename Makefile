@@ -33,8 +33,11 @@ $(UV):
 	python3 -m venv .tools
 	.tools/bin/pip install -q uv==$(UV_VERSION)
 
+# Bytecode compiled at install: a shell that sets PYTHONDONTWRITEBYTECODE would
+# otherwise compile every library on each command's start (`iotape --help`
+# 1.1-1.6 s, 0.6 s compiled).
 python: $(UV)
-	$(UV) sync --frozen -q
+	$(UV) sync --frozen -q --compile-bytecode
 
 native:
 	$(MAKE) -C recorder
