@@ -103,3 +103,35 @@ def compared(measured: dict) -> list[dict]:
 
 
 RATIOS = ("db_read_write_ratio", "log_writes_per_tx_io", "db_iops_per_user")
+
+
+def calibrate(
+    target: str, users: int, duration: float, warm_s: float, tmp: Path, **kw: Any
+) -> dict:
+    """One scaled run on `target` (a block device whose data may be destroyed),
+    recorded; the steady window's shape from the trace against the published."""
+    cfg = scaled_config(users, [target], [target], duration, destroy_data_on=[target], **kw)
+    out = tmp / "mmb2.iot"
+    result, summary = engine.run_recorded(cfg, out, force=True)
+    try:
+        counts, secs = window_counts(out, warm_s)
+    finally:
+        out.unlink(missing_ok=True)
+    measured = shape(counts, users, secs)
+    return {
+        "published": profiles.MMB2_ID,
+        "config": dict(cfg.metadata()),
+        "warm_s": warm_s,
+        "window_s": secs,
+        "trace_events": summary.get("events"),
+        "window_counts": counts,
+        "achieved_tx_iops": sum(d["tx_ios_load"] for d in result["databases"])
+        / (result.get("load_s") or result["elapsed_s"]),
+        "rows": compared(measured),
+    }
+
+
+def device_mb(users: int, databases: int = 1) -> int:
+    """Loop device size for a scaled run: the databases and a log region each."""
+    probe = scaled_config(users, ["/"], ["/"], 1.0, databases=databases)
+    return probe.db_bytes() * databases // 2**20 + 72 * databases + 8
