@@ -95,13 +95,21 @@ def _emulated(spec: str | None) -> dict[str, float] | None:
 
 def _say_logs(result: dict) -> None:
     """A run that writes a log starts a new log stream and keeps what earlier runs left."""
-    for d in result["databases"]:
+    logs = result["databases"]
+    groups = result.get("storage_groups", [])
+    if 0 < len(groups) < len(logs):  # one log per storage group
+        logs = [{**g, "db": g["group"]} for g in groups]
+    for d in logs:
         stream = d.get("log_stream") or d.get("stream")
         if not stream:
             continue
         kept = d.get("logs_kept", d.get("kept", 0))
         removed = d.get("logs_removed", d.get("removed", 0))
-        line = f"database {d['db']}: new log stream from generation {stream}"
+        who = f"database {d['db']}"
+        if len(d.get("databases", [])) > 1:  # a storage group's log, shared by its databases
+            dbs = ", ".join(str(x) for x in d["databases"])
+            who = f"storage group {d['group']} (databases {dbs})"
+        line = f"{who}: new log stream from generation {stream}"
         if kept:
             line += f"; {kept} log file(s) of earlier runs kept"
         if removed:
@@ -171,6 +179,7 @@ def run(
     iops_per_mailbox: o.IopsPerMailbox = o.IOPS_PER_MAILBOX,
     mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
     databases: o.Databases = o.DATABASES,
+    storage_groups: o.StorageGroups = None,
     copies: o.Copies = o.COPIES,
     duration: o.Duration = o.DURATION,
     threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = str(
@@ -209,7 +218,7 @@ def run(
     cfg = _config(
         db_path, log_path, profile=profile, mode=mode, mailboxes=mailboxes,
         iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,
-        databases=databases, copies=copies, duration=duration,
+        databases=databases, storage_groups=storage_groups, copies=copies, duration=duration,
         threads=threads if threads == "auto" else int(threads), cache_min_mb=cache_min_mb,
         cache_max_mb=cache_max_mb, page_kb=page_kb, seed=seed, no_bdm=no_bdm,
         recreate=recreate, ioengine=ioengine, set_=set_, destroy_data_on=destroy_data_on,
@@ -235,6 +244,7 @@ def esrp_cmd(
     iops_per_mailbox: o.IopsPerMailbox = o.IOPS_PER_MAILBOX,
     mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
     databases: o.Databases = o.DATABASES,
+    storage_groups: o.StorageGroups = None,
     copies: o.Copies = o.COPIES,
     duration: o.Duration = o.DURATION,
     threads: o.Threads = o.THREADS,
@@ -267,7 +277,8 @@ def esrp_cmd(
     cfg = _config(
         db_path, log_path, profile=profile, mailboxes=mailboxes,
         iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,
-        databases=databases, copies=copies, duration=duration, threads=threads,
+        databases=databases, storage_groups=storage_groups, copies=copies, duration=duration,
+        threads=threads,
         cache_max_mb=cache_max_mb, page_kb=page_kb, seed=seed, no_bdm=no_bdm,
         recreate=recreate, set_=set_, destroy_data_on=destroy_data_on,
     )  # fmt: skip

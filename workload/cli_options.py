@@ -33,6 +33,15 @@ Mailboxes = Annotated[int, _opt("mailboxes")]
 IopsPerMailbox = Annotated[float, _opt("iops-per-mailbox")]
 MailboxSizeMb = Annotated[float, _opt("mailbox-size-mb")]
 Databases = Annotated[int, _opt("databases")]
+StorageGroups = Annotated[
+    int | None,
+    _opt(
+        "storage-groups",
+        help="storage groups the databases share (database i in group i % G): one log "
+        "writer, log target and log stream per group [default: the profile's, else one "
+        "per database]",
+    ),
+]
 Copies = Annotated[int, _opt("copies")]
 Duration = Annotated[float, _opt("duration")]
 Threads = Annotated[int, _opt("threads")]

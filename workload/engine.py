@@ -48,6 +48,9 @@ class WorkloadConfig:
     iops_per_mailbox: float = default_float("iops-per-mailbox")
     mailbox_size_mb: float = default_float("mailbox-size-mb")
     databases: int = default_int("databases")
+    # Storage groups (database i in group i % G, one log per group); None: the
+    # profile's (at most one per database), else one per database.
+    storage_groups: int | None = None
     copies: int = default_int("copies")
     duration: float = default_float("duration")
     threads: int | str = default_int("threads")  # or "auto" (throughput)
@@ -72,6 +75,17 @@ class WorkloadConfig:
         page = self.page_kb * 1024
         return per_db * (int(self.mailbox_size_mb * MIB) // page) * page + page
 
+    def groups(self) -> int:
+        """The effective number of storage groups: given (0: one per database), the
+        profile's (at most one per database), or one per database."""
+        if self.storage_groups:
+            return self.storage_groups
+        if self.storage_groups is None:
+            preset = profiles.PRESETS.get(self.profile, {}).get("storage-groups")
+            if preset:
+                return min(int(preset), self.databases)
+        return self.databases
+
     def cache_mb(self) -> tuple[float, float]:
         """Default cache: 4 pages per mailbox (each mailbox's hot tail and index
         pages stay cached, as in the published runs), at least 8 MiB."""
@@ -91,8 +105,7 @@ class WorkloadConfig:
             mailbox_size_mb=self.mailbox_size_mb,
             databases=self.databases,
             copies=self.copies,
-            # One log per database until the engine has storage groups (issue 22).
-            storage_groups=self.databases,
+            storage_groups=self.groups(),
             duration=self.duration,
             threads=self.threads,
             cache_min_mb=lo,
@@ -139,9 +152,17 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         if key not in profiles.LATENCY_KEYS:
             keys = ", ".join(profiles.LATENCY_KEYS)
             raise IotapeError(f"--emulate-latency: {key}? one of {keys}")
+    groups = cfg.groups()
+    if not 1 <= groups <= cfg.databases:
+        raise IotapeError(
+            f"--storage-groups {groups}: between 1 and --databases {cfg.databases} "
+            "(a storage group holds at least one database; 0: one per database)"
+        )
     for key in cfg.overrides:
         if key in ("db", "log", "result", "mode", "quiet"):
             raise IotapeError(f"--set {key}: set by the command itself")
+        if key in ("databases", "storage-groups"):
+            raise IotapeError(f"--set {key}: use --{key}, which also lays out the targets")
     return layout.plan(
         cfg.db_paths,
         cfg.log_paths,
@@ -151,6 +172,7 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         cfg.destroy_data_on,
         need_log_space=cfg.mode in MODES[:3],  # backup and recovery write no log
         sparse=cfg.ioengine == "null",
+        storage_groups=groups,
     )
 
 
@@ -160,6 +182,7 @@ def engine_argv(cfg: WorkloadConfig, lay: layout.Layout, result: Path, quiet: bo
         **profiles.PRESETS[cfg.profile],
         "mode": cfg.mode,
         "databases": cfg.databases,
+        "storage-groups": cfg.groups(),
         "mailboxes": cfg.mailboxes,
         "iops-per-mailbox": cfg.iops_per_mailbox,
         "mailbox-size-mb": cfg.mailbox_size_mb,

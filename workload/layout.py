@@ -1,12 +1,14 @@
 """Where each database and log goes, and whether that is safe and large enough.
 
-A path is a directory (database files `dbN.edb`, log directories `dbN-logs/`)
-or a raw block device. One path may serve several databases: a device is then
-split into equal regions, and a device named for both databases and logs keeps
-its last part for the logs. A raw device is refused while it is mounted, in use
-by another device (holders) or holds a filesystem or partition signature,
-is the root disk or is opened exclusively elsewhere, unless it is named with
---destroy-data-on; a path under /dev must be a block device.
+A path is a directory (database files `dbN.edb`, log directories `dbN-logs/`,
+or with storage groups, one log per group, `sgG-logs/`) or a raw block device.
+One path may serve several databases: a device is then split into equal
+regions, and a device named for both databases and logs keeps its last part for
+the logs (a region per log: per database, or per storage group). A raw device
+is refused while it is mounted, in use by another device (holders) or holds a
+filesystem or partition signature, is the root disk or is opened exclusively
+elsewhere, unless it is named with --destroy-data-on; a path under /dev must be
+a block device.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Target:
 @dataclass
 class Layout:
     dbs: list[Target]
-    logs: list[Target]
+    logs: list[Target]  # one per storage group (without groups, per database)
     devices: list[str]  # block devices holding them (for `--record`)
 
 
@@ -77,12 +79,12 @@ def _split(dev: str, n: int, start: int, end: int) -> list[Target]:
     return [Target(dev, start + i * each, each, True) for i in range(n)]
 
 
-def _per_db(paths: list[str], k: int, what: str) -> list[str]:
+def _per_db(paths: list[str], k: int, what: str, each: str = "database") -> list[str]:
     if len(paths) == 1:
         return paths * k
     if len(paths) != k:
         raise IotapeError(
-            f"--{what}-path: give one path, or one per database ({k}), not {len(paths)}"
+            f"--{what}-path: give one path, or one per {each} ({k}), not {len(paths)}"
         )
     return paths
 
@@ -103,7 +105,7 @@ def _check_paths(db_paths: list[str], log_paths: list[str]) -> None:
 def _on_device(
     dev: str, dbs_for: list[str], logs_for: list[str], db_bytes: int, log_region: int
 ) -> tuple[dict[int, Target], dict[int, Target]]:
-    """The database and log regions (by database) of one raw device: the logs at
+    """The database and log regions (by database, by log) of one raw device: the logs at
     its end, the databases in equal parts of the rest."""
     real = os.path.realpath
     size = device_size(dev)
@@ -143,8 +145,13 @@ def _check_db_space(by_dir: dict[str, int], db_bytes: int) -> None:
             )
 
 
-def _log_dir(p: str, i: int, log_file_bytes: int, need_log_space: bool) -> Target:
-    logdir = Path(p) / f"db{i}-logs"
+def log_dir_name(i: int, grouped: bool) -> str:
+    """Log i's directory: a database's, or with storage groups a group's."""
+    return f"sg{i}-logs" if grouped else f"db{i}-logs"
+
+
+def _log_dir(p: str, name: str, log_file_bytes: int, need_log_space: bool) -> Target:
+    logdir = Path(p) / name
     logdir.mkdir(exist_ok=True)
     if need_log_space:
         st = os.statvfs(logdir)
@@ -162,13 +169,17 @@ def plan(
     destroy: list[str],
     need_log_space: bool = True,
     sparse: bool = False,
+    storage_groups: int | None = None,
 ) -> Layout:
-    """Check the paths and sizes; give each database its database and log target.
+    """Check the paths and sizes; give each database its database target and each
+    log (one per storage group; without groups, one per database) its target.
     `sparse`: database files take no space (the null backend only sizes them)."""
     _check_paths(db_paths, log_paths)
     destroy_set = {os.path.realpath(d) for d in destroy}
+    groups = storage_groups or databases
+    grouped = groups != databases
     dbs_for = _per_db(db_paths, databases, "db")
-    logs_for = _per_db(log_paths, databases, "log")
+    logs_for = _per_db(log_paths, groups, "log", "storage group" if grouped else "database")
     real = os.path.realpath
     devs = {real(p) for p in dbs_for + logs_for if is_block(p)}
     for dev in sorted(devs):
@@ -190,12 +201,12 @@ def plan(
         _check_db_space(by_dir, db_bytes)
     for i, p in enumerate(logs_for):
         if i not in logs:
-            logs[i] = _log_dir(p, i, log_file_bytes, need_log_space)
+            logs[i] = _log_dir(p, log_dir_name(i, grouped), log_file_bytes, need_log_space)
     holding = set(devs)
     for p in dbs_for + logs_for:
         held = None if is_block(p) else _holding_device(p)
         if held:
             holding.add(held)
     return Layout(
-        [dbs[i] for i in range(databases)], [logs[i] for i in range(databases)], sorted(holding)
+        [dbs[i] for i in range(databases)], [logs[i] for i in range(groups)], sorted(holding)
     )

@@ -1,5 +1,6 @@
-/* Background streams of one database, independent of the user load:
- * database maintenance (ese-bdm-N) and log replication (ese-repl-N). */
+/* Background streams, independent of the user load: database maintenance of
+ * one database (ese-bdm-N) and log replication of one storage group's log
+ * (ese-repl-G). */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -36,24 +37,24 @@ void *bdm_main(void *arg)
 	return NULL;
 }
 
-/* Reads each closed log file once per extra copy, header and the bytes written,
+/* Reads each closed log file of a storage group once per extra copy, header and the bytes written,
  * in fixed-size reads, as the log copier of each passive copy would. */
 void *repl_main(void *arg)
 {
 	struct worker *w = arg;
-	struct db *d = w->db;
+	struct loggroup *g = w->g;
 	uint64_t size = (uint64_t)E.cfg.repl_read_kb * 1024ull;
 	char *buf = xalign(size);
-	pthread_mutex_lock(&d->lmu);
+	pthread_mutex_lock(&g->lmu);
 	for (;;) {
-		while (d->repl_done == d->nclosed && !d->writer_done)
-			pthread_cond_wait(&d->lrepl_cv, &d->lmu);
-		if (d->repl_done == d->nclosed)
+		while (g->repl_done == g->nclosed && !g->writer_done)
+			pthread_cond_wait(&g->lrepl_cv, &g->lmu);
+		if (g->repl_done == g->nclosed)
 			break;
-		struct closed_log cl = d->closed[d->repl_done];
-		pthread_mutex_unlock(&d->lmu);
+		struct closed_log cl = g->closed[g->repl_done];
+		pthread_mutex_unlock(&g->lmu);
 		uint64_t base = 0;
-		int fd = log_file_open(d, cl.gen, 0, &base);
+		int fd = log_file_open(g, cl.gen, 0, &base);
 		uint64_t len = 4096 + cl.used;
 		for (int copy = 1; copy < E.cfg.copies; copy++)
 			for (uint64_t off = 0; off < len; off += size) {
@@ -61,13 +62,13 @@ void *repl_main(void *arg)
 				struct iovec iov = {buf, (size_t)n};
 				io_sync(w, S_LOG_REPLICATION_READ, fd, &iov, 1, base + off, 0);
 			}
-		if (d->log_is_dir)
+		if (g->log_is_dir)
 			close(fd);
-		log_file_retire(d, cl.gen);
-		pthread_mutex_lock(&d->lmu);
-		d->repl_done++;
+		log_file_retire(g, cl.gen);
+		pthread_mutex_lock(&g->lmu);
+		g->repl_done++;
 	}
-	pthread_mutex_unlock(&d->lmu);
+	pthread_mutex_unlock(&g->lmu);
 	free(buf);
 	return NULL;
 }

@@ -222,7 +222,7 @@ static void mark_dirty(struct db *d, int32_t s)
 	if (!x->dirty) {
 		clean_unlink(c, s);
 		x->dirty = 1;
-		x->lgpos = atomic_load(&d->lsn_now);
+		x->lgpos = log_pos(d);
 		c->ndirty++;
 		dirty_append(c, s);
 	}

@@ -1,5 +1,13 @@
 /* The checkpoint / scavenge writer (thread ese-ckpt-N), one per database.
  *
+ * With storage groups the checkpoint is the group's in what it measures: a
+ * page's lgpos and the depth are positions in the group's log, so a group's
+ * pages are written once they are a checkpoint depth of the group's log
+ * behind, whichever database logged that log. The writer itself stays one per
+ * database because the cache, its dirty list and its lock are per database:
+ * one writer per group would walk several caches under several locks for no
+ * difference in what it writes.
+ *
  * It writes dirty pages back for two reasons, as ESE does: the scavenger keeps
  * clean pages at the cold end of the LRU (flushing starts when fewer than the
  * start threshold are clean and stops at the stop threshold), and the checkpoint
@@ -57,7 +65,7 @@ static int want_write(struct db *d, struct slot *x, uint64_t depth)
 {
 	if (!x->dirty || x->writing || x->reading)
 		return 0;
-	return atomic_load(&E.flush_all) || x->lgpos + depth < atomic_load(&d->lsn_now);
+	return atomic_load(&E.flush_all) || x->lgpos + depth < log_pos(d);
 }
 
 /* Whether the scavenger has work: the cache is (nearly) full and fewer than the
@@ -116,7 +124,7 @@ static void complete(struct db *d, struct run *r)
 		x->writing = 0;
 		if (x->redirty) {
 			x->redirty = 0;
-			x->lgpos = atomic_load(&d->lsn_now);
+			x->lgpos = log_pos(d);
 			dirty_append(c, s);
 		} else {
 			x->dirty = 0;

@@ -44,6 +44,7 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 #define ESE_OPTIONS(I, D, S, T) \
 	S("mode", mode_name, "performance", "performance|stress|throughput|backup|soft-recovery") \
 	I("databases", databases, "1", 1, 64, "number of databases") \
+	I("storage-groups", storage_groups, "0", 0, 64, "storage groups the databases share (database i in group i % G): one log writer, log target and log stream per group; 0: one per database") \
 	D("mailboxes", mailboxes, "100", 1, 10000000.0, "mailboxes in all, spread evenly over the databases") \
 	D("iops-per-mailbox", iops_per_mailbox, "0.2", 0.0001, 100, "target transactional IOPS per mailbox") \
 	D("mailbox-size-mb", mailbox_mb, "4", 0.01, 10000000.0, "size of one mailbox") \
@@ -92,6 +93,6 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	S("create", create, "reuse", "reuse|recreate: an existing complete database") \
 	S("end", end_name, "clean", "clean|crash: at the end write the cache back (a clean shutdown) or drop its dirty pages, as an instance that stops without one, leaving them to soft recovery") \
 	T("db", db, "PATH[,OFFSET,SIZE] of one database") \
-	T("log", log, "DIR or DEV,OFFSET,SIZE of one log")
+	T("log", log, "DIR or DEV,OFFSET,SIZE of one storage group's log (one per database without storage groups)")
 
 #endif /* ESE_CONTRACT_H */

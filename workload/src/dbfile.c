@@ -150,16 +150,17 @@ void db_open_all(void)
 }
 
 /* Where log generation `gen` lives: its own file in a directory, or slot
- * (gen - 1) mod slots of a device region. */
-int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base)
+ * (gen - 1) mod slots of a device region. Files are named by the group (its
+ * number, that of its first database). */
+int log_file_open(struct loggroup *g, uint64_t gen, int create, uint64_t *base)
 {
-	if (!d->log_is_dir) {
-		uint64_t slots = d->logt.size / d->log_file_size;
-		*base = d->logt.off + ((gen - 1) % slots) * d->log_file_size;
-		return d->log_dev_fd;
+	if (!g->log_is_dir) {
+		uint64_t slots = g->logt.size / g->log_file_size;
+		*base = g->logt.off + ((gen - 1) % slots) * g->log_file_size;
+		return g->log_dev_fd;
 	}
 	char path[600];
-	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)gen);
+	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", g->logt.path, g->idx, (unsigned long long)gen);
 	*base = 0;
 	int fd = open(path, O_RDWR | O_DIRECT | (create ? O_CREAT | O_TRUNC : 0), 0644);
 	if (fd < 0)
@@ -167,15 +168,54 @@ int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base)
 	return fd;
 }
 
-/* The header a log file starts with (log.c's pre-formatter writes it); the
- * stream is the first generation of the run that wrote the file. */
-int log_header_parse(const char *buf, int db, uint64_t *gen, uint64_t *stream)
+/* The databases of a group as "0,2,4". */
+static void group_dbs(const struct loggroup *g, char *out, size_t len)
 {
-	int v, dbi;
-	unsigned long long g, st;
-	if (sscanf(buf, "IOTAPE-ESE-LOG %d db=%d gen=%llu stream=%llu", &v, &dbi, &g, &st) != 4 || v != 2 || dbi != db)
-		return 0;
-	*gen = g, *stream = st;
+	size_t n = 0;
+	out[0] = 0;
+	for (int k = 0; k < g->ndbs && n < len; k++)
+		n += (size_t)snprintf(out + n, len - n, "%s%d", k ? "," : "", g->dbs[k]);
+}
+
+/* The header a log file starts with (log.c's pre-formatter writes it); the
+ * stream is the first generation of the run that wrote the file. A group of one
+ * database writes version 2, the log of that database as before storage groups;
+ * a group of several, version 3, which names the group and its databases (a
+ * replay then takes records only for exactly those). */
+int log_header_format(char *buf, size_t len, const struct loggroup *g, uint64_t gen)
+{
+	if (g->ndbs == 1)
+		return snprintf(buf, len, "IOTAPE-ESE-LOG 2 db=%d gen=%llu stream=%llu\n", g->dbs[0],
+				(unsigned long long)gen, (unsigned long long)g->log_stream);
+	char dbs[400];
+	group_dbs(g, dbs, sizeof(dbs));
+	return snprintf(buf, len, "IOTAPE-ESE-LOG 3 group=%d gen=%llu stream=%llu dbs=%s\n", g->idx,
+			(unsigned long long)gen, (unsigned long long)g->log_stream, dbs);
+}
+
+int log_header_parse(const char *buf, const struct loggroup *g, uint64_t *gen, uint64_t *stream)
+{
+	int v, who, used = 0;
+	unsigned long long gn, st;
+	if (g->ndbs == 1) {
+		if (sscanf(buf, "IOTAPE-ESE-LOG %d db=%d gen=%llu stream=%llu", &v, &who, &gn, &st) != 4 || v != 2 ||
+		    who != g->dbs[0])
+			return 0;
+	} else {
+		char dbs[400], want[400];
+		if (sscanf(buf, "IOTAPE-ESE-LOG %d group=%d gen=%llu stream=%llu dbs=%n", &v, &who, &gn, &st, &used) != 4 ||
+		    v != 3 || who != g->idx || !used)
+			return 0;
+		size_t k = strcspn(buf + used, "\n");
+		if (k >= sizeof(dbs))
+			return 0;
+		memcpy(dbs, buf + used, k);
+		dbs[k] = 0;
+		group_dbs(g, want, sizeof(want));
+		if (strcmp(dbs, want))
+			return 0; /* another layout's group: its records name other databases */
+	}
+	*gen = gn, *stream = st;
 	return 1;
 }
 
@@ -185,45 +225,45 @@ static int cmp_gen(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int is_log_name(const struct db *d, const char *name)
+static int is_log_name(const struct loggroup *g, const char *name)
 {
 	char prefix[8];
-	snprintf(prefix, sizeof(prefix), "E%02d", d->idx);
+	snprintf(prefix, sizeof(prefix), "E%02d", g->idx);
 	return !strncmp(name, prefix, 3) && strlen(name) == 15 && !strcmp(name + 11, ".log");
 }
 
-/* Every log file of database d on its target, oldest generation first, with the
+/* Every log file of group g on its target, oldest generation first, with the
  * stream it belongs to (0: a file whose header is not ours, or not yet written). */
-size_t log_scan(struct db *d, struct log_file *out, size_t max)
+size_t log_scan(struct loggroup *g, struct log_file *out, size_t max)
 {
 	size_t n = 0;
 	char *buf = xalign(4096);
-	if (d->log_is_dir) {
-		DIR *dir = opendir(d->logt.path);
+	if (g->log_is_dir) {
+		DIR *dir = opendir(g->logt.path);
 		if (!dir)
-			die("%s: cannot read the log directory: %s", d->logt.path, strerror(errno));
+			die("%s: cannot read the log directory: %s", g->logt.path, strerror(errno));
 		struct dirent *e;
 		while ((e = readdir(dir)) && n < max) {
-			if (!is_log_name(d, e->d_name))
+			if (!is_log_name(g, e->d_name))
 				continue;
 			struct log_file *f = &out[n++];
 			f->gen = strtoull(e->d_name + 3, NULL, 16);
 			f->stream = 0;
 			int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECT);
-			uint64_t g, st;
-			if (fd >= 0 && pread(fd, buf, 4096, 0) == 4096 && log_header_parse(buf, d->idx, &g, &st) && g == f->gen)
+			uint64_t gn, st;
+			if (fd >= 0 && pread(fd, buf, 4096, 0) == 4096 && log_header_parse(buf, g, &gn, &st) && gn == f->gen)
 				f->stream = st;
 			if (fd >= 0)
 				close(fd);
 		}
 		closedir(dir);
 	} else {
-		uint64_t slots = d->logt.size / d->log_file_size;
+		uint64_t slots = g->logt.size / g->log_file_size;
 		for (uint64_t s = 0; s < slots && n < max; s++) {
-			uint64_t g, st;
-			if (pread(d->log_dev_fd, buf, 4096, (off_t)(d->logt.off + s * d->log_file_size)) == 4096 &&
-			    log_header_parse(buf, d->idx, &g, &st) && (g - 1) % slots == s)
-				out[n++] = (struct log_file){g, st};
+			uint64_t gn, st;
+			if (pread(g->log_dev_fd, buf, 4096, (off_t)(g->logt.off + s * g->log_file_size)) == 4096 &&
+			    log_header_parse(buf, g, &gn, &st) && (gn - 1) % slots == s)
+				out[n++] = (struct log_file){gn, st};
 		}
 	}
 	free(buf);
@@ -237,60 +277,67 @@ size_t log_scan(struct db *d, struct log_file *out, size_t max)
  * system has less than LOG_ROOM_FILES log files of room; a device region is a ring
  * whose oldest slots the new stream overwrites as it goes. */
 #define LOG_ROOM_FILES 64
-static void start_stream(struct db *d)
+static void start_stream(struct loggroup *g)
 {
 	static struct log_file files[1 << 16];
-	size_t n = log_scan(d, files, sizeof(files) / sizeof(files[0])), removed = 0;
+	size_t n = log_scan(g, files, sizeof(files) / sizeof(files[0])), removed = 0;
 	uint64_t first = n ? files[n - 1].gen + 1 : 1;
-	if (d->log_is_dir) {
+	if (g->log_is_dir) {
 		for (size_t i = 0; i < n; i++) {
 			struct statvfs sv;
-			if (statvfs(d->logt.path, &sv) ||
-			    (uint64_t)sv.f_bavail * sv.f_frsize >= LOG_ROOM_FILES * d->log_file_size)
+			if (statvfs(g->logt.path, &sv) ||
+			    (uint64_t)sv.f_bavail * sv.f_frsize >= LOG_ROOM_FILES * g->log_file_size)
 				break;
 			char path[600];
-			snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx,
+			snprintf(path, sizeof(path), "%s/E%02d%08llX.log", g->logt.path, g->idx,
 				 (unsigned long long)files[i].gen);
 			if (!unlink(path))
 				removed++;
 		}
 	}
-	d->log_stream = d->log_gen = first;
+	g->log_stream = g->log_gen = first;
 	/* Modification numbers grow across runs as the generations do. */
-	d->dbtime = first << 40;
-	d->fmt_ready_gen = first - 1;
-	d->logs_kept = n - removed;
-	d->logs_removed = removed;
-	fprintf(E.progress, "{\"type\":\"logs\",\"db\":%d,\"stream\":%llu,\"kept\":%zu,\"removed\":%zu,\"ring\":%d}\n",
-		d->idx, (unsigned long long)first, n - removed, removed, !d->log_is_dir);
+	for (int k = 0; k < g->ndbs; k++)
+		E.dbs[g->dbs[k]].dbtime = first << 40;
+	g->fmt_ready_gen = first - 1;
+	g->logs_kept = n - removed;
+	g->logs_removed = removed;
+	fprintf(E.progress, "{\"type\":\"logs\",\"db\":%d,\"stream\":%llu,\"kept\":%zu,\"removed\":%zu,\"ring\":%d",
+		g->idx, (unsigned long long)first, n - removed, removed, !g->log_is_dir);
+	if (g->ndbs > 1) {
+		char dbs[400];
+		group_dbs(g, dbs, sizeof(dbs));
+		fprintf(E.progress, ",\"group\":%d,\"databases\":[%s]", g->idx, dbs);
+	}
+	fputs("}\n", E.progress);
 	fflush(E.progress);
 }
 
-void log_target_open(struct db *d)
+void log_target_open(struct loggroup *g)
 {
-	d->logt = E.cfg.log[d->idx];
+	g->logt = E.cfg.log[g->idx];
 	struct stat st;
-	d->log_is_dir = !d->logt.is_dev;
-	if (d->log_is_dir) {
-		if (stat(d->logt.path, &st) || !S_ISDIR(st.st_mode))
-			die("%s: log path is not a directory", d->logt.path);
+	g->log_is_dir = !g->logt.is_dev;
+	if (g->log_is_dir) {
+		if (stat(g->logt.path, &st) || !S_ISDIR(st.st_mode))
+			die("%s: log path is not a directory", g->logt.path);
 	} else {
-		if (d->logt.size / d->log_file_size < 8)
-			die("%s: a log region holds at least 8 log files", d->logt.path);
-		d->log_dev_fd = open_target(&d->logt, 0);
+		if (g->logt.size / g->log_file_size < 8)
+			die("%s: a log region holds at least 8 log files", g->logt.path);
+		g->log_dev_fd = open_target(&g->logt, 0);
 	}
 	if (E.cfg.mode <= M_THROUGHPUT)
-		start_stream(d);
+		start_stream(g);
 }
 
 /* Circular logging: a log file goes once replication has read it and it is
  * older than the checkpoint could need. */
-void log_file_retire(struct db *d, uint64_t gen)
+void log_file_retire(struct loggroup *g, uint64_t gen)
 {
-	uint64_t keep = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0) / d->log_file_size + 4;
-	if (!d->log_is_dir || gen < d->log_stream + keep || E.cfg.mode == M_SOFT_RECOVERY)
+	uint64_t keep = (uint64_t)(E.cfg.ckpt_depth_mb * 1048576.0) / g->log_file_size + 4;
+	if (!g->log_is_dir || gen < g->log_stream + keep || E.cfg.mode == M_SOFT_RECOVERY)
 		return;
 	char path[600];
-	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", d->logt.path, d->idx, (unsigned long long)(gen - keep));
+	snprintf(path, sizeof(path), "%s/E%02d%08llX.log", g->logt.path, g->idx, (unsigned long long)(gen - keep));
 	unlink(path);
 }

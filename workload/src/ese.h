@@ -47,7 +47,8 @@ struct config {
 	double emu_db_read_ms, emu_db_write_ms, emu_log_write_ms; /* emulated device latency floors */
 	char ioengine[16], result[512], create[16], log_partial_name[16], end_name[16];
 	int crash_end; /* end=crash: stop without writing the cache back */
-	struct target db[MAX_DBS], log[MAX_DBS];
+	int storage_groups; /* 0 on the command line: one per database (options.c resolves it) */
+	struct target db[MAX_DBS], log[MAX_DBS]; /* --log: one per storage group */
 	int ndb_targets, nlog_targets;
 };
 
@@ -60,7 +61,8 @@ struct iostat {
 struct worker {
 	pthread_t tid;
 	char name[16];
-	struct db *db;
+	struct db *db; /* a group's log threads: the group's first database, which reports its log I/O */
+	struct loggroup *g;
 	int index, active;
 	struct ioengine *io;
 	const struct ioengine_ops *ops;
@@ -112,19 +114,18 @@ struct log_file {
 	uint64_t gen, stream;
 };
 
-struct db {
+/* A storage group: the databases that share one log (database i is in group
+ * i % --storage-groups; by default one group per database). Its log writer
+ * (ese-log-G), pre-formatter (ese-logfmt-G) and replication reader (ese-repl-G)
+ * are the group's: the records of all its databases interleave in one buffer,
+ * one write commits whichever of them are waiting (group commit across the
+ * databases), and its files live on one log target. Group G's threads carry
+ * the number G, which is also its first database's (G < databases), so with one
+ * group per database every name, file and figure is what it was before groups. */
+struct loggroup {
 	int idx;
-	int fd;
-	uint64_t data_off; /* byte offset of page 0 */
-	int64_t npages;
-	int page;
-	int64_t mailboxes, pages_per_mb;
-	int64_t *tail;          /* per mailbox: next page an insert appends to */
-	uint32_t *tail_fill;    /* per mailbox: bytes used in the tail page */
-	pthread_mutex_t mu;
-	pthread_cond_t cv, ckpt_cv;
-	struct cache c;
-	/* log */
+	int ndbs;
+	int dbs[MAX_DBS]; /* the databases it holds, in order */
 	pthread_mutex_t lmu;
 	pthread_cond_t lcv, ldone_cv, lfmt_cv, lrepl_cv;
 	_Atomic uint64_t lsn_now;
@@ -149,13 +150,31 @@ struct db {
 	uint64_t fmt_ready_gen;
 	uint64_t log_stream; /* this run's first generation: names its log stream */
 	uint64_t logs_kept, logs_removed; /* earlier runs' log files left on the target, removed for room */
-	uint64_t dbtime;     /* (mu) the last page modification's number: pages and records carry it */
 	int log_fd, log_is_dir, log_dev_fd;
 	struct target logt;
 	struct closed_log *closed;
 	uint64_t nclosed, nclosed_cap, repl_done;
 	uint64_t closed_logs;
 	int stopping;
+};
+
+struct db {
+	int idx;
+	int fd;
+	uint64_t data_off; /* byte offset of page 0 */
+	int64_t npages;
+	int page;
+	int64_t mailboxes, pages_per_mb;
+	int64_t *tail;          /* per mailbox: next page an insert appends to */
+	uint32_t *tail_fill;    /* per mailbox: bytes used in the tail page */
+	pthread_mutex_t mu;
+	pthread_cond_t cv, ckpt_cv;
+	struct cache c;
+	struct loggroup *g; /* the storage group whose log this database writes */
+	uint64_t dbtime;     /* (mu) the last page modification's number: pages and records carry it */
+	/* soft recovery: how far the redo session has replayed the group's log,
+	 * the checkpoint's log position for this database's pages then */
+	_Atomic uint64_t redo_lsn;
 	/* pacing: transactional I/O so far and ops so far, shared by sessions */
 	_Atomic uint64_t tx_ios, tx_ops;
 	uint64_t tx_ios_load; /* tx_ios when the load stopped: the measurement window's */
@@ -164,6 +183,8 @@ struct db {
 struct engine {
 	struct config cfg;
 	struct db dbs[MAX_DBS];
+	struct loggroup groups[MAX_DBS];
+	int ngroups;
 	struct worker *workers[MAX_DBS * (MAX_THREADS + 6)];
 	int nworkers;
 	_Atomic int stop, interrupted, flush_all, ckpt_stop;
@@ -202,11 +223,12 @@ void options_parse(struct config *cfg, int argc, char **argv);
 
 /* dbfile.c */
 void db_open_all(void);
-void log_target_open(struct db *d);
-int log_file_open(struct db *d, uint64_t gen, int create, uint64_t *base);
-void log_file_retire(struct db *d, uint64_t gen);
-int log_header_parse(const char *buf, int db, uint64_t *gen, uint64_t *stream);
-size_t log_scan(struct db *d, struct log_file *out, size_t max);
+void log_target_open(struct loggroup *g);
+int log_file_open(struct loggroup *g, uint64_t gen, int create, uint64_t *base);
+void log_file_retire(struct loggroup *g, uint64_t gen);
+int log_header_format(char *buf, size_t len, const struct loggroup *g, uint64_t gen);
+int log_header_parse(const char *buf, const struct loggroup *g, uint64_t *gen, uint64_t *stream);
+size_t log_scan(struct loggroup *g, struct log_file *out, size_t max);
 
 /* cache.c */
 void cache_init(struct db *d, int cap);
@@ -222,13 +244,16 @@ void clean_add(struct cache *c, int32_t s);
 void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms);
 
 /* log.c */
-void log_init(struct db *d);
-uint64_t log_append(struct db *d, const void *rec, uint32_t len);
-void log_wait(struct db *d, uint64_t lsn);
-void log_commit(struct db *d, uint64_t lsn, int durable);
+void log_init(struct loggroup *g);
+uint64_t log_append(struct loggroup *g, const void *rec, uint32_t len);
+void log_wait(struct loggroup *g, uint64_t lsn);
+void log_commit(struct loggroup *g, uint64_t lsn, int durable);
 void *log_writer_main(void *arg);
 void *log_format_main(void *arg);
-void log_shutdown(struct db *d);
+void log_shutdown(struct loggroup *g);
+/* Where database d's log is now, as its pages' lgpos count: the group's log
+ * end, or in soft recovery how far the redo has replayed it. */
+uint64_t log_pos(struct db *d);
 
 /* ckpt.c */
 void *ckpt_main(void *arg);
@@ -246,6 +271,9 @@ void *backup_main(void *arg);
 void recovery_start(void);
 int recovery_done(void);
 void recovery_result(FILE *f, int db);
+/* session.c's log record: its op field holds the operation in the low byte and
+ * the database in the next, so a group's replay knows whose pages it names. */
+#define REC_OP_DB_SHIFT 8
 
 /* report.c */
 void result_write(const char *path);

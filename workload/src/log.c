@@ -1,5 +1,6 @@
-/* The transaction log of one database: a log buffer, the log writer (ese-log-N)
- * and the log file pre-formatter (ese-logfmt-N).
+/* The transaction log of one storage group (its databases share it; one group
+ * per database by default): a log buffer, the log writer (ese-log-G) and the
+ * log file pre-formatter (ese-logfmt-G).
  *
  * Sessions append records to the buffer; a durable commit waits until the writer
  * has written its record, a lazy commit does not. What makes the writer write is
@@ -59,70 +60,70 @@ static uint64_t round_up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
-void log_init(struct db *d)
+void log_init(struct loggroup *g)
 {
-	d->log_file_size = (uint64_t)E.cfg.log_file_kb * 1024ull;
-	uint64_t cap = d->log_file_size - LOG_HDR;
-	d->lbuf_size = cap < (1ull << 20) ? cap : (1ull << 20);
+	g->log_file_size = (uint64_t)E.cfg.log_file_kb * 1024ull;
+	uint64_t cap = g->log_file_size - LOG_HDR;
+	g->lbuf_size = cap < (1ull << 20) ? cap : (1ull << 20);
 	/* Whole segments; with a partial segment kept, one write (up to a buffer,
 	 * the partial segment and a shadow) still fits in a file. */
-	d->lbuf_size = d->lbuf_size / SECTOR * SECTOR - (E.cfg.log_partial != LP_PAD ? 2 * SECTOR : 0);
-	d->lbuf = xalign(d->lbuf_size);
-	d->wbuf = xalign(d->lbuf_size + 2 * SECTOR); /* + a partial segment and its shadow */
-	d->log_gen = 1; /* log_target_open starts the stream after what the target holds */
-	d->log_fd = -1;
-	pthread_mutex_init(&d->lmu, NULL);
-	pthread_cond_init(&d->lcv, NULL);
-	pthread_cond_init(&d->ldone_cv, NULL);
-	pthread_cond_init(&d->lfmt_cv, NULL);
-	pthread_cond_init(&d->lrepl_cv, NULL);
+	g->lbuf_size = g->lbuf_size / SECTOR * SECTOR - (E.cfg.log_partial != LP_PAD ? 2 * SECTOR : 0);
+	g->lbuf = xalign(g->lbuf_size);
+	g->wbuf = xalign(g->lbuf_size + 2 * SECTOR); /* + a partial segment and its shadow */
+	g->log_gen = 1; /* log_target_open starts the stream after what the target holds */
+	g->log_fd = -1;
+	pthread_mutex_init(&g->lmu, NULL);
+	pthread_cond_init(&g->lcv, NULL);
+	pthread_cond_init(&g->ldone_cv, NULL);
+	pthread_cond_init(&g->lfmt_cv, NULL);
+	pthread_cond_init(&g->lrepl_cv, NULL);
 }
 
-uint64_t log_append(struct db *d, const void *rec, uint32_t len)
+uint64_t log_append(struct loggroup *g, const void *rec, uint32_t len)
 {
-	if (len > d->lbuf_size / 2)
-		len = (uint32_t)(d->lbuf_size / 2);
-	pthread_mutex_lock(&d->lmu);
-	while (d->lsn_end + len - d->lsn_seg > d->lbuf_size && !d->stopping) {
-		d->space_waiters++;
-		pthread_cond_wait(&d->ldone_cv, &d->lmu);
-		d->space_waiters--;
+	if (len > g->lbuf_size / 2)
+		len = (uint32_t)(g->lbuf_size / 2);
+	pthread_mutex_lock(&g->lmu);
+	while (g->lsn_end + len - g->lsn_seg > g->lbuf_size && !g->stopping) {
+		g->space_waiters++;
+		pthread_cond_wait(&g->ldone_cv, &g->lmu);
+		g->space_waiters--;
 	}
 	for (uint32_t i = 0; i < len;) {
-		uint64_t at = (d->lsn_end + i) % d->lbuf_size;
-		uint32_t k = (uint32_t)(d->lbuf_size - at) < len - i ? (uint32_t)(d->lbuf_size - at) : len - i;
-		memcpy(d->lbuf + at, (const char *)rec + i, k);
+		uint64_t at = (g->lsn_end + i) % g->lbuf_size;
+		uint32_t k = (uint32_t)(g->lbuf_size - at) < len - i ? (uint32_t)(g->lbuf_size - at) : len - i;
+		memcpy(g->lbuf + at, (const char *)rec + i, k);
 		i += k;
 	}
-	d->lsn_end += len;
-	uint64_t lsn = d->lsn_end;
-	atomic_store(&d->lsn_now, lsn);
-	if (lsn - d->lsn_flushed >= d->lbuf_size / 2 && d->lsn_want < lsn) {
-		d->lsn_want = lsn; /* half full: write it out before appenders stall */
-		d->cap_pending = 1;
-		pthread_cond_signal(&d->lcv);
+	g->lsn_end += len;
+	uint64_t lsn = g->lsn_end;
+	atomic_store(&g->lsn_now, lsn);
+	if (lsn - g->lsn_flushed >= g->lbuf_size / 2 && g->lsn_want < lsn) {
+		g->lsn_want = lsn; /* half full: write it out before appenders stall */
+		g->cap_pending = 1;
+		pthread_cond_signal(&g->lcv);
 	}
-	pthread_mutex_unlock(&d->lmu);
+	pthread_mutex_unlock(&g->lmu);
 	return lsn;
 }
 
-void log_wait(struct db *d, uint64_t lsn)
+void log_wait(struct loggroup *g, uint64_t lsn)
 {
 	/* A write that sealed past this LSN may already have made it durable. */
-	if (atomic_load(&d->lsn_durable) >= lsn)
+	if (atomic_load(&g->lsn_durable) >= lsn)
 		return;
-	pthread_mutex_lock(&d->lmu);
-	if (d->lsn_want < lsn) {
-		d->lsn_want = lsn;
-		pthread_cond_signal(&d->lcv);
+	pthread_mutex_lock(&g->lmu);
+	if (g->lsn_want < lsn) {
+		g->lsn_want = lsn;
+		pthread_cond_signal(&g->lcv);
 	}
-	if (d->lsn_flushed >= lsn || d->writer_done) {
-		pthread_mutex_unlock(&d->lmu);
+	if (g->lsn_flushed >= lsn || g->writer_done) {
+		pthread_mutex_unlock(&g->lmu);
 		return;
 	}
-	struct log_waiter me = {.lsn = lsn, .next = d->waiters};
-	d->waiters = &me;
-	pthread_mutex_unlock(&d->lmu);
+	struct log_waiter me = {.lsn = lsn, .next = g->waiters};
+	g->waiters = &me;
+	pthread_mutex_unlock(&g->lmu);
 	/* The writer unlinks it and sets done when it has written lsn or stops. */
 	while (!atomic_load(&me.done))
 		syscall(SYS_futex, &me.done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
@@ -130,11 +131,11 @@ void log_wait(struct db *d, uint64_t lsn)
 
 /* Wake (lmu held) the durable commits whose LSN is now written; all of them when
  * the writer stops. */
-static void wake_waiters(struct db *d, int all)
+static void wake_waiters(struct loggroup *g, int all)
 {
-	for (struct log_waiter **p = &d->waiters; *p;) {
+	for (struct log_waiter **p = &g->waiters; *p;) {
 		struct log_waiter *x = *p;
-		if (all || x->lsn <= d->lsn_flushed) {
+		if (all || x->lsn <= g->lsn_flushed) {
 			*p = x->next;
 			atomic_store(&x->done, 1);
 			syscall(SYS_futex, &x->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -147,147 +148,147 @@ static void wake_waiters(struct db *d, int all)
 /* A commit of the record ending at lsn: a durable one waits for it; a lazy one
  * asks for it to be written within --lazy-flush-ms, unless a write is already
  * due sooner. */
-void log_commit(struct db *d, uint64_t lsn, int durable)
+void log_commit(struct loggroup *g, uint64_t lsn, int durable)
 {
 	if (durable) {
-		log_wait(d, lsn);
+		log_wait(g, lsn);
 		return;
 	}
 	uint64_t delay = (uint64_t)(E.cfg.lazy_flush_ms * 1e6);
-	pthread_mutex_lock(&d->lmu);
-	if (d->lsn_flushed < lsn) {
+	pthread_mutex_lock(&g->lmu);
+	if (g->lsn_flushed < lsn) {
 		if (!delay) {
-			if (d->lsn_want < lsn)
-				d->lsn_want = lsn;
-			pthread_cond_signal(&d->lcv);
-		} else if (!d->lazy_due_ns) {
-			d->lazy_due_ns = now_ns() + delay;
-			pthread_cond_signal(&d->lcv);
+			if (g->lsn_want < lsn)
+				g->lsn_want = lsn;
+			pthread_cond_signal(&g->lcv);
+		} else if (!g->lazy_due_ns) {
+			g->lazy_due_ns = now_ns() + delay;
+			pthread_cond_signal(&g->lcv);
 		}
 	}
-	pthread_mutex_unlock(&d->lmu);
+	pthread_mutex_unlock(&g->lmu);
 }
 
 /* Wait (lmu held) until something asks for a write; the reason, or -1 when
  * there is nothing to write and the log is stopping. */
-static int wait_for_work(struct db *d)
+static int wait_for_work(struct loggroup *g)
 {
 	for (;;) {
-		if (d->lsn_end > d->lsn_flushed) {
-			if (d->stopping)
+		if (g->lsn_end > g->lsn_flushed) {
+			if (g->stopping)
 				return LF_STOP;
-			if (d->lsn_want > d->lsn_flushed)
-				return d->cap_pending ? LF_CAPACITY : LF_DURABLE;
-			if (d->lazy_due_ns && now_ns() >= d->lazy_due_ns)
+			if (g->lsn_want > g->lsn_flushed)
+				return g->cap_pending ? LF_CAPACITY : LF_DURABLE;
+			if (g->lazy_due_ns && now_ns() >= g->lazy_due_ns)
 				return LF_LAZY;
 		} else {
-			d->lazy_due_ns = 0; /* everything is written: the timer has nothing to do */
-			if (d->stopping)
+			g->lazy_due_ns = 0; /* everything is written: the timer has nothing to do */
+			if (g->stopping)
 				return -1;
 		}
-		if (d->lazy_due_ns) {
-			uint64_t left = d->lazy_due_ns - now_ns();
+		if (g->lazy_due_ns) {
+			uint64_t left = g->lazy_due_ns - now_ns();
 			if ((int64_t)left > 0) {
 				struct timespec ts;
 				clock_gettime(CLOCK_REALTIME, &ts);
 				uint64_t ns = (uint64_t)ts.tv_nsec + left;
 				ts.tv_sec += (time_t)(ns / 1000000000ull);
 				ts.tv_nsec = (long)(ns % 1000000000ull);
-				pthread_cond_timedwait(&d->lcv, &d->lmu, &ts);
+				pthread_cond_timedwait(&g->lcv, &g->lmu, &ts);
 			}
 		} else {
-			pthread_cond_wait(&d->lcv, &d->lmu);
+			pthread_cond_wait(&g->lcv, &g->lmu);
 		}
 	}
 }
 
 /* Close the current file (lmu held): replication gets it, the writer the next one. */
-static void close_log(struct db *d)
+static void close_log(struct loggroup *g)
 {
-	if (d->nclosed == d->nclosed_cap) {
-		d->nclosed_cap = d->nclosed_cap ? d->nclosed_cap * 2 : 64;
-		d->closed = realloc(d->closed, d->nclosed_cap * sizeof(*d->closed));
-		if (!d->closed)
+	if (g->nclosed == g->nclosed_cap) {
+		g->nclosed_cap = g->nclosed_cap ? g->nclosed_cap * 2 : 64;
+		g->closed = realloc(g->closed, g->nclosed_cap * sizeof(*g->closed));
+		if (!g->closed)
 			die("out of memory");
 	}
-	d->closed[d->nclosed++] = (struct closed_log){d->log_gen, d->log_used};
-	d->closed_logs++;
-	pthread_cond_broadcast(&d->lrepl_cv);
-	if (d->log_is_dir && d->log_fd >= 0)
-		close(d->log_fd);
-	d->log_fd = -1;
-	d->log_gen++;
-	d->log_used = 0;
-	pthread_cond_broadcast(&d->lfmt_cv);
+	g->closed[g->nclosed++] = (struct closed_log){g->log_gen, g->log_used};
+	g->closed_logs++;
+	pthread_cond_broadcast(&g->lrepl_cv);
+	if (g->log_is_dir && g->log_fd >= 0)
+		close(g->log_fd);
+	g->log_fd = -1;
+	g->log_gen++;
+	g->log_used = 0;
+	pthread_cond_broadcast(&g->lfmt_cv);
 }
 
-static uint64_t open_current(struct db *d)
+static uint64_t open_current(struct loggroup *g)
 {
 	uint64_t base = 0;
-	while (d->fmt_ready_gen < d->log_gen)
-		pthread_cond_wait(&d->lfmt_cv, &d->lmu);
-	d->log_fd = log_file_open(d, d->log_gen, 0, &base);
+	while (g->fmt_ready_gen < g->log_gen)
+		pthread_cond_wait(&g->lfmt_cv, &g->lmu);
+	g->log_fd = log_file_open(g, g->log_gen, 0, &base);
 	return base;
 }
 
 /* Copy the log bytes [from, from + n) to wbuf + at (lbuf is circular). */
-static void gather(struct db *d, uint64_t at, uint64_t from, uint64_t n)
+static void gather(struct loggroup *g, uint64_t at, uint64_t from, uint64_t n)
 {
 	while (n) {
-		uint64_t o = from % d->lbuf_size, k = d->lbuf_size - o < n ? d->lbuf_size - o : n;
-		memcpy(d->wbuf + at, d->lbuf + o, k);
+		uint64_t o = from % g->lbuf_size, k = g->lbuf_size - o < n ? g->lbuf_size - o : n;
+		memcpy(g->wbuf + at, g->lbuf + o, k);
 		at += k, from += k, n -= k;
 	}
 }
 
-static void write_out(struct worker *w, struct db *d, int fd, uint64_t off, uint64_t at, uint64_t len)
+static void write_out(struct worker *w, struct loggroup *g, int fd, uint64_t off, uint64_t at, uint64_t len)
 {
-	struct iovec iov = {d->wbuf + at, (size_t)len};
+	struct iovec iov = {g->wbuf + at, (size_t)len};
 	io_sync(w, S_LOG_WRITE, fd, &iov, 1, off, 1);
 }
 
 /* Everything up to lsn is on disk (lmu held). */
-static void written(struct db *d, uint64_t lsn)
+static void written(struct loggroup *g, uint64_t lsn)
 {
-	d->lsn_flushed = lsn;
-	atomic_store(&d->lsn_durable, lsn);
-	wake_waiters(d, 0);
-	if (d->space_waiters)
-		pthread_cond_broadcast(&d->ldone_cv);
+	g->lsn_flushed = lsn;
+	atomic_store(&g->lsn_durable, lsn);
+	wake_waiters(g, 0);
+	if (g->space_waiters)
+		pthread_cond_broadcast(&g->ldone_cv);
 }
 
 /* Pad the log to the next segment boundary (lmu held): nothing ever follows in
  * that segment. lsn_seg is a segment boundary and lbuf whole segments, so the
  * pad never wraps. */
-static void seal(struct db *d)
+static void seal(struct loggroup *g)
 {
-	uint64_t end = d->lsn_seg + round_up(d->lsn_end - d->lsn_seg, SECTOR);
-	if (end > d->lsn_end)
-		memset(d->lbuf + d->lsn_end % d->lbuf_size, 0, end - d->lsn_end);
-	d->lsn_end = end;
-	atomic_store(&d->lsn_now, end);
+	uint64_t end = g->lsn_seg + round_up(g->lsn_end - g->lsn_seg, SECTOR);
+	if (end > g->lsn_end)
+		memset(g->lbuf + g->lsn_end % g->lbuf_size, 0, end - g->lsn_end);
+	g->lsn_end = end;
+	atomic_store(&g->lsn_now, end);
 }
 
 /* --log-partial pad: everything appended so far, padded to a segment; later records
  * start after the padding. lmu held on entry and on return. Always writes. */
-static int flush_padded(struct worker *w, struct db *d, uint64_t *base)
+static int flush_padded(struct worker *w, struct loggroup *g, uint64_t *base)
 {
-	d->lazy_due_ns = 0; /* this write covers the lazy commits so far */
-	seal(d);
-	uint64_t start = d->lsn_seg, len = d->lsn_end - start;
-	if (d->log_used + len > d->log_file_size - LOG_HDR) {
-		close_log(d);
-		*base = open_current(d);
+	g->lazy_due_ns = 0; /* this write covers the lazy commits so far */
+	seal(g);
+	uint64_t start = g->lsn_seg, len = g->lsn_end - start;
+	if (g->log_used + len > g->log_file_size - LOG_HDR) {
+		close_log(g);
+		*base = open_current(g);
 	}
-	gather(d, 0, start, len);
-	uint64_t off = *base + LOG_HDR + d->log_used;
-	int fd = d->log_fd;
-	pthread_mutex_unlock(&d->lmu);
-	write_out(w, d, fd, off, 0, len);
-	pthread_mutex_lock(&d->lmu);
-	d->log_used += len;
-	d->lsn_seg = start + len;
-	written(d, d->lsn_seg);
+	gather(g, 0, start, len);
+	uint64_t off = *base + LOG_HDR + g->log_used;
+	int fd = g->log_fd;
+	pthread_mutex_unlock(&g->lmu);
+	write_out(w, g, fd, off, 0, len);
+	pthread_mutex_lock(&g->lmu);
+	g->log_used += len;
+	g->lsn_seg = start + len;
+	written(g, g->lsn_seg);
 	return 1;
 }
 
@@ -297,96 +298,96 @@ static int flush_padded(struct worker *w, struct db *d, uint64_t *base)
  * recovery finds the end of the log where the records end. lmu held on entry and
  * on return. 0 when there was nothing to write: a lazy deadline with no full
  * segment, whose commits ride on the next write. */
-static int flush_partial(struct worker *w, struct db *d, int why, uint64_t *base)
+static int flush_partial(struct worker *w, struct loggroup *g, int why, uint64_t *base)
 {
 	if (why == LF_STOP)
-		seal(d);
-	uint64_t s = d->lsn_seg, e = d->lsn_end, want = d->lsn_want;
+		seal(g);
+	uint64_t s = g->lsn_seg, e = g->lsn_end, want = g->lsn_want;
 	uint64_t nfull = (e - s) / SECTOR, part = (e - s) % SECTOR;
-	int waiting = why == LF_DURABLE || why == LF_STOP || d->waiters || (why == LF_CAPACITY && !nfull);
+	int waiting = why == LF_DURABLE || why == LF_STOP || g->waiters || (why == LF_CAPACITY && !nfull);
 	if (why == LF_LAZY || waiting)
-		d->lazy_due_ns = 0;
+		g->lazy_due_ns = 0;
 	if (!waiting)
 		part = 0; /* nobody waiting: full segments only */
 	if (!nfull && !part)
 		return 0;
-	uint64_t zero = why == LF_STOP && d->have_shadow ? SECTOR : 0;
+	uint64_t zero = why == LF_STOP && g->have_shadow ? SECTOR : 0;
 	uint64_t sh = E.cfg.log_partial == LP_SHADOW ? SECTOR : 0;
 	uint64_t need = nfull * SECTOR + (part ? SECTOR + sh : zero);
-	if (d->log_used + need > d->log_file_size - LOG_HDR) {
+	if (g->log_used + need > g->log_file_size - LOG_HDR) {
 		/* The next file starts with this segment again, partial bytes and all:
 		 * the closed file ends at its last full segment. */
-		close_log(d);
-		*base = open_current(d);
-		d->have_shadow = 0;
+		close_log(g);
+		*base = open_current(g);
+		g->have_shadow = 0;
 		zero = 0;
 	}
-	gather(d, 0, s, nfull * SECTOR + part);
+	gather(g, 0, s, nfull * SECTOR + part);
 	if (part) {
-		memset(d->wbuf + nfull * SECTOR + part, 0, SECTOR - part);
-		memcpy(d->wbuf + (nfull + 1) * SECTOR, d->wbuf + nfull * SECTOR, SECTOR);
+		memset(g->wbuf + nfull * SECTOR + part, 0, SECTOR - part);
+		memcpy(g->wbuf + (nfull + 1) * SECTOR, g->wbuf + nfull * SECTOR, SECTOR);
 	} else if (zero) {
-		memset(d->wbuf + nfull * SECTOR, 0, SECTOR);
+		memset(g->wbuf + nfull * SECTOR, 0, SECTOR);
 	}
-	uint64_t off = *base + LOG_HDR + d->log_used, at = 0;
-	int fd = d->log_fd, shadow = d->have_shadow;
-	pthread_mutex_unlock(&d->lmu);
+	uint64_t off = *base + LOG_HDR + g->log_used, at = 0;
+	int fd = g->log_fd, shadow = g->have_shadow;
+	pthread_mutex_unlock(&g->lmu);
 	if (nfull) {
 		if (shadow) {
-			write_out(w, d, fd, off, 0, SECTOR);
+			write_out(w, g, fd, off, 0, SECTOR);
 			at = SECTOR;
 		}
 		if (nfull * SECTOR + zero > at)
-			write_out(w, d, fd, off + at, at, nfull * SECTOR + zero - at);
+			write_out(w, g, fd, off + at, at, nfull * SECTOR + zero - at);
 	}
 	if (part) {
 		at = nfull * SECTOR;
 		if (shadow && !nfull) {
-			write_out(w, d, fd, off + at, at, SECTOR);
-			write_out(w, d, fd, off + at + SECTOR, at + SECTOR, SECTOR);
+			write_out(w, g, fd, off + at, at, SECTOR);
+			write_out(w, g, fd, off + at + SECTOR, at + SECTOR, SECTOR);
 		} else {
-			write_out(w, d, fd, off + at, at, SECTOR + sh);
+			write_out(w, g, fd, off + at, at, SECTOR + sh);
 		}
 	}
-	pthread_mutex_lock(&d->lmu);
-	d->log_used += nfull * SECTOR;
-	d->lsn_seg = s + nfull * SECTOR;
+	pthread_mutex_lock(&g->lmu);
+	g->log_used += nfull * SECTOR;
+	g->lsn_seg = s + nfull * SECTOR;
 	if (part || nfull)
-		d->have_shadow = part != 0 && sh;
-	written(d, part ? e : d->lsn_seg);
+		g->have_shadow = part != 0 && sh;
+	written(g, part ? e : g->lsn_seg);
 	/* A full-segments-only write answered the filling buffer; a commit that
 	 * asked for more meanwhile raised lsn_want and still gets its write. */
-	if (!waiting && d->lsn_want == want && d->lsn_want > d->lsn_flushed)
-		d->lsn_want = d->lsn_flushed;
+	if (!waiting && g->lsn_want == want && g->lsn_want > g->lsn_flushed)
+		g->lsn_want = g->lsn_flushed;
 	return 1;
 }
 
 void *log_writer_main(void *arg)
 {
 	struct worker *w = arg;
-	struct db *d = w->db;
+	struct loggroup *g = w->g;
 	uint64_t base = 0;
-	pthread_mutex_lock(&d->lmu);
-	base = open_current(d);
+	pthread_mutex_lock(&g->lmu);
+	base = open_current(g);
 	for (;;) {
-		int why = wait_for_work(d);
+		int why = wait_for_work(g);
 		if (why < 0)
 			break;
-		d->cap_pending = 0;
-		if (E.cfg.log_partial != LP_PAD ? flush_partial(w, d, why, &base) : flush_padded(w, d, &base))
-			d->log_flushes[why]++;
+		g->cap_pending = 0;
+		if (E.cfg.log_partial != LP_PAD ? flush_partial(w, g, why, &base) : flush_padded(w, g, &base))
+			g->log_flushes[why]++;
 	}
 	/* A clean stop closes the last log too, so replication sees every byte written. */
-	if (d->log_used)
-		close_log(d);
-	else if (d->log_is_dir && d->log_fd >= 0)
-		close(d->log_fd);
-	d->writer_done = 1;
-	wake_waiters(d, 1);
-	pthread_cond_broadcast(&d->ldone_cv);
-	pthread_cond_broadcast(&d->lrepl_cv);
-	pthread_cond_broadcast(&d->lfmt_cv);
-	pthread_mutex_unlock(&d->lmu);
+	if (g->log_used)
+		close_log(g);
+	else if (g->log_is_dir && g->log_fd >= 0)
+		close(g->log_fd);
+	g->writer_done = 1;
+	wake_waiters(g, 1);
+	pthread_cond_broadcast(&g->ldone_cv);
+	pthread_cond_broadcast(&g->lrepl_cv);
+	pthread_cond_broadcast(&g->lfmt_cv);
+	pthread_mutex_unlock(&g->lmu);
 	return NULL;
 }
 
@@ -394,46 +395,50 @@ void *log_writer_main(void *arg)
 void *log_format_main(void *arg)
 {
 	struct worker *w = arg;
-	struct db *d = w->db;
+	struct loggroup *g = w->g;
 	uint64_t chunk = (uint64_t)E.cfg.logfmt_kb * 1024ull;
 	char *buf = xalign(chunk);
-	pthread_mutex_lock(&d->lmu);
+	pthread_mutex_lock(&g->lmu);
 	for (;;) {
 		/* Runs until the writer is done: a stop can still close a file and
 		 * the writer must then find the next one ready. */
-		while (d->fmt_ready_gen > d->log_gen && !d->writer_done)
-			pthread_cond_wait(&d->lfmt_cv, &d->lmu);
-		if (d->writer_done)
+		while (g->fmt_ready_gen > g->log_gen && !g->writer_done)
+			pthread_cond_wait(&g->lfmt_cv, &g->lmu);
+		if (g->writer_done)
 			break;
-		uint64_t gen = d->fmt_ready_gen + 1, base = 0;
-		pthread_mutex_unlock(&d->lmu);
-		int fd = log_file_open(d, gen, 1, &base);
-		for (uint64_t off = 0; off < d->log_file_size; off += chunk) {
-			uint64_t n = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
+		uint64_t gen = g->fmt_ready_gen + 1, base = 0;
+		pthread_mutex_unlock(&g->lmu);
+		int fd = log_file_open(g, gen, 1, &base);
+		for (uint64_t off = 0; off < g->log_file_size; off += chunk) {
+			uint64_t n = g->log_file_size - off < chunk ? g->log_file_size - off : chunk;
 			memset(buf, 0, n);
 			if (off == 0)
-				snprintf(buf, 96, "IOTAPE-ESE-LOG 2 db=%d gen=%llu stream=%llu\n", d->idx,
-					 (unsigned long long)gen, (unsigned long long)d->log_stream);
+				log_header_format(buf, LOG_HDR, g, gen);
 			struct iovec iov = {buf, (size_t)n};
 			io_sync(w, S_LOG_PREFORMAT, fd, &iov, 1, base + off, 1);
 		}
-		if (d->log_is_dir)
+		if (g->log_is_dir)
 			close(fd);
-		pthread_mutex_lock(&d->lmu);
-		d->fmt_ready_gen = gen;
-		pthread_cond_broadcast(&d->lfmt_cv);
+		pthread_mutex_lock(&g->lmu);
+		g->fmt_ready_gen = gen;
+		pthread_cond_broadcast(&g->lfmt_cv);
 	}
-	pthread_mutex_unlock(&d->lmu);
+	pthread_mutex_unlock(&g->lmu);
 	free(buf);
 	return NULL;
 }
 
-void log_shutdown(struct db *d)
+uint64_t log_pos(struct db *d)
 {
-	pthread_mutex_lock(&d->lmu);
-	d->stopping = 1;
-	pthread_cond_broadcast(&d->lcv);
-	pthread_cond_broadcast(&d->lfmt_cv);
-	pthread_cond_broadcast(&d->ldone_cv);
-	pthread_mutex_unlock(&d->lmu);
+	return E.cfg.mode == M_SOFT_RECOVERY ? atomic_load(&d->redo_lsn) : atomic_load(&d->g->lsn_now);
+}
+
+void log_shutdown(struct loggroup *g)
+{
+	pthread_mutex_lock(&g->lmu);
+	g->stopping = 1;
+	pthread_cond_broadcast(&g->lcv);
+	pthread_cond_broadcast(&g->lfmt_cv);
+	pthread_cond_broadcast(&g->ldone_cv);
+	pthread_mutex_unlock(&g->lmu);
 }

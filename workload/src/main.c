@@ -27,13 +27,17 @@ static void start_db_threads(struct db *d)
 		snprintf(name, sizeof(name), "ese-ckpt-%d", d->idx);
 		worker_start(worker_new(d, name, 0, ckpt_main, 32));
 	}
-	if (transactional) {
+	/* A storage group's log threads start with its first database, whose number
+	 * the group has (and whose report carries the group's log I/O). */
+	if (transactional && d->g->idx == d->idx) {
 		snprintf(name, sizeof(name), "ese-logfmt-%d", d->idx);
 		worker_start(worker_new(d, name, 0, log_format_main, 4));
 		snprintf(name, sizeof(name), "ese-log-%d", d->idx);
 		worker_start(worker_new(d, name, 0, log_writer_main, 4));
 		snprintf(name, sizeof(name), "ese-repl-%d", d->idx);
 		worker_start(worker_new(d, name, 0, repl_main, 4));
+	}
+	if (transactional) {
 		if (c->bdm && c->bdm_rate > 0) {
 			snprintf(name, sizeof(name), "ese-bdm-%d", d->idx);
 			worker_start(worker_new(d, name, 0, bdm_main, 4));
@@ -69,8 +73,23 @@ static void init_db(struct db *d)
 		 * reading an old one: no warm-up reads skew a short run. */
 		d->tail_fill[m] = (uint32_t)d->page;
 	}
-	log_init(d);
-	log_target_open(d);
+	if (d->g->idx == d->idx) {
+		log_init(d->g);
+		log_target_open(d->g);
+	}
+}
+
+/* Database i is in storage group i % G (schemas/workload_header.py). */
+static void init_groups(void)
+{
+	E.ngroups = E.cfg.storage_groups;
+	for (int k = 0; k < E.ngroups; k++)
+		E.groups[k].idx = k;
+	for (int i = 0; i < E.cfg.databases; i++) {
+		struct loggroup *g = &E.groups[i % E.ngroups];
+		g->dbs[g->ndbs++] = i;
+		E.dbs[i].g = g;
+	}
 }
 
 static uint64_t db_reads_and_latency(double *lat_sum_ms)
@@ -203,6 +222,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	init_groups();
 	db_open_all();
 	if (atomic_load(&E.stop)) {
 		fprintf(stderr, "iotape-ese: interrupted while creating the databases\n");
@@ -238,8 +258,8 @@ int main(int argc, char **argv)
 	if (!E.cfg.crash_end || E.cfg.mode == M_SOFT_RECOVERY)
 		flush_caches();
 	atomic_store(&E.ckpt_stop, 1);
-	for (int i = 0; i < E.cfg.databases; i++)
-		log_shutdown(&E.dbs[i]);
+	for (int k = 0; k < E.ngroups; k++)
+		log_shutdown(&E.groups[k]);
 	for (int k = first; k < E.nworkers; k++)
 		if (is_tail_worker(E.workers[k]->name))
 			pthread_join(E.workers[k]->tid, NULL);

@@ -7,8 +7,9 @@
  *
  * soft-recovery, as ESE's redo: the log files of the latest log stream on the
  * target (what the preceding performance or stress run wrote) are read in order
- * (ese-recov-N, log-read, 256 KiB reads) and parsed while the redo session
- * (ese-user-rdo-N) replays them: it prereads the pages the next records name
+ * (ese-recov-G, one per storage group, log-read, 256 KiB reads) and parsed;
+ * each record goes to its database's redo session (ese-user-rdo-N), which
+ * replays them: it prereads the pages the next records name
  * (up to 64 pages ahead along the log, read together) into the database cache,
  * then applies each record in the cache. A record is applied only to a page
  * older than it (each page carries the number of its last modification, each
@@ -81,16 +82,29 @@ static void add_run(struct redo *r, struct redo_run x)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* The database a record of group g's log belongs to (-1: none of the group's).
+ * A group of one database replays into it whatever the record says, as the
+ * logs written before storage groups did not name their database. */
+static int record_db(const struct loggroup *g, uint32_t op)
+{
+	if (g->ndbs == 1)
+		return g->dbs[0];
+	int db = (int)(op >> REC_OP_DB_SHIFT);
+	return db < E.cfg.databases && E.dbs[db].g == g ? db : -1;
+}
+
 /* Records of one log file already in memory (session.c's struct rec: magic, len,
- * op, nruns, runs, modification numbers); groups start on 4 KiB boundaries.
- * `at` is the log position of the file's first byte. */
-static void parse(struct db *d, struct redo *r, const char *buf, uint64_t len, uint64_t at)
+ * op and database, nruns, runs, modification numbers); groups start on 4 KiB
+ * boundaries. `at` is the log position of the file's first byte. Each record's
+ * runs go to its own database's redo. */
+static void parse(const struct loggroup *g, const char *buf, uint64_t len, uint64_t at)
 {
 	uint64_t pos = 4096;
 	while (pos + 16 <= len) {
-		uint32_t magic, rl, nruns;
+		uint32_t magic, rl, op, nruns;
 		memcpy(&magic, buf + pos, 4);
 		memcpy(&rl, buf + pos + 4, 4);
+		memcpy(&op, buf + pos + 8, 4);
 		memcpy(&nruns, buf + pos + 12, 4);
 		if (magic != REC_MAGIC || rl < 16 + REC_RUNS * 24 || pos + rl > len) {
 			if (pos % 4096 == 0)
@@ -98,24 +112,29 @@ static void parse(struct db *d, struct redo *r, const char *buf, uint64_t len, u
 			pos = (pos + 4095) / 4096 * 4096;
 			continue;
 		}
-		for (uint32_t i = 0; i < nruns && i < REC_RUNS; i++) {
-			int64_t run[2];
-			uint64_t t;
-			memcpy(run, buf + pos + 16 + i * 16, 16);
-			memcpy(&t, buf + pos + 16 + REC_RUNS * 16 + i * 8, 8);
-			if (run[0] >= 0 && run[1] > 0 && run[0] + run[1] <= d->npages)
-				add_run(r, (struct redo_run){run[0], run[1], t, at + pos + rl});
+		int db = record_db(g, op);
+		if (db >= 0) {
+			const struct db *d = &E.dbs[db];
+			struct redo *r = &R[db];
+			for (uint32_t i = 0; i < nruns && i < REC_RUNS; i++) {
+				int64_t run[2];
+				uint64_t t;
+				memcpy(run, buf + pos + 16 + i * 16, 16);
+				memcpy(&t, buf + pos + 16 + REC_RUNS * 16 + i * 8, 8);
+				if (run[0] >= 0 && run[1] > 0 && run[0] + run[1] <= d->npages)
+					add_run(r, (struct redo_run){run[0], run[1], t, at + pos + rl});
+			}
+			r->records++;
 		}
-		r->records++;
 		pos += rl;
 	}
 }
 
 /* The log files to replay: those of the latest stream (the run that wrote the
  * highest generation), oldest first. */
-static size_t replay_set(struct db *d, struct log_file *files, size_t max, uint64_t *stream)
+static size_t replay_set(struct loggroup *g, struct log_file *files, size_t max, uint64_t *stream)
 {
-	size_t n = log_scan(d, files, max), k = 0;
+	size_t n = log_scan(g, files, max), k = 0;
 	*stream = 0;
 	for (size_t i = n; i-- > 0;)
 		if (files[i].stream) {
@@ -128,41 +147,55 @@ static size_t replay_set(struct db *d, struct log_file *files, size_t max, uint6
 	return k;
 }
 
+static void no_logs(const struct loggroup *g)
+{
+	if (g->ndbs == 1)
+		die("%s: no log files of database %d to replay: soft recovery replays the logs that a performance or "
+		    "stress run left on this log path",
+		    g->logt.path, g->dbs[0]);
+	die("%s: no log files of storage group %d to replay: soft recovery replays the logs that a performance or "
+	    "stress run with the same --storage-groups left on this log path",
+	    g->logt.path, g->idx);
+}
+
+/* One reader per storage group: its log holds the records of all its databases. */
 static void *recov_main(void *arg)
 {
 	struct worker *w = arg;
-	struct db *d = w->db;
-	struct redo *r = &R[d->idx];
-	uint64_t chunk = (uint64_t)E.cfg.repl_read_kb * 1024ull;
-	char *buf = xalign(d->log_file_size);
+	struct loggroup *g = w->g;
+	uint64_t chunk = (uint64_t)E.cfg.repl_read_kb * 1024ull, stream = 0;
+	char *buf = xalign(g->log_file_size);
 	const size_t max = 1 << 16;
 	struct log_file *files = malloc(max * sizeof(*files));
 	if (!files)
 		die("out of memory");
-	size_t n = replay_set(d, files, max, &r->stream);
+	size_t n = replay_set(g, files, max, &stream);
 	if (!n)
-		die("%s: no log files of database %d to replay: soft recovery replays the logs that a performance or "
-		    "stress run left on this log path",
-		    d->logt.path, d->idx);
+		no_logs(g);
+	for (int k = 0; k < g->ndbs; k++)
+		R[g->dbs[k]].stream = stream;
 	for (size_t i = 0; i < n && !atomic_load(&E.stop); i++) {
 		uint64_t base = 0;
-		int fd = log_file_open(d, files[i].gen, 0, &base);
-		for (uint64_t off = 0; off < d->log_file_size; off += chunk) {
-			uint64_t k = d->log_file_size - off < chunk ? d->log_file_size - off : chunk;
+		int fd = log_file_open(g, files[i].gen, 0, &base);
+		for (uint64_t off = 0; off < g->log_file_size; off += chunk) {
+			uint64_t k = g->log_file_size - off < chunk ? g->log_file_size - off : chunk;
 			struct iovec iov = {buf + off, (size_t)k};
 			io_sync(w, S_LOG_READ, fd, &iov, 1, base + off, 0);
 		}
-		if (d->log_is_dir)
+		if (g->log_is_dir)
 			close(fd);
-		parse(d, r, buf, d->log_file_size, i * d->log_file_size);
-		r->logs++;
+		parse(g, buf, g->log_file_size, i * g->log_file_size);
+		R[g->idx].logs++; /* counted once, as the group's first database's (report.c) */
 	}
 	free(files);
 	free(buf);
-	pthread_mutex_lock(&r->mu);
-	r->parsed = 1;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
+	for (int k = 0; k < g->ndbs; k++) {
+		struct redo *r = &R[g->dbs[k]];
+		pthread_mutex_lock(&r->mu);
+		r->parsed = 1;
+		pthread_cond_signal(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+	}
 	return NULL;
 }
 
@@ -211,7 +244,7 @@ static void *redo_main(void *arg)
 	while (!atomic_load(&E.stop) && (k = next_window(r, done, win, pages, &npages))) {
 		cache_preread(w, pages, npages);
 		for (size_t i = 0; i < k; i++) {
-			atomic_store(&d->lsn_now, win[i].lsn); /* the checkpoint's log position */
+			atomic_store(&d->redo_lsn, win[i].lsn); /* the checkpoint's log position */
 			r->pages_redone += (uint64_t)cache_redo(w, win[i].page, (int)win[i].n, win[i].dbtime);
 		}
 		done += k;
@@ -224,12 +257,19 @@ static void *redo_main(void *arg)
 void recovery_start(void)
 {
 	char name[32];
+	/* A group's reader hands runs to all its databases' redo: every one ready first. */
 	for (int i = 0; i < E.cfg.databases; i++) {
-		struct db *d = &E.dbs[i];
 		pthread_mutex_init(&R[i].mu, NULL);
 		pthread_cond_init(&R[i].cv, NULL);
-		snprintf(name, sizeof(name), "ese-recov-%d", i);
-		worker_start(worker_new(d, name, 0, recov_main, 4));
+	}
+	for (int i = 0; i < E.cfg.databases; i++) {
+		struct db *d = &E.dbs[i];
+		if (d->g->idx == i) { /* the group's first database: its log's reader */
+			snprintf(name, sizeof(name), "ese-recov-%d", i);
+			struct worker *w = worker_new(d, name, 0, recov_main, 4);
+			w->g = d->g;
+			worker_start(w);
+		}
 		snprintf(name, sizeof(name), "ese-user-rdo-%d", i);
 		worker_start(worker_new(d, name, 0, redo_main, 64));
 	}

@@ -129,9 +129,19 @@ void options_parse(struct config *cfg, int argc, char **argv)
 	double mix = cfg->mix_insert + cfg->mix_delete + cfg->mix_replace + cfg->mix_read;
 	if (mix < 99.999 || mix > 100.001)
 		die("--insert/--delete/--replace/--read add up to %g, not 100", mix);
-	if (cfg->ndb_targets != cfg->databases || cfg->nlog_targets != cfg->databases)
+	if (cfg->storage_groups > cfg->databases)
+		die("--storage-groups %d: more than --databases %d (a storage group holds at least one database)",
+		    cfg->storage_groups, cfg->databases);
+	if (!cfg->storage_groups)
+		cfg->storage_groups = cfg->databases; /* one log per database */
+	if (cfg->storage_groups == cfg->databases &&
+	    (cfg->ndb_targets != cfg->databases || cfg->nlog_targets != cfg->databases))
 		die("give one --db and one --log per database (%d databases, %d --db, %d --log)",
 		    cfg->databases, cfg->ndb_targets, cfg->nlog_targets);
+	if (cfg->ndb_targets != cfg->databases || cfg->nlog_targets != cfg->storage_groups)
+		die("give one --db per database and one --log per storage group (%d databases, %d storage groups, "
+		    "%d --db, %d --log)",
+		    cfg->databases, cfg->storage_groups, cfg->ndb_targets, cfg->nlog_targets);
 	if (cfg->cache_min_mb > cfg->cache_max_mb)
 		die("--cache-min-mb %g is above --cache-max-mb %g", cfg->cache_min_mb, cfg->cache_max_mb);
 	if (cfg->flush_start_pct > cfg->flush_stop_pct)

@@ -1,5 +1,5 @@
 /* The engine's result: one JSON document from its own completion times, per
- * database and stream. The Python front end turns it into the Jetstress report.
+ * database and stream, and per storage group its log's. The Python front end turns it into the Jetstress report.
  * The first key names the format and its version. */
 #include <string.h>
 
@@ -20,6 +20,22 @@ static void put_stat(FILE *f, const struct iostat *s, double secs)
 	fputs("]}", f);
 }
 
+/* A string as JSON (a path may hold quotes or backslashes). */
+static void put_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
 static void merge(struct iostat *a, const struct iostat *b)
 {
 	a->count += b->count;
@@ -29,6 +45,103 @@ static void merge(struct iostat *a, const struct iostat *b)
 		a->lat_max_ns = b->lat_max_ns;
 	for (int i = 0; i < HIST_BUCKETS; i++)
 		a->hist[i] += b->hist[i];
+}
+
+/* A stream -> figures object of the streams that have I/O. */
+static void put_streams(FILE *f, const struct iostat *st, double secs)
+{
+	fputs("\"streams\":{", f);
+	int first = 1;
+	for (int s = 0; s < S_N; s++) {
+		if (!st[s].count)
+			continue;
+		fprintf(f, "%s\"%s\":", first ? "" : ",", stream_names[s]);
+		put_stat(f, &st[s], secs);
+		first = 0;
+	}
+	fputs("}", f);
+}
+
+static void put_flushes(FILE *f, const struct loggroup *g)
+{
+	fprintf(f, "\"log_flushes\":{\"durable\":%llu,\"lazy\":%llu,\"capacity\":%llu,\"stop\":%llu},",
+		(unsigned long long)g->log_flushes[LF_DURABLE], (unsigned long long)g->log_flushes[LF_LAZY],
+		(unsigned long long)g->log_flushes[LF_CAPACITY], (unsigned long long)g->log_flushes[LF_STOP]);
+}
+
+/* One database. A storage group's log figures (closed logs, files kept, flushes,
+ * the log threads' I/O) are its first database's, so the sums over databases
+ * stay the whole run's; every database names the log stream it wrote into. With
+ * one group per database nothing changes. */
+static void put_db(FILE *f, int i, double secs)
+{
+	const struct config *c = &E.cfg;
+	struct db *d = &E.dbs[i];
+	static const struct loggroup none;
+	const struct loggroup *g = d->g->idx == i ? d->g : &none;
+	struct iostat st[S_N];
+	uint64_t ops = 0, commits = 0, durable = 0;
+	memset(st, 0, sizeof(st));
+	for (int k = 0; k < E.nworkers; k++) {
+		struct worker *w = E.workers[k];
+		if (w->db != d)
+			continue;
+		for (int s = 0; s < S_N; s++)
+			merge(&st[s], &w->st[s]);
+		if (!strncmp(w->name, "ese-user", 8)) {
+			ops += w->ops_done;
+			commits += w->commits;
+			durable += w->durable_commits;
+		}
+	}
+	fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
+		   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
+		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
+		i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
+		(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->tx_ios_load,
+		(unsigned long long)g->closed_logs, (unsigned long long)d->g->log_stream, (unsigned long long)g->logs_kept,
+		(unsigned long long)g->logs_removed, d->c.cap, (unsigned long long)d->c.hits,
+		(unsigned long long)d->c.misses, d->c.ndirty);
+	if (c->mode == M_SOFT_RECOVERY)
+		recovery_result(f, i);
+	put_flushes(f, g);
+	put_streams(f, st, secs);
+	fputs("}", f);
+}
+
+/* One storage group: its databases, its log's figures and its log streams'
+ * I/O (writes, pre-formatting, replication and recovery reads), with the
+ * commits of its databases, which its log writes served. */
+static void put_group(FILE *f, const struct loggroup *g, double secs)
+{
+	static const int log_streams[] = {S_LOG_WRITE, S_LOG_PREFORMAT, S_LOG_REPLICATION_READ, S_LOG_READ};
+	struct iostat st[S_N];
+	uint64_t commits = 0, durable = 0;
+	memset(st, 0, sizeof(st));
+	for (int k = 0; k < E.nworkers; k++) {
+		struct worker *w = E.workers[k];
+		if (w->g != g)
+			continue;
+		for (size_t s = 0; s < sizeof(log_streams) / sizeof(log_streams[0]); s++)
+			merge(&st[log_streams[s]], &w->st[log_streams[s]]);
+		if (!strncmp(w->name, "ese-user", 8)) {
+			commits += w->commits;
+			durable += w->durable_commits;
+		}
+	}
+	fprintf(f, "%s{\"group\":%d,\"databases\":[", g->idx ? "," : "", g->idx);
+	for (int k = 0; k < g->ndbs; k++)
+		fprintf(f, "%s%d", k ? "," : "", g->dbs[k]);
+	fputs("],\"log_path\":", f);
+	put_str(f, g->logt.path);
+	fprintf(f, ",\"commits\":%llu,\"durable_commits\":%llu,\"closed_logs\":%llu,"
+		   "\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,",
+		(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)g->closed_logs,
+		(unsigned long long)g->log_stream, (unsigned long long)g->logs_kept,
+		(unsigned long long)g->logs_removed);
+	put_flushes(f, g);
+	put_streams(f, st, secs);
+	fputs("}", f);
 }
 
 void result_write(const char *path)
@@ -51,48 +164,11 @@ void result_write(const char *path)
 		fprintf(f, "%s{\"threads\":%d,\"tx_iops\":%.2f,\"db_read_ms\":%.4f}", i ? "," : "",
 			(int)E.auto_history[i][0], E.auto_history[i][1], E.auto_history[i][2]);
 	fputs("],\"databases\":[", f);
-	for (int i = 0; i < c->databases; i++) {
-		struct db *d = &E.dbs[i];
-		struct iostat st[S_N];
-		uint64_t ops = 0, commits = 0, durable = 0;
-		memset(st, 0, sizeof(st));
-		for (int k = 0; k < E.nworkers; k++) {
-			struct worker *w = E.workers[k];
-			if (w->db != d)
-				continue;
-			for (int s = 0; s < S_N; s++)
-				merge(&st[s], &w->st[s]);
-			if (!strncmp(w->name, "ese-user", 8)) {
-				ops += w->ops_done;
-				commits += w->commits;
-				durable += w->durable_commits;
-			}
-		}
-		fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
-			   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
-			   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
-			i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
-			(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->tx_ios_load,
-			(unsigned long long)d->closed_logs,
-			(unsigned long long)d->log_stream, (unsigned long long)d->logs_kept,
-			(unsigned long long)d->logs_removed, d->c.cap,
-			(unsigned long long)d->c.hits, (unsigned long long)d->c.misses, d->c.ndirty);
-		if (c->mode == M_SOFT_RECOVERY)
-			recovery_result(f, i);
-		fprintf(f, "\"log_flushes\":{\"durable\":%llu,\"lazy\":%llu,\"capacity\":%llu,\"stop\":%llu},",
-			(unsigned long long)d->log_flushes[LF_DURABLE], (unsigned long long)d->log_flushes[LF_LAZY],
-			(unsigned long long)d->log_flushes[LF_CAPACITY], (unsigned long long)d->log_flushes[LF_STOP]);
-		fputs("\"streams\":{", f);
-		int first = 1;
-		for (int s = 0; s < S_N; s++) {
-			if (!st[s].count)
-				continue;
-			fprintf(f, "%s\"%s\":", first ? "" : ",", stream_names[s]);
-			put_stat(f, &st[s], secs);
-			first = 0;
-		}
-		fputs("}}", f);
-	}
+	for (int i = 0; i < c->databases; i++)
+		put_db(f, i, secs);
+	fputs("],\"storage_groups\":[", f);
+	for (int k = 0; k < E.ngroups; k++)
+		put_group(f, &E.groups[k], secs);
 	fputs("]}\n", f);
 	if (f != stdout)
 		fclose(f);

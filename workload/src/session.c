@@ -33,7 +33,7 @@
 enum op { OP_INSERT, OP_DELETE, OP_REPLACE, OP_READ };
 
 struct rec {
-	uint32_t magic, len, op, nruns;
+	uint32_t magic, len, op, nruns; /* op: the operation, and the database from bit REC_OP_DB_SHIFT */
 	int64_t run[MAX_RUNS][2]; /* first page, pages */
 	uint64_t dbtime[MAX_RUNS]; /* the modification number each run's pages now carry */
 };
@@ -104,7 +104,7 @@ static void one_op(struct worker *w)
 	int64_t page = random_run(w, mb, n);
 	w->ops_done++;
 	atomic_fetch_add(&d->tx_ops, 1);
-	r.op = (uint32_t)op;
+	r.op = (uint32_t)op | (uint32_t)d->idx << REC_OP_DB_SHIFT; /* whose pages, in a group's log */
 	switch (op) {
 	case OP_READ:
 		touch(w, &r, page, n, 0);
@@ -138,11 +138,11 @@ static void one_op(struct worker *w)
 	char buf[sizeof(r) > 262144 ? sizeof(r) : 262144];
 	memcpy(buf, &r, sizeof(r));
 	memset(buf + sizeof(r), 0x5a, r.len - sizeof(r));
-	uint64_t lsn = log_append(d, buf, r.len);
+	uint64_t lsn = log_append(d->g, buf, r.len);
 	w->commits++;
 	int durable = rng_unit(w->rng) * 100.0 >= c->lazy_pct;
 	w->durable_commits += (uint64_t)durable;
-	log_commit(d, lsn, durable);
+	log_commit(d->g, lsn, durable);
 }
 
 void *session_main(void *arg)

@@ -94,6 +94,7 @@ struct worker *worker_new(struct db *db, const char *name, int index, void *(*fn
 		die("out of memory");
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	w->db = db;
+	w->g = db ? db->g : NULL;
 	w->index = index;
 	w->fn = fn;
 	w->ops = ioengine_find(E.cfg.ioengine);
