@@ -384,7 +384,9 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--mmb2-users", type=int, default=400)
     ap.add_argument("--mmb2-duration", type=float, default=45)
     ap.add_argument("--mmb2-warm", type=float, default=20, help="seconds before the window")
-    ap.add_argument("--mmb2-databases", type=int, default=1)
+    ap.add_argument(
+        "--mmb2-databases", type=int, default=5, help="in the preset's 2 storage groups"
+    )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
     return ap.parse_args()
 

@@ -36,17 +36,13 @@ def scaled_config(
     log_paths: list[str],
     duration: float,
     databases: int = 1,
-    groups: int | None = None,
     **kw: Any,
 ) -> engine.WorkloadConfig:
     """The exchange2000 preset for `users` users at the published per-user rate,
-    cache and checkpoint depth per user of a storage group (groups: None, one
-    log per database, as the engine without storage groups runs)."""
-    per_group = users / (groups or databases)
-    overrides = {"checkpoint-depth-mb": f"{profiles.MMB2_CKPT_MB_PER_USER * per_group:.3f}"}
-    overrides.update(kw.pop("overrides", {}))
-    cache = users * profiles.MMB2_CACHE_KB_PER_USER / 1024
-    return engine.WorkloadConfig(
+    cache and checkpoint depth per user of a storage group (the preset's 2
+    groups, at most one per database, unless `storage_groups` is given)."""
+    overrides = dict(kw.pop("overrides", {}))
+    cfg = engine.WorkloadConfig(
         db_paths=db_paths,
         log_paths=log_paths,
         profile="exchange2000",
@@ -56,10 +52,12 @@ def scaled_config(
         mailbox_size_mb=profiles.MMB2_MAILBOX_MB,
         databases=databases,
         duration=duration,
-        cache_max_mb=cache,
-        overrides=overrides,
+        cache_max_mb=users * profiles.MMB2_CACHE_KB_PER_USER / 1024,
         **{**profiles.RUN_DEFAULTS["exchange2000"], **kw},
     )
+    depth = profiles.MMB2_CKPT_MB_PER_USER * users / cfg.groups()
+    cfg.overrides = {"checkpoint-depth-mb": f"{depth:.3f}", **overrides}
+    return cfg
 
 
 def window_counts(path: Path, warm_s: float) -> tuple[dict[str, tuple[int, int]], float]:

@@ -99,6 +99,10 @@ PRESETS: dict[str, dict[str, float | int | str]] = {
         "log-delete": 256,
         "log-replace-max": 2048,
         "log-partial": "pad",
+        # The published server: 2 storage groups (4 mailbox databases and the
+        # public-folder database), each with one log stream; at most one per
+        # database (engine.WorkloadConfig.groups).
+        "storage-groups": 2,
     },
 }
 
