@@ -119,9 +119,10 @@ struct log_file {
  * (ese-log-G), pre-formatter (ese-logfmt-G) and replication reader (ese-repl-G)
  * are the group's: the records of all its databases interleave in one buffer,
  * one write commits whichever of them are waiting (group commit across the
- * databases), and its files live on one log target. Group G's threads carry
- * the number G, which is also its first database's (G < databases), so with one
- * group per database every name, file and figure is what it was before groups. */
+ * databases), and its files live on one log target. Group G's threads and
+ * files carry the number G, which is also its first database's (database G),
+ * so with one group per database every name, file and figure is what it was
+ * before groups. */
 struct loggroup {
 	int idx;
 	int ndbs;
