@@ -17,6 +17,10 @@ engine's throughput against fio doing the same I/O.
    (sequential 256 KiB writes, as many bytes as the log). Rounds alternate;
    the ratio is the median of engine transactional IOPS / fio IOPS (the
    database jobs'). Goal >= 0.9.
+   MMB2 (Exchange 2000 under LoadSim): the exchange2000 preset scaled to
+   --mmb2-users users at the published per-user rate, cache and checkpoint
+   depth per user; its shape from the trace's steady window (workload/mmb2.py)
+   against the published server totals' ratios.
 3. Full size. Each published run at its own database and cache size on the null
    backend, at the published latency: the engine's model without the scaling
    (no I/O, so it checks the model, not the machine). The throughput runs did
@@ -44,7 +48,7 @@ import numpy as np
 
 import schemas
 from recorder.tracefile import open_trace
-from workload import engine, profiles
+from workload import engine, mmb2, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS = {v: k for k, v in schemas.enum("stream").items()}
@@ -324,6 +328,30 @@ def throughput(rounds: int, runtime: int, threads: int | str, tmp: Path) -> dict
     }
 
 
+def calibrate_mmb2(args: argparse.Namespace, tmp: Path) -> dict:
+    """The exchange2000 preset scaled down, recorded, its steady window measured."""
+    users, dbs = args.mmb2_users, args.mmb2_databases
+    with Loop(mmb2.device_mb(users, dbs)) as loop:
+        return mmb2.calibrate(
+            loop.path, users, args.mmb2_duration, args.mmb2_warm, tmp, databases=dbs
+        )
+
+
+def _print_mmb2(mm: dict) -> None:
+    c = mm["config"]
+    print(
+        f"\nMMB2 (exchange2000, {c['mailboxes']} users, {c['databases']} databases, "
+        f"window {mm['window_s']:.0f} s after {mm['warm_s']:.0f} s)"
+    )
+    print(f"{'figure':30} {'published':>12} {'trace':>12} {'dev':>8}")
+    for r in mm["rows"]:
+        d = r["deviation"]
+        print(
+            f"{r['figure']:30} {r['published']:12.4f} {r['measured']:12.4f}"
+            + ("        -" if d is None else f" {d * 100:+7.1f}%")
+        )
+
+
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument(
@@ -340,7 +368,7 @@ def _args() -> argparse.Namespace:
     )
     ap.add_argument(
         "--parts",
-        choices=["all", "calibration", "throughput", "fullscale"],
+        choices=["all", "calibration", "mmb2", "throughput", "fullscale"],
         default="all",
         help="run one part only; the other parts of an existing output file are kept",
     )
@@ -352,6 +380,12 @@ def _args() -> argparse.Namespace:
         type=float,
         default=120,
         help="seconds of each full-size throughput run",
+    )
+    ap.add_argument("--mmb2-users", type=int, default=400)
+    ap.add_argument("--mmb2-duration", type=float, default=45)
+    ap.add_argument("--mmb2-warm", type=float, default=20, help="seconds before the window")
+    ap.add_argument(
+        "--mmb2-databases", type=int, default=5, help="in the preset's 2 storage groups"
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "workload.json")
     return ap.parse_args()
@@ -376,6 +410,8 @@ def main() -> None:
             )
             cal.append(calibrate(pub_id, dur, tmp))
             print(json.dumps({"calibrated": pub_id}), flush=True)
+        run_mmb2 = args.parts in ("all", "calibration", "mmb2")
+        mm = calibrate_mmb2(args, tmp) if run_mmb2 else old.get("mmb2")
         thr = (
             throughput(args.rounds, args.runtime, args.threads, tmp)
             if args.parts in ("all", "throughput")
@@ -391,12 +427,15 @@ def main() -> None:
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
         "calibration": cal,
+        "mmb2": mm,
         "throughput": thr,
         "full_scale": full,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
     _print(args, cal if run_cal else [], thr, full)
+    if run_mmb2 and mm:
+        _print_mmb2(mm)
 
 
 def _print(args: argparse.Namespace, cal: list[dict], thr: dict | None, full: list[dict]) -> None:

@@ -25,6 +25,26 @@ def _emulated(rep: dict) -> str:
     )
 
 
+def _outcome(c: dict) -> str:
+    """A check's result; an information-only one (an MMB2 run) judges nothing."""
+    word = "pass" if c["pass"] else "fail"
+    if c.get("information"):
+        return f"<span class=na>{word} (information)</span>"
+    return f"<span class={word}>{word}</span>"
+
+
+def _benchmark(v: dict) -> tuple[str, str]:
+    """The verdict's explanation and the thresholds' heading: MMB2 where its
+    criterion (client response time) replaces Jetstress's."""
+    if not v.get("benchmark"):
+        return "", "Thresholds"
+    what = (
+        f"<p class=na>{escape(v['benchmark'])}: pass criterion {escape(v['criterion'])}, "
+        f"not measured: {escape(v['why'])}.</p>"
+    )
+    return what, "Jetstress thresholds (information only, not the verdict)"
+
+
 def _n(x: float | None, fmt: str = "{:,.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -72,12 +92,13 @@ def render(rep: dict) -> str:
             escape(c["check"]),
             _n(c["value"], "{:.3f}"),
             _n(c["limit"], "{}"),
-            "<span class=pass>pass</span>" if c["pass"] else "<span class=fail>fail</span>",
+            _outcome(c),
         ]
         for c in rep["verdict"]["checks"]
     ]
     tgt = rep["target_tx_iops"]
     cfg = rep.get("config") or {}
+    bench_line, th_head = _benchmark(rep["verdict"])
 
     conf = ", ".join(f"{escape(str(k))}={escape(str(val))}" for k, val in cfg.items())
     return f"""<!doctype html><html><head><meta charset="utf-8">
@@ -87,6 +108,7 @@ def render(rep: dict) -> str:
 {"(interrupted: partial results)" if rep["interrupted"] else ""} ·
 {rep["elapsed_s"]:.1f} s · achieved {rep["achieved_tx_iops"]:,.1f} transactional IOPS
 {f"of a target {tgt:,.1f}" if tgt else ""}</p>
+{bench_line}
 {_emulated(rep)}
 <h2>Per database</h2>
 {_table(["db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"], per_db)}
@@ -94,7 +116,7 @@ def render(rep: dict) -> str:
 {_table(["stream", "I/O", "I/O/s", "MiB/s"], bg)}
 <h2>I/O shape vs published ({escape(str(rep["shape"]["published_profile"]))})</h2>
 {_table(["figure", "engine", "published", "deviation"], shape)}
-<h2>Thresholds</h2>
+<h2>{th_head}</h2>
 {_table(["db", "check", "value", "limit", "result"], checks)}
 <p class=na>{conf}</p>
 </body></html>
