@@ -139,10 +139,17 @@ def _run_engine(
 
 def _config(db_path: list[str], log_path: list[str], **kw: Any) -> engine.WorkloadConfig:
     """The run's configuration from the options both commands share."""
+    # Options a preset sets unless given (Exchange 2000: 4 KiB pages, one copy, no
+    # maintenance); None here means "not given".
+    preset = profiles.RUN_DEFAULTS.get(kw["profile"], {})
+    for key, generic in (("page_kb", o.PAGE_KB), ("copies", o.COPIES)):
+        if kw[key] is None:
+            kw[key] = preset.get(key, generic)
+    no_bdm = kw.pop("no_bdm")
     return engine.WorkloadConfig(
         db_paths=db_path,
         log_paths=log_path,
-        bdm=not kw.pop("no_bdm"),
+        bdm=not no_bdm if no_bdm is not None else bool(preset.get("bdm", True)),
         create="recreate" if kw.pop("recreate") else "reuse",
         destroy_data_on=kw.pop("destroy_data_on") or [],
         overrides=key_values("--set", kw.pop("set_") or [], "NAME=VALUE (an engine option)"),
@@ -180,16 +187,16 @@ def run(
     mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
     databases: o.Databases = o.DATABASES,
     storage_groups: o.StorageGroups = None,
-    copies: o.Copies = o.COPIES,
+    copies: o.Copies = None,
     duration: o.Duration = o.DURATION,
     threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = str(
         o.THREADS
     ),
     cache_min_mb: o.CacheMinMb = None,
     cache_max_mb: o.CacheMaxMb = None,
-    page_kb: o.PageKb = o.PAGE_KB,
+    page_kb: o.PageKb = None,
     seed: o.Seed = o.SEED,
-    no_bdm: o.NoBdm = False,
+    no_bdm: o.NoBdm = None,
     recreate: o.Recreate = False,
     ioengine: o.Ioengine = o.IOENGINE,
     set_: o.Set = None,
@@ -245,13 +252,13 @@ def esrp_cmd(
     mailbox_size_mb: o.MailboxSizeMb = o.MAILBOX_SIZE_MB,
     databases: o.Databases = o.DATABASES,
     storage_groups: o.StorageGroups = None,
-    copies: o.Copies = o.COPIES,
+    copies: o.Copies = None,
     duration: o.Duration = o.DURATION,
     threads: o.Threads = o.THREADS,
     cache_max_mb: o.CacheMaxMb = None,
-    page_kb: o.PageKb = o.PAGE_KB,
+    page_kb: o.PageKb = None,
     seed: o.Seed = o.SEED,
-    no_bdm: o.NoBdm = False,
+    no_bdm: o.NoBdm = None,
     recreate: o.Recreate = False,
     set_: o.Set = None,
     destroy_data_on: o.DestroyDataOn = None,
@@ -274,6 +281,11 @@ def esrp_cmd(
     Example: iotape workload esrp --db-path /mnt/db --log-path /mnt/log
     --mailboxes 200 --iops-per-mailbox 0.3 --duration 600 --report esrp.json --html esrp.html
     """
+    if profiles.is_mmb2(profile):
+        raise IotapeError(
+            f"--profile {profile}: the ESRP sequence is Jetstress's; LoadSim MMB2 has no "
+            "such sequence (use `iotape workload run`)"
+        )
     cfg = _config(
         db_path, log_path, profile=profile, mailboxes=mailboxes,
         iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,

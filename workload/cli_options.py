@@ -9,10 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from schemas.workload_options import bounds, default_float, default_int, default_str, options
+from workload.profiles import PRESETS
 
 # Bounds at least this large only keep nonsense out of the engine: not worth a
 # place in --help, which shows a bound typer checks.
 _UNBOUNDED = 1e6
+# Options a preset may set (profiles.RUN_DEFAULTS); parentheses, since rich takes
+# square brackets in help for markup and drops them.
+_PRESET_OR = "(default: the profile's, else "
 
 
 def _opt(name: str, *decls: str, help: str | None = None, **kw: Any) -> Any:
@@ -27,7 +31,7 @@ def _opt(name: str, *decls: str, help: str | None = None, **kw: Any) -> Any:
 
 
 Paths = Annotated[list[str], typer.Option(help="directory or raw block device; once, or per db")]
-Profile = Annotated[str, typer.Option(help="exchange2010 or exchange2013 preset")]
+Profile = Annotated[str, typer.Option(help=f"preset: {', '.join(PRESETS)}")]
 Mode = Annotated[str, _opt("mode")]
 Mailboxes = Annotated[int, _opt("mailboxes")]
 IopsPerMailbox = Annotated[float, _opt("iops-per-mailbox")]
@@ -38,20 +42,33 @@ StorageGroups = Annotated[
     _opt(
         "storage-groups",
         help="storage groups the databases share (database i in group i % G): one log "
-        "writer, log target and log stream per group [default: the profile's, else one "
-        "per database]",
+        "writer, log target and log stream per group (default: the profile's, else one "
+        "per database)",
     ),
 ]
-Copies = Annotated[int, _opt("copies")]
+Copies = Annotated[
+    int | None,
+    _opt("copies", help=f"{options()['copies'].help} {_PRESET_OR}{default_int('copies')})"),
+]
 Duration = Annotated[float, _opt("duration")]
 Threads = Annotated[int, _opt("threads")]
 CacheMinMb = Annotated[float | None, _opt("cache-min-mb", help="default: 1/8 of the maximum")]
 CacheMaxMb = Annotated[
     float | None, _opt("cache-max-mb", help="default: 4 pages per mailbox, at least 8 MiB")
 ]
-PageKb = Annotated[int, _opt("page-kb")]
+PageKb = Annotated[
+    int | None,
+    _opt("page-kb", help=f"{options()['page-kb'].help} {_PRESET_OR}{default_int('page-kb')})"),
+]
 Seed = Annotated[int, _opt("seed")]
-NoBdm = Annotated[bool, typer.Option(help="switch background maintenance off")]
+NoBdm = Annotated[
+    bool | None,
+    typer.Option(
+        "--no-bdm/--bdm",
+        help="background maintenance off or on (default: the profile's, else on)",
+        show_default=False,
+    ),
+]
 Recreate = Annotated[bool, typer.Option(help="recreate databases even if reusable")]
 Ioengine = Annotated[str, _opt("ioengine")]
 Set = Annotated[list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")]

@@ -177,6 +177,9 @@ def build(result: dict) -> dict:
         "target_tx_iops": target,
         "achieved_tx_iops": achieved,
         "databases": dbs,
+        # Per storage group: its databases, log path, commits and log I/O (the
+        # engine's result); a group's log I/O is on its first database's rows.
+        "storage_groups": result.get("storage_groups", []),
         "total": totals,
         "shape": {"published_profile": pub_id, "rows": _shape_rows(shape, pub, extra)},
         "verdict": _mmb2_verdict(verdict) if mmb2 and verdict["checks"] else verdict,
@@ -185,6 +188,18 @@ def build(result: dict) -> dict:
 
 def _f(x: float | None, fmt: str = "{:,.2f}") -> str:
     return "-" if x is None else fmt.format(x)
+
+
+def _say_groups(con: Console, rep: dict) -> None:
+    groups = rep.get("storage_groups") or []
+    if len(groups) < len(rep["databases"]):
+        con.print(
+            "storage groups (a group's log on its first database's rows): "
+            + "; ".join(
+                f"{g['group']}: db {', '.join(str(d) for d in g['databases'])}" for g in groups
+            ),
+            highlight=False,
+        )
 
 
 def render(rep: dict, console: Console | None = None) -> None:
@@ -220,6 +235,7 @@ def render(rep: dict, console: Console | None = None) -> None:
                 _f(r["lat_max_ms"], "{:.3f}"),
             )
     con.print(t)
+    _say_groups(con, rep)
     b = Table(title="Background and total I/O", title_justify="left")
     for col in ("stream", "I/O", "I/O/s", "MiB/s"):
         b.add_column(col, justify="left" if col == "stream" else "right")

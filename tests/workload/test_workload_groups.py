@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import schemas
 from iotape.errors import IotapeError
 from recorder.tracefile import open_trace
-from workload import engine, layout
+from workload import engine, layout, report
 from workload.cli import app
 
 runner = CliRunner()
@@ -107,6 +108,12 @@ def test_one_log_per_storage_group(loop_factory, tmp_path: Path, groups: int | N
     assert [g["databases"] for g in res["storage_groups"]] == [
         list(range(g, 4, n)) for g in range(n)
     ]
+    rep = report.build(res)
+    assert rep["storage_groups"] == res["storage_groups"]
+    con = Console(record=True, width=200)
+    report.render(rep, con)
+    said = "storage groups (a group's log on its first database's rows): 0: db 0, 2; 1: db 1, 3"
+    assert (said in con.export_text()) == (n == 2)
     commits = {d["db"]: d["commits"] for d in res["databases"]}
     for g, t in zip(res["storage_groups"], lay.logs, strict=True):
         assert g["commits"] == sum(commits[i] for i in g["databases"])

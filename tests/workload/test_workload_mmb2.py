@@ -51,6 +51,33 @@ def test_mmb2_report_names_its_criterion_and_no_jetstress_verdict(tmp_path: Path
     assert "class=pass>pass<" not in page and "class=fail>fail<" not in page
 
 
+def test_the_preset_sets_its_run_settings_unless_given() -> None:
+    from workload import cli
+
+    def cfg(**given: object) -> engine.WorkloadConfig:
+        opts: dict = {"page_kb": None, "copies": None, "no_bdm": None, "recreate": False,
+                      "destroy_data_on": None, "set_": None, **given}  # fmt: skip
+        return cli._config(["/tmp/db"], ["/tmp/log"], **opts)
+
+    c = cfg(profile="exchange2000")
+    assert (c.page_kb, c.copies, c.bdm) == (4, 1, False)
+    c = cfg(profile="exchange2000", page_kb=8, copies=2, no_bdm=False)
+    assert (c.page_kb, c.copies, c.bdm) == (8, 2, True)
+    c = cfg(profile="exchange2013")
+    assert (c.page_kb, c.copies, c.bdm) == (32, 2, True)
+
+
+def test_esrp_refuses_the_mmb2_preset(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "iotape", "workload", "esrp", "--db-path",
+                        str(tmp_path), "--log-path", str(tmp_path), "--profile", "exchange2000"],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and "LoadSim MMB2 has no such sequence" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_jetstress_presets_keep_their_verdict(tmp_path: Path) -> None:
     rep = _null_run(tmp_path, "exchange2010")
     assert rep["verdict"]["result"] in ("pass", "fail")
