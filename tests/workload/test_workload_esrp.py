@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from ese_log_helpers import log_records
 from typer.testing import CliRunner
 
 from iotape.errors import IotapeError
@@ -25,7 +26,6 @@ pytestmark = pytest.mark.kernel
 
 MIB = 1 << 20
 PAGE = 32768
-REC_MAGIC = 0x31434552
 # A small checkpoint depth: the performance phase writes back what is older than
 # 0.1 MB of log, so (as in a long published run) the crash leaves only the last
 # checkpoint depth's pages for recovery to redo.
@@ -52,17 +52,11 @@ def _header(buf: bytes) -> dict[str, int] | None:
 
 def _records(buf: bytes) -> list[tuple[int, int]]:
     """The page runs a log file's records name, in log order (session.c's record)."""
-    runs, pos = [], 4096
-    while pos + 16 <= len(buf):
-        magic, rl, _op, nruns = struct.unpack_from("<IIII", buf, pos)
-        if magic != REC_MAGIC or rl < 208 or pos + rl > len(buf):
-            if pos % 4096 == 0:
-                break
-            pos = (pos + 4095) // 4096 * 4096
-            continue
-        runs += [struct.unpack_from("<qq", buf, pos + 16 + 16 * i) for i in range(min(nruns, 8))]
-        pos += rl
-    return runs
+    return [
+        struct.unpack_from("<qq", buf, pos + 16 + 16 * i)
+        for pos, _op, nruns in log_records(buf)
+        for i in range(min(nruns, 8))
+    ]
 
 
 def _device_logs(dev: str, region: engine.layout.Target, db: int) -> dict[int, tuple[int, bytes]]:

@@ -7,12 +7,12 @@ the engine without groups. Bad input: one-line errors."""
 from __future__ import annotations
 
 import itertools
-import struct
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from ese_log_helpers import REC_OP_DB_SHIFT, log_records
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -26,8 +26,6 @@ runner = CliRunner()
 kernel = pytest.mark.kernel
 
 MIB = 1 << 20
-REC_MAGIC = 0x31434552
-REC_OP_DB_SHIFT = 8  # session.c's record: the database above the operation's byte
 STREAMS = schemas.enum("stream")
 OPS = schemas.enum("op")
 LOG_STREAMS = ("log-write", "log-preformat", "log-replication-read", "log-read")
@@ -51,17 +49,7 @@ def _header(buf: bytes) -> dict[str, str] | None:
 
 def _record_dbs(buf: bytes) -> list[int]:
     """The database of each record of a log file, in log order."""
-    out, pos = [], 4096
-    while pos + 16 <= len(buf):
-        magic, rl, op, _nruns = struct.unpack_from("<IIII", buf, pos)
-        if magic != REC_MAGIC or rl < 208 or pos + rl > len(buf):
-            if pos % 4096 == 0:
-                break
-            pos = (pos + 4095) // 4096 * 4096
-            continue
-        out.append(op >> REC_OP_DB_SHIFT)
-        pos += rl
-    return out
+    return [op >> REC_OP_DB_SHIFT for _, op, _ in log_records(buf)]
 
 
 def _region_logs(dev: str, region: layout.Target, stream: int) -> list[tuple[dict, bytes]]:
