@@ -432,15 +432,15 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 	return snprintf(buf, size,
 		"{\"events\":%" PRIu64 ",\"chunks\":%" PRIu64
 		",\"lost\":{\"ringbuf_full\":%" PRIu64 ",\"inflight_full\":%" PRIu64
-		",\"recursion\":%" PRIu64 ",\"unseen_complete\":%" PRIu64 "}"
-		",\"unattributed\":%" PRIu64
+		",\"recursion\":%" PRIu64 "}"
+		",\"completion_unseen\":%" PRIu64 ",\"unattributed\":%" PRIu64
 		",\"pre_start\":%" PRIu64 ",\"in_flight_at_stop\":%" PRIu64
 		",\"end_mono_ns\":%" PRIu64 ",\"end_wall_ns\":%" PRIu64
 		",\"duration_ns\":%" PRIu64 ",\"stop_reason\":\"%s\""
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
 		",\"repaired\":false}",
 		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
-		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_UNSEEN_COMPLETE],
+		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_COMPLETION_UNSEEN],
 		cnt[IOTAPE_CNT_NO_START], cnt[IOTAPE_CNT_PRE_START],
 		left, end_mono, end_wall,
 		end_mono - st.mono_start, reason,
@@ -670,7 +670,7 @@ static const char *drain(struct run *r, int *err)
 			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
 			     events, (events - last_events) / dt, (uint64_t)st.tw.good_end,
 			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
-			     cnt[IOTAPE_CNT_UNSEEN_COMPLETE] + complete_misses(r->skel),
+			     complete_misses(r->skel),
 			     cnt[IOTAPE_CNT_PRE_START]);
 			last_events = events;
 			last_status = now;

@@ -23,8 +23,8 @@ enum iotape_counter {
 	IOTAPE_CNT_INFLIGHT_FULL,	/* record lost: in-flight map update failed */
 	IOTAPE_CNT_PRE_START,		/* request already in flight at attach, left out */
 	IOTAPE_CNT_NO_START,		/* completion without block_io_start, recorded with pid 0 */
-	IOTAPE_CNT_UNSEEN_COMPLETE,	/* record lost: a request started, its tag was reused,
-					 * and no completion was seen for it in between */
+	IOTAPE_CNT_COMPLETION_UNSEEN,	/* the kernel reported no completion for a request; its
+					 * record was kept, flagged, when its tag was reused */
 	IOTAPE_CNT_MAX,
 };
 
@@ -38,7 +38,11 @@ struct iotape_inflight {
 	__u32 tid;
 	char comm[IOTAPE_COMM_LEN];
 	__u32 opf;			/* cmd_flags as submitted (the flush machinery edits them) */
-	__u32 _pad;
+	/* Where and how much, as at issue: a request whose completion the kernel never
+	 * reports is recorded from these when its tag is reused (the request by then
+	 * describes its next owner). */
+	__u32 bytes;
+	__u64 sector;
 };
 
 #endif /* IOTAPE_H */

@@ -66,6 +66,12 @@ def _outcome(result: RecordResult) -> str:
         + (f" ({', '.join(f'{k} {v}' for k, v in lost.items() if v)})" if lost_total else "")
         + f", {s.get('pre_start', 0):,} already in flight at start (left out)"
         + (f", {left:,} still in flight at stop (not recorded)" if left else "")
+        + (
+            f", {s['completion_unseen']:,} whose completion the kernel never reported "
+            "(kept, flagged complete_unseen)"
+            if s.get("completion_unseen")
+            else ""
+        )
         + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
         + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
         + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else "")

@@ -91,6 +91,11 @@ def _print_info(s: dict, out: Console) -> None:
     lost = ", ".join(f"{k} {v:,}" for k, v in s["lost"].items()) or "none"
     t.add_row("lost", f"{s['lost_total']:,} ({lost})" if s["lost_total"] else "none")
     t.add_row("pre-start", "-" if s["pre_start"] is None else f"{s['pre_start']:,} left out")
+    if s["completion_unseen"]:
+        t.add_row(
+            "completion unseen",
+            f"{s['completion_unseen']:,} (kept; completion time an upper bound)",
+        )
     if s["repaired"]:
         t.add_row("repaired", f"yes; {s['dropped_events']:,} events dropped")
     if s["gaps"]:

@@ -77,6 +77,7 @@ class TraceFooter(TypedDict, total=False):
     chunks: int
     lost: dict[str, int]
     pre_start: int
+    completion_unseen: int
     in_flight_at_stop: int
     unattributed: int
     unpaired: dict[str, int]

@@ -177,6 +177,7 @@ def _report(t: Trace, c: _Counts) -> dict:
         "lost": lost,
         "lost_total": sum(v for v in lost.values() if isinstance(v, int)),
         "pre_start": f.get("pre_start"),
+        "completion_unseen": f.get("completion_unseen", 0),
         "stop_reason": f.get("stop_reason"),
         "repaired": bool(f.get("repaired", False)),
         "dropped_events": f.get("dropped_events", 0),

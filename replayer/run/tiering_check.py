@@ -76,9 +76,9 @@ def _accounting(planned: Path, summary: RunSummary, recorded: Path) -> dict[str,
     The kernel does not always report a completion: on a direct-I/O loop device
     over a throttled disk (the test lab's slow device), a few requests in ten
     thousand complete without the block_rq_complete tracepoint firing (an
-    independent bpftrace counter misses the same ones). The recorder counts each
-    as `unseen_complete` when its tag is reused, so the measured run holds fewer
-    requests than the trace: this says how many, and why."""
+    independent bpftrace counter misses the same ones). The recorder keeps each
+    when its tag is reused, flagged `complete_unseen` with that moment as its
+    completion (an upper bound): `completion_unseen` says how many."""
     with open_trace(planned) as t:
         n_planned = int(t.footer["events"]) if t.footer else len(t.read_all())
     with open_trace(recorded) as t:
@@ -92,6 +92,7 @@ def _accounting(planned: Path, summary: RunSummary, recorded: Path) -> dict[str,
         "issued": int(issued),
         "recorded": int(footer.get("events", 0)),
         "lost": lost,
+        "completion_unseen": int(footer.get("completion_unseen", 0)),
         "pre_start": int(footer.get("pre_start", 0)),
         "in_flight_at_stop": int(footer.get("in_flight_at_stop", 0)),
     }

@@ -428,6 +428,7 @@ def test_time_based_io_uring_run_is_accounted(loop, tmp_path: Path) -> None:
     footer = open_trace(out).footer
     assert completed == fio_total
     assert footer["events"] + sum(footer["lost"].values()) == fio_total
+    assert sum(footer["lost"].values()) == 0
     assert footer["in_flight_at_stop"] == 0
     assert footer["stop_reason"] == "command-exit"
 
