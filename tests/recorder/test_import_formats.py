@@ -210,6 +210,23 @@ def test_a_number_longer_than_64_bits_is_a_bad_field(tmp_path: Path) -> None:
         import_trace("alibaba", [src], tmp_path / "o.iot")
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # Found by the fuzz test: an empty field read as null became a huge device number.
+        ("2 4867 gzip 8 8 R  0 aa", r"line 2: field minor: 'aa' is not a number"),
+        ("2 4867 gzip 8 8 R 4096 0 aa", r"line 2: field major: 4096 is not a device number"),
+        ("2 4867 gzip 8 8 R 8 1048576 aa", r"line 2: field minor: 1048576 is not a device"),
+    ],
+)
+def test_fiu_device_numbers_are_checked(tmp_path: Path, line: str, message: str) -> None:
+    src = tmp_path / "bad.txt"
+    src.write_text(f"1 4867 gzip 0 8 W 6 0 3a\n{line}\n")
+    with pytest.raises(IotapeError, match=message):
+        import_trace("fiu", [src], tmp_path / "o.iot")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
 def test_device_map(tmp_path: Path) -> None:
     recs, h = _import(tmp_path, "msr", DATA / "msr.csv", device_map=["hm_0=8:16", "hm_1=lab=8:32"])
     assert set(recs["dev"].tolist()) == {(8 << 20) | 16, (8 << 20) | 32}
