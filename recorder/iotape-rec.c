@@ -59,6 +59,7 @@ static struct state {
 	uint64_t mono_start;
 	struct labels labels;
 	uint64_t short_records;
+	uint64_t unseen_at_stop;	/* records written by in_flight() at stop */
 } st;
 
 static volatile sig_atomic_t stop_signal, n_signals;
@@ -380,22 +381,111 @@ static uint64_t complete_misses(struct iotape_bpf *skel)
 	return prog_info(skel->progs.on_complete, &info) ? 0 : info.recursion_misses;
 }
 
+/* Whether the kernel has nothing dispatched and unfinished on DEV (a whole
+ * disk, the record's encoding), by its own count, asked once per disk per call.
+ * Without I/O statistics on the queue the count is always 0: not idle then. */
+struct idle_disks {
+	uint32_t dev[IOTAPE_MAX_DEVS];
+	bool idle[IOTAPE_MAX_DEVS];
+	int n;
+};
+
+static bool read_two(const char *path, unsigned long long *a, unsigned long long *b)
+{
+	FILE *f = fopen(path, "r");
+	int n;
+
+	if (!f)
+		return false;
+	n = fscanf(f, "%llu %llu", a, b);
+	fclose(f);
+	return n >= 1;
+}
+
+static bool disk_idle(struct idle_disks *c, uint32_t dev)
+{
+	unsigned long long rd = 1, wr = 1, stat = 0, unused;
+	char path[80];
+	bool idle;
+
+	for (int i = 0; i < c->n; i++)
+		if (c->dev[i] == dev)
+			return c->idle[i];
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/iostats", dev >> 20,
+		 dev & 0xfffffu);
+	idle = read_two(path, &stat, &unused) && stat;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/inflight", dev >> 20, dev & 0xfffffu);
+	idle = idle && read_two(path, &rd, &wr) && rd == 0 && wr == 0;
+	if (c->n < IOTAPE_MAX_DEVS) {
+		c->dev[c->n] = dev;
+		c->idle[c->n++] = idle;
+	}
+	return idle;
+}
+
+/* A request we hold that was dispatched on a disk where the kernel has nothing
+ * in flight has completed without block_rq_complete reaching us. */
+static bool completed_unseen(struct idle_disks *c, const struct iotape_inflight *e)
+{
+	return e->ts_issue && disk_idle(c, e->dev);
+}
+
+/* The record of such a request, as the BPF program's recover() writes it at tag
+ * reuse: flagged, with NOW as the latest its completion can have been. */
+static int write_unseen(const struct iotape_inflight *e, uint64_t now)
+{
+	struct iotape_record *r = tw_slot(&st.tw);
+
+	memset(r, 0, sizeof(*r));
+	r->ts_queue_ns = rel(e->ts_queue);
+	r->ts_issue_ns = rel(e->ts_issue);
+	r->ts_complete_ns = rel(now);
+	r->offset = e->sector * 512;
+	r->dev = e->dev;
+	r->bytes = e->bytes;
+	r->flags = e->flags | IOTAPE_FLAG_COMPLETE_UNSEEN;
+	r->op = e->op;
+	r->pid = e->pid;
+	r->tid = e->tid;
+	r->cgroup_id = e->cgroup_id;
+	memcpy(r->comm, e->comm, sizeof(r->comm));
+	r->stream = labels_active(&st.labels) ? labels_stream(&st.labels, r) : 0;
+	return tw_commit(&st.tw);
+}
+
 /* Requests the programs saw start that have not completed: owned slots plus
  * hash entries. The slot array is mapped read-only, so counting is a memory
- * scan; the hash walk is bounded because deletions can restart it. */
+ * scan; the hash walk is bounded because deletions can restart it. With
+ * UNSEEN, also how many of them completed unseen; with WRITE, their records
+ * are written (at stop, the programs detached). */
 static uint64_t in_flight(struct iotape_bpf *skel, const volatile struct iotape_inflight *slots,
-			  size_t n_slots)
+			  size_t n_slots, uint64_t *unseen, bool write)
 {
 	int fd = bpf_map__fd(skel->maps.inflight);
 	__u64 key, next, *prev = NULL;
-	uint64_t n = 0;
+	struct iotape_inflight e;
+	struct idle_disks idle = { .n = 0 };
+	uint64_t n = 0, now = clock_ns(CLOCK_MONOTONIC);
 
-	for (size_t i = 0; slots && i < n_slots; i++)
-		n += slots[i].rq != 0;
+	if (unseen)
+		*unseen = 0;
+	for (size_t i = 0; slots && i < n_slots; i++) {
+		if (!slots[i].rq)
+			continue;
+		n++;
+		if (!unseen)
+			continue;
+		memcpy(&e, (const void *)&slots[i], sizeof(e));
+		if (e.rq && completed_unseen(&idle, &e) && !(write && write_unseen(&e, now)))
+			++*unseen;
+	}
 	for (uint32_t i = 0; i < o.inflight && !bpf_map_get_next_key(fd, prev, &next); i++) {
 		key = next;
 		prev = &key;
 		n++;
+		if (unseen && !bpf_map_lookup_elem(fd, &key, &e) && completed_unseen(&idle, &e) &&
+		    !(write && write_unseen(&e, now)))
+			++*unseen;
 	}
 	return n;
 }
@@ -440,7 +530,8 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
 		",\"repaired\":false}",
 		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
-		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel), cnt[IOTAPE_CNT_COMPLETION_UNSEEN],
+		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel),
+		cnt[IOTAPE_CNT_COMPLETION_UNSEEN] + st.unseen_at_stop,
 		cnt[IOTAPE_CNT_NO_START], cnt[IOTAPE_CNT_PRE_START],
 		left, end_mono, end_wall,
 		end_mono - st.mono_start, reason,
@@ -696,7 +787,10 @@ static void drain_in_flight(struct run *r)
 	 * an exiting process's io_uring worker may still submit queued
 	 * requests a moment after the process itself is gone. */
 	while (n_signals < 2 && (t = clock_ns(CLOCK_MONOTONIC)) < until) {
-		if (in_flight(r->skel, r->slots, r->n_slots) || st.tw.events + st.tw.n != seen)
+		uint64_t unseen, held = in_flight(r->skel, r->slots, r->n_slots, &unseen, false);
+
+		/* What completed unseen will not complete again: do not wait for it. */
+		if (held > unseen || st.tw.events + st.tw.n != seen)
 			quiet_since = t;
 		else if (t - quiet_since >= SETTLE_MS * 1000000ull)
 			break;
@@ -717,11 +811,14 @@ static int finish(struct run *r, const char *reason, int err)
 	int n;
 
 	iotape_bpf__detach(r->skel);
-	left = in_flight(r->skel, r->slots, r->n_slots);
-	if (!st.tw.err)
+	if (!st.tw.err) {
 		ring_buffer__consume(r->rb);
-	if (!st.tw.err)
+		left = in_flight(r->skel, r->slots, r->n_slots, &st.unseen_at_stop, true);
+		left -= st.unseen_at_stop;
 		tw_flush(&st.tw);
+	} else {
+		left = in_flight(r->skel, r->slots, r->n_slots, NULL, false);
+	}
 	if (st.tw.err) {
 		bool full = st.tw.err == ENOSPC || st.tw.err == EDQUOT;
 

@@ -341,6 +341,10 @@ static __always_inline int track_start(struct request *rq)
 	e.opf = rq->cmd_flags;
 	e.bytes = rq->__data_len;
 	e.sector = rq->__sector;
+	e.dev = dev;
+	e.flags = map_flags(e.opf);
+	e.op = map_op(e.opf, e.bytes);
+	e._pad = 0;
 	if (s)
 		*s = e;
 	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
@@ -382,6 +386,7 @@ int BPF_PROG(on_issue, struct request *rq)
 		/* Bios merged since the start have grown the request. */
 		e->bytes = rq->__data_len;
 		e->sector = rq->__sector;
+		e->op = map_op(e->opf, e->bytes);
 		return 0;
 	}
 	/* No block_io_start: the flush state machine's flush_rq, passthrough,
@@ -397,6 +402,9 @@ int BPF_PROG(on_issue, struct request *rq)
 	n.opf = rq->cmd_flags;
 	n.bytes = rq->__data_len;
 	n.sector = rq->__sector;
+	n.dev = dev;
+	n.flags = map_flags(n.opf);
+	n.op = map_op(n.opf, n.bytes);
 	if (bpf_map_update_elem(&inflight, &key, &n, BPF_ANY))
 		count(IOTAPE_CNT_INFLIGHT_FULL);
 	return 0;

@@ -43,6 +43,13 @@ struct iotape_inflight {
 	 * describes its next owner). */
 	__u32 bytes;
 	__u64 sector;
+	/* The whole disk (as the record's dev), and op and flags as the record has
+	 * them: the loader writes the record of a request still held at stop on a
+	 * disk where the kernel has nothing in flight, and cannot map opf itself. */
+	__u32 dev;
+	__u16 flags;
+	__u8 op;
+	__u8 _pad;
 };
 
 #endif /* IOTAPE_H */
