@@ -153,8 +153,8 @@ class _Spool:
     """Records held until the header is known (devices and wall time come from the input).
 
     The header goes first in the file, so records are written to a temporary
-    trace and copied behind the real header at the end: a second sequential pass
-    over our own output keeps memory constant whatever the input's size.
+    trace and their chunks copied behind the real header at the end, byte for byte
+    and in the kernel: memory stays constant whatever the input's size.
     """
 
     def __init__(self, out: Path) -> None:
@@ -169,16 +169,12 @@ class _Spool:
         self.writer.write(recs)
 
     def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
-        from recorder.tracefile import open_trace
-
         try:
-            self.writer.close({})
-            with TraceWriter(self.out, header) as w, open_trace(self.tmp) as t:
-                for chunk in t.iter_chunks():
-                    w.write(chunk)
+            with TraceWriter(self.out, header) as w:
+                w.adopt(self.writer)
                 w.close(footer)
         finally:
-            self.tmp.unlink(missing_ok=True)
+            self.abort()
 
     def abort(self) -> None:
         self.writer.abort()
