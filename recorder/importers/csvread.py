@@ -35,6 +35,17 @@ def _arrow_type(spec: FormatSpec, col: str) -> pa.DataType:
     return {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}[kind]
 
 
+_TEXT_CODES = pa.dictionary(pa.int32(), pa.string())
+
+
+def _fast_type(spec: FormatSpec, col: str) -> pa.DataType:
+    """Op and device names as dictionaries: a few distinct values, checked and looked
+    up once each rather than once per line."""
+    if col == spec.op or (col in spec.device and _arrow_type(spec, col) == pa.string()):
+        return _TEXT_CODES
+    return _arrow_type(spec, col)
+
+
 def _read_fast(spec: FormatSpec, data: bytes) -> pa.Table | None:
     names = [c or f"_{i}" for i, c in enumerate(spec.columns)]
     used = _used(spec)
@@ -44,7 +55,7 @@ def _read_fast(spec: FormatSpec, data: bytes) -> pa.Table | None:
             read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pcsv.ParseOptions(delimiter=spec.delimiter, quote_char=False),
             convert_options=pcsv.ConvertOptions(
-                include_columns=used, column_types={c: _arrow_type(spec, c) for c in used}
+                include_columns=used, column_types={c: _fast_type(spec, c) for c in used}
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError):
@@ -133,8 +144,13 @@ def _table_ok(spec: FormatSpec, t: pa.Table) -> bool:
         and not pc.all(pc.is_finite(time)).as_py()
     ):
         return False
-    ops = pc.utf8_lower(pc.utf8_trim_whitespace(t.column(spec.op)))
-    return bool(pc.all(pc.is_in(ops, value_set=pa.array(list(spec.ops)))).as_py())
+    known = pa.array(list(spec.ops))
+    for chunk in t.column(spec.op).chunks:
+        text = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
+        ops = pc.utf8_lower(pc.utf8_trim_whitespace(text))
+        if not pc.all(pc.is_in(ops, value_set=known)).as_py():
+            return False
+    return True
 
 
 def _columns(t: pa.Table | dict) -> dict[str, pa.ChunkedArray | pa.Array]:

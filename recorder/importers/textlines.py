@@ -54,11 +54,7 @@ def clean_block(data: bytes, ignored: Ignored) -> bytes:
     # substring tests are much cheaper than the regex and rule out most blocks; a
     # one-byte test (memchr) is cheaper still than one for a newline pair.
     spaced = b" " in data or b"\t" in data
-    if (
-        data[:1] in b"\n \t"
-        or b"\n\n" in data
-        or (spaced and (b"\n " in data or b"\n\t" in data))
-    ):
+    if data[:1] in b"\n \t" or b"\n\n" in data or (spaced and (b"\n " in data or b"\n\t" in data)):
         data, n = _BLANK.subn(b"\n", data)
         ignored.blank += n
     if b"#" in data:

@@ -80,6 +80,36 @@ def _np(a: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
     return a if isinstance(a, np.ndarray) else a.to_numpy()
 
 
+def _dict_chunks(col: pa.Array | pa.ChunkedArray) -> list[tuple[pa.Array, np.ndarray]]:
+    """Each chunk of a column as (its distinct values as text, indices into them).
+
+    The values come in order of first appearance, chunk after chunk: callers that
+    number what they meet (the device table) number it in file order. Readers that
+    ask pyarrow for dictionary columns get them without hashing again here.
+    """
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(pc.cast(col, pa.string()))
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    return [
+        (
+            pc.cast(c.dictionary, pa.string()),
+            c.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+        )
+        for c in chunks
+        if len(c)
+    ]
+
+
+def _by_chunk(parts: list, n: int, of: Callable[[pa.Array], np.ndarray]) -> np.ndarray:
+    """Per-chunk values mapped through `of(distinct values)` into one array of `n`."""
+    out = np.zeros(n, np.uint32)
+    at = 0
+    for values, idx in parts:
+        out[at : at + len(idx)] = of(values)[idx]
+        at += len(idx)
+    return out
+
+
 def _device_keys(spec: FormatSpec, cols: dict, ctx: Context, n: int) -> np.ndarray:
     if spec.device_numbers:
         major = _np(cols[spec.device_numbers[0]]).astype(np.int64)
@@ -91,28 +121,50 @@ def _device_keys(spec: FormatSpec, cols: dict, ctx: Context, n: int) -> np.ndarr
         return ids[inv.reshape(-1)] if len(pairs) else np.zeros(n, np.uint32)
     if not spec.device:
         return np.full(n, ctx.device_id("0", None), dtype=np.uint32)
-    parts = [pc.cast(cols[c], pa.string()) for c in spec.device]
-    key = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "_")
-    enc = pc.dictionary_encode(key)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = (
-            enc.combine_chunks()
-            if enc.num_chunks
-            else pa.array([], pa.string()).dictionary_encode()
-        )
-    ids = np.array([ctx.device_id(k, None) for k in enc.dictionary.to_pylist()], dtype=np.uint32)
-    return ids[enc.indices.to_numpy(zero_copy_only=False)] if len(ids) else np.zeros(n, np.uint32)
+    if len(spec.device) == 1:
+        parts = _dict_chunks(cols[spec.device[0]])
+        return _by_chunk(parts, n, lambda keys: _ids(ctx, keys.to_pylist()))
+    # Several columns name a device ("hm" "_" "0"): number each chunk's combinations
+    # of values, in order of first appearance, as the joined text would be.
+    per_col = [[(v.to_pylist(), i) for v, i in _dict_chunks(cols[c])] for c in spec.device]
+    joined = []
+    for chunk in zip(*per_col, strict=True):
+        sizes = [len(v) for v, _ in chunk]
+        combo = np.zeros(len(chunk[0][1]), np.int64)
+        for (_, idx), size in zip(chunk, sizes, strict=True):
+            combo = combo * size + idx
+        enc = pc.dictionary_encode(pa.array(combo)) if max(sizes) > 1 else None
+        codes = [0] if enc is None else enc.dictionary.to_pylist()
+        keys = ["_".join(_digits(code, chunk, sizes)) for code in codes]
+        idx = np.zeros(len(combo), np.int64) if enc is None else enc.indices.to_numpy()
+        joined.append((keys, idx))
+    return _by_chunk(joined, n, lambda keys: _ids(ctx, keys))
+
+
+def _digits(code: int, chunk: tuple, sizes: list[int]) -> list[str]:
+    """The column values whose indices `code` packs (last column least significant)."""
+    out = []
+    for (values, _), size in zip(reversed(chunk), reversed(sizes), strict=True):
+        code, i = divmod(code, size)
+        out.append(values[i])
+    return out[::-1]
+
+
+def _ids(ctx: Context, keys: list) -> np.ndarray:
+    return np.array([ctx.device_id(k, None) for k in keys], dtype=np.uint32)
+
+
+def _lower(text: pa.Array) -> pa.Array:
+    return pc.utf8_lower(pc.utf8_trim_whitespace(text))
 
 
 def _op_codes(spec: FormatSpec, col: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    text = pc.utf8_lower(pc.utf8_trim_whitespace(pc.cast(col, pa.string())))
-    enc = pc.dictionary_encode(text)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    table = np.array([OP[spec.ops[k]] for k in enc.dictionary.to_pylist()], dtype=np.uint8)
-    return (
-        table[enc.indices.to_numpy(zero_copy_only=False)] if len(table) else np.zeros(0, np.uint8)
+    codes = _by_chunk(
+        _dict_chunks(col),
+        len(col),
+        lambda keys: np.array([OP[spec.ops[k]] for k in _lower(keys).to_pylist()], np.uint32),
     )
+    return codes.astype(np.uint8)
 
 
 def _ns(raw: np.ndarray, base: float, unit: float) -> np.ndarray:
