@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import io
 import math
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -19,9 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from iotape.errors import IotapeError
 from recorder.importers import textlines
 from recorder.importers.textformats import MAX_U32, FormatSpec
-from recorder.importers.textrecords import BadValue, Context, line_blocks, to_records
+from recorder.importers.textrecords import BadValue, Context, NoLineEnd, to_records, whole_lines
 
 
 def _used(spec: FormatSpec) -> list[str]:
@@ -172,21 +176,81 @@ def is_header(spec: FormatSpec, line: bytes) -> bool:
     return len(fields) in counts and textlines.names_columns(fields)
 
 
+# Blocks are prepared (cleaned, parsed, checked) on WORKERS threads while this one
+# turns earlier blocks into records and writes them: pyarrow's parser, zlib's crc32
+# and file writes release the GIL. AHEAD blocks in flight at most bound the memory.
+WORKERS = 2
+AHEAD = 4
+
+
+@dataclass
+class _Block:
+    data: bytes  # emptied when the fast path read it
+    lines: int
+    ignored: textlines.Ignored
+    table: pa.Table | None  # None: read it line by line
+    header_due: bool
+
+
+def _prepare(spec: FormatSpec, block: bytes, header_due: bool) -> _Block:
+    """What can be done for a block without the blocks before it."""
+    ignored = textlines.Ignored()
+    data = textlines.clean_block(block, ignored)
+    if header_due:
+        kept = textlines.drop_header(data, lambda ln: is_header(spec, ln), ignored)
+        header_due = kept is None
+        data = data if kept is None else kept
+    t = _read_fast(spec, data)
+    if t is not None and _table_ok(spec, t):
+        return _Block(b"", block.count(b"\n"), ignored, t, header_due)
+    return _Block(data, block.count(b"\n"), ignored, None, header_due)
+
+
 def read_csv(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterator[np.ndarray]:
-    """Records of a delimited text file, one array per block."""
+    """Records of a delimited text file, one array per block, in file order."""
+    pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="iotape-import")
+    try:
+        yield from _in_order(spec, f, where, ctx, pool)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _in_order(
+    spec: FormatSpec, f: BinaryIO, where: str, ctx: Context, pool: ThreadPoolExecutor
+) -> Iterator[np.ndarray]:
+    pending: deque[Future[_Block]] = deque()
     header_due = True  # until the first non-empty line of this file
-    for first_line, block in line_blocks(f):
-        data = textlines.clean_block(block, ctx.ignored)
-        if header_due:
-            kept = textlines.drop_header(data, lambda ln: is_header(spec, ln), ctx.ignored)
-            header_due = kept is None
-            data = data if kept is None else kept
-        t = _read_fast(spec, data)
-        if t is None or not _table_ok(spec, t):
-            cols = _read_slow(spec, data, first_line, where, ctx)
-        else:
-            cols = _columns(t)
-        yield to_records(spec, cols, ctx)
+    line = 1  # the first line of the oldest pending block
+    blocks = whole_lines(f)
+    while True:
+        try:
+            block = next(blocks, None)
+        except NoLineEnd as e:
+            for fut in pending:  # the lines before it first, as a reader in order would
+                yield _records(spec, fut.result(), line, where, ctx)
+                line += fut.result().lines
+            raise IotapeError(f"line {line}: {e}") from None
+        if block is not None:
+            fut = Future()
+            if header_due:  # whether a line names the columns is decided in order
+                fut.set_result(_prepare(spec, block, True))
+                header_due = fut.result().header_due
+            else:
+                fut = pool.submit(_prepare, spec, block, False)
+            pending.append(fut)
+        if not pending:
+            return
+        if block is None or len(pending) > AHEAD:
+            done = pending.popleft().result()
+            yield _records(spec, done, line, where, ctx)
+            line += done.lines
+
+
+def _records(spec: FormatSpec, b: _Block, first_line: int, where: str, ctx: Context) -> np.ndarray:
+    ctx.ignored.add(b.ignored)
+    if b.table is None:
+        return to_records(spec, _read_slow(spec, b.data, first_line, where, ctx), ctx)
+    return to_records(spec, _columns(b.table), ctx)
 
 
 def sniff(spec: FormatSpec, lines: list[tuple[int, bytes]]) -> str | None:

@@ -30,6 +30,12 @@ class Ignored:
     blank: int = 0
     crlf: int = 0  # line ends turned into LF: lines kept, counted for the record
 
+    def add(self, other: Ignored) -> None:
+        self.comment += other.comment
+        self.header += other.header
+        self.blank += other.blank
+        self.crlf += other.crlf
+
     def header_json(self) -> dict[str, int]:
         return {"comment": self.comment, "header": self.header, "blank": self.blank}
 

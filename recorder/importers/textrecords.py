@@ -54,26 +54,43 @@ class Context:
 # --------------------------------------------------------------------------- blocks
 
 
-def line_blocks(f: BinaryIO, block: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(number of the block's first line, bytes ending at a line end) from a stream."""
-    line = 1
+class NoLineEnd(Exception):
+    """Input that goes on for far too long without a line end."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"no line end in {size} bytes")
+
+
+def whole_lines(f: BinaryIO, block: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The stream cut into blocks of about `block` bytes, each ending at a line end
+    (the last one where the input ends). Raises NoLineEnd."""
     rest = b""
     while True:
         data = f.read(block)
         if not data:
             if rest:
-                yield line, rest
+                yield rest
             return
-        data = rest + data
         cut = data.rfind(b"\n") + 1
         if cut == 0:
-            rest = data
+            rest += data
             if len(rest) > 64 * block:
-                raise IotapeError(f"line {line}: no line end in {len(rest)} bytes")
+                raise NoLineEnd(len(rest))
             continue
-        yield line, data[:cut]
-        line += data.count(b"\n", 0, cut)
+        # One copy: the line begun in the last block and this block's whole lines.
+        yield b"".join((rest, memoryview(data)[:cut])) if rest else data[:cut]
         rest = data[cut:]
+
+
+def line_blocks(f: BinaryIO, block: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(number of the block's first line, bytes ending at a line end) from a stream."""
+    line = 1
+    try:
+        for data in whole_lines(f, block):
+            yield line, data
+            line += data.count(b"\n")
+    except NoLineEnd as e:
+        raise IotapeError(f"line {line}: {e}") from None
 
 
 def _np(a: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
