@@ -194,6 +194,16 @@ class _Block:
 
 def _prepare(spec: FormatSpec, block: bytes, header_due: bool) -> _Block:
     """What can be done for a block without the blocks before it."""
+    lines = block.count(b"\n")
+    if not header_due and not textlines.may_need_cleaning(block):
+        t = _read_fast(spec, block)
+        # pyarrow passes over empty lines, the only ones cleaning could still find
+        # here: as many rows as lines means it would have changed nothing.
+        if t is not None and t.num_rows == lines + (not block.endswith(b"\n")):
+            ok = _table_ok(spec, t)
+            return _Block(
+                b"" if ok else block, lines, textlines.Ignored(), t if ok else None, False
+            )
     ignored = textlines.Ignored()
     data = textlines.clean_block(block, ignored)
     if header_due:
@@ -202,8 +212,8 @@ def _prepare(spec: FormatSpec, block: bytes, header_due: bool) -> _Block:
         data = data if kept is None else kept
     t = _read_fast(spec, data)
     if t is not None and _table_ok(spec, t):
-        return _Block(b"", block.count(b"\n"), ignored, t, header_due)
-    return _Block(data, block.count(b"\n"), ignored, None, header_due)
+        return _Block(b"", lines, ignored, t, header_due)
+    return _Block(data, lines, ignored, None, header_due)
 
 
 def read_csv(spec: FormatSpec, f: BinaryIO, where: str, ctx: Context) -> Iterator[np.ndarray]:

@@ -49,6 +49,12 @@ def names_columns(fields: list[str], at_least: int = 1) -> bool:
     return len(fields) >= at_least and all(_NAME.match(f.strip()) for f in fields)
 
 
+def may_need_cleaning(data: bytes) -> bool:
+    """False when `clean_block` could change `data` only by emptying empty lines: no
+    byte-order mark, CR, comment sign, space or tab (one memchr each, no line scan)."""
+    return data.startswith(BOM) or b"\r" in data or b"#" in data or b" " in data or b"\t" in data
+
+
 def clean_block(data: bytes, ignored: Ignored) -> bytes:
     """`data` (whole lines) with LF line ends, and comment and blank lines emptied."""
     if data.startswith(BOM):
