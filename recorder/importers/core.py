@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +25,9 @@ from recorder.importers import detect as detection
 from recorder.importers.devicetable import DeviceTable, parse_device_map
 from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_input, peek
 from recorder.importers.readers import READERS
+from recorder.importers.spool import Spool
 from recorder.importers.textrecords import Context
-from recorder.tracefile import TraceFooter, TraceWriter, default_streams, devices
-from recorder.tracefile.streams import apply_streams
+from recorder.tracefile import TraceFooter, default_streams, devices
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -149,45 +149,13 @@ class _Run:
             )
 
 
-class _Spool:
-    """Records held until the header is known (devices and wall time come from the input).
-
-    The header goes first in the file, so records are written to a temporary
-    trace and their chunks copied behind the real header at the end, byte for byte
-    and in the kernel: memory stays constant whatever the input's size.
-    """
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.tmp = out.with_name(f".{out.name}.spool")
-        self.writer = TraceWriter(
-            self.tmp, {"mono_start_ns": 0, "wall_start_ns": 0, "recorder": {}}
-        )
-
-    def write(self, recs: np.ndarray) -> None:
-        apply_streams(recs, [])
-        self.writer.write(recs)
-
-    def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
-        try:
-            with TraceWriter(self.out, header) as w:
-                w.adopt(self.writer)
-                w.close(footer)
-        finally:
-            self.abort()
-
-    def abort(self) -> None:
-        self.writer.abort()
-        self.tmp.unlink(missing_ok=True)
-
-
 def _import_text(run: _Run, base: float | None) -> float | None:
     spec = textformats.FORMATS[run.fmt]
     ctx = Context(
         skip_bad=run.skip_bad, base=base, device_id=run.table, relative=spec.epoch is None
     )
     reader = READERS[spec.kind]
-    spool = _Spool(run.output)
+    spool = Spool(run.output)
     try:
         for path in run.paths:
             with open_input(path) as (f, counter):
@@ -226,7 +194,7 @@ FILETIME_NS = textformats.FILETIME_UNIX_OFFSET * 100
 def _import_blktrace(run: _Run, base: float | None) -> None:
     pairer = blkpair.Pairer()
     info = blkbinary.BinaryInfo(comms=pairer.comms)
-    spool = _Spool(run.output)
+    spool = Spool(run.output)
     extra: dict = {}
     ignored: textlines.Ignored | None = None
     summary: blkparse.Summary | None = None

@@ -134,9 +134,10 @@ def _table_ok(spec: FormatSpec, t: pa.Table) -> bool:
     """The vectorised form of `_check_row`; False sends the block to the slow path."""
     if t.num_rows == 0:
         return True
+    # An empty number field (pid, major, ...) is null here; line by line it is an error.
+    if any(c.null_count for c in t.columns):
+        return False
     for col in (spec.offset, spec.size, spec.time, spec.latency):
-        if col and t.column(col).null_count:
-            return False
         if col and pc.min(t.column(col)).as_py() < 0:
             return False
     if pc.max(t.column(spec.size)).as_py() * spec.size_unit > MAX_U32:
