@@ -24,7 +24,7 @@ import pyarrow.csv as pcsv
 
 from iotape.errors import IotapeError
 from recorder.importers import textlines
-from recorder.importers.textformats import MAX_U32, FormatSpec
+from recorder.importers.textformats import BLOCK_BYTES, MAX_U32, FormatSpec
 from recorder.importers.textrecords import BadValue, Context, NoLineEnd, to_records, whole_lines
 
 
@@ -232,7 +232,7 @@ def _in_order(
     pending: deque[Future[_Block]] = deque()
     header_due = True  # until the first non-empty line of this file
     line = 1  # the first line of the oldest pending block
-    blocks = whole_lines(f)
+    blocks = whole_lines(f, BLOCK_BYTES)
     while True:
         try:
             block = next(blocks, None)
