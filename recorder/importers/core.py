@@ -155,7 +155,7 @@ def _import_text(run: _Run, base: float | None) -> float | None:
         skip_bad=run.skip_bad, base=base, device_id=run.table, relative=spec.epoch is None
     )
     reader = READERS[spec.kind]
-    spool = Spool(run.output)
+    spool = Spool(run.output, lambda: _text_header(run, spec, ctx))
     try:
         for path in run.paths:
             with open_input(path) as (f, counter):
@@ -167,21 +167,8 @@ def _import_text(run: _Run, base: float | None) -> float | None:
             spool.abort()
             run.events = 0
             return ctx.min_raw
-        wall = None
-        if spec.epoch in ("unix", "filetime") and ctx.base is not None:
-            unit = spec.time_ns
-            ns = int(ctx.base) * int(unit) if float(unit).is_integer() else int(ctx.base * unit)
-            wall = ns - FILETIME_NS if spec.epoch == "filetime" else ns
-        extra = {
-            "skipped": ctx.bad,
-            "skipped_examples": ctx.bad_examples,
-            "ignored_lines": ctx.ignored.header_json(),
-            "crlf_line_ends": ctx.ignored.crlf,
-            "unpaired": {},
-            "units": spec.doc,
-        }
         run.footer = {"stop_reason": "import", "lost": {}, "skipped": ctx.bad}
-        spool.finish(run.header(wall, extra), run.footer)
+        spool.finish(_text_header(run, spec, ctx), run.footer)
     except BaseException:
         spool.abort()
         raise
@@ -189,6 +176,24 @@ def _import_text(run: _Run, base: float | None) -> float | None:
 
 
 FILETIME_NS = textformats.FILETIME_UNIX_OFFSET * 100
+
+
+def _text_header(run: _Run, spec: textformats.FormatSpec, ctx: Context) -> dict:
+    """The header of a text import, from what the blocks read so far have shown."""
+    wall = None
+    if spec.epoch in ("unix", "filetime") and ctx.base is not None:
+        unit = spec.time_ns
+        ns = int(ctx.base) * int(unit) if float(unit).is_integer() else int(ctx.base * unit)
+        wall = ns - FILETIME_NS if spec.epoch == "filetime" else ns
+    extra = {
+        "skipped": ctx.bad,
+        "skipped_examples": ctx.bad_examples,
+        "ignored_lines": ctx.ignored.header_json(),
+        "crlf_line_ends": ctx.ignored.crlf,
+        "unpaired": {},
+        "units": spec.doc,
+    }
+    return run.header(wall, extra)
 
 
 def _import_blktrace(run: _Run, base: float | None) -> None:

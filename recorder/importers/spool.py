@@ -1,9 +1,11 @@
 """Records held until the header is known, written on a thread of their own.
 
 An import learns its header (devices, wall time, what it skipped) only from the
-whole input, and the header goes first in the file. So records go to a temporary
-trace, and their chunks are copied behind the real header at the end, byte for
-byte and in the kernel: memory stays constant whatever the input's size.
+whole input, and the header goes first in the file. So records go behind a
+header guessed from the first block; when the real one has the same length it
+takes the guess's place. Otherwise (or with no guess) the chunks are copied
+behind it, byte for byte and in the kernel. Either way memory stays constant
+whatever the input's size.
 
 Labelling, checksums and writes run on the spool's thread while the reader
 makes the next records; crc32 and file writes release the GIL.
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +27,14 @@ from recorder.tracefile.streams import apply_streams
 DEPTH = 4
 
 
+_NO_HEADER = {"mono_start_ns": 0, "wall_start_ns": 0, "recorder": {}}
+
+
 class Spool:
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, guess: Callable[[], Mapping[str, object]] | None = None) -> None:
         self.out = out
-        self.writer = TraceWriter(
-            out.with_name(f".{out.name}.spool"),
-            {"mono_start_ns": 0, "wall_start_ns": 0, "recorder": {}},
-        )
+        self.guess = guess  # the header as far as it is known, asked at the first write
+        self.writer: TraceWriter | None = None
         self._queue: queue.Queue[np.ndarray | None] = queue.Queue(maxsize=DEPTH)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._drain, name="iotape-spool", daemon=True)
@@ -42,6 +45,7 @@ class Spool:
             if self._error is not None:
                 continue  # the caller hears of it at its next call; keep its puts moving
             try:
+                assert self.writer is not None  # write() makes it before the first put
                 apply_streams(recs, [])
                 self.writer.write(recs)
             except BaseException as e:
@@ -50,21 +54,33 @@ class Spool:
     def write(self, recs: np.ndarray) -> None:
         """Queue records; the caller must not change them afterwards."""
         self._raise()
+        if self.writer is None:
+            self.writer = (
+                TraceWriter(self.out, self.guess())
+                if self.guess is not None
+                else TraceWriter(self.out.with_name(f".{self.out.name}.spool"), _NO_HEADER)
+            )
         self._queue.put(recs)
 
     def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
         try:
             self._stop()
             self._raise()
+            held = self.writer
+            if held is not None and held.path == self.out and held.rewrite_header(header):
+                held.close(footer)
+                return
             with TraceWriter(self.out, header) as w:
-                w.adopt(self.writer)
+                if held is not None:
+                    w.adopt(held)
                 w.close(footer)
         finally:
             self.abort()
 
     def abort(self) -> None:
         self._stop()
-        self.writer.abort()
+        if self.writer is not None:
+            self.writer.abort()
 
     def _stop(self) -> None:
         if self._thread.is_alive():

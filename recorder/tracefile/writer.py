@@ -120,6 +120,23 @@ class TraceWriter:
         self.chunks += 1
         self._fill = 0
 
+    def rewrite_header(self, header: Mapping[str, object]) -> bool:
+        """Put `header` in place of the one written, if it encodes to the same length
+        (the records stay where they are); False, and nothing changed, if not.
+
+        For producers that learn the header only at the end and can guess it at the
+        start (importers); otherwise they copy the chunks behind it (`adopt`).
+        """
+        full = _with_defaults(header)
+        head = encode_header(full)
+        if len(head) != self._data_start:
+            return False
+        f = self._open_file()
+        f.flush()
+        os.pwrite(f.fileno(), head, 0)
+        self.header = full
+        return True
+
     def adopt(self, spool: TraceWriter) -> None:
         """Append the chunks `spool` has written, byte for byte, and drop `spool`.
 

@@ -126,3 +126,18 @@ def test_adopt_wants_a_writer_without_records(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="no records yet"):
             w.adopt(spool)
     spool.abort()
+
+
+def test_a_header_of_the_same_length_takes_the_guess_s_place(tmp_path: Path) -> None:
+    recs = np.zeros(10, dtype=schemas.record_dtype())
+    real = {"mono_start_ns": 0, "wall_start_ns": 22, "recorder": {"backend": "test"}}
+    guess = {**real, "wall_start_ns": 11}
+    with TraceWriter(tmp_path / "direct.iot", real) as w:
+        w.write(recs)
+        w.close({})
+    with TraceWriter(tmp_path / "o.iot", guess) as w:
+        w.write(recs)
+        assert not w.rewrite_header({**real, "wall_start_ns": 333})
+        assert w.rewrite_header(real)
+        w.close({})
+    assert (tmp_path / "o.iot").read_bytes() == (tmp_path / "direct.iot").read_bytes()
