@@ -149,11 +149,10 @@ def _table_ok(spec: FormatSpec, t: pa.Table) -> bool:
         and not pc.all(pc.is_finite(time)).as_py()
     ):
         return False
-    known = pa.array(list(spec.ops))
     for chunk in t.column(spec.op).chunks:
-        text = chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk
-        ops = pc.utf8_lower(pc.utf8_trim_whitespace(text))
-        if not pc.all(pc.is_in(ops, value_set=known)).as_py():
+        text = chunk.dictionary if pa.types.is_dictionary(chunk.type) else pc.unique(chunk)
+        # A few distinct values: a set lookup each (pc.is_in takes 0.2 s on first use).
+        if not set(pc.utf8_lower(pc.utf8_trim_whitespace(text)).to_pylist()) <= spec.ops.keys():
             return False
     return True
 

@@ -94,7 +94,22 @@ def line_blocks(f: BinaryIO, block: int = BLOCK_BYTES) -> Iterator[tuple[int, by
 
 
 def _np(a: pa.Array | pa.ChunkedArray | np.ndarray) -> np.ndarray:
-    return a if isinstance(a, np.ndarray) else a.to_numpy()
+    if isinstance(a, np.ndarray):
+        return a
+    return _numbers(a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a)
+
+
+_NUMPY = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
+
+
+def _numbers(a: pa.Array) -> np.ndarray:
+    """A pyarrow array as numpy; numbers without nulls as a view of their buffer
+    (pyarrow's to_numpy imports pandas on first use, 0.3 s)."""
+    dt = _NUMPY.get(a.type)
+    if dt is None or a.null_count:
+        return a.to_numpy(zero_copy_only=False)
+    size = np.dtype(dt).itemsize
+    return np.frombuffer(a.buffers()[1], dtype=dt, count=len(a), offset=a.offset * size)
 
 
 def _dict_chunks(col: pa.Array | pa.ChunkedArray) -> list[tuple[pa.Array, np.ndarray]]:
@@ -110,7 +125,7 @@ def _dict_chunks(col: pa.Array | pa.ChunkedArray) -> list[tuple[pa.Array, np.nda
     return [
         (
             pc.cast(c.dictionary, pa.string()),
-            c.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False),
+            _numbers(c.indices).astype(np.int64, copy=False),
         )
         for c in chunks
         if len(c)
@@ -153,7 +168,7 @@ def _device_keys(spec: FormatSpec, cols: dict, ctx: Context, n: int) -> np.ndarr
         enc = pc.dictionary_encode(pa.array(combo)) if max(sizes) > 1 else None
         codes = [0] if enc is None else enc.dictionary.to_pylist()
         keys = ["_".join(_digits(code, chunk, sizes)) for code in codes]
-        idx = np.zeros(len(combo), np.int64) if enc is None else enc.indices.to_numpy()
+        idx = np.zeros(len(combo), np.int64) if enc is None else _numbers(enc.indices)
         joined.append((keys, idx))
     return _by_chunk(joined, n, lambda keys: _ids(ctx, keys))
 
