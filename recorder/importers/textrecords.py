@@ -200,9 +200,22 @@ def _op_codes(spec: FormatSpec, col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def _ns(raw: np.ndarray, base: float, unit: float) -> np.ndarray:
+    """(raw - base) * unit as int64, in a new array (worked on in place: one pass each)."""
     if raw.dtype.kind == "f" or not float(unit).is_integer():
         return np.rint((raw - base) * unit).astype(np.int64)
-    return (raw.astype(np.int64) - int(base)) * int(unit)
+    out = raw.astype(np.int64)
+    if base:
+        out -= int(base)
+    if unit != 1:
+        out *= int(unit)
+    return out
+
+
+def _bytes(col: pa.Array | pa.ChunkedArray | np.ndarray, unit: int) -> np.ndarray:
+    out = _np(col).astype(np.uint64)
+    if unit != 1:
+        out *= np.uint64(unit)
+    return out
 
 
 def to_records(spec: FormatSpec, cols: dict, ctx: Context) -> np.ndarray:
@@ -217,15 +230,17 @@ def to_records(spec: FormatSpec, cols: dict, ctx: Context) -> np.ndarray:
         ctx.min_raw = lo if ctx.min_raw is None else min(ctx.min_raw, lo)
         if ctx.base is None:
             ctx.base = 0 if ctx.relative else lo
-        issue = np.maximum(_ns(raw, ctx.base, spec.time_ns), 0)
+        issue = _ns(raw, ctx.base, spec.time_ns)
+        np.maximum(issue, 0, out=issue)
         out["ts_issue_ns"] = issue
         if spec.latency and spec.latency in cols:
             lat = _ns(_np(cols[spec.latency]), 0, spec.latency_ns)
-            out["ts_complete_ns"] = issue + lat
+            lat += issue
+            out["ts_complete_ns"] = lat
         else:
             out["ts_complete_ns"] = issue
-    out["offset"] = _np(cols[spec.offset]).astype(np.uint64) * np.uint64(spec.offset_unit)
-    out["bytes"] = _np(cols[spec.size]).astype(np.uint64) * np.uint64(spec.size_unit)
+    out["offset"] = _bytes(cols[spec.offset], spec.offset_unit)
+    out["bytes"] = _bytes(cols[spec.size], spec.size_unit)
     out["op"] = (
         cols[spec.op] if isinstance(cols[spec.op], np.ndarray) else _op_codes(spec, cols[spec.op])
     )
