@@ -43,11 +43,10 @@ _TEXT_CODES = pa.dictionary(pa.int32(), pa.string())
 
 
 def _fast_type(spec: FormatSpec, col: str) -> pa.DataType:
-    """Op and device names as dictionaries: a few distinct values, checked and looked
-    up once each rather than once per line."""
-    if col == spec.op or (col in spec.device and _arrow_type(spec, col) == pa.string()):
-        return _TEXT_CODES
-    return _arrow_type(spec, col)
+    """Op names as a dictionary: a few distinct values, checked and looked up once each
+    rather than once per line. Device names stay text: most traces name one device,
+    which `to_records` sees without hashing (pyarrow's dictionary costs more)."""
+    return _TEXT_CODES if col == spec.op else _arrow_type(spec, col)
 
 
 def _read_fast(spec: FormatSpec, data: bytes) -> pa.Table | None:

@@ -116,20 +116,21 @@ def _dict_chunks(col: pa.Array | pa.ChunkedArray) -> list[tuple[pa.Array, np.nda
     """Each chunk of a column as (its distinct values as text, indices into them).
 
     The values come in order of first appearance, chunk after chunk: callers that
-    number what they meet (the device table) number it in file order. Readers that
-    ask pyarrow for dictionary columns get them without hashing again here.
+    number what they meet (the device table) number it in file order. Dictionary
+    columns (the readers ask pyarrow for them) are taken as they are, and a chunk
+    of one repeated value (a trace of one volume) is not hashed.
     """
-    if not pa.types.is_dictionary(col.type):
-        col = pc.dictionary_encode(pc.cast(col, pa.string()))
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    return [
-        (
-            pc.cast(c.dictionary, pa.string()),
-            _numbers(c.indices).astype(np.int64, copy=False),
-        )
-        for c in chunks
-        if len(c)
-    ]
+    return [_dict_chunk(c) for c in chunks if len(c)]
+
+
+def _dict_chunk(c: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    if not pa.types.is_dictionary(c.type):
+        c = pc.cast(c, pa.string())
+        if not c.null_count and pc.all(pc.equal(c, c[0])).as_py():
+            return c.slice(0, 1), np.zeros(len(c), np.int64)
+        c = pc.dictionary_encode(c)
+    return pc.cast(c.dictionary, pa.string()), _numbers(c.indices).astype(np.int64, copy=False)
 
 
 def _by_chunk(parts: list, n: int, of: Callable[[pa.Array], np.ndarray]) -> np.ndarray:
