@@ -175,9 +175,10 @@ def is_header(spec: FormatSpec, line: bytes) -> bool:
     return len(fields) in counts and textlines.names_columns(fields)
 
 
-# Blocks are prepared (cleaned, parsed, checked) on WORKERS threads while this one
-# turns earlier blocks into records and writes them: pyarrow's parser, zlib's crc32
-# and file writes release the GIL. AHEAD blocks in flight at most bound the memory.
+# Blocks are prepared (cleaned, parsed, checked) on WORKERS threads while the
+# caller's thread turns earlier ones into records, in file order, and the spool's
+# thread writes those: pyarrow's parser, crc32 and file writes release the GIL.
+# At most AHEAD blocks in flight bound the memory.
 WORKERS = 2
 AHEAD = 4
 
