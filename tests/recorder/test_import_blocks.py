@@ -43,7 +43,7 @@ def test_small_blocks_give_the_same_bytes(tmp_path: Path, monkeypatch: pytest.Mo
     whole = _import(src, tmp_path / "a.iot", 1 << 22, monkeypatch)
     assert _import(src, tmp_path / "b.iot", 4096, monkeypatch) == whole
     with open_trace(tmp_path / "b.iot") as t:
-        assert t.footer["events"] == 2997
+        assert t.footer is not None and t.footer["events"] == 2997
         assert t.header["metadata"]["ignored_lines"] == {"comment": 1, "header": 0, "blank": 2}
         assert t.header["metadata"]["crlf_line_ends"] == 1
 
@@ -58,7 +58,7 @@ def test_an_empty_line_in_a_clean_block_is_counted(
     src.write_text("".join(lines))
     _import(src, tmp_path / "o.iot", 8192, monkeypatch)
     with open_trace(tmp_path / "o.iot") as t:
-        assert t.footer["events"] == 1999
+        assert t.footer is not None and t.footer["events"] == 1999
         assert t.header["metadata"]["ignored_lines"]["blank"] == 1
 
 
@@ -75,7 +75,7 @@ def test_a_bad_line_in_a_later_block_is_named(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
     _import(src, tmp_path / "o.iot", 4096, monkeypatch, skip_bad=1)
     with open_trace(tmp_path / "o.iot") as t:
-        assert t.footer["events"] == 2999
+        assert t.footer is not None and t.footer["events"] == 2999
         assert t.header["metadata"]["skipped_examples"] == [
             f"{src}: line {bad}: field op: 'Reed' is not one of r, read, w, write"
         ]
