@@ -14,7 +14,8 @@ those lengths into DuckDB, one process each.
 
 Goals (issue 19): >= 5 M events/s into DuckDB and >= 2x the peer load, peak RSS
 < 1 GiB; chDB >= 2.5 M events/s; import >= 0.5x read_csv.
-Writes JSON to bench/results/store.json; the ratio lines go to stderr.
+Writes JSON to bench/results/store.json (the ratio lines under "ratios", the
+ratios as numbers under "ratio"); the ratio lines go to stderr too.
 
 Run: `.venv/bin/python bench/store.py [--events 10000000] [--rounds 2]
 [--csv-lines 10000000] [--rss-events 10000000,50000000]`.
@@ -185,6 +186,16 @@ def write_msr_csv(path: Path, n: int) -> None:
             f.writelines(f"{a},hm,0,{b},{c},{d},{e}\n" for a, b, c, d, e in zip(*cols, strict=True))
 
 
+def ratio_values(summary: dict) -> dict[str, float]:
+    """The goals' ratios as numbers, for the JSON: each where both sides ran."""
+    rate = {m: v["events_per_s_median"] for m, v in summary.items()}
+    pairs = {
+        "duckdb_vs_peer_load": ("duckdb", "peer-load"),
+        "import_vs_read_csv": ("import-msr", "peer-read-csv"),
+    }
+    return {k: rate[a] / rate[b] for k, (a, b) in pairs.items() if a in rate and b in rate}
+
+
 def ratio_lines(summary: dict) -> list[str]:
     rate = {m: v["events_per_s_median"] for m, v in summary.items()}
     lines = []
@@ -325,6 +336,7 @@ def main() -> None:
             "peer-read: DuckDB reading that Parquet (every column)",
             "summary": summary,
             "ratios": ratio_lines(summary),
+            "ratio": ratio_values(summary),
             "rss_by_length": rss,
             "rounds": results,
         }

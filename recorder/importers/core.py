@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +25,9 @@ from recorder.importers import detect as detection
 from recorder.importers.devicetable import DeviceTable, parse_device_map
 from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_input, peek
 from recorder.importers.readers import READERS
+from recorder.importers.spool import Spool
 from recorder.importers.textrecords import Context
-from recorder.tracefile import TraceFooter, TraceWriter, default_streams, devices
-from recorder.tracefile.streams import apply_streams
+from recorder.tracefile import TraceFooter, default_streams, devices
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -149,49 +149,13 @@ class _Run:
             )
 
 
-class _Spool:
-    """Records held until the header is known (devices and wall time come from the input).
-
-    The header goes first in the file, so records are written to a temporary
-    trace and copied behind the real header at the end: a second sequential pass
-    over our own output keeps memory constant whatever the input's size.
-    """
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.tmp = out.with_name(f".{out.name}.spool")
-        self.writer = TraceWriter(
-            self.tmp, {"mono_start_ns": 0, "wall_start_ns": 0, "recorder": {}}
-        )
-
-    def write(self, recs: np.ndarray) -> None:
-        apply_streams(recs, [])
-        self.writer.write(recs)
-
-    def finish(self, header: Mapping[str, object], footer: Mapping[str, object]) -> None:
-        from recorder.tracefile import open_trace
-
-        try:
-            self.writer.close({})
-            with TraceWriter(self.out, header) as w, open_trace(self.tmp) as t:
-                for chunk in t.iter_chunks():
-                    w.write(chunk)
-                w.close(footer)
-        finally:
-            self.tmp.unlink(missing_ok=True)
-
-    def abort(self) -> None:
-        self.writer.abort()
-        self.tmp.unlink(missing_ok=True)
-
-
 def _import_text(run: _Run, base: float | None) -> float | None:
     spec = textformats.FORMATS[run.fmt]
     ctx = Context(
         skip_bad=run.skip_bad, base=base, device_id=run.table, relative=spec.epoch is None
     )
     reader = READERS[spec.kind]
-    spool = _Spool(run.output)
+    spool = Spool(run.output, lambda: _text_header(run, spec, ctx))
     try:
         for path in run.paths:
             with open_input(path) as (f, counter):
@@ -203,21 +167,8 @@ def _import_text(run: _Run, base: float | None) -> float | None:
             spool.abort()
             run.events = 0
             return ctx.min_raw
-        wall = None
-        if spec.epoch in ("unix", "filetime") and ctx.base is not None:
-            unit = spec.time_ns
-            ns = int(ctx.base) * int(unit) if float(unit).is_integer() else int(ctx.base * unit)
-            wall = ns - FILETIME_NS if spec.epoch == "filetime" else ns
-        extra = {
-            "skipped": ctx.bad,
-            "skipped_examples": ctx.bad_examples,
-            "ignored_lines": ctx.ignored.header_json(),
-            "crlf_line_ends": ctx.ignored.crlf,
-            "unpaired": {},
-            "units": spec.doc,
-        }
         run.footer = {"stop_reason": "import", "lost": {}, "skipped": ctx.bad}
-        spool.finish(run.header(wall, extra), run.footer)
+        spool.finish(_text_header(run, spec, ctx), run.footer)
     except BaseException:
         spool.abort()
         raise
@@ -227,10 +178,28 @@ def _import_text(run: _Run, base: float | None) -> float | None:
 FILETIME_NS = textformats.FILETIME_UNIX_OFFSET * 100
 
 
+def _text_header(run: _Run, spec: textformats.FormatSpec, ctx: Context) -> dict:
+    """The header of a text import, from what the blocks read so far have shown."""
+    wall = None
+    if spec.epoch in ("unix", "filetime") and ctx.base is not None:
+        unit = spec.time_ns
+        ns = int(ctx.base) * int(unit) if float(unit).is_integer() else int(ctx.base * unit)
+        wall = ns - FILETIME_NS if spec.epoch == "filetime" else ns
+    extra = {
+        "skipped": ctx.bad,
+        "skipped_examples": ctx.bad_examples,
+        "ignored_lines": ctx.ignored.header_json(),
+        "crlf_line_ends": ctx.ignored.crlf,
+        "unpaired": {},
+        "units": spec.doc,
+    }
+    return run.header(wall, extra)
+
+
 def _import_blktrace(run: _Run, base: float | None) -> None:
     pairer = blkpair.Pairer()
     info = blkbinary.BinaryInfo(comms=pairer.comms)
-    spool = _Spool(run.output)
+    spool = Spool(run.output)
     extra: dict = {}
     ignored: textlines.Ignored | None = None
     summary: blkparse.Summary | None = None

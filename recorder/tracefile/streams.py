@@ -31,8 +31,14 @@ def apply_streams(records: np.ndarray, extents: list[Extent]) -> None:
     read stream; every other op the write stream. For backends that cannot label in C."""
     read = records["op"] == schemas.enum("op")["read"]
     known = schemas.enum("stream")
+    comm = records["comm"]
+    # One thread name for all (an import without names): match the rules once, not per record.
+    same = len(comm) > 0 and bool((comm == comm[0]).all())
     for rule in sorted(schemas.thread_rules(), key=lambda r: len(r["prefix"])):
-        hit = np.char.startswith(records["comm"], rule["prefix"].encode())
+        prefix = rule["prefix"].encode()
+        hit = comm[0].startswith(prefix) if same else np.char.startswith(comm, prefix)
+        if same and not hit:
+            continue
         r = known.get(rule.get("read", ""), 0)
         w = known.get(rule.get("write", ""), 0)
         records["stream"] = np.where(hit, np.where(read, r, w), records["stream"])
