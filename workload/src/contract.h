@@ -32,7 +32,7 @@ enum mode { M_PERFORMANCE, M_STRESS, M_THROUGHPUT, M_BACKUP, M_SOFT_RECOVERY };
 enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 #define ESE_LOG_PARTIAL_CHOICES "pad", "rewrite", "shadow"
 /* --ioengine */
-#define ESE_IOENGINE_CHOICES "io_uring", "psync", "null"
+#define ESE_IOENGINE_CHOICES "io_uring", "psync", "null", "tiered"
 /* --create */
 #define ESE_CREATE_CHOICES "reuse", "recreate"
 /* --end */
@@ -87,7 +87,15 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	D("bdm-rate", bdm_rate, "23.62", 0, 100000, "maintenance reads per second per database") \
 	I("repl-read-kb", repl_read_kb, "256", 4, 4096, "log replication read size") \
 	I("seed", seed, "1", 0, 2147483647, "seed of every random choice") \
-	S("ioengine", ioengine, "io_uring", "io_uring|psync|null") \
+	S("ioengine", ioengine, "io_uring", "io_uring|psync|null|tiered (tiered: psync through an emulated hybrid device, the --tier-* options)") \
+	S("tier-fast", tier_fast, "", "tiered: the fast device or file (must exist; holds the promoted units' copies)") \
+	D("tier-capacity-mb", tier_capacity_mb, "0", 0, 1000000000.0, "tiered: fast-tier capacity (MiB), whole units") \
+	I("tier-unit-kb", tier_unit_kb, "4096", 4, 1048576, "tiered: the unit placed and moved (KiB, a power of two, at least a page)") \
+	D("tier-stats-s", tier_stats_s, "5", 0.001, 1000000.0, "tiered: heat is counted per interval of this") \
+	D("tier-migrate-s", tier_migrate_s, "5", 0.001, 1000000.0, "tiered: placement changes every this (a multiple of --tier-stats-s)") \
+	D("tier-half-life-s", tier_half_life_s, "60", 0, 1000000000.0, "tiered: heat halves over this (0: no decay)") \
+	D("tier-budget-mb", tier_budget_mb, "0", 0, 1000000000.0, "tiered: most data one migration moves, promotions and demotions together (MiB; 0: no limit)") \
+	S("tier-log", tier_log, "", "tiered: write each migration and the end placement here (JSON lines)") \
 	S("result", result, "", "write the result JSON here") \
 	I("quiet", quiet, "0", 0, 1, "no progress lines on stdout") \
 	S("create", create, "reuse", "reuse|recreate: an existing complete database") \

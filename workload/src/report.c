@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ese.h"
+#include "tier.h"
 
 static void put_stat(FILE *f, const struct iostat *s, double secs)
 {
@@ -169,7 +170,9 @@ void result_write(const char *path)
 	fputs("],\"storage_groups\":[", f);
 	for (int k = 0; k < E.ngroups; k++)
 		put_group(f, &E.groups[k], secs);
-	fputs("]}\n", f);
+	fputs("],\"tier\":", f);
+	tier_report(f);
+	fputs("}\n", f);
 	if (f != stdout)
 		fclose(f);
 }
