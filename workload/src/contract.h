@@ -95,6 +95,7 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	D("tier-migrate-s", tier_migrate_s, "5", 0.001, 1000000.0, "tiered: placement changes every this (a multiple of --tier-stats-s)") \
 	D("tier-half-life-s", tier_half_life_s, "60", 0, 1000000000.0, "tiered: heat halves over this (0: no decay)") \
 	D("tier-budget-mb", tier_budget_mb, "0", 0, 1000000000.0, "tiered: most data one migration moves, promotions and demotions together (MiB; 0: no limit)") \
+	I("tier-verify", tier_verify, "0", 0, 1, "tiered, for tests: keep a checksum of every 4 KiB written and, at the end, read each back through the placement and after the write-back") \
 	S("tier-log", tier_log, "", "tiered: write each migration and the end placement here (JSON lines)") \
 	S("result", result, "", "write the result JSON here") \
 	I("quiet", quiet, "0", 0, 1, "no progress lines on stdout") \

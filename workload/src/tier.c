@@ -54,7 +54,56 @@ static struct {
 	FILE *log;
 	_Atomic uint64_t ios[T_NKIND], bytes[T_NKIND];
 	uint64_t migrations, promoted, demoted, migrated_bytes, drained_bytes, late;
+	/* --tier-verify: a checksum per 4 KiB block written (0: never), by database
+	 * block; what the end-of-run read-backs found */
+	uint64_t *sum, *sum_first;
+	uint64_t v_blocks, v_bad_placed, v_bad_slow;
 } T;
+
+#define VBLK 4096ull
+
+static uint64_t block_sum(const char *p)
+{
+	uint64_t h = 1469598103934665603ull, w;
+	for (size_t i = 0; i < VBLK; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
+	return h | 1;
+}
+
+static void verify_note(int dbi, uint64_t off, const struct iovec *iov, int n)
+{
+	uint64_t b = T.sum_first[dbi] + (off - T.db[dbi].base) / VBLK;
+	for (int i = 0; i < n; i++) {
+		if ((uint64_t)iov[i].iov_base % 8 || iov[i].iov_len % VBLK || off % VBLK)
+			return; /* not whole blocks: the engine writes pages, never this */
+		for (size_t o = 0; o < iov[i].iov_len; o += VBLK)
+			T.sum[b++] = block_sum((const char *)iov[i].iov_base + o);
+	}
+}
+
+/* Every written block read back from where the placement says it is now: the
+ * mismatches. */
+static uint64_t verify_all(void)
+{
+	uint64_t bad = 0;
+	for (int64_t u = 0; u < T.n; u++) {
+		uint64_t off, len = 0;
+		const struct tdb *t = &T.db[T.u[u].dbi];
+		off = t->base + (uint64_t)(u - t->first) * T.unit;
+		len = t->end - off < T.unit ? t->end - off : T.unit;
+		int fd = T.u[u].slot >= 0 ? T.fast_fd : t->fd;
+		uint64_t at = T.u[u].slot >= 0 ? (uint64_t)T.u[u].slot * T.unit : off;
+		if (pread(fd, T.buf, len, (off_t)at) != (ssize_t)len)
+			die("tier: verify read failed: %s", strerror(errno));
+		uint64_t b0 = T.sum_first[T.u[u].dbi] + (off - t->base) / VBLK;
+		for (uint64_t o = 0; o + VBLK <= len; o += VBLK)
+			if (T.sum[b0 + o / VBLK] && T.sum[b0 + o / VBLK] != block_sum(T.buf + o))
+				bad++;
+	}
+	return bad;
+}
 
 static uint64_t dev_size(int fd)
 {
@@ -68,9 +117,17 @@ static uint64_t dev_size(int fd)
 	return (uint64_t)st.st_size;
 }
 
-static void check_options(const struct config *c, int64_t k)
+static int64_t capacity_units(const struct config *c)
 {
+	return (int64_t)floor(c->tier_capacity_mb * 1048576.0 / ((double)c->tier_unit_kb * 1024.0));
+}
+
+void tier_check_options(const struct config *c)
+{
+	if (strcmp(c->ioengine, "tiered"))
+		return;
 	uint64_t unit = (uint64_t)c->tier_unit_kb * 1024;
+	int64_t k = capacity_units(c);
 	if (!*c->tier_fast)
 		die("--ioengine tiered: give the fast device or file with --tier-fast");
 	if (unit & (unit - 1))
@@ -81,17 +138,24 @@ static void check_options(const struct config *c, int64_t k)
 		die("--tier-capacity-mb %g: holds no %d KiB unit", c->tier_capacity_mb, c->tier_unit_kb);
 	if (c->tier_migrate_s < c->tier_stats_s)
 		die("--tier-migrate-s %g: shorter than --tier-stats-s %g", c->tier_migrate_s, c->tier_stats_s);
+	int fd = open(c->tier_fast, O_RDWR | O_DIRECT);
+	if (fd < 0)
+		die("--tier-fast %s: cannot open: %s", c->tier_fast, strerror(errno));
+	uint64_t have = dev_size(fd), need = (uint64_t)k * unit;
+	close(fd);
+	if (have < need)
+		die("--tier-fast %s: %llu bytes, the tier's %lld units need %llu", c->tier_fast, (unsigned long long)have,
+		    (long long)k, (unsigned long long)need);
+	for (int i = 0; i < c->ndb_targets; i++)
+		if (!strcmp(c->db[i].path, c->tier_fast))
+			die("--tier-fast %s: is database %d's own target", c->tier_fast, i);
 }
 
-static void open_fast(const struct config *c, int64_t k)
+static void open_fast(const struct config *c)
 {
 	T.fast_fd = open(c->tier_fast, O_RDWR | O_DIRECT);
 	if (T.fast_fd < 0)
 		die("--tier-fast %s: cannot open: %s", c->tier_fast, strerror(errno));
-	uint64_t have = dev_size(T.fast_fd), need = (uint64_t)k * T.unit;
-	if (have < need)
-		die("--tier-fast %s: %llu bytes, the tier's %lld units need %llu", c->tier_fast, (unsigned long long)have,
-		    (long long)k, (unsigned long long)need);
 }
 
 static void map_units(void)
@@ -105,6 +169,17 @@ static void map_units(void)
 		t->first = T.n;
 		t->n = (int64_t)((t->end - t->base + T.unit - 1) / T.unit);
 		T.n += t->n;
+	}
+	if (E.cfg.tier_verify) {
+		uint64_t nb = 0;
+		T.sum_first = calloc((size_t)T.ndb, sizeof(uint64_t));
+		for (int i = 0; i < T.ndb && T.sum_first; i++) {
+			T.sum_first[i] = nb;
+			nb += (T.db[i].end - T.db[i].base + VBLK - 1) / VBLK;
+		}
+		T.sum = calloc((size_t)nb + 1, sizeof(uint64_t));
+		if (!T.sum_first || !T.sum)
+			die("out of memory");
 	}
 	T.u = calloc((size_t)T.n, sizeof(*T.u));
 	T.cnt = calloc((size_t)T.n, sizeof(*T.cnt));
@@ -188,20 +263,21 @@ static void migrate(uint64_t w)
 {
 	int64_t np, nd;
 	tp_migrate(&T.pol, T.pro, &np, T.dem, &nd);
-	uint64_t t_start = now_ns(), bytes = 0;
+	uint64_t t_start = now_ns(), down = 0, up = 0;
 	for (int64_t i = 0; i < nd; i++)
-		bytes += demote(T.dem[i]);
+		down += demote(T.dem[i]);
 	for (int64_t i = 0; i < np; i++)
-		bytes += promote(T.pro[i]);
+		up += promote(T.pro[i]);
+	uint64_t bytes = up + down;
 	T.migrations++;
 	T.promoted += (uint64_t)np;
 	T.demoted += (uint64_t)nd;
 	T.migrated_bytes += bytes;
 	if (!T.log)
 		return;
-	fprintf(T.log, "{\"type\":\"migration\",\"window\":%llu,\"t\":%.6f,\"started\":%.6f,\"copy_s\":%.6f,\"bytes\":%llu",
+	fprintf(T.log, "{\"type\":\"migration\",\"window\":%llu,\"t\":%.6f,\"started\":%.6f,\"copy_s\":%.6f,\"bytes\":%llu,\"promoted_bytes\":%llu,\"demoted_bytes\":%llu",
 		(unsigned long long)w, (double)(w * T.pol.stats_ns) / 1e9, (t_start - T.t0) / 1e9,
-		(now_ns() - t_start) / 1e9, (unsigned long long)bytes);
+		(now_ns() - t_start) / 1e9, (unsigned long long)bytes, (unsigned long long)up, (unsigned long long)down);
 	log_units("promoted", T.pro, np);
 	log_units("demoted", T.dem, nd);
 	fputs("}\n", T.log);
@@ -256,9 +332,8 @@ void tier_start(void)
 	if (strcmp(c->ioengine, "tiered"))
 		return;
 	T.unit = (uint64_t)c->tier_unit_kb * 1024;
-	int64_t k = (int64_t)floor(c->tier_capacity_mb * 1048576.0 / (double)T.unit);
-	check_options(c, k);
-	open_fast(c, k);
+	int64_t k = capacity_units(c);
+	open_fast(c);
 	map_units();
 	double budget = floor(c->tier_budget_mb * 1048576.0 / (double)T.unit);
 	struct tp_params p = {.k = k, .budget = c->tier_budget_mb > 0 ? (int64_t)budget : -1, .stats_s = c->tier_stats_s,
@@ -294,10 +369,18 @@ void tier_stop(void)
 			}
 		fputs("]}\n", T.log);
 	}
+	if (T.sum)
+		T.v_bad_placed = verify_all();
 	/* The slow device is the database again for the next run (--create reuse). */
 	for (int64_t u = 0; u < T.n; u++)
 		if (T.u[u].slot >= 0)
 			T.drained_bytes += demote(u);
+	if (T.sum) {
+		T.v_bad_slow = verify_all();
+		for (int i = 0; i < T.ndb; i++)
+			for (uint64_t b = T.sum_first[i]; b < T.sum_first[i] + (T.db[i].end - T.db[i].base) / VBLK; b++)
+				T.v_blocks += T.sum[b] != 0;
+	}
 	if (fdatasync(T.fast_fd) && errno != EINVAL)
 		die("--tier-fast %s: fdatasync: %s", E.cfg.tier_fast, strerror(errno));
 	if (T.log) {
@@ -313,12 +396,15 @@ static int64_t unit_io(int64_t u, int fd, int write, const struct iovec *iov, in
 	struct tunit *x = &T.u[u];
 	pthread_rwlock_rdlock(&x->lk);
 	int kind = (write ? T_WRITE_SLOW : T_READ_SLOW) + (x->slot >= 0);
+	uint64_t slow_off = off;
 	if (x->slot >= 0) {
 		off = (uint64_t)x->slot * T.unit + (off - T.db[x->dbi].base) % T.unit;
 		fd = T.fast_fd;
 	}
 	ssize_t r = write ? pwritev(fd, iov, n, (off_t)off) : preadv(fd, iov, n, (off_t)off);
 	pthread_rwlock_unlock(&x->lk);
+	if (T.sum && write && r > 0)
+		verify_note(x->dbi, slow_off, iov, n);
 	atomic_fetch_add(&T.cnt[u], 1);
 	atomic_fetch_add(&T.ios[kind], 1);
 	if (r > 0)
@@ -383,7 +469,7 @@ void tier_report(FILE *f)
 		"\"promoted\":%llu,\"demoted\":%llu,\"migrated_bytes\":%llu,\"drained_bytes\":%llu,"
 		"\"reads_fast\":%llu,\"reads_slow\":%llu,\"writes_fast\":%llu,\"writes_slow\":%llu,"
 		"\"read_bytes_fast\":%llu,\"read_bytes_slow\":%llu,\"write_bytes_fast\":%llu,\"write_bytes_slow\":%llu,"
-		"\"read_hit_ratio\":%.6f,\"write_hit_ratio\":%.6f}",
+		"\"read_hit_ratio\":%.6f,\"write_hit_ratio\":%.6f,",
 		(unsigned long long)T.unit, (long long)T.pol.p.k, (long long)T.n, (unsigned long long)T.migrations,
 		(unsigned long long)T.late, (unsigned long long)T.promoted, (unsigned long long)T.demoted,
 		(unsigned long long)T.migrated_bytes, (unsigned long long)T.drained_bytes,
@@ -392,4 +478,9 @@ void tier_report(FILE *f)
 		(unsigned long long)T.bytes[T_READ_FAST], (unsigned long long)T.bytes[T_READ_SLOW],
 		(unsigned long long)T.bytes[T_WRITE_FAST], (unsigned long long)T.bytes[T_WRITE_SLOW],
 		rd ? (double)T.ios[T_READ_FAST] / (double)rd : 0.0, wr ? (double)T.ios[T_WRITE_FAST] / (double)wr : 0.0);
+	if (T.sum)
+		fprintf(f, "\"verify\":{\"blocks\":%llu,\"bad_placed\":%llu,\"bad_after_writeback\":%llu}}",
+			(unsigned long long)T.v_blocks, (unsigned long long)T.v_bad_placed, (unsigned long long)T.v_bad_slow);
+	else
+		fputs("\"verify\":null}", f);
 }

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <sys/uio.h>
 
+struct config;
+/* --ioengine tiered's options, whole (dies with a one-line error), before any file is made. */
+void tier_check_options(const struct config *c);
 /* After the databases are open, before any worker's I/O. */
 void tier_start(void);
 /* After every worker has stopped: ends the migration thread, logs the end
