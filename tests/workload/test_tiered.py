@@ -101,18 +101,22 @@ def test_no_page_lost_under_racing_migrations(tmp_path: Path) -> None:
     assert t["verify"]["bad_placed"] == 0 and t["verify"]["bad_after_writeback"] == 0
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ([], "--ioengine tiered: give the fast device or file with --tier-fast"),
-        (["--tier-fast=/nonexistent/fast", "--tier-capacity-mb=8"], "--tier-fast /nonexistent/fast: cannot open"),
-        (["--tier-fast=FAST", "--tier-capacity-mb=0"], "--tier-capacity-mb 0: holds no 4096 KiB unit"),
-        (["--tier-fast=FAST", "--tier-capacity-mb=8", "--tier-unit-kb=3000"], "--tier-unit-kb 3000: not a power of two"),
-        (["--tier-fast=FAST", "--tier-capacity-mb=8", "--tier-unit-kb=16"], "--tier-unit-kb 16: smaller than a database page"),
-        (["--tier-fast=FAST", "--tier-capacity-mb=64"], "--tier-fast FAST: 8388608 bytes, the tier's 16 units need"),
-        (["--tier-fast=FAST", "--tier-capacity-mb=8", "--tier-stats-s=2", "--tier-migrate-s=1"], "--tier-migrate-s 1: shorter than --tier-stats-s 2"),
-    ],
-)  # fmt: skip
+_CAP = "--tier-capacity-mb=8"
+BAD = [
+    ([], "--ioengine tiered: give the fast device or file with --tier-fast"),
+    (["--tier-fast=/nonexistent/fast", _CAP], "--tier-fast /nonexistent/fast: cannot open"),
+    (["--tier-fast=FAST", "--tier-capacity-mb=0"], "--tier-capacity-mb 0: holds no 4096 KiB unit"),
+    (["--tier-fast=FAST", _CAP, "--tier-unit-kb=3000"], "--tier-unit-kb 3000: not a power of two"),
+    (["--tier-fast=FAST", _CAP, "--tier-unit-kb=16"], "--tier-unit-kb 16: smaller than a database"),
+    (["--tier-fast=FAST", "--tier-capacity-mb=64"], "FAST: 8388608 bytes, the tier's 16 units"),
+    (
+        ["--tier-fast=FAST", _CAP, "--tier-stats-s=2", "--tier-migrate-s=1"],
+        "--tier-migrate-s 1: shorter than --tier-stats-s 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_options_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     fast = tmp_path / "fast"
     fast.write_bytes(b"\0" * (8 * MIB))
