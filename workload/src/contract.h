@@ -14,9 +14,10 @@ enum stream {
 	S_LOG_REPLICATION_READ, /* 6: log-replication-read */
 	S_LOG_READ, /* 7: log-read */
 	S_BACKUP_READ, /* 8: backup-read */
+	S_MIGRATION, /* 9: migration */
 	S_N
 };
-#define ESE_STREAM_NAMES "db-read", "db-write", "log-write", "log-preformat", "bdm-read", "log-replication-read", "log-read", "backup-read"
+#define ESE_STREAM_NAMES "db-read", "db-write", "log-write", "log-preformat", "bdm-read", "log-replication-read", "log-read", "backup-read", "migration"
 
 /* The result document (report.c). */
 #define ESE_RESULT_FORMAT "iotape-ese-result"
