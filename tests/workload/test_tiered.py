@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+import schemas
+from recorder.tracefile import open_trace
+from workload import engine
 from workload.engine import engine_path
 
 BUILD = Path(__file__).resolve().parents[2] / "workload" / "build"
@@ -48,7 +51,8 @@ def test_requests_go_to_the_device_of_their_unit(loop_factory, tmp_path: Path) -
     r = _engine(tmp_path, f"{slow.path},0,{48 * MIB}", fast.path)
     assert r.returncode == 0, r.stderr
     read, written = (a - b for a, b in zip(_sectors(fast.path), before, strict=True))
-    tier = json.loads((tmp_path / "result.json").read_text())["tier"]
+    result = json.loads((tmp_path / "result.json").read_text())
+    tier = result["tier"]
     log = _log(tmp_path)
     moves = [e for e in log if e["type"] == "migration"]
     promoted = sum(e["promoted_bytes"] for e in moves)
@@ -57,6 +61,8 @@ def test_requests_go_to_the_device_of_their_unit(loop_factory, tmp_path: Path) -
     assert read == tier["read_bytes_fast"] + demoted
     assert written == tier["write_bytes_fast"] + promoted
     assert tier["reads_fast"] > 0 and tier["reads_slow"] > 0 and promoted > 0
+    # The copies are the database's migration stream: each one read and written once.
+    assert result["databases"][0]["streams"]["migration"]["bytes"] == 2 * (promoted + demoted)
     assert 0 < tier["read_hit_ratio"] < 1
     end = next(e for e in log if e["type"] == "end")
     assert len(end["fast"]) <= tier["slots"]
@@ -84,6 +90,24 @@ def test_migrations_keep_interval_and_budget(loop_factory, tmp_path: Path) -> No
     # The engine's own pages, read back through the placement and after the write-back.
     v = json.loads((tmp_path / "result.json").read_text())["tier"]["verify"]
     assert v["blocks"] > 0 and v["bad_placed"] == 0 and v["bad_after_writeback"] == 0
+
+
+@pytest.mark.kernel
+def test_recorded_migrations_are_their_own_stream(loop_factory, tmp_path: Path) -> None:
+    slow, fast = loop_factory(300), loop_factory(16)
+    cfg = engine.WorkloadConfig(
+        db_paths=[slow.path], log_paths=[slow.path], destroy_data_on=[slow.path],
+        mailboxes=20, mailbox_size_mb=2, iops_per_mailbox=20, duration=3, ioengine="tiered",
+        overrides={"tier-fast": fast.path, "tier-capacity-mb": "8", "tier-unit-kb": "1024",
+                   "tier-stats-s": "0.2", "tier-migrate-s": "0.2"},
+    )  # fmt: skip
+    result, _ = engine.run_recorded(cfg, tmp_path / "run.iot", devices=[slow.path, fast.path])
+    recs = open_trace(tmp_path / "run.iot").read_all()
+    mine = recs[recs["stream"] == schemas.enum("stream")["migration"]]
+    copies = result["databases"][0]["streams"]["migration"]
+    assert copies["bytes"] > 0
+    # Every copy the engine made, recorded under the migration thread's stream.
+    assert int(mine["bytes"].sum()) == copies["bytes"]
 
 
 def test_no_page_lost_under_racing_migrations(tmp_path: Path) -> None:

@@ -95,6 +95,7 @@ static void put_db(FILE *f, int i, double secs)
 			durable += w->durable_commits;
 		}
 	}
+	tier_db_stats(i, &st[S_MIGRATION]);
 	fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
 		   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
 		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",

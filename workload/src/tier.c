@@ -54,6 +54,7 @@ static struct {
 	FILE *log;
 	_Atomic uint64_t ios[T_NKIND], bytes[T_NKIND];
 	uint64_t migrations, promoted, demoted, migrated_bytes, drained_bytes, late;
+	struct iostat mig[MAX_DBS]; /* the copies' reads and writes, by database: its migration stream */
 	/* --tier-verify: a checksum per 4 KiB block written (0: never), by database
 	 * block; what the end-of-run read-backs found */
 	uint64_t *sum, *sum_first;
@@ -210,20 +211,24 @@ static uint64_t unit_span(int64_t u, uint64_t *off)
 	return t->end - *off < T.unit ? t->end - *off : T.unit;
 }
 
-static uint64_t copy(int from, uint64_t from_off, int to, uint64_t to_off, uint64_t len)
+static uint64_t copy(struct iostat *st, int from, uint64_t from_off, int to, uint64_t to_off, uint64_t len)
 {
+	uint64_t t = now_ns();
 	for (uint64_t done = 0; done < len;) {
 		ssize_t r = pread(from, T.buf + done, len - done, (off_t)(from_off + done));
 		if (r <= 0)
 			die("tier: migration read failed: %s", r < 0 ? strerror(errno) : "short read");
 		done += (uint64_t)r;
 	}
+	stat_add(st, len, now_ns() - t);
+	t = now_ns();
 	for (uint64_t done = 0; done < len;) {
 		ssize_t r = pwrite(to, T.buf + done, len - done, (off_t)(to_off + done));
 		if (r <= 0)
 			die("tier: migration write failed: %s", r < 0 ? strerror(errno) : "short write");
 		done += (uint64_t)r;
 	}
+	stat_add(st, len, now_ns() - t);
 	return len; /* moved: read from one device and written to the other */
 }
 
@@ -232,7 +237,7 @@ static uint64_t demote(int64_t u)
 	uint64_t off, len = unit_span(u, &off), n;
 	pthread_rwlock_wrlock(&T.u[u].lk);
 	int32_t s = T.u[u].slot;
-	n = copy(T.fast_fd, (uint64_t)s * T.unit, T.db[T.u[u].dbi].fd, off, len);
+	n = copy(&T.mig[T.u[u].dbi], T.fast_fd, (uint64_t)s * T.unit, T.db[T.u[u].dbi].fd, off, len);
 	T.u[u].slot = -1;
 	pthread_rwlock_unlock(&T.u[u].lk);
 	T.free_slots[T.nfree++] = s;
@@ -244,7 +249,7 @@ static uint64_t promote(int64_t u)
 	uint64_t off, len = unit_span(u, &off), n;
 	int32_t s = T.free_slots[--T.nfree];
 	pthread_rwlock_wrlock(&T.u[u].lk);
-	n = copy(T.db[T.u[u].dbi].fd, off, T.fast_fd, (uint64_t)s * T.unit, len);
+	n = copy(&T.mig[T.u[u].dbi], T.db[T.u[u].dbi].fd, off, T.fast_fd, (uint64_t)s * T.unit, len);
 	T.u[u].slot = s;
 	pthread_rwlock_unlock(&T.u[u].lk);
 	return n;
@@ -483,4 +488,10 @@ void tier_report(FILE *f)
 			(unsigned long long)T.v_blocks, (unsigned long long)T.v_bad_placed, (unsigned long long)T.v_bad_slow);
 	else
 		fputs("\"verify\":null}", f);
+}
+
+void tier_db_stats(int db, struct iostat *out)
+{
+	if (T.on)
+		*out = T.mig[db];
 }

@@ -22,6 +22,9 @@ void tier_stop(void);
 /* A request on fd, split at unit boundaries and served from wherever each unit
  * is: bytes done or -errno. */
 int64_t tier_rw(int fd, int write, const struct iovec *iov, int iovcnt, uint64_t off);
+struct iostat;
+/* Database db's migration stream: the copies' reads and writes, each timed. */
+void tier_db_stats(int db, struct iostat *out);
 /* The result's "tier" object ("null" when the engine is not tiered). */
 void tier_report(FILE *f);
 

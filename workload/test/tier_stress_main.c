@@ -55,6 +55,14 @@ void *xalign(size_t size)
 	return p;
 }
 
+/* The engine's statistics are not this driver's concern. */
+void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns)
+{
+	s->count++;
+	s->bytes += bytes;
+	s->lat_sum_ns += lat_ns;
+}
+
 static uint64_t t_end;
 static int nthreads;
 
