@@ -289,6 +289,8 @@ static void migrate(uint64_t w)
 	fflush(T.log);
 }
 
+static void finish(void);
+
 static void *migrate_main(void *arg)
 {
 	(void)arg;
@@ -308,6 +310,7 @@ static void *migrate_main(void *arg)
 		if (tp_window(&T.pol, T.win))
 			migrate(w);
 	}
+	finish();
 	return NULL;
 }
 
@@ -358,12 +361,11 @@ void tier_start(void)
 		die("tier: cannot start the migration thread");
 }
 
-void tier_stop(void)
+/* The end, on the migration thread (so that the write-back's copies carry its
+ * name in a recording too): the end placement, the read-back through it, the
+ * write-back of every promoted unit, the read-back after it. */
+static void finish(void)
 {
-	if (!T.on)
-		return;
-	atomic_store(&T.stop, 1);
-	pthread_join(T.thr, NULL);
 	if (T.log) {
 		fprintf(T.log, "{\"type\":\"end\",\"t\":%.6f,\"fast\":[", (now_ns() - T.t0) / 1e9);
 		int first = 1;
@@ -386,6 +388,14 @@ void tier_stop(void)
 			for (uint64_t b = T.sum_first[i]; b < T.sum_first[i] + (T.db[i].end - T.db[i].base) / VBLK; b++)
 				T.v_blocks += T.sum[b] != 0;
 	}
+}
+
+void tier_stop(void)
+{
+	if (!T.on)
+		return;
+	atomic_store(&T.stop, 1);
+	pthread_join(T.thr, NULL);
 	if (fdatasync(T.fast_fd) && errno != EINVAL)
 		die("--tier-fast %s: fdatasync: %s", E.cfg.tier_fast, strerror(errno));
 	if (T.log) {
