@@ -156,3 +156,19 @@ def test_bad_options_one_line(tmp_path: Path, args: list[str], message: str) -> 
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message.replace("FAST", str(fast)) in lines[0]
     assert not db.exists() and not (tmp_path / "r.json").exists()  # nothing half made
+
+
+def test_cli_passes_tier_options_and_their_errors(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from iotape.errors import IotapeError
+    from workload.cli import app
+
+    res = CliRunner().invoke(
+        app,
+        ["run", "--db-path", str(tmp_path), "--log-path", str(tmp_path), "--ioengine", "tiered",
+         "--set", "tier-fast=/nonexistent/fast", "--set", "tier-capacity-mb=8", "--duration", "1"],
+    )  # fmt: skip
+    assert isinstance(res.exception, IotapeError)
+    assert str(res.exception).startswith("--tier-fast /nonexistent/fast: cannot open")
+    assert not any(tmp_path.rglob("*"))  # no database, no log made
