@@ -93,6 +93,24 @@ def test_migrations_keep_interval_and_budget(loop_factory, tmp_path: Path) -> No
 
 
 @pytest.mark.kernel
+def test_cache_serves_hits_from_fast_and_writes_through(loop_factory, tmp_path: Path) -> None:
+    slow, fast = loop_factory(64), loop_factory(16)
+    before = _sectors(fast.path)
+    r = _engine(tmp_path, f"{slow.path},0,{48 * MIB}", fast.path, "--tier-policy=cache")
+    assert r.returncode == 0, r.stderr
+    read, written = (a - b for a, b in zip(_sectors(fast.path), before, strict=True))
+    tier = json.loads((tmp_path / "result.json").read_text())["tier"]
+    fills = [e for e in _log(tmp_path) if e["type"] == "fill"]
+    assert tier["policy"] == "cache" and len(fills) == tier["promoted"] > tier["slots"]
+    assert tier["evicted"] == len([e for e in fills if e["evicted"] >= 0]) > 0
+    # Only hits are read from the fast device; it is written by the fills and by
+    # writes to cached units (written through), nothing is written back at the end.
+    assert read == tier["read_bytes_fast"] > 0
+    assert written == tier["write_bytes_fast"] + sum(e["bytes"] for e in fills)
+    assert tier["drained_bytes"] == 0
+
+
+@pytest.mark.kernel
 def test_recorded_migrations_are_their_own_stream(loop_factory, tmp_path: Path) -> None:
     slow, fast = loop_factory(300), loop_factory(16)
     cfg = engine.WorkloadConfig(
@@ -110,13 +128,13 @@ def test_recorded_migrations_are_their_own_stream(loop_factory, tmp_path: Path) 
     assert int(mine["bytes"].sum()) == copies["bytes"]
 
 
-def test_no_page_lost_under_racing_migrations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["tier", "cache"])
+def test_no_page_lost_under_racing_migrations(tmp_path: Path, policy: str) -> None:
     slow, fast = tmp_path / "slow", tmp_path / "fast"
     slow.write_bytes(b"\0" * (32 * MIB))
     fast.write_bytes(b"\0" * (8 * MIB))
-    out = subprocess.run(
-        [str(STRESS), str(slow), str(fast), "1.5", "4"], capture_output=True, text=True, timeout=60
-    )
+    argv = [str(STRESS), str(slow), str(fast), "1.5", "4", policy]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     t = json.loads(out.stdout)
     # Hundreds of migrations with writes racing them; every block as last written.
@@ -137,6 +155,7 @@ BAD = [
         ["--tier-fast=FAST", _CAP, "--tier-stats-s=2", "--tier-migrate-s=1"],
         "--tier-migrate-s 1: shorter than --tier-stats-s 2",
     ),
+    (["--tier-fast=FAST", _CAP, "--tier-policy=lfu"], "--tier-policy lfu: tier or cache"),
 ]
 
 

@@ -34,6 +34,8 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 #define ESE_LOG_PARTIAL_CHOICES "pad", "rewrite", "shadow"
 /* --ioengine */
 #define ESE_IOENGINE_CHOICES "io_uring", "psync", "null", "tiered"
+/* --tier-policy */
+#define ESE_TIER_POLICY_CHOICES "tier", "cache"
 /* --create */
 #define ESE_CREATE_CHOICES "reuse", "recreate"
 /* --end */
@@ -90,6 +92,7 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	I("seed", seed, "1", 0, 2147483647, "seed of every random choice") \
 	S("ioengine", ioengine, "io_uring", "io_uring|psync|null|tiered (tiered: psync through an emulated hybrid device, the --tier-* options)") \
 	S("tier-fast", tier_fast, "", "tiered: the fast device or file (must exist; holds the promoted units' copies)") \
+	S("tier-policy", tier_policy, "tier", "tiered: tier (array-style tiering, the --tier-*-s intervals and the budget) or cache (an LRU read cache: misses copied in by the migration thread, writes through to both copies)") \
 	D("tier-capacity-mb", tier_capacity_mb, "0", 0, 1000000000.0, "tiered: fast-tier capacity (MiB), whole units") \
 	I("tier-unit-kb", tier_unit_kb, "4096", 4, 1048576, "tiered: the unit placed and moved (KiB, a power of two, at least a page)") \
 	D("tier-stats-s", tier_stats_s, "5", 0.001, 1000000.0, "tiered: heat is counted per interval of this") \

@@ -54,6 +54,14 @@ static struct {
 	FILE *log;
 	_Atomic uint64_t ios[T_NKIND], bytes[T_NKIND];
 	uint64_t migrations, promoted, demoted, migrated_bytes, drained_bytes, late;
+	/* --tier-policy cache: an LRU of the cached units (cmu), the misses queued
+	 * for the migration thread to copy in */
+	int cache;
+	pthread_mutex_t cmu;
+	pthread_cond_t ccv;
+	int64_t *prev, *next, head, tail, *queue, qhead, qn;
+	uint8_t *queued;
+	uint64_t evicted;
 	struct iostat mig[MAX_DBS]; /* the copies' reads and writes, by database: its migration stream */
 	/* --tier-verify: a checksum per 4 KiB block written (0: never), by database
 	 * block; what the end-of-run read-backs found */
@@ -137,6 +145,8 @@ void tier_check_options(const struct config *c)
 		die("--tier-unit-kb %d: smaller than a database page (%d KiB)", c->tier_unit_kb, c->page_kb);
 	if (k < 1)
 		die("--tier-capacity-mb %g: holds no %d KiB unit", c->tier_capacity_mb, c->tier_unit_kb);
+	if (strcmp(c->tier_policy, "tier") && strcmp(c->tier_policy, "cache"))
+		die("--tier-policy %s: tier or cache", c->tier_policy);
 	if (c->tier_migrate_s < c->tier_stats_s)
 		die("--tier-migrate-s %g: shorter than --tier-stats-s %g", c->tier_migrate_s, c->tier_stats_s);
 	int fd = open(c->tier_fast, O_RDWR | O_DIRECT);
@@ -290,6 +300,7 @@ static void migrate(uint64_t w)
 }
 
 static void finish(void);
+static void *cache_main(void *arg);
 
 static void *migrate_main(void *arg)
 {
@@ -322,9 +333,9 @@ static void log_start(const struct config *c)
 	if (!T.log)
 		die("--tier-log %s: cannot write: %s", c->tier_log, strerror(errno));
 	fprintf(T.log,
-		"{\"type\":\"start\",\"fast\":\"%s\",\"unit\":%llu,\"slots\":%lld,\"units\":%lld,\"stats_s\":%g,"
+		"{\"type\":\"start\",\"policy\":\"%s\",\"fast\":\"%s\",\"unit\":%llu,\"slots\":%lld,\"units\":%lld,\"stats_s\":%g,"
 		"\"migrate_s\":%g,\"half_life_s\":%g,\"budget_units\":%lld,\"databases\":[",
-		c->tier_fast, (unsigned long long)T.unit, (long long)T.pol.p.k, (long long)T.n, c->tier_stats_s,
+		c->tier_policy, c->tier_fast, (unsigned long long)T.unit, (long long)T.pol.p.k, (long long)T.n, c->tier_stats_s,
 		c->tier_migrate_s, c->tier_half_life_s, (long long)T.pol.p.budget);
 	for (int i = 0; i < T.ndb; i++)
 		fprintf(T.log, "%s{\"db\":%d,\"path\":\"%s\",\"base\":%llu,\"end\":%llu,\"first_unit\":%lld,\"units\":%lld}",
@@ -355,9 +366,21 @@ void tier_start(void)
 	for (int64_t s = 0; s < k; s++)
 		T.free_slots[T.nfree++] = (int32_t)(k - 1 - s); /* slot 0 first */
 	log_start(c);
+	T.cache = !strcmp(c->tier_policy, "cache");
+	if (T.cache) {
+		T.prev = malloc((size_t)T.n * sizeof(int64_t));
+		T.next = malloc((size_t)T.n * sizeof(int64_t));
+		T.queue = malloc((size_t)T.n * sizeof(int64_t));
+		T.queued = calloc((size_t)T.n, 1);
+		if (!T.prev || !T.next || !T.queue || !T.queued)
+			die("out of memory");
+		T.head = T.tail = -1;
+		pthread_mutex_init(&T.cmu, NULL);
+		pthread_cond_init(&T.ccv, NULL);
+	}
 	T.on = 1;
 	T.t0 = now_ns();
-	if (pthread_create(&T.thr, NULL, migrate_main, NULL))
+	if (pthread_create(&T.thr, NULL, T.cache ? cache_main : migrate_main, NULL))
 		die("tier: cannot start the migration thread");
 }
 
@@ -380,7 +403,9 @@ static void finish(void)
 		T.v_bad_placed = verify_all();
 	/* The slow device is the database again for the next run (--create reuse). */
 	for (int64_t u = 0; u < T.n; u++)
-		if (T.u[u].slot >= 0)
+		if (T.u[u].slot >= 0 && T.cache)
+			T.u[u].slot = -1; /* a cached copy is clean: nothing to write back */
+		else if (T.u[u].slot >= 0)
 			T.drained_bytes += demote(u);
 	if (T.sum) {
 		T.v_bad_slow = verify_all();
@@ -405,14 +430,121 @@ void tier_stop(void)
 	}
 }
 
+static void lru_unlink(int64_t u)
+{
+	if (T.prev[u] >= 0)
+		T.next[T.prev[u]] = T.next[u];
+	else
+		T.head = T.next[u];
+	if (T.next[u] >= 0)
+		T.prev[T.next[u]] = T.prev[u];
+	else
+		T.tail = T.prev[u];
+}
+
+static void lru_push(int64_t u)
+{
+	T.prev[u] = -1;
+	T.next[u] = T.head;
+	if (T.head >= 0)
+		T.prev[T.head] = u;
+	T.head = u;
+	if (T.tail < 0)
+		T.tail = u;
+}
+
+/* A read of u: a hit moves it to the LRU's head, a miss queues it to be copied in. */
+static void cache_touch(int64_t u)
+{
+	pthread_mutex_lock(&T.cmu);
+	if (T.u[u].slot >= 0) {
+		lru_unlink(u);
+		lru_push(u);
+	} else if (!T.queued[u]) {
+		T.queued[u] = 1;
+		T.queue[(T.qhead + T.qn++) % T.n] = u;
+		pthread_cond_signal(&T.ccv);
+	}
+	pthread_mutex_unlock(&T.cmu);
+}
+
+/* The migration thread's part: copy one queued unit in, the LRU tail out (a
+ * clean copy: no write-back). Returns 0 when the queue was empty. */
+static int cache_fill(void)
+{
+	pthread_mutex_lock(&T.cmu);
+	if (!T.qn) {
+		pthread_mutex_unlock(&T.cmu);
+		return 0;
+	}
+	int64_t u = T.queue[T.qhead], v = -1;
+	T.qhead = (T.qhead + 1) % T.n;
+	T.qn--;
+	int32_t s;
+	if (T.nfree) {
+		s = T.free_slots[--T.nfree];
+	} else {
+		v = T.tail;
+		lru_unlink(v);
+		pthread_rwlock_wrlock(&T.u[v].lk);
+		s = T.u[v].slot;
+		T.u[v].slot = -1;
+		pthread_rwlock_unlock(&T.u[v].lk);
+		T.evicted++;
+	}
+	pthread_mutex_unlock(&T.cmu);
+	uint64_t off, len = unit_span(u, &off);
+	pthread_rwlock_wrlock(&T.u[u].lk);
+	uint64_t t0 = now_ns(), n = copy(&T.mig[T.u[u].dbi], T.db[T.u[u].dbi].fd, off, T.fast_fd, (uint64_t)s * T.unit, len);
+	pthread_mutex_lock(&T.cmu);
+	T.u[u].slot = s;
+	T.queued[u] = 0;
+	lru_push(u);
+	pthread_mutex_unlock(&T.cmu);
+	pthread_rwlock_unlock(&T.u[u].lk);
+	T.migrations++;
+	T.promoted++;
+	T.demoted += v >= 0;
+	T.migrated_bytes += n;
+	if (T.log) {
+		fprintf(T.log, "{\"type\":\"fill\",\"t\":%.6f,\"copy_s\":%.6f,\"unit\":%lld,\"evicted\":%lld,\"bytes\":%llu}\n",
+			(t0 - T.t0) / 1e9, (now_ns() - t0) / 1e9, (long long)u, (long long)v, (unsigned long long)n);
+		fflush(T.log);
+	}
+	return 1;
+}
+
+static void *cache_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ese-migrate");
+	while (!atomic_load(&T.stop)) {
+		if (cache_fill())
+			continue;
+		pthread_mutex_lock(&T.cmu);
+		if (!T.qn && !atomic_load(&T.stop))
+			timed_wait(&T.ccv, &T.cmu, 5);
+		pthread_mutex_unlock(&T.cmu);
+	}
+	finish();
+	return NULL;
+}
+
 /* One request's piece inside unit u. */
 static int64_t unit_io(int64_t u, int fd, int write, const struct iovec *iov, int n, uint64_t off)
 {
 	struct tunit *x = &T.u[u];
+	if (T.cache && !write)
+		cache_touch(u);
 	pthread_rwlock_rdlock(&x->lk);
 	int kind = (write ? T_WRITE_SLOW : T_READ_SLOW) + (x->slot >= 0);
 	uint64_t slow_off = off;
-	if (x->slot >= 0) {
+	if (T.cache && write && x->slot >= 0) {
+		/* Write-through: the slow copy stays current, the cached one is updated. */
+		uint64_t at = (uint64_t)x->slot * T.unit + (off - T.db[x->dbi].base) % T.unit;
+		if (pwritev(T.fast_fd, iov, n, (off_t)at) < 0)
+			die("--tier-fast %s: write failed: %s", E.cfg.tier_fast, strerror(errno));
+	} else if (x->slot >= 0) {
 		off = (uint64_t)x->slot * T.unit + (off - T.db[x->dbi].base) % T.unit;
 		fd = T.fast_fd;
 	}
@@ -480,12 +612,13 @@ void tier_report(FILE *f)
 	}
 	uint64_t rd = T.ios[T_READ_SLOW] + T.ios[T_READ_FAST], wr = T.ios[T_WRITE_SLOW] + T.ios[T_WRITE_FAST];
 	fprintf(f,
-		"{\"unit\":%llu,\"slots\":%lld,\"units\":%lld,\"migrations\":%llu,\"late_intervals\":%llu,"
+		"{\"policy\":\"%s\",\"evicted\":%llu,\"unit\":%llu,\"slots\":%lld,\"units\":%lld,\"migrations\":%llu,\"late_intervals\":%llu,"
 		"\"promoted\":%llu,\"demoted\":%llu,\"migrated_bytes\":%llu,\"drained_bytes\":%llu,"
 		"\"reads_fast\":%llu,\"reads_slow\":%llu,\"writes_fast\":%llu,\"writes_slow\":%llu,"
 		"\"read_bytes_fast\":%llu,\"read_bytes_slow\":%llu,\"write_bytes_fast\":%llu,\"write_bytes_slow\":%llu,"
 		"\"read_hit_ratio\":%.6f,\"write_hit_ratio\":%.6f,",
-		(unsigned long long)T.unit, (long long)T.pol.p.k, (long long)T.n, (unsigned long long)T.migrations,
+		T.cache ? "cache" : "tier", (unsigned long long)T.evicted, (unsigned long long)T.unit, (long long)T.pol.p.k,
+		(long long)T.n, (unsigned long long)T.migrations,
 		(unsigned long long)T.late, (unsigned long long)T.promoted, (unsigned long long)T.demoted,
 		(unsigned long long)T.migrated_bytes, (unsigned long long)T.drained_bytes,
 		(unsigned long long)T.ios[T_READ_FAST], (unsigned long long)T.ios[T_READ_SLOW],

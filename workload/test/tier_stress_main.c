@@ -4,7 +4,8 @@
  * own writes are too few to hit a migration often; this makes every kind of race
  * (a write during a promotion's or a demotion's copy) happen thousands of times.
  * At the end tier_stop() reads every block back through the placement and after
- * the write-back (--tier-verify). Arguments: SLOW_FILE FAST_FILE SECONDS THREADS.
+ * the write-back (--tier-verify). Arguments: SLOW_FILE FAST_FILE SECONDS THREADS
+ * [tier|cache] (the policy; cache: misses copied in as fast as they come).
  * Prints the tier's report object. */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +64,16 @@ void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns)
 	s->lat_sum_ns += lat_ns;
 }
 
+void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static uint64_t t_end;
 static int nthreads;
 
@@ -99,10 +110,11 @@ static void *writer(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5)
-		die("usage: SLOW_FILE FAST_FILE SECONDS THREADS");
+	if (argc != 5 && argc != 6)
+		die("usage: SLOW_FILE FAST_FILE SECONDS THREADS [tier|cache]");
 	struct config *c = &E.cfg;
 	strcpy(c->ioengine, "tiered");
+	snprintf(c->tier_policy, sizeof(c->tier_policy), "%s", argc == 6 ? argv[5] : "tier");
 	snprintf(c->tier_fast, sizeof(c->tier_fast), "%s", argv[2]);
 	snprintf(c->db[0].path, sizeof(c->db[0].path), "%s", argv[1]);
 	c->databases = c->ndb_targets = 1;
