@@ -127,6 +127,13 @@ class HybridLab:
             limit = f"{self._disk[0]}:{self._disk[1]} {iops or 0}"
             (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
 
+    def set_slow_bandwidth(self, read_bps: int | None, write_bps: int | None) -> None:
+        """Cap the slow disk's bytes per second, reads and writes apart (None: free)."""
+        assert self.cgroup is not None
+        for knob, bps in (("read_bps_device", read_bps), ("write_bps_device", write_bps)):
+            limit = f"{self._disk[0]}:{self._disk[1]} {bps or 0}"
+            (self.cgroup / f"blkio.throttle.{knob}").write_text(limit)
+
     def join(self) -> None:
         """Move this process (and so every child it starts from now on) into the lab."""
         assert self.cgroup is not None

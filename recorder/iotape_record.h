@@ -46,6 +46,7 @@ struct iotape_record {
 #define IOTAPE_STREAM_LOG_REPLICATION_READ 6
 #define IOTAPE_STREAM_LOG_READ 7
 #define IOTAPE_STREAM_BACKUP_READ 8
+#define IOTAPE_STREAM_MIGRATION 9
 
 #define IOTAPE_FLAG_SYNC (1u << 0)
 #define IOTAPE_FLAG_FUA (1u << 1)

@@ -180,6 +180,8 @@ def build(result: dict) -> dict:
         # Per storage group: its databases, log path, commits and log I/O (the
         # engine's result); a group's log I/O is on its first database's rows.
         "storage_groups": result.get("storage_groups", []),
+        # --ioengine tiered: placement totals and hit ratios (docs/hybrid.md); else None.
+        "tier": result.get("tier"),
         "total": totals,
         "shape": {"published_profile": pub_id, "rows": _shape_rows(shape, pub, extra)},
         "verdict": _mmb2_verdict(verdict) if mmb2 and verdict["checks"] else verdict,

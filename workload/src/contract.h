@@ -14,9 +14,10 @@ enum stream {
 	S_LOG_REPLICATION_READ, /* 6: log-replication-read */
 	S_LOG_READ, /* 7: log-read */
 	S_BACKUP_READ, /* 8: backup-read */
+	S_MIGRATION, /* 9: migration */
 	S_N
 };
-#define ESE_STREAM_NAMES "db-read", "db-write", "log-write", "log-preformat", "bdm-read", "log-replication-read", "log-read", "backup-read"
+#define ESE_STREAM_NAMES "db-read", "db-write", "log-write", "log-preformat", "bdm-read", "log-replication-read", "log-read", "backup-read", "migration"
 
 /* The result document (report.c). */
 #define ESE_RESULT_FORMAT "iotape-ese-result"
@@ -32,7 +33,9 @@ enum mode { M_PERFORMANCE, M_STRESS, M_THROUGHPUT, M_BACKUP, M_SOFT_RECOVERY };
 enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 #define ESE_LOG_PARTIAL_CHOICES "pad", "rewrite", "shadow"
 /* --ioengine */
-#define ESE_IOENGINE_CHOICES "io_uring", "psync", "null"
+#define ESE_IOENGINE_CHOICES "io_uring", "psync", "null", "tiered"
+/* --tier-policy */
+#define ESE_TIER_POLICY_CHOICES "tier", "cache"
 /* --create */
 #define ESE_CREATE_CHOICES "reuse", "recreate"
 /* --end */
@@ -87,7 +90,17 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	D("bdm-rate", bdm_rate, "23.62", 0, 100000, "maintenance reads per second per database") \
 	I("repl-read-kb", repl_read_kb, "256", 4, 4096, "log replication read size") \
 	I("seed", seed, "1", 0, 2147483647, "seed of every random choice") \
-	S("ioengine", ioengine, "io_uring", "io_uring|psync|null") \
+	S("ioengine", ioengine, "io_uring", "io_uring|psync|null|tiered (tiered: psync through an emulated hybrid device, the --tier-* options)") \
+	S("tier-fast", tier_fast, "", "tiered: the fast device or file (must exist; holds the promoted units' copies)") \
+	S("tier-policy", tier_policy, "tier", "tiered: tier (array-style tiering, the --tier-*-s intervals and the budget) or cache (an LRU read cache: misses copied in by the migration thread, writes through to both copies)") \
+	D("tier-capacity-mb", tier_capacity_mb, "0", 0, 1000000000.0, "tiered: fast-tier capacity (MiB), whole units") \
+	I("tier-unit-kb", tier_unit_kb, "4096", 4, 1048576, "tiered: the unit placed and moved (KiB, a power of two, at least a page)") \
+	D("tier-stats-s", tier_stats_s, "5", 0.001, 1000000.0, "tiered: heat is counted per interval of this") \
+	D("tier-migrate-s", tier_migrate_s, "5", 0.001, 1000000.0, "tiered: placement changes every this (a multiple of --tier-stats-s)") \
+	D("tier-half-life-s", tier_half_life_s, "60", 0, 1000000000.0, "tiered: heat halves over this (0: no decay)") \
+	D("tier-budget-mb", tier_budget_mb, "0", 0, 1000000000.0, "tiered: most data one migration moves, promotions and demotions together (MiB; 0: no limit)") \
+	I("tier-verify", tier_verify, "0", 0, 1, "tiered, for tests: keep a checksum of every 4 KiB written and, at the end, read each back through the placement and after the write-back") \
+	S("tier-log", tier_log, "", "tiered: write each migration and the end placement here (JSON lines)") \
 	S("result", result, "", "write the result JSON here") \
 	I("quiet", quiet, "0", 0, 1, "no progress lines on stdout") \
 	S("create", create, "reuse", "reuse|recreate: an existing complete database") \

@@ -45,6 +45,9 @@ struct config {
 	double auto_read_ms, auto_step_s;
 	double lazy_flush_ms;                                 /* lazy commits reach disk within this */
 	double emu_db_read_ms, emu_db_write_ms, emu_log_write_ms; /* emulated device latency floors */
+	char tier_fast[512], tier_log[512], tier_policy[8];
+	double tier_capacity_mb, tier_stats_s, tier_migrate_s, tier_half_life_s, tier_budget_mb;
+	int tier_unit_kb, tier_verify;
 	char ioengine[16], result[512], create[16], log_partial_name[16], end_name[16];
 	int crash_end; /* end=crash: stop without writing the cache back */
 	int storage_groups; /* 0 on the command line: one per database (options.c resolves it) */

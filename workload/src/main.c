@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ese.h"
+#include "tier.h"
 
 struct engine E;
 
@@ -233,6 +234,7 @@ int main(int argc, char **argv)
 		init_db(&E.dbs[i]);
 	int auto_t = E.cfg.mode == M_THROUGHPUT && E.cfg.auto_threads;
 	atomic_store(&E.active_threads, auto_t ? 1 : E.cfg.threads);
+	tier_start();
 	fprintf(E.progress, "{\"type\":\"start\"}\n");
 	fflush(E.progress);
 	E.t0_ns = now_ns();
@@ -264,6 +266,7 @@ int main(int argc, char **argv)
 		if (is_tail_worker(E.workers[k]->name))
 			pthread_join(E.workers[k]->tid, NULL);
 	E.elapsed_s = (now_ns() - E.t0_ns) / 1e9;
+	tier_stop();
 	result_write(E.cfg.result);
 	for (int k = 0; k < E.nworkers; k++)
 		E.workers[k]->ops->close(E.workers[k]->io);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ese.h"
+#include "tier.h"
 
 enum otype { O_INT, O_DBL, O_STR, O_TARGET };
 
@@ -159,4 +160,5 @@ void options_parse(struct config *cfg, int argc, char **argv)
 		cfg->max_threads = cfg->threads;
 	if ((cfg->log_file_kb & 3) || (cfg->bdm_read_kb & 3) || (cfg->repl_read_kb & 3) || (cfg->logfmt_kb & 3))
 		die("log file, preformat, maintenance and replication sizes are multiples of 4 KiB");
+	tier_check_options(cfg); /* before any file is created */
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ese.h"
+#include "tier.h"
 
 static void put_stat(FILE *f, const struct iostat *s, double secs)
 {
@@ -94,6 +95,7 @@ static void put_db(FILE *f, int i, double secs)
 			durable += w->durable_commits;
 		}
 	}
+	tier_db_stats(i, &st[S_MIGRATION]);
 	fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
 		   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
 		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
@@ -169,7 +171,9 @@ void result_write(const char *path)
 	fputs("],\"storage_groups\":[", f);
 	for (int k = 0; k < E.ngroups; k++)
 		put_group(f, &E.groups[k], secs);
-	fputs("]}\n", f);
+	fputs("],\"tier\":", f);
+	tier_report(f);
+	fputs("}\n", f);
 	if (f != stdout)
 		fclose(f);
 }

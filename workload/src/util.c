@@ -99,7 +99,7 @@ struct worker *worker_new(struct db *db, const char *name, int index, void *(*fn
 	w->fn = fn;
 	w->ops = ioengine_find(E.cfg.ioengine);
 	if (!w->ops)
-		die("--ioengine %s: unknown; one of io_uring, psync, null", E.cfg.ioengine);
+		die("--ioengine %s: unknown; one of io_uring, psync, null, tiered", E.cfg.ioengine);
 	w->io = w->ops->open(depth);
 	if (!w->io)
 		die("%s: cannot set up the %s backend (io_uring disabled? try --ioengine psync)", name,
@@ -148,11 +148,11 @@ int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, i
 	return c.res;
 }
 
-extern const struct ioengine_ops ioengine_uring, ioengine_psync, ioengine_null;
+extern const struct ioengine_ops ioengine_uring, ioengine_psync, ioengine_null, ioengine_tiered;
 
 const struct ioengine_ops *ioengine_find(const char *name)
 {
-	const struct ioengine_ops *all[] = {&ioengine_uring, &ioengine_psync, &ioengine_null};
+	const struct ioengine_ops *all[] = {&ioengine_uring, &ioengine_psync, &ioengine_null, &ioengine_tiered};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (!strcmp(all[i]->name, name))
 			return all[i];
