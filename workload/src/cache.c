@@ -260,16 +260,6 @@ static void release(struct cache *c, int32_t s)
 	c->used--;
 }
 
-void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(cv, mu, &ts);
-}
-
 /* Every page carries its number (bytes 0-7, written at creation) and the number
  * of its last modification (bytes 8-15): soft recovery compares that with a log
  * record's to know whether the record is already in the page. */

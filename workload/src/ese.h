@@ -208,6 +208,8 @@ uint64_t rng_next(uint64_t s[2]);
 double rng_unit(uint64_t s[2]);
 void rng_seed(uint64_t s[2], uint64_t a, uint64_t b);
 void *xalign(size_t size);
+/* What die() names as the program: each executable that links base.c defines it. */
+extern const char *const program_name;
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void sleep_ns(uint64_t ns);
 struct worker *worker_new(struct db *db, const char *name, int index, void *(*fn)(void *), unsigned depth);

@@ -212,6 +212,8 @@ static void flush_caches(void)
 	}
 }
 
+const char *const program_name = "iotape-ese";
+
 int main(int argc, char **argv)
 {
 	options_parse(&E.cfg, argc, argv);

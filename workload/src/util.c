@@ -1,4 +1,4 @@
-/* Small helpers: clocks, the seeded RNG, aligned buffers, workers and timed I/O. */
+/* Small helpers: the seeded RNG, workers and timed I/O. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -8,20 +8,6 @@
 #include "ese.h"
 
 const char *const stream_names[S_N] = {ESE_STREAM_NAMES};
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -52,26 +38,6 @@ uint64_t rng_next(uint64_t s[2]) /* xoroshiro128+ */
 double rng_unit(uint64_t s[2])
 {
 	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("iotape-ese: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(2);
-}
-
-void *xalign(size_t size)
-{
-	void *p = NULL;
-	if (posix_memalign(&p, 4096, size ? size : 4096))
-		die("out of memory (%zu bytes)", size);
-	memset(p, 0, size);
-	return p;
 }
 
 static void *trampoline(void *arg)
@@ -115,17 +81,6 @@ void worker_start(struct worker *w)
 {
 	if (pthread_create(&w->tid, NULL, trampoline, w))
 		die("cannot start thread %s", w->name);
-}
-
-void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns)
-{
-	s->count++;
-	s->bytes += bytes;
-	s->lat_sum_ns += lat_ns;
-	if (lat_ns > s->lat_max_ns)
-		s->lat_max_ns = lat_ns;
-	int b = lat_ns ? 64 - __builtin_clzll(lat_ns) : 0;
-	s->hist[b < HIST_BUCKETS ? b : HIST_BUCKETS - 1]++;
 }
 
 /* One request, waited for, timed from submit to completion (the engine's own

@@ -24,55 +24,7 @@ struct engine E;
 #define UNITS 32
 #define UNIT (1 << 20)
 
-void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("iotape-tier-stress: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(2);
-}
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void sleep_ns(uint64_t ns)
-{
-	struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-	nanosleep(&ts, NULL);
-}
-
-void *xalign(size_t size)
-{
-	void *p = NULL;
-	if (posix_memalign(&p, 4096, size))
-		die("out of memory");
-	return p;
-}
-
-/* The engine's statistics are not this driver's concern. */
-void stat_add(struct iostat *s, uint64_t bytes, uint64_t lat_ns)
-{
-	s->count++;
-	s->bytes += bytes;
-	s->lat_sum_ns += lat_ns;
-}
-
-void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_cond_timedwait(cv, mu, &ts);
-}
+const char *const program_name = "iotape-tier-stress";
 
 static uint64_t t_end;
 static int nthreads;
