@@ -1,0 +1,97 @@
+"""Pair a replay's requests with its original's while both stream past, in order.
+
+A replayed request is the original request with the same (op, offset, size) and
+the same place among its equals: the k-th read of 4 KiB at byte X in the replay
+is the k-th in the original (fidelity.match, which holds both traces whole).
+Met in time order, that is first come, first paired: for each key, the earliest
+unpaired request of one trace pairs with the earliest unpaired of the other.
+`Pairer` does it a batch at a time, keeping the unpaired requests of both
+traces from one batch to the next.
+
+The horizon bounds what is kept. Both traces count time from their first
+request, so a replay's request comes within a few milliseconds of its original
+(fio's start, the replay's jitter); one still unpaired `HORIZON_NS` after its
+time (in either trace's clock) will stay so: it is dropped and counted as
+unpaired. That is the only difference from fidelity.match: a request the
+other trace lacks no longer shifts the k of every later equal request (which
+paired each of them with the wrong one, up to the end of the trace); the answers
+are the same wherever every pair lies within the horizon, which the tests check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replayer.run.ordered import COMPACT
+
+HORIZON_NS = 60 * 10**9
+
+
+def keys(r: np.ndarray) -> np.ndarray:
+    """fidelity._keys: (op, offset, size) as one integer."""
+    return (
+        (r["op"].astype(np.uint64) << np.uint64(56))
+        ^ (r["offset"].astype(np.uint64) << np.uint64(8))
+        ^ r["bytes"].astype(np.uint64)
+    )
+
+
+def _groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, unique keys, first place of each in order, count of each)."""
+    order = np.argsort(k, kind="stable")
+    sk = k[order]
+    start = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1] if len(sk) else np.zeros(0, np.int64)
+    counts = np.diff(np.r_[start, len(sk)])
+    return order, sk[start], start, counts
+
+
+def first_come(ka: np.ndarray, kb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (into a, into b): per key, the m earliest of each, m the fewer."""
+    oa, ua, sa, ca = _groups(ka)
+    ob, ub, sb, cb = _groups(kb)
+    _, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    m = np.minimum(ca[ia], cb[ib])
+    step = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+    return oa[np.repeat(sa[ia], m) + step], ob[np.repeat(sb[ib], m) + step]
+
+
+@dataclass
+class Step:
+    """What one batch settled: pairs (original row, replay row, aligned by place),
+    and the requests of each trace that will stay unpaired."""
+
+    orig: np.ndarray
+    rep: np.ndarray
+    lost_orig: np.ndarray
+    lost_rep: np.ndarray
+
+
+class Pairer:
+    def __init__(self, horizon_ns: int = HORIZON_NS) -> None:
+        self.horizon_ns = horizon_ns
+        self._o = np.empty(0, COMPACT)
+        self._r = np.empty(0, COMPACT)
+
+    @property
+    def held(self) -> int:
+        return len(self._o) + len(self._r)
+
+    def step(self, o: np.ndarray, r: np.ndarray, bound: int | None) -> Step:
+        """Add the next requests of each trace, all of them before `bound` (ns;
+        None: the end of both traces)."""
+        a = np.concatenate([self._o, o]) if len(self._o) else o
+        b = np.concatenate([self._r, r]) if len(self._r) else r
+        ia, ib = first_come(keys(a), keys(b))
+        free_a = np.ones(len(a), bool)
+        free_a[ia] = False
+        free_b = np.ones(len(b), bool)
+        free_b[ib] = False
+        if bound is None:
+            old_a, old_b = free_a, free_b
+        else:
+            old_a = free_a & (a["t"] < bound - self.horizon_ns)
+            old_b = free_b & (b["t"] < bound - self.horizon_ns)
+        self._o, self._r = a[free_a & ~old_a], b[free_b & ~old_b]
+        return Step(a[ia], b[ib], a[old_a], b[old_b])
