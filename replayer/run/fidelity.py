@@ -36,7 +36,7 @@ import numpy as np
 
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
-from replayer.run import fidstream, ordered, timewindows
+from replayer.run import fidstream, localitystream, ordered, timewindows
 from replayer.run.pairing import HORIZON_NS
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
@@ -267,24 +267,11 @@ def compare(
     return out
 
 
-def _columns(s: ordered.Scan) -> tuple[np.ndarray, np.ndarray]:
-    """What locality reads of a trace (17 bytes a request, not 80), and its times."""
-    cols = np.empty(s.count, [("offset", "<u8"), ("bytes", "<u4"), ("dev", "<u4"), ("op", "u1")])
-    t = np.empty(s.count, np.int64)
-    at = 0
-    for b in ordered.batches(s):
-        for c in ("offset", "bytes", "dev", "op"):
-            cols[c][at : at + len(b)] = b[c]
-        t[at : at + len(b)] = b["t"]
-        at += len(b)
-    return cols, t
-
-
 def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
-    """locality.figures, with one trace's columns held at a time."""
-    po = locality.profile(*_columns(so))
+    """locality.figures, each trace streamed (localitystream.py)."""
+    po = localitystream.profile(ordered.batches(so))
     caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
-    pr = locality.profile(*_columns(sr), caps)
+    pr = localitystream.profile(ordered.batches(sr), caps)
     keys = ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share")
     out: dict[str, Any] = {k: [po[k], pr[k]] for k in keys}
     out["lru_fractions"] = list(locality.FRACTIONS)

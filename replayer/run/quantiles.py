@@ -19,7 +19,7 @@ from typing import IO
 
 import numpy as np
 
-KEEP = 1 << 21  # values held in memory before the rest goes to disk
+KEEP = 1 << 18  # values held in memory before the rest goes to disk
 BINS = 1 << 16
 READ = 1 << 22  # values per read of the spill
 

@@ -14,7 +14,8 @@ from trace_helpers import header, make_trace, workload_records
 
 from recorder.tracefile import TraceWriter
 from replayer.plan.source import OP, load
-from replayer.run import fidelity, ordered, quantiles
+from replayer.plan import locality
+from replayer.run import fidelity, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
 
@@ -187,3 +188,31 @@ def test_a_request_beyond_the_horizon_stays_unpaired() -> None:
     s3 = p.step(o[:0], r, None)
     assert s3.orig["t"].tolist() == [100 * 10**9] and p.held == 0
     assert keys(s3.orig).tolist() == keys(s3.rep).tolist()
+
+
+@pytest.mark.parametrize("piece", [localitystream.PIECE, 50, 1])
+def test_streamed_locality_is_profiles(tmp_path: Path, monkeypatch, piece: int) -> None:
+    """Skewed reuse over thousands of units, requests across unit boundaries, two
+    devices, flushes and discards (not counted): the streamed profile, its LRU
+    curve taken a piece at a time, is profile()'s."""
+    monkeypatch.setattr(ordered, "BATCH", 300)
+    monkeypatch.setattr(localitystream, "PIECE", piece)
+    rng = np.random.default_rng(9)
+    o = _orig(4000, seed=9)
+    o["offset"] = (np.minimum(rng.zipf(1.2, size=len(o)), 3000) * 61440) // 512 * 512
+    o["bytes"] = np.where(o["op"] == OP["flush"], 0, rng.choice([4096, 131072], size=len(o)))
+    o["op"][rng.random(len(o)) < 0.02] = OP["discard"]
+    # A sequential run of writes, in issue order.
+    o = o[np.argsort(o["ts_issue_ns"], kind="stable")]
+    w = np.flatnonzero(o["op"] == OP["write"])[300:900]
+    o["offset"][w] = (1 << 30) + np.r_[0, np.cumsum(o["bytes"][w][:-1].astype(np.int64))]
+    o = o[np.argsort(o["ts_complete_ns"], kind="stable")]
+    path = make_trace(tmp_path / "t.iot", o, chunk_records=61)
+    src = load(path)
+    ref = locality.profile(src.records, src.t_ns)
+    got = localitystream.profile(ordered.batches(ordered.scan(path)))
+    assert ref["sequential_share"] > 0 and 0 < ref["lru_hit_ratio"][0] < ref["lru_hit_ratio"][-1]
+    assert got == ref
+    caps = [1, 7, 100, 10**6]
+    got = localitystream.profile(ordered.batches(ordered.scan(path)), caps)
+    assert got == locality.profile(src.records, src.t_ns, caps)
