@@ -148,7 +148,8 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[1_000_000, 5_000_000])
     ap.add_argument("--peer-max", type=int, default=5_000_000, help="largest in-memory run")
     ap.add_argument("--work", type=Path, default=None)
-    ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "replay-memory.json")
+    out = ROOT / "bench" / "results" / "replay-memory.json"
+    ap.add_argument("--output", type=Path, default=out)
     ap.add_argument("--peer", nargs=2, metavar=("ORIG", "REPLAY"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.peer:

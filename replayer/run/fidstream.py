@@ -183,8 +183,14 @@ def _replay_upto(batches: Iterator[np.ndarray], held: list[np.ndarray], bound: i
 
 def drive(so: ordered.Scan, sr: ordered.Scan, sink: Sink, horizon_ns: int = HORIZON_NS) -> None:
     """Both traces through `sink`, once: pairs in the original's order."""
+    drive_batches(ordered.batches(so), ordered.batches(sr), sink, horizon_ns)
+
+
+def drive_batches(
+    origs: Iterator[np.ndarray], reps: Iterator[np.ndarray], sink: Sink, horizon_ns: int
+) -> None:
+    """`drive` over any two streams of ordered.COMPACT batches in time order."""
     pairer = Pairer(horizon_ns)
-    reps = ordered.batches(sr)
     held: list[np.ndarray] = []
     waiting: list[tuple[np.ndarray, np.ndarray]] = []
 
@@ -199,7 +205,7 @@ def drive(so: ordered.Scan, sr: ordered.Scan, sink: Sink, horizon_ns: int = HORI
             sink.paired(o[done][order], r[done][order])
         waiting[:] = [(o[~done], r[~done])]
 
-    for ob in ordered.batches(so):
+    for ob in origs:
         bound = int(ob["t"][-1])
         rb = _replay_upto(reps, held, bound)
         sink.orig(ob)

@@ -13,8 +13,8 @@ import pytest
 from trace_helpers import header, make_trace, workload_records
 
 from recorder.tracefile import TraceWriter
-from replayer.plan.source import OP, load
 from replayer.plan import locality
+from replayer.plan.source import OP, load
 from replayer.run import fidelity, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
