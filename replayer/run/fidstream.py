@@ -31,6 +31,7 @@ from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
 
 QS = (50, 90, 99)
+SIZE_TABLE = 1 << 22  # request sizes below it are counted in a table, not sorted
 
 
 class Side:
@@ -42,19 +43,27 @@ class Side:
         self.mb = np.zeros(nbins)
         self.sizes: dict[int, int] = {}
 
-    def add(self, t: np.ndarray, r: np.ndarray) -> None:
-        """Requests `r` at aligned times `t` (ns)."""
-        self.n += len(r)
+    def add(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> None:
+        """Requests `r` (those of mask `m`) at aligned times `t` (ns)."""
+        nbytes, op = (r["bytes"], r["op"]) if m is None else (r["bytes"][m], r["op"][m])
+        t = t if m is None else t[m]
+        self.n += len(t)
         sec = t // 1_000_000_000
         ok = (sec >= 0) & (sec < len(self.iops))
         self.iops += np.bincount(sec[ok], minlength=len(self.iops))
         self.mb += np.bincount(
-            sec[ok], weights=r["bytes"][ok].astype(np.float64), minlength=len(self.iops)
+            sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops)
         )
-        d = r["op"] != OP["flush"]
+        d = op != OP["flush"]
         self.data += int(d.sum())
-        self.reads += int((r["op"][d] == OP["read"]).sum())
-        u, c = np.unique(r["bytes"][d], return_counts=True)
+        self.reads += int((op[d] == OP["read"]).sum())
+        sizes = nbytes[d]
+        if len(sizes) and int(sizes.max()) < SIZE_TABLE:
+            c = np.bincount(sizes, minlength=0)
+            u = np.flatnonzero(c)
+            c = c[u]
+        else:
+            u, c = np.unique(sizes, return_counts=True)
         for k, v in zip(u.tolist(), c.tolist(), strict=True):
             self.sizes[k] = self.sizes.get(k, 0) + v
 
@@ -175,7 +184,7 @@ def _replay_upto(batches: Iterator[np.ndarray], held: list[np.ndarray], bound: i
         if nxt is None:
             break
         held.append(nxt)
-    a = np.concatenate(held) if held else np.empty(0, ordered.COMPACT)
+    a = ordered.cat(held) if held else np.empty(0, ordered.COMPACT)
     cut = int(np.searchsorted(a["t"], bound, "left"))
     held[:] = [a[cut:]]
     return a[:cut]
@@ -196,14 +205,21 @@ def drive_batches(
 
     def settle(step, before: int | None) -> None:
         sink.lost_rep(step.lost_rep)
-        waiting.append((step.orig, step.rep))
-        o = np.concatenate([w[0] for w in waiting])
-        r = np.concatenate([w[1] for w in waiting])
-        done = o["t"] < before if before is not None else np.ones(len(o), bool)
-        order = np.lexsort((o["n"][done], o["t"][done]))  # the original's time order
-        if len(order):
-            sink.paired(o[done][order], r[done][order])
-        waiting[:] = [(o[~done], r[~done])]
+        if len(step.orig):
+            waiting.append((step.orig, step.rep))
+        if not waiting:
+            return
+        o = ordered.cat([w[0] for w in waiting])
+        r = ordered.cat([w[1] for w in waiting])
+        t = o["t"]
+        done = np.flatnonzero(t < before) if before is not None else np.arange(len(o))
+        # The original's time order (ties in file order).
+        done = done[np.lexsort((o["n"][done], t[done]))]
+        if len(done):
+            sink.paired(ordered.take(o, done), ordered.take(r, done))
+        keep = np.ones(len(o), bool)
+        keep[done] = False
+        waiting[:] = [(ordered.take(o, keep), ordered.take(r, keep))] if keep.any() else []
 
     for ob in origs:
         bound = int(ob["t"][-1])
@@ -252,7 +268,7 @@ class Figures(Sink):
         self.all.o.add(o["t"], o)
         for sid in np.unique(o["stream"]).tolist():
             m = o["stream"] == sid
-            self.streams[sid].o.add(o["t"][m], o[m])
+            self.streams[sid].o.add(o["t"], o, m)
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
@@ -264,7 +280,7 @@ class Figures(Sink):
         own = self.own[r["stream"]]
         for sid in np.unique(own[own >= 0]).tolist():
             m = own == sid
-            self.streams[sid].r.add(r["t"][m] - self.shift, r[m])
+            self.streams[sid].r.add(r["t"] - self.shift, r, m)
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         gaps = r["t"] - o["t"]
@@ -274,7 +290,7 @@ class Figures(Sink):
         for sid in np.unique(o["stream"]).tolist():
             m = o["stream"] == sid
             g = self.streams[sid]
-            g.r.add(r["t"][m] - self.shift, r[m])
+            g.r.add(r["t"] - self.shift, r, m)
             self._paired(g, o["t"][m], gaps[m])
 
     def _paired(self, g: Group, t_o: np.ndarray, gaps: np.ndarray) -> None:

@@ -85,7 +85,7 @@ class Profile:
             self.last_end[o] = int(end[-1])
 
     def _merge_units(self) -> None:
-        u, inv = np.unique(np.concatenate(self.units), return_inverse=True)
+        u, inv = factorize(np.concatenate(self.units))
         c = np.bincount(inv, weights=np.concatenate(self.counts)).astype(np.int64)
         self.units, self.counts, self._kept = [u], [c], len(u)
 
@@ -103,8 +103,8 @@ class Profile:
         req = np.repeat(np.arange(len(off)), k)
         unit = first[req] + (np.arange(int(k.sum())) - starts[req])
         seq = np.concatenate([self.stack, unit])
-        keys, ids = np.unique(seq, return_inverse=True)
-        d = native.stack_distances(ids.astype(np.int32), len(keys))[len(self.stack) :]
+        keys, ids = factorize(seq)
+        d = native.stack_distances(ids, len(keys))[len(self.stack) :]
         per_req = np.maximum.reduceat(d, starts)
         seen = per_req[per_req != native.NEVER]
         h = np.bincount(seen)
@@ -112,8 +112,11 @@ class Profile:
             self.dist = np.r_[self.dist, np.zeros(len(h) - len(self.dist), np.int64)]
         self.dist[: len(h)] += h
         # The new stack: each unit once, by its last use.
-        _, last_rev = np.unique(ids[::-1], return_index=True)
-        self.stack = seq[np.sort(len(seq) - 1 - last_rev)]
+        last = np.full(len(keys), -1, np.int64)
+        np.maximum.at(last, ids, np.arange(len(ids)))
+        mark = np.zeros(len(seq), bool)
+        mark[last] = True
+        self.stack = seq[mark]
 
     def figures(self, caps_units: list[int] | None = None) -> dict:
         """profile()'s dict."""
@@ -134,6 +137,21 @@ class Profile:
             "lru_caps_bytes": [cap * UNIT for cap in caps],
             "lru_hit_ratio": [round(float(h / self.n), 4) if self.n else 0.0 for h in hits],
         }
+
+
+def factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's index among them as int32): np.unique's
+    answer, through a table where the values span a small range (one device's units)."""
+    if not len(x):
+        return x[:0], np.zeros(0, np.int32)
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo > max(4 * len(x), 1 << 24):
+        keys, inv = np.unique(x, return_inverse=True)
+        return keys, inv.astype(np.int32)
+    present = np.zeros(hi - lo + 1, bool)
+    present[x - lo] = True
+    ids = np.cumsum(present, dtype=np.int32) - 1
+    return np.flatnonzero(present) + lo, ids[x - lo]
 
 
 def _hot(counts: np.ndarray) -> tuple[float, float]:

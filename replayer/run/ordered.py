@@ -43,8 +43,12 @@ COMPACT = np.dtype(
         ("tid", "<u4"),
         ("op", "u1"),
         ("stream", "u1"),
-    ]
+    ],
+    align=True,
 )
+# Copies go through a view of whole 8-byte words: numpy moves a structured array's
+# rows field by field, ten times slower (0.2 s a million rows).
+WORDS = COMPACT.itemsize // 8
 BATCH = 1 << 18  # requests loaded between two hand-outs (33 s at 8k IOPS)
 
 
@@ -73,6 +77,22 @@ class Scan:
 
     def metadata(self) -> dict:
         return dict(self.header.get("metadata") or {})
+
+
+def _words(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint64).reshape(len(a), WORDS)
+
+
+def take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """a[sel] for COMPACT rows (an index or a mask)."""
+    return _words(a)[sel].reshape(-1).view(COMPACT)
+
+
+def cat(parts: list[np.ndarray]) -> np.ndarray:
+    """np.concatenate of COMPACT arrays."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([_words(p) for p in parts]).reshape(-1).view(COMPACT)
 
 
 def _app_flush(path: Path) -> tuple[dict, bool, int]:
@@ -156,8 +176,8 @@ def batches(s: Scan, batch: int = BATCH) -> Iterator[np.ndarray]:
             last = i + 1 == len(s.tmin)
             if new < batch and not last:
                 continue
-            a = np.concatenate(held)
-            a = a[np.lexsort((a["n"], a["t"]))]
+            a = cat(held)
+            a = take(a, np.lexsort((a["n"], a["t"])))
             upto = min(int(after[i + 1]) - s.t0, np.iinfo(np.int64).max) if s.timed else 0
             # Untimed: every request is at 0 and file order is time order.
             cut = len(a) if last or not s.timed else int(np.searchsorted(a["t"], upto, "right"))

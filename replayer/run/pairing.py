@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replayer.run.ordered import COMPACT
+from replayer.run.ordered import COMPACT, cat, take
 
 HORIZON_NS = 60 * 10**9
 
@@ -81,8 +81,8 @@ class Pairer:
     def step(self, o: np.ndarray, r: np.ndarray, bound: int | None) -> Step:
         """Add the next requests of each trace, all of them before `bound` (ns;
         None: the end of both traces)."""
-        a = np.concatenate([self._o, o]) if len(self._o) else o
-        b = np.concatenate([self._r, r]) if len(self._r) else r
+        a = cat([self._o, o]) if len(self._o) else o
+        b = cat([self._r, r]) if len(self._r) else r
         ia, ib = first_come(keys(a), keys(b))
         free_a = np.ones(len(a), bool)
         free_a[ia] = False
@@ -93,5 +93,5 @@ class Pairer:
         else:
             old_a = free_a & (a["t"] < bound - self.horizon_ns)
             old_b = free_b & (b["t"] < bound - self.horizon_ns)
-        self._o, self._r = a[free_a & ~old_a], b[free_b & ~old_b]
-        return Step(a[ia], b[ib], a[old_a], b[old_b])
+        self._o, self._r = take(a, free_a & ~old_a), take(b, free_b & ~old_b)
+        return Step(take(a, ia), take(b, ib), take(a, old_a), take(b, old_b))
