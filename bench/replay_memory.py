@@ -10,8 +10,9 @@ process, its peak RSS taken from wait4:
   in-memory  fidelity.compare_in_memory, the implementation before it (the
              peer), where it fits: up to --peer-max requests
 
-and the relabel step of `replay run --record` (execute.relabel) against a plan
-whose iologs hold the original's requests. Ratios are peer / streamed.
+and the relabel step of `replay run --record` (run/relabel.py; peer
+relabel_in_memory) on the replay, against a plan directory whose iologs hold the
+original's requests. Ratios are peer / streamed.
 
 Usage (timings under the shared lock):
     flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_memory.py \\
@@ -95,6 +96,40 @@ def generate(n: int, orig: Path, rep: Path, seed: int = 23) -> None:
         wr.close({"stop_reason": "duration", "lost": {}, "pre_start": 0})
 
 
+def fake_plan(orig: Path, jobdir: Path) -> None:
+    """A plan directory whose iologs hold the original's requests (a job per stream,
+    op and million requests, each log in time order) and its manifest: what
+    relabel reads of a real plan."""
+    from replayer.run import ordered
+
+    (jobdir / "iologs").mkdir(parents=True)
+    names = {1: "db-read", 2: "db-write", 3: "log-write"}
+    jobs = []
+    for k, b in enumerate(ordered.batches(ordered.scan(orig), BATCH)):
+        for sid in np.unique(b["stream"]).tolist():
+            for op, word in ((0, "read"), (1, "write")):
+                m = (b["stream"] == sid) & (b["op"] == op)
+                if not m.any():
+                    continue
+                name = f"db0.{names[sid]}.{word}.{k}"
+                cols = np.column_stack([b["t"][m] // 1000 + 1000, b["offset"][m], b["bytes"][m]])
+                with open(jobdir / "iologs" / f"{name}.log", "w") as f:
+                    f.write("fio version 3 iolog\n")
+                    np.savetxt(f, cols, fmt=f"%d /dev/vdb {word} %d %d")
+                jobs.append({"name": name, "stream": names[sid]})
+    man = {"trace": str(orig), "mode": "exact", "jobs": jobs}
+    (jobdir / "manifest.json").write_text(json.dumps(man))
+
+
+def _relabel(trace: str, jobdir: str, how: str) -> None:
+    """Relabel TRACE by the fake plan in JOBDIR, as its own process (see --relabel)."""
+    from replayer.run import relabel
+
+    man = json.loads((Path(jobdir) / "manifest.json").read_text())
+    fn = relabel.relabel if how == "streamed" else relabel.relabel_in_memory
+    print(json.dumps(fn(Path(trace), Path(jobdir), man)))
+
+
 def _measured(cmd: list[str], out: Path) -> dict:
     """Run `cmd` in its own process: seconds and peak RSS (MiB)."""
     t0 = time.monotonic()
@@ -135,12 +170,48 @@ def one(n: int, work: Path, peer_max: int) -> dict:
         ref = json.loads((d / "peer.json").read_text())
         ref["original"], ref["replayed"] = streamed["original"], streamed["replayed"]
         row["same_answers"] = ref == streamed
-        for k in ("seconds", "peak_rss_mib"):
-            row[f"{k}_ratio_in_memory_over_streamed"] = round(
-                row["in_memory"][k] / max(row["streamed"][k], 1e-9), 2
-            )
+        _ratios(row)
+    row["relabel"] = _relabel_row(orig, rep, d, n <= peer_max)
     shutil.rmtree(d)
     return row
+
+
+def _ratios(row: dict) -> None:
+    for k in ("seconds", "peak_rss_mib"):
+        row[f"{k}_ratio_in_memory_over_streamed"] = round(
+            row["in_memory"][k] / max(row["streamed"][k], 1e-9), 2
+        )
+
+
+def _relabel_row(orig: Path, rep: Path, d: Path, peer: bool) -> dict:
+    """The relabel step of `replay run --record` on the replay, streamed and (on a
+    copy) in memory; `same_trace`: both rewrote it to the same bytes."""
+    jobdir = d / "jobs"
+    fake_plan(orig, jobdir)
+    py = str(ROOT / ".venv" / "bin" / "python")
+    row: dict = {}
+    if peer:
+        copy = d / "rep-copy.iot"
+        shutil.copy(rep, copy)
+        cmd = [py, __file__, "--relabel", str(copy), str(jobdir), "in-memory"]
+        row["in_memory"] = _measured(cmd, d / "relabel-peer.json")
+    cmd = [py, __file__, "--relabel", str(rep), str(jobdir), "streamed"]
+    row["streamed"] = _measured(cmd, d / "relabel.json")
+    row["streamed"] |= json.loads((d / "relabel.json").read_text())
+    if peer:
+        row["same_trace"] = _same_bytes(rep, d / "rep-copy.iot")
+        _ratios(row)
+    return row
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 24), fb.read(1 << 24)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 def main() -> None:
@@ -151,9 +222,13 @@ def main() -> None:
     out = ROOT / "bench" / "results" / "replay-memory.json"
     ap.add_argument("--output", type=Path, default=out)
     ap.add_argument("--peer", nargs=2, metavar=("ORIG", "REPLAY"), help=argparse.SUPPRESS)
+    ap.add_argument("--relabel", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.peer:
         _peer(*a.peer)
+        return
+    if a.relabel:
+        _relabel(*a.relabel)
         return
     work = Path(tempfile.mkdtemp(prefix="iotape-replay-memory-", dir=a.work))
     try:
