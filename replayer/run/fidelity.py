@@ -25,6 +25,10 @@ replay is within the floor-relative goal.
 Locality (locality.py) is measured over all requests: footprint, hot shares,
 sequential share and the LRU hit-ratio curve. A replay whose curve is far from
 the original's is unfaithful on locality however good its rate is.
+
+`compare` streams both traces (fidstream.py, localitystream.py): its memory does
+not grow with their length, and its answers are `compare_in_memory`'s wherever
+every pair lies within pairing.HORIZON_NS (60 s) of each other.
 """
 
 from __future__ import annotations
