@@ -286,13 +286,17 @@ def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
 
 
 def report(
-    original: Path, replayed: Path, anchor: Path | None, window_s: float
+    original: Path,
+    replayed: Path,
+    anchor: Path | None,
+    window_s: float,
+    horizon_ns: int = HORIZON_NS,
 ) -> dict[str, FidelityReport]:
     """`replay fidelity`: the replay ("iotape") and fio's plain replay ("fio_plain",
     given `anchor`) each against the original."""
-    res = {"iotape": compare(original, replayed, window_s)}
+    res = {"iotape": compare(original, replayed, window_s, horizon_ns)}
     if anchor is not None:
-        res["fio_plain"] = compare(original, anchor, window_s)
+        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns)
     return res
 
 
