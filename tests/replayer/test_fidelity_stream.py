@@ -222,3 +222,55 @@ def test_streamed_locality_is_profiles(
     caps = [1, 7, 100, 10**6]
     got = localitystream.profile(ordered.batches(ordered.scan(path)), caps)
     assert got == locality.profile(src.records, src.t_ns, caps)
+
+
+def test_a_lost_request_no_longer_pairs_its_key_a_minute_on(tmp_path: Path) -> None:
+    """The original reads X at 1 s and 100 s; the replay lost the first. Held whole,
+    the 1 s read paired with the replay's 100 s one (99 s of error); streamed, within
+    the 60 s horizon, the 100 s reads pair and the first is unpaired."""
+    o = workload_records(12, seed=1)
+    o["ts_issue_ns"] = (np.arange(12) * 10 + 1) * 10**9
+    o["ts_queue_ns"], o["ts_complete_ns"] = o["ts_issue_ns"] - 1000, o["ts_issue_ns"] + 10**5
+    o["offset"] = np.arange(12) * 4096
+    o["offset"][0] = o["offset"][10]
+    o["op"][0], o["bytes"][0] = o["op"][10], o["bytes"][10]
+    r = o[1:].copy()
+    po, pr = make_trace(tmp_path / "o.iot", o), make_trace(tmp_path / "r.iot", r)
+    old = fidelity.compare_in_memory(po, pr)["overall"]["issue_error"]
+    new = fidelity.compare(po, pr)["overall"]
+    assert old["max_ms"] > 50_000
+    assert new["issue_error"]["max_ms"] == 0 and new["match_share"] == round(11 / 12, 4)
+    # A horizon wider than the gap gives the old pairing back.
+    wide = fidelity.compare(po, pr, horizon_ns=200 * 10**9)["overall"]["issue_error"]
+    assert wide == old
+
+
+def test_horizon_must_be_positive(tmp_path: Path) -> None:
+    from iotape.errors import IotapeError
+    from replayer.cli.fidelity import fidelity as fidelity_cli
+
+    po = make_trace(tmp_path / "o.iot", workload_records(20, seed=1))
+    with pytest.raises(IotapeError, match=r"--horizon 0.0: must be a positive"):
+        fidelity_cli(po, po, None, 5.0, 0.0, False)
+
+
+@pytest.mark.parametrize("split", [None, 60, 75])
+def test_pairs_form_as_if_requests_came_one_at_a_time(split: int | None) -> None:
+    """Original X at 0 s and 50 s, replay X at 70 s and 200 s, horizon 60 s: when the
+    70 s replay comes, the 0 s original is out of reach and the 50 s one pairs with
+    it; the 200 s replay is unpaired. In one batch or two, the same pairs."""
+    o = np.zeros(2, ordered.COMPACT)
+    o["t"], o["n"], o["offset"], o["bytes"] = [0, 50 * 10**9], [0, 1], 4096, 4096
+    r = o.copy()
+    r["t"] = [70 * 10**9, 200 * 10**9]
+    p = Pairer(horizon_ns=60 * 10**9)
+    if split is None:
+        steps = [p.step(o, r, None)]
+    else:
+        cut = split * 10**9
+        steps = [p.step(o[o["t"] < cut], r[r["t"] < cut], cut)]
+        steps.append(p.step(o[o["t"] >= cut], r[r["t"] >= cut], None))
+    pairs = [(int(a), int(b)) for s in steps for a, b in zip(s.orig["t"], s.rep["t"], strict=True)]
+    assert pairs == [(50 * 10**9, 70 * 10**9)]
+    assert sorted(int(x) for s in steps for x in s.lost_orig["t"]) == [0]
+    assert sorted(int(x) for s in steps for x in s.lost_rep["t"]) == [200 * 10**9]
