@@ -1,7 +1,7 @@
 """`replay fidelity` in memory that does not grow with the trace.
 
-fidelity.compare_in_memory holds both traces whole (2.3 GiB of peak memory for
-10 minutes at 8k IOPS). Here both stream past in time order (ordered.py), a
+fidelity.compare_in_memory holds both traces whole (1.8 GiB of peak memory for
+10 minutes at 8k IOPS, bench/replay_memory.py). Here both stream past in time order (ordered.py), a
 batch at a time, and are paired as they come (pairing.py); each figure is kept
 as what it needs, never as a column per request: per-second counts, size
 counts, the drift's sums, the current window's errors, and the issue-time and
@@ -10,10 +10,9 @@ inter-arrival errors on disk for exact percentiles (quantiles.py).
 The replay's clock offset (the median gap over all pairs) is known only once
 every pair is, and the replay's per-second counts depend on it, so the traces
 are read twice: the first time for the pairs' gaps, the second for the figures.
-The answers are fidelity.compare_in_memory's (the tests compare them) except
-where a request pairs beyond pairing.HORIZON_NS, which the first pass counts
-(`pairs_beyond_horizon` is not a figure: there is nothing to count, such a
-request is simply unpaired).
+The answers are fidelity.compare_in_memory's (the tests compare them) wherever
+its pairs lie within the horizon (pairing.py); a request whose only partner is
+further away is unpaired here.
 """
 
 from __future__ import annotations
