@@ -48,6 +48,15 @@ def fidelity(
         float,
         typer.Option("--window", help="Seconds per time window of the per-window table."),
     ] = 5.0,
+    horizon: Annotated[
+        float,
+        typer.Option(
+            "--horizon",
+            help="Seconds a request may be replayed late (or early) and still pair with "
+            "its original; beyond, it counts as unpaired. Memory grows with it: about "
+            "80 bytes a request within it.",
+        ),
+    ] = 60.0,
     as_json: AsJson = False,
 ) -> None:
     """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality,
@@ -57,6 +66,8 @@ def fidelity(
     """
     if not window > 0:
         raise IotapeError(f"--window {window}: must be a positive number of seconds")
+    if not horizon > 0:
+        raise IotapeError(f"--horizon {horizon}: must be a positive number of seconds")
     if replayed.is_dir():
         # A multi-host job directory: figures per host from fio's own logs.
         from replayer.hosts import fidelity as hostfid
@@ -68,7 +79,7 @@ def fidelity(
         for name, s in starts.items():
             print(start_line(name, s))
         return
-    res = fid.report(original, replayed, anchor, window)
+    res = fid.report(original, replayed, anchor, window, int(horizon * 1e9))
     if as_json:
         print(json.dumps(res, indent=2))
         return

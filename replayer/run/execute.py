@@ -8,7 +8,6 @@ measured the same way, at the device.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -20,19 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-
-import schemas
 from iotape.errors import IotapeError
 from recorder.capture import record as rec
-from recorder.tracefile import open_trace, trace_sha256, write_trace
 from replayer.plan import build as planmod
 from replayer.plan.model import Manifest
-from replayer.plan.source import OP, request_times
-from replayer.run import fidelity as fid
 from replayer.run import launch as launchmod
 from replayer.run import targets
-from replayer.run.results import JobRow, Relabel, RunSummary
+from replayer.run.relabel import relabel
+from replayer.run.results import JobRow, RunSummary
 from replayer.run.safety import check_target, rdev_of
 
 
@@ -281,112 +275,3 @@ def run(
         summary["anchor"] = {"record": str(anchor_record_to), "jobs": summarize(anchor)}
     (jobdir / "results" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
-    """Every read/write/trim in the plan's iologs, in time order, as records with
-    op, offset, bytes and stream (an index into the returned stream names).
-    Held as arrays, one log at a time: a long plan has millions of entries."""
-    names: list[str] = []
-    codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
-    cols: list[list[np.ndarray]] = [[], [], [], [], []]
-    for j in man["jobs"]:
-        log = jobdir / "iologs" / f"{j['name']}.log"
-        if not log.exists():
-            continue
-        if j["stream"] not in names:
-            names.append(j["stream"])
-        s = names.index(j["stream"])
-        f = [line.split() for line in log.read_text().splitlines()[1:]]
-        f = [x for x in f if len(x) == 5 and x[2] in codes]
-        if not f:
-            continue
-        cols[0].append(np.array([int(x[0]) for x in f], np.int64))
-        cols[1].append(np.array([codes[x[2]] for x in f], np.uint8))
-        cols[2].append(np.array([int(x[3]) for x in f], np.uint64))
-        cols[3].append(np.array([int(x[4]) for x in f], np.uint32))
-        cols[4].append(np.full(len(f), s, np.int64))
-    n = sum(len(c) for c in cols[0])
-    a = np.zeros(n, dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")])
-    if n:
-        t, op, off, size, stream = (np.concatenate(c) for c in cols)
-        # The same order as sorting (time, op, offset, bytes, stream) tuples.
-        order = np.lexsort((stream, size, off, op, t))
-        a["op"], a["offset"], a["bytes"], a["stream"] = (
-            op[order],
-            off[order],
-            size[order],
-            stream[order],
-        )
-    return a, names
-
-
-def relabel(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
-    """Give each request of a recorded replay the stream of the plan job that issued it.
-
-    fio's threads all carry fio's name, so the recorder labels the whole replay
-    `other`. A replayed read/write/discard is matched to the plan's iolog entry with
-    the same (op, offset, size), the k-th with the k-th in time order; every other
-    request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
-    The trace is rewritten in place; its metadata says so."""
-    with open_trace(trace) as t:
-        header = dict(t.header)
-        footer = dict(t.footer or {})
-        r = t.read_all()
-    planned, names = _plan_requests(Path(jobdir), man)
-    meta = dict(header.get("metadata") or {})
-    # What this trace replays, so that the store pairs it with its source (and with
-    # other replays of it) as the same workload: analyzer/analyses/workloads.py.
-    meta["replay_of"] = replay_of(man)
-    header["metadata"] = meta
-    if not len(planned) or not len(r):
-        _rewrite(trace, header, r, footer)
-        return {"relabelled": 0, "requests": len(r)}
-    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
-    for k, v in schemas.stream_names().items():
-        by_name.setdefault(v, int(k))
-    new = max([*by_name.values(), 0]) + 1
-    for n in names:
-        if n not in by_name:
-            by_name[n], new = new, new + 1
-    sid = np.array([by_name[n] for n in names], dtype=np.int64)
-    order = np.argsort(request_times(r), kind="stable")
-    io, ir = fid.match(planned, r[order])
-    rec_idx = order[ir]
-    stream = r["stream"].astype(np.int64).copy()
-    labelled = np.zeros(len(r), bool)
-    stream[rec_idx] = sid[planned["stream"][io]]
-    labelled[rec_idx] = True
-    # The rest of a thread's requests (its syncs) go with the thread's stream.
-    tids, first = np.unique(r["tid"][rec_idx], return_index=True)
-    tid_stream = dict(zip(tids.tolist(), stream[rec_idx][first].tolist(), strict=True))
-    for i in np.flatnonzero(~labelled & (r["tid"] != 0)).tolist():
-        s = tid_stream.get(int(r["tid"][i]))
-        if s is not None:
-            stream[i] = s
-            labelled[i] = True
-    r["stream"] = stream.astype(r["stream"].dtype)
-    header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
-    meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
-    _rewrite(trace, header, r, footer)
-    return {"relabelled": int(labelled.sum()), "requests": len(r)}
-
-
-def _rewrite(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
-    tmp = Path(str(trace) + ".relabel")
-    # The footer carries what the recorder counted (lost, pre_start, in flight at
-    # stop): rewriting the labels must not lose it.
-    write_trace(tmp, header, r, footer)
-    os.replace(tmp, trace)
-
-
-def replay_of(man: Manifest) -> dict:
-    """The source trace (path and content hash, which is its run id in the store) and
-    how the plan scaled it."""
-    src = Path(man["trace"])
-    digest = ""
-    if src.is_file():
-        with contextlib.suppress(OSError):
-            digest = trace_sha256(src)
-    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
-            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip

@@ -25,6 +25,10 @@ replay is within the floor-relative goal.
 Locality (locality.py) is measured over all requests: footprint, hot shares,
 sequential share and the LRU hit-ratio curve. A replay whose curve is far from
 the original's is unfaithful on locality however good its rate is.
+
+`compare` streams both traces (fidstream.py, localitystream.py): its memory does
+not grow with their length, and its answers are `compare_in_memory`'s wherever
+every pair lies within pairing.HORIZON_NS (60 s) of each other.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ import numpy as np
 
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
-from replayer.run import timewindows
+from replayer.run import fidstream, localitystream, ordered, timewindows
+from replayer.run.pairing import HORIZON_NS
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
 
@@ -153,11 +158,11 @@ def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
     return f
 
 
-def compare(
+def compare_in_memory(
     original: str | Path, replayed: str | Path, window_s: float = timewindows.WINDOW_S
 ) -> FidelityReport:
-    """Per-stream, per-window and overall fidelity figures; each pair is
-    [original, replay]."""
+    """`compare` with both traces held whole: what it answered before it streamed, kept
+    as the reference its tests and bench/replay_memory.py measure it against."""
     so, sr = load(original), load(replayed)
     o, r = so.records, sr.records
     io, ir = match(o, r)
@@ -216,14 +221,82 @@ def compare(
     return out
 
 
+def compare(
+    original: str | Path,
+    replayed: str | Path,
+    window_s: float = timewindows.WINDOW_S,
+    horizon_ns: int = HORIZON_NS,
+) -> FidelityReport:
+    """Per-stream, per-window and overall fidelity figures; each pair is
+    [original, replay]. Both traces stream (fidstream.py): memory stays flat in
+    their length."""
+    so, sr = ordered.scan(original), ordered.scan(replayed)
+    gaps = fidstream.Gaps()
+    fidstream.drive(so, sr, gaps, horizon_ns)
+    pairs = gaps.spill.count
+    timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
+    shift = int(gaps.spill.median()) if timed else 0
+    gaps.spill.close()
+    acc = fidstream.Figures(so, sr, shift, timed, window_s)
+    try:
+        fidstream.drive(so, sr, acc, horizon_ns)
+        out: FidelityReport = {
+            "original": str(original),
+            "replayed": str(replayed),
+            "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
+            "start_shift_ms": round(shift / 1e6, 3),
+            "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
+            "overall": fidstream.figures(acc.all, shift, timed),
+            "streams": {
+                so.stream_name(sid): fidstream.figures(g, shift, timed)
+                for sid, g in acc.streams.items()
+            },
+        }
+    finally:
+        acc.close()
+    out["overall"]["unmatched_replay_requests"] = sr.count - acc.all.pairs
+    floor = timewindows.floor_of(sr.metadata())
+    mono0 = sr.header.get("mono_start_ns")
+    if mono0 is not None:
+        # The replay's records count from the recorder's start (CLOCK_MONOTONIC).
+        mono0 = int(mono0) + sr.t0 + shift
+    if timed:
+        rows = acc.windows.rows(floor, mono0)
+        out["windows"] = rows
+        out["wakeup_floor"] = (floor or {}).get("overall")
+        out["floor_goal"] = timewindows.verdict(
+            out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
+        )
+    out["locality"] = _locality(so, sr)
+    return out
+
+
+def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
+    """locality.figures, each trace streamed (localitystream.py)."""
+    po = localitystream.profile(ordered.batches(so))
+    caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
+    pr = localitystream.profile(ordered.batches(sr), caps)
+    keys = ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share")
+    out: dict[str, Any] = {k: [po[k], pr[k]] for k in keys}
+    out["lru_fractions"] = list(locality.FRACTIONS)
+    out["lru_caps_bytes"] = po["lru_caps_bytes"]
+    out["lru_hit_ratio"] = [po["lru_hit_ratio"], pr["lru_hit_ratio"]]
+    out |= locality.compare(po, pr)
+    return out
+
+
 def report(
-    original: Path, replayed: Path, anchor: Path | None, window_s: float
+    original: Path,
+    replayed: Path,
+    anchor: Path | None,
+    window_s: float,
+    horizon_ns: int = HORIZON_NS,
 ) -> dict[str, FidelityReport]:
     """`replay fidelity`: the replay ("iotape") and fio's plain replay ("fio_plain",
     given `anchor`) each against the original."""
-    res = {"iotape": compare(original, replayed, window_s)}
+    res = {"iotape": compare(original, replayed, window_s, horizon_ns)}
     if anchor is not None:
-        res["fio_plain"] = compare(original, anchor, window_s)
+        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns)
     return res
 
 

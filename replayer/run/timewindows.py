@@ -77,26 +77,100 @@ def windows(
             np.clip(tr_ns[(tr_ns >= lo) & (tr_ns < hi)] // 10**9 - secs[0], 0, len(secs) - 1),
             minlength=len(secs),
         )
-        ok = io > 0
-        row: dict[str, Any] = {
-            "from_s": round(lo / 1e9, 3),
-            "requests": [int(io.sum()), int(ir.sum())],
-            "iops_mape_pct": round(float(np.mean(np.abs(ir[ok] - io[ok]) / io[ok]) * 100), 3)
-            if ok.any()
-            else None,
-        }
-        e = err[(t_pair >= lo) & (t_pair < hi)]
-        if len(e):
-            row["issue_p50_ms"] = round(float(np.percentile(e, 50)) / 1e6, 4)
-            row["issue_p99_ms"] = round(float(np.percentile(e, 99)) / 1e6, 4)
-            row["issue_max_ms"] = round(float(e.max()) / 1e6, 4)
-        if floor and mono_of_orig_ns is not None:
-            base = mono_of_orig_ns / 1e9
-            row |= _floor_window(floor.get("seconds", []), base + lo / 1e9, base + hi / 1e9)
-            if row.get("floor_p99_ms") and "issue_p99_ms" in row:
-                row["p99_over_floor"] = round(row["issue_p99_ms"] / row["floor_p99_ms"], 2)
-        out.append(row)
+        out.append(
+            _row(
+                lo, hi, io, ir, _issue(err[(t_pair >= lo) & (t_pair < hi)]), floor, mono_of_orig_ns
+            )
+        )
     return out
+
+
+def _issue(e: np.ndarray) -> dict[str, float]:
+    """A window's issue-time error (ns, float64) as its row's figures."""
+    if not len(e):
+        return {}
+    return {
+        "issue_p50_ms": round(float(np.percentile(e, 50)) / 1e6, 4),
+        "issue_p99_ms": round(float(np.percentile(e, 99)) / 1e6, 4),
+        "issue_max_ms": round(float(e.max()) / 1e6, 4),
+    }
+
+
+def _row(
+    lo: int,
+    hi: int,
+    io: np.ndarray,
+    ir: np.ndarray,
+    issue: dict,
+    floor: dict | None,
+    mono: int | None,
+) -> dict[str, Any]:
+    """One window's row from its per-second request counts and its issue-time error."""
+    ok = io > 0
+    row: dict[str, Any] = {
+        "from_s": round(lo / 1e9, 3),
+        "requests": [int(io.sum()), int(ir.sum())],
+        "iops_mape_pct": round(float(np.mean(np.abs(ir[ok] - io[ok]) / io[ok]) * 100), 3)
+        if ok.any()
+        else None,
+    }
+    row |= issue
+    if floor and mono is not None:
+        base = mono / 1e9
+        row |= _floor_window(floor.get("seconds", []), base + lo / 1e9, base + hi / 1e9)
+        if row.get("floor_p99_ms") and "issue_p99_ms" in row:
+            row["p99_over_floor"] = round(row["issue_p99_ms"] / row["floor_p99_ms"], 2)
+    return row
+
+
+class Windows:
+    """`windows()` fed a batch at a time: request times of either trace in any order,
+    paired requests in the original's time order (a window's errors are held until
+    the next window's first pair comes, then only its figures)."""
+
+    def __init__(self, duration_ns: int, window_s: float = WINDOW_S) -> None:
+        self.w_ns = int(window_s * 1e9)
+        self.n = max(1, -(-int(duration_ns) // self.w_ns))
+        width = -(-self.w_ns // 10**9) + 1  # seconds a window touches, at most
+        self.counts = np.zeros((2, self.n, width), np.int64)
+        self.issue: dict[int, dict] = {}
+        self._k = -1
+        self._held: list[np.ndarray] = []
+
+    def times(self, side: int, t_ns: np.ndarray) -> None:
+        """Count requests of the original (side 0) or the aligned replay (side 1)."""
+        k = t_ns // self.w_ns
+        ok = (t_ns >= 0) & (k < self.n)
+        k, t = k[ok], t_ns[ok]
+        sec = t // 10**9 - (k * self.w_ns) // 10**9
+        flat = np.bincount(k * self.counts.shape[2] + sec, minlength=self.counts[side].size)
+        self.counts[side] += flat.reshape(self.counts[side].shape)
+
+    def pairs(self, t_orig_ns: np.ndarray, err_ns: np.ndarray) -> None:
+        """Paired requests: the original's times (ascending) and |issue-time error| (ns)."""
+        k = t_orig_ns // self.w_ns
+        ok = (t_orig_ns >= 0) & (k < self.n)
+        k, e = k[ok], err_ns[ok].astype(np.float64)
+        for kk in np.unique(k).tolist():
+            if kk != self._k:
+                self._close()
+                self._k = kk
+            self._held.append(e[k == kk])
+
+    def _close(self) -> None:
+        if self._held:
+            self.issue[self._k] = _issue(np.concatenate(self._held))
+        self._held = []
+
+    def rows(self, floor: dict | None = None, mono_of_orig_ns: int | None = None) -> list[dict]:
+        self._close()
+        out = []
+        for k in range(self.n):
+            lo, hi = k * self.w_ns, (k + 1) * self.w_ns
+            m = -(-hi // 10**9) - lo // 10**9
+            io, ir = self.counts[0, k, :m], self.counts[1, k, :m]
+            out.append(_row(lo, hi, io, ir, self.issue.get(k, {}), floor, mono_of_orig_ns))
+        return out
 
 
 def verdict(issue_p99_ms: float | None, floor: dict | None, rows: list[dict]) -> dict:

@@ -1,0 +1,132 @@
+"""Pair a replay's requests with its original's while both stream past, in order.
+
+A replayed request is the original request with the same (op, offset, size) and
+the same place among its equals: the k-th read of 4 KiB at byte X in the replay
+is the k-th in the original (fidelity.match, which holds both traces whole).
+Met in time order, that is first come, first paired: for each key, the earliest
+unpaired request of one trace pairs with the earliest unpaired of the other.
+`Pairer` does it a batch at a time, keeping the unpaired requests of both
+traces from one batch to the next.
+
+The horizon bounds what is kept, and how far apart a pair may be. Both traces
+count time from their first request, so a replayed request comes within a few
+milliseconds of its original (fio's start, the replay's jitter). A request pairs
+only with one less than `HORIZON_NS` away: met one at a time, a request still
+unpaired when the other trace has moved that far past it is dropped, and the
+next one of its key pairs instead (Pairer._match does the same a batch at a
+time, so the pairs do not depend on where the batches fall). That is the only
+difference from fidelity.match: a request the other trace lacks no longer shifts
+the k of every later equal request (which paired each of them with the wrong
+one, minutes apart, up to the end of the trace); wherever every pair of
+fidelity.match lies within the horizon, the pairs are the same, which the tests
+check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replayer.run.ordered import COMPACT, cat, take
+
+HORIZON_NS = 60 * 10**9
+MAX_ROUNDS = 32
+
+
+def keys(r: np.ndarray) -> np.ndarray:
+    """fidelity._keys: (op, offset, size) as one integer."""
+    return (
+        (r["op"].astype(np.uint64) << np.uint64(56))
+        ^ (r["offset"].astype(np.uint64) << np.uint64(8))
+        ^ r["bytes"].astype(np.uint64)
+    )
+
+
+def _groups(k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(order, unique keys, first place of each in order, count of each)."""
+    order = np.argsort(k, kind="stable")
+    sk = k[order]
+    start = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1] if len(sk) else np.zeros(0, np.int64)
+    counts = np.diff(np.r_[start, len(sk)])
+    return order, sk[start], start, counts
+
+
+def first_come(ka: np.ndarray, kb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (into a, into b): per key, the m earliest of each, m the fewer."""
+    oa, ua, sa, ca = _groups(ka)
+    ob, ub, sb, cb = _groups(kb)
+    _, ia, ib = np.intersect1d(ua, ub, assume_unique=True, return_indices=True)
+    m = np.minimum(ca[ia], cb[ib])
+    step = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+    return oa[np.repeat(sa[ia], m) + step], ob[np.repeat(sb[ib], m) + step]
+
+
+@dataclass
+class Step:
+    """What one batch settled: pairs (original row, replay row, aligned by place),
+    and the requests of each trace that will stay unpaired."""
+
+    orig: np.ndarray
+    rep: np.ndarray
+    lost_orig: np.ndarray
+    lost_rep: np.ndarray
+
+
+class Pairer:
+    def __init__(self, horizon_ns: int = HORIZON_NS) -> None:
+        self.horizon_ns = horizon_ns
+        self._o = np.empty(0, COMPACT)
+        self._r = np.empty(0, COMPACT)
+
+    @property
+    def held(self) -> int:
+        return len(self._o) + len(self._r)
+
+    def step(self, o: np.ndarray, r: np.ndarray, bound: int | None) -> Step:
+        """Add the next requests of each trace, all of them before `bound` (ns;
+        None: the end of both traces)."""
+        a = cat([self._o, o]) if len(self._o) else o
+        b = cat([self._r, r]) if len(self._r) else r
+        ia, ib, gone_a, gone_b = self._match(a, b)
+        free_a = np.ones(len(a), bool)
+        free_a[ia] = False
+        free_b = np.ones(len(b), bool)
+        free_b[ib] = False
+        if bound is None:
+            old_a, old_b = free_a, free_b
+        else:
+            old_a = free_a & ((a["t"] < bound - self.horizon_ns) | gone_a)
+            old_b = free_b & ((b["t"] < bound - self.horizon_ns) | gone_b)
+        self._o, self._r = take(a, free_a & ~old_a), take(b, free_b & ~old_b)
+        return Step(take(a, ia), take(b, ib), take(a, old_a), take(b, old_b))
+
+    def _match(self, a: np.ndarray, b: np.ndarray):
+        """first_come, where a request more than the horizon older than its partner
+        is dropped instead (it could pair with nothing later either) and its key
+        matched again without it: per key, the earliest such pair first, as if
+        the requests came one at a time. After MAX_ROUNDS (a key with hundreds
+        of chance pairs, as in a synthetic replay) every such pair is dropped."""
+        ka, kb = keys(a), keys(b)
+        gone_a, gone_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
+        for round_ in range(MAX_ROUNDS + 1):
+            la, lb = np.flatnonzero(~gone_a), np.flatnonzero(~gone_b)
+            pa, pb = first_come(ka[la], kb[lb])
+            ia, ib = la[pa], lb[pb]
+            ta, tb = a["t"][ia], b["t"][ib]
+            bad = np.flatnonzero(np.abs(tb - ta) > self.horizon_ns)
+            if not len(bad):
+                break
+            if round_ < MAX_ROUNDS:
+                # Only each key's earliest: dropping it may let its later ones pair.
+                order = np.lexsort((np.minimum(ta, tb)[bad], ka[ia[bad]]))
+                kk = ka[ia[bad[order]]]
+                bad = bad[order[np.r_[True, kk[1:] != kk[:-1]]]]
+            older_a = ta[bad] < tb[bad]
+            gone_a[ia[bad[older_a]]] = True
+            gone_b[ib[bad[~older_a]]] = True
+            if round_ == MAX_ROUNDS:
+                keep = np.ones(len(ia), bool)
+                keep[bad] = False
+                ia, ib = ia[keep], ib[keep]
+        return ia, ib, gone_a, gone_b

@@ -1,0 +1,304 @@
+"""`replay run --record`, after fio: give each request of the recorded replay the
+stream of the plan job that issued it, a batch at a time.
+
+fio's threads all carry fio's name, so the recorder labels the whole replay
+`other`. A replayed read/write/discard is matched to the plan's iolog entry with
+the same (op, offset, size), the k-th with the k-th in time order; every other
+request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
+
+`relabel` streams: the plan's iologs are merged in time order a few at a time
+(each log is in time order; a log is read once every log that starts before
+its first entry has been), the recording comes in time-ordered batches
+(ordered.py), and they pair as fidelity's traces do (pairing.py, within the same
+horizon, both clocks counting from their first request). What it keeps whole is
+the label of each request (2 bytes a request) and the stream of each thread;
+the trace is then rewritten chunk by chunk. `relabel_in_memory` is the version
+that held the plan and the recording whole (the reference of the tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+import schemas
+from iotape.errors import IotapeError
+from recorder.tracefile import TraceWriter, open_trace, trace_sha256, write_trace
+from replayer.plan.model import Manifest
+from replayer.plan.source import OP, request_times
+from replayer.run import fidelity as fid
+from replayer.run import fidstream, ordered
+from replayer.run.pairing import HORIZON_NS
+from replayer.run.results import Relabel
+
+CODES = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+LABELS = "from the replay plan's jobs (iotape replay run)"
+
+
+def _entries(log: Path) -> list[list[str]]:
+    f = [line.split() for line in log.read_text().splitlines()[1:]]
+    return [x for x in f if len(x) == 5 and x[2] in CODES]
+
+
+def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
+    """(first entry's time in us, stream index, log) of each log with entries, by
+    time; and the stream names the indexes point into."""
+    names: list[str] = []
+    logs = []
+    for j in man["jobs"]:
+        log = jobdir / "iologs" / f"{j['name']}.log"
+        if not log.exists():
+            continue
+        if j["stream"] not in names:
+            names.append(j["stream"])
+        with open(log) as f:
+            first = next((x for x in map(str.split, f) if len(x) == 5 and x[2] in CODES), None)
+        if first is not None:
+            logs.append((int(first[0]), names.index(j["stream"]), log))
+    logs.sort(key=lambda x: x[0])
+    return logs, names
+
+
+def _read_log(log: Path, stream: int, t0_us: int) -> np.ndarray:
+    f = _entries(log)
+    a = np.zeros(len(f), ordered.COMPACT)
+    a["t"] = (np.array([int(x[0]) for x in f], np.int64) - t0_us) * 1000
+    a["op"] = [CODES[x[2]] for x in f]
+    a["offset"] = np.array([int(x[3]) for x in f], np.uint64)
+    a["bytes"] = np.array([int(x[4]) for x in f], np.uint32)
+    a["stream"] = stream
+    return a
+
+
+def planned_batches(logs: list[tuple[int, int, Path]]) -> Iterator[np.ndarray]:
+    """The plan's entries as ordered.COMPACT batches (t in ns since the first entry),
+    in _plan_requests' order: time, then op, offset, size and stream."""
+    held: list[np.ndarray] = []
+    new = emitted = 0
+    for i, (_, stream, log) in enumerate(logs):
+        held.append(_read_log(log, stream, logs[0][0]))
+        new += len(held[-1])
+        last = i + 1 == len(logs)
+        if new < ordered.BATCH and not last:
+            continue
+        a = np.concatenate(held)
+        a = a[np.lexsort((a["stream"], a["bytes"], a["offset"], a["op"], a["t"]))]
+        # A later log's entries at the very time it starts may sort before these.
+        upto = (logs[i + 1][0] - logs[0][0]) * 1000 if not last else None
+        cut = len(a) if upto is None else int(np.searchsorted(a["t"], upto, "left"))
+        a["n"][:cut] = np.arange(emitted, emitted + cut)
+        emitted += cut
+        if cut:
+            yield a[:cut]
+        held, new = [a[cut:]], 0
+
+
+class _Labels(fidstream.Sink):
+    """Each paired request's plan stream (by its place among the replayable
+    requests), and each thread's stream: its first paired request's."""
+
+    def __init__(self, n: int, sid: np.ndarray) -> None:
+        self.label = np.full(n, -1, np.int16)
+        self.sid = sid
+        self.tid: dict[int, int] = {}
+
+    def paired(self, o: np.ndarray, r: np.ndarray) -> None:
+        s = self.sid[o["stream"]]
+        self.label[r["n"]] = s
+        tids, first = np.unique(r["tid"], return_index=True)
+        for t, k in zip(tids.tolist(), s[first].tolist(), strict=True):
+            self.tid.setdefault(t, k)
+
+
+def _stream_ids(header: dict, names: list[str]) -> tuple[dict[str, int], np.ndarray]:
+    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
+    for k, v in schemas.stream_names().items():
+        by_name.setdefault(v, int(k))
+    new = max([*by_name.values(), 0]) + 1
+    for n in names:
+        if n not in by_name:
+            by_name[n], new = new, new + 1
+    return by_name, np.array([by_name[n] for n in names], dtype=np.int64)
+
+
+def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_NS) -> Relabel:
+    """Relabel the recorded replay `trace` by plan job, rewriting it in place; its
+    metadata says so (see the module doc)."""
+    header, _, total = ordered._app_flush(trace)
+    meta = dict(header.get("metadata") or {})
+    # What this trace replays, so that the store pairs it with its source (and with
+    # other replays of it) as the same workload: analyzer/analyses/workloads.py.
+    meta["replay_of"] = replay_of(man)
+    header["metadata"] = meta
+    logs, names = _logs(Path(jobdir), man)
+    if not logs or not total:
+        return _rewrite(trace, header, None, None)
+    by_name, sid = _stream_ids(header, names)
+    try:
+        scan = ordered.scan(trace)
+    except IotapeError:
+        scan = None  # nothing a plan entry can pair with: only the threads' rule applies
+    labels = _Labels(scan.count if scan else 0, sid)
+    if scan is not None:
+        fidstream.drive_batches(planned_batches(logs), ordered.batches(scan), labels, horizon_ns)
+    header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
+    meta["stream_labels"] = LABELS
+    return _rewrite(trace, header, scan, labels)
+
+
+def _relabelled(c: np.ndarray, keep: np.ndarray, lab: np.ndarray, tid: dict[int, int]):
+    """A chunk with its new streams, and how many of its requests got one."""
+    out = c.copy()
+    stream = c["stream"].astype(np.int64)
+    got = np.full(len(c), -1, np.int64)
+    got[keep] = lab
+    for t in np.unique(c["tid"][(got < 0) & (c["tid"] != 0)]).tolist():
+        if t in tid:
+            got[(got < 0) & (c["tid"] == t)] = tid[t]
+    done = got >= 0
+    stream[done] = got[done]
+    out["stream"] = stream.astype(c["stream"].dtype)
+    return out, int(done.sum())
+
+
+def _rewrite(
+    trace: Path, header: dict, scan: ordered.Scan | None, labels: _Labels | None
+) -> Relabel:
+    """Copy `trace` chunk by chunk under `header`, with the labels, then replace it.
+    The footer carries what the recorder counted (lost, pre_start, in flight at
+    stop): rewriting the labels must not lose it."""
+    tmp = Path(str(trace) + ".relabel")
+    n = done = at = 0
+    try:
+        with open_trace(trace) as t, TraceWriter(tmp, header) as w:
+            footer = dict(t.footer or {})
+            for c in t.iter_chunks():
+                n += len(c)
+                if labels is None:
+                    w.write(c)
+                    continue
+                keep = ordered._keep(c, scan.app_flush) if scan else np.zeros(len(c), bool)
+                k = int(keep.sum())
+                out, d = _relabelled(c, keep, labels.label[at : at + k], labels.tid)
+                at, done = at + k, done + d
+                w.write(out)
+            # Read the footer only after iterating: iteration checks it.
+            w.close(dict(t.footer or footer))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, trace)
+    return {"relabelled": done, "requests": n}
+
+
+def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
+    """Every read/write/trim in the plan's iologs, in time order, as records with
+    op, offset, bytes and stream (an index into the returned stream names).
+    Held as arrays, one log at a time: a long plan has millions of entries."""
+    names: list[str] = []
+    codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
+    for j in man["jobs"]:
+        log = jobdir / "iologs" / f"{j['name']}.log"
+        if not log.exists():
+            continue
+        if j["stream"] not in names:
+            names.append(j["stream"])
+        s = names.index(j["stream"])
+        f = [line.split() for line in log.read_text().splitlines()[1:]]
+        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        if not f:
+            continue
+        cols[0].append(np.array([int(x[0]) for x in f], np.int64))
+        cols[1].append(np.array([codes[x[2]] for x in f], np.uint8))
+        cols[2].append(np.array([int(x[3]) for x in f], np.uint64))
+        cols[3].append(np.array([int(x[4]) for x in f], np.uint32))
+        cols[4].append(np.full(len(f), s, np.int64))
+    n = sum(len(c) for c in cols[0])
+    a = np.zeros(n, dtype=[("op", "u1"), ("offset", "u8"), ("bytes", "u4"), ("stream", "i8")])
+    if n:
+        t, op, off, size, stream = (np.concatenate(c) for c in cols)
+        # The same order as sorting (time, op, offset, bytes, stream) tuples.
+        order = np.lexsort((stream, size, off, op, t))
+        a["op"], a["offset"], a["bytes"], a["stream"] = (
+            op[order],
+            off[order],
+            size[order],
+            stream[order],
+        )
+    return a, names
+
+
+def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
+    """`relabel` with the plan and the recording held whole: the reference.
+
+    fio's threads all carry fio's name, so the recorder labels the whole replay
+    `other`. A replayed read/write/discard is matched to the plan's iolog entry with
+    the same (op, offset, size), the k-th with the k-th in time order; every other
+    request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
+    The trace is rewritten in place; its metadata says so."""
+    with open_trace(trace) as t:
+        header = dict(t.header)
+        footer = dict(t.footer or {})
+        r = t.read_all()
+    planned, names = _plan_requests(Path(jobdir), man)
+    meta = dict(header.get("metadata") or {})
+    # What this trace replays, so that the store pairs it with its source (and with
+    # other replays of it) as the same workload: analyzer/analyses/workloads.py.
+    meta["replay_of"] = replay_of(man)
+    header["metadata"] = meta
+    if not len(planned) or not len(r):
+        _rewrite_whole(trace, header, r, footer)
+        return {"relabelled": 0, "requests": len(r)}
+    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
+    for k, v in schemas.stream_names().items():
+        by_name.setdefault(v, int(k))
+    new = max([*by_name.values(), 0]) + 1
+    for n in names:
+        if n not in by_name:
+            by_name[n], new = new, new + 1
+    sid = np.array([by_name[n] for n in names], dtype=np.int64)
+    order = np.argsort(request_times(r), kind="stable")
+    io, ir = fid.match(planned, r[order])
+    rec_idx = order[ir]
+    stream = r["stream"].astype(np.int64).copy()
+    labelled = np.zeros(len(r), bool)
+    stream[rec_idx] = sid[planned["stream"][io]]
+    labelled[rec_idx] = True
+    # The rest of a thread's requests (its syncs) go with the thread's stream.
+    tids, first = np.unique(r["tid"][rec_idx], return_index=True)
+    tid_stream = dict(zip(tids.tolist(), stream[rec_idx][first].tolist(), strict=True))
+    for i in np.flatnonzero(~labelled & (r["tid"] != 0)).tolist():
+        s = tid_stream.get(int(r["tid"][i]))
+        if s is not None:
+            stream[i] = s
+            labelled[i] = True
+    r["stream"] = stream.astype(r["stream"].dtype)
+    header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
+    meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
+    _rewrite_whole(trace, header, r, footer)
+    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+
+
+def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
+    tmp = Path(str(trace) + ".relabel")
+    # The footer carries what the recorder counted (lost, pre_start, in flight at
+    # stop): rewriting the labels must not lose it.
+    write_trace(tmp, header, r, footer)
+    os.replace(tmp, trace)
+
+
+def replay_of(man: Manifest) -> dict:
+    """The source trace (path and content hash, which is its run id in the store) and
+    how the plan scaled it."""
+    src = Path(man["trace"])
+    digest = ""
+    if src.is_file():
+        with contextlib.suppress(OSError):
+            digest = trace_sha256(src)
+    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
+            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip
