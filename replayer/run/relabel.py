@@ -254,14 +254,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     if not len(planned) or not len(r):
         _rewrite_whole(trace, header, r, footer)
         return {"relabelled": 0, "requests": len(r)}
-    by_name = {v: int(k) for k, v in (header.get("streams") or {}).items() if str(k).isdigit()}
-    for k, v in schemas.stream_names().items():
-        by_name.setdefault(v, int(k))
-    new = max([*by_name.values(), 0]) + 1
-    for n in names:
-        if n not in by_name:
-            by_name[n], new = new, new + 1
-    sid = np.array([by_name[n] for n in names], dtype=np.int64)
+    by_name, sid = _stream_ids(header, names)
     order = np.argsort(request_times(r), kind="stable")
     io, ir = fid.match(planned, r[order])
     rec_idx = order[ir]
