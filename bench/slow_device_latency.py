@@ -1,8 +1,10 @@
 """The hybrid lab's HDD-like slow device, measured: fio 4 KiB random reads at queue
 depth 1 and 4 on the throttled loop device (bench/hybrid_lab.py, memory-backed, cgroup
 v1 blkio limits of --iops per direction and --mbps), against the same device
-unthrottled (the peer: what the throttle adds). docs/hybrid.md compares the result
-with a 10K rpm spindle's published service times.
+unthrottled (the peer: what the throttle adds), and throttled with the throttled disk
+marked non-rotational before its first limit (HybridLab(nonrot=True): a shorter
+blk-throttle slice where the kernel picks it by the queue's kind). docs/hybrid.md
+compares the result with a 10K rpm spindle's published service times.
 
 Writes bench/results/slow_device_latency.json.
 Run (root): `flock /tmp/iotape-bench.lock .venv/bin/python bench/slow_device_latency.py`.
@@ -50,8 +52,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=8)
     a = ap.parse_args()
     runs: list[dict[str, Any]] = []
-    with HybridLab(size_mb=256, memory_disk=True) as lab:
-        for name, iops in (("throttled", a.iops), ("unthrottled", None)):
+    devices = (("throttled", a.iops, False), ("unthrottled", None, False),
+               ("throttled, non-rotational disk", a.iops, True))  # fmt: skip
+    for name, iops, short in devices:
+        with HybridLab(size_mb=256, memory_disk=True, nonrot=short) as lab:
             lab.set_slow_iops(iops)
             lab.set_slow_bandwidth(a.mbps << 20 if iops else None, a.mbps << 20 if iops else None)
             for qd in (1, 4):
