@@ -103,17 +103,23 @@ def recorded_bytes(trace: Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def _tier_log(path: Path, verify: bool) -> dict[str, int]:
-    """What the engine's tier log says it moved, and what `--tier-verify` reads
-    back (each database region twice: through the placement and after the
-    write-back, on the migration thread)."""
+def _tier_log(path: Path, verify: bool) -> dict[str, Any]:
+    """What the engine's tier log says it moved, how long its copies took (a
+    cache's miss is admitted only when its fill is done: the fill's copy time is
+    the least of that lag), and what `--tier-verify` reads back (each database
+    region twice: through the placement and after the write-back, on the
+    migration thread)."""
     lines = [json.loads(line) for line in path.read_text().splitlines()]
+    copies = [e["copy_s"] for e in lines if e["type"] in ("migration", "fill")]
     start = next(e for e in lines if e["type"] == "start")
     regions = sum(d["end"] - d["base"] for d in start["databases"])
     return {
         "moved_bytes": sum(e["bytes"] for e in lines if e["type"] in ("migration", "fill")),
         "drained_bytes": sum(e.get("bytes", 0) for e in lines if e["type"] == "drain"),
         "verify_read_bytes": 2 * regions if verify else 0,
+        "copies": len(copies),
+        "copy_s_mean": sum(copies) / len(copies) if copies else 0.0,
+        "copy_s_max": max(copies, default=0.0),
     }
 
 

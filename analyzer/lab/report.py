@@ -108,6 +108,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             "run_id": runs[key]["run_id"],
             "migrated_bytes": tier.get("migrated_bytes", 0),
             "read_hit_ratio": tier.get("read_hit_ratio"),
+            "copies": runs[key].get("tier_log"),
             "checks": _checks(runs[key]),
             "gain": {
                 g: _ratio(f[g], base[g])
