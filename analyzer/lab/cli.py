@@ -38,9 +38,18 @@ def hybrid(
     databases: Annotated[int, typer.Option("--databases", help="Databases.")] = 1,
     threads: Annotated[int, typer.Option("--threads", help="Session threads per database.")] = 4,
     seconds: Annotated[float, typer.Option("--seconds", help="Load per configuration.")] = 60,
-    read_iops: Annotated[int, typer.Option("--read-iops", help="Slow device reads/s.")] = 143,
-    write_iops: Annotated[int, typer.Option("--write-iops", help="Slow device writes/s.")] = 143,
-    mb_per_s: Annotated[int, typer.Option("--mb-per-s", help="Slow device MB/s each way.")] = 150,
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device",
+            help="The slow device: hdd (a 10K rpm disk's service time per request, over "
+            "FUSE) or throttle (blk-throttle IOPS limits: the rate, not the latency).",
+        ),
+    ] = "hdd",
+    spindles: Annotated[int, typer.Option("--spindles", help="hdd: disks serving.")] = 1,
+    read_iops: Annotated[int, typer.Option("--read-iops", help="throttle: reads/s.")] = 143,
+    write_iops: Annotated[int, typer.Option("--write-iops", help="throttle: writes/s.")] = 143,
+    mb_per_s: Annotated[int, typer.Option("--mb-per-s", help="Slow device MB/s.")] = 150,
     unit_kb: Annotated[int, typer.Option("--unit-kb", help="Page moved (KiB).")] = 4096,
     stats_s: Annotated[float, typer.Option("--stats-s", help="Tier statistics interval.")] = 5,
     migrate_s: Annotated[float, typer.Option("--migrate-s", help="Tier migration interval.")] = 5,
@@ -61,6 +70,10 @@ def hybrid(
 
     Example: iotape lab hybrid --out /var/tmp/hybrid --db-mb 512 --seconds 60
     """
+    if device not in ("hdd", "throttle"):
+        raise IotapeError(f"--device {device}: hdd or throttle")
+    if not 1 <= spindles <= 64:
+        raise IotapeError(f"--spindles {spindles}: between 1 and 64")
     if seconds <= 0:
         raise IotapeError(f"--seconds {seconds}: must be positive")
     if min(read_iops, write_iops, mb_per_s) <= 0:
@@ -70,7 +83,7 @@ def hybrid(
     o = LabOptions(
         sizing=size(db_mb, mailboxes, databases, unit_kb), threads=threads, seconds=seconds,
         read_iops=read_iops, write_iops=write_iops, mb_per_s=mb_per_s, stats_s=stats_s,
-        migrate_s=migrate_s, verify=verify, name=name,
+        migrate_s=migrate_s, verify=verify, name=name, device=device, spindles=spindles,
     )  # fmt: skip
     try:
         with opened(db) as store:

@@ -16,6 +16,10 @@ waits) by the queue's kind give a non-rotational one 20 ms instead of 100 ms. On
 6.18 kernel here it changes nothing (bench/slow_device_latency.py measures both;
 docs/hybrid.md).
 
+With `hdd=HddModel(...)` the slow device is instead a direct-I/O loop device over
+hdd.py's HDD-like file (FUSE, a stated per-request service time): no throttle
+needed, though the cgroup's limits still apply to that loop device if set.
+
 Everything made is released by name on exit, also after a failure. Used by
 `iotape lab hybrid` (analyzer/lab/hybrid.py), bench/tiering_check.py,
 tests/replayer/test_tiering_check.py and scripts/demo_devices.py (`make demo`'s
@@ -31,6 +35,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from analyzer.lab.hdd import HddError, HddFile, HddModel
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
@@ -74,7 +80,10 @@ class HybridLab:
         disk_dir: str = "/var/tmp",
         memory_disk: bool = False,
         nonrot: bool = False,
+        hdd: HddModel | None = None,
     ):
+        self.hdd_model = hdd
+        self.hdd: HddFile | None = None
         self.memory_disk = memory_disk
         self.nonrot = nonrot and memory_disk
         self.size = size_mb << 20
@@ -89,11 +98,17 @@ class HybridLab:
     def __enter__(self) -> HybridLab:
         if not BLKIO.is_dir():
             raise LabError(f"{BLKIO}: no cgroup v1 blkio hierarchy")
-        if not self.memory_disk:
+        if not self.memory_disk and self.hdd_model is None:
             self._disk = backing_disk(self.disk_dir)
         try:
             self.fast = self._loop("/dev/shm", direct=False)
-            if self.memory_disk:
+            if self.hdd_model is not None:
+                self.hdd = HddFile(self.size, self.hdd_model)
+                self.slow = _losetup(self.hdd.path, direct=True)
+                self._loops.append(self.slow)
+                st = os.stat(self.slow)
+                self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+            elif self.memory_disk:
                 disk = self._loop("/dev/shm", direct=False)
                 st = os.stat(disk)
                 self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
@@ -106,6 +121,9 @@ class HybridLab:
                 self.slow = self._loop(self.disk_dir, direct=True)
             self.cgroup = Path(tempfile.mkdtemp(prefix="iotape-lab-", dir=BLKIO))
             self.set_slow_iops(self.slow_iops)
+        except HddError as e:
+            self.close()
+            raise LabError(str(e)) from None
         except BaseException:
             self.close()
             raise
@@ -204,6 +222,9 @@ class HybridLab:
         for dev in reversed(self._loops):
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
         self._loops.clear()
+        if self.hdd is not None:
+            self.hdd.close()
+            self.hdd = None
         for path in self._files:
             path.unlink(missing_ok=True)
         self._files.clear()

@@ -1,14 +1,17 @@
 """`iotape lab hybrid`: the hybrid-array experiment on one lab.
 
-One HybridLab (devices.py: a memory-backed loop device throttled by blk-throttle,
-the HDD-like slow device, and a loop device over /dev/shm, the SSD), released on
-every way out. On it, in this order:
+One HybridLab (devices.py), released on every way out: the SSD is a loop device
+over /dev/shm; the HDD-like slow device is a loop device over hdd.py's FUSE file,
+each request taking a 10K rpm disk's modelled service time (`device="hdd"`, the
+default), or a memory-backed loop device throttled by blk-throttle (`"throttle"`:
+the right rate, a bimodal latency; docs/hybrid.md). On it, in this order:
 
-1. the databases are made on the slow device, unthrottled (`--create reuse` keeps
+1. the databases are made on the slow device at memory speed (`--create reuse` keeps
    them for every run; each tiered run copies its promoted units back at its end);
 2. a short probe of the fast device: the same engine on a small database there,
    recorded and ingested (the fast device's latencies for the projection);
-3. the slow device is throttled, the same in every configuration;
+3. the slow device gets its disk's times (or its limits), the same in every
+   configuration;
 4. the baseline: exchange2013, throughput mode, fixed threads, all on the slow
    device (`--ioengine psync`), recorded and ingested;
 5. the prediction of the read cache and the tier from the baseline's stored trace
@@ -33,6 +36,7 @@ import numpy as np
 import schemas
 from analyzer.lab import predict
 from analyzer.lab.devices import HybridLab
+from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import Store
@@ -59,6 +63,8 @@ class LabOptions:
     stats_s: float = 5.0
     migrate_s: float = 5.0
     verify: bool = False
+    device: str = "hdd"  # or "throttle"
+    spindles: int = 1
     probe_seconds: float = 3.0
     name: str = "hybrid"
 
@@ -166,8 +172,11 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     runs: dict[str, Any] = {}
     # Stored run names are unique: one lab's runs share a stamp.
     o = replace(o, name=f"{o.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    with HybridLab(size_mb=s.device_mb, memory_disk=True) as lab:
+    hdd = HddModel(spindles=o.spindles, mb_s=o.mb_per_s) if o.device == "hdd" else None
+    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd) as lab:
         lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
+        if lab.hdd is not None:
+            lab.hdd.modelled(False)
         base = _config(o, lab.slow)
         say(f"lab: slow {lab.slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
         engine.run(replace(base, duration=0.5))
@@ -175,8 +184,11 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         probe = _config(o, lab.fast, duration=o.probe_seconds, mailbox_size_mb=probe_mb)
         say(f"probe of the fast device ({o.probe_seconds:g} s)")
         fast = _run(probe, out, "fast-probe", [lab.fast], store, o.name)
-        lab.set_slow_limits(o.read_iops, o.write_iops)
-        lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
+        if lab.hdd is not None:
+            lab.hdd.modelled(True)
+        else:
+            lab.set_slow_limits(o.read_iops, o.write_iops)
+            lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
         say(f"baseline: all on the slow device, {o.seconds:g} s")
         runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
         prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
@@ -186,7 +198,9 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
-        devices = {"slow": lab.slow, "fast": lab.fast, "throttled_disk": list(lab.disk)}
+        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device,
+                   "hdd_model": asdict(hdd) if hdd else None,
+                   "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
     return {
         "options": {**asdict(o), "sizing": asdict(s)},
         "devices": devices,
