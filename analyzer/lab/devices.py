@@ -174,6 +174,11 @@ class HybridLab:
     def leave(self) -> None:
         (BLKIO / "cgroup.procs").write_text(str(os.getpid()))
 
+    def files(self) -> list[str]:
+        """The files backing this lab's devices (gone after close)."""
+        hdd = [str(self.hdd.backing), str(self.hdd.mount)] if self.hdd is not None else []
+        return [str(p) for p in self._files] + hdd
+
     @property
     def disk(self) -> tuple[int, int]:
         """(major, minor) of the throttled disk."""

@@ -198,7 +198,7 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
-        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device,
+        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
                    "hdd_model": asdict(hdd) if hdd else None,
                    "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
     return {

@@ -60,9 +60,12 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path) -> None:
     assert (out / "prediction.json").stat().st_mtime <= (out / "tier.iot").stat().st_mtime
     assert json.loads((out / "prediction.json").read_text()) == rep["prediction"]
     assert (out / "report.txt").read_text().count("every byte accounted") == 1
-    # The lab's devices are gone.
+    # The lab's devices, their files and the HDD-like file's mount are gone.
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    assert "iotape-lab-" not in loops
+    mounts = Path("/proc/mounts").read_text()
+    made = rep["devices"]["files"]
+    assert len(made) == 3 and rep["devices"]["kind"] == "hdd"
+    assert not [f for f in made if Path(f).exists() or f in loops or f in mounts]
 
 
 def test_sizing_keeps_the_published_proportion() -> None:
