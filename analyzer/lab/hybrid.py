@@ -154,6 +154,9 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     _, fast = load_run(store, fast_id)
     unit = s.unit_kb << 10
     db_ev = predict.db_events(ev, regs, unit)
+    # The service times from the whole trace, cut as db_events cuts the events.
+    svc = predict.db_events(replace(ev, lat_ns=predict.service_times(ev)), regs, unit).lat_ns
+    dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s))
     res = base["result"]
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
@@ -161,7 +164,7 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     out = {}
     for key, policy in (("tier", "tier"), ("cache", "cache")):
         p = predict.params(policy, s.ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
-        out[key] = predict.predict(db_ev, fast, p, threads, per_s)
+        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev)
     return out
 
 

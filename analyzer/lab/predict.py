@@ -10,13 +10,23 @@ the rest of a thread's time per read (CPU, log commits, cache work), which the
 baseline gives: Z = N / X_base - R_base. The same threads with a read latency R'
 do X' = N / (R' + Z); the projected gain is X' / X_base = (R_base + Z) / (R' + Z).
 The projection keeps the misses at the baseline's latency: it does not model the
-slow device's queue getting shorter (nor the copies a cache or tier adds to it),
-which is what the measurement beside it shows.
+slow device's queue getting shorter, nor the copies a cache or tier adds to it.
+
+The slow device bounds the gain too (the utilization law): it can be busy at most
+all the time. From the baseline's trace of the slow device, each request's service
+time as a device serving one request at a time in completion order gives it
+(completion minus the later of its issue and the previous completion); per read
+of the databases the device spent W = busy / reads, and with a hit ratio h it
+spends W - h x S_read (S_read: a database read's mean service). The copies take
+the simulated migrated bytes at the device's stated bandwidth plus one read's
+positioning per unit, spread over the trace's span: a share C of the device's
+time. So reads/s <= (1 - C) / (W - h x S_read), and the bound on the gain is that
+over the baseline's reads/s. The prediction is the smaller of the two gains.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +63,63 @@ def db_events(ev: Events, regions: list[tuple[int, int]], unit: int) -> Events:
     return out
 
 
+@dataclass(frozen=True)
+class DeviceTime:
+    """The baseline's slow device, from its trace (service_times) and its stated
+    bandwidth: what the utilization bound needs."""
+
+    busy_s: float  # service time summed over every request
+    span_s: float  # first issue to last completion
+    reads: int  # database reads (the prediction's unit of work)
+    read_service_s: float  # their mean service time
+    mb_s: float  # stated sequential bandwidth (copies)
+
+
+def service_times(ev: Events) -> np.ndarray:
+    """Each request's service time (ns) on a device serving one request at a time in
+    completion order: completion minus the later of its issue and the previous
+    completion (exact for one FIFO disk; requests with no known time get 0)."""
+    ok = ev.lat_ns >= 0
+    done = np.where(ok, ev.t_ns + ev.lat_ns, ev.t_ns)
+    order = np.argsort(done, kind="stable")
+    d = done[order]
+    prev = np.r_[np.iinfo(np.int64).min, d[:-1]]
+    svc = np.where(ok[order], d - np.maximum(ev.t_ns[order], prev), 0)
+    out = np.empty_like(svc)
+    out[order] = svc
+    return out
+
+
+def device_time(ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float) -> DeviceTime:
+    """The slow device's time from the whole baseline trace `ev` and its database
+    requests `db` (with their service times)."""
+    reads = db.op == READ
+    svc = service_times(ev)
+    end = ev.t_ns + np.maximum(ev.lat_ns, 0)
+    return DeviceTime(
+        busy_s=float(svc.sum()) / NS,
+        span_s=float(end.max() - ev.t_ns.min()) / NS if len(ev) else 0.0,
+        reads=int(reads.sum()),
+        read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
+        mb_s=mb_s,
+    )
+
+
+def utilization_bound(dev: DeviceTime, hit: float, migrated: int, unit: int) -> dict[str, Any]:
+    """The gain in reads/s the slow device allows (see the module's docstring)."""
+    copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * dev.read_service_s
+    share = copy_s / dev.span_s if dev.span_s > 0 else 0.0
+    per_read = dev.busy_s / dev.reads - hit * dev.read_service_s if dev.reads else 0.0
+    base_rate = dev.reads / dev.span_s if dev.span_s > 0 else 0.0
+    gain = (1 - share) / per_read / base_rate if per_read > 0 and base_rate > 0 else None
+    return {
+        "baseline_busy_share": dev.busy_s / dev.span_s if dev.span_s > 0 else None,
+        "read_service_ms": dev.read_service_s * 1e3,
+        "copy_share": share,
+        "read_throughput_gain": None if gain is None else max(gain, 0.0),
+    }
+
+
 def params(policy: str, capacity_mb: int, unit_kb: int, stats_s: float, migrate_s: float) -> Params:
     """The simulator's parameters for the engine's `--tier-policy tier|cache` with the
     same capacity, unit and intervals (docs/hybrid.md: `tier` is the `tiering` policy
@@ -70,11 +137,17 @@ def _reads_hit(ev: Events, p: Params) -> np.ndarray:
 
 
 def predict(
-    base: Events, fast: Events, p: Params, threads: int, base_reads_per_s: float
+    base: Events,
+    fast: Events,
+    p: Params,
+    threads: int,
+    base_reads_per_s: float,
+    dev: DeviceTime | None = None,
 ) -> dict[str, Any]:
     """The prediction for one configuration from the baseline's database events,
     the fast device's measured requests, the engine's session threads (all
-    databases) and the baseline's database reads per second."""
+    databases), the baseline's database reads per second and its slow device's
+    time (None: no utilization bound)."""
     sim = simulate(base, p)
     reads = base.op == READ
     hit = _reads_hit(base, p)[reads]
@@ -85,6 +158,11 @@ def predict(
     other = max(cycle - r_base, 0.0)
     gain = (r_base + other) / (r_new + other) if r_new + other > 0 else None
     hr = sim["hit_ratio"]
+    bound = None
+    if dev is not None:
+        bound = utilization_bound(dev, hr["count"]["read"] or 0.0, hr["migrated_bytes"], p.unit)
+    bound_gain: float | None = bound["read_throughput_gain"] if bound else None
+    gains = [g for g in (gain, bound_gain) if g is not None]
     return {
         "policy": p.policy,
         "params": sim["params"],
@@ -102,4 +180,6 @@ def predict(
             "other_time_per_read_ms": other * 1e3,
             "read_throughput_gain": gain,
         },
+        "utilization_bound": bound,
+        "read_throughput_gain": min(gains) if gains else None,
     }

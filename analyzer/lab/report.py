@@ -148,7 +148,7 @@ def _err(pred: float | None, meas: float | None) -> float | None:
 
 def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """Predicted beside measured; error = predicted / measured - 1."""
-    gain = p["littles_law"]["read_throughput_gain"]
+    gain = p["read_throughput_gain"]
     lat = p["read_latency_ms"]["projected"]
     return {
         "read_hit_ratio": p["read_hit_ratio"],
@@ -157,7 +157,11 @@ def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         "db_read_latency_error": _err(lat, row["db_read_latency_ms_avg"]),
         "read_throughput_gain": gain,
         "read_throughput_gain_error": _err(gain, row["gain"]["db_reads_per_s"]),
+        "littles_law_gain": p["littles_law"]["read_throughput_gain"],
+        "utilization_bound_gain": (p.get("utilization_bound") or {}).get("read_throughput_gain"),
         "migrated_bytes": p["migrated_bytes"],
+        "migrated_bytes_error": _err(p["migrated_bytes"], row["migrated_bytes"]),
+        "migrated_mib": p["migrated_bytes"] / MIB,
     }
 
 
@@ -188,8 +192,12 @@ def render(rep: dict[str, Any]) -> str:
         ("predicted hit ratio", "read_hit_ratio", "{:.1%}"),
         ("predicted read ms avg", "db_read_latency_ms_avg", "{:.2f}"),
         ("  error", "db_read_latency_error", "{:+.0%}"),
+        ("  Little's law gain", "littles_law_gain", "{:.2f}x"),
+        ("  slow device bound", "utilization_bound_gain", "{:.2f}x"),
         ("predicted reads/s gain", "read_throughput_gain", "{:.2f}x"),
         ("  error", "read_throughput_gain_error", "{:+.0%}"),
+        ("predicted migrated MiB", "migrated_mib", "{:.0f}"),
+        ("  error", "migrated_bytes_error", "{:+.0%}"),
     ):
         rows.append((label, [_x(c[k].get("predicted", {}).get(field), fmt) for k in keys]))
     ok = [

@@ -116,3 +116,24 @@ def test_littles_law_gain_from_the_projection() -> None:
     assert got["littles_law"]["other_time_per_read_ms"] == pytest.approx(10.0)
     assert got["littles_law"]["read_throughput_gain"] == pytest.approx(20 / (r_new + 10))
     assert p.unit == mib and not p.count_writes
+
+
+def test_service_times_of_one_fifo_device() -> None:
+    # Issued at 0, 0, 10 ms; done at 5, 9, 30 ms: served 5, then 4 (queued behind
+    # the first), then 20 (the device idle from 9 to 10 ms).
+    ms = 1_000_000
+    ev = _events([0, 1 << 20, 2 << 20], [0, 0, 1], 0.0)
+    ev.t_ns = np.array([0, 0, 10 * ms], dtype=np.int64)
+    ev.lat_ns = np.array([5 * ms, 9 * ms, 20 * ms], dtype=np.int64)
+    assert (predict.service_times(ev) // ms).tolist() == [5, 4, 20]
+
+
+def test_utilization_bound() -> None:
+    # Busy 90 of 100 s for 9,000 reads (10 ms each, all of the device's work): 90
+    # reads/s. Half of them hit, and copies take 100 MB at 100 MB/s + 10 units x
+    # 10 ms = 1.1 s of 100: (1 - 0.011) / (0.010 - 0.5 x 0.010) = 197.8 reads/s.
+    dev = predict.DeviceTime(busy_s=90, span_s=100, reads=9000, read_service_s=0.010, mb_s=100)
+    got = predict.utilization_bound(dev, 0.5, 100_000_000, 10_000_000)
+    assert got["copy_share"] == pytest.approx(0.011)
+    assert got["read_throughput_gain"] == pytest.approx((1 - 0.011) / 0.005 / 90)
+    assert got["baseline_busy_share"] == pytest.approx(0.9)
