@@ -155,8 +155,11 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     unit = s.unit_kb << 10
     db_ev = predict.db_events(ev, regs, unit)
     # The service times from the whole trace, cut as db_events cuts the events.
-    svc = predict.db_events(replace(ev, lat_ns=predict.service_times(ev)), regs, unit).lat_ns
-    dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s))
+    # The throttle serves as one device; the hdd model with its spindles.
+    servers = o.spindles if o.device == "hdd" else 1
+    svc = predict.service_times(ev, servers)
+    svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
+    dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
     res = base["result"]
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])

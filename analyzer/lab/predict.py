@@ -12,16 +12,16 @@ do X' = N / (R' + Z); the projected gain is X' / X_base = (R_base + Z) / (R' + Z
 The projection keeps the misses at the baseline's latency: it does not model the
 slow device's queue getting shorter, nor the copies a cache or tier adds to it.
 
-The slow device bounds the gain too (the utilization law): it can be busy at most
-all the time. From the baseline's trace of the slow device, each request's service
-time as a device serving one request at a time in completion order gives it
-(completion minus the later of its issue and the previous completion); per read
-of the databases the device spent W = busy / reads, and with a hit ratio h it
-spends W - h x S_read (S_read: a database read's mean service). The copies take
-the simulated migrated bytes at the device's stated bandwidth plus one read's
-positioning per unit, spread over the trace's span: a share C of the device's
-time. So reads/s <= (1 - C) / (W - h x S_read), and the bound on the gain is that
-over the baseline's reads/s. The prediction is the smaller of the two gains.
+The slow device bounds the gain too (the utilization law): its c disks can be
+busy at most c seconds a second. From the baseline's trace of the slow device,
+each request's service time on c FIFO servers (completion minus the later of its
+issue and the completion c before it, in completion order) gives the busy time;
+per read of the databases the device spent W = busy / reads, and with a hit
+ratio h it spends W - h x S_read (S_read: a database read's mean service). The
+copies take the simulated migrated bytes at the device's stated bandwidth plus
+one read's service per unit, spread over the trace's span: C disk-seconds a
+second. So reads/s <= (c - C) / (W - h x S_read), and the bound on the gain is
+that over the baseline's reads/s. The prediction is the smaller of the two gains.
 """
 
 from __future__ import annotations
@@ -73,28 +73,31 @@ class DeviceTime:
     reads: int  # database reads (the prediction's unit of work)
     read_service_s: float  # their mean service time
     mb_s: float  # stated sequential bandwidth (copies)
+    servers: int = 1  # disks serving at once
 
 
-def service_times(ev: Events) -> np.ndarray:
-    """Each request's service time (ns) on a device serving one request at a time in
-    completion order: completion minus the later of its issue and the previous
-    completion (exact for one FIFO disk; requests with no known time get 0)."""
+def service_times(ev: Events, servers: int = 1) -> np.ndarray:
+    """Each request's service time (ns) on `servers` FIFO servers: completion minus
+    the later of its issue and the completion `servers` before it (in completion
+    order; exact for one FIFO disk); requests with no known time get 0."""
     ok = ev.lat_ns >= 0
     done = np.where(ok, ev.t_ns + ev.lat_ns, ev.t_ns)
     order = np.argsort(done, kind="stable")
     d = done[order]
-    prev = np.r_[np.iinfo(np.int64).min, d[:-1]]
+    prev = np.r_[np.full(min(servers, len(d)), np.iinfo(np.int64).min), d[:-servers]][: len(d)]
     svc = np.where(ok[order], d - np.maximum(ev.t_ns[order], prev), 0)
     out = np.empty_like(svc)
     out[order] = svc
     return out
 
 
-def device_time(ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float) -> DeviceTime:
+def device_time(
+    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1
+) -> DeviceTime:
     """The slow device's time from the whole baseline trace `ev` and its database
-    requests `db` (with their service times)."""
+    requests `db` (with their service times on `servers` disks)."""
     reads = db.op == READ
-    svc = service_times(ev)
+    svc = service_times(ev, servers)
     end = ev.t_ns + np.maximum(ev.lat_ns, 0)
     return DeviceTime(
         busy_s=float(svc.sum()) / NS,
@@ -102,18 +105,22 @@ def device_time(ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float) 
         reads=int(reads.sum()),
         read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
         mb_s=mb_s,
+        servers=servers,
     )
 
 
 def utilization_bound(dev: DeviceTime, hit: float, migrated: int, unit: int) -> dict[str, Any]:
     """The gain in reads/s the slow device allows (see the module's docstring)."""
     copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * dev.read_service_s
-    share = copy_s / dev.span_s if dev.span_s > 0 else 0.0
+    span = dev.span_s * dev.servers  # disk-seconds the device has
+    share = copy_s / span if span > 0 else 0.0
     per_read = dev.busy_s / dev.reads - hit * dev.read_service_s if dev.reads else 0.0
     base_rate = dev.reads / dev.span_s if dev.span_s > 0 else 0.0
-    gain = (1 - share) / per_read / base_rate if per_read > 0 and base_rate > 0 else None
+    room = dev.servers * (1 - share)
+    gain = room / per_read / base_rate if per_read > 0 and base_rate > 0 else None
     return {
-        "baseline_busy_share": dev.busy_s / dev.span_s if dev.span_s > 0 else None,
+        "servers": dev.servers,
+        "baseline_busy_share": dev.busy_s / span if span > 0 else None,
         "read_service_ms": dev.read_service_s * 1e3,
         "copy_share": share,
         "read_throughput_gain": None if gain is None else max(gain, 0.0),

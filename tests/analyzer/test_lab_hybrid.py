@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,8 @@ def test_service_times_of_one_fifo_device() -> None:
     ev.t_ns = np.array([0, 0, 10 * ms], dtype=np.int64)
     ev.lat_ns = np.array([5 * ms, 9 * ms, 20 * ms], dtype=np.int64)
     assert (predict.service_times(ev) // ms).tolist() == [5, 4, 20]
+    # On two disks the second is served from its issue: 9 ms.
+    assert (predict.service_times(ev, 2) // ms).tolist() == [5, 9, 20]
 
 
 def test_utilization_bound() -> None:
@@ -137,3 +140,6 @@ def test_utilization_bound() -> None:
     assert got["copy_share"] == pytest.approx(0.011)
     assert got["read_throughput_gain"] == pytest.approx((1 - 0.011) / 0.005 / 90)
     assert got["baseline_busy_share"] == pytest.approx(0.9)
+    # Two disks: twice the room, the copies a share of twice the time.
+    two = predict.utilization_bound(replace(dev, servers=2), 0.5, 100_000_000, 10_000_000)
+    assert two["read_throughput_gain"] == pytest.approx(2 * (1 - 0.0055) / 0.005 / 90)
