@@ -16,12 +16,13 @@ The slow device bounds the gain too (the utilization law): its c disks can be
 busy at most c seconds a second. From the baseline's trace of the slow device,
 each request's service time on c FIFO servers (completion minus the later of its
 issue and the completion c before it, in completion order) gives the busy time;
-per read of the databases the device spent W = busy / reads, and with a hit
-ratio h it spends W - h x S_read (S_read: a database read's mean service). The
-copies take the simulated migrated bytes at the device's stated bandwidth plus
-one read's service per unit, spread over the trace's span: C disk-seconds a
-second. So reads/s <= (c - C) / (W - h x S_read), and the bound on the gain is
-that over the baseline's reads/s. The prediction is the smaller of the two gains.
+per read of the databases the device spent W = busy / reads, and with a read hit
+ratio h it spends W - h x S_read (S_read: a database read's mean service); a tier
+also takes its write hits off the slow device (- h_w x writes / reads x S_write),
+a write-through cache does not. The copies take the simulated migrated bytes at
+the device's stated bandwidth plus one read's service per unit, spread over the
+trace's span: C disk-seconds a second. So reads/s <= (c - C) / W', and the bound
+on the gain is that over the baseline's reads/s. The prediction is the smaller of the two gains.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class DeviceTime:
     span_s: float  # first issue to last completion
     reads: int  # database reads (the prediction's unit of work)
     read_service_s: float  # their mean service time
+    writes: int  # database writes
+    write_service_s: float  # their mean service time
     mb_s: float  # stated sequential bandwidth (copies)
     servers: int = 1  # disks serving at once
 
@@ -97,6 +100,7 @@ def device_time(
     """The slow device's time from the whole baseline trace `ev` and its database
     requests `db` (with their service times on `servers` disks)."""
     reads = db.op == READ
+    writes = ~reads
     svc = service_times(ev, servers)
     end = ev.t_ns + np.maximum(ev.lat_ns, 0)
     return DeviceTime(
@@ -104,17 +108,24 @@ def device_time(
         span_s=float(end.max() - ev.t_ns.min()) / NS if len(ev) else 0.0,
         reads=int(reads.sum()),
         read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
+        writes=int(writes.sum()),
+        write_service_s=float(db_service_ns[writes].mean()) / NS if writes.any() else 0.0,
         mb_s=mb_s,
         servers=servers,
     )
 
 
-def utilization_bound(dev: DeviceTime, hit: float, migrated: int, unit: int) -> dict[str, Any]:
+def utilization_bound(
+    dev: DeviceTime, hit: float, migrated: int, unit: int, write_hit: float = 0.0
+) -> dict[str, Any]:
     """The gain in reads/s the slow device allows (see the module's docstring)."""
     copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * dev.read_service_s
     span = dev.span_s * dev.servers  # disk-seconds the device has
     share = copy_s / span if span > 0 else 0.0
-    per_read = dev.busy_s / dev.reads - hit * dev.read_service_s if dev.reads else 0.0
+    per_read = 0.0
+    if dev.reads:
+        off = hit * dev.read_service_s + write_hit * dev.writes / dev.reads * dev.write_service_s
+        per_read = dev.busy_s / dev.reads - off
     base_rate = dev.reads / dev.span_s if dev.span_s > 0 else 0.0
     room = dev.servers * (1 - share)
     gain = room / per_read / base_rate if per_read > 0 and base_rate > 0 else None
@@ -167,7 +178,10 @@ def predict(
     hr = sim["hit_ratio"]
     bound = None
     if dev is not None:
-        bound = utilization_bound(dev, hr["count"]["read"] or 0.0, hr["migrated_bytes"], p.unit)
+        # A tier serves its writes' hits from the fast device; a cache writes through.
+        w_hit = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
+        r_hit = hr["count"]["read"] or 0.0
+        bound = utilization_bound(dev, r_hit, hr["migrated_bytes"], p.unit, w_hit)
     bound_gain: float | None = bound["read_throughput_gain"] if bound else None
     gains = [g for g in (gain, bound_gain) if g is not None]
     return {
