@@ -33,11 +33,11 @@ def _say(msg: str) -> None:
 @app.command("hybrid")
 def hybrid(
     out: Annotated[Path, typer.Option("--out", help="Directory for the traces and reports.")],
-    db_mb: Annotated[int, typer.Option("--db-mb", help="Database footprint (MiB).")] = 512,
-    mailboxes: Annotated[int, typer.Option("--mailboxes", help="Mailboxes in it.")] = 100,
+    db_mb: Annotated[int, typer.Option("--db-mb", help="Database footprint (MiB).")] = 1024,
+    mailboxes: Annotated[int, typer.Option("--mailboxes", help="Mailboxes in it.")] = 256,
     databases: Annotated[int, typer.Option("--databases", help="Databases.")] = 1,
-    threads: Annotated[int, typer.Option("--threads", help="Session threads per database.")] = 4,
-    seconds: Annotated[float, typer.Option("--seconds", help="Load per configuration.")] = 60,
+    threads: Annotated[int, typer.Option("--threads", help="Session threads per database.")] = 2,
+    seconds: Annotated[float, typer.Option("--seconds", help="Load per configuration.")] = 180,
     device: Annotated[
         str,
         typer.Option(
@@ -46,7 +46,7 @@ def hybrid(
             "FUSE) or throttle (blk-throttle IOPS limits: the rate, not the latency).",
         ),
     ] = "hdd",
-    spindles: Annotated[int, typer.Option("--spindles", help="hdd: disks serving.")] = 1,
+    spindles: Annotated[int, typer.Option("--spindles", help="hdd: disks serving.")] = 4,
     read_iops: Annotated[int, typer.Option("--read-iops", help="throttle: reads/s.")] = 143,
     write_iops: Annotated[int, typer.Option("--write-iops", help="throttle: writes/s.")] = 143,
     mb_per_s: Annotated[int, typer.Option("--mb-per-s", help="Slow device MB/s.")] = 150,
@@ -68,7 +68,7 @@ def hybrid(
     and ingested, the tier and cache predicted from the baseline's trace before they
     run; a side-by-side report (OUT/report.txt, OUT/report.json). Needs root.
 
-    Example: iotape lab hybrid --out /var/tmp/hybrid --db-mb 512 --seconds 60
+    Example: iotape lab hybrid --out /var/tmp/hybrid --db-mb 256 --seconds 60
     """
     if device not in ("hdd", "throttle"):
         raise IotapeError(f"--device {device}: hdd or throttle")

@@ -55,8 +55,8 @@ class LabOptions:
     """The experiment's knobs (the CLI's options)."""
 
     sizing: Sizing
-    threads: int = 4
-    seconds: float = 60.0
+    threads: int = 2
+    seconds: float = 180.0
     read_iops: int = 143
     write_iops: int = 143
     mb_per_s: int = 150
@@ -64,7 +64,7 @@ class LabOptions:
     migrate_s: float = 5.0
     verify: bool = False
     device: str = "hdd"  # or "throttle"
-    spindles: int = 1
+    spindles: int = 4
     probe_seconds: float = 3.0
     name: str = "hybrid"
 

@@ -152,3 +152,36 @@ def test_utilization_bound() -> None:
     assert got["read_throughput_gain"] == pytest.approx(
         (1 - 0.011) / (0.011 - 0.005 - 0.8 * 0.5 * 0.002) / 90
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "ssd"], "--device ssd: hdd or throttle"),
+        (["--spindles", "0"], "--spindles 0: between 1 and 64"),
+        (["--seconds", "0"], "--seconds 0.0: must be positive"),
+        (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
+        (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
+    ],
+)
+def test_bad_options_one_line_and_nothing_made(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "lab"
+    argv = [IOTAPE, "lab", "hybrid", "--out", str(out), "--db", str(tmp_path / "s.duckdb"), *args]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not out.exists() and not (tmp_path / "s.duckdb").exists()
+
+
+def test_refuses_an_output_directory_in_use(tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "report.json").write_text("{}")
+    r = subprocess.run(
+        [IOTAPE, "lab", "hybrid", "--out", str(tmp_path / "lab")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "not empty; give a new directory" in r.stderr
+    assert (tmp_path / "lab" / "report.json").read_text() == "{}"
