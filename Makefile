@@ -42,6 +42,7 @@ python: $(UV)
 native:
 	$(MAKE) -C recorder
 	$(MAKE) -C analyzer/tiering
+	$(MAKE) -C analyzer/lab
 	@if [ -f workload/Makefile ]; then $(MAKE) -C workload; fi
 
 demo: setup

@@ -1,8 +1,12 @@
 """The hybrid lab's HDD-like slow device, measured: fio 4 KiB random reads at queue
 depth 1 and 4 on the throttled loop device (bench/hybrid_lab.py, memory-backed, cgroup
 v1 blkio limits of --iops per direction and --mbps), against the same device
-unthrottled (the peer: what the throttle adds). docs/hybrid.md compares the result
-with a 10K rpm spindle's published service times.
+unthrottled (the peer: what the throttle adds), and throttled with the throttled disk
+marked non-rotational before its first limit (HybridLab(nonrot=True): a shorter
+blk-throttle slice where the kernel picks it by the queue's kind), and the HDD-like
+file (analyzer/lab/hdd.py: a 10K rpm disk's modelled service time per request, over
+FUSE, under a direct-I/O loop device; no throttle), what `iotape lab hybrid` uses.
+docs/hybrid.md compares the result with a 10K rpm spindle's published service times.
 
 Writes bench/results/slow_device_latency.json.
 Run (root): `flock /tmp/iotape-bench.lock .venv/bin/python bench/slow_device_latency.py`.
@@ -21,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from hybrid_lab import HybridLab  # noqa: E402
+
+from analyzer.lab.hdd import HddModel  # noqa: E402
 
 PCTS = [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9]
 
@@ -50,8 +56,15 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=8)
     a = ap.parse_args()
     runs: list[dict[str, Any]] = []
-    with HybridLab(size_mb=256, memory_disk=True) as lab:
-        for name, iops in (("throttled", a.iops), ("unthrottled", None)):
+    devices = [
+        ("throttled", a.iops, False),
+        ("unthrottled", None, False),
+        ("throttled, non-rotational disk", a.iops, True),
+        ("hdd model", None, False),
+    ]
+    for name, iops, short in devices:
+        hdd = HddModel() if name == "hdd model" else None
+        with HybridLab(size_mb=256, memory_disk=True, nonrot=short, hdd=hdd) as lab:
             lab.set_slow_iops(iops)
             lab.set_slow_bandwidth(a.mbps << 20 if iops else None, a.mbps << 20 if iops else None)
             for qd in (1, 4):
@@ -60,6 +73,7 @@ def main() -> None:
         "bench": "slow_device_latency",
         "host": platform.node(),
         "limits": {"iops_per_direction": a.iops, "mb_per_s": a.mbps},
+        "hdd_model": {**vars(HddModel()), "mean_random_4k_ms": HddModel().mean_random_ms()},
         "runs": runs,
     }
     out = ROOT / "bench" / "results" / "slow_device_latency.json"

@@ -26,6 +26,7 @@ def _register() -> None:
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
     from analyzer.analyses import cli as regress_cli
+    from analyzer.lab import cli as lab_cli
     from analyzer.server import cli as serve_cli
     from analyzer.store import cli as analyzer_cli
     from analyzer.tiering import cli as analyze_cli
@@ -48,6 +49,7 @@ def _register() -> None:
     app.add_typer(analyze_cli.app, name="analyze")
     app.command("compare")(regress_cli.compare)
     app.command("history")(regress_cli.history)
+    app.add_typer(lab_cli.app, name="lab")
 
 
 def main() -> None:

@@ -43,6 +43,14 @@ FORBIDDEN = [
     ("analyzer.tiering", "analyzer.server"),
     ("analyzer.store", "analyzer.server"),
     ("workload", "analyzer"),
+    # The lab runs experiments end to end (devices, workload, record, ingest,
+    # tiering): only the command line imports it.
+    ("analyzer.lab", "analyzer.server"),
+    ("analyzer.store", "analyzer.lab"),
+    ("analyzer.tiering", "analyzer.lab"),
+    ("analyzer.analyses", "analyzer.lab"),
+    ("analyzer.server", "analyzer.lab"),
+    ("replayer", "analyzer.lab"),
 ]
 
 

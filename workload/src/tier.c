@@ -19,6 +19,7 @@
 
 #include "ese.h"
 #include "tier.h"
+#include "cachepolicy.h"
 #include "tierpolicy.h"
 
 struct tdb {
@@ -54,13 +55,12 @@ static struct {
 	FILE *log;
 	_Atomic uint64_t ios[T_NKIND], bytes[T_NKIND];
 	uint64_t migrations, promoted, demoted, migrated_bytes, drained_bytes, late;
-	/* --tier-policy cache: an LRU of the cached units (cmu), the misses queued
-	 * for the migration thread to copy in */
+	/* --tier-policy cache: its decisions (cachepolicy.c: the LRU, the misses
+	 * queued for the migration thread to copy in) under cmu */
 	int cache;
 	pthread_mutex_t cmu;
 	pthread_cond_t ccv;
-	int64_t *prev, *next, head, tail, *queue, qhead, qn;
-	uint8_t *queued;
+	struct cp cp;
 	uint64_t evicted;
 	struct iostat mig[MAX_DBS]; /* the copies' reads and writes, by database: its migration stream */
 	/* --tier-verify: a checksum per 4 KiB block written (0: never), by database
@@ -368,13 +368,8 @@ void tier_start(void)
 	log_start(c);
 	T.cache = !strcmp(c->tier_policy, "cache");
 	if (T.cache) {
-		T.prev = malloc((size_t)T.n * sizeof(int64_t));
-		T.next = malloc((size_t)T.n * sizeof(int64_t));
-		T.queue = malloc((size_t)T.n * sizeof(int64_t));
-		T.queued = calloc((size_t)T.n, 1);
-		if (!T.prev || !T.next || !T.queue || !T.queued)
+		if (cp_init(&T.cp, T.n, k))
 			die("out of memory");
-		T.head = T.tail = -1;
 		pthread_mutex_init(&T.cmu, NULL);
 		pthread_cond_init(&T.ccv, NULL);
 	}
@@ -430,41 +425,12 @@ void tier_stop(void)
 	}
 }
 
-static void lru_unlink(int64_t u)
-{
-	if (T.prev[u] >= 0)
-		T.next[T.prev[u]] = T.next[u];
-	else
-		T.head = T.next[u];
-	if (T.next[u] >= 0)
-		T.prev[T.next[u]] = T.prev[u];
-	else
-		T.tail = T.prev[u];
-}
-
-static void lru_push(int64_t u)
-{
-	T.prev[u] = -1;
-	T.next[u] = T.head;
-	if (T.head >= 0)
-		T.prev[T.head] = u;
-	T.head = u;
-	if (T.tail < 0)
-		T.tail = u;
-}
-
 /* A read of u: a hit moves it to the LRU's head, a miss queues it to be copied in. */
 static void cache_touch(int64_t u)
 {
 	pthread_mutex_lock(&T.cmu);
-	if (T.u[u].slot >= 0) {
-		lru_unlink(u);
-		lru_push(u);
-	} else if (!T.queued[u]) {
-		T.queued[u] = 1;
-		T.queue[(T.qhead + T.qn++) % T.n] = u;
+	if (!cp_read(&T.cp, u))
 		pthread_cond_signal(&T.ccv);
-	}
 	pthread_mutex_unlock(&T.cmu);
 }
 
@@ -473,19 +439,15 @@ static void cache_touch(int64_t u)
 static int cache_fill(void)
 {
 	pthread_mutex_lock(&T.cmu);
-	if (!T.qn) {
+	int64_t u, v;
+	if (!cp_next(&T.cp, &u, &v)) {
 		pthread_mutex_unlock(&T.cmu);
 		return 0;
 	}
-	int64_t u = T.queue[T.qhead], v = -1;
-	T.qhead = (T.qhead + 1) % T.n;
-	T.qn--;
 	int32_t s;
-	if (T.nfree) {
+	if (v < 0) {
 		s = T.free_slots[--T.nfree];
 	} else {
-		v = T.tail;
-		lru_unlink(v);
 		pthread_rwlock_wrlock(&T.u[v].lk);
 		s = T.u[v].slot;
 		T.u[v].slot = -1;
@@ -498,8 +460,7 @@ static int cache_fill(void)
 	uint64_t t0 = now_ns(), n = copy(&T.mig[T.u[u].dbi], T.db[T.u[u].dbi].fd, off, T.fast_fd, (uint64_t)s * T.unit, len);
 	pthread_mutex_lock(&T.cmu);
 	T.u[u].slot = s;
-	T.queued[u] = 0;
-	lru_push(u);
+	cp_admitted(&T.cp, u);
 	pthread_mutex_unlock(&T.cmu);
 	pthread_rwlock_unlock(&T.u[u].lk);
 	T.migrations++;
@@ -522,7 +483,7 @@ static void *cache_main(void *arg)
 		if (cache_fill())
 			continue;
 		pthread_mutex_lock(&T.cmu);
-		if (!T.qn && !atomic_load(&T.stop))
+		if (!T.cp.qn && !atomic_load(&T.stop))
 			timed_wait(&T.ccv, &T.cmu, 5);
 		pthread_mutex_unlock(&T.cmu);
 	}

@@ -1,0 +1,217 @@
+"""`iotape lab hybrid`: the hybrid-array experiment on one lab.
+
+One HybridLab (devices.py), released on every way out: the SSD is a loop device
+over /dev/shm; the HDD-like slow device is a loop device over hdd.py's FUSE file,
+each request taking a 10K rpm disk's modelled service time (`device="hdd"`, the
+default), or a memory-backed loop device throttled by blk-throttle (`"throttle"`:
+the right rate, a bimodal latency; docs/hybrid.md). On it, in this order:
+
+1. the databases are made on the slow device at memory speed (`--create reuse` keeps
+   them for every run; each tiered run copies its promoted units back at its end);
+2. a short probe of the fast device: the same engine on a small database there,
+   recorded and ingested (the fast device's latencies for the projection);
+3. the slow device gets its disk's times (or its limits), the same in every
+   configuration;
+4. the baseline: exchange2013, throughput mode, fixed threads, all on the slow
+   device (`--ioengine psync`), recorded and ingested;
+5. the prediction of the read cache and the tier from the baseline's stored trace
+   (predict.py), written before either runs;
+6. the performance tier (`--ioengine tiered`) and the read cache (`--tier-policy
+   cache`), each recorded on both devices and ingested.
+
+report.py turns the runs and the prediction into the side-by-side report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import schemas
+from analyzer.lab import predict
+from analyzer.lab.devices import HybridLab
+from analyzer.lab.hdd import HddModel
+from analyzer.lab.sizing import Sizing
+from analyzer.store.ingest import ingest
+from analyzer.store.interface import Store
+from analyzer.tiering.from_store import load_run
+from recorder.tracefile import open_trace
+from workload import engine
+from workload.engine import WorkloadConfig
+
+MIB = 1 << 20
+CONFIGS = ("baseline", "tier", "cache")
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """The experiment's knobs (the CLI's options)."""
+
+    sizing: Sizing
+    threads: int = 2
+    seconds: float = 180.0
+    read_iops: int = 143
+    write_iops: int = 143
+    mb_per_s: int = 150
+    stats_s: float = 5.0
+    migrate_s: float = 5.0
+    verify: bool = False
+    device: str = "hdd"  # or "throttle"
+    spindles: int = 4
+    probe_seconds: float = 3.0
+    name: str = "hybrid"
+
+
+def _config(o: LabOptions, dev: str, **kw: Any) -> WorkloadConfig:
+    s = o.sizing
+    cfg = WorkloadConfig(
+        db_paths=[dev], log_paths=[dev], destroy_data_on=[dev], profile="exchange2013",
+        mode="throughput", mailboxes=s.mailboxes, mailbox_size_mb=s.mailbox_size_mb,
+        databases=s.databases, threads=o.threads, duration=o.seconds, ioengine="psync",
+    )  # fmt: skip
+    return replace(cfg, **kw)
+
+
+def _tiered(o: LabOptions, lab: HybridLab, out: Path, policy: str) -> dict[str, str]:
+    s = o.sizing
+    return {
+        "tier-fast": lab.fast, "tier-policy": policy, "tier-capacity-mb": str(s.ssd_mb),
+        "tier-unit-kb": str(s.unit_kb), "tier-stats-s": str(o.stats_s),
+        "tier-migrate-s": str(o.migrate_s), "tier-verify": str(int(o.verify)),
+        "tier-log": str(out / f"{policy}.tier.jsonl"),
+    }  # fmt: skip
+
+
+def regions(cfg: WorkloadConfig) -> list[tuple[int, int]]:
+    """The databases' byte ranges on the slow device (the layout the engine gets)."""
+    return [(t.off, t.off + t.size) for t in engine.validate(cfg).dbs]
+
+
+def recorded_bytes(trace: Path) -> dict[str, dict[str, int]]:
+    """Bytes and requests per stream in a recording (what the recorder saw)."""
+    names = {v: k for k, v in schemas.enum("stream").items()}
+    with open_trace(trace) as tr:
+        r = tr.read_all()
+    out: dict[str, dict[str, int]] = {}
+    for code in np.unique(r["stream"]):
+        mine = r["stream"] == code
+        out[names.get(int(code), str(int(code)))] = {
+            "bytes": int(r["bytes"][mine].sum()),
+            "requests": int(mine.sum()),
+        }
+    return out
+
+
+def _tier_log(path: Path, verify: bool) -> dict[str, Any]:
+    """What the engine's tier log says it moved, how long its copies took (a
+    cache's miss is admitted only when its fill is done: the fill's copy time is
+    the least of that lag), and what `--tier-verify` reads back (each database
+    region twice: through the placement and after the write-back, on the
+    migration thread)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    copies = [e["copy_s"] for e in lines if e["type"] in ("migration", "fill")]
+    start = next(e for e in lines if e["type"] == "start")
+    regions = sum(d["end"] - d["base"] for d in start["databases"])
+    return {
+        "moved_bytes": sum(e["bytes"] for e in lines if e["type"] in ("migration", "fill")),
+        "drained_bytes": sum(e.get("bytes", 0) for e in lines if e["type"] == "drain"),
+        "verify_read_bytes": 2 * regions if verify else 0,
+        "copies": len(copies),
+        "copy_s_mean": sum(copies) / len(copies) if copies else 0.0,
+        "copy_s_max": max(copies, default=0.0),
+    }
+
+
+def _run(
+    cfg: WorkloadConfig, out: Path, key: str, devices: list[str], store: Store, name: str
+) -> dict[str, Any]:
+    trace = out / f"{key}.iot"
+    result, summary = engine.run_recorded(cfg, trace, devices=devices, force=True)
+    (out / f"{key}.result.json").write_text(json.dumps(result, indent=1) + "\n")
+    ing = ingest(store, trace, name=f"{name}-{key}", tags={"lab": "hybrid", "config": key})
+    log = cfg.overrides.get("tier-log")
+    return {
+        "tier_log": _tier_log(Path(log), cfg.overrides["tier-verify"] == "1") if log else None,
+        "result": result,
+        "recorded": recorded_bytes(trace),
+        "lost": dict(summary.get("lost", {})),
+        "run_id": ing.run_id,
+        "run_name": ing.name,
+        "trace": str(trace),
+    }
+
+
+def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) -> dict:
+    s = o.sizing
+    _, ev = load_run(store, base["run_id"])
+    _, fast = load_run(store, fast_id)
+    unit = s.unit_kb << 10
+    db_ev = predict.db_events(ev, regs, unit)
+    # The service times from the whole trace, cut as db_events cuts the events.
+    # The throttle serves as one device; the hdd model with its spindles.
+    servers = o.spindles if o.device == "hdd" else 1
+    svc = predict.service_times(ev, servers)
+    svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
+    dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
+    res = base["result"]
+    reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
+    per_s = reads / (res.get("load_s") or res["elapsed_s"])
+    threads = o.threads * s.databases
+    out = {}
+    for key, policy in (("tier", "tier"), ("cache", "cache")):
+        p = predict.params(policy, s.ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
+        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev)
+    return out
+
+
+def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
+    """Every run of the experiment and the prediction; the raw material of the report."""
+    s = o.sizing
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, Any] = {}
+    # Stored run names are unique: one lab's runs share a stamp.
+    o = replace(o, name=f"{o.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    hdd = HddModel(spindles=o.spindles, mb_s=o.mb_per_s) if o.device == "hdd" else None
+    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd) as lab:
+        lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
+        if lab.hdd is not None:
+            lab.hdd.modelled(False)
+        base = _config(o, lab.slow)
+        say(f"lab: slow {lab.slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
+        engine.run(replace(base, duration=0.5))
+        probe_mb = max(0.125, min(s.mailbox_size_mb, s.ssd_mb / 4 / s.mailboxes))
+        probe = _config(o, lab.fast, duration=o.probe_seconds, mailbox_size_mb=probe_mb)
+        say(f"probe of the fast device ({o.probe_seconds:g} s)")
+        fast = _run(probe, out, "fast-probe", [lab.fast], store, o.name)
+        if lab.hdd is not None:
+            lab.hdd.modelled(True)
+        else:
+            lab.set_slow_limits(o.read_iops, o.write_iops)
+            lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
+        say(f"baseline: all on the slow device, {o.seconds:g} s")
+        runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
+        prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
+        (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
+        say("prediction written (prediction.json); now the tier and the read cache")
+        for key in ("tier", "cache"):
+            cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
+            say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
+            runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
+        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
+                   "hdd_model": asdict(hdd) if hdd else None,
+                   "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
+    return {
+        "options": {**asdict(o), "sizing": asdict(s)},
+        "devices": devices,
+        "fast_probe": {"run_id": fast["run_id"], "run_name": fast["run_name"]},
+        "runs": runs,
+        "prediction": prediction,
+        "out": str(out),
+    }

@@ -1,0 +1,206 @@
+"""What the baseline's trace predicts for the read cache and the tier, before either
+runs: the simulator's hit ratio (`iotape analyze tiering` with the engine's own
+parameters), the projected read latency (analyzer.tiering.projection: the fast
+device's measured latencies for the hits, the baseline's for the misses) and the
+closed loop's throughput by Little's law.
+
+Little's law for a closed loop: N session threads, each waiting for one database
+read at a time, do X = N / (R + Z) reads per second, R the mean read latency and Z
+the rest of a thread's time per read (CPU, log commits, cache work), which the
+baseline gives: Z = N / X_base - R_base. The same threads with a read latency R'
+do X' = N / (R' + Z); the projected gain is X' / X_base = (R_base + Z) / (R' + Z).
+The projection keeps the misses at the baseline's latency: it does not model the
+slow device's queue getting shorter, nor the copies a cache or tier adds to it.
+
+The slow device bounds the gain too (the utilization law): its c disks can be
+busy at most c seconds a second. From the baseline's trace of the slow device,
+each request's service time on c FIFO servers (completion minus the later of its
+issue and the completion c before it, in completion order) gives the busy time;
+per read of the databases the device spent W = busy / reads, and with a read hit
+ratio h it spends W - h x S_read (S_read: a database read's mean service); a tier
+also takes its write hits off the slow device (- h_w x writes / reads x S_write),
+a write-through cache does not. The copies take the simulated migrated bytes at
+the device's stated bandwidth plus one read's service per unit, spread over the
+trace's span: C disk-seconds a second. So reads/s <= (c - C) / W', and the bound
+on the gain is that over the baseline's reads/s. The prediction is the smaller of the two gains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from analyzer.tiering.accesses import request_hits
+from analyzer.tiering.events import READ, Events
+from analyzer.tiering.params import MiB, Params
+from analyzer.tiering.policies import prepare
+from analyzer.tiering.projection import profile, project
+from analyzer.tiering.simulate import simulate
+
+NS = 1e9
+
+
+def subset(ev: Events, keep: np.ndarray) -> Events:
+    return Events(*(getattr(ev, f.name)[keep] for f in fields(Events)))
+
+
+def db_events(ev: Events, regions: list[tuple[int, int]], unit: int) -> Events:
+    """The database regions' requests, each region's offsets from its own start and
+    the regions laid end to end on unit boundaries: the engine numbers its units
+    per database from the region's base (workload/src/tier.c), the log is not
+    tiered."""
+    keep = np.zeros(len(ev), dtype=bool)
+    offset = ev.offset.copy()
+    at = 0
+    for base, end in regions:
+        inside = (ev.offset >= base) & (ev.offset < end)
+        keep |= inside
+        offset[inside] = ev.offset[inside] - base + at
+        at += -(-(end - base) // unit) * unit
+    out = subset(ev, keep)
+    out.offset = offset[keep]
+    return out
+
+
+@dataclass(frozen=True)
+class DeviceTime:
+    """The baseline's slow device, from its trace (service_times) and its stated
+    bandwidth: what the utilization bound needs."""
+
+    busy_s: float  # service time summed over every request
+    span_s: float  # first issue to last completion
+    reads: int  # database reads (the prediction's unit of work)
+    read_service_s: float  # their mean service time
+    writes: int  # database writes
+    write_service_s: float  # their mean service time
+    mb_s: float  # stated sequential bandwidth (copies)
+    servers: int = 1  # disks serving at once
+
+
+def service_times(ev: Events, servers: int = 1) -> np.ndarray:
+    """Each request's service time (ns) on `servers` FIFO servers: completion minus
+    the later of its issue and the completion `servers` before it (in completion
+    order; exact for one FIFO disk); requests with no known time get 0."""
+    ok = ev.lat_ns >= 0
+    done = np.where(ok, ev.t_ns + ev.lat_ns, ev.t_ns)
+    order = np.argsort(done, kind="stable")
+    d = done[order]
+    prev = np.r_[np.full(min(servers, len(d)), np.iinfo(np.int64).min), d[:-servers]][: len(d)]
+    svc = np.where(ok[order], d - np.maximum(ev.t_ns[order], prev), 0)
+    out = np.empty_like(svc)
+    out[order] = svc
+    return out
+
+
+def device_time(
+    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1
+) -> DeviceTime:
+    """The slow device's time from the whole baseline trace `ev` and its database
+    requests `db` (with their service times on `servers` disks)."""
+    reads = db.op == READ
+    writes = ~reads
+    svc = service_times(ev, servers)
+    end = ev.t_ns + np.maximum(ev.lat_ns, 0)
+    return DeviceTime(
+        busy_s=float(svc.sum()) / NS,
+        span_s=float(end.max() - ev.t_ns.min()) / NS if len(ev) else 0.0,
+        reads=int(reads.sum()),
+        read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
+        writes=int(writes.sum()),
+        write_service_s=float(db_service_ns[writes].mean()) / NS if writes.any() else 0.0,
+        mb_s=mb_s,
+        servers=servers,
+    )
+
+
+def utilization_bound(
+    dev: DeviceTime, hit: float, migrated: int, unit: int, write_hit: float = 0.0
+) -> dict[str, Any]:
+    """The gain in reads/s the slow device allows (see the module's docstring)."""
+    copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * dev.read_service_s
+    span = dev.span_s * dev.servers  # disk-seconds the device has
+    share = copy_s / span if span > 0 else 0.0
+    per_read = 0.0
+    if dev.reads:
+        off = hit * dev.read_service_s + write_hit * dev.writes / dev.reads * dev.write_service_s
+        per_read = dev.busy_s / dev.reads - off
+    base_rate = dev.reads / dev.span_s if dev.span_s > 0 else 0.0
+    room = dev.servers * (1 - share)
+    gain = room / per_read / base_rate if per_read > 0 and base_rate > 0 else None
+    return {
+        "servers": dev.servers,
+        "baseline_busy_share": dev.busy_s / span if span > 0 else None,
+        "read_service_ms": dev.read_service_s * 1e3,
+        "copy_share": share,
+        "read_throughput_gain": None if gain is None else max(gain, 0.0),
+    }
+
+
+def params(policy: str, capacity_mb: int, unit_kb: int, stats_s: float, migrate_s: float) -> Params:
+    """The simulator's parameters for the engine's `--tier-policy tier|cache` with the
+    same capacity, unit and intervals (docs/hybrid.md: `tier` is the `tiering` policy
+    with the msa preset's decay and no budget, `cache` is `lru` without writes)."""
+    base = Params(unit=unit_kb << 10, capacity=capacity_mb * MiB)
+    if policy == "cache":
+        return replace(base, policy="lru", count_writes=False)
+    return replace(base, stats_interval_s=stats_s, migrate_interval_s=migrate_s, half_life_s=60.0)
+
+
+def _reads_hit(ev: Events, p: Params) -> np.ndarray:
+    r = prepare(ev, p)
+    assert p.capacity is not None
+    return request_hits(r.acc, r.hits(p.units(p.capacity)).hit)
+
+
+def predict(
+    base: Events,
+    fast: Events,
+    p: Params,
+    threads: int,
+    base_reads_per_s: float,
+    dev: DeviceTime | None = None,
+) -> dict[str, Any]:
+    """The prediction for one configuration from the baseline's database events,
+    the fast device's measured requests, the engine's session threads (all
+    databases), the baseline's database reads per second and its slow device's
+    time (None: no utilization bound)."""
+    sim = simulate(base, p)
+    reads = base.op == READ
+    hit = _reads_hit(base, p)[reads]
+    lat = project(subset(base, reads), hit, profile(fast), profile(subset(base, reads)))
+    r_base = (lat["slow_only"]["mean_ns"] or 0.0) / NS
+    r_new = (lat["projected"]["mean_ns"] or 0.0) / NS
+    cycle = threads / base_reads_per_s if base_reads_per_s > 0 else 0.0
+    other = max(cycle - r_base, 0.0)
+    gain = (r_base + other) / (r_new + other) if r_new + other > 0 else None
+    hr = sim["hit_ratio"]
+    bound = None
+    if dev is not None:
+        # A tier serves its writes' hits from the fast device; a cache writes through.
+        w_hit = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
+        r_hit = hr["count"]["read"] or 0.0
+        bound = utilization_bound(dev, r_hit, hr["migrated_bytes"], p.unit, w_hit)
+    bound_gain: float | None = bound["read_throughput_gain"] if bound else None
+    gains = [g for g in (gain, bound_gain) if g is not None]
+    return {
+        "policy": p.policy,
+        "params": sim["params"],
+        "read_hit_ratio": hr["count"]["read"],
+        "write_hit_ratio": hr["count"]["write"],
+        "migrated_bytes": hr["migrated_bytes"],
+        "read_latency_ms": {
+            "baseline": r_base * 1e3,
+            "projected": r_new * 1e3,
+            "fast_device": (lat["fast_only"]["mean_ns"] or 0.0) / 1e6,
+        },
+        "littles_law": {
+            "threads": threads,
+            "baseline_reads_per_s": base_reads_per_s,
+            "other_time_per_read_ms": other * 1e3,
+            "read_throughput_gain": gain,
+        },
+        "utilization_bound": bound,
+        "read_throughput_gain": min(gains) if gains else None,
+    }

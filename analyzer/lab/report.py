@@ -1,0 +1,217 @@
+"""The hybrid experiment's report: per configuration the Jetstress figures (database
+read and write MB/s, read latency average and highest, write latency, IOPS, the
+verdict), the bytes the tier or cache moved, the gains over the baseline as ratios,
+the prediction beside the measurement with its error, and the invariants a run must
+keep (every request accounted for, the moves as the engine counted them, the
+placement read back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.lab.sizing import reference
+from workload import report as workload_report
+
+MIB = 1 << 20
+
+
+def _figures(result: dict[str, Any]) -> dict[str, Any]:
+    rep = workload_report.build(result)
+    secs = rep["load_s"] or rep["elapsed_s"]
+    dbs = rep["databases"]
+    reads = sum(d["db-read"]["count"] for d in dbs)
+    writes = sum(d["db-write"]["count"] for d in dbs)
+
+    def avg(stream: str, n: int) -> float:
+        return sum(d[stream]["lat_avg_ms"] * d[stream]["count"] for d in dbs) / n if n else 0.0
+
+    return {
+        "db_read_mb_s": rep["total"]["db-read"]["bytes"] / secs / MIB,
+        "db_write_mb_s": rep["total"]["db-write"]["bytes"] / secs / MIB,
+        "db_reads_per_s": reads / secs,
+        "db_read_latency_ms_avg": avg("db-read", reads),
+        "db_read_latency_ms_max": max(d["db-read"]["lat_max_ms"] for d in dbs),
+        "db_write_latency_ms_avg": avg("db-write", writes),
+        "tx_iops": rep["achieved_tx_iops"],
+        "jetstress_verdict": rep["verdict"]["result"],
+        "seconds": secs,
+    }
+
+
+def _engine_bytes(result: dict[str, Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in result["databases"]:
+        for name, s in d["streams"].items():
+            out[name] = out.get(name, 0) + int(s["bytes"])
+    return out
+
+
+def _expected(run: dict[str, Any]) -> dict[str, int]:
+    """Per stream, the bytes the recorder must see: the engine's, plus what the
+    engine counts once and the devices see twice (a cache's write-through copy) and
+    the test-only read-backs of `--tier-verify`."""
+    res = run["result"]
+    out = _engine_bytes(res)
+    tier, log = res.get("tier"), run.get("tier_log")
+    if tier and tier["policy"] == "cache":
+        out["db-write"] = out.get("db-write", 0) + tier["write_bytes_fast"]
+    if log and log["verify_read_bytes"]:
+        out["migration"] = out.get("migration", 0) + log["verify_read_bytes"]
+    return out
+
+
+def _checks(run: dict[str, Any]) -> dict[str, Any]:
+    """The invariants: the recorder saw every byte the engine says it moved, per
+    stream; the tier's moves as its counters say; the placement read back."""
+    res = run["result"]
+    expected = _expected(run)
+    recorded = {k: v["bytes"] for k, v in run["recorded"].items() if k != "other"}
+    out: dict[str, Any] = {
+        "expected_bytes": expected,
+        "recorded_bytes": recorded,
+        "every_request_accounted": recorded == {k: b for k, b in expected.items() if b},
+        "lost_events": sum(run["lost"].values()),
+    }
+    tier, log = res.get("tier"), run.get("tier_log")
+    if tier and log:
+        # A copy is one read and one write of its unit (a cache's fill included);
+        # a tier's end copies its promoted units back.
+        moved = tier["migrated_bytes"] + tier["drained_bytes"]
+        out["moved_bytes"] = moved
+        out["moves_match_counters"] = (
+            log["moved_bytes"] == tier["migrated_bytes"]
+            and log["drained_bytes"] == tier["drained_bytes"]
+            and _engine_bytes(res).get("migration", 0) == 2 * moved
+        )
+        v = tier.get("verify")
+        if v:
+            out["verify"] = v
+            out["placement_read_back"] = v["bad_placed"] == 0 and v["bad_after_writeback"] == 0
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def build(raw: dict[str, Any]) -> dict[str, Any]:
+    """The report (JSON-ready) from run_lab's material."""
+    runs = raw["runs"]
+    fig = {k: _figures(r["result"]) for k, r in runs.items()}
+    base = fig["baseline"]
+    configs: dict[str, Any] = {}
+    for key, f in fig.items():
+        tier = runs[key]["result"].get("tier") or {}
+        row: dict[str, Any] = {
+            **f,
+            "run": runs[key]["run_name"],
+            "run_id": runs[key]["run_id"],
+            "migrated_bytes": tier.get("migrated_bytes", 0),
+            "read_hit_ratio": tier.get("read_hit_ratio"),
+            "copies": runs[key].get("tier_log"),
+            "checks": _checks(runs[key]),
+            "gain": {
+                g: _ratio(f[g], base[g])
+                for g in ("db_read_mb_s", "db_write_mb_s", "db_reads_per_s", "tx_iops")
+            },
+            "latency_ratio": {
+                g: _ratio(f[g], base[g])
+                for g in (
+                    "db_read_latency_ms_avg",
+                    "db_read_latency_ms_max",
+                    "db_write_latency_ms_avg",
+                )
+            },
+        }
+        if key in raw["prediction"]:
+            row["predicted"] = _versus(raw["prediction"][key], row)
+        configs[key] = row
+    ref = reference()
+    return {
+        "experiment": "hybrid",
+        "published": {
+            "source": ref["source"],
+            "baseline": ref["baseline"],
+            "findings": ref["published_findings"],
+        },
+        "options": raw["options"],
+        "devices": raw["devices"],
+        "fast_probe": raw["fast_probe"],
+        "configs": configs,
+        "prediction": raw["prediction"],
+    }
+
+
+def _err(pred: float | None, meas: float | None) -> float | None:
+    return pred / meas - 1.0 if pred is not None and meas else None
+
+
+def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """Predicted beside measured; error = predicted / measured - 1."""
+    gain = p["read_throughput_gain"]
+    lat = p["read_latency_ms"]["projected"]
+    return {
+        "read_hit_ratio": p["read_hit_ratio"],
+        "read_hit_ratio_error": _err(p["read_hit_ratio"], row["read_hit_ratio"]),
+        "db_read_latency_ms_avg": lat,
+        "db_read_latency_error": _err(lat, row["db_read_latency_ms_avg"]),
+        "read_throughput_gain": gain,
+        "read_throughput_gain_error": _err(gain, row["gain"]["db_reads_per_s"]),
+        "littles_law_gain": p["littles_law"]["read_throughput_gain"],
+        "utilization_bound_gain": (p.get("utilization_bound") or {}).get("read_throughput_gain"),
+        "migrated_bytes": p["migrated_bytes"],
+        "migrated_bytes_error": _err(p["migrated_bytes"], row["migrated_bytes"]),
+        "migrated_mib": p["migrated_bytes"] / MIB,
+    }
+
+
+def _x(v: float | None, fmt: str = "{:.2f}x") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def render(rep: dict[str, Any]) -> str:
+    """The report for people: one column per configuration."""
+    c = rep["configs"]
+    keys = [k for k in ("baseline", "tier", "cache") if k in c]
+    pub = rep["published"]["baseline"]
+    rows: list[tuple[str, list[str]]] = [
+        ("db read MB/s", [f"{c[k]['db_read_mb_s']:.2f}" for k in keys]),
+        ("db write MB/s", [f"{c[k]['db_write_mb_s']:.2f}" for k in keys]),
+        ("db reads/s", [f"{c[k]['db_reads_per_s']:.1f}" for k in keys]),
+        ("transactional IOPS", [f"{c[k]['tx_iops']:.1f}" for k in keys]),
+        ("db read ms avg", [f"{c[k]['db_read_latency_ms_avg']:.2f}" for k in keys]),
+        ("db read ms highest", [f"{c[k]['db_read_latency_ms_max']:.1f}" for k in keys]),
+        ("db write ms avg", [f"{c[k]['db_write_latency_ms_avg']:.2f}" for k in keys]),
+        ("migrated MiB", [f"{c[k]['migrated_bytes'] / MIB:.0f}" for k in keys]),
+        ("Jetstress verdict", [c[k]["jetstress_verdict"] for k in keys]),
+        ("read MB/s x baseline", [_x(c[k]["gain"]["db_read_mb_s"]) for k in keys]),
+        ("write MB/s x baseline", [_x(c[k]["gain"]["db_write_mb_s"]) for k in keys]),
+        ("read hit ratio", [_x(c[k]["read_hit_ratio"], "{:.1%}") for k in keys]),
+    ]
+    for label, field, fmt in (
+        ("predicted hit ratio", "read_hit_ratio", "{:.1%}"),
+        ("predicted read ms avg", "db_read_latency_ms_avg", "{:.2f}"),
+        ("  error", "db_read_latency_error", "{:+.0%}"),
+        ("  Little's law gain", "littles_law_gain", "{:.2f}x"),
+        ("  slow device bound", "utilization_bound_gain", "{:.2f}x"),
+        ("predicted reads/s gain", "read_throughput_gain", "{:.2f}x"),
+        ("  error", "read_throughput_gain_error", "{:+.0%}"),
+        ("predicted migrated MiB", "migrated_mib", "{:.0f}"),
+        ("  error", "migrated_bytes_error", "{:+.0%}"),
+    ):
+        rows.append((label, [_x(c[k].get("predicted", {}).get(field), fmt) for k in keys]))
+    ok = [
+        "yes" if c[k]["checks"]["every_request_accounted"] and c[k]["checks"].get(
+            "moves_match_counters", True) else "NO"
+        for k in keys
+    ]  # fmt: skip
+    rows.append(("every byte accounted", ok))
+    width = max(len(label) for label, _ in rows) + 2
+    lines = ["".ljust(width) + "".join(k.rjust(12) for k in keys)]
+    lines += [label.ljust(width) + "".join(v.rjust(12) for v in vals) for label, vals in rows]
+    lines.append(
+        f"published baseline ({rep['published']['source']}): db read {pub['db_read_mb_s']} MB/s, "
+        f"write {pub['db_write_mb_s']} MB/s, highest read {pub['highest_db_read_latency_ms']} ms, "
+        f"write {pub['db_write_latency_ms_avg']} ms"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""`iotape lab hybrid` (analyzer/lab): the three configurations end to end in CI size on
+real loop devices, and the report's invariants (not its speeds): every byte the engine
+moved seen by the recorder in its stream, the tier's and the cache's moves as the
+engine counted them, the placement read back with checksums, the prediction written
+before the cache and tier ran; and the sizing and the prediction's arithmetic alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import need
+
+from analyzer.lab import predict
+from analyzer.lab.sizing import reference, size
+from analyzer.tiering.events import Events
+from iotape.errors import IotapeError
+
+ROOT = Path(__file__).resolve().parents[2]
+IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
+
+
+@pytest.mark.kernel
+def test_three_configurations_end_to_end(kernel: None, tmp_path: Path) -> None:
+    out = tmp_path / "lab"
+    argv = [
+        IOTAPE, "lab", "hybrid", "--out", str(out), "--db-mb", "48", "--mailboxes", "24",
+        "--seconds", "3", "--unit-kb", "1024", "--stats-s", "0.5", "--migrate-s", "1",
+        "--verify", "--json", "--db", str(tmp_path / "store.duckdb"),
+    ]  # fmt: skip
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and "blkio" in r.stderr:
+        need(False, f"a hybrid lab: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert json.loads((out / "report.json").read_text()) == rep
+    c = rep["configs"]
+    assert set(c) == {"baseline", "tier", "cache"}
+    for key, row in c.items():
+        checks = row["checks"]
+        # The recorder saw, stream by stream, exactly the bytes the engine moved.
+        assert checks["every_request_accounted"], (key, checks)
+        assert checks["recorded_bytes"]["db-read"] > 0 and checks["lost_events"] == 0
+        assert row["gain"]["db_read_mb_s"] is not None
+    assert (
+        c["baseline"]["migrated_bytes"] == 0
+        and "migration" not in c["baseline"]["checks"]["recorded_bytes"]
+    )
+    for key in ("tier", "cache"):
+        checks = c[key]["checks"]
+        assert c[key]["migrated_bytes"] > 0 and checks["moves_match_counters"]
+        # Every 4 KiB block written read back through the placement and after it.
+        assert checks["verify"]["blocks"] > 0 and checks["placement_read_back"]
+        assert 0 <= c[key]["predicted"]["read_hit_ratio"] <= 1
+        assert c[key]["predicted"]["read_throughput_gain"] > 0
+    # The prediction was written before the tier and the cache ran.
+    assert (out / "prediction.json").stat().st_mtime <= (out / "tier.iot").stat().st_mtime
+    assert json.loads((out / "prediction.json").read_text()) == rep["prediction"]
+    assert (out / "report.txt").read_text().count("every byte accounted") == 1
+    # The lab's devices, their files and the HDD-like file's mount are gone.
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    mounts = Path("/proc/mounts").read_text()
+    made = rep["devices"]["files"]
+    assert len(made) == 3 and rep["devices"]["kind"] == "hdd"
+    assert not [f for f in made if Path(f).exists() or f in loops or f in mounts]
+
+
+def test_sizing_keeps_the_published_proportion() -> None:
+    ratio = reference()["proportions"]["ssd_to_database"]
+    assert ratio == pytest.approx(800 / 1000)
+    s = size(512, 100, 1)
+    assert s.ssd_mb == 408 and s.ssd_mb % 4 == 0  # 0.8 x 512 in whole 4 MiB pages
+    assert s.mailbox_size_mb == pytest.approx(5.12) and s.device_mb > s.db_mb
+    with pytest.raises(IotapeError, match="--db-mb 4"):
+        size(4, 10, 1)
+    with pytest.raises(IotapeError, match="--mailboxes 2: fewer than --databases 3"):
+        size(64, 2, 3)
+
+
+def _events(offsets: list[int], ops: list[int], lat_ms: float) -> Events:
+    n = len(offsets)
+    return Events(
+        t_ns=np.arange(n, dtype=np.int64) * 1_000_000,
+        dev=np.zeros(n, dtype=np.int64),
+        offset=np.array(offsets, dtype=np.int64),
+        nbytes=np.full(n, 32768, dtype=np.int64),
+        op=np.array(ops, dtype=np.int8),
+        lat_ns=np.full(n, int(lat_ms * 1e6), dtype=np.int64),
+    )
+
+
+def test_db_events_number_units_per_region_as_the_engine() -> None:
+    mib = 1 << 20
+    ev = _events([0, 3 * mib, 5 * mib + 7, 9 * mib], [0, 0, 1, 0], 1.0)
+    # Two regions: [1 MiB, 4 MiB) and [5 MiB, 6.5 MiB); the rest is log.
+    out = predict.db_events(ev, [(mib, 4 * mib), (5 * mib, 5 * mib + mib // 2 * 3)], mib)
+    assert out.offset.tolist() == [2 * mib, 3 * mib + 7]
+    assert out.op.tolist() == [0, 1]
+
+
+def test_littles_law_gain_from_the_projection() -> None:
+    # Reads of one hot unit at 10 ms on the slow device; the fast device takes 1 ms.
+    mib = 1 << 20
+    base = _events([0] * 200, [0] * 200, 10.0)
+    fast = _events([0] * 10, [0] * 10, 1.0)
+    p = predict.params("cache", 4, 1024, 5.0, 5.0)
+    got = predict.predict(base, fast, p, threads=2, base_reads_per_s=100.0)
+    # All but the first read hit: R' = (10 + 199 x 1) / 200 ms; the threads' other
+    # time per read is 2 / 100 s - 10 ms = 10 ms.
+    r_new = (10 + 199 * 1) / 200
+    assert got["read_hit_ratio"] == pytest.approx(199 / 200)
+    assert got["read_latency_ms"]["projected"] == pytest.approx(r_new)
+    assert got["littles_law"]["other_time_per_read_ms"] == pytest.approx(10.0)
+    assert got["littles_law"]["read_throughput_gain"] == pytest.approx(20 / (r_new + 10))
+    assert p.unit == mib and not p.count_writes
+
+
+def test_service_times_of_one_fifo_device() -> None:
+    # Issued at 0, 0, 10 ms; done at 5, 9, 30 ms: served 5, then 4 (queued behind
+    # the first), then 20 (the device idle from 9 to 10 ms).
+    ms = 1_000_000
+    ev = _events([0, 1 << 20, 2 << 20], [0, 0, 1], 0.0)
+    ev.t_ns = np.array([0, 0, 10 * ms], dtype=np.int64)
+    ev.lat_ns = np.array([5 * ms, 9 * ms, 20 * ms], dtype=np.int64)
+    assert (predict.service_times(ev) // ms).tolist() == [5, 4, 20]
+    # On two disks the second is served from its issue: 9 ms.
+    assert (predict.service_times(ev, 2) // ms).tolist() == [5, 9, 20]
+
+
+def test_utilization_bound() -> None:
+    # Busy 90 of 100 s for 9,000 reads (10 ms each, all of the device's work): 90
+    # reads/s. Half of them hit, and copies take 100 MB at 100 MB/s + 10 units x
+    # 10 ms = 1.1 s of 100: (1 - 0.011) / (0.010 - 0.5 x 0.010) = 197.8 reads/s.
+    dev = predict.DeviceTime(
+        busy_s=90, span_s=100, reads=9000, read_service_s=0.010, writes=0, write_service_s=0,
+        mb_s=100,
+    )  # fmt: skip
+    got = predict.utilization_bound(dev, 0.5, 100_000_000, 10_000_000)
+    assert got["copy_share"] == pytest.approx(0.011)
+    assert got["read_throughput_gain"] == pytest.approx((1 - 0.011) / 0.005 / 90)
+    assert got["baseline_busy_share"] == pytest.approx(0.9)
+    # Two disks: twice the room, the copies a share of twice the time.
+    two = predict.utilization_bound(replace(dev, servers=2), 0.5, 100_000_000, 10_000_000)
+    assert two["read_throughput_gain"] == pytest.approx(2 * (1 - 0.0055) / 0.005 / 90)
+    # A tier's write hits come off too: 4,500 writes of 2 ms, 80 % of them hits.
+    w = replace(dev, busy_s=99, writes=4500, write_service_s=0.002)
+    got = predict.utilization_bound(w, 0.5, 100_000_000, 10_000_000, write_hit=0.8)
+    assert got["read_throughput_gain"] == pytest.approx(
+        (1 - 0.011) / (0.011 - 0.005 - 0.8 * 0.5 * 0.002) / 90
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "ssd"], "--device ssd: hdd or throttle"),
+        (["--spindles", "0"], "--spindles 0: between 1 and 64"),
+        (["--seconds", "0"], "--seconds 0.0: must be positive"),
+        (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
+        (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
+    ],
+)
+def test_bad_options_one_line_and_nothing_made(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "lab"
+    argv = [IOTAPE, "lab", "hybrid", "--out", str(out), "--db", str(tmp_path / "s.duckdb"), *args]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not out.exists() and not (tmp_path / "s.duckdb").exists()
+
+
+def test_refuses_an_output_directory_in_use(tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "report.json").write_text("{}")
+    r = subprocess.run(
+        [IOTAPE, "lab", "hybrid", "--out", str(tmp_path / "lab")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "not empty; give a new directory" in r.stderr
+    assert (tmp_path / "lab" / "report.json").read_text() == "{}"
