@@ -24,10 +24,11 @@ from schemas.tables import table
 
 # Rows per INSERT: each INSERT makes a MergeTree part, so fewer, larger ones.
 INSERT_ROWS = 262_144
-# chDB's: every part is merged again in the background, in this process; with two
-# million rows an INSERT the merges and the per-INSERT work cost a fifth less CPU
-# than at a quarter million (bench/store.py, docs/benchmarks.md#store).
-CHDB_INSERT_ROWS = 2_097_152
+# chDB's: every part is merged again in the background, in this process; with a
+# million rows an INSERT the merges and the per-INSERT work cost an eighth less CPU
+# than at a quarter million. Two million cost a fifth less, but the peak RSS passed
+# 1 GiB (bench/store.py, docs/benchmarks.md#store).
+CHDB_INSERT_ROWS = 1_048_576
 _DISTRIBUTED = re.compile(r"^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_]*)'?")
 
 
