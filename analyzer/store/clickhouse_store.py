@@ -24,6 +24,11 @@ from schemas.tables import table
 
 # Rows per INSERT: each INSERT makes a MergeTree part, so fewer, larger ones.
 INSERT_ROWS = 262_144
+# chDB's: every part is merged again in the background, in this process; with a
+# million rows an INSERT the merges and the per-INSERT work cost an eighth less CPU
+# than at a quarter million. Two million cost a fifth less, but the peak RSS passed
+# 1 GiB (bench/store.py, docs/benchmarks.md#store).
+CHDB_INSERT_ROWS = 1_048_576
 _DISTRIBUTED = re.compile(r"^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_]*)'?")
 
 
@@ -144,7 +149,7 @@ class ChdbStore(_ClickHouseDialect):
     ) -> int:
         sql = sql_.insert_from_python(table_name)
         rows = 0
-        for src in _groups(batches, INSERT_ROWS):
+        for src in _groups(batches, CHDB_INSERT_ROWS):
             # chDB's Python() table function reads the local variable `src` by name,
             # straight from Arrow: no copy through a file or a text format.
             self._query(sql, {"run_id": run_id}, "CSV")

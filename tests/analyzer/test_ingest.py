@@ -114,8 +114,12 @@ def test_other_refusals(store, trace: Path, tmp_path) -> None:
 
 _CHILD = """
 import sys
+from analyzer.store import clickhouse_store
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import open_store
+# INSERTs of a quarter million rows, so that chDB holds some of the run's rows when
+# the child is killed, and the retry has them to remove.
+clickhouse_store.CHDB_INSERT_ROWS = 262_144
 store = open_store(sys.argv[1])
 said = False
 def progress(done, total):
@@ -161,5 +165,35 @@ def test_killed_ingest_leaves_no_run_and_a_retry_completes(kind: str, tmp_path: 
         (run,) = catalog.all_runs(store)
         assert run["bytes"] == int(records["bytes"].astype(np.uint64).sum())
         assert ingest(store, big).skipped
+    finally:
+        store.close()
+
+
+def test_chdb_ingest_in_several_inserts_keeps_every_row(tmp_path: Path, monkeypatch) -> None:
+    from analyzer.store import clickhouse_store
+
+    # Batches come 65,536 rows each: two INSERTs, of two batches each.
+    monkeypatch.setattr(clickhouse_store, "CHDB_INSERT_ROWS", 100_000)
+    n = 200_000
+    records = workload_records(n, seed=6)
+    trace = make_trace(tmp_path / "t.iot", records, chunk_records=4_096)
+    store = open_store(store_url("chdb", tmp_path))
+    try:
+        r = ingest(store, trace)
+        assert r.events == n
+        assert queries.run(store, "run_events", run_id=r.run_id) == [(n,)]
+        got = store.rows(
+            "SELECT sum(tid), min(ts_complete_ns), max(ts_complete_ns), uniqExact(ts_queue_ns) "
+            "FROM events"
+        )
+        ts = records["ts_complete_ns"]
+        assert got == [
+            (
+                int(records["tid"].astype(np.uint64).sum()),
+                int(ts.min()),
+                int(ts.max()),
+                len(np.unique(records["ts_queue_ns"])),
+            )
+        ]
     finally:
         store.close()
