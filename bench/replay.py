@@ -194,6 +194,14 @@ def main() -> None:
         help="long traces: comma-separated lengths in s (default 60,600)",
     )
     ap.add_argument("--hour", action="store_true", help="with --long: also a 1-hour trace")
+    ap.add_argument(
+        "--layouts",
+        default="iotape-pieces",
+        help="with --long: other layouts replayed too (iotape-pieces, iotape-windows)",
+    )
+    ap.add_argument(
+        "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"
+    )
     a = ap.parse_args()
     if a.long:
         replay_long.main_long(a)

@@ -16,8 +16,10 @@ from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
 
 from replayer.plan.source import load
 
-VARIANTS_LONG = ("iotape", "fio-plain", "iotape-windows")
-WINDOWS_UP_TO_S = 60  # the windows variant costs another replay: the short trace only
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-pieces", "iotape-windows")
+# Other layouts of the same trace, each another replay in the same run (the
+# default plan, `iotape`, is lanes past 2,000 pieces: replayer/plan/lanes.py).
+OTHER_LAYOUTS = {"iotape-pieces": ["--layout", "pieces"], "iotape-windows": ["--windows"]}
 
 
 def _cli(args: list[str], out: Path | None = None) -> tuple[float, float]:
@@ -49,7 +51,7 @@ def _long_figures(c: dict) -> dict:
     }
 
 
-def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
+def one_long(seconds: int, work: Path, src: str, dst: str, others: list[str]) -> dict:
     d = work / f"production-{seconds}s"
     d.mkdir()
     orig = d / "orig.iot"
@@ -61,6 +63,7 @@ def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
     )
     man = json.loads((jobs / "plan.json").read_text())
     out["jobs"], out["windows"] = len(man["jobs"]), len(man.get("windows") or [1])
+    out["layout"] = man.get("exact_layout", "pieces")
     rep, plain = d / "iotape.iot", d / "plain.iot"
     out["run_s"], out["run_rss_mib"] = _cli(
         ["replay", "run", str(jobs), "--record", str(rep), "--anchor-record", str(plain)]
@@ -72,15 +75,13 @@ def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
     both = json.loads(res.read_text())
     out["iotape"] = _long_figures(both["iotape"])
     out["fio-plain"] = _long_figures(both["fio_plain"])
-    # The same trace as windows of fio processes (--windows), for comparison.
-    if seconds > WINDOWS_UP_TO_S:
-        return out
-    jobs1, rep1 = d / "jobs-windows", d / "iotape-windows.iot"
-    args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
-    out["windows_plan_rss_mib"] = _cli([*args, "--target", f"all={dst}", "--windows"])[1]
-    out["windows_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
-    _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
-    out["iotape-windows"] = _long_figures(json.loads(res.read_text())["iotape"])
+    for name in others:
+        jobs1, rep1 = d / f"jobs-{name}", d / f"{name}.iot"
+        args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
+        _cli([*args, "--target", f"all={dst}", *OTHER_LAYOUTS[name]])
+        out[f"{name}_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
+        _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
+        out[name] = _long_figures(json.loads(res.read_text())["iotape"])
     return out
 
 
@@ -94,13 +95,14 @@ def _long_brief(r: dict) -> dict:
 
 def main_long(a: argparse.Namespace) -> None:
     lengths = [int(x) for x in a.long.split(",")] + ([3600] if a.hour else [])
+    others = [x for x in a.layouts.split(",") if x]
     rounds: list[dict] = []
     with two_loops() as (src, dst):
         for k in range(a.rounds):
             res = {}
             tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-long-", dir="/var/tmp"))
             for n in lengths:
-                res[f"{n}s"] = one_long(n, tmp, src, dst)
+                res[f"{n}s"] = one_long(n, tmp, src, dst, others if n <= a.others_up_to else [])
                 print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
             # Kept for a closer look (a 10 min trace's files are ~1 GB): say where.
             print("work files:", tmp, flush=True)

@@ -92,6 +92,14 @@ def plan(
             "processes on one clock (bounded fio memory) instead of one fio process.",
         ),
     ] = False,
+    layout: Annotated[
+        str,
+        typer.Option(
+            help="Exact mode: pieces (short jobs started at absolute times), lanes (a job "
+            "per lane whose every request waits for an absolute millisecond; bounded jobs "
+            "and fio memory) or auto (lanes where pieces would pass 2,000 jobs).",
+        ),
+    ] = "auto",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -143,6 +151,8 @@ _RENAMED = {
 def _options(args: dict[str, Any]) -> PlanOptions:
     kw = {_RENAMED.get(k, k): v for k, v in args.items() if k != "as_json"}
     kw["create_file"] = _size(kw["create_file"])
+    if kw["layout"] not in ("auto", "pieces", "lanes"):
+        raise IotapeError(f"--layout {kw['layout']}: not auto, pieces or lanes")
     for k in ("targets", "destroy", "hosts"):
         kw[k] = kw[k] or []
     return PlanOptions(**kw)

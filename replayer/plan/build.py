@@ -283,11 +283,12 @@ def build(opts: PlanOptions) -> Plan:
             models[s.name], more = _synthetic_jobs(s, window_ns, seed, opts)
             jobs += more
     per_segment, start_us, windows = 0, None, [Window(0, jobs, 0, 0)]
+    layout = "pieces"
     if mode == "exact":
-        jobs, per_segment, windows, start_us = exact.arrange(jobs, opts, bool(hostmap))
+        jobs, per_segment, windows, start_us, layout = exact.arrange(jobs, opts, bool(hostmap))
     return Plan(
         opts, src, mode, why, jobs, windows, start_us, per_segment, sc,
-        lay.probed, lay.spans, window_ns, models, hostmap,
+        lay.probed, lay.spans, window_ns, models, hostmap, layout,
     )  # fmt: skip
 
 
@@ -346,6 +347,8 @@ def manifest(p: Plan) -> Manifest:
     }
     if p.scaling is not None and p.scaling.grouped:
         man["layout"] = _layout_entry(p.scaling.layout)
+    if p.layout == "lanes":
+        man["exact_layout"] = "lanes"
     return man
 
 

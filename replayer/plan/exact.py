@@ -9,7 +9,7 @@ import numpy as np
 
 from iotape.errors import IotapeError
 from replayer.hosts import spec as hosts
-from replayer.plan import iolog
+from replayer.plan import iolog, lanes
 from replayer.plan.model import Entries, Job, Slice, Window
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, max_in_flight
@@ -257,15 +257,35 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
     return out
 
 
+def use_lanes(jobs: list[Job], opts: PlanOptions, multi_host: bool) -> bool:
+    """Whether exact jobs run as lanes (lanes.py): with --layout lanes, or with
+    auto where pieces of --segment requests would pass MAX_JOBS (one process's
+    pieces would have to grow) and neither --windows nor --host is asked for."""
+    if opts.layout == "lanes":
+        if opts.windows or multi_host:
+            raise IotapeError("--layout lanes runs one fio process: drop --windows / --host")
+        return True
+    if opts.layout == "pieces" or opts.windows or multi_host or opts.segment <= 0:
+        return False
+    total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
+    return -(-total // MAX_JOBS) > opts.segment
+
+
 def arrange(
     jobs: list[Job], opts: PlanOptions, multi_host: bool
-) -> tuple[list[Job], int, list[Window], int]:
-    """(pieces, requests per piece, windows, the iolog times' zero) of exact jobs."""
-    jobs, per_segment = segments(fold_sync_only(jobs), opts.segment, opts.windows)
+) -> tuple[list[Job], int, list[Window], int, str]:
+    """(pieces or lanes, requests per piece, windows, the iolog times' zero, the
+    layout: "pieces" or "lanes") of exact jobs."""
+    jobs = fold_sync_only(jobs)
+    if use_lanes(jobs, opts, multi_host):
+        out = sorted(lanes.split(jobs), key=_first_us)
+        start = lanes.start_us(len(out))
+        return out, 0, [Window(0, out, start, 0)], start, "lanes"
+    jobs, per_segment = segments(jobs, opts.segment, opts.windows)
     if opts.windows and multi_host:
         raise IotapeError("--windows with --host: windows run on one host; drop one")
     wins = cut_windows(jobs, opts.windows, hosts.START_S if multi_host else 0.0)
     # One process: iolog times count from fio's start, the trace's 0 at its
     # set-up budget. Several: from the stamped monotonic base (iolog.py).
     start_us = wins[0].start_us if len(wins) == 1 else iolog.MONO_BASE_US
-    return jobs, per_segment, wins, start_us
+    return jobs, per_segment, wins, start_us, "pieces"

@@ -90,6 +90,7 @@ class Plan:
     window_ns: int  # synthetic: the fitting window
     models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
     hosts: dict[str, HostAddress]
+    layout: str = "pieces"  # exact: "pieces" or "lanes" (exact.arrange)
 
 
 class TargetEntry(TypedDict):
@@ -161,6 +162,7 @@ class Manifest(TypedDict):
     jobs: list[JobEntry]
     layout: NotRequired[LayoutEntry]  # a plan with storage groups only
     hosts: NotRequired[list[HostEntry]]  # a multi-host plan only
+    exact_layout: NotRequired[str]  # "lanes" (a plan of lanes only: v2 iologs)
 
 
 class PlanResult(Manifest):

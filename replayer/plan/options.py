@@ -32,6 +32,10 @@ class PlanOptions:
     # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
     # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
     windows: bool = False
+    # Exact mode: "pieces" (short jobs, each started at an absolute time), "lanes"
+    # (long jobs whose every request waits until an absolute millisecond: lanes.py)
+    # or "auto" (lanes where pieces would pass fio's job limit: exact.use_lanes).
+    layout: str = "auto"
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
     hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)

@@ -27,6 +27,7 @@ from iotape.errors import IotapeError
 from recorder.capture import record as rec
 from recorder.tracefile import open_trace, trace_sha256, write_trace
 from replayer.plan import build as planmod
+from replayer.plan import iolog
 from replayer.plan.model import Manifest
 from replayer.plan.source import OP, request_times
 from replayer.run import fidelity as fid
@@ -297,8 +298,9 @@ def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
         if j["stream"] not in names:
             names.append(j["stream"])
         s = names.index(j["stream"])
-        f = [line.split() for line in log.read_text().splitlines()[1:]]
-        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        # A plan of lanes writes version-2 logs (entries timed by their wait lines).
+        f = [x for _t, x in iolog.entry_times_us(log.read_text().splitlines()[1:])]
+        f = [x for x in f if x[2] in codes]
         if not f:
             continue
         cols[0].append(np.array([int(x[0]) for x in f], np.int64))
