@@ -18,6 +18,7 @@ writes the text, write.py JOBDIR.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 from collections.abc import Iterator
@@ -269,6 +270,9 @@ def build(opts: PlanOptions) -> Plan:
     )
     mode, why = choose_mode(opts, len(src.records))
     mapping, hostmap = _mapping(opts)
+    if mode == "exact":
+        layout = exact.resolve_layout(opts, len(src.records), bool(hostmap))
+        opts = dataclasses.replace(opts, layout=layout)
     groups, users = _groups(src, mapping, sc.layout if sc else scale.Layout(1, 1))
     lay = _layout(src, groups, users, opts)
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)

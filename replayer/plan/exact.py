@@ -80,6 +80,19 @@ def _entries(r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, ts
     return t_us, action, off, b
 
 
+def _busy_us(r: np.ndarray, t_us: np.ndarray, ts: float) -> np.ndarray:
+    """Each entry's latency in the trace (us, scaled), in the order _entries gave
+    its entries; a PREFLUSH write's added sync counts as busy as its write."""
+    lat = r["ts_complete_ns"].astype(np.int64) - np.maximum(
+        r["ts_issue_ns"].astype(np.int64), r["ts_queue_ns"].astype(np.int64)
+    )
+    lat = np.round(np.maximum(lat, 0) * ts / 1000).astype(np.int64)
+    if len(t_us) == len(r):
+        return lat
+    # _entries added syncs and re-sorted by time: a time's latency is its request's.
+    return np.zeros(len(t_us), np.int64)
+
+
 def _lanes(r: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
     """A lane per request such that a lane's requests never overlapped in the trace
     (each was issued after the one before it completed): a synchronous fio job
@@ -225,9 +238,10 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
     one job per lane of requests that never overlapped."""
     r, t_ns = s.records, s.t_ns
     fua = ((r["flags"] & FUA) != 0) & (r["op"] == OP["write"])
+    # Lanes (lanes.py) keep overlapping requests apart themselves.
     lanes = (
         _lanes(r, t_ns)
-        if opts.engine in SYNC_ENGINES and timing != "none"
+        if opts.engine in SYNC_ENGINES and timing != "none" and opts.layout != "lanes"
         else np.zeros(len(r), np.int64)
     )
     parts = [
@@ -251,24 +265,24 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
             # kernel turns into FUA writes (or write + flush without FUA).
             o["sync"] = "dsync"
         ent = _entries(r[sel], t_ns[sel], s.offset[sel] + s.base, s.nbytes[sel], opts.time_scale)
-        out.append(
-            Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
-        )
+        job = Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
+        if opts.layout == "lanes":
+            job.busy_us = _busy_us(r[sel], ent[0], opts.time_scale)
+        out.append(job)
     return out
 
 
-def use_lanes(jobs: list[Job], opts: PlanOptions, multi_host: bool) -> bool:
-    """Whether exact jobs run as lanes (lanes.py): with --layout lanes, or with
-    auto where pieces of --segment requests would pass MAX_JOBS (one process's
-    pieces would have to grow) and neither --windows nor --host is asked for."""
+def resolve_layout(opts: PlanOptions, n_requests: int, multi_host: bool) -> str:
+    """ "lanes" (lanes.py) with --layout lanes, or with auto where pieces of
+    --segment requests would pass MAX_JOBS (one process's pieces would have to
+    grow) and neither --windows nor --host is asked for; else "pieces"."""
     if opts.layout == "lanes":
         if opts.windows or multi_host:
             raise IotapeError("--layout lanes runs one fio process: drop --windows / --host")
-        return True
+        return "lanes"
     if opts.layout == "pieces" or opts.windows or multi_host or opts.segment <= 0:
-        return False
-    total = sum(len(j.entries[0]) for j in jobs if j.entries is not None)
-    return -(-total // MAX_JOBS) > opts.segment
+        return "pieces"
+    return "lanes" if -(-n_requests // MAX_JOBS) > opts.segment else "pieces"
 
 
 def arrange(
@@ -277,7 +291,7 @@ def arrange(
     """(pieces or lanes, requests per piece, windows, the iolog times' zero, the
     layout: "pieces" or "lanes") of exact jobs."""
     jobs = fold_sync_only(jobs)
-    if use_lanes(jobs, opts, multi_host):
+    if opts.layout == "lanes":
         out = sorted(lanes.split(jobs), key=_first_us)
         start = lanes.start_us(len(out))
         return out, 0, [Window(0, out, start, 0)], start, "lanes"

@@ -14,12 +14,15 @@ no longer grows with it. What it costs: fio wakes at the millisecond plus the
 sub-millisecond phase the job had reached, so each request is issued within
 ~1 ms of its time (uniformly) where a short piece hits it within tens of us.
 
-A stream's requests are dealt round-robin to just enough lanes that a lane's
-consecutive requests are at least GAP_US apart: a slow request (a synchronous
-job waits for it) or a stall then makes at most the lane's next request late.
+A stream's requests are dealt to just enough lanes that a lane's consecutive
+requests are at least GAP_US apart and never overlapped in the trace (Lanes):
+a slow request (a synchronous job waits for it) or a stall then makes at most
+the lane's next request late.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -32,47 +35,77 @@ GAP_US = 20_000
 # genesis comes before fio creates its jobs, each then setting itself up.
 START_S = 0.5
 START_PER_JOB_S = 0.002
+# At most this many lanes (fio 3.33 refuses more than 4,096 jobs).
+MAX_LANES = 2000
 
 
-def lane_count(t_us: np.ndarray, gap_us: int = GAP_US) -> int:
-    """The fewest lanes that keep round-robin neighbours gap_us apart: the most
-    requests in any half-open span of gap_us (request i and i+L then never fall
-    in one span)."""
-    if not len(t_us):
-        return 1
-    t = np.sort(np.asarray(t_us, np.int64))
-    ahead = np.searchsorted(t, t + gap_us, side="left") - np.arange(len(t))
-    return max(1, int(ahead.max()))
+class Lanes:
+    """Deals requests to lanes, stream piece by stream piece (a stem: NAME of the
+    job it came from), as they come in time order, possibly in chunks: each
+    request to the stem's lane that has been free longest, if that lane's last
+    request is at least gap_us before it and has completed (a synchronous job
+    issues one at a time), else to a new lane, up to max_lanes over all stems
+    (past it, the lane free soonest: fio takes at most 4,096 jobs)."""
+
+    def __init__(self, gap_us: int = GAP_US, max_lanes: int = MAX_LANES) -> None:
+        self.gap_us, self.max_lanes = gap_us, max_lanes
+        self.free: dict[str, list[tuple[int, int]]] = {}  # stem -> heap of (free at, lane)
+        self.lanes: dict[str, int] = {}
+        self.total = 0
+
+    def deal(
+        self, stem: str, t_us: np.ndarray, action: np.ndarray, busy_us: np.ndarray
+    ) -> np.ndarray:
+        """The lane of each entry; a sync goes with the request after it (a
+        PREFLUSH write's sync just before its write), trailing syncs with the
+        request before them."""
+        heap = self.free.setdefault(stem, [])
+        lane = np.zeros(len(t_us), np.int64)
+        data = action != iolog.SYNC
+        for i in np.flatnonzero(data).tolist():
+            t = int(t_us[i])
+            if heap and (heap[0][0] <= t or self.total >= self.max_lanes):
+                k = heapq.heappop(heap)[1]
+            else:
+                k = self.lanes.get(stem, 0)
+                self.lanes[stem] = k + 1
+                self.total += 1
+            lane[i] = k
+            heapq.heappush(heap, (max(t + self.gap_us, t + int(busy_us[i])), k))
+        if data.any() and not data.all():
+            idx = np.flatnonzero(data)
+            nxt = np.minimum(np.searchsorted(idx, np.arange(len(t_us))), len(idx) - 1)
+            lane[~data] = lane[idx[nxt]][~data]
+        return lane
 
 
 def split(jobs: list[Job], gap_us: int = GAP_US) -> list[Job]:
     """Each exact job dealt to its lanes (NAME.gK), every entry exactly once, in
-    time order; jobs without entries as they are."""
+    time order; jobs without entries, or with syncs alone, as they are."""
     out: list[Job] = []
+    dealer = Lanes(gap_us)
     for j in jobs:
-        if j.entries is None:
+        if j.entries is None or not (j.entries[1] != iolog.SYNC).any():
             out.append(j)
             continue
-        t, action = j.entries[0], j.entries[1]
-        data = action != iolog.SYNC
-        if not data.any():
-            out.append(j)
-            continue
-        # A sync goes with the request after it (a PREFLUSH write's sync just
-        # before its write), syncs after the last request with that one.
-        nth = np.minimum(np.cumsum(data) - data, int(data.sum()) - 1)
-        n = lane_count(t[data], gap_us)
-        lane = nth % n
-        for k in range(n):
+        busy = j.busy_us if j.busy_us is not None else np.zeros(len(j.entries[0]), np.int64)
+        lane = dealer.deal(j.name, j.entries[0], j.entries[1], busy)
+        for k in range(dealer.lanes[j.name]):
             sel = lane == k
-            piece = tuple(c[sel] for c in j.entries)
-            reqs = int((piece[1] != iolog.SYNC).sum())
-            o = dict(j.options)
+            t, a, o, b = (c[sel] for c in j.entries)
             out.append(
-                Job(f"{j.name}.g{k:03d}", j.target, j.stream, j.owner, o, reqs, j.writes,
-                    (piece[0], piece[1], piece[2], piece[3]), k)
+                Job(f"{j.name}.g{k:03d}", j.target, j.stream, j.owner, lane_options(j),
+                    int((a != iolog.SYNC).sum()), j.writes, (t, a, o, b), k)
             )  # fmt: skip
     return out
+
+
+def lane_options(j: Job) -> dict[str, str]:
+    """A lane's options: its requests are gap_us apart, so one in flight at a time
+    is what it needs (two for an async engine, which reaps after it issues)."""
+    o = dict(j.options)
+    o["iodepth"] = "1" if o.get("iodepth", "1") == "1" else "2"
+    return o
 
 
 def start_us(n_jobs: int) -> int:

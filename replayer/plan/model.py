@@ -54,6 +54,7 @@ class Job:
     writes: bool
     entries: Entries | None = None  # exact mode only
     segment: int | None = None  # exact: which piece of its stream's requests this job is
+    busy_us: np.ndarray | None = None  # exact, for lanes: each entry's latency in the trace
 
 
 @dataclass
