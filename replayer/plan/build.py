@@ -383,6 +383,13 @@ def _layout_entry(lay: scale.Layout) -> LayoutEntry:
 def plan(opts: PlanOptions) -> PlanResult:
     """Build the plan and, unless dry_run, write JOBDIR whole (or nothing). Returns
     the manifest, with "jobfile_text" added."""
+    # streamplan builds on this module: imported here, not at the top.
+    from replayer.plan import streamplan
+
+    if streamplan.wanted(opts):
+        streamed = streamplan.plan(opts)
+        if streamed is not None:
+            return streamed
     p = build(opts)
     texts = {w.jobfile: jobfile.jobfile_text(p, w) for w in p.windows}
     text = "".join(

@@ -148,8 +148,9 @@ def lines_v2(
     length: np.ndarray,
     start_us: int,
 ) -> list[str]:
-    """The lines of one lane's version-2 iolog: before each request whose
-    millisecond differs from the one before it, `FILE wait MS US`.
+    """The entry lines of one lane's version-2 iolog (no header, add, open or
+    close): before each request whose millisecond differs from the one before
+    it, `FILE wait MS US`.
 
     fio 3.33 sleeps a v2 `wait` until MS milliseconds after its genesis
     (`mtime_since_genesis`), and not at all if that is past: every request's
@@ -159,13 +160,12 @@ def lines_v2(
     log keeps each request's time (`replay run` relabels by it: entry_times_us).
     MS is rounded down: fio wakes at MS plus the sub-millisecond phase the job
     had when it reached the wait, on average half a millisecond later."""
-    check_filename(filename)
     t = np.asarray(t_us, dtype=np.int64) + start_us
     ms, rest = t // 1000, t % 1000
     new = np.ones(len(t), bool)
     new[1:] = ms[1:] != ms[:-1]
     names = np.asarray(ACTIONS, dtype=object)[np.asarray(action, dtype=np.int64)]
-    out = [f"{filename} add\n", f"{filename} open\n"]
+    out = []
     for w, m, r, a, o, n in zip(
         new.tolist(),
         ms.tolist(),
@@ -178,14 +178,23 @@ def lines_v2(
         if w:
             out.append(f"{filename} wait {m} {r}\n")
         out.append(f"{filename} {a} {o} {n}\n")
-    out.append(f"{filename} close\n")
     return out
+
+
+def head_v2(filename: str) -> str:
+    check_filename(filename)
+    return f"{HEADER_V2}\n{filename} add\n{filename} open\n"
+
+
+def tail_v2(filename: str) -> str:
+    return f"{filename} close\n"
 
 
 def write_v2(path: Path, filename: str, t_us, action, offset, length, start_us: int) -> None:
     with open(path, "w") as f:
-        f.write(HEADER_V2 + "\n")
+        f.write(head_v2(filename))
         f.writelines(lines_v2(filename, t_us, action, offset, length, start_us))
+        f.write(tail_v2(filename))
 
 
 def entry_times_us(lines: list[str]) -> list[tuple[int, list[str]]]:

@@ -162,7 +162,8 @@ def header_text(p: Plan) -> str:
     src = p.src
     lines = [
         f"iotape replay plan: {p.mode} mode",
-        f"source: {src.path} ({len(src.records)} requests over {src.duration_ns / 1e9:.3f} s, "
+        f"source: {src.path} ({p.streamed_requests or len(src.records)} requests over "
+        f"{src.duration_ns / 1e9:.3f} s, "
         f"times from {src.timing})",
         "flushes: the submitter's flush (op=flush with its pid) is replayed as fio's `sync`;",
         "  the device flush the kernel issues for it (pid 0) is dropped, since the sync makes",
@@ -250,10 +251,13 @@ def anchor(p: Plan) -> tuple[str, str] | None:
     ]
     end = int(cols[0][-1]) + iolog.T0_US
     tail = [f"{end} {u} close\n" for u in uniq]
-    job = (
+    return anchor_job(), "".join(head + body + tail)
+
+
+def anchor_job() -> str:
+    return (
         "; fio's own plain replay of the same requests, the anchor for `iotape replay fidelity`:\n"
         "; one iolog, read_iolog defaults (psync, iodepth 1),\n"
         "; direct=1 so the device sees the I/O.\n"
         "[plain]\nread_iolog=anchor.log\ndirect=1\nallow_file_create=0\n"
     )
-    return job, "".join(head + body + tail)

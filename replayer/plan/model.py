@@ -92,6 +92,8 @@ class Plan:
     models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
     hosts: dict[str, HostAddress]
     layout: str = "pieces"  # exact: "pieces" or "lanes" (exact.arrange)
+    # A streamed plan (streamplan.py): the trace's requests; its src is a skeleton.
+    streamed_requests: int = 0
 
 
 class TargetEntry(TypedDict):

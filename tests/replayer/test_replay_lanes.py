@@ -16,7 +16,8 @@ from test_replay_plan import _iolog_counts, _targets, _trace
 from test_replay_run import _record_fio
 
 from iotape.errors import IotapeError
-from replayer.plan import exact, iolog, lanes
+from recorder.tracefile import TraceWriter, open_trace
+from replayer.plan import exact, iolog, lanes, stream, streamplan
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.model import Job
 from replayer.run import execute as runmod
@@ -33,15 +34,11 @@ def _lane_entries(log: Path) -> list[tuple[int, list[str]]]:
 
 
 @needs_fio
-def test_past_the_job_limit_auto_plans_lanes_each_request_once(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_past_the_job_limit_auto_plans_lanes_each_request_once(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(exact, "MAX_JOBS", 40)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
     targets = _targets(tmp_path, 1)
-    pieces = plan(
-        PlanOptions(t, tmp_path / "p", mode="exact", targets=targets, layout="pieces")
-    )
+    pieces = plan(PlanOptions(t, tmp_path / "p", mode="exact", targets=targets, layout="pieces"))
     man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=targets))
     jobdir = tmp_path / "jobs"
     assert man["exact_layout"] == "lanes" and "exact_layout" not in pieces
@@ -141,9 +138,7 @@ def test_fio_waits_for_a_v2_lanes_absolute_millisecond(tmp_path: Path) -> None:
     t = np.array([0, 150_000, 300_000])
     z = np.zeros(3, np.int64)
     iolog.write_v2(log, str(f), t, z + iolog.READ, z, z + 4096, start_us=200_000)
-    (tmp_path / "a.fio").write_text(
-        f"[a]\nthread=1\nread_iolog={log}\nread_iolog_chunked=1\n"
-    )
+    (tmp_path / "a.fio").write_text(f"[a]\nthread=1\nread_iolog={log}\nread_iolog_chunked=1\n")
     t0 = time.monotonic()
     p = subprocess.run(
         ["fio", "--output-format=json", "a.fio"], cwd=tmp_path, capture_output=True, text=True
@@ -166,3 +161,60 @@ def test_lanes_replay_every_request_relabelled(loop_factory, tmp_path: Path) -> 
     assert c["overall"]["match_share"] >= 0.99
     # No lateness carried from request to request: within a few ms of the original.
     assert c["overall"]["issue_error"]["p50_ms"] < 5
+
+
+def _rechunk(path: Path, n: int) -> Path:
+    """The same trace written in file chunks of `n` records (as a recorder does)."""
+    with open_trace(path) as t:
+        header, r = t.header, t.read_all()
+    with TraceWriter(path, header, chunk_records=n) as w:
+        w.write(r)
+        w.close({})
+    return path
+
+
+def _strip_waits(log: Path) -> list[str]:
+    return [x for x in log.read_text().splitlines() if " wait " not in x]
+
+
+@needs_fio
+def test_a_streamed_plan_is_the_whole_plan_read_in_chunks(tmp_path: Path, monkeypatch) -> None:
+    """Past STREAM_ABOVE the plan reads the trace in time-ordered chunks (small
+    here) and appends to the logs: the same lanes, entries and anchor as the plan
+    of the whole trace; only the trace's 0 (the start) differs."""
+    t = _rechunk(_trace(tmp_path / "t.iot", seconds=4, rate=200), 64)
+    targets = _targets(tmp_path, 1)
+    whole = plan(PlanOptions(t, tmp_path / "m", mode="exact", targets=targets, layout="lanes"))
+    monkeypatch.setattr(streamplan, "STREAM_ABOVE", 10)
+    monkeypatch.setattr(stream, "CHUNK", 97)
+    calls = []
+    real = stream.sorted_chunks
+    monkeypatch.setattr(stream, "sorted_chunks", lambda s: calls.append(1) or real(s, 97))
+    man = plan(PlanOptions(t, tmp_path / "s", mode="exact", targets=targets))
+    assert len(calls) == 1 and man["exact_layout"] == "lanes"
+    assert sum(1 for _ in real(stream.scan(t), 97)) > 10
+    assert sorted(map(str, man["jobs"])) == sorted(map(str, whole["jobs"]))
+    for j in man["jobs"]:
+        name = f"{j['name']}.log"
+        assert _strip_waits(tmp_path / "s" / "iologs" / name) == _strip_waits(
+            tmp_path / "m" / "iologs" / name
+        )
+    assert (tmp_path / "s" / "anchor.log").read_text() == (
+        tmp_path / "m" / "anchor.log"
+    ).read_text()
+    assert man["targets"] == whole["targets"]
+    p = subprocess.run(
+        ["fio", "--parse-only", "replay.fio"], cwd=tmp_path / "s", capture_output=True
+    )
+    assert p.returncode == 0, p.stderr
+
+
+def test_sorted_chunks_put_late_completions_back_in_time_order(tmp_path: Path) -> None:
+    # Written in completion order: a request comes after later ones by its latency.
+    t = _rechunk(_trace(tmp_path / "t.iot", seconds=2, rate=300), 40)
+    s = stream.scan(t)
+    got = [c for c in stream.sorted_chunks(s, 50)]
+    assert len(got) > 5
+    times = np.concatenate([c.t_ns for c in got])
+    assert (np.diff(times) >= 0).all() and times[0] == 0
+    assert len(times) == s.requests
