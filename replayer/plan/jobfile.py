@@ -211,9 +211,12 @@ def jobfile_text(p: Plan, window: Window | None = None) -> str:
     if p.layout == "lanes":
         # fio otherwise reads a whole iolog at set-up and holds every entry.
         out.append("read_iolog_chunked=1\n")
-    # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
-    lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
-    out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
+    # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results;
+    # not for lanes, which run as long as the trace: fio holds every sample (~40
+    # bytes, three logs) until the job ends, GiBs over an hour.
+    if p.layout != "lanes":
+        lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
+        out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
     for job in window.jobs:
         out.append(f"\n; {job.stream} of {job.owner.name}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
