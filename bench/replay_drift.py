@@ -90,7 +90,9 @@ def one(dev: str, work: Path, layout: str, a: argparse.Namespace) -> dict:
         if o in where:
             k, j = where[o]
             got[k][j] = ti // 1000
-    rel, ab, tenths = [], [], [[] for _ in range(10)]
+    rel: list[np.ndarray] = []
+    ab: list[np.ndarray] = []
+    tenths: list[list[np.ndarray]] = [[] for _ in range(10)]
     for k, (t, _off) in enumerate(plans):
         js = np.array(sorted(got[k]))
         issued = np.array([got[k][j] for j in js])
