@@ -35,6 +35,9 @@ GAP_US = 20_000
 # genesis comes before fio creates its jobs, each then setting itself up.
 START_S = 0.5
 START_PER_JOB_S = 0.002
+# Requests in flight per lane with an async engine: a device that holds requests
+# for up to ASYNC_DEPTH x GAP_US does not hold a lane's issues back.
+ASYNC_DEPTH = 4
 # At most this many lanes (fio 3.33 refuses more than 4,096 jobs).
 MAX_LANES = 2000
 
@@ -101,10 +104,11 @@ def split(jobs: list[Job], gap_us: int = GAP_US) -> list[Job]:
 
 
 def lane_options(j: Job) -> dict[str, str]:
-    """A lane's options: its requests are gap_us apart, so one in flight at a time
-    is what it needs (two for an async engine, which reaps after it issues)."""
+    """A lane's options: with an async engine, ASYNC_DEPTH in flight, so that a
+    lane keeps issuing on time while the device holds its earlier requests (a
+    synchronous lane waits for each)."""
     o = dict(j.options)
-    o["iodepth"] = "1" if o.get("iodepth", "1") == "1" else "2"
+    o["iodepth"] = "1" if o.get("iodepth", "1") == "1" else str(ASYNC_DEPTH)
     return o
 
 
