@@ -202,7 +202,8 @@ def main() -> None:
     ap.add_argument(
         "--layouts",
         default="iotape-pieces",
-        help="with --long: other layouts replayed too (iotape-pieces, iotape-windows)",
+        help="with --long: other layouts replayed too (iotape-pieces, iotape-windows, "
+        "iotape-lanes-psync)",
     )
     ap.add_argument(
         "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"

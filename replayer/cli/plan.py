@@ -79,7 +79,10 @@ def plan(
     exact_limit: Annotated[
         int, typer.Option(help="auto: exact up to this many requests.")
     ] = 2_000_000,
-    engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
+    engine: Annotated[
+        str,
+        typer.Option(help="fio ioengine for the replay jobs (auto: psync, libaio for lanes)."),
+    ] = "auto",
     segment: Annotated[
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
