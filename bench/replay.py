@@ -206,6 +206,12 @@ def main() -> None:
         "iotape-lanes-psync)",
     )
     ap.add_argument(
+        "--anchor-up-to",
+        type=int,
+        default=60,
+        help="with --long: fio's plain replay too, up to N s (it runs longer than the trace)",
+    )
+    ap.add_argument(
         "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"
     )
     a = ap.parse_args()
