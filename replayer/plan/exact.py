@@ -267,7 +267,11 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
         ent = _entries(r[sel], t_ns[sel], s.offset[sel] + s.base, s.nbytes[sel], opts.time_scale)
         job = Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
         if opts.layout == "lanes":
-            job.busy_us = _busy_us(r[sel], ent[0], opts.time_scale)
+            # An async lane holds ASYNC_DEPTH requests at once: a request blocks
+            # it for a share of its latency (a 1 s stall in the original would
+            # otherwise ask for a lane per request in flight).
+            share = 1 if opts.engine in SYNC_ENGINES else lanes.ASYNC_DEPTH
+            job.busy_us = _busy_us(r[sel], ent[0], opts.time_scale) // share
         out.append(job)
     return out
 
