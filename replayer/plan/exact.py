@@ -239,18 +239,18 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
     r, t_ns = s.records, s.t_ns
     fua = ((r["flags"] & FUA) != 0) & (r["op"] == OP["write"])
     # Lanes (lanes.py) keep overlapping requests apart themselves.
-    lanes = (
+    lane_of = (
         _lanes(r, t_ns)
         if opts.engine in SYNC_ENGINES and timing != "none" and opts.layout != "lanes"
         else np.zeros(len(r), np.int64)
     )
     parts = [
         (
-            f"{'.fua' if f else ''}{f'.l{k}' if lanes.max() else ''}",
-            (fua == f) & (lanes == k),
+            f"{'.fua' if f else ''}{f'.l{k}' if lane_of.max() else ''}",
+            (fua == f) & (lane_of == k),
         )
         for f in (False, True)
-        for k in range(int(lanes.max()) + 1)
+        for k in range(int(lane_of.max()) + 1)
     ]
     out = []
     for part, sel in parts:
