@@ -87,6 +87,7 @@ def split(jobs: list[Job], gap_us: int = GAP_US) -> list[Job]:
     time order; jobs without entries, or with syncs alone, as they are."""
     out: list[Job] = []
     dealer = Lanes(gap_us)
+    largest = largest_request(jobs)
     for j in jobs:
         if j.entries is None or not (j.entries[1] != iolog.SYNC).any():
             out.append(j)
@@ -100,7 +101,22 @@ def split(jobs: list[Job], gap_us: int = GAP_US) -> list[Job]:
                 Job(f"{j.name}.g{k:03d}", j.target, j.stream, j.owner, lane_options(j),
                     int((a != iolog.SYNC).sum()), j.writes, (t, a, o, b), k)
             )  # fmt: skip
+    set_buffer_size(out, largest)
     return out
+
+
+def set_buffer_size(jobs: list[Job], largest: int) -> None:
+    """`bs` of every lane: the plan's largest request. fio sizes a job's buffers by
+    its `bs` and, reading a log in chunks (read_iolog_chunked), frees and
+    reallocates them when a larger request turns up, under the requests in
+    flight (fio 3.33 aborted with a corrupted heap on a libaio replay)."""
+    for j in jobs:
+        if j.entries is not None:
+            j.options["bs"] = str(max(largest, 512))
+
+
+def largest_request(jobs: list[Job]) -> int:
+    return max((int(j.entries[3].max(initial=0)) for j in jobs if j.entries is not None), default=0)
 
 
 def lane_options(j: Job) -> dict[str, str]:

@@ -60,6 +60,7 @@ class _Out:
         self.lanes: dict[str, Job] = {}  # lane name -> its job (entries empty)
         self.reach: dict[str, int] = {}
         self.end_us = 0
+        self.largest = 0
         self.anchor = open(tmp / "anchor.log", "w")  # noqa: SIM115 - closed in finish()
         self.anchor.write(iolog.HEADER + "\n")
         self.anchor.writelines(
@@ -73,6 +74,7 @@ class _Out:
         t, a, o, b = j.entries
         data = a != iolog.SYNC
         if data.any():
+            self.largest = max(self.largest, int(b[data].max()))
             end = int((o[data] + b[data]).max())
             self.reach[j.target] = max(self.reach.get(j.target, 0), end)
         path = hosts.local_path(j.target)
@@ -119,7 +121,9 @@ class _Out:
         for name, j in self.lanes.items():
             with open(self.dir / f"{name}.log", "a") as f:
                 f.write(iolog.tail_v2(hosts.local_path(j.target)))
-        return sorted(self.lanes.values(), key=lambda j: j.name)
+        out = sorted(self.lanes.values(), key=lambda j: j.name)
+        lanes.set_buffer_size(out, self.largest)
+        return out
 
 
 def plan(opts: PlanOptions) -> PlanResult | None:

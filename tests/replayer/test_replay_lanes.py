@@ -47,6 +47,9 @@ def test_past_the_job_limit_auto_plans_lanes_each_request_once(tmp_path: Path, m
     assert sum(j["requests"] for j in man["jobs"]) == sum(j["requests"] for j in pieces["jobs"])
     text = (jobdir / "replay.fio").read_text()
     assert "read_iolog_chunked=1" in text and "startdelay" not in text.split("[global]")[1]
+    # Every lane's buffers fit the largest request (256 KiB bdm-read): fio never
+    # reallocates them under requests in flight while reading in chunks.
+    assert text.count("\nbs=262144\n") == len(man["jobs"])
     start = lanes.start_us(len(man["jobs"]))
     for j in man["jobs"]:
         log = jobdir / "iologs" / f"{j['name']}.log"
@@ -203,6 +206,8 @@ def test_a_streamed_plan_is_the_whole_plan_read_in_chunks(tmp_path: Path, monkey
         tmp_path / "m" / "anchor.log"
     ).read_text()
     assert man["targets"] == whole["targets"]
+    text = (tmp_path / "s" / "replay.fio").read_text()
+    assert text.count("\nbs=262144\n") == len(man["jobs"])
     p = subprocess.run(
         ["fio", "--parse-only", "replay.fio"], cwd=tmp_path / "s", capture_output=True
     )
