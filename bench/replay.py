@@ -203,7 +203,7 @@ def main() -> None:
         "--layouts",
         default="iotape-pieces",
         help="with --long: other layouts replayed too (iotape-pieces, iotape-windows, "
-        "iotape-lanes-psync)",
+        "iotape-lanes-libaio)",
     )
     ap.add_argument(
         "--anchor-up-to",

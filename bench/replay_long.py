@@ -19,13 +19,13 @@ from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.source import load
 
-VARIANTS_LONG = ("iotape", "fio-plain", "iotape-pieces", "iotape-windows", "iotape-lanes-psync")
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-pieces", "iotape-windows", "iotape-lanes-libaio")
 # Other layouts of the same trace, each another replay in the same run (the
 # default plan, `iotape`, is lanes past 2,000 pieces: replayer/plan/lanes.py).
 OTHER_LAYOUTS = {
     "iotape-pieces": ["--layout", "pieces"],
     "iotape-windows": ["--windows"],
-    "iotape-lanes-psync": ["--layout", "lanes", "--engine", "psync"],
+    "iotape-lanes-libaio": ["--layout", "lanes", "--engine", "libaio"],
 }
 
 

@@ -81,8 +81,8 @@ def plan(
     ] = 2_000_000,
     engine: Annotated[
         str,
-        typer.Option(help="fio ioengine for the replay jobs (auto: psync, libaio for lanes)."),
-    ] = "auto",
+        typer.Option(help="fio ioengine for the replay jobs (an async one: 4 in flight a lane)."),
+    ] = "psync",
     segment: Annotated[
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),

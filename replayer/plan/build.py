@@ -43,7 +43,7 @@ from replayer.plan.model import (
     Slice,
     Window,
 )
-from replayer.plan.options import PlanOptions, choose_mode, engine_for
+from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import OP, Source, load
 from replayer.run import safety, targets
 from replayer.run.targets import Owner
@@ -271,7 +271,7 @@ def build(opts: PlanOptions) -> Plan:
     mode, why = choose_mode(opts, len(src.records))
     mapping, hostmap = _mapping(opts)
     layout = exact.resolve_layout(opts, len(src.records), bool(hostmap)) if mode == "exact" else ""
-    opts = dataclasses.replace(opts, layout=layout or opts.layout, engine=engine_for(opts, layout))
+    opts = dataclasses.replace(opts, layout=layout or opts.layout)
     groups, users = _groups(src, mapping, sc.layout if sc else scale.Layout(1, 1))
     lay = _layout(src, groups, users, opts)
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)

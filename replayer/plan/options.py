@@ -27,9 +27,9 @@ class PlanOptions:
     window_s: float = 1.0
     locality: str = "auto"  # synthetic: zipf, zoned, or auto (the better in simulation)
     exact_limit: int = 2_000_000
-    # fio ioengine; "auto": psync for pieces and synthetic jobs, libaio for lanes
-    # (lanes.lane_options: an async lane keeps issuing while the device holds it).
-    engine: str = "auto"
+    # fio ioengine. Lanes too run psync by default: the one 60 s pair against
+    # libaio (4 in flight a lane, lanes.ASYNC_DEPTH) favoured psync (docs/replay.md).
+    engine: str = "psync"
     segment: int = 32
     # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
     # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
@@ -50,12 +50,6 @@ SYNTHETIC_LOSES = (
     "stream's footprint, sequential share and LRU hit-ratio curve as fitted "
     "(check them with `iotape replay fidelity`)"
 )
-
-
-def engine_for(opts: PlanOptions, layout: str) -> str:
-    if opts.engine != "auto":
-        return opts.engine
-    return "libaio" if layout == "lanes" else "psync"
 
 
 def choose_mode(opts: PlanOptions, n: int) -> tuple[str, str | None]:

@@ -27,7 +27,7 @@ from iotape.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import build, exact, iolog, jobfile, lanes, scale, stream, write
 from replayer.plan.model import Job, Plan, PlanResult, Window
-from replayer.plan.options import PlanOptions, choose_mode, engine_for
+from replayer.plan.options import PlanOptions, choose_mode
 
 # Records (80 bytes each) past which a plan is streamed: ~80 MB of trace.
 STREAM_ABOVE = 1_000_000
@@ -134,7 +134,7 @@ def plan(opts: PlanOptions) -> PlanResult | None:
     if mode != "exact":
         return None
     mapping, hostmap = build._mapping(opts)
-    opts = dataclasses.replace(opts, layout="lanes", engine=engine_for(opts, "lanes"))
+    opts = dataclasses.replace(opts, layout="lanes")
     skel = stream.skeleton(s)
     groups, users = build._groups(skel, mapping, scale.Layout(1, 1))
     lay = build._layout(skel, groups, users, opts)
