@@ -194,7 +194,30 @@ def main() -> None:
         help="long traces: comma-separated lengths in s (default 60,600)",
     )
     ap.add_argument("--hour", action="store_true", help="with --long: also a 1-hour trace")
+    ap.add_argument(
+        "--plan-hour",
+        action="store_true",
+        help="plan (only) a 1-hour trace tiled from a 60 s recording: time and peak RSS",
+    )
+    ap.add_argument(
+        "--layouts",
+        default="iotape-pieces",
+        help="with --long: other layouts replayed too (iotape-pieces, iotape-windows, "
+        "iotape-lanes-libaio)",
+    )
+    ap.add_argument(
+        "--anchor-up-to",
+        type=int,
+        default=60,
+        help="with --long: fio's plain replay too, up to N s (it runs longer than the trace)",
+    )
+    ap.add_argument(
+        "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"
+    )
     a = ap.parse_args()
+    if a.plan_hour:
+        replay_long.main_plan_hour(a)
+        return
     if a.long:
         replay_long.main_long(a)
         return

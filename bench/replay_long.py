@@ -7,17 +7,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
 
+from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.source import load
 
-VARIANTS_LONG = ("iotape", "fio-plain", "iotape-windows")
-WINDOWS_UP_TO_S = 60  # the windows variant costs another replay: the short trace only
+VARIANTS_LONG = ("iotape", "fio-plain", "iotape-pieces", "iotape-windows", "iotape-lanes-libaio")
+# Other layouts of the same trace, each another replay in the same run (the
+# default plan, `iotape`, is lanes past 2,000 pieces: replayer/plan/lanes.py).
+OTHER_LAYOUTS = {
+    "iotape-pieces": ["--layout", "pieces"],
+    "iotape-windows": ["--windows"],
+    "iotape-lanes-libaio": ["--layout", "lanes", "--engine", "libaio"],
+}
 
 
 def _cli(args: list[str], out: Path | None = None) -> tuple[float, float]:
@@ -49,7 +58,9 @@ def _long_figures(c: dict) -> dict:
     }
 
 
-def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
+def one_long(
+    seconds: int, work: Path, src: str, dst: str, others: list[str], anchor_up_to: int
+) -> dict:
     d = work / f"production-{seconds}s"
     d.mkdir()
     orig = d / "orig.iot"
@@ -61,26 +72,66 @@ def one_long(seconds: int, work: Path, src: str, dst: str) -> dict:
     )
     man = json.loads((jobs / "plan.json").read_text())
     out["jobs"], out["windows"] = len(man["jobs"]), len(man.get("windows") or [1])
+    out["layout"] = man.get("exact_layout", "pieces")
     rep, plain = d / "iotape.iot", d / "plain.iot"
+    # fio's plain replay runs as long as the trace and more: up to anchor_up_to.
+    anchor = ["--anchor-record", str(plain)] if seconds <= anchor_up_to else []
     out["run_s"], out["run_rss_mib"] = _cli(
-        ["replay", "run", str(jobs), "--record", str(rep), "--anchor-record", str(plain)]
+        ["replay", "run", str(jobs), "--record", str(rep), *anchor]
     )
     res = d / "fidelity.json"
+    against = ["--anchor", str(plain)] if anchor else []
     out["fidelity_s"], out["fidelity_rss_mib"] = _cli(
-        ["replay", "fidelity", str(orig), str(rep), "--anchor", str(plain), "--json"], res
+        ["replay", "fidelity", str(orig), str(rep), *against, "--json"], res
     )
     both = json.loads(res.read_text())
     out["iotape"] = _long_figures(both["iotape"])
-    out["fio-plain"] = _long_figures(both["fio_plain"])
-    # The same trace as windows of fio processes (--windows), for comparison.
-    if seconds > WINDOWS_UP_TO_S:
-        return out
-    jobs1, rep1 = d / "jobs-windows", d / "iotape-windows.iot"
-    args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
-    out["windows_plan_rss_mib"] = _cli([*args, "--target", f"all={dst}", "--windows"])[1]
-    out["windows_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
-    _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
-    out["iotape-windows"] = _long_figures(json.loads(res.read_text())["iotape"])
+    if anchor:
+        out["fio-plain"] = _long_figures(both["fio_plain"])
+    for name in others:
+        jobs1, rep1 = d / f"jobs-{name}", d / f"{name}.iot"
+        args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
+        _cli([*args, "--target", f"all={dst}", *OTHER_LAYOUTS[name]])
+        out[f"{name}_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
+        _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
+        out[name] = _long_figures(json.loads(res.read_text())["iotape"])
+    return out
+
+
+def tile(orig: Path, times: int, out: Path) -> int:
+    """A trace `times` as long as `orig`: its records again and again, each copy
+    shifted by the original's span, written a copy at a time (never all held).
+    What planning an hour costs, without recording one."""
+    with open_trace(orig) as t:
+        header, r = t.header, t.read_all()
+    fields = ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns")
+    lo = min(int(r[f][r[f] > 0].min()) for f in fields)
+    span = max(int(r[f].max()) for f in fields) - lo + 1_000_000
+    with TraceWriter(out, header) as w:
+        for k in range(times):
+            c = r.copy()
+            for f in fields:
+                c[f] = np.where(c[f] > 0, c[f] + k * span, 0)
+            w.write(c)
+        w.close({})
+    return len(r) * times
+
+
+def plan_hour(work: Path, src: str, dst: str, seconds: int = 60, times: int = 60) -> dict:
+    """Plan (only) a 1-hour trace tiled from a recorded `seconds` one: time and peak RSS."""
+    d = work / "plan-hour"
+    d.mkdir()
+    orig, hour = d / "orig.iot", d / "hour.iot"
+    record(d / "orig.fio", PRODUCTION, seconds, src, orig)
+    out: dict = {"seconds": seconds * times, "requests": tile(orig, times, hour)}
+    out["trace_bytes"] = hour.stat().st_size
+    args = ["replay", "plan", str(hour), "-o", str(d / "jobs"), "--mode", "exact"]
+    out["plan_s"], out["plan_rss_mib"] = _cli([*args, "--target", f"all={dst}"])
+    man = json.loads((d / "jobs" / "plan.json").read_text())
+    out["jobs"], out["layout"] = len(man["jobs"]), man.get("exact_layout", "pieces")
+    out["planned_requests"] = sum(j["requests"] for j in man["jobs"])
+    out["jobdir_bytes"] = sum(f.stat().st_size for f in (d / "jobs").rglob("*") if f.is_file())
+    shutil.rmtree(d)
     return out
 
 
@@ -92,15 +143,34 @@ def _long_brief(r: dict) -> dict:
     }
 
 
+def main_plan_hour(a: argparse.Namespace) -> None:
+    with two_loops() as (src, dst):
+        tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-hour-", dir="/var/tmp"))
+        res = plan_hour(tmp, src, dst)
+    doc = {
+        "what": "planning a 1-hour trace (the production mix recorded for 60 s, tiled 60 "
+        "times): `iotape replay plan --mode exact` in its own process",
+        "goal": "written in minutes, peak RSS < 1 GiB",
+        "machine": machine(),
+        "result": res,
+    }
+    out = a.output or ROOT / "bench" / "results" / "replay-plan-hour.json"
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc, indent=1))
+
+
 def main_long(a: argparse.Namespace) -> None:
     lengths = [int(x) for x in a.long.split(",")] + ([3600] if a.hour else [])
+    others = [x for x in a.layouts.split(",") if x]
     rounds: list[dict] = []
     with two_loops() as (src, dst):
         for k in range(a.rounds):
             res = {}
             tmp = Path(tempfile.mkdtemp(prefix="iotape-bench-long-", dir="/var/tmp"))
             for n in lengths:
-                res[f"{n}s"] = one_long(n, tmp, src, dst)
+                res[f"{n}s"] = one_long(
+                    n, tmp, src, dst, others if n <= a.others_up_to else [], a.anchor_up_to
+                )
                 print(f"round {k + 1}", json.dumps(_long_brief(res[f"{n}s"])), flush=True)
             # Kept for a closer look (a 10 min trace's files are ~1 GB): say where.
             print("work files:", tmp, flush=True)

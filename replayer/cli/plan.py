@@ -79,7 +79,10 @@ def plan(
     exact_limit: Annotated[
         int, typer.Option(help="auto: exact up to this many requests.")
     ] = 2_000_000,
-    engine: Annotated[str, typer.Option(help="fio ioengine for the replay jobs.")] = "psync",
+    engine: Annotated[
+        str,
+        typer.Option(help="fio ioengine for the replay jobs (an async one: 4 in flight a lane)."),
+    ] = "psync",
     segment: Annotated[
         int,
         typer.Option(help="Exact mode: requests per fio job (0: one job per stream and lane)."),
@@ -92,6 +95,14 @@ def plan(
             "processes on one clock (bounded fio memory) instead of one fio process.",
         ),
     ] = False,
+    layout: Annotated[
+        str,
+        typer.Option(
+            help="Exact mode: pieces (short jobs started at absolute times), lanes (a job "
+            "per lane whose every request waits for an absolute millisecond; bounded jobs "
+            "and fio memory) or auto (lanes where pieces would pass 2,000 jobs).",
+        ),
+    ] = "auto",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -143,6 +154,8 @@ _RENAMED = {
 def _options(args: dict[str, Any]) -> PlanOptions:
     kw = {_RENAMED.get(k, k): v for k, v in args.items() if k != "as_json"}
     kw["create_file"] = _size(kw["create_file"])
+    if kw["layout"] not in ("auto", "pieces", "lanes"):
+        raise IotapeError(f"--layout {kw['layout']}: not auto, pieces or lanes")
     for k in ("targets", "destroy", "hosts"):
         kw[k] = kw[k] or []
     return PlanOptions(**kw)

@@ -18,6 +18,7 @@ writes the text, write.py JOBDIR.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 from collections.abc import Iterator
@@ -269,6 +270,8 @@ def build(opts: PlanOptions) -> Plan:
     )
     mode, why = choose_mode(opts, len(src.records))
     mapping, hostmap = _mapping(opts)
+    layout = exact.resolve_layout(opts, len(src.records), bool(hostmap)) if mode == "exact" else ""
+    opts = dataclasses.replace(opts, layout=layout or opts.layout)
     groups, users = _groups(src, mapping, sc.layout if sc else scale.Layout(1, 1))
     lay = _layout(src, groups, users, opts)
     window_ns = int(max(opts.window_s, src.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)
@@ -283,11 +286,12 @@ def build(opts: PlanOptions) -> Plan:
             models[s.name], more = _synthetic_jobs(s, window_ns, seed, opts)
             jobs += more
     per_segment, start_us, windows = 0, None, [Window(0, jobs, 0, 0)]
+    layout = "pieces"
     if mode == "exact":
-        jobs, per_segment, windows, start_us = exact.arrange(jobs, opts, bool(hostmap))
+        jobs, per_segment, windows, start_us, layout = exact.arrange(jobs, opts, bool(hostmap))
     return Plan(
         opts, src, mode, why, jobs, windows, start_us, per_segment, sc,
-        lay.probed, lay.spans, window_ns, models, hostmap,
+        lay.probed, lay.spans, window_ns, models, hostmap, layout,
     )  # fmt: skip
 
 
@@ -346,6 +350,8 @@ def manifest(p: Plan) -> Manifest:
     }
     if p.scaling is not None and p.scaling.grouped:
         man["layout"] = _layout_entry(p.scaling.layout)
+    if p.layout == "lanes":
+        man["exact_layout"] = "lanes"
     return man
 
 
@@ -376,6 +382,13 @@ def _layout_entry(lay: scale.Layout) -> LayoutEntry:
 def plan(opts: PlanOptions) -> PlanResult:
     """Build the plan and, unless dry_run, write JOBDIR whole (or nothing). Returns
     the manifest, with "jobfile_text" added."""
+    # streamplan builds on this module: imported here, not at the top.
+    from replayer.plan import streamplan
+
+    if streamplan.wanted(opts):
+        streamed = streamplan.plan(opts)
+        if streamed is not None:
+            return streamed
     p = build(opts)
     texts = {w.jobfile: jobfile.jobfile_text(p, w) for w in p.windows}
     text = "".join(

@@ -9,7 +9,7 @@ import numpy as np
 
 from iotape.errors import IotapeError
 from replayer.hosts import spec as hosts
-from replayer.plan import iolog
+from replayer.plan import iolog, lanes
 from replayer.plan.model import Entries, Job, Slice, Window
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, max_in_flight
@@ -78,6 +78,19 @@ def _entries(r: np.ndarray, t_ns: np.ndarray, off: np.ndarray, b: np.ndarray, ts
         order = np.lexsort((rank, t_us))
         t_us, action, off, b = t_us[order], action[order], off[order], b[order]
     return t_us, action, off, b
+
+
+def _busy_us(r: np.ndarray, t_us: np.ndarray, ts: float) -> np.ndarray:
+    """Each entry's latency in the trace (us, scaled), in the order _entries gave
+    its entries; a PREFLUSH write's added sync counts as busy as its write."""
+    lat = r["ts_complete_ns"].astype(np.int64) - np.maximum(
+        r["ts_issue_ns"].astype(np.int64), r["ts_queue_ns"].astype(np.int64)
+    )
+    lat = np.round(np.maximum(lat, 0) * ts / 1000).astype(np.int64)
+    if len(t_us) == len(r):
+        return lat
+    # _entries added syncs and re-sorted by time: a time's latency is its request's.
+    return np.zeros(len(t_us), np.int64)
 
 
 def _lanes(r: np.ndarray, t_ns: np.ndarray) -> np.ndarray:
@@ -225,18 +238,19 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
     one job per lane of requests that never overlapped."""
     r, t_ns = s.records, s.t_ns
     fua = ((r["flags"] & FUA) != 0) & (r["op"] == OP["write"])
-    lanes = (
+    # Lanes (lanes.py) keep overlapping requests apart themselves.
+    lane_of = (
         _lanes(r, t_ns)
-        if opts.engine in SYNC_ENGINES and timing != "none"
+        if opts.engine in SYNC_ENGINES and timing != "none" and opts.layout != "lanes"
         else np.zeros(len(r), np.int64)
     )
     parts = [
         (
-            f"{'.fua' if f else ''}{f'.l{k}' if lanes.max() else ''}",
-            (fua == f) & (lanes == k),
+            f"{'.fua' if f else ''}{f'.l{k}' if lane_of.max() else ''}",
+            (fua == f) & (lane_of == k),
         )
         for f in (False, True)
-        for k in range(int(lanes.max()) + 1)
+        for k in range(int(lane_of.max()) + 1)
     ]
     out = []
     for part, sel in parts:
@@ -251,21 +265,45 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
             # kernel turns into FUA writes (or write + flush without FUA).
             o["sync"] = "dsync"
         ent = _entries(r[sel], t_ns[sel], s.offset[sel] + s.base, s.nbytes[sel], opts.time_scale)
-        out.append(
-            Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
-        )
+        job = Job(s.name + part, s.target, s.stream, s.owner, o, int(sel.sum()), s.writes, ent)
+        if opts.layout == "lanes":
+            # An async lane holds ASYNC_DEPTH requests at once: a request blocks
+            # it for a share of its latency (a 1 s stall in the original would
+            # otherwise ask for a lane per request in flight).
+            share = 1 if opts.engine in SYNC_ENGINES else lanes.ASYNC_DEPTH
+            job.busy_us = _busy_us(r[sel], ent[0], opts.time_scale) // share
+        out.append(job)
     return out
+
+
+def resolve_layout(opts: PlanOptions, n_requests: int, multi_host: bool) -> str:
+    """ "lanes" (lanes.py) with --layout lanes, or with auto where pieces of
+    --segment requests would pass MAX_JOBS (one process's pieces would have to
+    grow) and neither --windows nor --host is asked for; else "pieces"."""
+    if opts.layout == "lanes":
+        if opts.windows or multi_host:
+            raise IotapeError("--layout lanes runs one fio process: drop --windows / --host")
+        return "lanes"
+    if opts.layout == "pieces" or opts.windows or multi_host or opts.segment <= 0:
+        return "pieces"
+    return "lanes" if -(-n_requests // MAX_JOBS) > opts.segment else "pieces"
 
 
 def arrange(
     jobs: list[Job], opts: PlanOptions, multi_host: bool
-) -> tuple[list[Job], int, list[Window], int]:
-    """(pieces, requests per piece, windows, the iolog times' zero) of exact jobs."""
-    jobs, per_segment = segments(fold_sync_only(jobs), opts.segment, opts.windows)
+) -> tuple[list[Job], int, list[Window], int, str]:
+    """(pieces or lanes, requests per piece, windows, the iolog times' zero, the
+    layout: "pieces" or "lanes") of exact jobs."""
+    jobs = fold_sync_only(jobs)
+    if opts.layout == "lanes":
+        out = sorted(lanes.split(jobs), key=_first_us)
+        start = lanes.start_us(len(out))
+        return out, 0, [Window(0, out, start, 0)], start, "lanes"
+    jobs, per_segment = segments(jobs, opts.segment, opts.windows)
     if opts.windows and multi_host:
         raise IotapeError("--windows with --host: windows run on one host; drop one")
     wins = cut_windows(jobs, opts.windows, hosts.START_S if multi_host else 0.0)
     # One process: iolog times count from fio's start, the trace's 0 at its
     # set-up budget. Several: from the stamped monotonic base (iolog.py).
     start_us = wins[0].start_us if len(wins) == 1 else iolog.MONO_BASE_US
-    return jobs, per_segment, wins, start_us
+    return jobs, per_segment, wins, start_us, "pieces"

@@ -31,6 +31,7 @@ wait line's time as unset and each job starts its log at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,83 @@ def stamp(path: Path, base_us: int) -> None:
         # A second run of the same plan overwrites the first run's stamp.
         f.seek(STAMP_AT)
         f.write(f"{value:0{STAMP_WIDTH}d}".encode())
+
+
+# Lanes (exact.lanes): version-2 iologs, whose `wait` action is absolute.
+HEADER_V2 = "fio version 2 iolog"
+
+
+def lines_v2(
+    filename: str,
+    t_us: np.ndarray,
+    action: np.ndarray,
+    offset: np.ndarray,
+    length: np.ndarray,
+    start_us: int,
+) -> list[str]:
+    """The entry lines of one lane's version-2 iolog (no header, add, open or
+    close): before each request whose millisecond differs from the one before
+    it, `FILE wait MS US`.
+
+    fio 3.33 sleeps a v2 `wait` until MS milliseconds after its genesis
+    (`mtime_since_genesis`), and not at all if that is past: every request's
+    time is absolute, so no lateness carries over to the next request (a v3
+    entry waits from the previous issue). fio reads the wait's last field into
+    nothing; it holds the microseconds the millisecond rounded off, so that the
+    log keeps each request's time (`replay run` relabels by it: entry_times_us).
+    MS is rounded down: fio wakes at MS plus the sub-millisecond phase the job
+    had when it reached the wait, on average half a millisecond later."""
+    t = np.asarray(t_us, dtype=np.int64) + start_us
+    ms, rest = t // 1000, t % 1000
+    new = np.ones(len(t), bool)
+    new[1:] = ms[1:] != ms[:-1]
+    names = np.asarray(ACTIONS, dtype=object)[np.asarray(action, dtype=np.int64)]
+    out = []
+    for w, m, r, a, o, n in zip(
+        new.tolist(),
+        ms.tolist(),
+        rest.tolist(),
+        names.tolist(),
+        np.asarray(offset).tolist(),
+        np.asarray(length).tolist(),
+        strict=True,
+    ):
+        if w:
+            out.append(f"{filename} wait {m} {r}\n")
+        out.append(f"{filename} {a} {o} {n}\n")
+    return out
+
+
+def head_v2(filename: str) -> str:
+    check_filename(filename)
+    return f"{HEADER_V2}\n{filename} add\n{filename} open\n"
+
+
+def tail_v2(filename: str) -> str:
+    return f"{filename} close\n"
+
+
+def write_v2(path: Path, filename: str, t_us, action, offset, length, start_us: int) -> None:
+    with open(path, "w") as f:
+        f.write(head_v2(filename))
+        f.writelines(lines_v2(filename, t_us, action, offset, length, start_us))
+        f.write(tail_v2(filename))
+
+
+def entry_times_us(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """(time in us, fields) of each read/write/sync/trim line of a v3 or v2 iolog
+    (its header line excluded): a v2 entry's time is its last wait's."""
+    return list(iter_entry_times_us(lines))
+
+
+def iter_entry_times_us(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """entry_times_us, one line at a time (a lane's log can be long)."""
+    now = 0
+    for line in lines:
+        f = line.split()
+        if len(f) == 5 and f[2] in ACTIONS:
+            yield int(f[0]), f
+        elif len(f) == 4 and f[1] == "wait":
+            now = int(f[2]) * 1000 + int(f[3])
+        elif len(f) == 4 and f[1] in ACTIONS:
+            yield now, [str(now), *f]

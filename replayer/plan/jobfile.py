@@ -8,12 +8,31 @@ from dataclasses import replace
 import numpy as np
 
 from replayer.hosts import spec as hosts
-from replayer.plan import exact, iolog, scale
+from replayer.plan import exact, iolog, lanes, scale
 from replayer.plan.model import Job, Plan, Window
+
+
+def _lanes_lines(p: Plan) -> list[str]:
+    """How a plan of lanes times its requests, and why."""
+    return [
+        "timing: each request at its issue time (what the device saw, after merges).",
+        f"  lanes: {len(p.jobs)} jobs (NAME.gK), each a stream's every Lth request, L such",
+        f"  that a lane's requests are at least {lanes.GAP_US / 1000:g} ms apart. Each lane's"
+        " iolog is version 2,",
+        "  whose `wait MS` sleeps until MS milliseconds after fio's genesis: each request",
+        "  waits for an absolute time, so no lateness carries over (fio 3.33 times a v3",
+        "  entry from the previous issue, and too many pieces of v3 would pass fio's",
+        f"  4,096 jobs). The trace's 0 at {(p.start_us or 0) / 1e6:g} s after genesis;"
+        " a request goes out",
+        "  within ~1 ms after its time (fio wakes at the millisecond plus the job's phase).",
+        "  read_iolog_chunked=1: fio reads each log as it goes, not all at set-up.",
+    ]
 
 
 def _exact_lines(p: Plan) -> list[str]:
     """How an exact plan times its requests, and why."""
+    if p.layout == "lanes":
+        return _lanes_lines(p) + _streams_lines()
     lines = [
         "timing: each request at its issue time (what the device saw, after merges).",
         "  iolog v3 timestamps are MICROSECONDS: fio 3.33 reads them so (its docs say ms).",
@@ -57,12 +76,15 @@ def _exact_lines(p: Plan) -> list[str]:
             "  times each entry from the previous issue, so a stall delays the rest of a",
             "  piece (fio 3.33 has no absolute time per entry).",
         ]
-    lines += [
+    return lines + _streams_lines()
+
+
+def _streams_lines() -> list[str]:
+    return [
         "streams: fio's threads all carry fio's name, so a recorder labels the replay",
         "  `other`; `iotape replay run --record` relabels each replayed request with the",
         "  stream of the job whose iolog holds it (plan.json maps jobs to streams).",
     ]
-    return lines
 
 
 def _synthetic_lines(p: Plan) -> list[str]:
@@ -140,7 +162,8 @@ def header_text(p: Plan) -> str:
     src = p.src
     lines = [
         f"iotape replay plan: {p.mode} mode",
-        f"source: {src.path} ({len(src.records)} requests over {src.duration_ns / 1e9:.3f} s, "
+        f"source: {src.path} ({p.streamed_requests or len(src.records)} requests over "
+        f"{src.duration_ns / 1e9:.3f} s, "
         f"times from {src.timing})",
         "flushes: the submitter's flush (op=flush with its pid) is replayed as fio's `sync`;",
         "  the device flush the kernel issues for it (pid 0) is dropped, since the sync makes",
@@ -185,14 +208,20 @@ def jobfile_text(p: Plan, window: Window | None = None) -> str:
         # With direct I/O there is no cache to drop.
         "invalidate=0\n",
     ]
-    # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results.
-    lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
-    out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
+    if p.layout == "lanes":
+        # fio otherwise reads a whole iolog at set-up and holds every entry.
+        out.append("read_iolog_chunked=1\n")
+    # Per-I/O latency logs (log_avg_msec=0 logs every request), beside the results;
+    # not for lanes, which run as long as the trace: fio holds every sample (~40
+    # bytes, three logs) until the job ends, GiBs over an hour.
+    if p.layout != "lanes":
+        lat = "results/lat" + (f".w{window.index:04d}" if shared else "")
+        out += [f"write_lat_log={lat}\n", "log_offset=1\n"]
     for job in window.jobs:
         out.append(f"\n; {job.stream} of {job.owner.name}: {job.requests} requests\n[{job.name}]\n")
         if job.entries is not None:
             out.append(f"read_iolog=iologs/{job.name}.log\n")
-            delay = exact.startdelay_us(job, p.start_us, window)
+            delay = 0 if p.layout == "lanes" else exact.startdelay_us(job, p.start_us, window)
             if delay:
                 out.append(f"startdelay={delay}us\n")
         out += [f"{k}={v}\n" for k, v in job.options.items()]
@@ -225,10 +254,13 @@ def anchor(p: Plan) -> tuple[str, str] | None:
     ]
     end = int(cols[0][-1]) + iolog.T0_US
     tail = [f"{end} {u} close\n" for u in uniq]
-    job = (
+    return anchor_job(), "".join(head + body + tail)
+
+
+def anchor_job() -> str:
+    return (
         "; fio's own plain replay of the same requests, the anchor for `iotape replay fidelity`:\n"
         "; one iolog, read_iolog defaults (psync, iodepth 1),\n"
         "; direct=1 so the device sees the I/O.\n"
         "[plain]\nread_iolog=anchor.log\ndirect=1\nallow_file_create=0\n"
     )
-    return job, "".join(head + body + tail)

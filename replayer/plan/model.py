@@ -54,6 +54,7 @@ class Job:
     writes: bool
     entries: Entries | None = None  # exact mode only
     segment: int | None = None  # exact: which piece of its stream's requests this job is
+    busy_us: np.ndarray | None = None  # exact, for lanes: each entry's latency in the trace
 
 
 @dataclass
@@ -90,6 +91,9 @@ class Plan:
     window_ns: int  # synthetic: the fitting window
     models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
     hosts: dict[str, HostAddress]
+    layout: str = "pieces"  # exact: "pieces" or "lanes" (exact.arrange)
+    # A streamed plan (streamplan.py): the trace's requests; its src is a skeleton.
+    streamed_requests: int = 0
 
 
 class TargetEntry(TypedDict):
@@ -161,6 +165,7 @@ class Manifest(TypedDict):
     jobs: list[JobEntry]
     layout: NotRequired[LayoutEntry]  # a plan with storage groups only
     hosts: NotRequired[list[HostEntry]]  # a multi-host plan only
+    exact_layout: NotRequired[str]  # "lanes" (a plan of lanes only: v2 iologs)
 
 
 class PlanResult(Manifest):

@@ -27,11 +27,17 @@ class PlanOptions:
     window_s: float = 1.0
     locality: str = "auto"  # synthetic: zipf, zoned, or auto (the better in simulation)
     exact_limit: int = 2_000_000
+    # fio ioengine. Lanes too run psync by default: the one 60 s pair against
+    # libaio (4 in flight a lane, lanes.ASYNC_DEPTH) favoured psync (docs/replay.md).
     engine: str = "psync"
     segment: int = 32
     # A trace of more than MAX_JOBS pieces: one fio process whose pieces get
     # longer (False), or windows of fio processes (True, --windows; see WINDOW_JOBS).
     windows: bool = False
+    # Exact mode: "pieces" (short jobs, each started at an absolute time), "lanes"
+    # (long jobs whose every request waits until an absolute millisecond: lanes.py)
+    # or "auto" (lanes where pieces would pass fio's job limit: exact.use_lanes).
+    layout: str = "auto"
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
     hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)

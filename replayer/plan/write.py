@@ -32,7 +32,15 @@ def _iologs(tmp: Path, p: Plan) -> None:
     (tmp / "iologs").mkdir()
     stamped = len(p.windows) > 1
     for j in p.jobs:
-        if j.entries is not None:
+        if j.entries is not None and p.layout == "lanes":
+            assert p.start_us is not None  # exact mode
+            iolog.write_v2(
+                tmp / "iologs" / f"{j.name}.log",
+                hosts.local_path(j.target),
+                *j.entries,
+                start_us=p.start_us,
+            )
+        elif j.entries is not None:
             iolog.write(
                 tmp / "iologs" / f"{j.name}.log",
                 hosts.local_path(j.target),

@@ -28,6 +28,7 @@ import numpy as np
 import schemas
 from iotape.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace, trace_sha256, write_trace
+from replayer.plan import iolog
 from replayer.plan.model import Manifest
 from replayer.plan.source import OP, request_times
 from replayer.run import fidelity as fid
@@ -40,8 +41,9 @@ LABELS = "from the replay plan's jobs (iotape replay run)"
 
 
 def _entries(log: Path) -> list[list[str]]:
-    f = [line.split() for line in log.read_text().splitlines()[1:]]
-    return [x for x in f if len(x) == 5 and x[2] in CODES]
+    # A plan of lanes writes version-2 logs (entries timed by their wait lines).
+    f = iolog.entry_times_us(log.read_text().splitlines()[1:])
+    return [x for _t, x in f if x[2] in CODES]
 
 
 def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
@@ -56,7 +58,8 @@ def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], lis
         if j["stream"] not in names:
             names.append(j["stream"])
         with open(log) as f:
-            first = next((x for x in map(str.split, f) if len(x) == 5 and x[2] in CODES), None)
+            next(f, None)
+            first = next((x for _t, x in iolog.iter_entry_times_us(f) if x[2] in CODES), None)
         if first is not None:
             logs.append((int(first[0]), names.index(j["stream"]), log))
     logs.sort(key=lambda x: x[0])
@@ -209,8 +212,7 @@ def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
         if j["stream"] not in names:
             names.append(j["stream"])
         s = names.index(j["stream"])
-        f = [line.split() for line in log.read_text().splitlines()[1:]]
-        f = [x for x in f if len(x) == 5 and x[2] in codes]
+        f = _entries(log)
         if not f:
             continue
         cols[0].append(np.array([int(x[0]) for x in f], np.int64))

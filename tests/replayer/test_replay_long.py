@@ -196,8 +196,10 @@ def test_without_windows_a_long_trace_fits_one_fio_process(tmp_path: Path, monke
     monkeypatch.setattr(exact, "MAX_JOBS", 40)
     monkeypatch.setattr(exact, "WINDOW_JOBS", 20)
     t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
-    man = plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
-    # The default: one fio process (fio's own clock), its pieces longer than --segment.
+    opts = PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1))
+    opts.layout = "pieces"  # auto plans lanes here (test_replay_lanes.py)
+    man = plan(opts)
+    # Pieces: one fio process (fio's own clock), its pieces longer than --segment.
     # MAX_JOBS is a target: each stream's last piece is shorter (fio takes 4096), and
     # going past it must not cut the plan into windows (a 10 min trace's 2,004 were).
     assert 40 < len(man["jobs"]) <= 2 * 40
