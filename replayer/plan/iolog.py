@@ -204,9 +204,9 @@ def entry_times_us(lines: list[str]) -> list[tuple[int, list[str]]]:
     return list(iter_entry_times_us(lines))
 
 
-def iter_entry_times_us(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
-    """entry_times_us, one line at a time (a lane's log can be long)."""
-    now = 0
+def iter_entry_times_us(lines: Iterable[str], now: int = 0) -> Iterator[tuple[int, list[str]]]:
+    """entry_times_us, one line at a time (a lane's log can be long); `now` is the
+    last wait's time when `lines` go on from an earlier part of the log."""
     for line in lines:
         f = line.split()
         if len(f) == 5 and f[2] in ACTIONS:

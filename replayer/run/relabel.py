@@ -6,19 +6,21 @@ fio's threads all carry fio's name, so the recorder labels the whole replay
 the same (op, offset, size), the k-th with the k-th in time order; every other
 request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
 
-`relabel` streams: the plan's iologs are merged in time order a few at a time
-(each log is in time order; a log is read once every log that starts before
-its first entry has been), the recording comes in time-ordered batches
-(ordered.py), and they pair as fidelity's traces do (pairing.py, within the same
-horizon, both clocks counting from their first request). What it keeps whole is
-the label of each request (2 bytes a request) and the stream of each thread;
-the trace is then rewritten chunk by chunk. `relabel_in_memory` is the version
-that held the plan and the recording whole (the reference of the tests).
+`relabel` streams: the plan's iologs are merged in time order a few hundred
+lines of each at a time (each log is in time order; pieces are short logs, a
+plan of lanes has up to 2,000 logs spanning the whole trace), the recording
+comes in time-ordered batches (ordered.py), and they pair as fidelity's traces
+do (pairing.py, within the same horizon, both clocks counting from their first
+request). What it keeps whole is the label of each request (2 bytes a request)
+and the stream of each thread; the trace is then rewritten chunk by chunk.
+`relabel_in_memory` is the version that held the plan and the recording whole
+(the reference of the tests).
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,8 +68,7 @@ def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], lis
     return logs, names
 
 
-def _read_log(log: Path, stream: int, t0_us: int) -> np.ndarray:
-    f = _entries(log)
+def _compact(f: list[list[str]], stream: int, t0_us: int) -> np.ndarray:
     a = np.zeros(len(f), ordered.COMPACT)
     a["t"] = (np.array([int(x[0]) for x in f], np.int64) - t0_us) * 1000
     a["op"] = [CODES[x[2]] for x in f]
@@ -77,27 +78,93 @@ def _read_log(log: Path, stream: int, t0_us: int) -> np.ndarray:
     return a
 
 
+class _LogReader:
+    """One plan log, read a block of lines at a time. A plan of lanes has up to
+    2,000 logs that each span the whole trace: holding them whole is the plan's
+    size, and holding them open can pass the process's file limit, so each block
+    reopens the log where the last one stopped."""
+
+    LINES = 512
+
+    def __init__(self, log: Path, stream: int, t0_us: int) -> None:
+        self.log, self.stream, self.t0_us = log, stream, t0_us
+        self.pos: int | None = None  # None: before the header line
+        self.now = 0  # the last wait's time (v2 logs)
+        self.done = False
+        self.last_ns = 0  # the time of the last entry read: the rest come at or after it
+
+    def read(self) -> np.ndarray:
+        """The next block's read/write/trim entries (possibly none, once done)."""
+        got: list[list[str]] = []
+        with open(self.log, "rb") as f:
+            if self.pos is None:
+                f.readline()
+            else:
+                f.seek(self.pos)
+            while not got and not self.done:
+                lines = []
+                for _ in range(self.LINES):
+                    line = f.readline()
+                    if not line:
+                        self.done = True
+                        break
+                    lines.append(line.decode())
+                for t, x in iolog.iter_entry_times_us(lines, self.now):
+                    self.now = t
+                    if x[2] in CODES:
+                        got.append(x)
+                # A wait after the last entry times the next block's first one.
+                for text in reversed(lines):
+                    w = text.split()
+                    if len(w) == 4 and w[1] == "wait":
+                        self.now = int(w[2]) * 1000 + int(w[3])
+                    if len(w) == 4 or len(w) == 5:
+                        break
+            self.pos = f.tell()
+        a = _compact(got, self.stream, self.t0_us)
+        if len(a):
+            self.last_ns = int(a["t"][-1])
+        return a
+
+
 def planned_batches(logs: list[tuple[int, int, Path]]) -> Iterator[np.ndarray]:
     """The plan's entries as ordered.COMPACT batches (t in ns since the first entry),
-    in _plan_requests' order: time, then op, offset, size and stream."""
-    held: list[np.ndarray] = []
-    new = emitted = 0
-    for i, (_, stream, log) in enumerate(logs):
-        held.append(_read_log(log, stream, logs[0][0]))
-        new += len(held[-1])
-        last = i + 1 == len(logs)
-        if new < ordered.BATCH and not last:
-            continue
-        a = np.concatenate(held)
-        a = a[np.lexsort((a["stream"], a["bytes"], a["offset"], a["op"], a["t"]))]
-        # A later log's entries at the very time it starts may sort before these.
-        upto = (logs[i + 1][0] - logs[0][0]) * 1000 if not last else None
-        cut = len(a) if upto is None else int(np.searchsorted(a["t"], upto, "left"))
-        a["n"][:cut] = np.arange(emitted, emitted + cut)
-        emitted += cut
-        if cut:
-            yield a[:cut]
-        held, new = [a[cut:]], 0
+    in _plan_requests' order: time, then op, offset, size and stream.
+
+    A k-way merge of the time-ordered logs: everything earlier than the least time
+    any unfinished log has reached (or the next unopened log starts at) is final and
+    goes out sorted; the log that holds that least time is read next."""
+    t0 = logs[0][0] if logs else 0
+    pending = list(reversed(logs))  # popped from the end: earliest first
+    active: list[tuple[int, int, _LogReader]] = []  # a heap by the time each reached
+    pool: list[np.ndarray] = []
+    pooled = emitted = 0
+    while True:
+        marks = [active[0][0]] if active else []
+        if pending:
+            marks.append((pending[-1][0] - t0) * 1000)
+        upto = min(marks) if marks else None
+        if pooled and (upto is None or pooled >= ordered.BATCH):
+            a = np.concatenate(pool)
+            a = a[np.lexsort((a["stream"], a["bytes"], a["offset"], a["op"], a["t"]))]
+            cut = len(a) if upto is None else int(np.searchsorted(a["t"], upto, "left"))
+            a["n"][:cut] = np.arange(emitted, emitted + cut)
+            emitted += cut
+            if cut:
+                yield a[:cut]
+            pool, pooled = [a[cut:]], len(a) - cut
+        if upto is None:
+            return
+        if pending and (pending[-1][0] - t0) * 1000 == upto:
+            _, stream, log = pending.pop()
+            reader = _LogReader(log, stream, t0)
+        else:
+            reader = heapq.heappop(active)[2]
+        block = reader.read()
+        pool.append(block)
+        pooled += len(block)
+        if not reader.done:
+            heapq.heappush(active, (reader.last_ns, id(reader), reader))
 
 
 class _Labels(fidstream.Sink):
