@@ -77,7 +77,8 @@ def plan(
         typer.Option(help="synthetic: zipf, zoned (zoned_abs) or auto (the closer LRU curve)."),
     ] = "auto",
     exact_limit: Annotated[
-        int, typer.Option(help="auto: exact up to this many requests.")
+        int,
+        typer.Option(help="auto: exact up to this many requests (past it too for a lanes plan)."),
     ] = 2_000_000,
     engine: Annotated[
         str,

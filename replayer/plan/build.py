@@ -268,8 +268,9 @@ def build(opts: PlanOptions) -> Plan:
         opts.storage_groups,
         opts.from_storage_groups,
     )
-    mode, why = choose_mode(opts, len(src.records))
     mapping, hostmap = _mapping(opts)
+    n = len(src.records)
+    mode, why = choose_mode(opts, n, exact.plans_lanes(opts, n, bool(hostmap)))
     layout = exact.resolve_layout(opts, len(src.records), bool(hostmap)) if mode == "exact" else ""
     opts = dataclasses.replace(opts, layout=layout or opts.layout)
     groups, users = _groups(src, mapping, sc.layout if sc else scale.Layout(1, 1))

@@ -289,6 +289,13 @@ def resolve_layout(opts: PlanOptions, n_requests: int, multi_host: bool) -> str:
     return "lanes" if -(-n_requests // MAX_JOBS) > opts.segment else "pieces"
 
 
+def plans_lanes(opts: PlanOptions, n_requests: int, multi_host: bool) -> bool:
+    """Whether an exact plan of `n_requests` would be lanes (resolve_layout)."""
+    if opts.layout == "lanes":
+        return not (opts.windows or multi_host)
+    return resolve_layout(opts, n_requests, multi_host) == "lanes"
+
+
 def arrange(
     jobs: list[Job], opts: PlanOptions, multi_host: bool
 ) -> tuple[list[Job], int, list[Window], int, str]:

@@ -52,13 +52,15 @@ SYNTHETIC_LOSES = (
 )
 
 
-def choose_mode(opts: PlanOptions, n: int) -> tuple[str, str | None]:
+def choose_mode(opts: PlanOptions, n: int, chunked: bool = False) -> tuple[str, str | None]:
     """(mode, why auto chose synthetic): auto replays exactly whenever the trace is
-    within --exact-limit, the most requests whose iologs fio is asked to hold."""
-    if opts.mode != "auto" or n <= opts.exact_limit:
+    within --exact-limit, the most requests whose iologs fio is asked to hold, or
+    whenever the exact plan would be lanes (`chunked`: fio reads their logs a
+    chunk at a time, so its memory does not grow with the trace)."""
+    if opts.mode != "auto" or n <= opts.exact_limit or chunked:
         return ("exact" if opts.mode == "auto" else opts.mode), None
     return "synthetic", (
         f"auto chose synthetic mode: {n} requests > --exact-limit {opts.exact_limit} "
-        "(fio holds every iolog entry in memory; raise --exact-limit to replay exactly); "
-        + SYNTHETIC_LOSES
+        "(fio holds every iolog entry of pieces in memory; raise --exact-limit to "
+        "replay exactly); " + SYNTHETIC_LOSES
     )

@@ -130,10 +130,11 @@ def plan(opts: PlanOptions) -> PlanResult | None:
     """Plan and write JOBDIR streamed; None where the trace is not to be streamed
     after all (auto chose synthetic mode): build.plan then plans it whole."""
     s = stream.scan(opts.trace)
-    mode, _why = choose_mode(opts, s.requests)
+    mapping, hostmap = build._mapping(opts)
+    lanes_ok = exact.plans_lanes(opts, s.requests, bool(hostmap))
+    mode, _why = choose_mode(opts, s.requests, lanes_ok)
     if mode != "exact":
         return None
-    mapping, hostmap = build._mapping(opts)
     opts = dataclasses.replace(opts, layout="lanes")
     skel = stream.skeleton(s)
     groups, users = build._groups(skel, mapping, scale.Layout(1, 1))

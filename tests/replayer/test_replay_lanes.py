@@ -223,3 +223,17 @@ def test_sorted_chunks_put_late_completions_back_in_time_order(tmp_path: Path) -
     times = np.concatenate([c.t_ns for c in got])
     assert (np.diff(times) >= 0).all() and times[0] == 0
     assert len(times) == s.requests
+
+
+def test_auto_past_the_exact_limit_stays_exact_where_the_plan_is_lanes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """fio reads a lane's log in chunks, so --exact-limit (fio holding every entry of
+    pieces) sends auto to synthetic mode only where the exact plan would be pieces."""
+    monkeypatch.setattr(exact, "MAX_JOBS", 20)
+    t = _trace(tmp_path / "t.iot", seconds=4, rate=200)
+    targets = _targets(tmp_path, 1)
+    man = plan(PlanOptions(t, tmp_path / "a", targets=targets, exact_limit=100))
+    assert man["mode"] == "exact" and man["exact_layout"] == "lanes"
+    pieces = PlanOptions(t, tmp_path / "b", targets=targets, exact_limit=100, layout="pieces")
+    assert plan(pieces)["mode"] == "synthetic"
