@@ -158,6 +158,25 @@ def _figures(o, to, r, tr, pairs_o, pairs_r, nbins, timed: bool = True) -> dict:
     return f
 
 
+def _report(
+    paths: tuple[str | Path, str | Path],
+    durations_ns: tuple[int, int],
+    shift: int,
+    timed: bool,
+    overall: dict[str, Any],
+) -> FidelityReport:
+    """A report of `paths` (original, replay), its streams still to fill in."""
+    return {
+        "original": str(paths[0]),
+        "replayed": str(paths[1]),
+        "duration_s": [round(d / 1e9, 3) for d in durations_ns],
+        "start_shift_ms": round(shift / 1e6, 3),
+        "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
+        "overall": overall,
+        "streams": {},
+    }
+
+
 def compare_in_memory(
     original: str | Path, replayed: str | Path, window_s: float = timewindows.WINDOW_S
 ) -> FidelityReport:
@@ -173,15 +192,9 @@ def compare_in_memory(
     tr = sr.t_ns - shift
     to = so.t_ns
     nbins = max(1, int(so.duration_ns // 1_000_000_000))
-    out: FidelityReport = {
-        "original": str(original),
-        "replayed": str(replayed),
-        "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
-        "start_shift_ms": round(shift / 1e6, 3),
-        "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
-        "overall": _figures(o, to, r, tr, io, ir, nbins, timed),
-        "streams": {},
-    }
+    durations = (so.duration_ns, sr.duration_ns)
+    figures = _figures(o, to, r, tr, io, ir, nbins, timed)
+    out = _report((original, replayed), durations, shift, timed, figures)
     # A replayed request belongs to the stream of the original it matched.
     rep_stream = np.full(len(r), -1, np.int64)
     if sr.metadata().get("stream_labels"):
@@ -240,17 +253,12 @@ def compare(
     acc = fidstream.Figures(so, sr, shift, timed, window_s)
     try:
         fidstream.drive(so, sr, acc, horizon_ns)
-        out: FidelityReport = {
-            "original": str(original),
-            "replayed": str(replayed),
-            "duration_s": [round(so.duration_ns / 1e9, 3), round(sr.duration_ns / 1e9, 3)],
-            "start_shift_ms": round(shift / 1e6, 3),
-            "alignment": "paired requests" if timed else "first request (few pairs: synthetic?)",
-            "overall": fidstream.figures(acc.all, shift, timed),
-            "streams": {
-                so.stream_name(sid): fidstream.figures(g, shift, timed)
-                for sid, g in acc.streams.items()
-            },
+        durations = (so.duration_ns, sr.duration_ns)
+        out = _report((original, replayed), durations, shift, timed, {})
+        out["overall"] = fidstream.figures(acc.all, shift, timed)
+        out["streams"] = {
+            so.stream_name(sid): fidstream.figures(g, shift, timed)
+            for sid, g in acc.streams.items()
         }
     finally:
         acc.close()

@@ -48,22 +48,29 @@ def _entries(log: Path) -> list[list[str]]:
     return [x for _t, x in f if x[2] in CODES]
 
 
-def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
-    """(first entry's time in us, stream index, log) of each log with entries, by
-    time; and the stream names the indexes point into."""
-    names: list[str] = []
-    logs = []
+def _job_logs(jobdir: Path, man: Manifest, names: list[str]) -> Iterator[tuple[Path, int]]:
+    """(log, its stream's index in `names`) of each plan job that has a log; a
+    stream not yet in `names` is appended."""
     for j in man["jobs"]:
         log = jobdir / "iologs" / f"{j['name']}.log"
         if not log.exists():
             continue
         if j["stream"] not in names:
             names.append(j["stream"])
+        yield log, names.index(j["stream"])
+
+
+def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
+    """(first entry's time in us, stream index, log) of each log with entries, by
+    time; and the stream names the indexes point into."""
+    names: list[str] = []
+    logs = []
+    for log, s in _job_logs(jobdir, man, names):
         with open(log) as f:
             next(f, None)
             first = next((x for _t, x in iolog.iter_entry_times_us(f) if x[2] in CODES), None)
         if first is not None:
-            logs.append((int(first[0]), names.index(j["stream"]), log))
+            logs.append((int(first[0]), s, log))
     logs.sort(key=lambda x: x[0])
     return logs, names
 
@@ -272,13 +279,7 @@ def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
     names: list[str] = []
     codes = {"read": OP["read"], "write": OP["write"], "trim": OP["discard"]}
     cols: list[list[np.ndarray]] = [[], [], [], [], []]
-    for j in man["jobs"]:
-        log = jobdir / "iologs" / f"{j['name']}.log"
-        if not log.exists():
-            continue
-        if j["stream"] not in names:
-            names.append(j["stream"])
-        s = names.index(j["stream"])
+    for log, s in _job_logs(jobdir, man, names):
         f = _entries(log)
         if not f:
             continue
