@@ -34,6 +34,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from analyzer.lab.hdd import HddError, HddFile, HddModel
@@ -184,25 +185,23 @@ class HybridLab:
         """(major, minor) of the throttled disk."""
         return self._disk
 
-    def command(self, argv: list[str], **kw) -> subprocess.CompletedProcess:
-        """Run argv inside the lab's cgroup (its I/O to the slow disk is throttled)."""
+    def _joiner(self) -> Callable[[], None]:
+        """What a child runs before exec to join the lab's cgroup."""
         assert self.cgroup is not None
         procs = self.cgroup / "cgroup.procs"
 
         def join() -> None:
             procs.write_text(str(os.getpid()))
 
-        return subprocess.run(argv, preexec_fn=join, **kw)
+        return join
+
+    def command(self, argv: list[str], **kw) -> subprocess.CompletedProcess:
+        """Run argv inside the lab's cgroup (its I/O to the slow disk is throttled)."""
+        return subprocess.run(argv, preexec_fn=self._joiner(), **kw)
 
     def popen(self, argv: list[str], **kw) -> subprocess.Popen:
         """Start argv inside the lab's cgroup, without waiting for it."""
-        assert self.cgroup is not None
-        procs = self.cgroup / "cgroup.procs"
-
-        def join() -> None:
-            procs.write_text(str(os.getpid()))
-
-        return subprocess.Popen(argv, preexec_fn=join, **kw)
+        return subprocess.Popen(argv, preexec_fn=self._joiner(), **kw)
 
     def _stop_members(self) -> None:
         """End what a command left in the lab's cgroup (after Ctrl-C, say): only this
