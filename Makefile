@@ -43,6 +43,7 @@ native:
 	$(MAKE) -C recorder
 	$(MAKE) -C analyzer/tiering
 	$(MAKE) -C analyzer/lab
+	$(MAKE) -C replayer
 	@if [ -f workload/Makefile ]; then $(MAKE) -C workload; fi
 
 demo: setup
@@ -74,5 +75,7 @@ lint: python native
 clean:
 	$(MAKE) -C recorder clean
 	$(MAKE) -C analyzer/tiering clean
+	$(MAKE) -C analyzer/lab clean
+	$(MAKE) -C replayer clean
 	@if [ -f workload/Makefile ]; then $(MAKE) -C workload clean; fi
 	rm -rf .venv .tools

@@ -35,11 +35,23 @@ def run(
         str,
         typer.Option("--host-iotape", help="Multi-host plans: the iotape command on the hosts."),
     ] = "iotape",
+    runner: Annotated[
+        str,
+        typer.Option(
+            "--runner",
+            help="fio, lanes (iotape-lanes: each request at its microsecond; plans of "
+            "lanes only) or auto (lanes for a plan of lanes, else fio).",
+        ),
+    ] = "auto",
     as_json: AsJson = False,
 ) -> None:
     """Run the plan's fio jobs (JSON results and latency logs in JOBDIR/results;
     a multi-host plan: every host at once through `fio --client`, results per host
     in JOBDIR/results/HOST).
+
+    A plan of lanes (long traces) runs with iotape-lanes by default: the same job
+    file and iologs, each request issued at its microsecond, where fio 3.33 wakes
+    within a millisecond after it (`--runner fio` to run fio itself).
 
     Example: iotape replay run jobs/ --record replay.iot --anchor-record fio-plain.iot
     """
@@ -52,6 +64,7 @@ def run(
             force,
             say=lambda s: status.update(s),
             host_iotape=host_iotape,
+            runner=runner,
         )
     if as_json:
         print(json.dumps(summary, indent=2))

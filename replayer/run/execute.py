@@ -24,6 +24,7 @@ from recorder.capture import record as rec
 from replayer.plan import build as planmod
 from replayer.plan.model import Manifest
 from replayer.run import launch as launchmod
+from replayer.run import runner as runnermod
 from replayer.run import targets
 from replayer.run.relabel import relabel
 from replayer.run.results import JobRow, RunSummary
@@ -157,10 +158,14 @@ def _one(
     record_to: Path | None,
     force: bool,
     man: Manifest | None = None,
+    program: str = "fio",
 ) -> dict:
     windows = (man.get("windows") if man else None) or []
     windowed = bool(windows)
-    cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
+    if program == "lanes":
+        cmd = runnermod.lanes_cmd(jobdir, jobfile, output)
+    else:
+        cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
     wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
     probe = _start_probe(wakeup)
     try:
@@ -172,13 +177,14 @@ def _one(
     out = jobdir / output
     if rc != 0:
         where = "results/fio.wNNNN.err" if windowed else out.with_suffix(".err")
-        raise IotapeError(f"{jobdir / jobfile}: fio exited with status {rc}; see {where}")
+        name = "iotape-lanes" if program == "lanes" else "fio"
+        raise IotapeError(f"{jobdir / jobfile}: {name} exited with status {rc}; see {where}")
     try:
         text = out.read_text()
         # fio may print notes before its JSON in the same file.
         return json.loads(text[text.index("{") :])
     except (OSError, ValueError):
-        raise IotapeError(f"{out}: fio wrote no JSON result") from None
+        raise IotapeError(f"{out}: {program} wrote no JSON result") from None
 
 
 def _command(
@@ -236,8 +242,10 @@ def run(
     force: bool = False,
     say: Callable[[str], None] = lambda s: None,
     host_iotape: str = "iotape",
+    runner: str = "auto",
 ) -> RunSummary:
-    """Run the plan (and fio's plain anchor replay when `anchor_record_to` is given)."""
+    """Run the plan (and fio's plain anchor replay when `anchor_record_to` is given)
+    with `runner` (runner.py: fio, or iotape-lanes for a plan of lanes)."""
     jobdir = Path(jobdir).resolve()
     record_to = Path(record_to) if record_to is not None else None
     anchor_record_to = Path(anchor_record_to) if anchor_record_to is not None else None
@@ -251,6 +259,7 @@ def run(
                 "logs of each host (record on a host with `iotape record` there)"
             )
         return hostrun.run(jobdir, man, destroy or [], host_iotape, say)
+    program = runnermod.choose(runner, man, jobdir)
     create = check_targets(man, destroy or [])
     for p in (record_to, anchor_record_to):
         if p is not None:
@@ -258,11 +267,22 @@ def run(
     _create(create, man)
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
-    say(f"replaying {man['mode']} plan, about {man['duration_s']:.1f} s")
+    name = "iotape-lanes" if program == "lanes" else "fio"
+    say(f"replaying {man['mode']} plan with {name}, about {man['duration_s']:.1f} s")
     jobfile = man["jobfile"]
     assert jobfile is not None  # only a multi-host plan has none
-    result = _one(jobdir, jobfile, "results/fio.json", devs, record_to, force, man)
-    summary: RunSummary = {"jobdir": str(jobdir), "mode": man["mode"], "jobs": summarize(result)}
+    # iotape-lanes writes fio's JSON shape, its "fio version" naming it (runner.py).
+    result = _one(jobdir, jobfile, "results/fio.json", devs, record_to, force, man, program)
+    summary: RunSummary = {
+        "jobdir": str(jobdir),
+        "mode": man["mode"],
+        "runner": name,
+        "jobs": summarize(result),
+    }
+    if "issue_late_ns" in result:
+        summary["issue_late_ms"] = {
+            k: round(v / 1e6, 4) for k, v in result["issue_late_ns"].items() if k != "requests"
+        }
     if record_to is not None:
         summary["record"] = str(record_to)
         summary["relabel"] = relabel(record_to, jobdir, man)

@@ -55,6 +55,9 @@ class RunSummary(TypedDict):
     jobdir: str
     mode: str
     jobs: list[JobRow]
+    runner: NotRequired[str]  # "fio" or "iotape-lanes" (runner.py)
+    # iotape-lanes only: how late it issued requests against their times (p50 ... max).
+    issue_late_ms: NotRequired[dict[str, float]]
     record: NotRequired[str]
     relabel: NotRequired[Relabel]
     anchor: NotRequired[AnchorRun]

@@ -153,13 +153,20 @@ def test_fio_waits_for_a_v2_lanes_absolute_millisecond(tmp_path: Path) -> None:
 
 
 @pytest.mark.kernel
-def test_lanes_replay_every_request_relabelled(loop_factory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", ["fio", "auto"])
+def test_lanes_replay_every_request_relabelled(loop_factory, tmp_path: Path, runner: str) -> None:
+    """By fio, and by iotape-lanes (auto, for a plan of lanes)."""
     src, dst = loop_factory(256), loop_factory(256)
     orig = _record_fio(src.path, tmp_path / "orig.iot", seconds=3)
     jobs = tmp_path / "jobs"
     man = plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"], layout="lanes"))
     assert man["exact_layout"] == "lanes"
-    runmod.run(jobs, tmp_path / "rep.iot", [])
+    summary = runmod.run(jobs, tmp_path / "rep.iot", [], runner=runner)
+    assert summary["runner"] == ("fio" if runner == "fio" else "iotape-lanes")
+    # Every iolog entry issued once (a PREFLUSH write's sync is an entry of its own).
+    planned = sum(len(_lane_entries(log)) for log in (jobs / "iologs").glob("*.log"))
+    done = sum(r[d]["ios"] for r in summary["jobs"] for d in ("read", "write", "sync") if d in r)
+    assert done == planned
     c = fidelity.compare(orig, tmp_path / "rep.iot")
     assert c["overall"]["match_share"] >= 0.99
     # No lateness carried from request to request: within a few ms of the original.

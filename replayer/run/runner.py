@@ -1,0 +1,46 @@
+"""Which program replays a plan: stock fio, or iotape-lanes for a plan of lanes.
+
+fio 3.33 times a lane's request to the millisecond (a v2 `wait` wakes at the
+millisecond plus the phase the job had reached), so a lane's request goes out
+within ~1 ms after its time. iotape-lanes (replayer/src/lanes.c) reads the same
+job file and iologs and sleeps to each request's microsecond, which the lanes'
+wait lines carry in the field fio ignores. The job file stays stock fio's: `fio
+replay.fio` in the plan's directory replays it, at fio's precision.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from iotape.errors import IotapeError
+from replayer.plan.model import Manifest
+
+RUNNERS = ("auto", "fio", "lanes")
+LANES = Path(__file__).resolve().parent.parent / "build" / "iotape-lanes"
+
+
+def choose(runner: str, man: Manifest, jobdir: Path) -> str:
+    """ "fio" or "lanes": auto takes iotape-lanes for a plan of lanes."""
+    if runner not in RUNNERS:
+        raise IotapeError(f"--runner {runner}: expected one of {', '.join(RUNNERS)}")
+    lanes = man.get("exact_layout") == "lanes"
+    if runner == "lanes" and not lanes:
+        raise IotapeError(
+            f"--runner lanes: {jobdir} is not a plan of lanes "
+            "(plan with --mode exact --layout lanes)"
+        )
+    chosen = "lanes" if runner == "lanes" or (runner == "auto" and lanes) else "fio"
+    if chosen == "lanes" and not LANES.exists():
+        raise IotapeError(f"{LANES} is not built: run `make native` (or replay with --runner fio)")
+    return chosen
+
+
+def lanes_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
+    """iotape-lanes in the plan's directory: JSON to `output`, messages beside it."""
+    err = str(Path(output).with_suffix(".err"))
+    inner = (
+        f"cd {shlex.quote(str(jobdir))} && exec {shlex.quote(str(LANES))} "
+        f"{shlex.quote(jobfile)} >{shlex.quote(output)} 2>{shlex.quote(err)}"
+    )
+    return ["sh", "-c", inner]

@@ -1,0 +1,582 @@
+/* iotape-lanes: replays an iotape lanes plan (a fio job file whose jobs read
+ * version-2 iologs) with each request issued at its own microsecond.
+ *
+ * Why beside fio: fio 3.33 sleeps a v2 `wait MS` until MS milliseconds after its
+ * genesis, waking at the millisecond plus whatever sub-millisecond phase the job
+ * had reached, so requests go out uniformly within ~1 ms after their time; its
+ * v3 entries, timed in microseconds, wait from the previous issue and drift.
+ * iotape's lanes logs carry the microseconds the millisecond rounded off in the
+ * wait's last field (fio reads it into nothing): this program sleeps to
+ * genesis + MS ms + US us on CLOCK_MONOTONIC, absolutely, with 1 ns timer slack.
+ * The job file stays a stock fio job file; this reads the same files.
+ *
+ * Usage: iotape-lanes JOBFILE   (run in the plan's directory; JSON on stdout)
+ *
+ * Each job runs as `iodepth` synchronous threads, thread k issuing the job's
+ * requests k, k + iodepth, ... (a lane's requests are dealt >= 20 ms apart, so a
+ * thread is free well before its next one). Output: fio's JSON shape for what
+ * `iotape replay run` reads (jobname, job_runtime, per direction total_ios,
+ * iops, clat_ns mean and percentiles) plus "issue_late_ns": how late requests
+ * were issued against their times, as this program saw it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { READ, WRITE, TRIM, SYNC, NDIR };
+static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
+
+/* Latency histograms: 16 buckets per power of two of nanoseconds (<= 4.5 %
+ * error, finer than the 1 ms step this replaces), 2^0 .. 2^42 ns (73 min). */
+#define SUB 16
+#define OCTAVES 43
+#define NBUCKET (OCTAVES * SUB)
+typedef struct {
+    uint32_t n[NBUCKET];
+} hist_t;
+
+typedef struct {
+    uint64_t ios, bytes, lat_sum_ns, lat_min_ns, lat_max_ns;
+    double lat_sq; /* sum of squared latencies, ns^2, for the deviation */
+    hist_t lat;
+} dirstat_t;
+
+typedef struct {
+    char name[256], log[4096];
+    int depth, dsync;
+    long long first_ns, last_ns; /* first issue, last completion */
+    dirstat_t dir[NDIR];
+    hist_t late;
+    uint64_t requests, late_max_ns;
+    pthread_mutex_t mu;
+} job_t;
+
+typedef struct {
+    job_t *job;
+    int sub;
+} worker_t;
+
+static struct timespec genesis;
+static atomic_int stop_all;
+static atomic_int failed;
+static char *rbuf, *wbuf;
+static long long max_bs = 4096;
+
+static void die(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("iotape-lanes: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
+}
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void hist_add(hist_t *h, uint64_t ns) {
+    int b = 0;
+    if (ns >= SUB) {
+        int msb = 63 - __builtin_clzll(ns);
+        int shift = msb - 4; /* log2(SUB) */
+        b = (shift + 1) * SUB + (int)((ns >> shift) & (SUB - 1));
+    } else {
+        b = (int)ns;
+    }
+    if (b >= NBUCKET)
+        b = NBUCKET - 1;
+    h->n[b]++;
+}
+
+/* The upper edge of bucket b, in ns. */
+static double bucket_ns(int b) {
+    if (b < SUB)
+        return b + 1;
+    int shift = b / SUB - 1;
+    return (double)((uint64_t)(SUB + b % SUB + 1) << shift);
+}
+
+static double hist_pct(const hist_t *h, double pct) {
+    uint64_t total = 0, seen = 0;
+    for (int b = 0; b < NBUCKET; b++)
+        total += h->n[b];
+    if (!total)
+        return 0;
+    uint64_t want = (uint64_t)(pct / 100.0 * (double)total + 0.999999);
+    if (want < 1)
+        want = 1;
+    for (int b = 0; b < NBUCKET; b++) {
+        seen += h->n[b];
+        if (seen >= want)
+            return bucket_ns(b);
+    }
+    return bucket_ns(NBUCKET - 1);
+}
+
+static void hist_merge(hist_t *into, const hist_t *from) {
+    for (int b = 0; b < NBUCKET; b++)
+        into->n[b] += from->n[b];
+}
+
+/* Sleep until the absolute monotonic time t_ns, in steps of at most 200 ms so
+ * that a stop is seen. */
+static void sleep_until(long long t_ns) {
+    for (;;) {
+        if (atomic_load(&stop_all))
+            return;
+        long long now = now_ns(), until = t_ns;
+        if (now >= t_ns)
+            return;
+        if (until - now > 200000000LL)
+            until = now + 200000000LL;
+        struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+}
+
+static int issue(int fd, int dir, long long off, long long len) {
+    ssize_t r;
+    switch (dir) {
+    case READ:
+        r = pread(fd, rbuf, (size_t)len, off);
+        return r == len ? 0 : (r < 0 ? errno : EIO);
+    case WRITE:
+        r = pwrite(fd, wbuf, (size_t)len, off);
+        return r == len ? 0 : (r < 0 ? errno : EIO);
+    case SYNC:
+        return fsync(fd) ? errno : 0;
+    default: {
+        struct stat st;
+        if (fstat(fd, &st))
+            return errno;
+        if (S_ISBLK(st.st_mode)) {
+            uint64_t range[2] = {(uint64_t)off, (uint64_t)len};
+            return ioctl(fd, BLKDISCARD, range) ? errno : 0;
+        }
+        return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) ? errno : 0;
+    }
+    }
+}
+
+static void fail(const job_t *job, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    flockfile(stderr);
+    fprintf(stderr, "iotape-lanes: job %s: ", job->name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    funlockfile(stderr);
+    va_end(ap);
+    atomic_store(&failed, 1);
+    atomic_store(&stop_all, 1);
+}
+
+typedef struct {
+    hist_t late;
+    dirstat_t dir[NDIR];
+    uint64_t requests, late_max;
+    long long first, last;
+} tally_t;
+
+static int dir_of(const char *act) {
+    if (!strcmp(act, "read"))
+        return READ;
+    if (!strcmp(act, "write"))
+        return WRITE;
+    if (!strcmp(act, "trim"))
+        return TRIM;
+    if (!strcmp(act, "sync") || !strcmp(act, "datasync"))
+        return SYNC;
+    return -1;
+}
+
+/* One line of a lane's log; returns 0 or stops the run. `t` is the time of the
+ * last wait; `fd` the lane's open file; `idx` counts requests. */
+static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long *t, int *fd,
+                uint64_t *idx) {
+    job_t *job = w->job;
+    char file[4096], act[32];
+    long long a = 0, b = 0;
+    int n = sscanf(ln, "%4095s %31s %lld %lld", file, act, &a, &b);
+    if (n == 2 && (!strcmp(act, "add") || !strcmp(act, "close"))) {
+        if (!strcmp(act, "close") && *fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+        return 0;
+    }
+    if (n == 2 && !strcmp(act, "open")) {
+        int flags = O_RDWR | O_DIRECT | (job->dsync ? O_DSYNC : 0);
+        if (*fd >= 0)
+            close(*fd);
+        *fd = open(file, flags);
+        if (*fd < 0) {
+            fail(job, "%s: %s", file, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (n == 4 && !strcmp(act, "wait")) {
+        *t = a * 1000000LL + b * 1000LL;
+        return 0;
+    }
+    int dir = n == 4 ? dir_of(act) : -1;
+    if (dir < 0 || a < 0 || b < 0 || (dir == READ || dir == WRITE ? b > max_bs : 0)) {
+        fail(job, "%s:%ld: not an iolog v2 line this program replays: %.80s", job->log, ln_no,
+             ln);
+        return -1;
+    }
+    if ((*idx)++ % (uint64_t)job->depth != (uint64_t)w->sub)
+        return 0;
+    if (*fd < 0) {
+        fail(job, "%s:%ld: %s before the file's open", job->log, ln_no, act);
+        return -1;
+    }
+    long long due = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec + *t;
+    sleep_until(due);
+    if (atomic_load(&stop_all))
+        return -1;
+    long long at = now_ns();
+    int err = issue(*fd, dir, a, b);
+    long long done = now_ns();
+    if (err) {
+        fail(job, "%s of %lld bytes at %lld in %s: %s", act, b, a, file, strerror(err));
+        return -1;
+    }
+    uint64_t late = at > due ? (uint64_t)(at - due) : 0;
+    hist_add(&ty->late, late);
+    if (late > ty->late_max)
+        ty->late_max = late;
+    ty->requests++;
+    dirstat_t *d = &ty->dir[dir];
+    d->ios++;
+    d->bytes += (uint64_t)b;
+    uint64_t lat = (uint64_t)(done - at);
+    d->lat_sum_ns += lat;
+    d->lat_sq += (double)lat * (double)lat;
+    if (!d->lat_min_ns || lat < d->lat_min_ns)
+        d->lat_min_ns = lat;
+    if (lat > d->lat_max_ns)
+        d->lat_max_ns = lat;
+    hist_add(&d->lat, lat);
+    if (!ty->first)
+        ty->first = at;
+    ty->last = done;
+    return 0;
+}
+
+static void *worker(void *arg) {
+    worker_t *w = arg;
+    job_t *job = w->job;
+    /* Timer slack is per thread: 50 us by default, which every sleep would add. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    tally_t *ty = calloc(1, sizeof *ty);
+    FILE *f = fopen(job->log, "r");
+    if (!ty || !f) {
+        fail(job, "%s: %s", job->log, strerror(errno));
+        free(ty);
+        return NULL;
+    }
+    char ln[8192];
+    long ln_no = 0;
+    long long t = 0;
+    int fd = -1;
+    uint64_t idx = 0;
+    while (!atomic_load(&stop_all) && fgets(ln, sizeof ln, f)) {
+        ln_no++;
+        if (ln_no == 1) {
+            if (strncmp(ln, "fio version 2 iolog", 19)) {
+                fail(job, "%s: not a version-2 iolog (iotape-lanes replays lanes plans)",
+                     job->log);
+                break;
+            }
+            continue;
+        }
+        if (line(w, ty, ln, ln_no, &t, &fd, &idx))
+            break;
+    }
+    fclose(f);
+    if (fd >= 0)
+        close(fd);
+    pthread_mutex_lock(&job->mu);
+    for (int d = 0; d < NDIR; d++) {
+        job->dir[d].ios += ty->dir[d].ios;
+        job->dir[d].bytes += ty->dir[d].bytes;
+        job->dir[d].lat_sum_ns += ty->dir[d].lat_sum_ns;
+        job->dir[d].lat_sq += ty->dir[d].lat_sq;
+        if (ty->dir[d].ios && (!job->dir[d].lat_min_ns || ty->dir[d].lat_min_ns < job->dir[d].lat_min_ns))
+            job->dir[d].lat_min_ns = ty->dir[d].lat_min_ns;
+        if (ty->dir[d].lat_max_ns > job->dir[d].lat_max_ns)
+            job->dir[d].lat_max_ns = ty->dir[d].lat_max_ns;
+        hist_merge(&job->dir[d].lat, &ty->dir[d].lat);
+    }
+    hist_merge(&job->late, &ty->late);
+    job->requests += ty->requests;
+    if (ty->late_max > job->late_max_ns)
+        job->late_max_ns = ty->late_max;
+    if (ty->first && (!job->first_ns || ty->first < job->first_ns))
+        job->first_ns = ty->first;
+    if (ty->last > job->last_ns)
+        job->last_ns = ty->last;
+    pthread_mutex_unlock(&job->mu);
+    free(ty);
+    return NULL;
+}
+
+static void on_signal(int sig) {
+    (void)sig;
+    atomic_store(&stop_all, 1);
+}
+
+static long long number(const char *path, long ln_no, const char *key, const char *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < 0)
+        die(2, "%s:%ld: %s=%s is not a whole number of bytes or requests", path, ln_no, key, v);
+    return x;
+}
+
+/* Global and per-job options of a lanes plan; anything else could change what
+ * fio would do, so it is refused rather than ignored. */
+static const char *const IGNORED[] = {"ioengine",  "thread",     "clocksource",
+                                      "allow_file_create", "invalidate",
+                                      "read_iolog_chunked", NULL};
+
+static int is_ignored(const char *key) {
+    for (int i = 0; IGNORED[i]; i++)
+        if (!strcmp(key, IGNORED[i]))
+            return 1;
+    return 0;
+}
+
+static void option(job_t *g, job_t *j, const char *path, long ln_no, char *key, char *v) {
+    job_t *o = j ? j : g;
+    if (is_ignored(key))
+        return;
+    if (!strcmp(key, "direct")) {
+        if (strcmp(v, "1"))
+            die(2, "%s:%ld: direct=%s: iotape-lanes replays with direct I/O only", path, ln_no, v);
+    } else if (!strcmp(key, "iodepth")) {
+        o->depth = (int)number(path, ln_no, key, v);
+        if (o->depth < 1 || o->depth > 64)
+            die(2, "%s:%ld: iodepth=%s: 1 to 64", path, ln_no, v);
+    } else if (!strcmp(key, "bs")) {
+        long long bs = number(path, ln_no, key, v);
+        if (bs > max_bs)
+            max_bs = bs;
+    } else if (!strcmp(key, "sync")) {
+        if (strcmp(v, "dsync") && strcmp(v, "0"))
+            die(2, "%s:%ld: sync=%s: iotape-lanes knows sync=dsync only", path, ln_no, v);
+        o->dsync = !strcmp(v, "dsync");
+    } else if (!strcmp(key, "read_iolog") && j) {
+        if (snprintf(j->log, sizeof j->log, "%s", v) >= (int)sizeof j->log)
+            die(2, "%s:%ld: read_iolog path too long", path, ln_no);
+    } else if (!strcmp(key, "startdelay") && !strcmp(v, "0")) {
+        return;
+    } else {
+        die(2, "%s:%ld: option %s is not one iotape-lanes replays (plan with --layout lanes)",
+            path, ln_no, key);
+    }
+}
+
+static job_t *parse(const char *path, int *njobs) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        die(2, "%s: %s", path, strerror(errno));
+    job_t g = {.depth = 1}, *jobs = NULL;
+    int n = 0, cap = 0;
+    char ln[8192];
+    long ln_no = 0;
+    while (fgets(ln, sizeof ln, f)) {
+        ln_no++;
+        char *s = ln, *e;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        for (e = s + strlen(s); e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ');)
+            *--e = 0;
+        if (!*s || *s == ';' || *s == '#')
+            continue;
+        if (*s == '[') {
+            char *close = strchr(s, ']');
+            if (!close || close == s + 1 || close - s > 255)
+                die(2, "%s:%ld: bad section name", path, ln_no);
+            *close = 0;
+            if (!strcmp(s + 1, "global")) {
+                if (n)
+                    die(2, "%s:%ld: [global] after a job", path, ln_no);
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                jobs = realloc(jobs, (size_t)cap * sizeof *jobs);
+                if (!jobs)
+                    die(1, "out of memory");
+            }
+            job_t *j = &jobs[n++];
+            *j = (job_t){.depth = g.depth, .dsync = g.dsync};
+            snprintf(j->name, sizeof j->name, "%s", s + 1);
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!eq)
+            die(2, "%s:%ld: not KEY=VALUE: %.80s", path, ln_no, s);
+        *eq = 0;
+        option(&g, n ? &jobs[n - 1] : NULL, path, ln_no, s, eq + 1);
+    }
+    fclose(f);
+    if (!n)
+        die(2, "%s: no jobs", path);
+    for (int i = 0; i < n; i++) {
+        if (!jobs[i].log[0])
+            die(2, "%s: job %s has no read_iolog", path, jobs[i].name);
+        pthread_mutex_init(&jobs[i].mu, NULL);
+    }
+    *njobs = n;
+    return jobs;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* One direction in fio's shape: total latency (lat_ns) and, for a synchronous
+ * issue, the same figures as completion latency (clat_ns). */
+static void dir_json(const dirstat_t *s, const char *name, long long run_ms, double secs) {
+    double mean = s->ios ? (double)s->lat_sum_ns / (double)s->ios : 0;
+    double var = s->ios ? s->lat_sq / (double)s->ios - mean * mean : 0;
+    char pct[160];
+    snprintf(pct, sizeof pct,
+             "\"percentile\": {\"50.000000\": %.0f, \"99.000000\": %.0f, \"99.900000\": %.0f}",
+             hist_pct(&s->lat, 50), hist_pct(&s->lat, 99), hist_pct(&s->lat, 99.9));
+    printf(", \"%s\": {\"total_ios\": %llu, \"io_bytes\": %llu, \"runtime\": %lld, "
+           "\"iops\": %.3f, \"bw_bytes\": %.0f, \"lat_ns\": {\"min\": %llu, \"max\": %llu, "
+           "\"mean\": %.1f, \"stddev\": %.1f, %s}, \"clat_ns\": {\"mean\": %.1f, %s}}",
+           name, (unsigned long long)s->ios, (unsigned long long)s->bytes, run_ms,
+           (double)s->ios / secs, (double)s->bytes / secs, (unsigned long long)s->lat_min_ns,
+           (unsigned long long)s->lat_max_ns, mean, var > 0 ? sqrt(var) : 0, pct, mean, pct);
+}
+
+static void report(const job_t *jobs, int n, long long epoch_ms) {
+    hist_t *late = calloc(1, sizeof *late);
+    uint64_t requests = 0, late_max = 0;
+    printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n\"jobs\": [",
+           epoch_ms);
+    for (int i = 0; i < n; i++) {
+        const job_t *j = &jobs[i];
+        long long run_ms = j->last_ns > j->first_ns ? (j->last_ns - j->first_ns) / 1000000 : 0;
+        double secs = run_ms > 0 ? run_ms / 1000.0 : 1e-3;
+        printf("%s\n{\"jobname\": ", i ? "," : "");
+        json_str(j->name);
+        printf(", \"job_runtime\": %lld", run_ms);
+        for (int d = 0; d < NDIR; d++)
+            dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
+        printf("}");
+        if (late)
+            hist_merge(late, &j->late);
+        requests += j->requests;
+        if (j->late_max_ns > late_max)
+            late_max = j->late_max_ns;
+    }
+    printf("\n],\n\"issue_late_ns\": {\"requests\": %llu", (unsigned long long)requests);
+    if (late)
+        printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
+               hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
+    printf(", \"max\": %llu}\n}\n", (unsigned long long)late_max);
+    free(late);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2 || argv[1][0] == '-')
+        die(2, "usage: iotape-lanes JOBFILE (in the plan's directory; JSON on stdout)");
+    int n;
+    job_t *jobs = parse(argv[1], &n);
+    /* Each lane holds its log and its target open: raise the file limit. */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* One read and one write buffer for every thread: O_DIRECT reads may land in
+     * the same buffer at once (nobody looks at the data), and writes only read it. */
+    size_t bs = (size_t)((max_bs + 4095) / 4096 * 4096);
+    if (posix_memalign((void **)&rbuf, 4096, bs) || posix_memalign((void **)&wbuf, 4096, bs))
+        die(1, "out of memory for %zu-byte buffers", bs);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i + 8 <= bs; i += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(wbuf + i, &x, 8);
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += jobs[i].depth;
+    worker_t *ws = calloc((size_t)total, sizeof *ws);
+    pthread_t *ts = calloc((size_t)total, sizeof *ts);
+    if (!ws || !ts)
+        die(1, "out of memory");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* The plan's times count from here, as fio's count from its genesis, which it
+     * takes before it sets its jobs up. */
+    clock_gettime(CLOCK_MONOTONIC, &genesis);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    long long epoch_ms = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+    int started = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < jobs[i].depth; k++) {
+            ws[started] = (worker_t){&jobs[i], k};
+            int err = pthread_create(&ts[started], &attr, worker, &ws[started]);
+            if (err) {
+                fprintf(stderr, "iotape-lanes: cannot start thread %d: %s\n", started,
+                        strerror(err));
+                atomic_store(&failed, 1);
+                atomic_store(&stop_all, 1);
+                break;
+            }
+            started++;
+        }
+    for (int i = 0; i < started; i++)
+        pthread_join(ts[i], NULL);
+    report(jobs, n, epoch_ms);
+    if (atomic_load(&failed))
+        return 1;
+    if (atomic_load(&stop_all)) {
+        fprintf(stderr, "iotape-lanes: interrupted\n");
+        return 130;
+    }
+    return 0;
+}
