@@ -201,9 +201,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--layouts",
-        default="iotape-pieces",
-        help="with --long: other layouts replayed too (iotape-pieces, iotape-windows, "
-        "iotape-lanes-libaio)",
+        default="iotape-lanes-fio,iotape-pieces",
+        help="with --long: other layouts replayed too (iotape-lanes-fio, iotape-pieces, "
+        "iotape-windows, iotape-lanes-libaio)",
     )
     ap.add_argument(
         "--anchor-up-to",

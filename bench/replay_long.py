@@ -19,13 +19,23 @@ from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.source import load
 
-VARIANTS_LONG = ("iotape", "fio-plain", "iotape-pieces", "iotape-windows", "iotape-lanes-libaio")
-# Other layouts of the same trace, each another replay in the same run (the
-# default plan, `iotape`, is lanes past 2,000 pieces: replayer/plan/lanes.py).
+VARIANTS_LONG = (
+    "iotape",
+    "fio-plain",
+    "iotape-lanes-fio",
+    "iotape-pieces",
+    "iotape-windows",
+    "iotape-lanes-libaio",
+)
+# Other layouts of the same trace, each another replay in the same run: (plan
+# options, run options). The default, `iotape`, is a plan of lanes past 2,000
+# pieces (replayer/plan/lanes.py) run by iotape-lanes (replayer/run/runner.py);
+# iotape-lanes-fio is the same plan run by fio 3.33.
 OTHER_LAYOUTS = {
-    "iotape-pieces": ["--layout", "pieces"],
-    "iotape-windows": ["--windows"],
-    "iotape-lanes-libaio": ["--layout", "lanes", "--engine", "libaio"],
+    "iotape-lanes-fio": (["--layout", "lanes"], ["--runner", "fio"]),
+    "iotape-pieces": (["--layout", "pieces"], []),
+    "iotape-windows": (["--windows"], []),
+    "iotape-lanes-libaio": (["--layout", "lanes", "--engine", "libaio"], ["--runner", "fio"]),
 }
 
 
@@ -91,8 +101,10 @@ def one_long(
     for name in others:
         jobs1, rep1 = d / f"jobs-{name}", d / f"{name}.iot"
         args = ["replay", "plan", str(orig), "-o", str(jobs1), "--mode", "exact"]
-        _cli([*args, "--target", f"all={dst}", *OTHER_LAYOUTS[name]])
-        out[f"{name}_run_rss_mib"] = _cli(["replay", "run", str(jobs1), "--record", str(rep1)])[1]
+        plan_opts, run_opts = OTHER_LAYOUTS[name]
+        _cli([*args, "--target", f"all={dst}", *plan_opts])
+        run = ["replay", "run", str(jobs1), "--record", str(rep1), *run_opts]
+        out[f"{name}_run_rss_mib"] = _cli(run)[1]
         _cli(["replay", "fidelity", str(orig), str(rep1), "--json"], res)
         out[name] = _long_figures(json.loads(res.read_text())["iotape"])
     return out
