@@ -12,7 +12,8 @@ process, its peak RSS taken from wait4:
 
 and the relabel step of `replay run --record` (run/relabel.py; peer
 relabel_in_memory) on the replay, against a plan directory whose iologs hold the
-original's requests. Ratios are peer / streamed.
+original's requests (`--layout lanes`, the default: 100 lanes a stream, v2 logs
+spanning the trace, as long traces are planned). Ratios are peer / streamed.
 
 Usage (timings under the shared lock):
     flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_memory.py \\
@@ -121,6 +122,44 @@ def fake_plan(orig: Path, jobdir: Path) -> None:
     (jobdir / "manifest.json").write_text(json.dumps(man))
 
 
+LANES_PER_STREAM = 100
+
+
+def fake_lanes_plan(orig: Path, jobdir: Path, per_stream: int = LANES_PER_STREAM) -> None:
+    """As fake_plan, but the layout long traces get (replayer/plan/lanes.py): each
+    stream's requests dealt in turn to `per_stream` lanes, each lane a version-2
+    iolog spanning the whole trace (a wait line before each request), written a
+    batch at a time, so relabelling merges every lane's log at once."""
+    from replayer.plan import iolog
+    from replayer.run import ordered
+
+    (jobdir / "iologs").mkdir(parents=True)
+    names = {1: "db-read", 2: "db-write", 3: "log-write"}
+    seen = dict.fromkeys(names, 0)
+    made: set[str] = set()
+    for b in ordered.batches(ordered.scan(orig), BATCH):
+        for sid in np.unique(b["stream"]).tolist():
+            m = b["stream"] == sid
+            lane = (seen[sid] + np.arange(int(m.sum()))) % per_stream
+            seen[sid] += int(m.sum())
+            t, off, n = b["t"][m] // 1000, b["offset"][m], b["bytes"][m]
+            act = np.where(b["op"][m] == 0, iolog.READ, iolog.WRITE)
+            for k in range(per_stream):
+                x = lane == k
+                name = f"db0.{names[sid]}.g{k:03d}"
+                path = jobdir / "iologs" / f"{name}.log"
+                with open(path, "a") as f:
+                    if name not in made:
+                        f.write(iolog.head_v2("/dev/vdb"))
+                        made.add(name)
+                    f.writelines(
+                        iolog.lines_v2("/dev/vdb", t[x], act[x], off[x], n[x], start_us=1000)
+                    )
+    jobs = [{"name": name, "stream": name.split(".")[1]} for name in sorted(made)]
+    man = {"trace": str(orig), "mode": "exact", "jobs": jobs, "exact_layout": "lanes"}
+    (jobdir / "manifest.json").write_text(json.dumps(man))
+
+
 def _relabel(trace: str, jobdir: str, how: str) -> None:
     """Relabel TRACE by the fake plan in JOBDIR, as its own process (see --relabel)."""
     from replayer.run import relabel
@@ -149,7 +188,7 @@ def _peer(orig: str, rep: str) -> None:
     print(json.dumps(fidelity.compare_in_memory(orig, rep), indent=2))
 
 
-def one(n: int, work: Path, peer_max: int) -> dict:
+def one(n: int, work: Path, peer_max: int, layout: str = "lanes") -> dict:
     d = work / f"n{n}"
     d.mkdir(parents=True)
     orig, rep = d / "orig.iot", d / "rep.iot"
@@ -181,7 +220,7 @@ def one(n: int, work: Path, peer_max: int) -> dict:
         wide = json.loads((d / "unbounded.json").read_text())["iotape"]
         row["same_answers_unbounded"] = ref == wide
         _ratios(row)
-    row["relabel"] = _relabel_row(orig, rep, d, n <= peer_max)
+    row["relabel"] = _relabel_row(orig, rep, d, n <= peer_max, layout)
     shutil.rmtree(d)
     return row
 
@@ -193,13 +232,13 @@ def _ratios(row: dict) -> None:
         )
 
 
-def _relabel_row(orig: Path, rep: Path, d: Path, peer: bool) -> dict:
+def _relabel_row(orig: Path, rep: Path, d: Path, peer: bool, layout: str) -> dict:
     """The relabel step of `replay run --record` on the replay, streamed and (on a
     copy) in memory; `same_trace`: both rewrote it to the same bytes."""
     jobdir = d / "jobs"
-    fake_plan(orig, jobdir)
+    (fake_lanes_plan if layout == "lanes" else fake_plan)(orig, jobdir)
     py = str(ROOT / ".venv" / "bin" / "python")
-    row: dict = {}
+    row: dict = {"plan_layout": layout}
     if peer:
         copy = d / "rep-copy.iot"
         shutil.copy(rep, copy)
@@ -229,6 +268,13 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[1_000_000, 5_000_000])
     ap.add_argument("--peer-max", type=int, default=5_000_000, help="largest in-memory run")
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument(
+        "--layout",
+        choices=("lanes", "pieces"),
+        default="lanes",
+        help="the relabelled plan's layout: lanes (v2 logs spanning the trace, what long "
+        "traces get) or pieces (v3 logs of a million requests each)",
+    )
     out = ROOT / "bench" / "results" / "replay-memory.json"
     ap.add_argument("--output", type=Path, default=out)
     ap.add_argument("--peer", nargs=2, metavar=("ORIG", "REPLAY"), help=argparse.SUPPRESS)
@@ -244,7 +290,7 @@ def main() -> None:
     try:
         rows = []
         for n in a.lengths:
-            rows.append(one(n, work, a.peer_max))
+            rows.append(one(n, work, a.peer_max, a.layout))
             print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -85,6 +85,12 @@ def _print(summary: RunSummary) -> None:
             str(wr.get("p99_ms", "-")),
         )
     Console().print(t)
+    late = summary.get("issue_late_ms")
+    if late:
+        print(
+            f"iotape-lanes issued requests after their times by p50 {late.get('p50')} "
+            f"p99 {late.get('p99')} max {late.get('max')} ms (its own clock)"
+        )
     for name, h in (summary.get("hosts") or {}).items():
         print(start_line(name, h.get("start") or {}))
 
