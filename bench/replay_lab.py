@@ -69,3 +69,35 @@ def machine() -> dict:
 
 def fio_version() -> str:
     return subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+
+
+# Linux keeps ru_maxrss across exec: a command forked from a bench process that
+# holds a loaded trace would report that process's pages as its own peak (a
+# 10 min trace made every command "890 MiB"). A fresh interpreter forks the
+# command instead and writes its exit status and peak (KiB) to RESULT.
+_SPAWN = """import json, os, sys
+out, result, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+pid = os.fork()
+if pid == 0:
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.execvp(cmd[0], cmd)
+_, status, ru = os.wait4(pid, 0)
+with open(result, "w") as f:
+    json.dump([os.waitstatus_to_exitcode(status), ru.ru_maxrss], f)
+"""
+
+
+def peak_rss(cmd: list[str], out: Path | None = None, cwd: Path | None = None) -> tuple[int, float]:
+    """Run `cmd` (stdout to `out`): its exit status and its own peak RSS in MiB."""
+    import json
+    import sys
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as res:
+        subprocess.run(
+            [sys.executable, "-c", _SPAWN, str(out or os.devnull), res.name, *cmd],
+            check=True,
+            cwd=cwd,
+        )
+        code, kib = json.loads(Path(res.name).read_text())
+    return code, round(kib / 1024, 1)

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
+from replay_lab import PRODUCTION, ROOT, fio_version, machine, peak_rss, record, two_loops
 
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.source import load
@@ -40,14 +38,12 @@ OTHER_LAYOUTS = {
 
 
 def _cli(args: list[str], out: Path | None = None) -> tuple[float, float]:
-    """Run `iotape ARGS` in its own process: (seconds, peak RSS in MiB)."""
+    """Run `iotape ARGS` in its own process: (seconds, its peak RSS in MiB)."""
     t0 = time.monotonic()
-    with open(out or os.devnull, "w") as f:
-        proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "iotape"), *args], stdout=f)
-        _, status, ru = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"iotape {' '.join(args)}: exit {os.waitstatus_to_exitcode(status)}")
-    return round(time.monotonic() - t0, 1), round(ru.ru_maxrss / 1024, 1)
+    code, mib = peak_rss([str(ROOT / ".venv" / "bin" / "iotape"), *args], out)
+    if code != 0:
+        raise SystemExit(f"iotape {' '.join(args)}: exit {code}")
+    return round(time.monotonic() - t0, 1), mib
 
 
 def _long_figures(c: dict) -> dict:

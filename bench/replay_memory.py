@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from replay_lab import peak_rss  # noqa: E402
 
 import schemas  # noqa: E402
 from recorder.tracefile import TraceWriter  # noqa: E402
@@ -170,15 +171,13 @@ def _relabel(trace: str, jobdir: str, how: str) -> None:
 
 
 def _measured(cmd: list[str], out: Path) -> dict:
-    """Run `cmd` in its own process: seconds and peak RSS (MiB)."""
+    """Run `cmd` in its own process: seconds and its own peak RSS (MiB; replay_lab.
+    peak_rss: not this process's pages, which hold a million-record batch)."""
     t0 = time.monotonic()
-    with open(out, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, cwd=ROOT)
-        _, status, ru = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    code, mib = peak_rss(cmd, out, cwd=ROOT)
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {code}")
-    return {"seconds": round(time.monotonic() - t0, 1), "peak_rss_mib": round(ru.ru_maxrss / 1024)}
+    return {"seconds": round(time.monotonic() - t0, 1), "peak_rss_mib": round(mib)}
 
 
 def _peer(orig: str, rep: str) -> None:
