@@ -66,14 +66,20 @@ def test_recorded_shape_matches_engine_and_published(loop_factory, tmp_path: Pat
     assert {r["figure"]: r["engine"] for r in rep["shape"]["rows"]} == pytest.approx(mine)
 
 
-# Figures the engine does not reproduce within 15 % yet, and why (docs/workload.md,
-# "Calibration"): checked against the engine's own report, not the published run.
-KNOWN_GAPS = {
+# Figures the engine does not reproduce within 15 % yet, the band each is held to
+# instead (None: checked against the engine's own report only), and why
+# (docs/workload.md, "Calibration").
+KNOWN_GAPS: dict[tuple[str, str], float | None] = {
     # The blog's 2010 run (ESE 14.3) writes as often as it reads; the exchange2010
     # preset is fit to the ESRP run (ESE 14.1, 1.46 reads per write). In bytes the
     # engine is within ~10 % of it; the rest is ESE 14.3's request sizes (large
     # reads, small writes), which no setting reproduces (docs/workload.md, "At full size").
-    ("exchange2010-throughput", "db_read_write_ratio"),
+    ("exchange2010-throughput", "db_read_write_ratio"): None,
+    # The 2010 run published no latencies; at the 2013 run's, 8 threads read at
+    # 8 / 11.47 ms, 1.75x the 2010 run's read rate, so commits come 1.5x as often
+    # and the lazy-commit timer shares more of them a write: -12.5 % (sd 1.5 %)
+    # in 10 s recorded runs, -15 % in one CI run, -20 % beside other suites.
+    ("exchange2010-throughput", "log_writes_per_tx_io"): 0.25,
 }
 
 
@@ -110,7 +116,8 @@ def test_throughput_profile_shape_at_published_latency(
     published = profiles.published_shape(pub_id)
     for key in profiles.SHAPE_KEYS:
         assert seen[key] == pytest.approx(mine[key], rel=0.05), key
-        if published[key] is not None and (pub_id, key) not in KNOWN_GAPS:
-            assert mine[key] == pytest.approx(published[key], rel=0.15), key
+        band = KNOWN_GAPS.get((pub_id, key), 0.15)
+        if published[key] is not None and band is not None:
+            assert mine[key] == pytest.approx(published[key], rel=band), key
     rep = report.build(result)
     assert rep["emulated_latency_ms"] == profiles.published_latency(pub_id)
