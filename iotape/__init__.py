@@ -1,3 +1,5 @@
-"""iotape: record, replay and analyze block I/O traces."""
+"""iotape: the command line. It imports every component; none imports it."""
 
-__version__ = "0.1.0"
+from base import __version__
+
+__all__ = ["__version__"]

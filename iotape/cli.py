@@ -7,8 +7,8 @@ import sys
 
 import typer
 
+from base.errors import IotapeError
 from iotape import crash
-from iotape.errors import IotapeError
 
 # An internal error (a bug), told apart from a user's mistake (2).
 INTERNAL_ERROR = 70

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-# The store a command uses when `--db` is not given.
-DB_ENV = "IOTAPE_DB"
+from analyzer.store.interface import ENV as DB_ENV
 
 AsJson = Annotated[
     bool, typer.Option("--json", help="Print JSON for scripts instead of text for people.")

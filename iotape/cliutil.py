@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 
 def sub_app(help: str) -> typer.Typer:

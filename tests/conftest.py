@@ -14,7 +14,7 @@ import pytest
 from store_helpers import store_url
 
 from analyzer.store.interface import open_store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import record as rec
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("iotape", "schemas", "recorder", "workload", "replayer", "analyzer")
+PACKAGES = ("iotape", "base", "schemas", "recorder", "workload", "replayer", "analyzer")
 MAX_FILE_LINES = 500
 MAX_BODY_LINES = 80
 

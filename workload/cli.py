@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
-from iotape.errors import IotapeError
 from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
 from workload import cli_options as o
 from workload import engine, esrp, html, profiles, report

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas import workload_header
 from schemas.workload_header import WorkloadMetadata
 from schemas.workload_options import default_float, default_int, default_str, options

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas.formats import ESRP_REPORT
 from workload import engine, report
 

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.run import safety, targets
 
 MIB = 1 << 20

@@ -14,7 +14,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 REFERENCE = Path(__file__).with_name("reference") / "jetstress_profiles.json"
 MMB2_REFERENCE = Path(__file__).with_name("reference") / "loadsim_mmb2.json"

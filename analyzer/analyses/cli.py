@@ -31,8 +31,8 @@ from analyzer.analyses import verdict as jetstress
 from analyzer.analyses.filters import FilterArgs
 from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db
-from iotape.errors import IotapeError
 from schemas.percentiles import NAMES
 
 out = Console(width=140)

@@ -12,7 +12,7 @@ import schemas
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 
 class BadInput(IotapeError):

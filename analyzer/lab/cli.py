@@ -14,9 +14,9 @@ from analyzer.lab.devices import LabError
 from analyzer.lab.hybrid import LabOptions, run_lab
 from analyzer.lab.sizing import size
 from analyzer.store.interface import opened
-from iotape.atomic import replacing
+from base.atomic import replacing
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db
-from iotape.errors import IotapeError
 
 app = typer.Typer(
     help="Experiments on emulated devices, end to end.",

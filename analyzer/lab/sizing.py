@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 REFERENCE = Path(__file__).with_name("reference") / "msa2040_hybrid.json"
 MIB = 1 << 20

@@ -6,7 +6,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 TOKEN_ENV = "IOTAPE_TOKEN"
 

@@ -15,7 +15,7 @@ from analyzer.analyses import core as analyses
 from analyzer.analyses.filters import FilterArgs
 from analyzer.server.config import Settings
 from analyzer.store.interface import Store, StoreError, StoreURL
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 
 class QueryLimit(StoreError):

@@ -15,7 +15,7 @@ from typing import Any
 
 from analyzer.store import queries
 from analyzer.store.interface import Reader, Store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas.tables import table
 
 RUN_COLUMNS = table("runs").column_names()

@@ -25,9 +25,9 @@ from analyzer.store.export import export_run
 from analyzer.store.ingest import DATA_TABLES
 from analyzer.store.ingest import ingest as ingest_file
 from analyzer.store.interface import init_schema, opened, parse_url
+from base.errors import IotapeError
+from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db
-from iotape.errors import IotapeError
-from iotape.progress import progress as bar
 from schemas.percentiles import LEVELS
 from schemas.tables import ddl
 

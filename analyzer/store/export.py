@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import schemas
 from analyzer.store import catalog, queries
 from analyzer.store.interface import Store
-from iotape.atomic import replacing
-from iotape.errors import IotapeError
+from base.atomic import replacing
+from base.errors import IotapeError
 
 ROW_GROUP_ROWS = 262_144
 

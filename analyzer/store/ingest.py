@@ -44,7 +44,7 @@ import schemas
 from analyzer.store import catalog
 from analyzer.store.event_batches import chunk_batches
 from analyzer.store.interface import Store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import content_sha256, open_trace
 
 # Every table that holds rows of a run, for deletes and for cleaning up after a crash.

@@ -42,7 +42,7 @@ from analyzer.store.ingest import (
     trace_fields,
 )
 from analyzer.store.interface import Store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas.formats import REPLAY_PLAN
 from schemas.tables import table
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from analyzer.store import catalog
 from analyzer.store.interface import Store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas import streams, workload_header
 from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
 

@@ -27,10 +27,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pyarrow as pa
 
-from iotape.cliopts import DB_ENV
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
-ENV = DB_ENV
+# The environment variable naming the store a command uses when `--db` is not given.
+ENV = "IOTAPE_DB"
 DEFAULT_PATH = Path("~/.local/share/iotape/iotape.duckdb")
 URL_HELP = "use a path, duckdb:///PATH, chdb:///PATH or clickhouse://USER@HOST:8123/DB"
 

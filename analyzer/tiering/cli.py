@@ -20,9 +20,9 @@ from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
-from iotape.atomic import replacing
+from base.atomic import replacing
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db
-from iotape.errors import IotapeError
 
 app = typer.Typer(
     help="Analyses of a stored run from the terminal.",

@@ -19,7 +19,7 @@ from analyzer.tiering.events import Events, events_from_columns
 from analyzer.tiering.params import Params, TieringError, parse_size
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import simulate
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 # The server's route reaches the parameters through this module, as it does the run.
 __all__ = ["TieringError", "analyze_run", "load_events", "load_run", "params_for", "parse_size"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 HIT, INSERTED, EVICTED = 1, 2, 4
 NEVER = np.iinfo(np.int64).max  # stack distance of a first access; next use of a last one

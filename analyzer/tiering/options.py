@@ -10,7 +10,7 @@ import typer
 
 from analyzer.tiering.params import Params, parse_size
 from analyzer.tiering.presets import params_for
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 Policy = Annotated[str, typer.Option("--policy", help="tiering, lru, s3fifo, oracle or belady.")]
 Preset = Annotated[

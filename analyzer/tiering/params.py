@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 POLICIES = ("tiering", "lru", "s3fifo", "oracle", "belady")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import procstat
 from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices

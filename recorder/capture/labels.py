@@ -14,7 +14,7 @@ import os
 import struct
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import devices
 from recorder.tracefile.streams import Extent
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import schemas
-from iotape import __version__
-from iotape.errors import IotapeError
+from base import __version__
+from base.errors import IotapeError
 from recorder.capture import labels
 from recorder.tracefile import TraceFooter, devices
 from recorder.tracefile.streams import Extent

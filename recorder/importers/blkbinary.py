@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers.blktrace import (
     ACTIONS,
     MAGIC,

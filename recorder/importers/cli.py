@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from base.progress import progress as bar
 from iotape.cliopts import AsJson, Force
-from iotape.progress import progress as bar
 from recorder.importers.core import FORMATS, import_trace
 
 err = Console(stderr=True)

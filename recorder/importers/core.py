@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape import __version__
-from iotape.errors import IotapeError
+from base import __version__
+from base.errors import IotapeError
 from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import textlines
 from recorder.importers.textformats import BLOCK_BYTES, MAX_U32, FormatSpec
 from recorder.importers.textrecords import BadValue, Context, NoLineEnd, to_records, whole_lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import blktrace as bt
 from recorder.importers import textformats, textlines
 from recorder.importers.csvread import sniff

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import devices
 
 # Devices we make up for formats without device numbers: a major from the range

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import IO, BinaryIO
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 _GZ, _XZ, _ZST = b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd"
 

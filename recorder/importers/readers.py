@@ -8,7 +8,7 @@ from typing import BinaryIO
 import numpy as np
 import pyarrow as pa
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import textlines
 from recorder.importers.csvread import read_csv
 from recorder.importers.textformats import (

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import textlines
 from recorder.importers.textformats import BLOCK_BYTES, FormatSpec
 

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile.format import encode_footer
 from recorder.tracefile.scan import Damage, ScanReport, scan
 

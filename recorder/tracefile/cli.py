@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from base.errors import IotapeError
+from base.progress import progress as bar
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import sub_app
-from iotape.errors import IotapeError
-from iotape.progress import progress as bar
 from recorder.tracefile.check import RepairReport
 from recorder.tracefile.check import check as check_trace
 from recorder.tracefile.check import repair as repair_trace

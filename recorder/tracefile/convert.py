@@ -18,8 +18,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 import schemas
-from iotape.atomic import replacing
-from iotape.errors import IotapeError
+from base.atomic import replacing
+from base.errors import IotapeError
 from recorder.tracefile.arrow import records_to_arrow
 from recorder.tracefile.reader import Trace, open_trace
 

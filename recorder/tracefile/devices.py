@@ -14,7 +14,7 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 SYSFS_DEV_BLOCK = Path("/sys/dev/block")
 

@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 _FILE = schemas.file_constants()
 VERSION: int = int(_FILE["version"])

@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile.arrow import records_to_arrow
 from recorder.tracefile.blocks import (
     ChunkInfo,

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from base.errors import IotapeError
 from iotape.cliopts import AsJson
-from iotape.errors import IotapeError
 from replayer.cli.run import start_line
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport

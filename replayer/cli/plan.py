@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
-from iotape.errors import IotapeError
 from replayer.cli.common import DestroyDataOn
 from replayer.plan import build as planmod
 from replayer.plan.model import PlanResult

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
-from iotape.errors import IotapeError
 from replayer.cli.common import DestroyDataOn, err
 from replayer.run import execute as runmod
 from replayer.run.results import HostStart, RunSummary

@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.run import targets
 from replayer.run.safety import check_target

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.plan.model import HostEntry, Manifest
 from replayer.plan.source import OP
 from replayer.run import fidelity as fid

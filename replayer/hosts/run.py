@@ -34,7 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.model import HostEntry, Manifest

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.plan.model import HostAddress, HostEntry, Job
 from replayer.run import targets
 

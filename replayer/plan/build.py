@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import exact, fitloc, iolog, jobfile, remap, scale, synthetic, write
 from replayer.plan.model import (

@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import iolog, lanes
 from replayer.plan.model import Entries, Job, Slice, Window

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 HEADER = "fio version 3 iolog"
 ACTIONS = ("read", "write", "sync", "trim")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 MODES = ("fit", "wrap", "scale")
 

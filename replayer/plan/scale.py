@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from schemas import stream_group, streams
 from schemas.workload_header import COPIES, DATABASES, MAILBOXES, STORAGE_GROUPS
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 
 OP = schemas.enum("op")

@@ -23,7 +23,7 @@ import numpy as np
 from analyzer.tiering.events import WRITE, event_rows, events_from_columns
 from analyzer.tiering.params import Params
 from analyzer.tiering.simulate import placement
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.run import targets
 

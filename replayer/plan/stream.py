@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import RECORD_DTYPE, open_trace
 from replayer.plan.source import OP, Source, replayable, request_times
 

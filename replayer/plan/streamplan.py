@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import build, exact, iolog, jobfile, lanes, scale, stream, write
 from replayer.plan.model import Job, Plan, PlanResult, Window

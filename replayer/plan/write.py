@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import iolog, jobfile
 from replayer.plan.model import Manifest, Plan

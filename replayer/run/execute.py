@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import record as rec
 from replayer.plan import build as planmod
 from replayer.plan.model import Manifest

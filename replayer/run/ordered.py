@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 from replayer.plan.source import OP, replayable, request_times
 

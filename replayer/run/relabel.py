@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace, trace_sha256, write_trace
 from replayer.plan import iolog
 from replayer.plan.model import Manifest

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.plan.model import Manifest
 
 RUNNERS = ("auto", "fio", "lanes")

@@ -14,7 +14,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import devices
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 BLKGETSIZE64 = 0x80081272
 BLKSSZGET = 0x1268

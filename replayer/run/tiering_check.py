@@ -27,8 +27,8 @@ import numpy as np
 from analyzer.tiering.events import Events, load_trace
 from analyzer.tiering.params import Params
 from analyzer.tiering.simulate import simulate
-from iotape.atomic import replacing
-from iotape.errors import IotapeError
+from base.atomic import replacing
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 from replayer.plan import build as planmod
 from replayer.plan import split as splitmod

@@ -19,7 +19,7 @@ from analyzer.analyses import histograms
 from analyzer.server.app import create_app
 from analyzer.server.config import Settings, check_bind
 from analyzer.store.interface import StoreError
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 
 @pytest.fixture(scope="module")

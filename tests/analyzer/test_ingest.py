@@ -16,7 +16,7 @@ from trace_helpers import make_trace, workload_records
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import open_store
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile.convert import convert
 
 ROOT = Path(__file__).resolve().parents[2]

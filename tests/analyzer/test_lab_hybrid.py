@@ -18,7 +18,7 @@ from conftest import need
 from analyzer.lab import predict
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import schemas
 from analyzer.store import cli as analyzer_cli
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 
 app = typer.Typer(pretty_exceptions_enable=False)

@@ -18,7 +18,7 @@ import schemas
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import StoreError, open_store, parse_url
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 from schemas import tables
 

@@ -15,7 +15,7 @@ from analyzer.tiering.policies import prepare
 from analyzer.tiering.presets import PRESETS, params_for
 from analyzer.tiering.simulate import simulate
 from analyzer.tiering.sweep import sweep
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 UNIT = 1 << 20
 SEC = 10**9

@@ -9,7 +9,7 @@ import pytest
 from conftest import need
 from helpers import fio_args, fio_multiset, trace_multiset, trace_records
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import ftrace_backend, labels
 from recorder.capture import record as rec
 

@@ -14,7 +14,7 @@ from conftest import need
 from import_helpers import CAT, SDA, TRACES, notify_comm, notify_time, trace
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import blktrace as bt
 from recorder.importers.core import import_trace
 from recorder.tracefile import open_trace

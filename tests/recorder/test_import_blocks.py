@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import csvread
 from recorder.importers.core import import_trace
 from recorder.tracefile import TraceWriter, open_trace

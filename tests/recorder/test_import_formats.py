@@ -14,7 +14,7 @@ import pytest
 from import_helpers import TRACES
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers import textformats
 from recorder.importers.core import detect, import_trace
 from recorder.tracefile import open_trace

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from import_helpers import CAT, trace, vscsi
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers.core import FORMATS, import_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"

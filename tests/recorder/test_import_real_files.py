@@ -18,7 +18,7 @@ from conftest import need
 from import_helpers import TRACES, VSCSI_REQS, vscsi
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers.core import FORMATS, detect, import_trace
 from recorder.tracefile import open_trace
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import labels
 from recorder.tracefile.streams import Extent, apply_streams
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from import_helpers import TRACES
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.importers.core import detect
 from recorder.tracefile import check, open_trace
 

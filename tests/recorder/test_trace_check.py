@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trace_helpers import DT, chunk_offsets, make_trace, random_records
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
 

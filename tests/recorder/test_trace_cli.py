@@ -25,7 +25,7 @@ from trace_helpers import (
 from typer.testing import CliRunner
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile.cli import app
 
 runner = CliRunner()

@@ -11,7 +11,7 @@ import pytest
 from trace_helpers import chunk_offsets, chunk_size, make_trace, workload_records
 from typer.testing import CliRunner
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
 from recorder.tracefile.cli import app

@@ -24,7 +24,7 @@ from trace_helpers import (
 )
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceFormatError, TraceWriter, decode_comm, open_trace
 from recorder.tracefile import format as tf
 from recorder.tracefile.scan import scan

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.plan import iolog
 from replayer.plan.model import Manifest
 from replayer.run import execute as runmod

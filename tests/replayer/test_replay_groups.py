@@ -16,7 +16,7 @@ from trace_helpers import DT, SDA, header
 from typer.testing import CliRunner
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import write_trace
 from replayer.cli import app
 from replayer.plan import scale

@@ -26,7 +26,7 @@ from hosts_lab import PORT, Lab
 
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.build import PlanOptions, plan

@@ -15,7 +15,7 @@ import pytest
 from test_replay_plan import _iolog_counts, _targets, _trace
 from test_replay_run import _record_fio
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan import exact, iolog, lanes, stream, streamplan
 from replayer.plan.build import PlanOptions, plan

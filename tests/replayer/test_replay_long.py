@@ -16,7 +16,7 @@ import pytest
 from test_replay_plan import _targets, _trace
 from test_replay_run import _record_fio
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from replayer.plan import exact, iolog
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as runmod

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.capture import record as rec
 from recorder.tracefile import open_trace, write_trace
 from replayer.cli import app

@@ -21,7 +21,7 @@ from helpers import iotape
 from trace_helpers import DT, SDA, header
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import write_trace
 from replayer.plan import split
 from replayer.plan.build import PlanOptions, plan

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from analyzer.tiering.events import load_trace
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import placement
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
 from replayer import cli as replay_cli
 from replayer.plan import split

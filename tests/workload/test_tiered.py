@@ -180,7 +180,7 @@ def test_bad_options_one_line(tmp_path: Path, args: list[str], message: str) -> 
 def test_cli_passes_tier_options_and_their_errors(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from iotape.errors import IotapeError
+    from base.errors import IotapeError
     from workload.cli import app
 
     res = CliRunner().invoke(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from workload import engine, html, profiles, report
 from workload.cli import app
 

@@ -17,7 +17,7 @@ import pytest
 from ese_log_helpers import log_records
 from typer.testing import CliRunner
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from workload import engine, esrp, report
 from workload.cli import app
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import schemas
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from recorder.tracefile import open_trace
 from workload import engine, layout, report
 from workload.cli import app

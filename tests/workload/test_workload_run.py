@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 from workload import engine, layout
 from workload.cli import app
 

@@ -10,7 +10,7 @@ from analyzer.analyses import comparison
 from analyzer.analyses.results import ComparisonSet
 from analyzer.server.deps import FilterDep, StoreDep
 from analyzer.server.models import CompareResponse
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 router = APIRouter(tags=["compare"])
 RunRef = Annotated[str, Query(min_length=1, max_length=200, description="run id or name")]

@@ -17,7 +17,7 @@ from analyzer.server.deps import RunDep
 from analyzer.server.models import TieringResponse
 from analyzer.store.interface import Store
 from analyzer.tiering import from_store as tiering
-from iotape.errors import IotapeError
+from base.errors import IotapeError
 
 router = APIRouter(tags=["tiering"])
 
