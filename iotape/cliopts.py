@@ -24,3 +24,6 @@ Db = Annotated[
         show_default=False,
     ),
 ]
+RunRef = Annotated[
+    str, typer.Argument(help="The run's id (or a unique prefix of it) or its name.", metavar="RUN")
+]

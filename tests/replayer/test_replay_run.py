@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
+from iotape.commands.replay import app
 from recorder.capture import record as rec
 from recorder.tracefile import open_trace, write_trace
-from replayer.cli import app
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import OP, load
 from replayer.run import fidelity, safety

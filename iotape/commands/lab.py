@@ -1,4 +1,4 @@
-"""`iotape lab`: experiments on emulated devices (iotape/cli.py registers the group)."""
+"""`iotape lab`: experiments on emulated devices."""
 
 from __future__ import annotations
 

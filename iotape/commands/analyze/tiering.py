@@ -1,10 +1,4 @@
-"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run
-(`analyze latency` and `analyze verdict` live in regress_cli.py).
-
-iotape/cli.py registers the group:
-
-    app.add_typer(analyze_cli.app, name="analyze")
-"""
+"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run."""
 
 from __future__ import annotations
 
@@ -16,24 +10,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
 from base.atomic import replacing
 from base.errors import IotapeError
-from iotape.cliopts import AsJson, Db
+from iotape.cliopts import AsJson, Db, RunRef
 
-app = typer.Typer(
-    help="Analyses of a stored run from the terminal.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 out = Console()
 
 
-@app.command("tiering")
 def tiering_cmd(
     run: RunRef,
     policy: opt.Policy = "tiering",
@@ -173,14 +159,3 @@ def _print(r: dict) -> None:
             )
             t.add_row("projection error", *(_signed(e[k]) for k in ("p50", "p99", "mean")))
         out.print(t)
-
-
-def _register_reports() -> None:
-    # The server's analyses as commands: one implementation (analyses.py), two front ends.
-    from analyzer.analyses import cli as regress_cli
-
-    app.command("latency")(regress_cli.latency)
-    app.command("verdict")(regress_cli.verdict)
-
-
-_register_reports()

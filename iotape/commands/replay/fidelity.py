@@ -12,7 +12,7 @@ from rich.table import Table
 
 from base.errors import IotapeError
 from iotape.cliopts import AsJson
-from replayer.cli.run import start_line
+from iotape.commands.replay.run import start_line
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
 
