@@ -30,7 +30,7 @@ from analyzer.analyses import history as hist
 from analyzer.analyses import verdict as jetstress
 from analyzer.analyses.filters import FilterArgs
 from analyzer.store.cli import RunRef
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db
 from schemas.percentiles import NAMES

@@ -24,7 +24,8 @@ from analyzer.store import catalog, queries
 from analyzer.store.export import export_run
 from analyzer.store.ingest import DATA_TABLES
 from analyzer.store.ingest import ingest as ingest_file
-from analyzer.store.interface import init_schema, opened, parse_url
+from analyzer.store.interface import parse_url
+from analyzer.store.opener import init_schema, opened
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from analyzer.store.cli import RunRef
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
 from base.atomic import replacing
