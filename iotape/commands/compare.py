@@ -12,7 +12,7 @@ from rich.table import Table
 
 from analyzer.analyses import comparison, junit
 from analyzer.analyses.filters import FilterArgs
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from iotape.cliopts import AsJson, Db
 from iotape.commands.analysis_options import (
     Device,

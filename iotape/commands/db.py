@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from analyzer.store.interface import init_schema, opened, parse_url
+from analyzer.store.interface import parse_url
+from analyzer.store.opener import init_schema, opened
 from base.errors import IotapeError
 from iotape.cliopts import Db
 from schemas.tables import ddl

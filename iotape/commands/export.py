@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from analyzer.store.export import export_run
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from base.progress import progress as bar
 from iotape.cliopts import Db, RunRef
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from analyzer.analyses import comparison
 from analyzer.analyses import history as hist
 from analyzer.analyses.filters import FilterArgs
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from iotape.cliopts import AsJson, Db
 from iotape.commands.analysis_options import (
     End,

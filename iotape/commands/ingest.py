@@ -10,7 +10,7 @@ from rich.console import Console
 
 from analyzer.store import catalog
 from analyzer.store.ingest import ingest as ingest_file
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db

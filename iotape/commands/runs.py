@@ -12,7 +12,7 @@ from rich.table import Table
 
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import DATA_TABLES
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db, RunRef
 from schemas.percentiles import LEVELS

@@ -25,7 +25,7 @@ import numpy as np
 import schemas
 from base.errors import IotapeError
 from recorder.capture import procstat
-from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
 from recorder.tracefile.streams import Extent, apply_streams
 

@@ -14,64 +14,24 @@ import os
 import platform
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import schemas
 from base import __version__
 from base.errors import IotapeError
 from recorder.capture import labels
-from recorder.tracefile import TraceFooter, devices
+from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.tracefile import devices
 from recorder.tracefile.streams import Extent
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
 READY_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
 OPS = tuple(schemas.enum("op"))
-
-
-@dataclass
-class RecordOptions:
-    devices: list[str]
-    output: Path
-    command: list[str] = field(default_factory=list)
-    duration: float | None = None
-    pids: list[int] = field(default_factory=list)
-    cgroups: list[str] = field(default_factory=list)
-    comms: list[str] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    metadata: dict = field(default_factory=dict)
-    force: bool = False
-    backend: str = "bpf"
-    chunk_records: int = 8192
-    ring_mb: int = 32
-    bpf_stats: bool = False
-    argv: list[str] = field(default_factory=lambda: list(sys.argv))
-
-
-class RecordSummary(TraceFooter, total=False):
-    """The trace's footer (events and chunks filled in) and the recorder process's
-    peak RSS and CPU (`iotape record --json`)."""
-
-    type: str  # "done": the loader's last progress line
-    process: dict[str, Any]
-
-
-@dataclass
-class RecordResult:
-    output: Path
-    summary: RecordSummary
-    command_exit: int | None
-
-
-Progress = Callable[[dict], None]
 
 
 def loader_path() -> Path:

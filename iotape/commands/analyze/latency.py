@@ -9,7 +9,7 @@ from rich.table import Table
 
 from analyzer.analyses import core as analyses
 from analyzer.analyses.filters import FilterArgs
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from iotape.cliopts import AsJson, Db, RunRef
 from iotape.commands.analysis_options import (
     Device,

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
 from base.atomic import replacing

@@ -9,7 +9,7 @@ from analyzer.analyses import core as analyses
 from analyzer.analyses import junit
 from analyzer.analyses import verdict as jetstress
 from analyzer.analyses.filters import FilterArgs
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from iotape.cliopts import AsJson, Db, RunRef
 from iotape.commands.analysis_options import (
     Device,
