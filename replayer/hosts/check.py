@@ -21,9 +21,9 @@ import os
 from pathlib import Path
 
 from base.errors import IotapeError
+from devices import targets
+from devices.safety import check_target
 from replayer.hosts import spec as hosts
-from replayer.run import targets
-from replayer.run.safety import check_target
 
 UNIT = 512
 PER_REASON = 64

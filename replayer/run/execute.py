@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Literal
 
 from base.errors import IotapeError
+from devices import targets
+from devices.naming import rdev_of
+from devices.safety import check_target
 from recorder.capture import record as rec
 from replayer.plan import build as planmod
 from replayer.plan.model import Manifest
 from replayer.run import launch as launchmod
 from replayer.run import runner as runnermod
-from replayer.run import targets
 from replayer.run.relabel import relabel
 from replayer.run.results import JobRow, RunSummary
-from replayer.run.safety import check_target, rdev_of
 
 
 def load_manifest(jobdir: Path) -> Manifest:

@@ -251,3 +251,13 @@ def ranges(users: dict[str, list[Owner]], probed: dict[str, Target], need: dict[
         for i, owner in enumerate(dbs):
             out[(path, owner)] = (i * each, each)
     return out
+
+
+def device_size(path: str) -> int:
+    """The size of a block device (or file), by seeking to its end; an OSError if it
+    cannot be opened read-only."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
