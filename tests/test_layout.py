@@ -12,16 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = (
-    "iotape",
-    "base",
-    "schemas",
-    "devices",
-    "recorder",
-    "workload",
-    "replayer",
-    "analyzer",
-)
+PACKAGES = ("iotape", "base", "schemas", "devices", "recorder", "workload", "replayer", "analyzer")
 MAX_FILE_LINES = 500
 MAX_BODY_LINES = 80
 
@@ -53,6 +44,14 @@ FORBIDDEN = [
     ("analyzer.tiering", "analyzer.server"),
     ("analyzer.store", "analyzer.server"),
     ("workload", "analyzer"),
+    ("workload", "replayer"),
+    # Block devices (naming, what a path is, whether it may be written over): one
+    # place, below every component that writes to or records one.
+    ("devices", "recorder"),
+    ("devices", "workload"),
+    ("devices", "replayer"),
+    ("devices", "analyzer"),
+    ("devices", "iotape"),
     # The lab runs experiments end to end (devices, workload, record, ingest,
     # tiering): only the command line imports it.
     ("analyzer.lab", "analyzer.server"),

@@ -23,9 +23,9 @@ from typing import cast
 import schemas
 from base import __version__
 from base.errors import IotapeError
+from devices import naming
 from recorder.capture import labels
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
-from recorder.tracefile import devices
 from recorder.tracefile.streams import Extent
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
@@ -64,7 +64,7 @@ def check_output(path: Path, force: bool) -> None:
         raise IotapeError(f"{path}: directory {parent} is not writable")
 
 
-def validate(opts: RecordOptions) -> list[devices.Device]:
+def validate(opts: RecordOptions) -> list[naming.Device]:
     if not opts.devices:
         raise IotapeError("no device to record: give at least one -d DEV")
     for op in opts.ops:
@@ -75,7 +75,7 @@ def validate(opts: RecordOptions) -> list[devices.Device]:
             raise IotapeError(f"--comm {comm!r}: a thread name is 1 to 15 bytes")
     if opts.duration is not None and opts.duration <= 0:
         raise IotapeError(f"--duration {opts.duration}: must be positive")
-    devs = [devices.resolve(d) for d in opts.devices]
+    devs = [naming.resolve(d) for d in opts.devices]
     seen: set[int] = set()
     for d in devs:
         key = d.partition.dev if d.partition else d.dev
@@ -88,7 +88,7 @@ def validate(opts: RecordOptions) -> list[devices.Device]:
 
 def build_meta(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     cgroups: list[int],
     streams: dict[int, str],
     label_summary: list[dict],
@@ -114,7 +114,7 @@ def build_meta(
 
 def loader_argv(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     cgroups: list[int],
     meta_path: str,
     extents_path: str | None,

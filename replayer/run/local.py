@@ -17,14 +17,16 @@ import sys
 from pathlib import Path
 
 from base.errors import IotapeError
+from devices import targets
+from devices.naming import rdev_of
+from devices.safety import check_target
 from replayer.plan import build as planmod
 from replayer.plan.model import Manifest
-from replayer.run import around, targets
+from replayer.run import around
 from replayer.run import launch as launchmod
 from replayer.run import runner as runnermod
 from replayer.run.interface import Say
 from replayer.run.results import JobRow, RunSummary
-from replayer.run.safety import check_target, rdev_of
 from replayer.run.summarize import summarize
 
 

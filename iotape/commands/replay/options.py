@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
 from rich.console import Console
 
-err = Console(stderr=True)
+from iotape.cliopts import DestroyDataOn
 
-DestroyDataOn = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--destroy-data-on",
-        help="Allow writing to DEV despite a filesystem, mount or root disk.",
-    ),
-]
+__all__ = ["DestroyDataOn", "err"]
+
+err = Console(stderr=True)
