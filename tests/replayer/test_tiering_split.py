@@ -121,8 +121,8 @@ def test_the_replayer_reaches_neither_the_store_nor_the_server() -> None:
     """The replayer may use the tiering simulator, never analyzer.store or
     analyzer.server: importing what it uses loads neither."""
     code = (
-        "import sys, iotape.commands.replay, replayer.plan.split, replayer.plan.locality, "
-        "replayer.plan.fitloc, replayer.run.tiering_check\n"
+        "import sys, replayer.plan.build, replayer.run.execute, replayer.plan.split, "
+        "replayer.plan.locality, replayer.plan.fitloc, replayer.run.tiering_check\n"
         "print(sorted(m for m in sys.modules\n"
         "             if m.startswith(('analyzer.store', 'analyzer.server'))))"
     )
