@@ -6,13 +6,14 @@ Bad input raises `BadInput` (the routes make it a 422)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import schemas
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
 from base.errors import IotapeError
+from schemas.documents.api import Filter
 
 
 class BadInput(IotapeError):
@@ -87,7 +88,7 @@ def _device(store: Reader, run_id: str, ref: str) -> int:
     raise BadInput(f"device {ref!r}: not a device of this run ({known}); or give MAJOR:MINOR")
 
 
-def describe_filter(f: EventFilter) -> dict[str, Any]:
+def describe_filter(f: EventFilter) -> Filter:
     """The filter as applied, for the response: what the numbers cover."""
     out: dict[str, Any] = {}
     for k in ("op", "stream", "dev"):
@@ -101,4 +102,4 @@ def describe_filter(f: EventFilter) -> dict[str, Any]:
         out["start_s"] = f.t_from_ns / 1e9
     if f.t_to_ns != queries.MAX_NS:
         out["end_s"] = f.t_to_ns / 1e9
-    return out
+    return cast(Filter, out)
