@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -33,6 +33,7 @@ from analyzer.store.cli import RunRef
 from analyzer.store.interface import opened
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db
+from schemas.documents.api import LatencyResponse, VerdictResponse
 from schemas.percentiles import NAMES
 
 out = Console(width=140)
@@ -133,7 +134,7 @@ def latency(
     with opened(db, create=False) as store:
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
-        res: dict[str, Any] = {
+        res: LatencyResponse = {
             "run": {"id": r["id"], "name": r["name"]},
             "filter": analyses.describe_filter(f),
             **analyses.latency(store, r["id"], f, exact=exact),
@@ -141,8 +142,7 @@ def latency(
     if fmt is Format.json:
         _dump(res)
         return
-    for metric, title in (("device", "device time"), ("queue", "queue time")):
-        m = res[metric]
+    for m, title in ((res["device"], "device time"), (res["queue"], "queue time")):
         t = Table(title=f"{res['run']['name']}: {title} ({res['method']})", title_justify="left")
         for c in ("op / stream", "count", "mean", *NAMES, "max"):
             t.add_column(c, justify="left" if c == "op / stream" else "right")
@@ -152,7 +152,7 @@ def latency(
             if not g["count"]:
                 t.add_row(name, "0", *["-"] * 7)
                 continue
-            p = g["percentiles"]
+            p = cast(dict[str, float], g["percentiles"])
             levels = (*NAMES, "max")
             t.add_row(name, f"{g['count']:,}", _ns(g["mean_ns"]), *(_ns(p[k]) for k in levels))
         out.print(t)
@@ -186,7 +186,11 @@ def verdict(
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
         v = jetstress.verdict(store, r["id"], f, mode.value)
-    res = {"run": {"id": r["id"], "name": r["name"]}, "filter": analyses.describe_filter(f), **v}
+    res: VerdictResponse = {
+        "run": {"id": r["id"], "name": r["name"]},
+        "filter": analyses.describe_filter(f),
+        **v,
+    }
     if fmt is Format.json:
         _dump(res)
     elif fmt is Format.junit:

@@ -26,8 +26,7 @@ from analyzer.analyses.filters import BadInput, FilterArgs
 from analyzer.analyses.histograms import LEVELS, Hist, merge
 from analyzer.store import catalog
 from analyzer.store.interface import Reader
-from schemas.documents.api import FilterArgs as GivenFilter
-from schemas.documents.api import History, HistoryGroup, HistoryPoint, Skipped
+from schemas.documents.api import GivenFilter, History, HistoryGroup, HistoryPoint, Skipped
 
 REPS = 200
 DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")

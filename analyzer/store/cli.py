@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -28,6 +28,7 @@ from analyzer.store.interface import init_schema, opened, parse_url
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db
+from schemas.documents.api import RunEntry
 from schemas.percentiles import LEVELS
 from schemas.tables import ddl
 
@@ -169,8 +170,9 @@ def runs_list(
     Console().print(t)
 
 
-def _public(r: dict) -> dict:
-    return {k: v for k, v in r.items() if k not in ("header", "version", "state")}
+def _public(r: dict) -> RunEntry:
+    """The run's catalog entry as `runs list --json` and GET /runs show it."""
+    return cast(RunEntry, {k: v for k, v in r.items() if k not in ("header", "version", "state")})
 
 
 @runs_app.command("show")
