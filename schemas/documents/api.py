@@ -39,15 +39,16 @@ class Filter(TypedDict, total=False):
     end_s: float
 
 
-class FilterArgs(TypedDict, total=False):
-    """/history's filter as given: names, since each run resolves them itself."""
+class GivenFilter(TypedDict, total=False):
+    """/history's filter as given (analyses.filters.FilterArgs but the device): names,
+    since each run resolves them itself."""
 
     op: str
     stream: str
     min_bytes: int
     max_bytes: int
-    start: float
-    end: float
+    start_s: float
+    end_s: float
 
 
 class RunRef(TypedDict):
@@ -443,7 +444,7 @@ class History(TypedDict):
     version_from: str
     order: str
     confidence: float
-    filter: FilterArgs
+    filter: GivenFilter
     versions: list[HistoryVersion]
     method: HistoryMethod
     skipped: list[Skipped]
