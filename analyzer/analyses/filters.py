@@ -37,7 +37,7 @@ def _code(value: str, names: dict[str, int], what: str) -> int:
     v = value.strip()
     if v in names:
         return names[v]
-    if v.isdigit() and int(v) <= 255:
+    if v.isdecimal() and int(v) <= 255:
         return int(v)
     known = ", ".join(sorted(names, key=lambda k: names[k]))
     raise BadInput(f"{what} {value!r}: not one of {known} (or a number 0-255)")
@@ -82,7 +82,13 @@ def _device(store: Reader, run_id: str, ref: str) -> int:
         if ref in (d["name"], d["partition_name"]) and ref:
             return d["dev"]
     major, sep, minor = ref.partition(":")
-    if sep and major.isdigit() and minor.isdigit() and int(major) < 4096 and int(minor) < 1 << 20:
+    if (
+        sep
+        and major.isdecimal()
+        and minor.isdecimal()
+        and int(major) < 4096
+        and int(minor) < 1 << 20
+    ):
         return int(major) << 20 | int(minor)
     known = ", ".join(d["name"] for d in devs) or "none recorded"
     raise BadInput(f"device {ref!r}: not a device of this run ({known}); or give MAJOR:MINOR")

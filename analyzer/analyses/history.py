@@ -34,7 +34,7 @@ DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")
 
 def version_key(v: str) -> tuple:
     """Natural order: 1.9 before 1.10, GDC5 before GDC10; numbers before letters."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
+    return tuple((0, int(p), "") if p.isdecimal() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
 
 
 def _runs_of_model(store: Reader, model: str, tag: str | None) -> tuple[list[dict], list[Skipped]]:
