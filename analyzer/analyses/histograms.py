@@ -194,5 +194,5 @@ def summary(h: Hist, cdf_points: int) -> Distribution:
         "max_ns": int(h.hi[-1]),
         "percentiles": cast(Percentiles, percentiles_from(h)),
         "histogram": [[int(a), int(b), int(c)] for a, b, c in zip(low, high, h.n, strict=True)],
-        "cdf": [[int(h.hi[i]), float(cum[i] / n)] for i in idx],
+        "cdf": [(int(h.hi[i]), float(cum[i] / n)) for i in idx],
     }

@@ -138,7 +138,7 @@ class Distribution(TypedDict):
     max_ns: int | None
     percentiles: Percentiles | None
     histogram: list[list[int]]  # [low ns, high ns, count]
-    cdf: list[list[Num]]  # [latency ns, fraction at or below]
+    cdf: list[tuple[int, float]]  # [latency ns, fraction at or below]
 
 
 class GroupDistribution(TypedDict):
@@ -154,7 +154,7 @@ class GroupDistribution(TypedDict):
     max_ns: int | None
     percentiles: Percentiles | None
     histogram: list[list[int]]
-    cdf: list[list[Num]]
+    cdf: list[tuple[int, float]]
 
 
 class MetricLatency(TypedDict):
