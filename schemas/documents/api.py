@@ -5,9 +5,11 @@ TypedDicts: the analyses build and return plain dicts (the CLI prints them as th
 are); the routes name these types as their `response_model`, so pydantic checks
 each answer against them and writes the OpenAPI schema from them. Every key is
 declared (pydantic drops an undeclared one, and tests/schemas/test_api_documents.py
-fails on it). The server writes keys in the order declared here; the order matches
-what the analyses build. Numbers that are integers in one case and floats in
-another are `Num`, which keeps each as it came (a `float` field makes 20 into 20.0).
+fails on it). The server writes keys in the order declared here, which is the order
+the analyses build them in (but for the tiering answer's profile runs, which the
+server has always put after the skew). Numbers that are integers in one case and
+floats in another are `Num`, which keeps each as it came (a `float` field makes 20
+into 20.0).
 
 typing_extensions.TypedDict, not typing's: pydantic needs it before Python 3.12.
 """
@@ -19,11 +21,9 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict
 
 from schemas.documents.tiering import SimulationCore, SimulationExtras
-from schemas.jetstress import Check
+from schemas.jetstress import Check as Check  # a verdict's check: the contract's
 
 Num = int | float
-
-__all__ = ["Check", "Num"]  # and every TypedDict below
 
 
 class Filter(TypedDict, total=False):
