@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -15,6 +15,7 @@ from analyzer.store.ingest import DATA_TABLES
 from analyzer.store.opener import opened
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db, RunRef
+from schemas.documents.api import RunEntry
 from schemas.percentiles import LEVELS
 
 err = Console(stderr=True)
@@ -88,8 +89,9 @@ def runs_list(
     Console().print(t)
 
 
-def _public(r: dict) -> dict:
-    return {k: v for k, v in r.items() if k not in ("header", "version", "state")}
+def _public(r: dict) -> RunEntry:
+    """The run's catalog entry as `runs list --json` and GET /runs show it."""
+    return cast(RunEntry, {k: v for k, v in r.items() if k not in ("header", "version", "state")})
 
 
 @runs_app.command("show")

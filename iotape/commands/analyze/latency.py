@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, cast
 
 import typer
 from rich.table import Table
@@ -26,6 +26,7 @@ from iotape.commands.analysis_options import (
     ns,
     out,
 )
+from schemas.documents.api import LatencyResponse
 from schemas.percentiles import NAMES
 
 
@@ -55,7 +56,7 @@ def latency(
     with opened(db, create=False) as store:
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
-        res: dict[str, Any] = {
+        res: LatencyResponse = {
             "run": {"id": r["id"], "name": r["name"]},
             "filter": analyses.describe_filter(f),
             **analyses.latency(store, r["id"], f, exact=exact),
@@ -63,8 +64,7 @@ def latency(
     if fmt is Format.json:
         dump(res)
         return
-    for metric, title in (("device", "device time"), ("queue", "queue time")):
-        m = res[metric]
+    for m, title in ((res["device"], "device time"), (res["queue"], "queue time")):
         t = Table(title=f"{res['run']['name']}: {title} ({res['method']})", title_justify="left")
         for c in ("op / stream", "count", "mean", *NAMES, "max"):
             t.add_column(c, justify="left" if c == "op / stream" else "right")
@@ -74,7 +74,7 @@ def latency(
             if not g["count"]:
                 t.add_row(name, "0", *["-"] * 7)
                 continue
-            p = g["percentiles"]
+            p = cast(dict[str, float], g["percentiles"])
             levels = (*NAMES, "max")
             t.add_row(name, f"{g['count']:,}", ns(g["mean_ns"]), *(ns(p[k]) for k in levels))
         out.print(t)

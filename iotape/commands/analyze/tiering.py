@@ -16,6 +16,7 @@ from analyzer.tiering import options as opt
 from base.atomic import replacing
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db, RunRef
+from schemas.documents.api import TieringResponse
 
 out = Console()
 
@@ -99,7 +100,7 @@ def _ns(v: float | None) -> str:
     return f"{v / 1e6:.3f} ms" if v >= 1e6 else f"{v / 1e3:.1f} µs"
 
 
-def _print(r: dict) -> None:
+def _print(r: TieringResponse) -> None:
     p = r["params"]
     preset = f", preset {p['preset']}" if p["preset"] else ""
     out.print(
@@ -142,12 +143,12 @@ def _print(r: dict) -> None:
         t = Table(title="projected device latency")
         for c in ("", "p50", "p99", "mean"):
             t.add_column(c, justify="right")
-        for name, label in (
-            ("slow_only", f"slow device ({r['slow_run']['name']})"),
-            ("projected", "projected (tiered)"),
-            ("fast_only", f"fast device ({r['fast_run']['name']})"),
+        lat = r["latency"]
+        for m, label in (
+            (lat["slow_only"], f"slow device ({r['slow_run']['name']})"),
+            (lat["projected"], "projected (tiered)"),
+            (lat["fast_only"], f"fast device ({r['fast_run']['name']})"),
         ):
-            m = r["latency"][name]
             t.add_row(label, _ns(m["p50_ns"]), _ns(m["p99_ns"]), _ns(m["mean_ns"]))
         if "measured" in r["latency"]:
             m, e = r["latency"]["measured"], r["latency"]["error"]

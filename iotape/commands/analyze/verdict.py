@@ -27,6 +27,7 @@ from iotape.commands.analysis_options import (
     fmt_choice,
     out,
 )
+from schemas.documents.api import VerdictResponse
 
 
 def verdict(
@@ -54,7 +55,11 @@ def verdict(
         r = analyses.find_run(store, run)
         f = analyses.resolve_filter(store, r["id"], args)
         v = jetstress.verdict(store, r["id"], f, mode.value)
-    res = {"run": {"id": r["id"], "name": r["name"]}, "filter": analyses.describe_filter(f), **v}
+    res: VerdictResponse = {
+        "run": {"id": r["id"], "name": r["name"]},
+        "filter": analyses.describe_filter(f),
+        **v,
+    }
     if fmt is Format.json:
         dump(res)
     elif fmt is Format.junit:
@@ -65,10 +70,10 @@ def verdict(
         t = Table(show_header=True)
         for c in ("check", "value", "limit", "requests", "result"):
             t.add_column(c, justify="left" if c in ("check", "result") else "right")
-        for c in v["checks"]:
-            res_ = "no data" if c["pass"] is None else ("pass" if c["pass"] else "FAIL")
-            val = "-" if c["value"] is None else f"{c['value']:.3f}"
-            t.add_row(c["check"], val, f"{c['limit']:g}", f"{c['requests']:,}", res_)
+        for ch in v["checks"]:
+            res_ = "no data" if ch["pass"] is None else ("pass" if ch["pass"] else "FAIL")
+            val = "-" if ch["value"] is None else f"{ch['value']:.3f}"
+            t.add_row(ch["check"], val, f"{ch['limit']:g}", f"{ch.get('requests', 0):,}", res_)
         out.print(t)
         for d in v["per_device"]:
             out.print(f"  device {d['name']}: {d['result']}")

@@ -1,0 +1,1 @@
+"""Documents: the JSON shapes that iotape's parts hand to each other and to their users."""
