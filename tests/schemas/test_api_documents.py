@@ -32,11 +32,12 @@ from analyzer.server.config import Settings
 from analyzer.server.routes import compare, history, latency, runs, timeseries, verdict
 from analyzer.server.routes import tiering as tiering_routes
 from analyzer.store import catalog
-from analyzer.store.cli import _public
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import Store, open_store
+from analyzer.store.interface import Store
+from analyzer.store.opener import open_store
 from analyzer.tiering import from_store
 from analyzer.tiering.presets import params_for
+from iotape.commands.runs import _public
 from schemas import jetstress as jetstress_contract
 from schemas.documents import api, tiering
 from schemas.percentiles import NAMES
