@@ -135,7 +135,7 @@ def _jobs(
     return jobs
 
 
-def _run(inp: sources.Input, fr: Frame, laid: Laid, sink: sinks.Collected | sinks.LaneLogs) -> Plan:
+def _run(inp: sources.Input, fr: Frame, laid: Laid, sink: sinks.Sink) -> Plan:
     """Every chunk of `inp` planned into `sink`: the plan."""
     view = inp.view
     window_ns = int(max(fr.opts.window_s, view.duration_ns / 1e9 / MAX_WINDOWS) * 1e9)

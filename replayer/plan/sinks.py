@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -22,6 +23,14 @@ from replayer.hosts import spec as hosts
 from replayer.plan import exact, iolog, lanes
 from replayer.plan.model import Arrangement, Job, Window
 from replayer.plan.options import PlanOptions
+
+
+class Sink(Protocol):
+    def add(self, jobs: list[Job]) -> None:
+        """One chunk's jobs."""
+
+    def finish(self) -> Arrangement:
+        """The jobs as they run, once every chunk is in."""
 
 
 def reach(jobs: list[Job]) -> dict[str, int]:
