@@ -105,7 +105,7 @@ def _lay_out(fr: Frame, view: Source) -> Laid:
     return Laid(groups, users, steps.layout(view, groups, users, fr.opts))
 
 
-def _open(opts: PlanOptions) -> tuple[sources.Input, Frame, Laid]:
+def _open(opts: PlanOptions) -> tuple[sources.Input, Frame]:
     """The trace (whole, or in chunks where it is large and the plan exact lanes)
     and what its chunks are planned against."""
     steps.check(opts)
@@ -114,7 +114,7 @@ def _open(opts: PlanOptions) -> tuple[sources.Input, Frame, Laid]:
     if isinstance(inp, sources.Chunked) and fr.mode != "exact":
         inp = sources.whole(opts)  # auto chose synthetic mode: planned whole
         fr = _frame(opts, inp)
-    return inp, fr, _lay_out(fr, inp.view)
+    return inp, fr
 
 
 def _jobs(
@@ -166,16 +166,25 @@ def _run(inp: sources.Input, fr: Frame, laid: Laid, sink: sinks.Sink) -> Plan:
     )
 
 
-def _collected(inp: sources.Input, fr: Frame, laid: Laid) -> Plan:
+def _collected(inp: sources.Input, fr: Frame) -> Plan:
+    """The plan held in memory (its groups let go once it is made)."""
+    laid = _lay_out(fr, inp.view)
     return _run(inp, fr, laid, sinks.Collected(fr.opts, fr.mode, bool(fr.hosts)))
+
+
+def _chunked(inp: sources.Chunked, fr: Frame) -> PlanResult:
+    """JOBDIR written as the trace is read: its logs appended chunk by chunk."""
+    laid = _lay_out(fr, inp.view)
+    with write.staged(_jobdir(fr.opts), fr.opts.force) as tmp:
+        sink = sinks.LaneLogs(tmp, sorted({g.path for g in laid.groups}))
+        return _result(_run(inp, fr, laid, sink), tmp, logs=False)
 
 
 def build(opts: PlanOptions) -> Plan:
     """Everything the plan will write, computed in memory from the whole trace."""
     steps.check(opts)
     inp = sources.whole(opts)
-    fr = _frame(opts, inp)
-    return _collected(inp, fr, _lay_out(fr, inp.view))
+    return _collected(inp, _frame(opts, inp))
 
 
 def manifest(p: Plan) -> Manifest:
@@ -270,12 +279,10 @@ def plan(opts: PlanOptions) -> PlanResult:
     """Plan and, unless dry_run, write JOBDIR whole (or nothing). Returns the
     manifest, with "jobfile_text" added. A trace read in chunks is planned into
     JOBDIR's logs as it is read; a whole one in memory, then written."""
-    inp, fr, laid = _open(opts)
+    inp, fr = _open(opts)
     if isinstance(inp, sources.Chunked):
-        with write.staged(_jobdir(opts), opts.force) as tmp:
-            targets = sorted({g.path for g in laid.groups})
-            return _result(_run(inp, fr, laid, sinks.LaneLogs(tmp, targets)), tmp, logs=False)
-    p = _collected(inp, fr, laid)
+        return _chunked(inp, fr)
+    p = _collected(inp, fr)
     if opts.dry_run:
         return _result(p, None)
     with write.staged(_jobdir(opts), opts.force) as tmp:

@@ -58,7 +58,7 @@ class Collected:
         self.jobs += jobs
 
     def finish(self) -> Arrangement:
-        jobs = self.jobs
+        jobs, self.jobs = self.jobs, []  # held no longer than arrange needs them
         if self.mode != "exact":
             return Arrangement(jobs, [Window(0, jobs, 0, 0)], None, 0, "pieces", reach(jobs))
         jobs, per_segment, windows, start_us, layout = exact.arrange(
