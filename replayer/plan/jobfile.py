@@ -162,7 +162,7 @@ def header_text(p: Plan) -> str:
     src = p.src
     lines = [
         f"iotape replay plan: {p.mode} mode",
-        f"source: {src.path} ({p.streamed_requests or len(src.records)} requests over "
+        f"source: {src.path} ({p.requests} requests over "
         f"{src.duration_ns / 1e9:.3f} s, "
         f"times from {src.timing})",
         "flushes: the submitter's flush (op=flush with its pid) is replayed as fio's `sync`;",

@@ -72,18 +72,31 @@ class Window:
 
 
 @dataclass
-class Plan:
-    """Everything a plan writes, computed in memory (build.build)."""
+class Arrangement:
+    """How a plan's jobs run, once every chunk is planned (sinks.py)."""
 
-    opts: PlanOptions
-    src: Source
-    mode: str  # "exact" or "synthetic"
-    mode_reason: str | None  # why auto chose synthetic
     jobs: list[Job]
     windows: list[Window]
     # iolog times' zero: fio's start plus the set-up budget (one process), the
     # stamped monotonic base (windows), None in synthetic mode.
     start_us: int | None
+    per_segment: int  # exact: requests per piece, 0 for whole streams
+    layout: str  # exact: "pieces" or "lanes" (exact.arrange); synthetic: "pieces"
+    reach: dict[str, int]  # per target, the end of the furthest byte any job may touch
+
+
+@dataclass(kw_only=True)
+class Plan:
+    """Everything a plan writes (build.py), its jobs as arranged."""
+
+    opts: PlanOptions
+    src: Source  # the trace as a whole (a skeleton of it where read in chunks)
+    requests: int  # the trace's requests
+    mode: str  # "exact" or "synthetic"
+    mode_reason: str | None  # why auto chose synthetic
+    jobs: list[Job]
+    windows: list[Window]
+    start_us: int | None  # Arrangement.start_us
     per_segment: int  # exact: requests per piece, 0 for whole streams
     scaling: Scaling | None
     probed: dict[str, Target]
@@ -92,8 +105,7 @@ class Plan:
     models: dict[str, fitloc.Model]  # synthetic: each job stem's locality model
     hosts: dict[str, HostAddress]
     layout: str = "pieces"  # exact: "pieces" or "lanes" (exact.arrange)
-    # A streamed plan (streamplan.py): the trace's requests; its src is a skeleton.
-    streamed_requests: int = 0
+    reach: dict[str, int]  # Arrangement.reach
 
 
 class TargetEntry(TypedDict):

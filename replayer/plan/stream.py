@@ -25,7 +25,7 @@ from recorder.tracefile import RECORD_DTYPE, open_trace
 from replayer.plan.source import OP, Source, replayable, request_times
 
 CHUNK = 400_000  # records per yielded chunk, about
-SUBMITTERS_KEPT = 65  # build.MAX_SUBMITTERS + 1: enough to tell "too many"
+SUBMITTERS_KEPT = 65  # steps.MAX_SUBMITTERS + 1: enough to tell "too many"
 
 
 @dataclass

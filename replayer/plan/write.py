@@ -1,5 +1,5 @@
 """Write a plan's JOBDIR whole, or nothing: everything goes into a temporary
-directory beside it, renamed into place at the end."""
+directory beside it (`staged`), renamed into place at the end."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from base.errors import IotapeError
@@ -50,9 +52,14 @@ def _iologs(tmp: Path, p: Plan) -> None:
             )
 
 
-def _contents(tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, str]) -> None:
-    """Everything in JOBDIR, written into `tmp`; a multi-host plan's manifest gets its hosts."""
-    _iologs(tmp, p)
+def contents(
+    tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, str], logs: bool = True
+) -> None:
+    """Everything in JOBDIR, written into `tmp`; a multi-host plan's manifest gets
+    its hosts. `logs`: False where the iologs and anchor.log are in `tmp` already
+    (appended as the trace was read in chunks: sinks.LaneLogs)."""
+    if logs:
+        _iologs(tmp, p)
     (tmp / "results").mkdir()
     if p.hosts:
         per_host = {h: jobfile.host_jobfile_text(p, h) for h in p.hosts}
@@ -63,19 +70,22 @@ def _contents(tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, 
     else:
         for name, t in texts.items():
             (tmp / name).write_text(t)
-    anchor = jobfile.anchor(p) if not p.hosts else None
-    if anchor:
+    if not logs:
+        (tmp / "anchor.fio").write_text(jobfile.anchor_job())
+    elif anchor := (jobfile.anchor(p) if not p.hosts else None):
         (tmp / "anchor.fio").write_text(anchor[0])
         (tmp / "anchor.log").write_text(anchor[1])
     (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
 
 
-def write(jobdir: Path, force: bool, p: Plan, man: Manifest, texts: dict[str, str]) -> None:
-    """Write JOBDIR (replacing an earlier plan with `force`); `man` gains the hosts."""
+@contextmanager
+def staged(jobdir: Path, force: bool) -> Iterator[Path]:
+    """A temporary directory beside JOBDIR to write it in, renamed to JOBDIR
+    (replacing an earlier plan with `force`) at the end, or removed on an error."""
     parent = check_jobdir(jobdir, force)
     tmp = Path(tempfile.mkdtemp(prefix=f".{jobdir.name}.", dir=parent))
     try:
-        _contents(tmp, jobdir, p, man, texts)
+        yield tmp
         os.chmod(tmp, 0o755)
         if jobdir.exists():
             shutil.rmtree(jobdir)

@@ -17,7 +17,7 @@ from test_replay_run import _record_fio
 
 from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace
-from replayer.plan import exact, iolog, lanes, stream, streamplan
+from replayer.plan import exact, iolog, lanes, sources, stream
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.model import Job
 from replayer.plan.targetmap import Owner
@@ -195,7 +195,7 @@ def test_a_streamed_plan_is_the_whole_plan_read_in_chunks(tmp_path: Path, monkey
     t = _rechunk(_trace(tmp_path / "t.iot", seconds=4, rate=200), 64)
     targets = _targets(tmp_path, 1)
     whole = plan(PlanOptions(t, tmp_path / "m", mode="exact", targets=targets, layout="lanes"))
-    monkeypatch.setattr(streamplan, "STREAM_ABOVE", 10)
+    monkeypatch.setattr(sources, "STREAM_ABOVE", 10)
     monkeypatch.setattr(stream, "CHUNK", 97)
     calls = []
     real = stream.sorted_chunks

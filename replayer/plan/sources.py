@@ -1,0 +1,86 @@
+"""What a plan reads its requests from: the whole trace at once (source.load),
+or, for a trace too large to hold, time-ordered chunks of it (stream.py).
+
+Either way a plan sees the same two things: `view`, the trace as a whole as
+far as laying it out goes (every device's furthest byte, every stream,
+submitter and write; for chunks, stream.skeleton's few records standing for
+them), and `chunks()`, its requests in time order (the whole trace is its own
+one chunk). build.py runs the same steps over both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from replayer.plan import stream
+from replayer.plan.options import PlanOptions
+from replayer.plan.source import Source, load
+
+# Records (80 bytes each) past which a plan is streamed: ~80 MB of trace.
+STREAM_ABOVE = 1_000_000
+RECORD_BYTES = 80
+
+
+@dataclass
+class Whole:
+    """The whole trace, held in memory."""
+
+    view: Source
+
+    @property
+    def requests(self) -> int:
+        return len(self.view.records)
+
+    def chunks(self) -> Iterator[Source]:
+        yield self.view
+
+
+@dataclass
+class Chunked:
+    """The trace read in time-ordered chunks after one scan of it. Planned as
+    lanes only: pieces and windows are cut once every job is known."""
+
+    scan: stream.Scan
+    view: Source  # the scan's skeleton
+
+    @property
+    def requests(self) -> int:
+        return self.scan.requests
+
+    def chunks(self) -> Iterator[Source]:
+        return stream.sorted_chunks(self.scan)
+
+
+Input = Whole | Chunked
+
+
+def whole(opts: PlanOptions) -> Whole:
+    return Whole(load(opts.trace))
+
+
+def chunked(opts: PlanOptions) -> Chunked:
+    s = stream.scan(opts.trace)
+    return Chunked(s, stream.skeleton(s))
+
+
+def wants_chunks(opts: PlanOptions) -> bool:
+    """Whether to read in chunks: exact (or auto) lanes, no scaling, one host, a big file."""
+    scaled = any(
+        v is not None for v in (opts.mailboxes, opts.databases, opts.copies, opts.storage_groups)
+    )
+    if opts.mode == "synthetic" or opts.layout == "pieces" or opts.windows or scaled:
+        return False
+    if opts.hosts or opts.dry_run or opts.segment <= 0:
+        return False
+    try:
+        big = os.path.getsize(opts.trace) > STREAM_ABOVE * RECORD_BYTES
+    except OSError:
+        return False  # source.load says what is wrong with it
+    return big
+
+
+def open_input(opts: PlanOptions) -> Input:
+    """The trace in chunks where wants_chunks says so, else whole."""
+    return chunked(opts) if wants_chunks(opts) else whole(opts)

@@ -1,0 +1,225 @@
+"""The steps every plan takes over a source of requests, whole or a time-ordered
+chunk (build.py runs them): check the options, map --target names to paths,
+group the requests by database (a storage group's log by group), device,
+stream and submitter, probe the targets and lay each database out on its
+target, then cut each group into slices, scaled and remapped into their range.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from base.errors import IotapeError
+from devices import safety, targets
+from replayer.hosts import spec as hosts
+from replayer.plan import fitloc, remap, scale, synthetic, targetmap
+from replayer.plan.model import HostAddress, Job, Slice
+from replayer.plan.options import PlanOptions
+from replayer.plan.source import OP, Source
+from replayer.plan.targetmap import Owner
+
+MODES = ("exact", "synthetic", "auto")
+MAX_SUBMITTERS = 64
+WRITE_OPS = [OP["write"], OP["write-zeroes"], OP["discard"], OP["flush"]]
+PLACEHOLDER = "/dev/TARGET"
+
+
+class Group(NamedTuple):
+    """The requests of one stream (and submitter) on one device, for one database
+    (or one storage group's log)."""
+
+    owner: Owner
+    dev: int
+    dname: str
+    sname: str
+    idx: np.ndarray
+    path: str
+    suffix: str
+
+
+@dataclass
+class TargetLayout:
+    """Where each device's requests go: the end of each source device's reach, the
+    targets as probed, and each (target, owner)'s (base, size)."""
+
+    dev_end: dict[int, int]
+    probed: dict[str, targetmap.Target]
+    spans: dict[tuple[str, Owner], tuple[int, int]]
+    single_dev: bool
+
+
+def check(opts: PlanOptions) -> None:
+    """Raise IotapeError for an option no plan can follow."""
+    if opts.mode not in MODES:
+        raise IotapeError(f"--mode {opts.mode}: unknown; one of {', '.join(MODES)}")
+    if not (opts.time_scale > 0):
+        raise IotapeError(f"--time-scale {opts.time_scale}: must be positive")
+    if opts.locality not in fitloc.KINDS:
+        raise IotapeError(f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}")
+    if opts.remap not in remap.MODES:
+        raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
+
+
+def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
+    """Unlabelled I/O split by submitting thread: each thread issued its own
+    requests concurrently with the others, and one iolog would serialise them."""
+    # By process, not thread: an io_uring worker thread that ran a process's fsync
+    # belongs with that process's writes.
+    pids = np.unique(r["pid"])
+    if stream != "other" or len(pids) < 2 or len(pids) > MAX_SUBMITTERS:
+        return [(np.arange(len(r)), "")]
+    return [(np.flatnonzero(r["pid"] == p), f".p{int(p)}") for p in pids.tolist()]
+
+
+def _target(path: str, writes: bool, opts: PlanOptions) -> targetmap.Target:
+    """Check what `path` is, and that it is safe to write, before opening it: a
+    device is refused for what it is (the root disk, mounted, in use), not for
+    whatever opening it would have said."""
+    if path == PLACEHOLDER:
+        return targetmap.Target(path, "file", None, 512)
+    if hosts.split(path):
+        return hosts.remote_target(path)
+    if opts.create_file is not None and opts.create_file <= 0:
+        raise IotapeError(f"--create-file {opts.create_file}: must be a positive size")
+    if targets.classify(path, opts.create_file) == "block" and writes:
+        safety.check_target(path, opts.destroy)
+    return targetmap.probe(path, opts.create_file)
+
+
+def seed(*parts: object) -> int:
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def who(owner: Owner) -> int | str:
+    """An owner in a seed: a database by its number, as before groups existed."""
+    return owner.number if owner.kind == "db" else owner.name
+
+
+def mapping(opts: PlanOptions) -> tuple[dict[str, str], dict[str, HostAddress]]:
+    """--target NAME=PATH as absolute paths (the dry-run placeholder without any), and --host."""
+    paths = targetmap.parse(opts.targets)
+    hostmap = hosts.parse(opts.hosts)
+    hosts.check_mapping(paths, hostmap)
+    if not paths:
+        if not opts.dry_run:
+            raise IotapeError("no target: give --target NAME=PATH (e.g. --target all=/dev/sdb)")
+        paths = {"all": PLACEHOLDER}
+    local = lambda v: v == PLACEHOLDER or hosts.split(v) is not None  # noqa: E731
+    return {k: (v if local(v) else os.path.abspath(v)) for k, v in paths.items()}, hostmap
+
+
+def _streams(src: Source) -> list[tuple[int, str, str, np.ndarray]]:
+    """(device, its name, stream name, the requests' indices) of each stream on each device."""
+    r = src.records
+    devnames = src.device_names()
+    out = []
+    for dev in np.unique(r["dev"]).tolist():
+        dname = devnames.get(dev, f"dev{dev >> 20}:{dev & 0xFFFFF}")
+        for sid in np.unique(r["stream"]).tolist():
+            idx = np.flatnonzero((r["dev"] == dev) & (r["stream"] == sid))
+            if len(idx):
+                out.append((dev, dname, src.stream_name(sid), idx))
+    return out
+
+
+def groups(
+    src: Source, paths: dict[str, str], lay: scale.Layout
+) -> tuple[list[Group], dict[str, list[Owner]]]:
+    """The groups of requests each database (and each storage group's log, where
+    groups share logs) replays, and the databases and group logs on each target."""
+    r = src.records
+    lay.check_targets(paths)
+    per_stream = _streams(src)
+    owned: list[tuple[Owner, int, str, str, np.ndarray, str]] = []
+    for db in range(lay.databases):
+        for dev, dname, sname, idx in per_stream:
+            if sname in scale.PER_LOG and lay.shared_logs:
+                continue
+            # A group of one database: its log may be named by either.
+            group = lay.group_of(db) if sname in scale.PER_LOG else None
+            path = targetmap.choose(paths, Owner("db", db), sname, dname, group)
+            owned.append((Owner("db", db), dev, dname, sname, idx, path))
+    for g in range(lay.storage_groups) if lay.shared_logs else ():
+        for dev, dname, sname, idx in per_stream:
+            if sname in scale.PER_LOG:
+                path = targetmap.choose(paths, Owner("sg", g), sname, dname, None, lay.members(g))
+                owned.append((Owner("sg", g), dev, dname, sname, idx, path))
+    out = []
+    users: dict[str, list[Owner]] = {}
+    for owner, dev, dname, sname, idx, path in owned:
+        users.setdefault(path, []).append(owner)
+        for sub, suffix in _submitters(r[idx], sname):
+            out.append(Group(owner, dev, dname, sname, idx[sub], path, suffix))
+    return out, users
+
+
+def layout(
+    src: Source, groups: list[Group], users: dict[str, list[Owner]], opts: PlanOptions
+) -> TargetLayout:
+    """Probe every target (checking it is safe to write) and split it among its databases."""
+    r = src.records
+    dev_ids = np.unique(r["dev"]).tolist()
+    data = r["op"] != OP["flush"]
+    ends = np.where(data, r["offset"].astype(np.int64) + r["bytes"].astype(np.int64), 0)
+    dev_end = {dev: int(ends[r["dev"] == dev].max(initial=512)) for dev in dev_ids}
+    written = {g.path for g in groups if np.isin(r["op"][g.idx], WRITE_OPS).any()}
+    probed = {p: _target(p, p in written, opts) for p in users}
+    need = {p: max(dev_end.values()) for p in users}
+    spans = targetmap.ranges(users, probed, need)
+    return TargetLayout(dev_end, probed, spans, len(dev_ids) == 1)
+
+
+def slices(
+    src: Source, g: Group, sc: scale.Scaling | None, lay: TargetLayout, opts: PlanOptions
+) -> Iterator[tuple[int, Slice]]:
+    """(copy, slice) of a group, scaled to its stream's share and remapped into its
+    database's (or group log's) range of its target; each copy rotated through the range."""
+    r = src.records
+    base, size = lay.spans[(g.path, g.owner)]
+    block = lay.probed[g.path].block
+    f = (
+        scale.group_factor(g.sname, sc, g.owner.number)
+        if g.owner.kind == "sg"
+        else scale.factor(g.sname, sc)
+    )
+    reps = scale.replicas(len(g.idx), f, seed(who(g.owner), g.dev, g.sname))
+    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{g.dname}") + g.suffix
+    dev_end = lay.dev_end[g.dev]
+    for j, sub in enumerate(reps):
+        if not len(sub):
+            continue
+        rows = g.idx[sub]
+        rr = r[rows]
+        rotate = (j * dev_end // len(reps)) // block * block if j else 0
+        off, b = remap.remap(rr["offset"], rr["bytes"], size, block, opts.remap, dev_end, rotate)
+        writes = bool(np.isin(rr["op"], WRITE_OPS).any())
+        name = stem + (f".c{j}" if len(reps) > 1 else "")
+        yield (
+            j,
+            Slice(name, g.path, g.sname, g.owner, writes, rr, src.t_ns[rows], off, b, base, size),
+        )
+
+
+def synthetic_jobs(
+    s: Slice, window_ns: int, seed: int, opts: PlanOptions
+) -> tuple[fitloc.Model, list[Job]]:
+    """A slice fitted per window: its locality model and its jobs."""
+    args = (s.records, s.t_ns, s.offset, s.nbytes, s.size, window_ns)
+    model = synthetic.fit(*args, seed, opts.locality)
+    jobs = []
+    for w, o, n, seq_start in synthetic.window_jobs(*args, 1.0, opts.time_scale, model):
+        o = {"filename": s.target, **o}
+        if seq_start is not None:
+            o["offset"] = str(s.base + seq_start)
+            o["size"] = str(s.size - seq_start)
+        else:
+            o["offset"] = str(s.base)
+            o["size"] = str(s.size)
+        jobs.append(Job(f"{s.name}.{w}", s.target, s.stream, s.owner, o, n, s.writes))
+    return model, jobs
