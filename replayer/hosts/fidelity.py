@@ -72,9 +72,9 @@ def host_pairs(jobdir: Path, host: HostEntry) -> dict[str, Any]:
     planned = logged = paired = 0
     gaps: list[np.ndarray] = []
     plan_t: list[np.ndarray] = []
-    for n, job in enumerate(host["jobs"], start=1):
+    for n, job in enumerate(host.jobs, start=1):
         iolog = jobdir / "iologs" / f"{job}.log"
-        lat = jobdir / "results" / host["name"] / f"lat_lat.{n}.log"
+        lat = jobdir / "results" / host.name / f"lat_lat.{n}.log"
         a, t = _logged(lat)
         logged += len(a)
         if not iolog.exists():
@@ -105,7 +105,7 @@ def jobdir_starts(jobdir: Path) -> dict[str, HostStart]:
     from replayer.run.execute import load_manifest
 
     man = load_manifest(jobdir)
-    if not man.get("hosts"):
+    if not man.hosts:
         raise IotapeError(f"{jobdir}: a job directory of one host; give the recorded replay")
     return starts(jobdir, man)
 
@@ -114,7 +114,7 @@ def starts(jobdir: Path, man: Manifest, launch_ns: int | None = None) -> dict[st
     """Per host: its start (Unix ns), offset from the earliest host, and issue error
     against its own start; from fio's logs."""
     out: dict[str, HostStart] = {}
-    for host in man["hosts"]:
+    for host in man.hosts:
         pr = host_pairs(Path(jobdir), host)
         g = pr["gap_ns"]
         row: HostStart = {"planned": pr["planned"], "logged": pr["logged"], "paired": pr["paired"]}
@@ -130,7 +130,7 @@ def starts(jobdir: Path, man: Manifest, launch_ns: int | None = None) -> dict[st
             }
             if launch_ns is not None:
                 row["start_after_launch_ms"] = _ms(zero - launch_ns)
-        out[host["name"]] = row
+        out[host.name] = row
     zeros = [r["start_epoch_ns"] for r in out.values() if "start_epoch_ns" in r]
     for r in out.values():
         if "start_epoch_ns" in r:

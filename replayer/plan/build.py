@@ -24,25 +24,14 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from base.errors import IotapeError
 from replayer.hosts import spec as hosts
 from replayer.plan import exact, fitloc, iolog, jobfile, remap, scale, synthetic, write
-from replayer.plan.model import (
-    GroupEntry,
-    HostAddress,
-    Job,
-    JobEntry,
-    LayoutEntry,
-    Manifest,
-    Plan,
-    PlanResult,
-    Slice,
-    Window,
-)
+from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult, Slice, Window
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import OP, Source, load
 from replayer.run import safety, targets
@@ -317,9 +306,7 @@ def manifest(p: Plan) -> Manifest:
         tw[j.target] = tw.get(j.target, False) or j.writes
     reach = _reach(p.jobs)
     opts = p.opts
-    man: Manifest = {
-        "format": PLAN_FORMAT,
-        "version": PLAN_VERSION,
+    fields: dict[str, Any] = {
         "trace": str(Path(opts.trace).resolve()),
         "mode": p.mode,
         "mode_reason": p.mode_reason,
@@ -350,16 +337,16 @@ def manifest(p: Plan) -> Manifest:
         "jobs": [_job_entry(j, p.scaling) for j in p.jobs],
     }
     if p.scaling is not None and p.scaling.grouped:
-        man["layout"] = _layout_entry(p.scaling.layout)
+        fields["layout"] = _layout_entry(p.scaling.layout)
     if p.layout == "lanes":
-        man["exact_layout"] = "lanes"
-    return man
+        fields["exact_layout"] = "lanes"
+    return Manifest.model_validate(fields)
 
 
-def _job_entry(j: Job, sc: scale.Scaling | None) -> JobEntry:
+def _job_entry(j: Job, sc: scale.Scaling | None) -> dict[str, Any]:
     """A job in plan.json: its storage group too where groups are in play."""
     db = j.owner.number if j.owner.kind == "db" else None
-    out: JobEntry = {
+    out: dict[str, Any] = {
         "name": j.name,
         "target": j.target,
         "stream": j.stream,
@@ -371,12 +358,10 @@ def _job_entry(j: Job, sc: scale.Scaling | None) -> JobEntry:
     return out
 
 
-def _layout_entry(lay: scale.Layout) -> LayoutEntry:
+def _layout_entry(lay: scale.Layout) -> dict[str, Any]:
     """plan.json's "layout", where storage groups are in play (otherwise one log
     per database, and plan.json what it was before groups existed)."""
-    groups: list[GroupEntry] = [
-        {"group": g, "databases": lay.members(g)} for g in range(lay.storage_groups)
-    ]
+    groups = [{"group": g, "databases": lay.members(g)} for g in range(lay.storage_groups)]
     return {"databases": lay.databases, "storage_groups": lay.storage_groups, "groups": groups}
 
 
@@ -400,4 +385,4 @@ def plan(opts: PlanOptions) -> PlanResult:
         if opts.jobdir is None:
             raise IotapeError("no job directory: give -o JOBDIR")
         write.write(Path(opts.jobdir), opts.force, p, man, texts)
-    return {**man, "jobfile_text": text}
+    return {**man.data(), "jobfile_text": text}

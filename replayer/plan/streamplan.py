@@ -15,7 +15,6 @@ the trace whole. The job file is written last, when the lanes are known.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -174,14 +173,14 @@ def _finish(tmp: Path, jobdir: Path, p: Plan, reach: dict[str, int]) -> PlanResu
     """The job file, the anchor's job and plan.json into `tmp`, then `tmp` into place."""
     text = jobfile.jobfile_text(p)
     man = build.manifest(p)
-    for t in man["targets"]:
-        t["reach_bytes"] = reach.get(t["path"], 0)
+    for t in man.targets:
+        t.reach_bytes = reach.get(t.path, 0)
     (tmp / "replay.fio").write_text(text)
     (tmp / "anchor.fio").write_text(jobfile.anchor_job())
     (tmp / "results").mkdir()
-    (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
+    man.write(tmp / "plan.json")
     os.chmod(tmp, 0o755)
     if jobdir.exists():
         shutil.rmtree(jobdir)
     os.replace(tmp, jobdir)
-    return {**man, "jobfile_text": text}
+    return {**man.data(), "jobfile_text": text}

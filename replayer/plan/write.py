@@ -3,7 +3,6 @@ directory beside it, renamed into place at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -57,9 +56,9 @@ def _contents(tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, 
     if p.hosts:
         per_host = {h: jobfile.host_jobfile_text(p, h) for h in p.hosts}
         parts = hosts.write_parts(tmp, jobdir.resolve(), p.hosts, per_host, p.jobs)
-        man["hosts"] = parts
-        man["jobfile"] = None
-        man["anchor"] = None
+        man.hosts = parts
+        man.jobfile = None
+        man.anchor = None
     else:
         for name, t in texts.items():
             (tmp / name).write_text(t)
@@ -67,7 +66,7 @@ def _contents(tmp: Path, jobdir: Path, p: Plan, man: Manifest, texts: dict[str, 
     if anchor:
         (tmp / "anchor.fio").write_text(anchor[0])
         (tmp / "anchor.log").write_text(anchor[1])
-    (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
+    man.write(tmp / "plan.json")
 
 
 def write(jobdir: Path, force: bool, p: Plan, man: Manifest, texts: dict[str, str]) -> None:

@@ -29,47 +29,42 @@ from replayer.run import targets
 from replayer.run.relabel import relabel
 from replayer.run.results import JobRow, RunSummary
 from replayer.run.safety import check_target, rdev_of
+from schemas.documents import plan as plan_document
 
 
 def load_manifest(jobdir: Path) -> Manifest:
     path = Path(jobdir) / "plan.json"
-    try:
-        man: Manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`") from None
-    except json.JSONDecodeError as e:
-        raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
-    if man.get("format") != planmod.PLAN_FORMAT or man.get("version") != planmod.PLAN_VERSION:
-        raise IotapeError(f"{path}: not an iotape replay plan of version {planmod.PLAN_VERSION}")
-    return man
+    if not path.exists():
+        raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`")
+    return plan_document.load(path)
 
 
 def check_targets(man: Manifest, destroy: list[str]) -> list[str]:
     """Check every target again, as `replay plan` did: devices come and go between
     the two. Returns the files to create (--create-file); creates nothing."""
     create = []
-    for t in man["targets"]:
-        path = t["path"]
+    for t in man.targets:
+        path = t.path
         if path == planmod.PLACEHOLDER:
             raise IotapeError("the plan was made without --target; plan again with one")
-        kind = targets.classify(path, t.get("create_bytes"))
+        kind = targets.classify(path, t.create_bytes)
         if kind == "create":
             create.append(path)
-        elif kind != t["kind"]:
+        elif kind != t.kind:
             raise IotapeError(
-                f"--target {path}: was a {'block device' if t['kind'] == 'block' else 'file'} "
+                f"--target {path}: was a {'block device' if t.kind == 'block' else 'file'} "
                 f"when planned and is now a {'block device' if kind == 'block' else 'file'}; "
                 "plan again"
             )
-        if kind == "block" and t["writes"]:
+        if kind == "block" and t.writes:
             check_target(path, destroy)
-        planned = t["create_bytes"]
+        planned = t.create_bytes
         size = planned if kind == "create" and planned else targets.size_of(path)[0]
-        reach = t.get("reach_bytes") or 0
+        reach = t.reach_bytes or 0
         if size < reach:
             raise IotapeError(
                 f"--target {path}: {size} bytes, but the plan reaches byte {reach} "
-                f"(planned for {t.get('size')} bytes); plan again for this target"
+                f"(planned for {t.size} bytes); plan again for this target"
             )
     return create
 
@@ -77,7 +72,7 @@ def check_targets(man: Manifest, destroy: list[str]) -> list[str]:
 def _create(paths: list[str], man: Manifest) -> None:
     """Make the --create-file files, wholly allocated (a full disk shows here, not
     halfway through the replay), or none of them."""
-    sizes = {t["path"]: t["create_bytes"] or 0 for t in man["targets"]}
+    sizes = {t.path: t.create_bytes or 0 for t in man.targets}
     made: list[str] = []
     for path in paths:
         try:
@@ -160,7 +155,7 @@ def _one(
     man: Manifest | None = None,
     program: str = "fio",
 ) -> dict:
-    windows = (man.get("windows") if man else None) or []
+    windows = (man.windows if man else None) or []
     windowed = bool(windows)
     if program == "lanes":
         cmd = runnermod.lanes_cmd(jobdir, jobfile, output)
@@ -250,7 +245,7 @@ def run(
     record_to = Path(record_to) if record_to is not None else None
     anchor_record_to = Path(anchor_record_to) if anchor_record_to is not None else None
     man = load_manifest(jobdir)
-    if man.get("hosts"):
+    if man.hosts:
         from replayer.hosts import run as hostrun
 
         if record_to is not None or anchor_record_to is not None:
@@ -266,16 +261,16 @@ def run(
             rec.check_output(Path(p), force)
     _create(create, man)
     (jobdir / "results").mkdir(exist_ok=True)
-    devs = [t["path"] for t in man["targets"] if rdev_of(t["path"]) is not None]
+    devs = [t.path for t in man.targets if rdev_of(t.path) is not None]
     name = "iotape-lanes" if program == "lanes" else "fio"
-    say(f"replaying {man['mode']} plan with {name}, about {man['duration_s']:.1f} s")
-    jobfile = man["jobfile"]
+    say(f"replaying {man.mode} plan with {name}, about {man.duration_s:.1f} s")
+    jobfile = man.jobfile
     assert jobfile is not None  # only a multi-host plan has none
     # iotape-lanes writes fio's JSON shape, its "fio version" naming it (runner.py).
     result = _one(jobdir, jobfile, "results/fio.json", devs, record_to, force, man, program)
     summary: RunSummary = {
         "jobdir": str(jobdir),
-        "mode": man["mode"],
+        "mode": man.mode,
         "runner": name,
         "jobs": summarize(result),
     }
@@ -287,7 +282,7 @@ def run(
         summary["record"] = str(record_to)
         summary["relabel"] = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
-        anchor_job = man.get("anchor")
+        anchor_job = man.anchor
         if not anchor_job:
             raise IotapeError(f"{jobdir}: the plan has no anchor job (synthetic mode)")
         say("replaying with fio's plain read_iolog (anchor)")

@@ -51,13 +51,13 @@ def _entries(log: Path) -> list[list[str]]:
 def _job_logs(jobdir: Path, man: Manifest, names: list[str]) -> Iterator[tuple[Path, int]]:
     """(log, its stream's index in `names`) of each plan job that has a log; a
     stream not yet in `names` is appended."""
-    for j in man["jobs"]:
-        log = jobdir / "iologs" / f"{j['name']}.log"
+    for j in man.jobs:
+        log = jobdir / "iologs" / f"{j.name}.log"
         if not log.exists():
             continue
-        if j["stream"] not in names:
-            names.append(j["stream"])
-        yield log, names.index(j["stream"])
+        if j.stream not in names:
+            names.append(j.stream)
+        yield log, names.index(j.stream)
 
 
 def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
@@ -358,10 +358,11 @@ def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> No
 def replay_of(man: Manifest) -> dict:
     """The source trace (path and content hash, which is its run id in the store) and
     how the plan scaled it."""
-    src = Path(man["trace"])
+    src = Path(man.trace)
     digest = ""
     if src.is_file():
         with contextlib.suppress(OSError):
             digest = trace_sha256(src)
-    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
-            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip
+    scaling = man.scaling.data() if man.scaling else None
+    return {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
+            "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip

@@ -152,10 +152,7 @@ def test_sigterm_stops_a_long_wait_at_once(tmp_path: Path) -> None:
 
 
 def _man(layout: str | None) -> Manifest:
-    m: dict = {"mode": "exact", "jobs": [], "targets": []}
-    if layout:
-        m["exact_layout"] = layout
-    return m  # type: ignore[return-value]
+    return Manifest.model_construct(mode="exact", jobs=[], targets=[], exact_layout=layout)
 
 
 def test_auto_runs_lanes_with_iotape_lanes_and_pieces_with_fio(tmp_path: Path) -> None:
