@@ -117,22 +117,22 @@ def starts(jobdir: Path, man: Manifest, launch_ns: int | None = None) -> dict[st
     for host in man.hosts:
         pr = host_pairs(Path(jobdir), host)
         g = pr["gap_ns"]
-        row: HostStart = {"planned": pr["planned"], "logged": pr["logged"], "paired": pr["paired"]}
-        row["source"] = "fio per-I/O logs (log_unix_epoch, ms resolution)"
+        row = HostStart(planned=pr["planned"], logged=pr["logged"], paired=pr["paired"])
+        row.source = "fio per-I/O logs (log_unix_epoch, ms resolution)"
         if len(g):
             zero = int(np.median(g))
             err = np.abs(g - zero).astype(np.float64)
-            row["start_epoch_ns"] = zero
-            row["issue_error_ms"] = {
+            row.start_epoch_ns = zero
+            row.issue_error_ms = {
                 "p50": _ms(float(np.percentile(err, 50))),
                 "p99": _ms(float(np.percentile(err, 99))),
                 "max": _ms(float(err.max())),
             }
             if launch_ns is not None:
-                row["start_after_launch_ms"] = _ms(zero - launch_ns)
+                row.start_after_launch_ms = _ms(zero - launch_ns)
         out[host.name] = row
-    zeros = [r["start_epoch_ns"] for r in out.values() if "start_epoch_ns" in r]
+    zeros = [r.start_epoch_ns for r in out.values() if r.start_epoch_ns is not None]
     for r in out.values():
-        if "start_epoch_ns" in r:
-            r["offset_ms"] = _ms(r["start_epoch_ns"] - min(zeros))
+        if r.start_epoch_ns is not None:
+            r.offset_ms = _ms(r.start_epoch_ns - min(zeros))
     return out

@@ -38,7 +38,7 @@ from base.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.model import HostEntry, Manifest
-from replayer.run.results import RunSummary
+from replayer.run.results import HostRun, RunSummary
 
 PREFLIGHT_TIMEOUT_S = 30
 PROBE = re.compile(r"^hostname=.*\bfio=(?P<version>\S+?),")
@@ -271,14 +271,17 @@ def run(
     if failed:
         raise IotapeError(f"{jobdir}: fio reported errors on the hosts: {'; '.join(failed[:3])}")
     starts = hostfid.starts(jobdir, man, launch_ns)
-    summary: RunSummary = {
-        "jobdir": str(jobdir),
-        "mode": man.mode,
-        "hosts": {h: {"jobs": summarize(one), "start": starts.get(h)} for h, one in per.items()},
-        "launch_epoch_ns": launch_ns,
-        "jobs": [
-            {**row, "job": f"{h}/{row['job']}"} for h, one in per.items() for row in summarize(one)
+    summary = RunSummary(
+        jobdir=str(jobdir),
+        mode=man.mode,
+        runner="fio",
+        hosts={h: HostRun(jobs=summarize(one), start=starts.get(h)) for h, one in per.items()},
+        launch_epoch_ns=launch_ns,
+        jobs=[
+            row.model_copy(update={"job": f"{h}/{row.job}"})
+            for h, one in per.items()
+            for row in summarize(one)
         ],
-    }
-    (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    )
+    summary.write(results / "summary.json")
     return summary

@@ -27,9 +27,10 @@ from replayer.run import launch as launchmod
 from replayer.run import runner as runnermod
 from replayer.run import targets
 from replayer.run.relabel import relabel
-from replayer.run.results import JobRow, RunSummary
+from replayer.run.results import AnchorRun, IoStats, JobRow, RunSummary
 from replayer.run.safety import check_target, rdev_of
 from schemas.documents import plan as plan_document
+from schemas.documents.summary import Runner
 
 
 def load_manifest(jobdir: Path) -> Manifest:
@@ -214,17 +215,18 @@ DIRECTIONS: tuple[Literal["read", "write", "trim", "sync"], ...] = ("read", "wri
 def summarize(fio_json: dict) -> list[JobRow]:
     rows = []
     for j in fio_json.get("jobs", []):
-        row: JobRow = {"job": j["jobname"], "runtime_ms": j.get("job_runtime")}
+        row = JobRow(job=j["jobname"], runtime_ms=j.get("job_runtime"))
         for d in DIRECTIONS:
             s = j.get(d) or {}
             if s.get("total_ios"):
                 lat = s.get("lat_ns") or s.get("clat_ns") or {}
-                row[d] = {
-                    "ios": s["total_ios"],
-                    "iops": round(s.get("iops", 0.0), 1),
-                    "mean_ms": round(lat.get("mean", 0.0) / 1e6, 3),
-                    "p99_ms": round((lat.get("percentile") or {}).get("99.000000", 0) / 1e6, 3),
-                }
+                stats = IoStats(
+                    ios=s["total_ios"],
+                    iops=round(s.get("iops", 0.0), 1),
+                    mean_ms=round(lat.get("mean", 0.0) / 1e6, 3),
+                    p99_ms=round((lat.get("percentile") or {}).get("99.000000", 0) / 1e6, 3),
+                )
+                setattr(row, d, stats)
         rows.append(row)
     return rows
 
@@ -262,31 +264,26 @@ def run(
     _create(create, man)
     (jobdir / "results").mkdir(exist_ok=True)
     devs = [t.path for t in man.targets if rdev_of(t.path) is not None]
-    name = "iotape-lanes" if program == "lanes" else "fio"
+    name: Runner = "iotape-lanes" if program == "lanes" else "fio"
     say(f"replaying {man.mode} plan with {name}, about {man.duration_s:.1f} s")
     jobfile = man.jobfile
     assert jobfile is not None  # only a multi-host plan has none
     # iotape-lanes writes fio's JSON shape, its "fio version" naming it (runner.py).
     result = _one(jobdir, jobfile, "results/fio.json", devs, record_to, force, man, program)
-    summary: RunSummary = {
-        "jobdir": str(jobdir),
-        "mode": man.mode,
-        "runner": name,
-        "jobs": summarize(result),
-    }
+    summary = RunSummary(jobdir=str(jobdir), mode=man.mode, runner=name, jobs=summarize(result))
     if "issue_late_ns" in result:
-        summary["issue_late_ms"] = {
+        summary.issue_late_ms = {
             k: round(v / 1e6, 4) for k, v in result["issue_late_ns"].items() if k != "requests"
         }
     if record_to is not None:
-        summary["record"] = str(record_to)
-        summary["relabel"] = relabel(record_to, jobdir, man)
+        summary.record = str(record_to)
+        summary.relabel = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
         anchor_job = man.anchor
         if not anchor_job:
             raise IotapeError(f"{jobdir}: the plan has no anchor job (synthetic mode)")
         say("replaying with fio's plain read_iolog (anchor)")
         anchor = _one(jobdir, anchor_job, "results/anchor.json", devs, anchor_record_to, force)
-        summary["anchor"] = {"record": str(anchor_record_to), "jobs": summarize(anchor)}
-    (jobdir / "results" / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        summary.anchor = AnchorRun(record=str(anchor_record_to), jobs=summarize(anchor))
+    summary.write(jobdir / "results" / "summary.json")
     return summary

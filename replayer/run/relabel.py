@@ -269,7 +269,7 @@ def _rewrite(
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, trace)
-    return {"relabelled": done, "requests": n}
+    return Relabel(relabelled=done, requests=n)
 
 
 def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
@@ -323,7 +323,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     header["metadata"] = meta
     if not len(planned) or not len(r):
         _rewrite_whole(trace, header, r, footer)
-        return {"relabelled": 0, "requests": len(r)}
+        return Relabel(relabelled=0, requests=len(r))
     by_name, sid = _stream_ids(header, names)
     order = np.argsort(request_times(r), kind="stable")
     io, ir = fid.match(planned, r[order])
@@ -344,7 +344,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
     meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
     _rewrite_whole(trace, header, r, footer)
-    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+    return Relabel(relabelled=int(labelled.sum()), requests=len(r))
 
 
 def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:

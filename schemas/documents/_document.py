@@ -62,7 +62,8 @@ class Document(Part):
     FORMAT: ClassVar[Format]
     WHAT: ClassVar[str]  # "replay plan": how messages name it
     # Earlier versions this iotape still reads: version -> that document made current.
-    UPGRADES: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+    # None: a document from before it had a version.
+    UPGRADES: ClassVar[dict[int | None, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 
     def model_post_init(self, context: Any, /) -> None:
         # Written always, though they have defaults: they say what the document is.
@@ -86,7 +87,7 @@ class Document(Part):
             )
         got = doc.get("version")
         if got != version:
-            upgrade = cls.UPGRADES.get(got) if isinstance(got, int) else None
+            upgrade = cls.UPGRADES.get(got) if got is None or isinstance(got, int) else None
             if upgrade is None:
                 raise IotapeError(
                     f"{where}: field 'version': {got!r}; this iotape reads {cls.WHAT}s of "

@@ -79,8 +79,8 @@ def test_every_request_is_issued_as_the_iolog_says(tmp_path: Path) -> None:
     assert data[69632:131072] == b"\x01" * (131072 - 69632)  # untouched between
     assert took >= 0.500999
     # What `replay run` keeps of it: fio's summary shape.
-    rows = {r["job"]: r for r in runmod.summarize(doc)}
-    assert rows["b"]["write"]["ios"] == 1 and "trim" in rows["a"]
+    rows = {r.job: r for r in runmod.summarize(doc)}
+    assert rows["b"].write is not None and rows["b"].write.ios == 1 and rows["a"].trim is not None
 
 
 def _one_line_error(p: subprocess.CompletedProcess, code: int, *parts: str) -> None:

@@ -75,7 +75,7 @@ def test_streamed_relabel_writes_the_in_memory_trace(
     shutil.copy(rec, ref)
     got_n = relabel.relabel(rec, jobdir, man)
     ref_n = relabel.relabel_in_memory(ref, jobdir, man)
-    assert got_n == ref_n and got_n["relabelled"] > 0.9 * got_n["requests"]
+    assert got_n == ref_n and got_n.relabelled > 0.9 * got_n.requests
     (hg, fg, rg), (hr, fr, rr) = _read(rec), _read(ref)
     assert hg == hr and fg == fr
     assert np.array_equal(rg, rr)
@@ -119,5 +119,5 @@ def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch) -> None:
     shutil.copy(rec, ref_rec)
     got_n = relabel.relabel(rec, jobdir, man)
     assert got_n == relabel.relabel_in_memory(ref_rec, jobdir, man)
-    assert got_n["relabelled"] > 0.9 * got_n["requests"]
+    assert got_n.relabelled > 0.9 * got_n.requests
     assert np.array_equal(_read(rec)[2], _read(ref_rec)[2])
