@@ -270,6 +270,8 @@ def test_replay_job_directory_is_one_run_under_its_trace(store, replayed) -> Non
     run = catalog.resolve(store, r.run_id)
     assert run["parent_id"] == t.run_id
     assert run["parameters"]["plan"]["trace"] == str(trace.resolve())
+    # Who replayed it, from summary.json (not from fio.json's "fio version").
+    assert run["parameters"]["runner"] == "fio"
     assert queries.children(store, t.run_id) == [{"id": r.run_id, "name": "jobs", "kind": "replay"}]
 
     fio = _fio(jobdir)
@@ -346,7 +348,7 @@ def test_recorded_replay_takes_the_re_recorded_events(store, replayed, tmp_path:
     # The re-recorded trace changing makes another run; it going away is a clear error.
     rerecorded.unlink()
     with pytest.raises(
-        IotapeError, match=r"summary\.json: record: the re-recorded trace .* missing"
+        IotapeError, match=r"summary\.json: field 'record': the re-recorded trace .* missing"
     ):
         ingest(store, copy)
 
@@ -408,11 +410,11 @@ def _edit(path: Path, fn) -> None:
         (lambda d: (d / "plan.json").write_text("{"), r"plan\.json: line 1: not JSON"),
         (
             lambda d: _edit(d / "plan.json", lambda t: t.replace('"version": 1', '"version": 9')),
-            r"plan\.json: version: 9",
+            r"plan\.json: field 'version': 9; this iotape reads replay plans of version 1",
         ),
         (
             lambda d: _edit(d / "plan.json", lambda t: t.replace('"mode": "exact"', '"mode": 3')),
-            r"plan\.json: mode: expected a string",
+            r"plan\.json: field 'mode': expected a string",
         ),
         (
             lambda d: (d / "results" / "fio.json").write_text('{"x": 1}'),
