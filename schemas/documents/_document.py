@@ -36,24 +36,29 @@ _EXPECTED = {
     "missing": "missing",
     "extra_forbidden": "not a field of this document",
     "none_required": "expected null",
+    "greater_than_equal": "expected a whole number >= 0",
+    "finite_number": "expected a finite number",
 }
 
 
 class Part(BaseModel):
     """A nested object of a document: its keys are its fields, no others."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_by_name=True)
 
     def data(self) -> dict[str, Any]:
-        """As JSON values: the fields set, in declaration order."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """As JSON values: the fields set, in declaration order, under their JSON names."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
 class OpenPart(BaseModel):
     """A nested object whose further keys are kept as they are (another program's
     output, a dictionary keyed by names): its named fields are checked."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, validate_by_name=True)
+
+    def data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
 class Document(Part):
@@ -118,11 +123,29 @@ def read_json(path: Path) -> Any:
         raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
 
 
+# How pydantic tags the members of a union in an error's location: not fields.
+_UNION_MEMBERS = {"int", "float", "str", "bool"}
+
+
 def field_error(e: ValidationError) -> str:
     """The first of pydantic's errors as one clause: "field 'targets.0.path':
-    expected a string, got 5"."""
-    err = e.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(document)"
-    what = _EXPECTED.get(err["type"], err["msg"][:1].lower() + err["msg"][1:])
-    got = "" if err["type"] in ("missing", "extra_forbidden") else f", got {err['input']!r}"
+    expected a string, got 5". A number that may be an int or a float fails as
+    both: that is "expected a number"."""
+    errors = e.errors(include_url=False)
+    err = errors[0]
+
+    def path(loc: tuple) -> tuple:
+        return tuple(p for p in loc if not (isinstance(p, str) and p in _UNION_MEMBERS))
+
+    where = path(err["loc"])
+    loc = ".".join(str(p) for p in where) or "(document)"
+    types = {x["type"] for x in errors if path(x["loc"]) == where}
+    kind = "float_type" if types >= {"int_type", "float_type"} else err["type"]
+    what = _EXPECTED.get(kind, err["msg"][:1].lower() + err["msg"][1:])
+    got = "" if kind in ("missing", "extra_forbidden") else f", got {_short(err['input'])}"
     return f"field '{loc}': {what}{got}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
