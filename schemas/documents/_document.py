@@ -66,6 +66,7 @@ class Document(Part):
 
     FORMAT: ClassVar[Format]
     WHAT: ClassVar[str]  # "replay plan": how messages name it
+    PLURAL: ClassVar[str] = ""  # where not WHAT + "s"
     # Earlier versions this iotape still reads: version -> that document made current.
     # None: a document from before it had a version.
     UPGRADES: ClassVar[dict[int | None, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
@@ -95,7 +96,8 @@ class Document(Part):
             upgrade = cls.UPGRADES.get(got) if got is None or isinstance(got, int) else None
             if upgrade is None:
                 raise IotapeError(
-                    f"{where}: field 'version': {got!r}; this iotape reads {cls.WHAT}s of "
+                    f"{where}: field 'version': {got!r}; this iotape reads "
+                    f"{cls.PLURAL or cls.WHAT + 's'} of "
                     f"version {version}"
                 )
             doc = upgrade(doc)

@@ -67,6 +67,7 @@ class ReplaySummary(Document):
 
     FORMAT = REPLAY_SUMMARY
     WHAT = "replay summary"
+    PLURAL = "replay summaries"
 
     format: str = REPLAY_SUMMARY.id
     version: int = REPLAY_SUMMARY.version
