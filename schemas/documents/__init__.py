@@ -1,3 +1,1 @@
-"""The JSON documents that cross a component boundary, one typed definition each
-(pydantic models): plan.json, the replay summary, the workload report, the lab
-report. Writers build the model; readers call the module's `load(path)`."""
+"""Documents: the JSON shapes that iotape's parts hand to each other and to their users."""
