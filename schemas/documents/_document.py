@@ -109,16 +109,16 @@ class Document(Part):
     @classmethod
     def read(cls, path: Path) -> Self:
         """The document in `path`: what every `load(path)` does."""
-        return cls.parse(read_json(path), str(path))
+        return cls.parse(read_json(path, cls.WHAT), str(path))
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, what: str = "JSON document") -> Any:
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
         raise IotapeError(f"{path}: missing") from None
     except UnicodeDecodeError:
-        raise IotapeError(f"{path}: not JSON (not UTF-8 text)") from None
+        raise IotapeError(f"{path}: not a {what} (not UTF-8 text)") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -160,7 +160,7 @@ def parse(doc: Any, where: str) -> WorkloadReport:
 
 
 def load(path: Path) -> WorkloadReport:
-    return parse(read_json(path), str(path))
+    return parse(read_json(path, WorkloadReport.WHAT), str(path))
 
 
 def text(rep: WorkloadReport) -> str:

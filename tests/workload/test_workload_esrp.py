@@ -205,7 +205,7 @@ def test_esrp_sequence_three_databases_on_ext4(loop_factory, tmp_path: Path) -> 
         kept = sum(len(list(d.glob("*.log"))) for d in logdirs)
         again = engine.run(dataclasses.replace(cfg, duration=1.0))
         assert sum(d["logs_kept"] for d in again["databases"]) == kept
-        assert all(d["log_stream"] > perf["databases"][0]["log_stream"] for d in again["databases"])
+        assert all(d["log_stream"] > perf.databases[0].log_stream for d in again["databases"])
         recov2 = engine.run(dataclasses.replace(cfg, mode="soft-recovery"))
         for i, d in enumerate(recov2["databases"]):
             gens = _of_stream(_dir_logs(logdirs[i], i), again["databases"][i]["log_stream"])
@@ -239,7 +239,7 @@ def test_performance_30s_meets_its_target(loop_factory) -> None:
     rep = report.build(engine.run(cfg))
     assert rep.target_tx_iops == pytest.approx(60.0)
     check = next(c for c in rep.verdict.checks if c.check == "achieved >= target IOPS")
-    assert check["pass"], report.check_line(check)
+    assert check.passed, report.check_line(check)
     assert rep.achieved_tx_iops >= 60.0
     assert report.check_line(check) == f"achieved {rep.achieved_tx_iops:,.1f} >= target 60.0"
 
