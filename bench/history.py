@@ -58,7 +58,7 @@ def main() -> None:
     from store import make_trace  # bench/store.py: the same synthetic trace as the ingest bench
 
     from analyzer.store.ingest import ingest
-    from analyzer.store.interface import opened
+    from analyzer.store.opener import opened
 
     versions = 10
     with tempfile.TemporaryDirectory(prefix="iotape-bench-history-", dir="/var/tmp") as tmp:

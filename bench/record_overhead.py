@@ -23,8 +23,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from devices import naming
 from recorder.capture import bpftrace_backend, procstat
-from recorder.tracefile import devices, open_trace
+from recorder.tracefile import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]
@@ -93,7 +94,7 @@ def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
     """The peer: one printf per completed request, stdout to a file."""
-    d = devices.resolve(dev)
+    d = naming.resolve(dev)
     script = bpftrace_backend.script([d], [], [], [])
     out, lines = tmp / "fio-bpftrace.json", tmp / "bpftrace.out"
     env = {**os.environ, "BPFTRACE_MAP_KEYS_MAX": str(bpftrace_backend.MAP_KEYS)}

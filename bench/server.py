@@ -106,7 +106,7 @@ def main() -> None:
     from analyzer.server.app import create_app
     from analyzer.server.config import Settings
     from analyzer.store.ingest import ingest
-    from analyzer.store.interface import opened
+    from analyzer.store.opener import opened
 
     with tempfile.TemporaryDirectory(prefix="iotape-bench-server-") as tmp:
         trace, db = Path(tmp) / "big.iot", Path(tmp) / "s.duckdb"

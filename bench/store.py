@@ -88,7 +88,7 @@ def child(mode: str, source: str, target: str) -> dict:
     out: dict = {"mode": mode}
     if mode in ("duckdb", "chdb", "duckdb-from-parquet"):
         from analyzer.store.ingest import ingest, source_sha256
-        from analyzer.store.interface import open_store
+        from analyzer.store.opener import open_store
 
         url = f"chdb://{target}" if mode == "chdb" else f"duckdb://{target}"
         h0 = time.perf_counter()

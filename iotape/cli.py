@@ -23,33 +23,41 @@ app = typer.Typer(
 
 
 def _register() -> None:
+    """The command map: each top-level command or group, from the module named for it
+    in iotape/commands/."""
     # Imported here so that `iotape --help` stays fast and a component with a
     # missing optional dependency does not break the others.
-    from analyzer.analyses import cli as regress_cli
-    from analyzer.lab import cli as lab_cli
-    from analyzer.server import cli as serve_cli
-    from analyzer.store import cli as analyzer_cli
-    from analyzer.tiering import cli as analyze_cli
-    from recorder.capture import cli as record_cli
-    from recorder.importers import cli as import_cli
-    from recorder.tracefile import cli as trace_cli
-    from replayer import cli as replay_cli
-    from workload import cli as workload_cli
+    from iotape.commands import (
+        analyze,
+        compare,
+        db,
+        export,
+        history,
+        import_,
+        ingest,
+        lab,
+        record,
+        replay,
+        runs,
+        serve,
+        trace,
+        workload,
+    )
 
-    app.command("record")(record_cli.record)
-    app.add_typer(trace_cli.app, name="trace")
-    app.command("import")(import_cli.import_)
-    app.command("ingest")(analyzer_cli.ingest)
-    app.command("export")(analyzer_cli.export)
-    app.add_typer(analyzer_cli.runs_app, name="runs")
-    app.add_typer(analyzer_cli.db_app, name="db")
-    app.add_typer(replay_cli.app, name="replay")
-    app.command("serve")(serve_cli.serve)
-    app.add_typer(workload_cli.app, name="workload")
-    app.add_typer(analyze_cli.app, name="analyze")
-    app.command("compare")(regress_cli.compare)
-    app.command("history")(regress_cli.history)
-    app.add_typer(lab_cli.app, name="lab")
+    app.command("record")(record.record)
+    app.add_typer(trace.app, name="trace")
+    app.command("import")(import_.import_)
+    app.command("ingest")(ingest.ingest)
+    app.command("export")(export.export)
+    app.add_typer(runs.runs_app, name="runs")
+    app.add_typer(db.db_app, name="db")
+    app.add_typer(replay.app, name="replay")
+    app.command("serve")(serve.serve)
+    app.add_typer(workload.app, name="workload")
+    app.add_typer(analyze.app, name="analyze")
+    app.command("compare")(compare.compare)
+    app.command("history")(history.history)
+    app.add_typer(lab.app, name="lab")
 
 
 def main() -> None:

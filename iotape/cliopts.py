@@ -1,4 +1,5 @@
-"""Options every command group shares, declared once: `--json`, `--force`, `--db`."""
+"""Options every command group shares, declared once: `--json`, `--force`, `--db`,
+`--destroy-data-on`."""
 
 from __future__ import annotations
 
@@ -22,5 +23,18 @@ Db = Annotated[
         f"clickhouse://USER@HOST:8123/DB. Default: ${DB_ENV}, else "
         "~/.local/share/iotape/iotape.duckdb.",
         show_default=False,
+    ),
+]
+RunRef = Annotated[
+    str, typer.Argument(help="The run's id (or a unique prefix of it) or its name.", metavar="RUN")
+]
+DestroyDataOn = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--destroy-data-on",
+        metavar="DEV",
+        help="Write to the block device DEV even though it is mounted, in use, on the root "
+        "disk or holds a filesystem or partition table: its data is destroyed. Once per "
+        "device (HOST:DEV for a device on a replay host).",
     ),
 ]

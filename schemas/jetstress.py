@@ -10,7 +10,9 @@ report, the CLI tables, the API and JUnit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, TypedDict
+from typing import NamedTuple, NotRequired
+
+from typing_extensions import TypedDict
 
 from schemas import contracts
 
@@ -25,21 +27,22 @@ class Figures(NamedTuple):
     max_ms: float | None
 
 
-# One check as every verdict reports it. `pass` is None where there was nothing to
-# judge (no request of its stream in the selection); `db` is the workload's
-# database (its report only). Functional form: `pass` is a keyword.
+# One check as every verdict reports it (the workload's report, `iotape analyze
+# verdict`, the API: schemas/documents/api.py names this one). `pass` is None where
+# there was nothing to judge (no request of its stream in the selection); `db` is the
+# workload's database (its report only); the target check has no `requests`. `limit`
+# as contracts.toml writes it (20, not 20.0). Functional form: `pass` is a keyword.
 Check = TypedDict(
     "Check",
     {
-        "db": int | None,
+        "db": NotRequired[int | None],
         "check": str,
         "value": float | None,
-        "limit": float,
+        "limit": int | float,
         "relation": str,
-        "requests": int,
+        "requests": NotRequired[int],
         "pass": bool | None,
     },
-    total=False,
 )
 
 
@@ -67,18 +70,15 @@ def checks(mode: str, figures: Mapping[str, Figures], db: int | None = None) -> 
         f = figures.get(c["stream"], Figures(0, None, None))
         value = f.avg_ms if c["stat"] == "avg" else f.max_ms
         limit = th[c["threshold"]]
-        check: Check = {"db": db} if db is not None else {}
-        out.append(
-            {
-                **check,
-                "check": c["name"],
-                "value": value,
-                "limit": limit,
-                "relation": "<=",
-                "requests": f.requests,
-                "pass": None if value is None else value <= limit,
-            }
-        )
+        check: Check = {
+            "check": c["name"],
+            "value": value,
+            "limit": limit,
+            "relation": "<=",
+            "requests": f.requests,
+            "pass": None if value is None else value <= limit,
+        }
+        out.append(check if db is None else {"db": db, **check})
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from trace_helpers import header, workload_records
 
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 from recorder.tracefile import TraceWriter
 
 N = 4000

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from store_helpers import store_url
 
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 from base.errors import IotapeError
 from recorder.capture import record as rec
 

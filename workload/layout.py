@@ -14,12 +14,11 @@ a block device.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from base.errors import IotapeError
-from replayer.run import safety, targets
+from devices import naming, safety, targets
 
 MIB = 1 << 20
 LOG_FILES_PER_REGION = 64  # log files a device region holds (it is used as a ring)
@@ -43,35 +42,10 @@ class Layout:
     devices: list[str]  # block devices holding them (for `--record`)
 
 
-def is_block(path: str) -> bool:
-    try:
-        return stat.S_ISBLK(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def device_size(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.lseek(fd, 0, os.SEEK_END)
-    finally:
-        os.close(fd)
-
-
 def check_raw(dev: str, destroy: set[str]) -> None:
     """Refuse a device with data on it or in use (the root disk, mounted, held by
     device-mapper/md/swap or opened exclusively) unless the user said to destroy it."""
     safety.check_target(os.path.realpath(dev), sorted(destroy))
-
-
-def _holding_device(path: str) -> str | None:
-    st = os.stat(path)
-    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-    link = Path(f"/sys/dev/block/{major}:{minor}")
-    if not link.exists():
-        return None
-    dev = Path("/dev") / link.resolve().name
-    return str(dev) if dev.exists() else None
 
 
 def _split(dev: str, n: int, start: int, end: int) -> list[Target]:
@@ -98,7 +72,7 @@ def _check_paths(db_paths: list[str], log_paths: list[str]) -> None:
         )
         if not os.path.exists(p):
             raise IotapeError(f"{p}: no such file, directory or device")
-        if not (os.path.isdir(p) or is_block(p)):
+        if not (os.path.isdir(p) or naming.is_block(p)):
             raise IotapeError(f"{p}: not a directory or a block device")
 
 
@@ -108,7 +82,7 @@ def _on_device(
     """The database and log regions (by database, by log) of one raw device: the logs at
     its end, the databases in equal parts of the rest."""
     real = os.path.realpath
-    size = device_size(dev)
+    size = targets.device_size(dev)
     db_idx = [i for i, p in enumerate(dbs_for) if real(p) == dev]
     log_idx = [i for i, p in enumerate(logs_for) if real(p) == dev]
     log_start = size - len(log_idx) * log_region
@@ -181,7 +155,7 @@ def plan(
     dbs_for = _per_db(db_paths, databases, "db")
     logs_for = _per_db(log_paths, groups, "log", "storage group" if grouped else "database")
     real = os.path.realpath
-    devs = {real(p) for p in dbs_for + logs_for if is_block(p)}
+    devs = {real(p) for p in dbs_for + logs_for if naming.is_block(p)}
     for dev in sorted(devs):
         check_raw(dev, destroy_set)
     dbs: dict[int, Target] = {}
@@ -204,7 +178,7 @@ def plan(
             logs[i] = _log_dir(p, log_dir_name(i, grouped), log_file_bytes, need_log_space)
     holding = set(devs)
     for p in dbs_for + logs_for:
-        held = None if is_block(p) else _holding_device(p)
+        held = None if naming.is_block(p) else naming.holding_device(p)
         if held:
             holding.add(held)
     return Layout(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,9 +36,9 @@ from analyzer.analyses import verdict as jetstress
 from analyzer.analyses import workloads
 from analyzer.analyses.filters import BadInput
 from analyzer.analyses.histograms import LEVELS, SCHEME, Hist, merge, percentiles_from
-from analyzer.analyses.results import Comparison, ComparisonSet
 from analyzer.store.interface import Reader
 from analyzer.store.queries import MAX_NS, EventFilter
+from schemas.documents.api import Comparison, ComparisonGroup, ComparisonSet, RunVerdict
 
 PERCENTILES = tuple(name for _, name in LEVELS)
 METRICS = (*PERCENTILES, "mean", "iops")
@@ -284,7 +284,7 @@ def compare(
         "metrics": list(metrics),
         "histogram_scheme": SCHEME,
         "regression": any(r["regression"] for g in groups.values() for r in g["rows"]),
-        "groups": list(groups.values()),
+        "groups": cast(list[ComparisonGroup], list(groups.values())),
     }
 
 
@@ -331,7 +331,7 @@ def compare_many(
     }
 
 
-def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
+def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> RunVerdict:
     v = jetstress.verdict(store, run_id, f, mode)
     return {"result": v["result"], "checks": v["checks"]}
 

@@ -10,7 +10,7 @@ raises `IotapeError` from the catalog (a 404).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from analyzer.analyses.filters import (
     BadInput,
@@ -42,6 +42,7 @@ from analyzer.analyses.timeseries import MAX_INTERVALS, heatmap, timeseries
 from analyzer.store import catalog, queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
+from schemas.documents.api import RunSummary
 
 __all__ = [
     "CACHE_SIZE",
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 
-def run_summary(store: Reader, run: dict, f: EventFilter | None = None) -> dict[str, Any]:
+def run_summary(store: Reader, run: dict, f: EventFilter | None = None) -> RunSummary:
     """A catalog entry for the API: the run, its devices and streams, and what matches `f`."""
     out = {k: v for k, v in run.items() if k not in ("header", "version", "state")}
     out["devices"] = devices(store, run["id"])
@@ -85,7 +86,7 @@ def run_summary(store: Reader, run: dict, f: EventFilter | None = None) -> dict[
     if f is not None and not f.is_any():
         ios, nbytes = queries.run(store, "filtered_totals", **f.params(run["id"]))[0]
         out["matching"] = {"ios": int(ios), "bytes": int(nbytes or 0), "filter": describe_filter(f)}
-    return out
+    return cast(RunSummary, out)
 
 
 def find_run(store: Reader, ref: str) -> dict:

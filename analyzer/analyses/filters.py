@@ -6,13 +6,14 @@ Bad input raises `BadInput` (the routes make it a 422)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import schemas
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
 from base.errors import IotapeError
+from schemas.documents.api import Filter
 
 
 class BadInput(IotapeError):
@@ -36,7 +37,7 @@ def _code(value: str, names: dict[str, int], what: str) -> int:
     v = value.strip()
     if v in names:
         return names[v]
-    if v.isdigit() and int(v) <= 255:
+    if v.isdecimal() and int(v) <= 255:
         return int(v)
     known = ", ".join(sorted(names, key=lambda k: names[k]))
     raise BadInput(f"{what} {value!r}: not one of {known} (or a number 0-255)")
@@ -81,13 +82,19 @@ def _device(store: Reader, run_id: str, ref: str) -> int:
         if ref in (d["name"], d["partition_name"]) and ref:
             return d["dev"]
     major, sep, minor = ref.partition(":")
-    if sep and major.isdigit() and minor.isdigit() and int(major) < 4096 and int(minor) < 1 << 20:
+    if (
+        sep
+        and major.isdecimal()
+        and minor.isdecimal()
+        and int(major) < 4096
+        and int(minor) < 1 << 20
+    ):
         return int(major) << 20 | int(minor)
     known = ", ".join(d["name"] for d in devs) or "none recorded"
     raise BadInput(f"device {ref!r}: not a device of this run ({known}); or give MAJOR:MINOR")
 
 
-def describe_filter(f: EventFilter) -> dict[str, Any]:
+def describe_filter(f: EventFilter) -> Filter:
     """The filter as applied, for the response: what the numbers cover."""
     out: dict[str, Any] = {}
     for k in ("op", "stream", "dev"):
@@ -101,4 +108,4 @@ def describe_filter(f: EventFilter) -> dict[str, Any]:
         out["start_s"] = f.t_from_ns / 1e9
     if f.t_to_ns != queries.MAX_NS:
         out["end_s"] = f.t_to_ns / 1e9
-    return out
+    return cast(Filter, out)

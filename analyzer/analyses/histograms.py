@@ -13,19 +13,20 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
-from analyzer.analyses.results import Distribution
 from analyzer.store import catalog, event_histograms, queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
 from schemas import percentiles
+from schemas.documents.api import Distribution, HistogramScheme, Percentiles
 
 SUB_BUCKETS = 1 << queries.SUB_BUCKET_BITS
 RELATIVE_ERROR = 1 / (2 * SUB_BUCKETS)
 LEVELS = percentiles.LEVELS
-SCHEME = {
+SCHEME: HistogramScheme = {
     "kind": "log-linear (fio-style)",
     "sub_buckets_per_power_of_two": SUB_BUCKETS,
     "exact_below_ns": SUB_BUCKETS,
@@ -191,7 +192,7 @@ def summary(h: Hist, cdf_points: int) -> Distribution:
         "mean_ns": float(h.s.sum() / n),
         "min_ns": int(h.lo[0]),
         "max_ns": int(h.hi[-1]),
-        "percentiles": percentiles_from(h),
+        "percentiles": cast(Percentiles, percentiles_from(h)),
         "histogram": [[int(a), int(b), int(c)] for a, b, c in zip(low, high, h.n, strict=True)],
-        "cdf": [[int(h.hi[i]), float(cum[i] / n)] for i in idx],
+        "cdf": [(int(h.hi[i]), float(cum[i] / n)) for i in idx],
     }

@@ -14,7 +14,7 @@ interval); IOPS per run is taken as Poisson. Change points come from E-Divisive
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from analyzer.analyses.filters import BadInput, FilterArgs
 from analyzer.analyses.histograms import LEVELS, Hist, merge
 from analyzer.store import catalog
 from analyzer.store.interface import Reader
+from schemas.documents.api import GivenFilter, History, HistoryGroup, HistoryPoint, Skipped
 
 REPS = 200
 DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")
@@ -33,12 +34,13 @@ DEFAULT_CHANGE_METRICS = ("p50", "p99", "mean", "iops")
 
 def version_key(v: str) -> tuple:
     """Natural order: 1.9 before 1.10, GDC5 before GDC10; numbers before letters."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
+    return tuple((0, int(p), "") if p.isdecimal() else (1, 0, p) for p in re.findall(r"\d+|\D+", v))
 
 
-def _runs_of_model(store: Reader, model: str, tag: str | None) -> tuple[list[dict], list[dict]]:
+def _runs_of_model(store: Reader, model: str, tag: str | None) -> tuple[list[dict], list[Skipped]]:
     """(runs with their version and devices of the model, skipped runs with why)."""
-    runs, skipped = [], []
+    runs: list[dict] = []
+    skipped: list[Skipped] = []
     for run in catalog.all_runs(store):
         devs = [d for d in analyses.devices(store, run["id"]) if d["model"] == model]
         if not devs:
@@ -151,22 +153,21 @@ def _group(
     confidence: float,
     rng: np.random.Generator,
     cp: tuple[tuple[str, ...], float, float],
-) -> dict[str, Any]:
+) -> HistoryGroup:
     """One op and stream: each version's pooled values, and the change points."""
     change_metrics, max_pvalue, min_change_pct = cp
     have = [r for r in runs if r["groups"] and key in r["groups"]]
-    points = []
+    points: list[HistoryPoint] = []
     for v in versions:
         mine = [r for r in have if r["version"] == v]
         if not mine:
             continue
         hs = [r["groups"][key] for r in mine]
         spans = [r["span_s"] for r in mine]
-        points.append(
-            {"version": v, "runs": [r["run"]["name"] for r in mine],
-             "count": int(sum(h.count for h in hs)),
-             **_pooled(hs, spans, confidence, rng)}
-        )  # fmt: skip
+        point = {"version": v, "runs": [r["run"]["name"] for r in mine],
+                 "count": int(sum(h.count for h in hs)),
+                 **_pooled(hs, spans, confidence, rng)}  # fmt: skip
+        points.append(cast(HistoryPoint, point))
     per_run = [_values(r["groups"][key], r["span_s"]) for r in have]
     allowed = [i for i in range(1, len(have)) if have[i]["version"] != have[i - 1]["version"]]
     changes: dict[str, list] = {}
@@ -190,7 +191,7 @@ def history(
     change_metrics: tuple[str, ...] = DEFAULT_CHANGE_METRICS,
     max_pvalue: float = changepoint.MAX_PVALUE,
     min_change_pct: float = changepoint.MIN_CHANGE_PCT,
-) -> dict[str, Any]:
+) -> History:
     """Per op and stream, each version's values with intervals and the change points."""
     if order not in ("version", "time"):
         raise BadInput(f"order {order!r}: version or time")
@@ -218,7 +219,10 @@ def history(
         "version_from": f"tag {tag}" if tag else "device firmware",
         "order": order,
         "confidence": confidence,
-        "filter": {k: v for k, v in args.__dict__.items() if v is not None and k != "device"},
+        "filter": cast(
+            GivenFilter,
+            {k: v for k, v in args.__dict__.items() if v is not None and k != "device"},
+        ),
         "versions": [
             {
                 "version": v,

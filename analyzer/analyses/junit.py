@@ -72,7 +72,7 @@ def comparison(result: Mapping[str, Any]) -> str:
     return _doc(root)
 
 
-def verdict(run: dict, v: dict) -> str:
+def verdict(run: dict, v: Mapping[str, Any]) -> str:
     """A Jetstress verdict: one testsuite, a testcase per check (skipped checks, with
     no labelled requests, are passes with nothing to judge: they are left out)."""
     root = ET.Element("testsuites", name="iotape verdict")

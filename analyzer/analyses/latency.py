@@ -3,20 +3,26 @@ stream, from the histograms or (`exact=True`) as exact order statistics."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import schemas
 from analyzer.analyses.filters import stream_names
 from analyzer.analyses.histograms import LEVELS, SCHEME, hist_rows, merge, summary
-from analyzer.analyses.results import Distribution, LatencyResult, MetricLatency
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
+from schemas.documents.api import (
+    Distribution,
+    GroupDistribution,
+    Latency,
+    MetricLatency,
+    Percentiles,
+)
 
 
 def latency(
     store: Reader, run_id: str, f: EventFilter, exact: bool = False, cdf_points: int = 200
-) -> LatencyResult:
+) -> Latency:
     """Device and queue time: overall and per op and stream."""
     ops = schemas.op_names()
     streams = stream_names(store, run_id)
@@ -27,7 +33,7 @@ def latency(
         for r in rows:
             groups.setdefault((r[1], r[2]), []).append(r)
         overall = summary(merge(rows), cdf_points)
-        per: list[dict[str, Any]] = [
+        per: list[GroupDistribution] = [
             {
                 "op": op,
                 "op_name": ops.get(op, str(op)),
@@ -57,7 +63,7 @@ def _exact_into(
     f: EventFilter,
     metric: str,
     overall: Distribution,
-    per: list[dict[str, Any]],
+    per: list[GroupDistribution],
 ) -> None:
     """Replace histogram percentiles by exact order statistics."""
     cols = ["op", "stream", "n", "s", "lo", "hi", *(n for _, n in queries.EXACT_LEVELS)]
@@ -67,12 +73,13 @@ def _exact_into(
     rows += queries.records(store, f"exact_{metric}_groups", cols, **p)
     exact = {(r["op"], r["stream"]): r for r in rows}
 
-    def pcts(key: tuple[int, int]) -> dict[str, float] | None:
+    def pcts(key: tuple[int, int]) -> Percentiles | None:
         r = exact.get(key)
         if not (r and r["n"]):
             return None
         levels = zip(names, queries.EXACT_LEVELS, strict=True)
-        return {**{name: float(r[col]) for name, (_, col) in levels}, "max": float(r["hi"])}
+        found = {**{name: float(r[col]) for name, (_, col) in levels}, "max": float(r["hi"])}
+        return cast(Percentiles, found)
 
     if (found := pcts((-1, -1))) is not None:
         overall["percentiles"] = found

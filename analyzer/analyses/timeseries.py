@@ -4,17 +4,15 @@ over (time x offset) as a heat map per device."""
 from __future__ import annotations
 
 from analyzer.analyses.filters import BadInput, devices
-from analyzer.analyses.results import DeviceHeatmap, HeatmapResult, Point, TimeseriesResult
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
+from schemas.documents.api import DeviceHeatmap, Heatmap, Point, Timeseries
 
 MAX_INTERVALS = 20_000
 
 
-def timeseries(
-    store: Reader, run: dict, f: EventFilter, interval_s: float | None
-) -> TimeseriesResult:
+def timeseries(store: Reader, run: dict, f: EventFilter, interval_s: float | None) -> Timeseries:
     """IOPS, MB/s, mean queue depth and device latency per interval of completion time."""
     duration = max(int(run["duration_ns"]), 1)
     if interval_s is None:
@@ -69,7 +67,7 @@ def timeseries(
 
 def heatmap(
     store: Reader, run_id: str, f: EventFilter, time_bins: int, offset_bins: int
-) -> HeatmapResult:
+) -> Heatmap:
     """Requests and bytes over (completion time x offset), one grid per device."""
     names = {d["dev"]: d["name"] for d in devices(store, run_id)}
     cols = ["dev", "ios", "t_lo", "t_hi", "o_lo", "o_hi"]

@@ -5,7 +5,7 @@ thresholds are schemas.jetstress's, as the workload report's are."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import schemas
 from analyzer.analyses.filters import devices
@@ -14,6 +14,7 @@ from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
 from schemas import jetstress
+from schemas.documents.api import DatabaseReport, DeviceVerdict, Verdict
 
 
 def thresholds(mode: str) -> dict[str, float]:
@@ -34,12 +35,12 @@ def _figures(rows: list[tuple]) -> dict[str, jetstress.Figures]:
     return out
 
 
-def verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str, Any]:
+def verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> Verdict:
     """Jetstress-style checks on the db-read and log-write streams, overall and per device."""
     rows = hist_rows(store, run_id, f, "device")
     names = {d["dev"]: d["name"] for d in devices(store, run_id)}
     overall = jetstress.checks(mode, _figures(rows))
-    per_dev = []
+    per_dev: list[DeviceVerdict] = []
     for dev in sorted({r[0] for r in rows}):
         cs = jetstress.checks(mode, _figures([r for r in rows if r[0] == dev]))
         if any(c["requests"] for c in cs):
@@ -47,7 +48,9 @@ def verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> dict[str, 
                             "result": jetstress.result(cs), "checks": cs})  # fmt: skip
     cols = ["database", "target_iops", "achieved_iops", "db_read_avg_ms", "db_write_avg_ms"]
     cols += ["log_write_avg_ms", "verdict"]
-    reported = queries.records(store, "workload_reports", cols, run_id=run_id)
+    reported = cast(
+        list[DatabaseReport], queries.records(store, "workload_reports", cols, run_id=run_id)
+    )
     result = jetstress.result(overall)
     return {
         "mode": mode,

@@ -29,7 +29,8 @@ from analyzer.server.routes import runs as api_runs
 from analyzer.server.routes import tiering as api_tiering
 from analyzer.server.routes import timeseries as api_timeseries
 from analyzer.server.routes import verdict as api_verdict
-from analyzer.store.interface import Store, StoreError, open_read_only
+from analyzer.store.interface import Store, StoreError
+from analyzer.store.opener import open_read_only
 
 STATIC = Path(__file__).with_name("static")
 log = logging.getLogger("iotape.serve")

@@ -135,7 +135,7 @@ class DuckDBStore:
         pass  # DuckDB has no such setting: the server's Guarded interrupts on a timer
 
     def set_read_only(self) -> None:
-        pass  # opened read-only (interface.open_read_only)
+        pass  # opened read-only (opener.open_read_only)
 
     def drop_old_run_row(self, run_id: str) -> None:
         self._run(sql_.DELETE_RUN_ROW, {"id": run_id})

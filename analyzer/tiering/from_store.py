@@ -8,7 +8,7 @@ itself (and so the replayer, which uses it) never touches the store.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from analyzer.tiering.params import Params, TieringError, parse_size
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import simulate
 from base.errors import IotapeError
+from schemas.documents.api import TieringResponse
 
 # The server's route reaches the parameters through this module, as it does the run.
 __all__ = ["TieringError", "analyze_run", "load_events", "load_run", "params_for", "parse_size"]
@@ -59,7 +60,7 @@ def analyze_run(
     fast_ref: str | None = None,
     slow_ref: str | None = None,
     measured_ref: str | None = None,
-) -> dict[str, Any]:
+) -> TieringResponse:
     """`simulate` over a stored run (id, id prefix or name), with device profiles from
     a fast and a slow run when both are named (each may be RUN@DEVICE), and a measured
     tiered run set beside the projection."""
@@ -74,4 +75,4 @@ def analyze_run(
             other, loaded[key] = load_run(store, r)
             named[key] = {"id": other["id"], "name": other["name"], "device": other.get("device")}
     fast, slow, measured = loaded["fast_run"], loaded["slow_run"], loaded["measured_run"]
-    return {**named, **simulate(ev, p, sweep_sizes, fast, slow, measured)}
+    return cast(TieringResponse, {**named, **simulate(ev, p, sweep_sizes, fast, slow, measured)})

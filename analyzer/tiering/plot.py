@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from typing import Any
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd")
@@ -74,7 +75,7 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def charts(result: dict[str, Any]) -> list[str]:
+def charts(result: Mapping[str, Any]) -> list[str]:
     tl = result["timeline"]
     t = tl["t_s"]
     out = [
@@ -125,7 +126,7 @@ def charts(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_html(result: dict[str, Any]) -> str:
+def render_html(result: Mapping[str, Any]) -> str:
     """The whole page: title, parameters, the charts and the result as JSON."""
     p = result["params"]
     name = result.get("run", {}).get("name", "trace")

@@ -5,34 +5,17 @@ where a replay split by the same placement was measured, that measurement."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import cast
 
 import numpy as np
 
 from analyzer.tiering.events import Events
 from analyzer.tiering.params import TieringError
+from schemas.documents.tiering import Latency, LatencyError, Projection
 
 SIZE_CLASSES = tuple(range(12, 21))  # log2 of the request size: 4 KiB .. 1 MiB and up
 # A device's measured latency per (op, size class): sorted samples (ns).
 Profile = dict[tuple[int, int], np.ndarray]
-
-
-class Latency(TypedDict):
-    """The latency of a set of requests (ns); None where the set is empty."""
-
-    p50_ns: float | None
-    p99_ns: float | None
-    mean_ns: float | None
-    requests: int
-
-
-class LatencyError(TypedDict):
-    """projected / measured - 1 (0.1: the projection is 10 % high); None where either
-    is missing or zero."""
-
-    p50: float | None
-    p99: float | None
-    mean: float | None
 
 
 def size_class(nbytes: np.ndarray) -> np.ndarray:
@@ -87,7 +70,7 @@ def mixture(groups: list[tuple[float, np.ndarray]]) -> Latency:
     return {"p50_ns": q(0.5), "p99_ns": q(0.99), "mean_ns": mean, "requests": int(total)}
 
 
-def project(ev: Events, req_hit: np.ndarray, fast: Profile, slow: Profile) -> dict[str, Latency]:
+def project(ev: Events, req_hit: np.ndarray, fast: Profile, slow: Profile) -> Projection:
     """Per request, the fast device's latency distribution for its op and size class if
     the simulation put it in the fast tier, else the slow device's: the mixture's
     p50/p99/mean, next to the all-slow and all-fast devices on the same requests."""
@@ -106,7 +89,7 @@ def project(ev: Events, req_hit: np.ndarray, fast: Profile, slow: Profile) -> di
                 for g, c in zip(k, n, strict=True)
             ]
         out[name] = mixture(groups)
-    return out  # fmt: skip
+    return cast(Projection, out)  # fmt: skip
 
 
 def measured_latency(ev: Events) -> Latency:

@@ -4,7 +4,7 @@ the skew curve."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, cast
 
 import numpy as np
 
@@ -12,22 +12,7 @@ from analyzer.tiering import native
 from analyzer.tiering.accesses import Accesses, request_hits
 from analyzer.tiering.events import READ, WRITE
 from analyzer.tiering.policies import Hits, Run
-
-
-class SkewPoint(TypedDict):
-    capacity_share: float  # of the footprint, hottest units first
-    io_share: float  # of the accesses
-    bytes_share: float
-
-
-class Skew(TypedDict):
-    footprint_bytes: int
-    units: int
-    curve: list[SkewPoint]
-    capacity_for_80pct_io: int
-    capacity_for_100pct_io: int
-    capacity_for_80pct_bytes: int
-    capacity_for_100pct_bytes: int
+from schemas.documents.tiering import HitRatio, Skew, Timeline
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> Any:
@@ -65,7 +50,7 @@ def _tallies(
     return req, byt, promoted, demoted
 
 
-def report(r: Run, hits: Hits) -> tuple[dict[str, Any], dict[str, Any]]:
+def report(r: Run, hits: Hits) -> tuple[HitRatio, Timeline]:
     """(overall hit ratios, timeline), from one counting pass over (interval, op, hit,
     inserted/evicted) keys, so that reporting costs no more than the simulation."""
     ev, p = r.ev, r.p
@@ -105,7 +90,7 @@ def report(r: Run, hits: Hits) -> tuple[dict[str, Any], dict[str, Any]]:
     total["bytes_hit"] = int(byt[..., 1].sum())
     total["migrated_bytes"] = int(migrated.sum())
     total["migrated_share"] = _ratio(migrated.sum(), host_bytes.sum())
-    return total, timeline
+    return cast(HitRatio, total), cast(Timeline, timeline)
 
 
 def skew(acc: Accesses, unit: int, points: int = 101) -> Skew:

@@ -18,7 +18,7 @@ of tier sizes (sweep.py) and, given a fast and a slow run, projected latency
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from analyzer.tiering.presets import PRESETS
 from analyzer.tiering.projection import measured_latency, profile, project, projection_error
 from analyzer.tiering.report import report, skew
 from analyzer.tiering.sweep import sweep, sweep_capacities
+from schemas.documents.tiering import Simulation, SimulationParams
 
 
 def default_capacity(footprint: int, unit: int) -> int:
@@ -56,7 +57,7 @@ def simulate(
     fast: Events | None = None,
     slow: Events | None = None,
     measured: Events | None = None,
-) -> dict[str, Any]:
+) -> Simulation:
     """Everything `iotape analyze tiering` reports, as a JSON-ready dict. `measured`
     (a replay split by this placement, `iotape replay split`) is set beside the
     projection with the projection's error."""
@@ -66,8 +67,8 @@ def simulate(
     k = p.units(capacity)
     hits = r.hits(k)
     ratios, timeline = report(r, hits)
-    out: dict[str, Any] = {
-        "params": {**asdict(replace(p, capacity=capacity))},
+    out: Simulation = {
+        "params": cast(SimulationParams, asdict(replace(p, capacity=capacity))),
         "source": PRESETS[p.preset].source if p.preset else None,
         "simulator": "C" if native.native() else "Python reference",
         "capacity_units": k,
@@ -85,11 +86,12 @@ def simulate(
     if (fast is None) != (slow is None):
         raise TieringError("projected latency needs both a fast run and a slow run")
     if fast is not None and slow is not None:
-        out["latency"] = project(ev, request_hits(r.acc, hits.hit), profile(fast), profile(slow))
+        lat = project(ev, request_hits(r.acc, hits.hit), profile(fast), profile(slow))
         if measured is not None:
             m = measured_latency(measured)
-            out["latency"]["measured"] = m
-            out["latency"]["error"] = projection_error(out["latency"]["projected"], m)
+            lat["measured"] = m
+            lat["error"] = projection_error(lat["projected"], m)
+        out["latency"] = lat
     elif measured is not None:
         raise TieringError(
             "a measured run is compared with a projection: name a fast and a slow run"

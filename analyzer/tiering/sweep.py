@@ -12,24 +12,11 @@ once per size, and says so (`one_pass: false`).
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import numpy as np
 
 from analyzer.tiering.accesses import request_hits
 from analyzer.tiering.policies import Run
-
-
-class SweepPoint(TypedDict):
-    capacity_bytes: int
-    units: int  # the tier in whole units, less the headroom
-    hit_ratio_count: float | None
-    hit_ratio_bytes: float | None
-
-
-class Sweep(TypedDict):
-    one_pass: bool  # False: one simulation per size
-    points: list[SweepPoint]
+from schemas.documents.tiering import Sweep, SweepPoint
 
 
 def sweep_capacities(footprint_units: int, unit: int, extra: int | None = None) -> list[int]:

@@ -24,9 +24,10 @@ import numpy as np
 
 import schemas
 from base.errors import IotapeError
+from devices import naming
 from recorder.capture import procstat
-from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
 from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -56,9 +57,7 @@ def parse_rwbs(rwbs: str) -> tuple[int, int]:
     return op, flags
 
 
-def script(
-    devs: list[devices.Device], pids: list[int], cgroups: list[int], comms: list[str]
-) -> str:
+def script(devs: list[naming.Device], pids: list[int], cgroups: list[int], comms: list[str]) -> str:
     """The bpftrace program; filters are compiled into the start probe's predicate."""
     terms = [" || ".join(f"args->dev == {d.dev}" for d in devs)]
     if pids:
@@ -144,7 +143,7 @@ class _Bpftrace:
                 self.errors.append(line.strip())
 
 
-def _launch(opts: RecordOptions, devs: list[devices.Device], cgroups: list[int]) -> _Bpftrace:
+def _launch(opts: RecordOptions, devs: list[naming.Device], cgroups: list[int]) -> _Bpftrace:
     if shutil.which("bpftrace") is None:
         raise IotapeError("bpftrace: not installed (apt-get install bpftrace)")
     _ensure_tracefs()
@@ -229,7 +228,7 @@ def _copy_events(
 
 def record(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     meta: dict,
     extents: list[Extent],
     progress: Progress | None = None,

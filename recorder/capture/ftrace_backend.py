@@ -26,9 +26,10 @@ import numpy as np
 
 import schemas
 from base.errors import IotapeError
-from recorder.capture.record import Progress, RecordOptions, RecordResult, RecordSummary
+from devices import naming
+from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.importers import blkpair, blkparse
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, devices
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
 from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -86,7 +87,7 @@ def _overruns() -> int:
 
 
 @contextlib.contextmanager
-def blk_tracer(devs: list[devices.Device]) -> Iterator[None]:
+def blk_tracer(devs: list[naming.Device]) -> Iterator[None]:
     """The blk tracer on for `devs`; every setting put back as it was on exit."""
     ensure_tracefs()
     saved: list[tuple[Path, str]] = []
@@ -239,7 +240,7 @@ def _footer(cap: _Capture, lost: int, stop_reason: str) -> TraceFooter:
 
 def record(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     meta: dict,
     extents: list[Extent],
     progress: Progress | None = None,

@@ -15,7 +15,7 @@ import struct
 
 import schemas
 from base.errors import IotapeError
-from recorder.tracefile import devices
+from devices import naming
 from recorder.tracefile.streams import Extent
 
 FS_IOC_FIEMAP = 0xC020660B
@@ -93,7 +93,7 @@ def stream_table(names: list[str]) -> tuple[dict[str, tuple[int, int]], dict[int
 
 
 def label_extents(
-    specs: list[str], recorded: list[devices.Device]
+    specs: list[str], recorded: list[naming.Device]
 ) -> tuple[list[Extent], dict[int, str], list[dict]]:
     """Extents of every labelled file on a recorded device, the stream table, and a summary."""
     parsed = [parse_label(s) for s in specs]
@@ -108,7 +108,7 @@ def label_extents(
         matched = []
         for path in files:
             st = os.stat(path)
-            fs_dev = devices.by_number(os.major(st.st_dev), os.minor(st.st_dev))
+            fs_dev = naming.by_number(os.major(st.st_dev), os.minor(st.st_dev))
             if fs_dev.dev not in by_dev:
                 raise IotapeError(
                     f"--label {name}={pattern}: {path} lives on {fs_dev.name}, "

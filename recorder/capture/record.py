@@ -14,64 +14,24 @@ import os
 import platform
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import schemas
 from base import __version__
 from base.errors import IotapeError
+from devices import naming
 from recorder.capture import labels
-from recorder.tracefile import TraceFooter, devices
+from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile.streams import Extent
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
 READY_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
 OPS = tuple(schemas.enum("op"))
-
-
-@dataclass
-class RecordOptions:
-    devices: list[str]
-    output: Path
-    command: list[str] = field(default_factory=list)
-    duration: float | None = None
-    pids: list[int] = field(default_factory=list)
-    cgroups: list[str] = field(default_factory=list)
-    comms: list[str] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    metadata: dict = field(default_factory=dict)
-    force: bool = False
-    backend: str = "bpf"
-    chunk_records: int = 8192
-    ring_mb: int = 32
-    bpf_stats: bool = False
-    argv: list[str] = field(default_factory=lambda: list(sys.argv))
-
-
-class RecordSummary(TraceFooter, total=False):
-    """The trace's footer (events and chunks filled in) and the recorder process's
-    peak RSS and CPU (`iotape record --json`)."""
-
-    type: str  # "done": the loader's last progress line
-    process: dict[str, Any]
-
-
-@dataclass
-class RecordResult:
-    output: Path
-    summary: RecordSummary
-    command_exit: int | None
-
-
-Progress = Callable[[dict], None]
 
 
 def loader_path() -> Path:
@@ -104,7 +64,7 @@ def check_output(path: Path, force: bool) -> None:
         raise IotapeError(f"{path}: directory {parent} is not writable")
 
 
-def validate(opts: RecordOptions) -> list[devices.Device]:
+def validate(opts: RecordOptions) -> list[naming.Device]:
     if not opts.devices:
         raise IotapeError("no device to record: give at least one -d DEV")
     for op in opts.ops:
@@ -115,7 +75,7 @@ def validate(opts: RecordOptions) -> list[devices.Device]:
             raise IotapeError(f"--comm {comm!r}: a thread name is 1 to 15 bytes")
     if opts.duration is not None and opts.duration <= 0:
         raise IotapeError(f"--duration {opts.duration}: must be positive")
-    devs = [devices.resolve(d) for d in opts.devices]
+    devs = [naming.resolve(d) for d in opts.devices]
     seen: set[int] = set()
     for d in devs:
         key = d.partition.dev if d.partition else d.dev
@@ -128,7 +88,7 @@ def validate(opts: RecordOptions) -> list[devices.Device]:
 
 def build_meta(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     cgroups: list[int],
     streams: dict[int, str],
     label_summary: list[dict],
@@ -154,7 +114,7 @@ def build_meta(
 
 def loader_argv(
     opts: RecordOptions,
-    devs: list[devices.Device],
+    devs: list[naming.Device],
     cgroups: list[int],
     meta_path: str,
     extents_path: str | None,

@@ -19,6 +19,7 @@ import numpy as np
 
 from base import __version__
 from base.errors import IotapeError
+from devices import naming
 from recorder.importers import blkbinary, blkpair, blkparse, textformats, textlines
 from recorder.importers import blktrace as bt
 from recorder.importers import detect as detection
@@ -27,7 +28,7 @@ from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_in
 from recorder.importers.readers import READERS
 from recorder.importers.spool import Spool
 from recorder.importers.textrecords import Context
-from recorder.tracefile import TraceFooter, default_streams, devices
+from recorder.tracefile import TraceFooter, default_streams
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -260,7 +261,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
 def _map_devices(recs: np.ndarray, table: DeviceTable) -> np.ndarray:
     """Register the records' devices (MAJ:MIN keys) and apply --device-map."""
     for d in np.unique(recs["dev"]).tolist():
-        major, minor = devices.split_kdev(d)
+        major, minor = naming.split_kdev(d)
         new = table(f"{major}:{minor}", d)
         if new != d:
             recs["dev"][recs["dev"] == d] = new

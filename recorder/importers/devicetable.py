@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from base.errors import IotapeError
-from recorder.tracefile import devices
+from devices import naming
 
 # Devices we make up for formats without device numbers: a major from the range
 # Linux reserves for local/experimental use, so they never look like a real disk.
@@ -30,8 +30,8 @@ class DeviceTable:
         if target is not None:
             entry = _mapped_device(key, target, self.fmt)
         else:
-            dev = native if native is not None else devices.kdev(SYNTH_MAJOR, len(self.by_key))
-            major, minor = devices.split_kdev(dev)
+            dev = native if native is not None else naming.kdev(SYNTH_MAJOR, len(self.by_key))
+            major, minor = naming.split_kdev(dev)
             entry = _device_entry(f"{self.fmt}:{key}", dev, major, minor)
         self.by_key[key] = entry["dev"]
         self.entries.setdefault(entry["dev"], {**entry, "source_key": key})
@@ -58,12 +58,12 @@ def _device_entry(name: str, dev: int, major: int, minor: int) -> dict:
 
 def _mapped_device(key: str, target: str, fmt: str) -> dict:
     if target.startswith("/dev/"):
-        d = devices.resolve(target)
+        d = naming.resolve(target)
         return {**d.to_json(), "partition": None}
     m = re.fullmatch(r"(?:(.+)=)?(\d+):(\d+)", target)
     if m:
         major, minor = int(m.group(2)), int(m.group(3))
-        return _device_entry(m.group(1) or f"{fmt}:{key}", devices.kdev(major, minor), major, minor)
+        return _device_entry(m.group(1) or f"{fmt}:{key}", naming.kdev(major, minor), major, minor)
     raise IotapeError(f"--device-map {key}={target}: expected /dev/NAME, MAJ:MIN or NAME=MAJ:MIN")
 
 

@@ -3,8 +3,8 @@
 The names other components use live here; the modules below hold them by job:
 `format` (layout constants, header and footer types, encoding), `blocks` (decoding
 and checking each block), `reader`, `writer`, `arrow`, `scan`, `check`, `info`,
-`convert`; and what every producer of records shares: `devices` (the header's device
-table, `dev` numbers) and `streams` (stream labels).
+`convert`; and what every producer of records shares: `streams` (stream labels). The
+header's device table and the `dev` numbers come from devices/naming.py.
 """
 
 from recorder.tracefile.arrow import decode_comm, records_to_arrow

@@ -1,6 +1,6 @@
 """`iotape replay check-host`: a host checks its own part of a multi-host plan.
 
-The checks are those `replay run` makes of local targets (targets.py, safety.py:
+The checks are those `replay run` makes of local targets (devices/targets.py, devices/safety.py:
 a block device that is mounted, swap, held, opened exclusively, on the root disk
 or holding a signature is refused without --destroy-data-on), made on the host,
 where the kernel that knows the device runs, plus: the target is at least as
@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 
 from base.errors import IotapeError
+from devices import targets
+from devices.safety import check_target
 from replayer.hosts import spec as hosts
-from replayer.run import targets
-from replayer.run.safety import check_target
 from schemas.documents import plan as plan_document
 
 UNIT = 512

@@ -100,11 +100,9 @@ def _ms(x: float) -> float:
     return round(x / 1e6, 3)
 
 
-def jobdir_starts(jobdir: Path) -> dict[str, HostStart]:
-    """`replay fidelity` of a multi-host JOBDIR: each host's start, from fio's logs."""
-    from replayer.run.execute import load_manifest
-
-    man = load_manifest(jobdir)
+def jobdir_starts(jobdir: Path, man: Manifest) -> dict[str, HostStart]:
+    """`replay fidelity` of a multi-host JOBDIR (its plan `man`): each host's start,
+    from fio's logs."""
     if not man.hosts:
         raise IotapeError(f"{jobdir}: a job directory of one host; give the recorded replay")
     return starts(jobdir, man)

@@ -1,6 +1,7 @@
-"""`iotape replay run` of a multi-host plan: check every host, then one `fio --client`.
+"""HostsRunner: `iotape replay run` of a multi-host plan: check every host, then one
+`fio --client`.
 
-Before any I/O, each host is asked, all at once, through fio's client:
+Before any I/O (HostsRunner.check), each host is asked, all at once, through fio's client:
 - first (`results/HOST/probe.fio`, a job that touches nothing) that a fio server
   answers at ADDRESS:PORT (else: unreachable), and which fio it runs (the probe fio
   prints; client and servers must be the same version). Only when every host
@@ -15,10 +16,11 @@ Before any I/O, each host is asked, all at once, through fio's client:
   not run there;
 - `target.K`: fio's own view of each target (create_only: set-up, no I/O): it
   exists, and a written one is not mounted (fio's allow_mounted_write=0).
-Then one controller, `fio --client=A1,P1 hosts/h1.fio --client=A2,P2 hosts/h2.fio`,
-starts every host's part; fio writes the logs each host returns as
-`results/LOG.ADDRESS`, moved here to `results/HOST/LOG`, and each host's jobs of
-the client's JSON go to `results/HOST/fio.json`.
+Then (HostsRunner.replay) one controller,
+`fio --client=A1,P1 hosts/h1.fio --client=A2,P2 hosts/h2.fio`, starts every host's
+part; fio writes the logs each host returns as `results/LOG.ADDRESS`, moved here to
+`results/HOST/LOG`, and each host's jobs of the client's JSON go to
+`results/HOST/fio.json`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,7 +39,9 @@ from base.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.model import HostEntry, Manifest
-from replayer.run.results import HostRun, RunSummary
+from replayer.run.interface import Say
+from replayer.run.results import HostRun, JobRow, RunSummary
+from replayer.run.summarize import summarize
 
 PREFLIGHT_TIMEOUT_S = 30
 PROBE = re.compile(r"^hostname=.*\bfio=(?P<version>\S+?),")
@@ -223,65 +226,85 @@ def _split_results(jobdir: Path, man: Manifest, doc: dict) -> dict[str, dict]:
     return per
 
 
-def run(
-    jobdir: Path,
-    man: Manifest,
-    destroy: list[str],
-    iotape: str = "iotape",
-    say: Callable[[str], None] = lambda s: None,
-) -> RunSummary:
-    from replayer.run.execute import summarize
+class HostsRunner:
+    """Every host's part of the plan at once, through one `fio --client`: each host
+    checked first (probe, then preflight), each host's results apart."""
 
-    want = local_version()
-    results = jobdir / "results"
-    results.mkdir(exist_ok=True)
-    for host in man.hosts:
-        # Logs of an earlier run would be taken for this one's.
-        shutil.rmtree(results / host.name, ignore_errors=True)
-    say(f"checking {len(man.hosts)} hosts")
-    with ThreadPoolExecutor(len(man.hosts)) as pool:
-        for step in (
-            lambda h: probe(jobdir, h, want),
-            lambda h: preflight(jobdir, h, man, iotape, destroy, want),
-        ):
-            why = next((w for w in pool.map(step, man.hosts) if w), None)
-            if why:
-                raise IotapeError(why)
-    cmd = [_fio(), "--output-format=json", "--eta=never"]
-    for host in man.hosts:
-        cmd += [f"--client={host.address},{host.port}", host.jobfile]
-    say(f"replaying {man.mode} plan on {len(man.hosts)} hosts, about {man.duration_s:.1f} s")
-    launch_ns = time.time_ns()
-    with (results / "client.json").open("w") as out, (results / "client.err").open("w") as err:
-        rc = subprocess.run(cmd, cwd=jobdir, stdout=out, stderr=err, check=False).returncode
-    text = (results / "client.json").read_text()
-    doc = _client_json(text)
-    if rc != 0 or doc is None:
-        raise IotapeError(
-            f"{jobdir}: fio --client exited with status {rc}: "
-            f"{_fio_says(text + (results / 'client.err').read_text()) or 'see results/client.json'}"
-        )
-    per = _split_results(jobdir, man, doc)
-    failed = [
-        f"{h}/{j['jobname']}: error {j['error']}"
-        for h, one in per.items()
-        for j in one["jobs"]
-        if j.get("error")
-    ]
-    if failed:
-        raise IotapeError(f"{jobdir}: fio reported errors on the hosts: {'; '.join(failed[:3])}")
-    starts = hostfid.starts(jobdir, man, launch_ns)
-    summary = RunSummary(
-        jobdir=str(jobdir),
-        mode=man.mode,
-        runner="fio",
-        hosts={h: HostRun(jobs=summarize(one), start=starts.get(h)) for h, one in per.items()},
-        launch_epoch_ns=launch_ns,
-        jobs=[
-            row.model_copy(update={"job": f"{h}/{row.job}"})
-            for h, one in per.items()
-            for row in summarize(one)
-        ],
+    no_record: str | None = (
+        "--record/--anchor-record: a multi-host plan is measured from fio's per-I/O "
+        "logs of each host (record on a host with `iotape record` there)"
     )
-    summary.write(results / "summary.json")
-    return summary
+
+    def __init__(
+        self, jobdir: Path, man: Manifest, destroy: list[str], iotape: str = "iotape"
+    ) -> None:
+        self.jobdir, self.man, self.destroy, self.iotape = jobdir, man, destroy, iotape
+        self.want = ""
+
+    def check(self, say: Say) -> None:
+        jobdir, man = self.jobdir, self.man
+        self.want = want = local_version()
+        results = jobdir / "results"
+        results.mkdir(exist_ok=True)
+        for host in man.hosts:
+            # Logs of an earlier run would be taken for this one's.
+            shutil.rmtree(results / host.name, ignore_errors=True)
+        say(f"checking {len(man.hosts)} hosts")
+        with ThreadPoolExecutor(len(man.hosts)) as pool:
+            for step in (
+                lambda h: probe(jobdir, h, want),
+                lambda h: preflight(jobdir, h, man, self.iotape, self.destroy, want),
+            ):
+                why = next((w for w in pool.map(step, man.hosts) if w), None)
+                if why:
+                    raise IotapeError(why)
+
+    def prepare(self) -> None:
+        pass
+
+    def replay(self, record_to: Path | None, say: Say) -> RunSummary:
+        assert record_to is None  # no_record
+        jobdir, man = self.jobdir, self.man
+        results = jobdir / "results"
+        cmd = [_fio(), "--output-format=json", "--eta=never"]
+        for host in man.hosts:
+            cmd += [f"--client={host.address},{host.port}", host.jobfile]
+        say(f"replaying {man.mode} plan on {len(man.hosts)} hosts, about {man.duration_s:.1f} s")
+        launch_ns = time.time_ns()
+        with (results / "client.json").open("w") as out, (results / "client.err").open("w") as err:
+            rc = subprocess.run(cmd, cwd=jobdir, stdout=out, stderr=err, check=False).returncode
+        text = (results / "client.json").read_text()
+        doc = _client_json(text)
+        if rc != 0 or doc is None:
+            said = _fio_says(text + (results / "client.err").read_text())
+            raise IotapeError(
+                f"{jobdir}: fio --client exited with status {rc}: "
+                f"{said or 'see results/client.json'}"
+            )
+        per = _split_results(jobdir, man, doc)
+        failed = [
+            f"{h}/{j['jobname']}: error {j['error']}"
+            for h, one in per.items()
+            for j in one["jobs"]
+            if j.get("error")
+        ]
+        if failed:
+            raise IotapeError(
+                f"{jobdir}: fio reported errors on the hosts: {'; '.join(failed[:3])}"
+            )
+        starts = hostfid.starts(jobdir, man, launch_ns)
+        return RunSummary(
+            jobdir=str(jobdir),
+            mode=man.mode,
+            runner="fio",
+            hosts={h: HostRun(jobs=summarize(one), start=starts.get(h)) for h, one in per.items()},
+            launch_epoch_ns=launch_ns,
+            jobs=[
+                row.model_copy(update={"job": f"{h}/{row.job}"})
+                for h, one in per.items()
+                for row in summarize(one)
+            ],
+        )
+
+    def anchor(self, record_to: Path, say: Say) -> list[JobRow]:
+        raise IotapeError(self.no_record or "")

@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from base.errors import IotapeError
+from replayer.plan import targetmap
 from replayer.plan.model import HostAddress, HostEntry, Job
-from replayer.run import targets
 
 DEFAULT_PORT = 8765  # fio's own default for --server and --client
 REMOTE_BLOCK = 4096
@@ -100,9 +100,9 @@ def check_mapping(mapping: dict[str, str], hosts: dict[str, HostAddress]) -> Non
             )
 
 
-def remote_target(path: str) -> targets.Target:
+def remote_target(path: str) -> targetmap.Target:
     """A target on another host: unknown size, planned to what the trace needs."""
-    return targets.Target(path, "remote", None, REMOTE_BLOCK)
+    return targetmap.Target(path, "remote", None, REMOTE_BLOCK)
 
 
 def _digest(paths: list[Path]) -> str:

@@ -29,13 +29,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from base.errors import IotapeError
+from devices import safety, targets
 from replayer.hosts import spec as hosts
-from replayer.plan import exact, fitloc, iolog, jobfile, remap, scale, synthetic, write
+from replayer.plan import exact, fitloc, iolog, jobfile, remap, scale, synthetic, targetmap, write
 from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult, Slice, Window
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import OP, Source, load
-from replayer.run import safety, targets
-from replayer.run.targets import Owner
+from replayer.plan.targetmap import Owner
 from schemas.formats import REPLAY_PLAN
 
 MODES = ("exact", "synthetic", "auto")
@@ -67,7 +67,7 @@ class _Layout:
     targets as probed, and each (target, owner)'s (base, size)."""
 
     dev_end: dict[int, int]
-    probed: dict[str, targets.Target]
+    probed: dict[str, targetmap.Target]
     spans: dict[tuple[str, Owner], tuple[int, int]]
     single_dev: bool
 
@@ -94,19 +94,19 @@ def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
     return [(np.flatnonzero(r["pid"] == p), f".p{int(p)}") for p in pids.tolist()]
 
 
-def _target(path: str, writes: bool, opts: PlanOptions) -> targets.Target:
+def _target(path: str, writes: bool, opts: PlanOptions) -> targetmap.Target:
     """Check what `path` is, and that it is safe to write, before opening it: a
     device is refused for what it is (the root disk, mounted, in use), not for
     whatever opening it would have said."""
     if path == PLACEHOLDER:
-        return targets.Target(path, "file", None, 512)
+        return targetmap.Target(path, "file", None, 512)
     if hosts.split(path):
         return hosts.remote_target(path)
     if opts.create_file is not None and opts.create_file <= 0:
         raise IotapeError(f"--create-file {opts.create_file}: must be a positive size")
     if targets.classify(path, opts.create_file) == "block" and writes:
         safety.check_target(path, opts.destroy)
-    return targets.probe(path, opts.create_file)
+    return targetmap.probe(path, opts.create_file)
 
 
 def _seed(*parts: object) -> int:
@@ -120,7 +120,7 @@ def _who(owner: Owner) -> int | str:
 
 def _mapping(opts: PlanOptions) -> tuple[dict[str, str], dict[str, HostAddress]]:
     """--target NAME=PATH as absolute paths (the dry-run placeholder without any), and --host."""
-    mapping = targets.parse(opts.targets)
+    mapping = targetmap.parse(opts.targets)
     hostmap = hosts.parse(opts.hosts)
     hosts.check_mapping(mapping, hostmap)
     if not mapping:
@@ -160,12 +160,12 @@ def _groups(
                 continue
             # A group of one database: its log may be named by either.
             group = lay.group_of(db) if sname in scale.PER_LOG else None
-            path = targets.choose(mapping, Owner("db", db), sname, dname, group)
+            path = targetmap.choose(mapping, Owner("db", db), sname, dname, group)
             owned.append((Owner("db", db), dev, dname, sname, idx, path))
     for g in range(lay.storage_groups) if lay.shared_logs else ():
         for dev, dname, sname, idx in per_stream:
             if sname in scale.PER_LOG:
-                path = targets.choose(mapping, Owner("sg", g), sname, dname, None, lay.members(g))
+                path = targetmap.choose(mapping, Owner("sg", g), sname, dname, None, lay.members(g))
                 owned.append((Owner("sg", g), dev, dname, sname, idx, path))
     groups = []
     users: dict[str, list[Owner]] = {}
@@ -188,7 +188,7 @@ def _layout(
     written = {g.path for g in groups if np.isin(r["op"][g.idx], WRITE_OPS).any()}
     probed = {p: _target(p, p in written, opts) for p in users}
     need = {p: max(dev_end.values()) for p in users}
-    spans = targets.ranges(users, probed, need)
+    spans = targetmap.ranges(users, probed, need)
     return _Layout(dev_end, probed, spans, len(dev_ids) == 1)
 
 

@@ -13,7 +13,7 @@ from replayer.plan import fitloc
 from replayer.plan.options import PlanOptions
 from replayer.plan.scale import Scaling
 from replayer.plan.source import Source
-from replayer.run.targets import Owner, Target
+from replayer.plan.targetmap import Owner, Target
 from schemas.documents.plan import HostEntry, JobEntry, ReplayPlan
 
 # An exact job's iolog entries, column by column: (t_us, action, offset, length).

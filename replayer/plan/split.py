@@ -24,8 +24,8 @@ from analyzer.tiering.events import WRITE, event_rows, events_from_columns
 from analyzer.tiering.params import Params
 from analyzer.tiering.simulate import placement
 from base.errors import IotapeError
+from devices import targets
 from recorder.tracefile import TraceWriter, open_trace
-from replayer.run import targets
 
 # Made-up device numbers for the split halves: major 4095 is never a real driver's.
 _SPLIT_MAJOR = 4095

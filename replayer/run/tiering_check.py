@@ -29,13 +29,14 @@ from analyzer.tiering.params import Params
 from analyzer.tiering.simulate import simulate
 from base.atomic import replacing
 from base.errors import IotapeError
+from devices import targets
+from devices.naming import rdev_of
+from devices.safety import check_target
 from recorder.tracefile import open_trace
 from replayer.plan import build as planmod
 from replayer.plan import split as splitmod
 from replayer.run import execute as runmod
-from replayer.run import targets
 from replayer.run.results import RunSummary
-from replayer.run.safety import check_target, rdev_of
 
 REPLAYS = ("profile", "tiered")
 

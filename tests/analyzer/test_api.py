@@ -284,7 +284,7 @@ def test_serve_refuses_a_public_address_without_a_token(built, monkeypatch) -> N
     import typer
     from typer.testing import CliRunner
 
-    from analyzer.server.cli import serve
+    from iotape.commands.serve import serve
 
     app = typer.Typer()
     app.command("serve")(serve)

@@ -25,7 +25,7 @@ from trace_helpers import chunk_offsets, make_trace, workload_records
 from analyzer.server.app import STATIC, create_app
 from analyzer.server.config import Settings
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 from recorder.tracefile.check import repair
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -16,7 +16,7 @@ from analyzer.store import catalog, event_files, event_histograms, queries
 from analyzer.store.event_batches import chunk_batches, comm_dictionary
 from analyzer.store.export import export_run
 from analyzer.store.ingest import DATA_TABLES, file_sha256, ingest, source_sha256
-from analyzer.store.interface import open_read_only, open_store
+from analyzer.store.opener import open_read_only, open_store
 from recorder.tracefile import (
     CHUNK_HEADER_SIZE,
     content_sha256,

@@ -15,7 +15,7 @@ from trace_helpers import make_trace, workload_records
 
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 from base.errors import IotapeError
 from recorder.tracefile.convert import convert
 
@@ -116,7 +116,7 @@ _CHILD = """
 import sys
 from analyzer.store import clickhouse_store
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 # INSERTs of a quarter million rows, so that chDB holds some of the run's rows when
 # the child is killed, and the retry has them to remove.
 clickhouse_store.CHDB_INSERT_ROWS = 262_144

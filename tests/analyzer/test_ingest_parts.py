@@ -20,7 +20,7 @@ from trace_helpers import header, make_trace, workload_records
 
 from analyzer.store import catalog, ingest_replay, queries
 from analyzer.store.ingest import DATA_TABLES, ingest
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 from base.errors import IotapeError
 from recorder.tracefile import TraceWriter
 from replayer.plan.build import PlanOptions, plan

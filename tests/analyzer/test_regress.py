@@ -20,7 +20,7 @@ from analyzer.analyses.filters import FilterArgs
 from analyzer.server.app import create_app
 from analyzer.server.config import Settings
 from analyzer.store.ingest import ingest, source_sha256
-from analyzer.store.interface import open_store
+from analyzer.store.opener import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
@@ -194,7 +194,7 @@ def test_junit_output_is_valid_and_names_the_regressions(store_url: str) -> None
 
 
 def test_cli_api_and_library_agree(store_url: str) -> None:
-    from analyzer.store.interface import opened
+    from analyzer.store.opener import opened
 
     with opened(store_url, create=False) as s:
         lib = comparison.compare_many(s, "base", ["again", "slowwrites"], FilterArgs(op="write"),

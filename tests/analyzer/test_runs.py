@@ -15,15 +15,15 @@ from trace_helpers import make_trace, workload_records
 from typer.testing import CliRunner
 
 import schemas
-from analyzer.store import cli as analyzer_cli
 from base.errors import IotapeError
+from iotape.commands import db, export, ingest, runs
 from recorder.tracefile import open_trace
 
 app = typer.Typer(pretty_exceptions_enable=False)
-app.command("ingest")(analyzer_cli.ingest)
-app.command("export")(analyzer_cli.export)
-app.add_typer(analyzer_cli.runs_app, name="runs")
-app.add_typer(analyzer_cli.db_app, name="db")
+app.command("ingest")(ingest.ingest)
+app.command("export")(export.export)
+app.add_typer(runs.runs_app, name="runs")
+app.add_typer(db.db_app, name="db")
 runner = CliRunner()
 
 

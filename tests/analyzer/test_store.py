@@ -17,7 +17,8 @@ from trace_helpers import make_trace, workload_records
 import schemas
 from analyzer.store import catalog, queries
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import StoreError, open_store, parse_url
+from analyzer.store.interface import StoreError, parse_url
+from analyzer.store.opener import open_store
 from base.errors import IotapeError
 from recorder.tracefile import open_trace
 from schemas import tables

@@ -43,7 +43,7 @@ def test_no_dialect_test_outside_the_backends() -> None:
 
 def test_openapi_documents_every_response() -> None:
     from analyzer.server.app import create_app
-    from analyzer.store.interface import open_store
+    from analyzer.store.opener import open_store
 
     store = open_store("duckdb://:memory:")
     try:

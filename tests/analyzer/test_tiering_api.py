@@ -16,12 +16,12 @@ from analyzer.server.app import create_app
 from analyzer.server.config import Settings
 from analyzer.server.routes import tiering as api_tiering
 from analyzer.store.ingest import ingest
-from analyzer.store.interface import open_store
-from analyzer.tiering import cli as analyze_cli
+from analyzer.store.opener import open_store
 from analyzer.tiering import from_store
 from analyzer.tiering.events import Events, events_from_columns
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import simulate
+from iotape.commands import analyze as analyze_cli
 
 app = typer.Typer(pretty_exceptions_enable=False)
 app.add_typer(analyze_cli.app, name="analyze")

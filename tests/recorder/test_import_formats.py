@@ -247,7 +247,7 @@ def test_out_of_order_start_imports_again(tmp_path: Path) -> None:
 def test_cli_import(tmp_path: Path) -> None:
     out = tmp_path / "o.iot"
     code = (
-        "import sys, typer; from recorder.importers import cli as import_cli; "
+        "import sys, typer; from iotape.commands import import_ as import_cli; "
         "app = typer.Typer(); app.command('import')(import_cli.import_); "
         "app.command('other')(lambda: None); app()"
     )

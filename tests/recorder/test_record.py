@@ -15,8 +15,9 @@ import pytest
 from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trace_records
 
 import schemas
+from devices import naming
 from recorder.capture.record import RecordOptions, loader_argv
-from recorder.tracefile import devices, open_trace
+from recorder.tracefile import open_trace
 
 # Every test here needs root and loop devices (conftest `kernel`).
 pytestmark = pytest.mark.kernel
@@ -48,7 +49,7 @@ def test_exact_capture_matches_fio_log(loop_factory, tmp_path: Path) -> None:
     assert trace_multiset(recs) == expected
     assert set(recs["comm"].tolist()) == {b"fio"}
     assert (recs["pid"] > 0).all() and (recs["tid"] > 0).all()
-    assert set(recs["dev"].tolist()) == {devices.resolve(target.path).dev}
+    assert set(recs["dev"].tolist()) == {naming.resolve(target.path).dev}
     assert (recs["ts_queue_ns"] > 0).all()
     assert (recs["ts_queue_ns"] <= recs["ts_issue_ns"]).all()
     assert (recs["ts_issue_ns"] <= recs["ts_complete_ns"]).all()
@@ -194,7 +195,7 @@ def test_partition_maps_to_disk(loop, tmp_path: Path) -> None:
     )
     _record(out, "-d", p1, "--", "sh", "-c", script)
     recs = trace_records(out)
-    disk = devices.resolve(loop.path)
+    disk = naming.resolve(loop.path)
     assert len(recs) == 10
     assert set(recs["dev"].tolist()) == {disk.dev}
     start = 1 << 20
@@ -260,7 +261,7 @@ def _loader(loop_path: str, out: Path, tmp_path: Path, chunk_records: int) -> su
     opts = RecordOptions(devices=[loop_path], output=out, chunk_records=chunk_records)
     meta = tmp_path / "meta.json"
     meta.write_text(json.dumps({"host": "test", "devices": [], "streams": {}}))
-    dev = devices.resolve(loop_path)
+    dev = naming.resolve(loop_path)
     argv = loader_argv(opts, [dev], [], str(meta), None)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None

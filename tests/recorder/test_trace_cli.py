@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 import schemas
 from base.errors import IotapeError
-from recorder.tracefile.cli import app
+from iotape.commands.trace import app
 
 runner = CliRunner()
 FOOTER = {

@@ -12,9 +12,9 @@ from trace_helpers import chunk_offsets, chunk_size, make_trace, workload_record
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
+from iotape.commands.trace import app
 from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
-from recorder.tracefile.cli import app
 
 CHUNK = 25
 EVENTS = 2500  # 100 chunks

@@ -247,7 +247,7 @@ def test_a_lost_request_no_longer_pairs_its_key_a_minute_on(tmp_path: Path) -> N
 
 def test_horizon_must_be_positive(tmp_path: Path) -> None:
     from base.errors import IotapeError
-    from replayer.cli.fidelity import fidelity as fidelity_cli
+    from iotape.commands.replay.fidelity import fidelity as fidelity_cli
 
     po = make_trace(tmp_path / "o.iot", workload_records(20, seed=1))
     with pytest.raises(IotapeError, match=r"--horizon 0.0: must be a positive"):

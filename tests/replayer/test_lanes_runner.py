@@ -15,8 +15,8 @@ import pytest
 from base.errors import IotapeError
 from replayer.plan import iolog
 from replayer.plan.model import Manifest
-from replayer.run import execute as runmod
 from replayer.run import runner
+from replayer.run.summarize import summarize
 
 MIB = 1 << 20
 
@@ -79,7 +79,7 @@ def test_every_request_is_issued_as_the_iolog_says(tmp_path: Path) -> None:
     assert data[69632:131072] == b"\x01" * (131072 - 69632)  # untouched between
     assert took >= 0.500999
     # What `replay run` keeps of it: fio's summary shape.
-    rows = {r.job: r for r in runmod.summarize(doc)}
+    rows = {r.job: r for r in summarize(doc)}
     assert rows["b"].write is not None and rows["b"].write.ios == 1 and rows["a"].trim is not None
 
 

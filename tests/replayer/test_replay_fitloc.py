@@ -13,8 +13,8 @@ from trace_helpers import DT, header
 from typer.testing import CliRunner
 
 import schemas
+from iotape.commands.replay import app
 from recorder.tracefile import write_trace
-from replayer.cli import app
 from replayer.plan import fitloc, synthetic
 
 OP = schemas.enum("op")

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 import schemas
 from base.errors import IotapeError
+from iotape.commands.replay import app
 from recorder.tracefile import write_trace
-from replayer.cli import app
 from replayer.plan import scale
 from replayer.plan.build import PlanOptions, plan
 

@@ -20,9 +20,9 @@ from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan import exact, iolog, lanes, stream, streamplan
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.model import Job
+from replayer.plan.targetmap import Owner
 from replayer.run import execute as runmod
 from replayer.run import fidelity
-from replayer.run.targets import Owner
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 

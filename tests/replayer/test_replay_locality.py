@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from iotape.commands.replay import app
 from recorder.capture import record as rec
-from replayer.cli import app
 from replayer.plan import locality
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import fidelity

@@ -18,8 +18,8 @@ from analyzer.tiering.events import load_trace
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import placement
 from base.errors import IotapeError
+from iotape.commands import replay as replay_cli
 from recorder.tracefile import TraceWriter, open_trace
-from replayer import cli as replay_cli
 from replayer.plan import split
 
 app = typer.Typer(pretty_exceptions_enable=False)
@@ -121,8 +121,8 @@ def test_the_replayer_reaches_neither_the_store_nor_the_server() -> None:
     """The replayer may use the tiering simulator, never analyzer.store or
     analyzer.server: importing what it uses loads neither."""
     code = (
-        "import sys, replayer.cli, replayer.plan.split, replayer.plan.locality, "
-        "replayer.plan.fitloc, replayer.run.tiering_check\n"
+        "import sys, replayer.plan.build, replayer.run.execute, replayer.plan.split, "
+        "replayer.plan.locality, replayer.plan.fitloc, replayer.run.tiering_check\n"
         "print(sorted(m for m in sys.modules\n"
         "             if m.startswith(('analyzer.store', 'analyzer.server'))))"
     )

@@ -138,9 +138,9 @@ def test_one_set_of_workload_defaults() -> None:
     """`iotape workload run`, WorkloadConfig and the engine: the table's defaults."""
     import typer
 
+    from iotape.commands.workload import app
     from schemas.workload_options import options
     from workload import engine
-    from workload.cli import app
 
     cfg = engine.WorkloadConfig(db_paths=["/d"], log_paths=["/l"])
     params = {p.name: p for p in typer.main.get_command(app).commands["run"].params}
@@ -154,7 +154,7 @@ def test_one_set_of_workload_defaults() -> None:
             assert params[field].default is None, name
             continue
         assert float(params[field].default) == want, name
-    from workload import cli
+    from iotape.commands import workload as cli
 
     given = {"page_kb": None, "copies": None, "no_bdm": None, "recreate": False,
              "destroy_data_on": None, "set_": None, "profile": "exchange2013"}  # fmt: skip

@@ -181,7 +181,7 @@ def test_cli_passes_tier_options_and_their_errors(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from base.errors import IotapeError
-    from workload.cli import app
+    from iotape.commands.workload import app
 
     res = CliRunner().invoke(
         app,

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
+from iotape.commands.workload import app
 from workload import engine, html, profiles, report
-from workload.cli import app
 
 runner = CliRunner()
 

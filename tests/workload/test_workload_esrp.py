@@ -18,9 +18,9 @@ from ese_log_helpers import log_records
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
+from iotape.commands.workload import app
 from schemas.documents.workload_report import StreamFigures
 from workload import engine, esrp, report
-from workload.cli import app
 
 runner = CliRunner()
 pytestmark = pytest.mark.kernel

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 import schemas
 from base.errors import IotapeError
+from iotape.commands.workload import app
 from recorder.tracefile import open_trace
 from workload import engine, layout, report
-from workload.cli import app
 
 runner = CliRunner()
 kernel = pytest.mark.kernel

@@ -52,7 +52,7 @@ def test_mmb2_report_names_its_criterion_and_no_jetstress_verdict(tmp_path: Path
 
 
 def test_the_preset_sets_its_run_settings_unless_given() -> None:
-    from workload import cli
+    from iotape.commands import workload as cli
 
     def cfg(**given: object) -> engine.WorkloadConfig:
         opts: dict = {"page_kb": None, "copies": None, "no_bdm": None, "recreate": False,

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
+from iotape.commands.workload import app
 from workload import engine, layout
-from workload.cli import app
 
 runner = CliRunner()
 pytestmark = pytest.mark.kernel

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import comparison
-from analyzer.analyses.results import ComparisonSet
 from analyzer.server.deps import FilterDep, StoreDep
-from analyzer.server.models import CompareResponse
 from base.errors import IotapeError
+from schemas.documents.api import CompareOne, CompareResponse
 
 router = APIRouter(tags=["compare"])
 RunRef = Annotated[str, Query(min_length=1, max_length=200, description="run id or name")]
@@ -44,7 +43,7 @@ def compare(
     mode: Annotated[
         Literal["performance", "stress"], Query(description="thresholds of each run's verdict")
     ] = "performance",
-) -> dict[str, Any] | ComparisonSet:
+) -> CompareResponse:
     """Per device model (and firmware), op and stream: candidate minus base device-time
     percentiles, mean and IOPS with confidence intervals (bootstrap; Poisson for IOPS).
     `regression` is true where a metric named in `metric` got worse, its interval
@@ -68,6 +67,10 @@ def compare(
     except IotapeError as e:
         raise HTTPException(404, str(e)) from None
     if len(candidate) == 1:
-        one = r["candidates"][0]
-        return {**one, "filter": r["filter"], "base_verdict": r["base"]["verdict"]}
+        one: CompareOne = {
+            **r["candidates"][0],
+            "filter": r["filter"],
+            "base_verdict": r["base"]["verdict"],
+        }
+        return one
     return r

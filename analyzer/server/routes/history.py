@@ -10,7 +10,7 @@ from analyzer.analyses import comparison
 from analyzer.analyses import history as hist
 from analyzer.analyses.filters import BadInput
 from analyzer.server.deps import FilterDep, StoreDep
-from analyzer.server.models import HistoryResponse
+from schemas.documents.api import History
 
 router = APIRouter(tags=["history"])
 
@@ -18,7 +18,7 @@ router = APIRouter(tags=["history"])
 @router.get(
     "/history",
     summary="A device model across firmware versions",
-    response_model=HistoryResponse,
+    response_model=History,
     response_model_exclude_unset=True,
 )
 def history(
@@ -36,7 +36,7 @@ def history(
         str,
         Query(max_length=200, description="metrics to find change points in, comma-separated"),
     ] = ",".join(hist.DEFAULT_CHANGE_METRICS),
-) -> dict:
+) -> History:
     """Per op and stream, for each version (the devices' firmware, or the value of
     `tag`): device-time percentiles, mean and IOPS with bootstrap confidence intervals,
     repeated runs of a version pooled; and the change points E-Divisive finds in the

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
-from analyzer.server.models import LatencyResponse
+from schemas.documents.api import LatencyResponse
 
 router = APIRouter(tags=["latency"])
 
@@ -27,7 +27,7 @@ def latency(
         bool, Query(description="exact order statistics instead of histogram percentiles")
     ] = False,
     cdf_points: Annotated[int, Query(ge=2, le=5000, description="CDF points per group")] = 200,
-) -> dict:
+) -> LatencyResponse:
     """Device time (complete - issue) and queue time (issue - queue), overall and per op
     and stream: count, mean, min, max, p50/p90/p99/p99.9/p99.99, a log-linear histogram
     (64 sub-buckets per power of two; its error bound is in `histogram_scheme`) and CDF

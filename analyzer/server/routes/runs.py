@@ -6,8 +6,8 @@ from fastapi import APIRouter, HTTPException
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
-from analyzer.server.models import RunSummary
 from analyzer.store import catalog
+from schemas.documents.api import RunSummary
 
 router = APIRouter(tags=["runs"])
 
@@ -18,7 +18,7 @@ router = APIRouter(tags=["runs"])
     response_model=list[RunSummary],
     response_model_exclude_unset=True,
 )
-def list_runs(store: StoreDep, filters: FilterDep) -> list[dict]:
+def list_runs(store: StoreDep, filters: FilterDep) -> list[RunSummary]:
     """Every visible run, oldest first, with its devices and streams. With a filter, each
     run also says how many requests match it; a `device` filter lists only runs that
     have that device."""
@@ -40,6 +40,6 @@ def list_runs(store: StoreDep, filters: FilterDep) -> list[dict]:
     response_model=RunSummary,
     response_model_exclude_unset=True,
 )
-def get_run(run: RunDep, store: StoreDep, filters: FilterDep) -> dict:
+def get_run(run: RunDep, store: StoreDep, filters: FilterDep) -> RunSummary:
     """The run's catalog entry, devices and streams; `matching` counts what the filter keeps."""
     return analyses.run_summary(store, run, event_filter(store, run, filters))

@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from analyzer.server.deps import RunDep
-from analyzer.server.models import TieringResponse
 from analyzer.store.interface import Store
 from analyzer.tiering import from_store as tiering
 from base.errors import IotapeError
+from schemas.documents.api import TieringResponse
 
 router = APIRouter(tags=["tiering"])
 
@@ -72,7 +72,7 @@ def run_tiering(
     fast_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     slow_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     measured_run: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-) -> dict:
+) -> TieringResponse:
     """Simulates a fast tier of fixed-size units over the run's reads and writes, with
     one policy: array-style `tiering` (presets for HPE MSA, Dell Compellent, Dell/EMC
     FAST VP, IBM Easy Tier, each with its `source`), an SSD read cache (`lru`,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from analyzer.analyses import core as analyses
 from analyzer.server.deps import MAX_S, FilterDep, RunDep, StoreDep, event_filter
-from analyzer.server.models import HeatmapResponse, TimeseriesResponse
+from schemas.documents.api import HeatmapResponse, TimeseriesResponse
 
 router = APIRouter(tags=["time"])
 
@@ -27,7 +27,7 @@ def timeseries(
         float | None,
         Query(gt=0, le=MAX_S, description="seconds per point; default about 200 points"),
     ] = None,
-) -> dict:
+) -> TimeseriesResponse:
     """Per interval of completion time: IOPS, MB/s, mean queue depth at the device
     (Little's law) and device latency mean, p50, p99 and max (exact per interval)."""
     f = event_filter(store, run, filters)
@@ -51,7 +51,7 @@ def heatmap(
     filters: FilterDep,
     time_bins: Annotated[int, Query(ge=1, le=500)] = 100,
     offset_bins: Annotated[int, Query(ge=1, le=256)] = 64,
-) -> dict:
+) -> HeatmapResponse:
     """Requests and bytes per (time bin, offset bin), one grid per device, over the range
     of times and offsets the selection covers: hot regions show as dense cells."""
     f = event_filter(store, run, filters)

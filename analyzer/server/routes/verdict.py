@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from analyzer.analyses import core as analyses
 from analyzer.analyses import verdict as jetstress
 from analyzer.server.deps import FilterDep, RunDep, StoreDep, event_filter
-from analyzer.server.models import VerdictResponse
+from schemas.documents.api import VerdictResponse
 
 router = APIRouter(tags=["verdict"])
 
@@ -27,7 +27,7 @@ def verdict(
     mode: Annotated[
         Literal["performance", "stress"], Query(description="which thresholds apply")
     ] = "performance",
-) -> dict:
+) -> VerdictResponse:
     """Database read and log write latency (average and maximum, ms) of the requests
     labelled db-read and log-write, against the Jetstress thresholds: overall, per
     device, and the workload engine's own per-database report where the run has one.

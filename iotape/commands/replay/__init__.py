@@ -1,4 +1,4 @@
-"""`iotape replay plan|run|fidelity`: each command parses, calls one library function, prints.
+"""`iotape replay`: one module per command; each parses, calls one library function, prints.
 
 The commands are registered here, in the order `iotape replay --help` lists them."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from replayer.cli import fidelity, plan, run, tiering
+from iotape.commands.replay import fidelity, plan, run, split, tiering_check
 
 app = typer.Typer(
     help="Replay a trace with fio: plan job files, run them, measure fidelity.",
@@ -18,7 +18,7 @@ app.command("plan")(plan.plan)
 app.command("run")(run.run)
 app.command("check-host")(run.check_host)
 app.command("fidelity")(fidelity.fidelity)
-app.command("split")(tiering.split)
-app.command("tiering-check")(tiering.tiering_check)
+app.command("split")(split.split)
+app.command("tiering-check")(tiering_check.tiering_check)
 
 __all__ = ["app"]

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from base.errors import IotapeError
 from iotape.cliopts import AsJson
-from replayer.cli.run import start_line
+from iotape.commands.replay.run import start_line
+from replayer.hosts import fidelity as hostfid
+from replayer.run import execute as runmod
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
 
@@ -70,9 +72,7 @@ def fidelity(
         raise IotapeError(f"--horizon {horizon}: must be a positive number of seconds")
     if replayed.is_dir():
         # A multi-host job directory: figures per host from fio's own logs.
-        from replayer.hosts import fidelity as hostfid
-
-        starts = hostfid.jobdir_starts(replayed)
+        starts = hostfid.jobdir_starts(replayed, runmod.load_manifest(replayed))
         if as_json:
             print(json.dumps({"hosts": starts}, indent=2))
             return

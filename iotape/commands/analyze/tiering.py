@@ -1,10 +1,4 @@
-"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run
-(`analyze latency` and `analyze verdict` live in regress_cli.py).
-
-iotape/cli.py registers the group:
-
-    app.add_typer(analyze_cli.app, name="analyze")
-"""
+"""`iotape analyze tiering`: what an SSD tier or SSD cache would have done with a run."""
 
 from __future__ import annotations
 
@@ -16,24 +10,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from analyzer.store.cli import RunRef
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from analyzer.tiering import from_store
 from analyzer.tiering import options as opt
 from base.atomic import replacing
 from base.errors import IotapeError
-from iotape.cliopts import AsJson, Db
+from iotape.cliopts import AsJson, Db, RunRef
+from schemas.documents.api import TieringResponse
 
-app = typer.Typer(
-    help="Analyses of a stored run from the terminal.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 out = Console()
 
 
-@app.command("tiering")
 def tiering_cmd(
     run: RunRef,
     policy: opt.Policy = "tiering",
@@ -113,7 +100,7 @@ def _ns(v: float | None) -> str:
     return f"{v / 1e6:.3f} ms" if v >= 1e6 else f"{v / 1e3:.1f} µs"
 
 
-def _print(r: dict) -> None:
+def _print(r: TieringResponse) -> None:
     p = r["params"]
     preset = f", preset {p['preset']}" if p["preset"] else ""
     out.print(
@@ -156,12 +143,12 @@ def _print(r: dict) -> None:
         t = Table(title="projected device latency")
         for c in ("", "p50", "p99", "mean"):
             t.add_column(c, justify="right")
-        for name, label in (
-            ("slow_only", f"slow device ({r['slow_run']['name']})"),
-            ("projected", "projected (tiered)"),
-            ("fast_only", f"fast device ({r['fast_run']['name']})"),
+        lat = r["latency"]
+        for m, label in (
+            (lat["slow_only"], f"slow device ({r['slow_run']['name']})"),
+            (lat["projected"], "projected (tiered)"),
+            (lat["fast_only"], f"fast device ({r['fast_run']['name']})"),
         ):
-            m = r["latency"][name]
             t.add_row(label, _ns(m["p50_ns"]), _ns(m["p99_ns"]), _ns(m["mean_ns"]))
         if "measured" in r["latency"]:
             m, e = r["latency"]["measured"], r["latency"]["error"]
@@ -173,14 +160,3 @@ def _print(r: dict) -> None:
             )
             t.add_row("projection error", *(_signed(e[k]) for k in ("p50", "p99", "mean")))
         out.print(t)
-
-
-def _register_reports() -> None:
-    # The server's analyses as commands: one implementation (analyses.py), two front ends.
-    from analyzer.analyses import cli as regress_cli
-
-    app.command("latency")(regress_cli.latency)
-    app.command("verdict")(regress_cli.verdict)
-
-
-_register_reports()

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
-from replayer.cli.common import DestroyDataOn, err
+from iotape.commands.replay.options import DestroyDataOn, err
 from replayer.run import execute as runmod
 from replayer.run.results import HostStart, RunSummary
 

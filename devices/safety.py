@@ -15,32 +15,28 @@ import subprocess
 from pathlib import Path
 
 from base.errors import IotapeError
-from recorder.tracefile import devices
+from devices import naming
 
 
-def _disk_and_parts(rdev: int) -> tuple[devices.Device, set[int]]:
-    d = devices.by_number(os.major(rdev), os.minor(rdev))
+def _disk_and_parts(rdev: int) -> tuple[naming.Device, set[int]]:
+    d = naming.by_number(os.major(rdev), os.minor(rdev))
     disk = d.partition.dev if d.partition else d.dev
     whole = Path(f"/sys/dev/block/{d.major}:{d.minor}").resolve()
-    nums = {devices.kdev(os.major(rdev), os.minor(rdev)), d.dev, disk}
+    nums = {naming.kdev(os.major(rdev), os.minor(rdev)), d.dev, disk}
     if not d.partition:
         for part in whole.iterdir():
             if (part / "partition").exists():
                 ma, mi = (int(x) for x in (part / "dev").read_text().split(":"))
-                nums.add(devices.kdev(ma, mi))
+                nums.add(naming.kdev(ma, mi))
     return d, nums
-
-
-def _name(n: int) -> str:
-    return Path(f"/sys/dev/block/{n >> 20}:{n & 0xFFFFF}").resolve().name
 
 
 def _mounted_at(nums: set[int]) -> str | None:
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         f = line.split()
         ma, mi = (int(x) for x in f[2].split(":"))
-        if devices.kdev(ma, mi) in nums:
-            return f"{f[4]} ({_name(devices.kdev(ma, mi))})"
+        if naming.kdev(ma, mi) in nums:
+            return f"{f[4]} ({naming.name_of(naming.kdev(ma, mi))})"
     for line in Path("/proc/swaps").read_text().splitlines()[1:]:
         name = line.split()[0]
         try:
@@ -49,7 +45,7 @@ def _mounted_at(nums: set[int]) -> str | None:
             continue
         if (
             stat.S_ISBLK(st.st_mode)
-            and devices.kdev(os.major(st.st_rdev), os.minor(st.st_rdev)) in nums
+            and naming.kdev(os.major(st.st_rdev), os.minor(st.st_rdev)) in nums
         ):
             return "swap"
     return None
@@ -107,7 +103,7 @@ def _disks_under(major: int, minor: int) -> set[int]:
         ma, mi = (int(x) for x in (s / "dev").read_text().split(":"))
         out |= _disks_under(ma, mi)
     ma, mi = (int(x) for x in (sysdir / "dev").read_text().split(":"))
-    return out | {devices.kdev(ma, mi)}
+    return out | {naming.kdev(ma, mi)}
 
 
 def root_disks() -> dict[int, str]:
@@ -122,7 +118,7 @@ def root_disks() -> dict[int, str]:
         if not found:
             # btrfs and the like report an anonymous device: ask the mount source.
             src = f[f.index("-") + 2]
-            rdev = rdev_of(src) if src.startswith("/dev/") else None
+            rdev = naming.rdev_of(src) if src.startswith("/dev/") else None
             if rdev is not None:
                 found = _disks_under(os.major(rdev), os.minor(rdev))
         for d in found:
@@ -143,14 +139,6 @@ def _open_exclusively(path: str) -> str | None:
     return None
 
 
-def rdev_of(path: str) -> int | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
-
-
 def check_target(path: str, allowed: list[str]) -> None:
     """Raise IotapeError (one line) unless `path` is safe to write or is allowed.
 
@@ -161,10 +149,10 @@ def check_target(path: str, allowed: list[str]) -> None:
         raise IotapeError(
             f"{path}: refusing to write through a symbolic link; name the device itself"
         )
-    rdev = rdev_of(path)
+    rdev = naming.rdev_of(path)
     if rdev is None:
         return  # a regular file: the user named it (targets.classify said what is allowed)
-    if any(rdev_of(a) == rdev for a in allowed):
+    if any(naming.rdev_of(a) == rdev for a in allowed):
         return
     d, nums = _disk_and_parts(rdev)
     hint = f" (pass --destroy-data-on {path} to write anyway)"

@@ -11,7 +11,7 @@ import typer
 
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
-from replayer.cli.common import DestroyDataOn
+from iotape.commands.replay.options import DestroyDataOn
 from replayer.plan import build as planmod
 from replayer.plan.model import PlanResult
 from replayer.plan.options import PlanOptions

@@ -1,14 +1,15 @@
-"""Block devices as the kernel sees them: resolve a path, read its sysfs facts.
+"""Block devices as the kernel sees them: resolve a path, read its sysfs facts, name
+a device by its number and the machine's devices by their names.
 
-The trace header's device table comes from here, and so do the numbers the
-in-kernel device filter is given. A partition maps to its whole disk (that is
-where requests are accounted); its start is kept so offsets can be shown both ways.
-It sits with the trace file because the device table and the `dev` numbering are the
-trace's: the capture and the importers both fill them in.
+The trace header's device table comes from here (the capture and the importers both
+fill it in), and so do the `dev` numbers the trace stores and the in-kernel device
+filter is given. A partition maps to its whole disk (that is where requests are
+accounted); its start is kept so offsets can be shown both ways.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 from dataclasses import asdict, dataclass
@@ -148,3 +149,51 @@ def by_number(major: int, minor: int, path: str = "") -> Device:
         size_bytes=_read_int(sys_dir / "size") * 512,
     )
     return Device(**{**asdict(disk), "partition": part})
+
+
+def rdev_of(path: str) -> int | None:
+    """The device number of the block device at `path` (links followed), else None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_rdev if stat.S_ISBLK(st.st_mode) else None
+
+
+def is_block(path: str) -> bool:
+    return rdev_of(path) is not None
+
+
+def name_of(dev: int) -> str:
+    """The kernel's name (sda1, loop0) of the device with `dev` (see `kdev`)."""
+    major, minor = split_kdev(dev)
+    return (SYSFS_DEV_BLOCK / f"{major}:{minor}").resolve().name
+
+
+def holding_device(path: str) -> str | None:
+    """The /dev path of the block device holding the filesystem `path` is on, or None
+    (a filesystem on no block device, or one without a /dev node)."""
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    link = SYSFS_DEV_BLOCK / f"{major}:{minor}"
+    if not link.exists():
+        return None
+    dev = Path("/dev") / link.resolve().name
+    return str(dev) if dev.exists() else None
+
+
+def block_devices(near: str = "", limit: int = 6) -> list[str]:
+    """/dev paths of the machine's block devices that have a size (an unused loop
+    device has none), the names most like `near` first."""
+    sysfs = Path("/sys/class/block")
+    names = []
+    for entry in sorted(sysfs.iterdir()) if sysfs.is_dir() else []:
+        dev = f"/dev/{entry.name}"
+        try:
+            if stat.S_ISBLK(os.stat(dev).st_mode) and int((entry / "size").read_text()) > 0:
+                names.append(dev)
+        except (OSError, ValueError):
+            continue
+    if near:
+        names.sort(key=lambda n: -difflib.SequenceMatcher(None, near, n).ratio())
+    return names[:limit] + (["…"] if len(names) > limit else [])

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from iotape.cliopts import DestroyDataOn as DestroyDataOn  # declared once, for all commands
 from schemas.workload_options import bounds, default_float, default_int, default_str, options
 from workload.profiles import PRESETS
 
@@ -72,9 +73,6 @@ NoBdm = Annotated[
 Recreate = Annotated[bool, typer.Option(help="recreate databases even if reusable")]
 Ioengine = Annotated[str, _opt("ioengine")]
 Set = Annotated[list[str] | None, typer.Option("--set", help="NAME=VALUE: any engine option")]
-DestroyDataOn = Annotated[
-    list[str] | None, typer.Option(help="a raw device whose data may be overwritten")
-]
 HtmlOut = Annotated[Path | None, typer.Option("--html", help="one-page HTML report")]
 Device = Annotated[list[str] | None, typer.Option("-d", "--device", help="device to record")]
 

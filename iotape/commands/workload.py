@@ -15,10 +15,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
+from iotape.commands import workload_options as o
 from schemas.documents import workload_report
 from schemas.documents.workload_report import WorkloadReport
 from schemas.formats import ESRP_REPORT
-from workload import cli_options as o
 from workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")

@@ -1,41 +1,24 @@
-"""`iotape ingest`, `iotape runs list|show|delete|tag`, `iotape export`, `iotape db init`.
-
-Each command parses, calls one library function and prints. iotape/cli.py
-registers them:
-
-    app.command("ingest")(analyzer_cli.ingest)
-    app.command("export")(analyzer_cli.export)
-    app.add_typer(analyzer_cli.runs_app, name="runs")
-    app.add_typer(analyzer_cli.db_app, name="db")
-"""
+"""`iotape runs list|show|delete|tag`: the runs in the store."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from analyzer.store import catalog, queries
-from analyzer.store.export import export_run
 from analyzer.store.ingest import DATA_TABLES
-from analyzer.store.ingest import ingest as ingest_file
-from analyzer.store.interface import init_schema, opened, parse_url
+from analyzer.store.opener import opened
 from base.errors import IotapeError
-from base.progress import progress as bar
-from iotape.cliopts import AsJson, Db
+from iotape.cliopts import AsJson, Db, RunRef
+from schemas.documents.api import RunEntry
 from schemas.percentiles import LEVELS
-from schemas.tables import ddl
 
 err = Console(stderr=True)
-
-RunRef = Annotated[
-    str, typer.Argument(help="The run's id (or a unique prefix of it) or its name.", metavar="RUN")
-]
 
 runs_app = typer.Typer(
     help="List, show, delete and tag the runs in the store.",
@@ -43,15 +26,9 @@ runs_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-db_app = typer.Typer(
-    help="Create the store's tables (DuckDB, ClickHouse, or a ClickHouse cluster).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
 
-def _print_json(obj: object) -> None:
+def print_json(obj: object) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
@@ -59,63 +36,6 @@ def _when(ns: int) -> str:
     if not ns:
         return "-"
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def ingest(
-    files: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Trace files (.iot), Parquet from `iotape trace convert`, workload reports "
-            "(`iotape workload run --report R.json`) or replay job directories "
-            "(`iotape replay plan`, after `iotape replay run`)."
-        ),
-    ],
-    db: Db = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="Name of the run (one file only).")
-    ] = None,
-    tag: Annotated[
-        list[str] | None, typer.Option("--tag", help="KEY=VALUE tag for the run; repeat.")
-    ] = None,
-    as_json: AsJson = False,
-) -> None:
-    """Ingest files into the store, one run each; a file already there is skipped.
-
-    A replay job directory becomes a run whose parent is the trace it replays,
-    when that trace is in the store: ingest the trace first.
-
-    Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
-    """
-    if name is not None and len(files) > 1:
-        raise IotapeError("--name names one run: give one file with it")
-    tags = catalog.parse_tags(tag or [])
-    results = []
-    with opened(db) as store:
-        for f in files:
-            with bar(f"ingesting {f.name}", err, "items") as progress:
-                r = ingest_file(store, f, name=name, tags=tags, progress=progress)
-            results.append(r.to_dict())
-            if not as_json:
-                rate = ""
-                if not r.skipped and r.events and r.seconds > 0:
-                    rate = f", {r.events / r.seconds:,.0f} events/s"
-                print(f"{r.message}{rate}")
-    if as_json:
-        _print_json(results)
-
-
-def export(
-    run: RunRef,
-    out: Annotated[Path, typer.Option("-o", "--output", help="Output file (.parquet).")],
-    db: Db = None,
-) -> None:
-    """Write a run's events to Parquet: the trace record's columns and the trace header.
-
-    Example: iotape export nightly-42 -o nightly-42.parquet
-    """
-    with opened(db, create=False) as store, bar("exporting", err, "items") as progress:
-        r = export_run(store, run, out, progress)
-    print(f"{r['path']}: run {r['run_id']} ({r['name']}): {r['rows']:,} events")
 
 
 @runs_app.command("list")
@@ -149,7 +69,7 @@ def runs_list(
             and all(r["tags"].get(k) == v for k, v in want.items())
         ]
     if as_json:
-        _print_json([_public(r) for r in runs])
+        print_json([_public(r) for r in runs])
         return
     t = Table(title=f"{len(runs)} runs", title_justify="left")
     for col in ("id", "name", "kind", "parent", "host", "start", "events", "duration", "tags"):
@@ -169,8 +89,9 @@ def runs_list(
     Console().print(t)
 
 
-def _public(r: dict) -> dict:
-    return {k: v for k, v in r.items() if k not in ("header", "version", "state")}
+def _public(r: dict) -> RunEntry:
+    """The run's catalog entry as `runs list --json` and GET /runs show it."""
+    return cast(RunEntry, {k: v for k, v in r.items() if k not in ("header", "version", "state")})
 
 
 @runs_app.command("show")
@@ -185,7 +106,7 @@ def runs_show(run: RunRef, db: Db = None, as_json: AsJson = False) -> None:
         r = catalog.resolve(store, run)
         parts = _parts(store, r)
     if as_json:
-        _print_json({**_public(r), **parts})
+        print_json({**_public(r), **parts})
         return
     out = Console()
     t = Table(title=f"run {r['id']}", show_header=False, title_justify="left")
@@ -385,45 +306,3 @@ def runs_tag(
         r = catalog.tag(store, run, set_tags, remove or [])
     shown = " ".join(f"{k}={v}" for k, v in sorted(r["tags"].items())) or "none"
     print(f"run {r['id']} ({r['name']}): tags {shown}")
-
-
-@db_app.command("init")
-def db_init(
-    db: Db = None,
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="ClickHouse cluster (remote_servers): ReplicatedMergeTree tables "
-            "ON CLUSTER plus Distributed tables with the usual names.",
-            show_default=False,
-        ),
-    ] = None,
-    print_only: Annotated[
-        bool, typer.Option("--print", help="Print the DDL instead of running it.")
-    ] = False,
-) -> None:
-    """Create the store's tables and views (if missing), or print their DDL.
-
-    Example: iotape db init --db clickhouse://iotape@ch1:8123/iotape --cluster lab
-    """
-    if print_only:
-        dialect = "duckdb"
-        if cluster is not None or (db is not None and parse_url(db).scheme != "duckdb"):
-            dialect = "clickhouse"
-        print(";\n\n".join(_ddl(dialect, cluster)) + ";")
-        return
-    if cluster is not None:
-        _ddl("clickhouse", cluster)  # a bad cluster name fails before connecting
-    with opened(db, schema=False) as store:
-        if cluster is not None and store.url.scheme != "clickhouse":
-            raise IotapeError("--cluster needs a ClickHouse server: --db clickhouse://…")
-        statements = init_schema(store, cluster)
-    print(f"{store.url.display()}: {len(statements)} tables and views ready")
-
-
-def _ddl(dialect: str, cluster: str | None) -> list[str]:
-    try:
-        return ddl(dialect, cluster)
-    except ValueError as e:
-        raise IotapeError(f"--cluster: {e}") from None

@@ -1,4 +1,4 @@
-"""`iotape lab`: experiments on emulated devices (iotape/cli.py registers the group)."""
+"""`iotape lab`: experiments on emulated devices."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from analyzer.lab import report
 from analyzer.lab.devices import LabError
 from analyzer.lab.hybrid import LabOptions, run_lab
 from analyzer.lab.sizing import size
-from analyzer.store.interface import opened
+from analyzer.store.opener import opened
 from base.atomic import replacing
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db

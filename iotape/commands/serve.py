@@ -1,7 +1,4 @@
-"""`iotape serve`: the API and dashboard over a store. iotape/cli.py registers it:
-
-app.command("serve")(serve_cli.serve)
-"""
+"""`iotape serve`: the API and dashboard over a store."""
 
 from __future__ import annotations
 

@@ -1,0 +1,62 @@
+"""`iotape ingest`: traces, workload reports and replay job directories into the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from analyzer.store import catalog
+from analyzer.store.ingest import ingest as ingest_file
+from analyzer.store.opener import opened
+from base.errors import IotapeError
+from base.progress import progress as bar
+from iotape.cliopts import AsJson, Db
+from iotape.commands.runs import print_json
+
+err = Console(stderr=True)
+
+
+def ingest(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Trace files (.iot), Parquet from `iotape trace convert`, workload reports "
+            "(`iotape workload run --report R.json`) or replay job directories "
+            "(`iotape replay plan`, after `iotape replay run`)."
+        ),
+    ],
+    db: Db = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Name of the run (one file only).")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="KEY=VALUE tag for the run; repeat.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Ingest files into the store, one run each; a file already there is skipped.
+
+    A replay job directory becomes a run whose parent is the trace it replays,
+    when that trace is in the store: ingest the trace first.
+
+    Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
+    """
+    if name is not None and len(files) > 1:
+        raise IotapeError("--name names one run: give one file with it")
+    tags = catalog.parse_tags(tag or [])
+    results = []
+    with opened(db) as store:
+        for f in files:
+            with bar(f"ingesting {f.name}", err, "items") as progress:
+                r = ingest_file(store, f, name=name, tags=tags, progress=progress)
+            results.append(r.to_dict())
+            if not as_json:
+                rate = ""
+                if not r.skipped and r.events and r.seconds > 0:
+                    rate = f", {r.events / r.seconds:,.0f} events/s"
+                print(f"{r.message}{rate}")
+    if as_json:
+        print_json(results)
