@@ -16,6 +16,7 @@ from replay_lab import PRODUCTION, ROOT, fio_version, machine, peak_rss, record,
 
 from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.source import load
+from schemas.documents import plan as plan_document
 
 VARIANTS_LONG = (
     "iotape",
@@ -76,9 +77,9 @@ def one_long(
     out["plan_s"], out["plan_rss_mib"] = _cli(
         ["replay", "plan", str(orig), "-o", str(jobs), "--mode", "exact", "--target", f"all={dst}"]
     )
-    man = json.loads((jobs / "plan.json").read_text())
-    out["jobs"], out["windows"] = len(man["jobs"]), len(man.get("windows") or [1])
-    out["layout"] = man.get("exact_layout", "pieces")
+    man = plan_document.load(jobs / "plan.json")
+    out["jobs"], out["windows"] = len(man.jobs), len(man.windows or [1])
+    out["layout"] = man.exact_layout or "pieces"
     rep, plain = d / "iotape.iot", d / "plain.iot"
     # fio's plain replay runs as long as the trace and more: up to anchor_up_to.
     anchor = ["--anchor-record", str(plain)] if seconds <= anchor_up_to else []
@@ -135,9 +136,9 @@ def plan_hour(work: Path, src: str, dst: str, seconds: int = 60, times: int = 60
     out["trace_bytes"] = hour.stat().st_size
     args = ["replay", "plan", str(hour), "-o", str(d / "jobs"), "--mode", "exact"]
     out["plan_s"], out["plan_rss_mib"] = _cli([*args, "--target", f"all={dst}"])
-    man = json.loads((d / "jobs" / "plan.json").read_text())
-    out["jobs"], out["layout"] = len(man["jobs"]), man.get("exact_layout", "pieces")
-    out["planned_requests"] = sum(j["requests"] for j in man["jobs"])
+    man = plan_document.load(d / "jobs" / "plan.json")
+    out["jobs"], out["layout"] = len(man.jobs), man.exact_layout or "pieces"
+    out["planned_requests"] = sum(j.requests for j in man.jobs)
     out["jobdir_bytes"] = sum(f.stat().st_size for f in (d / "jobs").rglob("*") if f.is_file())
     shutil.rmtree(d)
     return out

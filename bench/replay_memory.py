@@ -164,10 +164,17 @@ def fake_lanes_plan(orig: Path, jobdir: Path, per_stream: int = LANES_PER_STREAM
 def _relabel(trace: str, jobdir: str, how: str) -> None:
     """Relabel TRACE by the fake plan in JOBDIR, as its own process (see --relabel)."""
     from replayer.run import relabel
+    from schemas.documents.plan import JobEntry, ReplayPlan
 
-    man = json.loads((Path(jobdir) / "manifest.json").read_text())
+    # A partial plan: what relabelling reads of one (no targets, no windows).
+    raw = json.loads((Path(jobdir) / "manifest.json").read_text())
+    man = ReplayPlan.model_construct(
+        trace=raw["trace"], mode=raw["mode"], time_scale=1.0, scaling=None,
+        exact_layout=raw.get("exact_layout"),
+        jobs=[JobEntry.model_construct(**j) for j in raw["jobs"]],
+    )  # fmt: skip
     fn = relabel.relabel if how == "streamed" else relabel.relabel_in_memory
-    print(json.dumps(fn(Path(trace), Path(jobdir), man)))
+    print(json.dumps(fn(Path(trace), Path(jobdir), man).data()))
 
 
 def _measured(cmd: list[str], out: Path) -> dict:

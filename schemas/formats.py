@@ -29,6 +29,7 @@ def _format(key: str) -> Format:
 
 TRACE = Format(str(file_constants()["format"]), int(file_constants()["version"]))
 REPLAY_PLAN = _format("replay-plan")
+REPLAY_SUMMARY = _format("replay-summary")
 WORKLOAD_REPORT = _format("workload-report")
 ESRP_REPORT = _format("esrp-report")
 ENGINE_RESULT = _format("engine-result")

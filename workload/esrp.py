@@ -20,8 +20,10 @@ import dataclasses
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from base.errors import IotapeError
+from schemas.documents.workload_report import DatabaseRow, StreamFigures, WorkloadReport
 from schemas.formats import ESRP_REPORT
 from workload import engine, report
 
@@ -57,7 +59,7 @@ def run_sequence(
     run_phase: RunPhase,
     record: Path | None = None,
     force: bool = False,
-) -> tuple[str, list[dict]]:
+) -> tuple[str, list[WorkloadReport]]:
     """Run the phases in order; stop after one that was interrupted. Returns the
     sequence id and each phase's workload report."""
     cfgs = phase_configs(cfg, test)
@@ -67,50 +69,53 @@ def run_sequence(
             raise IotapeError(f"{t}: exists; give --force to overwrite it")
     for c in cfgs:
         engine.validate(c)  # every phase's options and targets before anything runs
-    reports: list[dict] = []
+    reports: list[WorkloadReport] = []
     try:
         for c, t in zip(cfgs, traces, strict=True):
             rep = report.build(run_phase(c, t))
             reports.append(rep)
-            if rep["interrupted"]:
+            if rep.interrupted:
                 break
     except KeyboardInterrupt:  # between phases: the phases run so far are the report
         if not reports:
             raise
-        reports[-1] = {**reports[-1], "stopped_after": True}
+        reports[-1] = reports[-1].model_copy(update={"stopped_after": True})
     return cfgs[0].sequence or "", reports
 
 
-def _s(rep: dict, db: dict, name: str) -> dict:
-    return db.get(name) or {"per_s": 0.0, "avg_bytes": 0.0, "lat_avg_ms": 0.0, "count": 0}
+_NONE = StreamFigures(count=0, bytes=0, per_s=0.0, avg_bytes=0.0, lat_avg_ms=0.0, lat_max_ms=0.0)
 
 
-def db_table(rep: dict) -> list[dict]:
+def _s(rep: WorkloadReport, db: DatabaseRow, name: str) -> StreamFigures:
+    return db.stream(name) or _NONE
+
+
+def db_table(rep: WorkloadReport) -> list[dict]:
     """Per database, the figures the published table of this phase gives."""
     rows = []
-    backup = rep["mode"] == "backup"
-    for db in rep["databases"]:
+    backup = rep.mode == "backup"
+    for db in rep.databases:
         rd = _s(rep, db, "backup-read" if backup else "db-read")
         wr, lw, lr = _s(rep, db, "db-write"), _s(rep, db, "log-write"), _s(rep, db, "log-read")
         row = {
-            "db": db["db"],
-            "db_reads_s": rd["per_s"],
-            "db_writes_s": wr["per_s"],
-            "db_read_avg_bytes": rd["avg_bytes"],
-            "db_write_avg_bytes": wr["avg_bytes"],
-            "db_read_ms": rd["lat_avg_ms"],
-            "db_write_ms": wr["lat_avg_ms"],
-            "log_reads_s": lr["per_s"],
-            "log_read_avg_bytes": lr["avg_bytes"],
-            "log_writes_s": lw["per_s"],
-            "log_write_avg_bytes": lw["avg_bytes"],
-            "log_write_ms": lw["lat_avg_ms"],
+            "db": db.db,
+            "db_reads_s": rd.per_s,
+            "db_writes_s": wr.per_s,
+            "db_read_avg_bytes": rd.avg_bytes,
+            "db_write_avg_bytes": wr.avg_bytes,
+            "db_read_ms": rd.lat_avg_ms,
+            "db_write_ms": wr.lat_avg_ms,
+            "log_reads_s": lr.per_s,
+            "log_read_avg_bytes": lr.avg_bytes,
+            "log_writes_s": lw.per_s,
+            "log_write_avg_bytes": lw.avg_bytes,
+            "log_write_ms": lw.lat_avg_ms,
         }
         if backup:
-            row["backup_mb_s"] = rd["per_s"] * rd["avg_bytes"] / 2**20
-        rec = db.get("recovery")
+            row["backup_mb_s"] = rd.per_s * rd.avg_bytes / 2**20
+        rec = db.recovery
         if rec:
-            secs = rec["replay_s"] or rep["elapsed_s"]
+            secs = rec["replay_s"] or rep.elapsed_s
             row.update(
                 logs_replayed=rec["logs_replayed"],
                 replay_s=secs,
@@ -121,35 +126,35 @@ def db_table(rep: dict) -> list[dict]:
     return rows
 
 
-def _phase_verdict(rep: dict) -> dict:
-    if rep["interrupted"]:
+def _phase_verdict(rep: WorkloadReport) -> dict:
+    if rep.interrupted:
         return {"result": "fail", "why": "interrupted"}
-    if rep["mode"] in ("performance", "stress"):
-        v = rep["verdict"]
-        bad = [report.check_line(c) for c in v["checks"] if not c["pass"]]
-        return {"result": v["result"], "why": "; ".join(bad)}
-    if rep["mode"] == "soft-recovery":
+    if rep.mode in ("performance", "stress"):
+        v = rep.verdict
+        bad = [report.check_line(c) for c in v.checks if not c.passed]
+        return {"result": v.result, "why": "; ".join(bad)}
+    if rep.mode == "soft-recovery":
         n = sum(r.get("logs_replayed", 0) for r in db_table(rep))
         return {"result": "pass" if n else "fail", "why": f"{n} log files replayed"}
     return {"result": "pass", "why": "every database read"}
 
 
-def build(sequence: str, reports: list[dict], test: str) -> dict:
-    params = dict(reports[0]["config"]) if reports else {}
+def build(sequence: str, reports: list[WorkloadReport], test: str) -> dict:
+    params = dict(reports[0].config) if reports else {}
     params.pop("mode", None)
-    phases = []
+    phases: list[dict[str, Any]] = []
     for rep in reports:
         phases.append(
             {
-                "phase": rep["mode"],
-                "elapsed_s": rep["elapsed_s"],
-                "interrupted": rep["interrupted"],
-                "target_tx_iops": rep["target_tx_iops"],
-                "achieved_tx_iops": rep["achieved_tx_iops"],
+                "phase": rep.mode,
+                "elapsed_s": rep.elapsed_s,
+                "interrupted": rep.interrupted,
+                "target_tx_iops": rep.target_tx_iops,
+                "achieved_tx_iops": rep.achieved_tx_iops,
                 "databases": db_table(rep),
-                "total": rep["total"],
+                "total": {k: t.data() for k, t in rep.total.items()},
                 "verdict": _phase_verdict(rep),
-                "report": rep,
+                "report": rep.data(),
             }
         )
     done = [p["phase"] for p in phases]
@@ -162,7 +167,7 @@ def build(sequence: str, reports: list[dict], test: str) -> dict:
         "parameters": params,
         "phases": phases,
         "interrupted": any(p["interrupted"] for p in phases)
-        or any(r.get("stopped_after") for r in reports),
+        or any(r.stopped_after for r in reports),
         "verdict": {
             "result": "pass" if ok else "fail",
             "phases_run": done,

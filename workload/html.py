@@ -6,6 +6,7 @@ from html import escape
 from pathlib import Path
 
 from schemas import streams
+from schemas.documents.workload_report import Check, Verdict, WorkloadReport
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.2em .6em;
@@ -13,9 +14,9 @@ text-align:right}th{background:#f2f2f2}td:first-child,th:first-child{text-align:
 .pass{color:#080;font-weight:bold}.fail{color:#b00;font-weight:bold}.na{color:#666}"""
 
 
-def _emulated(rep: dict) -> str:
+def _emulated(rep: WorkloadReport) -> str:
     """A warning line when the run held completions to emulated latencies."""
-    emu = rep.get("emulated_latency_ms") or {}
+    emu = rep.emulated_latency_ms
     if not emu:
         return ""
     what = ", ".join(f"{escape(k)} {v:g} ms" for k, v in emu.items())
@@ -25,22 +26,22 @@ def _emulated(rep: dict) -> str:
     )
 
 
-def _outcome(c: dict) -> str:
+def _outcome(c: Check) -> str:
     """A check's result; an information-only one (an MMB2 run) judges nothing."""
-    word = "pass" if c["pass"] else "fail"
-    if c.get("information"):
+    word = "pass" if c.passed else "fail"
+    if c.information:
         return f"<span class=na>{word} (information)</span>"
     return f"<span class={word}>{word}</span>"
 
 
-def _benchmark(v: dict) -> tuple[str, str]:
+def _benchmark(v: Verdict) -> tuple[str, str]:
     """The verdict's explanation and the thresholds' heading: MMB2 where its
     criterion (client response time) replaces Jetstress's."""
-    if not v.get("benchmark"):
+    if not v.benchmark:
         return "", "Thresholds"
     what = (
-        f"<p class=na>{escape(v['benchmark'])}: pass criterion {escape(v['criterion'])}, "
-        f"not measured: {escape(v['why'])}.</p>"
+        f"<p class=na>{escape(v.benchmark)}: pass criterion {escape(v.criterion or '')}, "
+        f"not measured: {escape(v.why or '')}.</p>"
     )
     return what, "Jetstress thresholds (information only, not the verdict)"
 
@@ -55,58 +56,60 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
-def render(rep: dict) -> str:
-    v = rep["verdict"]["result"]
+def render(rep: WorkloadReport) -> str:
+    v = rep.verdict.result
     cls = {"pass": "pass", "fail": "fail"}.get(v, "na")
     per_db = []
-    for db in rep["databases"]:
+    for db in rep.databases:
         for s in streams.REPORTED:
-            r = db[s]
+            r = db.stream(s)
+            if r is None:
+                continue
             per_db.append(
                 [
-                    str(db["db"]),
+                    str(db.db),
                     s,
-                    _n(r["per_s"]),
-                    _n(r["avg_bytes"], "{:,.0f}"),
-                    _n(r["lat_avg_ms"], "{:.3f}"),
-                    _n(r["lat_max_ms"], "{:.3f}"),
+                    _n(r.per_s),
+                    _n(r.avg_bytes, "{:,.0f}"),
+                    _n(r.lat_avg_ms, "{:.3f}"),
+                    _n(r.lat_max_ms, "{:.3f}"),
                 ]
             )
     bg = [
-        [escape(k), f"{t['count']:,}", _n(t["per_s"]), _n(t["mb_per_s"], "{:.3f}")]
-        for k, t in rep["total"].items()
-        if t["count"]
+        [escape(k), f"{t.count:,}", _n(t.per_s), _n(t.mb_per_s, "{:.3f}")]
+        for k, t in rep.total.items()
+        if t.count
     ]
     shape = [
         [
-            escape(r["figure"]),
-            _n(r["engine"], "{:,.3f}"),
-            _n(r["published"], "{:,.3f}"),
-            _n(None if r["deviation"] is None else r["deviation"] * 100, "{:+.1f} %"),
+            escape(r.figure),
+            _n(r.engine, "{:,.3f}"),
+            _n(r.published, "{:,.3f}"),
+            _n(None if r.deviation is None else r.deviation * 100, "{:+.1f} %"),
         ]
-        for r in rep["shape"]["rows"]
+        for r in rep.shape.rows
     ]
     checks = [
         [
-            escape(str(c["db"] if c["db"] is not None else "all")),
-            escape(c["check"]),
-            _n(c["value"], "{:.3f}"),
-            _n(c["limit"], "{}"),
+            escape(str(c.db if c.db is not None else "all")),
+            escape(c.check),
+            _n(c.value, "{:.3f}"),
+            _n(c.limit, "{}"),
             _outcome(c),
         ]
-        for c in rep["verdict"]["checks"]
+        for c in rep.verdict.checks
     ]
-    tgt = rep["target_tx_iops"]
-    cfg = rep.get("config") or {}
-    bench_line, th_head = _benchmark(rep["verdict"])
+    tgt = rep.target_tx_iops
+    cfg = rep.config
+    bench_line, th_head = _benchmark(rep.verdict)
 
     conf = ", ".join(f"{escape(str(k))}={escape(str(val))}" for k, val in cfg.items())
     return f"""<!doctype html><html><head><meta charset="utf-8">
 <title>iotape workload report</title><style>{CSS}</style></head><body>
-<h1>iotape workload: {escape(rep["mode"])}</h1>
+<h1>iotape workload: {escape(rep.mode)}</h1>
 <p>Verdict: <span class="{cls}">{escape(v.upper())}</span>
-{"(interrupted: partial results)" if rep["interrupted"] else ""} ·
-{rep["elapsed_s"]:.1f} s · achieved {rep["achieved_tx_iops"]:,.1f} transactional IOPS
+{"(interrupted: partial results)" if rep.interrupted else ""} ·
+{rep.elapsed_s:.1f} s · achieved {rep.achieved_tx_iops:,.1f} transactional IOPS
 {f"of a target {tgt:,.1f}" if tgt else ""}</p>
 {bench_line}
 {_emulated(rep)}
@@ -114,7 +117,7 @@ def render(rep: dict) -> str:
 {_table(["db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"], per_db)}
 <h2>Background and total I/O</h2>
 {_table(["stream", "I/O", "I/O/s", "MiB/s"], bg)}
-<h2>I/O shape vs published ({escape(str(rep["shape"]["published_profile"]))})</h2>
+<h2>I/O shape vs published ({escape(str(rep.shape.published_profile))})</h2>
 {_table(["figure", "engine", "published", "deviation"], shape)}
 <h2>{th_head}</h2>
 {_table(["db", "check", "value", "limit", "result"], checks)}
@@ -123,7 +126,7 @@ def render(rep: dict) -> str:
 """
 
 
-def write(rep: dict, path: Path) -> None:
+def write(rep: WorkloadReport, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(render(rep))
     tmp.replace(path)

@@ -20,7 +20,7 @@ from rich.table import Table
 
 import schemas
 from schemas import jetstress, streams
-from schemas.formats import WORKLOAD_REPORT
+from schemas.documents.workload_report import Check, WorkloadReport
 from workload import profiles
 
 
@@ -100,17 +100,18 @@ def _achieved(result: dict, totals: dict) -> float:
     return tx / secs if secs > 0 else 0.0
 
 
-def check_line(c: dict) -> str:
+def check_line(c: Check) -> str:
     """One check as it reads: `achieved 60.1 >= target 60.0`, `db-read avg ms 3.2 <= limit 20`."""
-    rel = c.get("relation", "<=")
-    holds = rel if c["pass"] else {"<=": ">", ">=": "<"}[rel]
-    where = f"db {c['db']}: " if c.get("db") is not None else ""
-    if c["check"] == jetstress.TARGET_CHECK:
-        return f"{where}achieved {c['value']:,.1f} {holds} target {c['limit']:,.1f}"
-    return f"{where}{c['check']} {c['value']:.3f} {holds} limit {c['limit']}"
+    rel = c.relation or "<="
+    holds = rel if c.passed else {"<=": ">", ">=": "<"}[rel]
+    where = f"db {c.db}: " if c.db is not None else ""
+    if c.check == jetstress.TARGET_CHECK:
+        return f"{where}achieved {c.value or 0:,.1f} {holds} target {c.limit:,.1f}"
+    return f"{where}{c.check} {c.value or 0:.3f} {holds} limit {c.limit}"
 
 
-def build(result: dict) -> dict:
+def build(result: dict) -> WorkloadReport:
+    """The report document (schemas/documents/workload_report.py) of an engine result."""
     cfg = result.get("config", {})
     secs = result["elapsed_s"]
     mode = result["mode"]
@@ -158,17 +159,13 @@ def build(result: dict) -> dict:
     # MMB2's rate is per user (a mailbox); all its db I/O is transactional.
     extra = {"db_iops_per_user": achieved / cfg["mailboxes"]} if mmb2 else {}
     verdict = _verdict(mode, dbs, achieved, target)
-    return {
-        "format": WORKLOAD_REPORT.id,
-        "version": WORKLOAD_REPORT.version,
+    fields = {
         "mode": mode,
         "interrupted": result["interrupted"],
         "elapsed_s": secs,
         "load_s": result.get("load_s", secs),
         "config": cfg,
         "threads_final": result.get("threads_final"),
-        # Non-empty when completions were held to emulated latencies: then the
-        # latencies and the verdict describe the emulated device, not the real one.
         "emulated_latency_ms": {
             k: v for k, v in result.get("emulated_latency_ms", {}).items() if v
         },
@@ -177,24 +174,22 @@ def build(result: dict) -> dict:
         "target_tx_iops": target,
         "achieved_tx_iops": achieved,
         "databases": dbs,
-        # Per storage group: its databases, log path, commits and log I/O (the
-        # engine's result); a group's log I/O is on its first database's rows.
         "storage_groups": result.get("storage_groups", []),
-        # --ioengine tiered: placement totals and hit ratios (docs/hybrid.md); else None.
         "tier": result.get("tier"),
         "total": totals,
         "shape": {"published_profile": pub_id, "rows": _shape_rows(shape, pub, extra)},
         "verdict": _mmb2_verdict(verdict) if mmb2 and verdict["checks"] else verdict,
     }
+    return WorkloadReport.model_validate(fields)
 
 
 def _f(x: float | None, fmt: str = "{:,.2f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def _say_groups(con: Console, rep: dict) -> None:
-    groups = rep.get("storage_groups") or []
-    if len(groups) < len(rep["databases"]):
+def _say_groups(con: Console, rep: WorkloadReport) -> None:
+    groups = rep.storage_groups
+    if len(groups) < len(rep.databases):
         con.print(
             "storage groups (a group's log on its first database's rows): "
             + "; ".join(
@@ -204,77 +199,87 @@ def _say_groups(con: Console, rep: dict) -> None:
         )
 
 
-def render(rep: dict, console: Console | None = None) -> None:
+def render(rep: WorkloadReport, console: Console | None = None) -> None:
     con = console or Console()
-    head = f"iotape workload · {rep['mode']} · {rep['elapsed_s']:.1f} s"
-    if rep["interrupted"]:
+    head = f"iotape workload · {rep.mode} · {rep.elapsed_s:.1f} s"
+    if rep.interrupted:
         head += " · [yellow]interrupted: partial results[/]"
     con.print(f"[bold]{head}[/]")
-    if rep.get("emulated_latency_ms"):
-        emu = ", ".join(f"{k} {v:g} ms" for k, v in rep["emulated_latency_ms"].items())
+    if rep.emulated_latency_ms:
+        emu = ", ".join(f"{k} {v:g} ms" for k, v in rep.emulated_latency_ms.items())
         con.print(
             f"[yellow]EMULATED device latency ({emu}): "
             "the latencies and the verdict are not the device's[/]"
         )
-    tgt = rep["target_tx_iops"]
+    tgt = rep.target_tx_iops
     con.print(
-        f"transactional IOPS: achieved [bold]{rep['achieved_tx_iops']:,.1f}[/]"
+        f"transactional IOPS: achieved [bold]{rep.achieved_tx_iops:,.1f}[/]"
         + (f" / target {tgt:,.1f}" if tgt else "")
-        + (f" · threads {rep['threads_final']}" if rep["mode"] == "throughput" else "")
+        + (f" · threads {rep.threads_final}" if rep.mode == "throughput" else "")
     )
     t = Table(title="Per database", title_justify="left")
     for col in ("db", "stream", "I/O/s", "avg bytes", "avg ms", "max ms"):
         t.add_column(col, justify="right" if col not in ("stream",) else "left")
-    for db in rep["databases"]:
+    for db in rep.databases:
         for name in streams.REPORTED:
-            r = db[name]
+            r = db.stream(name)
+            if r is None:
+                continue
             t.add_row(
-                str(db["db"]),
+                str(db.db),
                 name,
-                _f(r["per_s"]),
-                _f(r["avg_bytes"], "{:,.0f}"),
-                _f(r["lat_avg_ms"], "{:.3f}"),
-                _f(r["lat_max_ms"], "{:.3f}"),
+                _f(r.per_s),
+                _f(r.avg_bytes, "{:,.0f}"),
+                _f(r.lat_avg_ms, "{:.3f}"),
+                _f(r.lat_max_ms, "{:.3f}"),
             )
     con.print(t)
     _say_groups(con, rep)
+    _render_totals(con, rep)
+    _render_shape_and_verdict(con, rep)
+
+
+def _render_totals(con: Console, rep: WorkloadReport) -> None:
     b = Table(title="Background and total I/O", title_justify="left")
     for col in ("stream", "I/O", "I/O/s", "MiB/s"):
         b.add_column(col, justify="left" if col == "stream" else "right")
-    for name, v in rep["total"].items():
-        if v["count"]:
-            b.add_row(name, f"{v['count']:,}", _f(v["per_s"]), _f(v["mb_per_s"], "{:.3f}"))
-    cnt = sum(v["count"] for v in rep["total"].values())
-    mb = sum(v["mb_per_s"] for v in rep["total"].values())
+    for name, v in rep.total.items():
+        if v.count:
+            b.add_row(name, f"{v.count:,}", _f(v.per_s), _f(v.mb_per_s, "{:.3f}"))
+    cnt = sum(v.count for v in rep.total.values())
+    mb = sum(v.mb_per_s for v in rep.total.values())
     b.add_row(
         "[bold]total[/]",
         f"{cnt:,}",
-        _f(cnt / rep["elapsed_s"] if rep["elapsed_s"] else 0),
+        _f(cnt / rep.elapsed_s if rep.elapsed_s else 0),
         _f(mb, "{:.3f}"),
     )
     con.print(b)
+
+
+def _render_shape_and_verdict(con: Console, rep: WorkloadReport) -> None:
     sh = Table(
-        title=f"I/O shape vs published ({rep['shape']['published_profile']})", title_justify="left"
+        title=f"I/O shape vs published ({rep.shape.published_profile})", title_justify="left"
     )
     for col in ("figure", "engine", "published", "deviation"):
         sh.add_column(col, justify="left" if col == "figure" else "right")
-    for r in rep["shape"]["rows"]:
-        dev = r["deviation"] * 100 if r["deviation"] is not None else None
+    for r in rep.shape.rows:
+        dev = r.deviation * 100 if r.deviation is not None else None
         sh.add_row(
-            r["figure"],
-            _f(r["engine"], "{:,.3f}"),
-            _f(r["published"], "{:,.3f}"),
+            r.figure,
+            _f(r.engine, "{:,.3f}"),
+            _f(r.published, "{:,.3f}"),
             _f(dev, "{:+.1f} %"),
         )
     con.print(sh)
-    v = rep["verdict"]
-    colour = {"pass": "green", "fail": "red"}.get(v["result"], "white")
-    con.print(f"verdict: [bold {colour}]{v['result'].upper()}[/]")
-    if v.get("benchmark"):
-        con.print(f"  {v['benchmark']}: {v['criterion']}: {v['why']}")
-        con.print(f"  Jetstress latency checks, as information only: {v['jetstress_information']}")
-    for c in v["checks"]:
-        if c.get("information"):
+    v = rep.verdict
+    colour = {"pass": "green", "fail": "red"}.get(v.result, "white")
+    con.print(f"verdict: [bold {colour}]{v.result.upper()}[/]")
+    if v.benchmark:
+        con.print(f"  {v.benchmark}: {v.criterion}: {v.why}")
+        con.print(f"  Jetstress latency checks, as information only: {v.jetstress_information}")
+    for c in v.checks:
+        if c.information:
             con.print(f"  information: {check_line(c)}")
-        elif not c["pass"] or c.get("relation") == ">=":
-            con.print(f"  [{'green' if c['pass'] else 'red'}]{check_line(c)}[/]")
+        elif not c.passed or c.relation == ">=":
+            con.print(f"  [{'green' if c.passed else 'red'}]{check_line(c)}[/]")

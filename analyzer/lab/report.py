@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.lab.sizing import reference
+from schemas.documents.workload_report import StreamFigures
 from workload import report as workload_report
 
 MIB = 1 << 20
@@ -17,23 +18,31 @@ MIB = 1 << 20
 
 def _figures(result: dict[str, Any]) -> dict[str, Any]:
     rep = workload_report.build(result)
-    secs = rep["load_s"] or rep["elapsed_s"]
-    dbs = rep["databases"]
-    reads = sum(d["db-read"]["count"] for d in dbs)
-    writes = sum(d["db-write"]["count"] for d in dbs)
+    secs = rep.load_s or rep.elapsed_s
+    dbs = rep.databases
+
+    def figures(stream: str) -> list[StreamFigures]:
+        return [s for d in dbs if (s := d.stream(stream)) is not None]
+
+    reads = sum(s.count for s in figures("db-read"))
+    writes = sum(s.count for s in figures("db-write"))
 
     def avg(stream: str, n: int) -> float:
-        return sum(d[stream]["lat_avg_ms"] * d[stream]["count"] for d in dbs) / n if n else 0.0
+        return sum(s.lat_avg_ms * s.count for s in figures(stream)) / n if n else 0.0
+
+    def total_bytes(stream: str) -> int:
+        t = rep.total.get(stream)
+        return t.bytes if t is not None else 0
 
     return {
-        "db_read_mb_s": rep["total"]["db-read"]["bytes"] / secs / MIB,
-        "db_write_mb_s": rep["total"]["db-write"]["bytes"] / secs / MIB,
+        "db_read_mb_s": total_bytes("db-read") / secs / MIB,
+        "db_write_mb_s": total_bytes("db-write") / secs / MIB,
         "db_reads_per_s": reads / secs,
         "db_read_latency_ms_avg": avg("db-read", reads),
-        "db_read_latency_ms_max": max(d["db-read"]["lat_max_ms"] for d in dbs),
+        "db_read_latency_ms_max": max(s.lat_max_ms for s in figures("db-read")),
         "db_write_latency_ms_avg": avg("db-write", writes),
-        "tx_iops": rep["achieved_tx_iops"],
-        "jetstress_verdict": rep["verdict"]["result"],
+        "tx_iops": rep.achieved_tx_iops,
+        "jetstress_verdict": rep.verdict.result,
         "seconds": secs,
     }
 

@@ -33,7 +33,8 @@ import pyarrow.csv as pacsv
 
 import schemas
 from analyzer.store import catalog
-from analyzer.store.ingest import (
+from analyzer.store.interface import Store
+from analyzer.store.trace_source import (
     Progress,
     file_sha256,
     load_trace,
@@ -41,16 +42,14 @@ from analyzer.store.ingest import (
     source_sha256,
     trace_fields,
 )
-from analyzer.store.interface import Store
 from base.errors import IotapeError
-from schemas.formats import REPLAY_PLAN
+from schemas.documents import plan as plan_document
+from schemas.documents import summary as summary_document
+from schemas.documents.plan import HostEntry, ReplayPlan, TargetEntry
+from schemas.documents.summary import HostRun, HostStart, ReplaySummary
 from schemas.tables import table
 
-PLAN_FORMAT, PLAN_VERSION = REPLAY_PLAN.id, REPLAY_PLAN.version
 DIRECTIONS = ("read", "write", "trim", "sync")
-# What of plan.json the run keeps in its parameters.
-PLAN_KEYS: tuple[str, ...] = ("trace", "mode", "jobfile", "anchor", "duration_s", "time_scale")
-PLAN_KEYS += ("remap", "scaling", "targets")
 # fio's latency log: time (ms since the job's start), latency (ns), data direction,
 # block size, offset (log_offset=1), priority. Without log_offset there is no offset.
 LOG_COLUMNS = ("t_ms", "lat_ns", "ddir", "bytes", "offset", "prio")
@@ -93,15 +92,16 @@ def result_files(jobdir: Path) -> list[Path]:
             "(`iotape replay plan -o DIR` makes one)"
         )
     results = jobdir / "results"
-    hosts = _plan(jobdir).get("hosts")
-    if hosts:
-        return _host_files(jobdir, hosts)
+    man = _plan(jobdir)
+    if man.hosts:
+        return _host_files(jobdir, man.hosts)
     fio = results / "fio.json"
     if not fio.is_file():
         raise IotapeError(
             f"{fio}: missing: the plan has not been run; `iotape replay run {jobdir}` runs it"
         )
-    files = [plan, jobdir / _plan(jobdir)["jobfile"], fio]
+    assert man.jobfile is not None  # plan.load: a plan of one host has its job file
+    files = [plan, jobdir / man.jobfile, fio]
     summary = results / "summary.json"
     if summary.is_file():
         files.append(summary)
@@ -112,39 +112,39 @@ def result_files(jobdir: Path) -> list[Path]:
     return files
 
 
-def _host_files(jobdir: Path, hosts: list[dict]) -> list[Path]:
+def _host_files(jobdir: Path, hosts: list[HostEntry]) -> list[Path]:
     files = [jobdir / "plan.json"]
     for h in hosts:
-        fio = jobdir / "results" / h["name"] / "fio.json"
+        fio = jobdir / "results" / h.name / "fio.json"
         if not fio.is_file():
             raise IotapeError(
                 f"{fio}: missing: the plan has not been run; `iotape replay run {jobdir}` runs it"
             )
-        files += [jobdir / h["jobfile"], fio]
+        files += [jobdir / h.jobfile, fio]
         files += sorted(p for p in fio.parent.iterdir() if LAT_LOG.match(p.name) and p.is_file())
     summary = jobdir / "results" / "summary.json"
     return files + ([summary] if summary.is_file() else [])
 
 
-def _host_results(jobdir: Path, hosts: list[dict]) -> tuple[dict, list[tuple[str, Path]]]:
+def _host_results(jobdir: Path, hosts: list[HostEntry]) -> tuple[dict, list[tuple[str, Path]]]:
     """Every host's fio.json as one document (jobs named HOST/JOB) and its latency
     logs as (job, path): log N of a host is the N-th job of its job file."""
     doc: dict[str, Any] = {"jobs": []}
     logs: list[tuple[str, Path]] = []
     for h in hosts:
-        path = jobdir / "results" / h["name"] / "fio.json"
+        path = jobdir / "results" / h.name / "fio.json"
         one = _read_json(path)
         _check_fio(path, one)
         for k in ("fio version", "timestamp", "timestamp_ms", "global options"):
             doc.setdefault(k, one.get(k))
-        doc["jobs"] += [{**j, "jobname": f"{h['name']}/{j['jobname']}"} for j in one["jobs"]]
-        names = _job_names(jobdir, h["jobfile"])
+        doc["jobs"] += [{**j, "jobname": f"{h.name}/{j['jobname']}"} for j in one["jobs"]]
+        names = _job_names(jobdir, h.jobfile)
         for p in sorted(path.parent.iterdir()):
             m = LAT_LOG.match(p.name)
             if m and p.is_file():
                 n = int(m.group("n"))
                 job = names[n - 1] if n <= len(names) else f"job{n}"
-                logs.append((f"{h['name']}/{job}", p))
+                logs.append((f"{h.name}/{job}", p))
     return doc, logs
 
 
@@ -176,58 +176,31 @@ def _read_json(path: Path) -> Any:
         raise IotapeError(f"{path}: {line}not JSON: {getattr(e, 'msg', e)}") from None
 
 
-def _plan(jobdir: Path) -> dict[str, Any]:
-    path = jobdir / "plan.json"
-    man = _read_json(path)
-    if not isinstance(man, dict) or man.get("format") != PLAN_FORMAT:
-        raise IotapeError(f'{path}: format: not "{PLAN_FORMAT}"; not a replay plan')
-    if man.get("version") != PLAN_VERSION:
-        raise IotapeError(
-            f"{path}: version: {man.get('version')!r}; this iotape reads replay plans of "
-            f"version {PLAN_VERSION}"
-        )
-    for key, kind in (("trace", str), ("mode", str), ("jobfile", str), ("jobs", list)):
-        if key == "jobfile" and man.get("hosts"):
-            continue  # one job file per host (replayer/hosts/spec.py)
-        if not isinstance(man.get(key), kind):
-            what = "a string" if kind is str else "a list"
-            raise IotapeError(f"{path}: {key}: expected {what}, got {man.get(key)!r}")
-    if man.get("hosts"):
-        for h in man["hosts"]:
-            if not isinstance(h, dict) or h.get("jobfile") != f"hosts/{h.get('name')}.fio":
-                raise IotapeError(f"{path}: hosts: {h!r} is not a host of a replay plan")
-        return man
-    if "/" in man["jobfile"] or man["jobfile"] in ("", ".", ".."):
-        raise IotapeError(f"{path}: jobfile: {man['jobfile']!r} is not a file name in {jobdir}")
-    return man
+def _plan(jobdir: Path) -> ReplayPlan:
+    return plan_document.load(jobdir / "plan.json")
 
 
-def _summary(jobdir: Path) -> dict[str, Any]:
+def _summary(jobdir: Path) -> ReplaySummary | None:
     path = jobdir / "results" / "summary.json"
-    if not path.is_file():
-        return {}
-    doc = _read_json(path)
-    if not isinstance(doc, dict):
-        raise IotapeError(f"{path}: expected an object")
-    return doc
+    return summary_document.load(path) if path.is_file() else None
 
 
 def _recorded(jobdir: Path) -> Path | None:
     """The re-recorded trace that results/summary.json names, if any."""
     summary = _summary(jobdir)
-    record = summary.get("record")
+    record = summary.record if summary is not None else None
     if record is None:
         return None
     where = jobdir / "results" / "summary.json"
-    if not isinstance(record, str) or not record:
-        raise IotapeError(f"{where}: record: expected a path, got {record!r}")
+    if not record:
+        raise IotapeError(f"{where}: field 'record': expected a path, got {record!r}")
     p = Path(record)
     if not p.is_absolute():
         p = jobdir / p
     if not p.is_file():
         raise IotapeError(
-            f"{where}: record: the re-recorded trace {p} is missing; put it back, or remove "
-            '"record" from the summary to ingest the replay without its events'
+            f"{where}: field 'record': the re-recorded trace {p} is missing; put it back, or "
+            'remove "record" from the summary to ingest the replay without its events'
         )
     return p
 
@@ -254,13 +227,14 @@ class ReplaySource:
         self.summary = _summary(path)
         self.record = _recorded(path)
         self.trace = open_trace_source(self.record) if self.record is not None else None
-        if self.plan.get("hosts"):
-            self.fio, self.logs = _host_results(path, self.plan["hosts"])
+        if self.plan.hosts:
+            self.fio, self.logs = _host_results(path, self.plan.hosts)
         else:
             self.fio_path = path / "results" / "fio.json"
             self.fio = _read_json(self.fio_path)
             _check_fio(self.fio_path, self.fio)
-            names = _job_names(path, self.plan["jobfile"])
+            assert self.plan.jobfile is not None  # plan.load: one host, one job file
+            names = _job_names(path, self.plan.jobfile)
             fio_names = [str(j["jobname"]) for j in self.fio["jobs"]]
             names = names if len(names) == len(fio_names) else fio_names
             numbered = sorted(
@@ -286,25 +260,27 @@ class ReplaySource:
             )
         runtimes = [int(j.get("job_runtime") or 0) for j in self.fio["jobs"]]
         fields["duration_ns"] = max(runtimes, default=0) * 1_000_000
-        parent = _parent(store, man["trace"])
+        parent = _parent(store, man.trace)
         fields["parent_id"] = parent["id"] if parent else ""
         fields["parameters"] = {
             # The storage-group layout only where the plan has groups (issue 22).
-            "plan": {k: man.get(k) for k in PLAN_KEYS}
-            | ({"layout": man["layout"]} if "layout" in man else {}),
+            "plan": man.parameters(),
             "jobs": len(self.fio["jobs"]),
             "fio_version": self.fio.get("fio version", ""),
             "global_options": self.fio.get("global options") or {},
             "record": str(self.record) if self.record else None,
-            "anchor": self.summary.get("anchor"),
-            "parent": "" if parent else f"source trace {man['trace']} is not in the store",
+            # Who replayed it (summary.json's runner): fio or iotape-lanes, whose JSON
+            # output imitates fio's; None where the plan ran without a summary.
+            "runner": self.summary.runner if self.summary else None,
+            "anchor": self.summary.anchor.data() if self.summary and self.summary.anchor else None,
+            "parent": "" if parent else f"source trace {man.trace} is not in the store",
         }
-        if man.get("hosts"):
-            starts = {h: v.get("start") for h, v in (self.summary.get("hosts") or {}).items()}
+        if man.hosts:
+            runs = (self.summary.hosts if self.summary else None) or {}
             fields["parameters"]["hosts"] = [
-                {k: h.get(k) for k in ("name", "address", "port", "targets")}
-                | {"start": starts.get(h["name"])}
-                for h in man["hosts"]
+                {"name": h.name, "address": h.address, "port": h.port, "targets": h.targets}
+                | {"start": start.data() if (start := _start(runs, h.name)) else None}
+                for h in man.hosts
             ]
         if self.trace is not None:
             fields["parameters"]["recorded"] = {
@@ -319,15 +295,12 @@ class ReplaySource:
         if self.trace is not None:
             got = load_trace(store, self.trace, run_id, progress)
             out.update(events=got["events"], bytes=got["bytes"])
-        if self.trace is None and self.plan.get("hosts"):
+        if self.trace is None and self.plan.hosts:
             # No recording: the devices are the plan's targets, each named HOST:PATH
             # (a remote device's number is not known here: they are numbered 1..N).
             store.insert_rows(
                 "devices",
-                [
-                    _target_device(run_id, k, t)
-                    for k, t in enumerate(self.plan.get("targets") or [], start=1)
-                ],
+                [_target_device(run_id, k, t) for k, t in enumerate(self.plan.targets, start=1)],
             )
         jobs, pcts = fio_tables(self.fio)
         store.insert_batches("fio_jobs", [jobs], run_id)
@@ -368,16 +341,21 @@ class ReplaySource:
             self.trace.close()
 
 
-def _target_device(run_id: str, k: int, t: dict) -> dict[str, Any]:
+def _start(runs: dict[str, HostRun], host: str) -> HostStart | None:
+    run = runs.get(host)
+    return run.start if run is not None else None
+
+
+def _target_device(run_id: str, k: int, t: TargetEntry) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "dev": k,
-        "name": str(t.get("path") or ""),
+        "name": t.path,
         "model": "",
         "firmware": "",
         "rotational": False,
-        "logical_block_size": int(t.get("block_size") or 0),
-        "capacity_bytes": int(t.get("size") or 0),
+        "logical_block_size": t.block_size,
+        "capacity_bytes": t.size or 0,
         "partition_name": "",
         "partition_start_bytes": 0,
     }

@@ -16,7 +16,9 @@ from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values, sub_app
 from iotape.commands import workload_options as o
-from schemas.formats import ESRP_REPORT, WORKLOAD_REPORT
+from schemas.documents import workload_report
+from schemas.documents.workload_report import WorkloadReport
+from schemas.formats import ESRP_REPORT
 from workload import engine, esrp, html, profiles, report
 
 app = sub_app("The reference Exchange-like (ESE) workload: a Jetstress for Linux.")
@@ -163,16 +165,23 @@ def _check_outputs(*outs: Path | None) -> None:
             raise IotapeError(f"{out}: directory {out.parent} does not exist")
 
 
-def _emit(rep: dict, report_out: Path | None, json_out: bool, render: Callable) -> None:
-    """The report to its file, to stdout as JSON or as tables; 130 if interrupted."""
+def _emit(
+    rep: WorkloadReport | dict, report_out: Path | None, json_out: bool, render: Callable
+) -> None:
+    """The report (a workload's, or an ESRP sequence's) to its file, to stdout as JSON
+    or as tables; 130 if interrupted."""
+    if isinstance(rep, WorkloadReport):
+        data, interrupted = rep.data(), rep.interrupted
+    else:
+        data, interrupted = rep, bool(rep["interrupted"])
     if report_out:
-        report_out.write_text(json.dumps(rep, indent=1) + "\n")
+        report_out.write_text(json.dumps(data, indent=1) + "\n")
     if json_out:
-        json.dump(rep, sys.stdout, indent=1)
+        json.dump(data, sys.stdout, indent=1)
         print()
     else:
         render(rep)
-    if rep["interrupted"]:
+    if interrupted:
         raise typer.Exit(130)
 
 
@@ -330,10 +339,7 @@ def show(
         if html_out:
             html.write_esrp(rep, html_out)
         return
-    if not WORKLOAD_REPORT.matches(rep):
-        raise IotapeError(
-            f"{report_json}: not an iotape workload report (version {WORKLOAD_REPORT.version})"
-        )
-    report.render(rep)
+    wrep = workload_report.parse(rep, str(report_json))
+    report.render(wrep)
     if html_out:
-        html.write(rep, html_out)
+        html.write(wrep, html_out)

@@ -16,7 +16,6 @@ message, for whoever reads it on the host.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from base.errors import IotapeError
 from devices import targets
 from devices.safety import check_target
 from replayer.hosts import spec as hosts
+from schemas.documents import plan as plan_document
 
 UNIT = 512
 PER_REASON = 64
@@ -59,19 +59,19 @@ def check(jobdir: Path, host: str, destroy: list[str]) -> tuple[int, str]:
     """(code, message) for host `host`'s part of the plan in `jobdir`: (0, "ok")
     when it may run."""
     try:
-        man = json.loads((jobdir / "plan.json").read_text())
-        part = next(h for h in man.get("hosts") or [] if h["name"] == host)
-    except (OSError, ValueError, StopIteration, KeyError, TypeError):
+        man = plan_document.load(jobdir / "plan.json")
+        part = next(h for h in man.hosts if h.name == host)
+    except (IotapeError, StopIteration):
         return 1 + PER_REASON * 9, f"{jobdir}: no plan.json naming host {host} on this host"
     try:
         digest = hosts.iologs_digest(jobdir, part)
     except FileNotFoundError as e:
         return 1 + PER_REASON * 9, f"{e.filename}: missing on host {host}"
-    if digest != part.get("iologs_sha256"):
+    if digest != part.iologs_sha256:
         return 1 + PER_REASON * 10, f"{jobdir}/iologs: differ from the plan's on host {host}"
-    writes = {t["path"]: t["writes"] for t in man["targets"]}
-    reach = {t["path"]: t.get("reach_bytes") or 0 for t in man["targets"]}
-    for k, path in enumerate(part["targets"]):
+    writes = {t.path: t.writes for t in man.targets}
+    reach = {t.path: t.reach_bytes or 0 for t in man.targets}
+    for k, path in enumerate(part.targets):
         full = f"{host}:{path}"
         try:
             kind = targets.classify(path)

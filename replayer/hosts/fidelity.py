@@ -72,9 +72,9 @@ def host_pairs(jobdir: Path, host: HostEntry) -> dict[str, Any]:
     planned = logged = paired = 0
     gaps: list[np.ndarray] = []
     plan_t: list[np.ndarray] = []
-    for n, job in enumerate(host["jobs"], start=1):
+    for n, job in enumerate(host.jobs, start=1):
         iolog = jobdir / "iologs" / f"{job}.log"
-        lat = jobdir / "results" / host["name"] / f"lat_lat.{n}.log"
+        lat = jobdir / "results" / host.name / f"lat_lat.{n}.log"
         a, t = _logged(lat)
         logged += len(a)
         if not iolog.exists():
@@ -103,7 +103,7 @@ def _ms(x: float) -> float:
 def jobdir_starts(jobdir: Path, man: Manifest) -> dict[str, HostStart]:
     """`replay fidelity` of a multi-host JOBDIR (its plan `man`): each host's start,
     from fio's logs."""
-    if not man.get("hosts"):
+    if not man.hosts:
         raise IotapeError(f"{jobdir}: a job directory of one host; give the recorded replay")
     return starts(jobdir, man)
 
@@ -112,25 +112,25 @@ def starts(jobdir: Path, man: Manifest, launch_ns: int | None = None) -> dict[st
     """Per host: its start (Unix ns), offset from the earliest host, and issue error
     against its own start; from fio's logs."""
     out: dict[str, HostStart] = {}
-    for host in man["hosts"]:
+    for host in man.hosts:
         pr = host_pairs(Path(jobdir), host)
         g = pr["gap_ns"]
-        row: HostStart = {"planned": pr["planned"], "logged": pr["logged"], "paired": pr["paired"]}
-        row["source"] = "fio per-I/O logs (log_unix_epoch, ms resolution)"
+        row = HostStart(planned=pr["planned"], logged=pr["logged"], paired=pr["paired"])
+        row.source = "fio per-I/O logs (log_unix_epoch, ms resolution)"
         if len(g):
             zero = int(np.median(g))
             err = np.abs(g - zero).astype(np.float64)
-            row["start_epoch_ns"] = zero
-            row["issue_error_ms"] = {
+            row.start_epoch_ns = zero
+            row.issue_error_ms = {
                 "p50": _ms(float(np.percentile(err, 50))),
                 "p99": _ms(float(np.percentile(err, 99))),
                 "max": _ms(float(err.max())),
             }
             if launch_ns is not None:
-                row["start_after_launch_ms"] = _ms(zero - launch_ns)
-        out[host["name"]] = row
-    zeros = [r["start_epoch_ns"] for r in out.values() if "start_epoch_ns" in r]
+                row.start_after_launch_ms = _ms(zero - launch_ns)
+        out[host.name] = row
+    zeros = [r.start_epoch_ns for r in out.values() if r.start_epoch_ns is not None]
     for r in out.values():
-        if "start_epoch_ns" in r:
-            r["offset_ms"] = _ms(r["start_epoch_ns"] - min(zeros))
+        if r.start_epoch_ns is not None:
+            r.offset_ms = _ms(r.start_epoch_ns - min(zeros))
     return out

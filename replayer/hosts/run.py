@@ -40,7 +40,7 @@ from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.model import HostEntry, Manifest
 from replayer.run.interface import Say
-from replayer.run.results import JobRow, RunSummary
+from replayer.run.results import HostRun, JobRow, RunSummary
 from replayer.run.summarize import summarize
 
 PREFLIGHT_TIMEOUT_S = 30
@@ -72,22 +72,22 @@ def _destroy_for(host: str, destroy: list[str]) -> list[str]:
 def preflight_text(
     jobdir: Path, host: HostEntry, man: Manifest, iotape: str, destroy: list[str]
 ) -> str:
-    verdict = f"/tmp/iotape-verdict.{host['name']}.{uuid.uuid4().hex[:12]}"
-    cmd = [iotape, "replay", "check-host", str(jobdir), host["name"], "--verdict", verdict]
-    for d in _destroy_for(host["name"], destroy):
+    verdict = f"/tmp/iotape-verdict.{host.name}.{uuid.uuid4().hex[:12]}"
+    cmd = [iotape, "replay", "check-host", str(jobdir), host.name, "--verdict", verdict]
+    for d in _destroy_for(host.name, destroy):
         cmd += ["--destroy-data-on", d]
-    writes = {t["path"]: t["writes"] for t in man["targets"]}
+    writes = {t.path: t.writes for t in man.targets}
     lines = [
         "; iotape replay run: checks host "
-        f"{host['name']} before the replay; reads nothing but its own verdict file\n",
+        f"{host.name} before the replay; reads nothing but its own verdict file\n",
         "[global]\nthread=1\nallow_file_create=0\nallow_mounted_write=0\n",
         "\n[check]\nfilename=/dev/zero\nrw=read\nsize=4k\ncreate_only=1\n",
         f"exec_prerun={shlex.join(cmd)}\n",
         f"\n[verdict]\nstonewall\nfilename={verdict}\nrw=read\nbs=512\ncreate_serialize=0\n",
         "unlink=1\n",
     ]
-    for k, path in enumerate(host["targets"]):
-        rw = "write" if writes.get(f"{host['name']}:{path}") else "read"
+    for k, path in enumerate(host.targets):
+        rw = "write" if writes.get(f"{host.name}:{path}") else "read"
         lines.append(
             f"\n[target.{k}]\nstonewall\nfilename={path}\nrw={rw}\ncreate_only=1\n"
             "create_serialize=0\n"
@@ -126,7 +126,7 @@ def _ask(
 ) -> str | tuple[str, str, int]:
     """Run job file `text` on the host through fio's client: (stdout, whole output,
     rc), or the one line saying the host cannot run it (unreachable, other fio)."""
-    name, where = host["name"], f"{host['address']}:{host['port']}"
+    name, where = host.name, f"{host.address}:{host.port}"
     hdir = jobdir / "results" / name
     hdir.mkdir(parents=True, exist_ok=True)
     job = hdir / f"{stem}.fio"
@@ -135,7 +135,7 @@ def _ask(
         _fio(),
         "--output-format=normal,json",
         "--eta=never",
-        f"--client={host['address']},{host['port']}",
+        f"--client={host.address},{host.port}",
         str(job),
     ]
     try:
@@ -145,8 +145,8 @@ def _ask(
     except subprocess.TimeoutExpired:
         return (
             f"host {name} ({where}): unreachable: no fio server answered in "
-            f"{PREFLIGHT_TIMEOUT_S} s (run `fio --server=ip:{host['address']},{host['port']}` "
-            f"there; open TCP port {host['port']})"
+            f"{PREFLIGHT_TIMEOUT_S} s (run `fio --server=ip:{host.address},{host.port}` "
+            f"there; open TCP port {host.port})"
         )
     text = p.stdout + p.stderr
     (hdir / f"{stem}.out").write_text(text)
@@ -154,8 +154,8 @@ def _ask(
     if probe is None:
         return (
             f"host {name} ({where}): unreachable: {_fio_says(text) or 'no fio server answered'} "
-            f"(run `fio --server=ip:{host['address']},{host['port']}` there; open TCP port "
-            f"{host['port']})"
+            f"(run `fio --server=ip:{host.address},{host.port}` there; open TCP port "
+            f"{host.port})"
         )
     if probe.group("version") != want:
         return (
@@ -175,7 +175,7 @@ def preflight(
     jobdir: Path, host: HostEntry, man: Manifest, iotape: str, destroy: list[str], want: str
 ) -> str | None:
     """None when host `host` may run its part, else the one line saying why not."""
-    name = host["name"]
+    name = host.name
     got = _ask(jobdir, host, "preflight", preflight_text(jobdir, host, man, iotape, destroy), want)
     if isinstance(got, str):
         return got
@@ -193,7 +193,7 @@ def preflight(
             "--host-iotape; fio writes its output to check.prerun.txt in fio --server's "
             "directory there)"
         )
-    why = hostcheck.explain(name, host["targets"], int(verdict["read"].get("io_bytes") or 0))
+    why = hostcheck.explain(name, host.targets, int(verdict["read"].get("io_bytes") or 0))
     if why:
         return why
     if rc != 0:
@@ -205,24 +205,24 @@ def _split_results(jobdir: Path, man: Manifest, doc: dict) -> dict[str, dict]:
     """The client's JSON as one fio.json per host, the logs moved under results/HOST."""
     results = jobdir / "results"
     per: dict[str, dict] = {}
-    for host in man["hosts"]:
+    for host in man.hosts:
         jobs = [
             j
             for j in doc.get("client_stats") or []
-            if j.get("hostname") == host["address"]
-            and j.get("port") == host["port"]
+            if j.get("hostname") == host.address
+            and j.get("port") == host.port
             and j.get("jobname") != "All clients"
         ]
         one = {k: doc[k] for k in ("fio version", "timestamp", "time") if k in doc}
-        one["hostname"] = host["address"]
+        one["hostname"] = host.address
         one["jobs"] = jobs
-        hdir = results / host["name"]
+        hdir = results / host.name
         (hdir / "fio.json").write_text(json.dumps(one, indent=2) + "\n")
-        suffix = "." + host["address"]
+        suffix = "." + host.address
         for p in results.iterdir():
             if p.is_file() and p.name.endswith(suffix):
                 p.replace(hdir / p.name[: -len(suffix)])
-        per[host["name"]] = one
+        per[host.name] = one
     return per
 
 
@@ -246,16 +246,16 @@ class HostsRunner:
         self.want = want = local_version()
         results = jobdir / "results"
         results.mkdir(exist_ok=True)
-        for host in man["hosts"]:
+        for host in man.hosts:
             # Logs of an earlier run would be taken for this one's.
-            shutil.rmtree(results / host["name"], ignore_errors=True)
-        say(f"checking {len(man['hosts'])} hosts")
-        with ThreadPoolExecutor(len(man["hosts"])) as pool:
+            shutil.rmtree(results / host.name, ignore_errors=True)
+        say(f"checking {len(man.hosts)} hosts")
+        with ThreadPoolExecutor(len(man.hosts)) as pool:
             for step in (
                 lambda h: probe(jobdir, h, want),
                 lambda h: preflight(jobdir, h, man, self.iotape, self.destroy, want),
             ):
-                why = next((w for w in pool.map(step, man["hosts"]) if w), None)
+                why = next((w for w in pool.map(step, man.hosts) if w), None)
                 if why:
                     raise IotapeError(why)
 
@@ -267,12 +267,9 @@ class HostsRunner:
         jobdir, man = self.jobdir, self.man
         results = jobdir / "results"
         cmd = [_fio(), "--output-format=json", "--eta=never"]
-        for host in man["hosts"]:
-            cmd += [f"--client={host['address']},{host['port']}", host["jobfile"]]
-        say(
-            f"replaying {man['mode']} plan on {len(man['hosts'])} hosts, "
-            f"about {man['duration_s']:.1f} s"
-        )
+        for host in man.hosts:
+            cmd += [f"--client={host.address},{host.port}", host.jobfile]
+        say(f"replaying {man.mode} plan on {len(man.hosts)} hosts, about {man.duration_s:.1f} s")
         launch_ns = time.time_ns()
         with (results / "client.json").open("w") as out, (results / "client.err").open("w") as err:
             rc = subprocess.run(cmd, cwd=jobdir, stdout=out, stderr=err, check=False).returncode
@@ -296,19 +293,18 @@ class HostsRunner:
                 f"{jobdir}: fio reported errors on the hosts: {'; '.join(failed[:3])}"
             )
         starts = hostfid.starts(jobdir, man, launch_ns)
-        return {
-            "jobdir": str(jobdir),
-            "mode": man["mode"],
-            "hosts": {
-                h: {"jobs": summarize(one), "start": starts.get(h)} for h, one in per.items()
-            },
-            "launch_epoch_ns": launch_ns,
-            "jobs": [
-                {**row, "job": f"{h}/{row['job']}"}
+        return RunSummary(
+            jobdir=str(jobdir),
+            mode=man.mode,
+            runner="fio",
+            hosts={h: HostRun(jobs=summarize(one), start=starts.get(h)) for h, one in per.items()},
+            launch_epoch_ns=launch_ns,
+            jobs=[
+                row.model_copy(update={"job": f"{h}/{row.job}"})
                 for h, one in per.items()
                 for row in summarize(one)
             ],
-        }
+        )
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:
         raise IotapeError(self.no_record or "")

@@ -161,16 +161,16 @@ def write_parts(
         logs = [tmp / "iologs" / f"{n}.log" for n in names]
         paths = sorted({j.target for j in jobs})
         out.append(
-            {
-                "name": name,
-                "address": addr,
-                "port": port,
-                "jobfile": f"hosts/{name}.fio",
-                "jobs": [j.name for j in jobs],
-                "targets": paths,
-                "iologs": names,
-                "iologs_sha256": _digest(logs) if logs else None,
-            }
+            HostEntry(
+                name=name,
+                address=addr,
+                port=port,
+                jobfile=f"hosts/{name}.fio",
+                jobs=[j.name for j in jobs],
+                targets=paths,
+                iologs=names,
+                iologs_sha256=_digest(logs) if logs else None,
+            )
         )
     return out
 
@@ -178,5 +178,5 @@ def write_parts(
 def iologs_digest(jobdir: Path, host: HostEntry) -> str | None:
     """What `write_parts` recorded, recomputed from the iologs in `jobdir`
     (FileNotFoundError names a missing one)."""
-    logs = [jobdir / "iologs" / f"{n}.log" for n in host.get("iologs") or []]
+    logs = [jobdir / "iologs" / f"{n}.log" for n in host.iologs]
     return _digest(logs) if logs else None

@@ -26,19 +26,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from base.errors import IotapeError
 from replayer.plan import exact, fitloc, jobfile, scale, sinks, sources, steps, write
-from replayer.plan.model import (
-    GroupEntry,
-    HostAddress,
-    Job,
-    JobEntry,
-    LayoutEntry,
-    Manifest,
-    Plan,
-    PlanResult,
-)
+from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import Source
 from replayer.plan.steps import PLACEHOLDER
@@ -194,9 +186,7 @@ def manifest(p: Plan) -> Manifest:
         tw[j.target] = tw.get(j.target, False) or j.writes
     reach = p.reach
     opts = p.opts
-    man: Manifest = {
-        "format": PLAN_FORMAT,
-        "version": PLAN_VERSION,
+    fields: dict[str, Any] = {
         "trace": str(Path(opts.trace).resolve()),
         "mode": p.mode,
         "mode_reason": p.mode_reason,
@@ -227,16 +217,16 @@ def manifest(p: Plan) -> Manifest:
         "jobs": [_job_entry(j, p.scaling) for j in p.jobs],
     }
     if p.scaling is not None and p.scaling.grouped:
-        man["layout"] = _layout_entry(p.scaling.layout)
+        fields["layout"] = _layout_entry(p.scaling.layout)
     if p.layout == "lanes":
-        man["exact_layout"] = "lanes"
-    return man
+        fields["exact_layout"] = "lanes"
+    return Manifest.model_validate(fields)
 
 
-def _job_entry(j: Job, sc: scale.Scaling | None) -> JobEntry:
+def _job_entry(j: Job, sc: scale.Scaling | None) -> dict[str, Any]:
     """A job in plan.json: its storage group too where groups are in play."""
     db = j.owner.number if j.owner.kind == "db" else None
-    out: JobEntry = {
+    out: dict[str, Any] = {
         "name": j.name,
         "target": j.target,
         "stream": j.stream,
@@ -248,12 +238,10 @@ def _job_entry(j: Job, sc: scale.Scaling | None) -> JobEntry:
     return out
 
 
-def _layout_entry(lay: scale.Layout) -> LayoutEntry:
+def _layout_entry(lay: scale.Layout) -> dict[str, Any]:
     """plan.json's "layout", where storage groups are in play (otherwise one log
     per database, and plan.json what it was before groups existed)."""
-    groups: list[GroupEntry] = [
-        {"group": g, "databases": lay.members(g)} for g in range(lay.storage_groups)
-    ]
+    groups = [{"group": g, "databases": lay.members(g)} for g in range(lay.storage_groups)]
     return {"databases": lay.databases, "storage_groups": lay.storage_groups, "groups": groups}
 
 
@@ -272,7 +260,7 @@ def _result(p: Plan, tmp: Path | None, logs: bool = True) -> PlanResult:
     man = manifest(p)
     if tmp is not None:
         write.contents(tmp, _jobdir(p.opts), p, man, texts, logs)
-    return {**man, "jobfile_text": text}
+    return {**man.data(), "jobfile_text": text}
 
 
 def plan(opts: PlanOptions) -> PlanResult:

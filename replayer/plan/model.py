@@ -1,10 +1,11 @@
-"""What a replay plan is made of, as it passes between the planning modules, and
-the shape of plan.json, which `replay run`, `replay fidelity` and the hosts read."""
+"""What a replay plan is made of, as it passes between the planning modules; plan.json,
+which `replay run`, `replay fidelity` and the hosts read, is
+schemas/documents/plan.py's `ReplayPlan`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from replayer.plan.options import PlanOptions
 from replayer.plan.scale import Scaling
 from replayer.plan.source import Source
 from replayer.plan.targetmap import Owner, Target
+from schemas.documents.plan import HostEntry, JobEntry, ReplayPlan
 
 # An exact job's iolog entries, column by column: (t_us, action, offset, length).
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -108,79 +110,9 @@ class Plan:
     reach: dict[str, int]  # Arrangement.reach
 
 
-class TargetEntry(TypedDict):
-    path: str
-    kind: str
-    writes: bool
-    block_size: int
-    size: int | None
-    create_bytes: int | None
-    reach_bytes: int
+# plan.json: its one definition is schemas/documents/plan.py.
+Manifest = ReplayPlan
+# What `plan` returns: the manifest's JSON values and the job files' text (for --dry-run).
+PlanResult = dict[str, Any]
 
-
-class WindowEntry(TypedDict):
-    jobfile: str
-    launch_us: int
-    jobs: int
-
-
-class JobEntry(TypedDict):
-    name: str
-    target: str
-    stream: str
-    db: int | None  # None: a storage group's log
-    requests: int
-    group: NotRequired[int]  # the storage group (a plan with storage groups only)
-
-
-class GroupEntry(TypedDict):
-    group: int
-    databases: list[int]
-
-
-class LayoutEntry(TypedDict):
-    """Databases and storage groups (a plan with storage groups only)."""
-
-    databases: int
-    storage_groups: int
-    groups: list[GroupEntry]
-
-
-class HostEntry(TypedDict):
-    name: str
-    address: str
-    port: int
-    jobfile: str
-    jobs: list[str]
-    targets: list[str]
-    iologs: list[str]
-    iologs_sha256: str | None
-
-
-class Manifest(TypedDict):
-    """plan.json."""
-
-    format: str
-    version: int
-    trace: str
-    mode: str
-    mode_reason: str | None
-    jobfile: str | None
-    anchor: str | None
-    duration_s: float
-    time_scale: float
-    requests_per_job: int | None
-    remap: str
-    scaling: dict[str, Any] | None
-    targets: list[TargetEntry]
-    windows: list[WindowEntry] | None
-    jobs: list[JobEntry]
-    layout: NotRequired[LayoutEntry]  # a plan with storage groups only
-    hosts: NotRequired[list[HostEntry]]  # a multi-host plan only
-    exact_layout: NotRequired[str]  # "lanes" (a plan of lanes only: v2 iologs)
-
-
-class PlanResult(Manifest):
-    """What `plan` returns: the manifest and the job files' text (for --dry-run)."""
-
-    jobfile_text: str
+__all__ = ["HostEntry", "JobEntry", "Manifest", "PlanResult", "ReplayPlan"]

@@ -3,7 +3,6 @@ directory beside it (`staged`), renamed into place at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -64,9 +63,9 @@ def contents(
     if p.hosts:
         per_host = {h: jobfile.host_jobfile_text(p, h) for h in p.hosts}
         parts = hosts.write_parts(tmp, jobdir.resolve(), p.hosts, per_host, p.jobs)
-        man["hosts"] = parts
-        man["jobfile"] = None
-        man["anchor"] = None
+        man.hosts = parts
+        man.jobfile = None
+        man.anchor = None
     else:
         for name, t in texts.items():
             (tmp / name).write_text(t)
@@ -75,7 +74,7 @@ def contents(
     elif anchor := (jobfile.anchor(p) if not p.hosts else None):
         (tmp / "anchor.fio").write_text(anchor[0])
         (tmp / "anchor.log").write_text(anchor[1])
-    (tmp / "plan.json").write_text(json.dumps(man, indent=2) + "\n")
+    man.write(tmp / "plan.json")
 
 
 @contextmanager

@@ -10,33 +10,26 @@ JOBDIR/results/summary.json.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from base.errors import IotapeError
 from replayer.hosts.run import HostsRunner
-from replayer.plan import build as planmod
 from replayer.plan.model import Manifest
 from replayer.run import around
 from replayer.run.interface import Runner
 from replayer.run.local import LocalRunner
 from replayer.run.relabel import relabel
-from replayer.run.results import RunSummary
+from replayer.run.results import AnchorRun, RunSummary
 from replayer.run.summarize import write_summary
+from schemas.documents import plan as plan_document
 
 
 def load_manifest(jobdir: Path) -> Manifest:
     path = Path(jobdir) / "plan.json"
-    try:
-        man: Manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`") from None
-    except json.JSONDecodeError as e:
-        raise IotapeError(f"{path}: line {e.lineno}: not JSON: {e.msg}") from None
-    if man.get("format") != planmod.PLAN_FORMAT or man.get("version") != planmod.PLAN_VERSION:
-        raise IotapeError(f"{path}: not an iotape replay plan of version {planmod.PLAN_VERSION}")
-    return man
+    if not path.exists():
+        raise IotapeError(f"{jobdir}: no plan.json; make one with `iotape replay plan`")
+    return plan_document.load(path)
 
 
 def pick(
@@ -48,7 +41,7 @@ def pick(
     runner: str = "auto",
 ) -> Runner:
     """HostsRunner for a plan with hosts, else LocalRunner with `runner`."""
-    if man.get("hosts"):
+    if man.hosts:
         return HostsRunner(jobdir, man, destroy, host_iotape)
     return LocalRunner(jobdir, man, destroy, force, runner)
 
@@ -80,12 +73,11 @@ def run(
     (jobdir / "results").mkdir(exist_ok=True)
     summary = r.replay(record_to, say)
     if record_to is not None:
-        summary["record"] = str(record_to)
-        summary["relabel"] = relabel(record_to, jobdir, man)
+        summary.record = str(record_to)
+        summary.relabel = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
-        summary["anchor"] = {
-            "record": str(anchor_record_to),
-            "jobs": r.anchor(anchor_record_to, say),
-        }
+        summary.anchor = AnchorRun(
+            record=str(anchor_record_to), jobs=r.anchor(anchor_record_to, say)
+        )
     write_summary(jobdir, summary)
     return summary

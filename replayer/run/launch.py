@@ -14,7 +14,6 @@ absolute times. Each window's JSON goes to results/fio.wNNNN.json.
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 from replayer.plan import iolog
+from schemas.documents import plan as plan_document
 
 # Stamping opens every log once (~20-50 us each here); the base is chosen this
 # long after that is expected to end, and chosen again if stamping overran it.
@@ -37,11 +37,12 @@ def _now_us() -> int:
     return time.monotonic_ns() // 1000
 
 
-def stamp_all(jobdir: Path, man: dict) -> int:
+def stamp_all(jobdir: Path, man: plan_document.ReplayPlan) -> int:
     """Stamp every log; returns the base (monotonic us of the trace's 0), chosen so
     that window 0 launches after stamping ended."""
-    logs = [jobdir / "iologs" / f"{j['name']}.log" for j in man["jobs"]]
-    lead = -int(man["windows"][0]["launch_us"])
+    logs = [jobdir / "iologs" / f"{j.name}.log" for j in man.jobs]
+    assert man.windows, "a plan of one window has no launcher"
+    lead = -int(man.windows[0].launch_us)
     budget = STAMP_US_PER_LOG * len(logs) + STAMP_SLACK_US
     while True:
         base = _now_us() + budget + lead
@@ -63,7 +64,7 @@ def _fio(jobdir: Path, jobfile: str, output: str) -> subprocess.Popen:
 
 def launch(jobdir: Path) -> int:
     """Run every window; the exit status is the first failing fio's, else 0."""
-    man = json.loads((jobdir / "plan.json").read_text())
+    man = plan_document.load(jobdir / "plan.json")
     # fio sleeps before every iolog entry; the default 50 us timer slack made
     # each sleep end 50 us late. Children inherit it.
     with contextlib.suppress(OSError):
@@ -71,12 +72,12 @@ def launch(jobdir: Path) -> int:
     base = stamp_all(jobdir, man)
     (jobdir / "results" / "base_us").write_text(f"{base}\n")
     procs = []
-    for k, w in enumerate(man["windows"]):
-        at = base + int(w["launch_us"])
+    for k, w in enumerate(man.windows or []):
+        at = base + int(w.launch_us)
         wait = at - _now_us()
         if wait > 0:
             time.sleep(wait / 1e6)
-        procs.append(_fio(jobdir, w["jobfile"], window_output(k)))
+        procs.append(_fio(jobdir, w.jobfile, window_output(k)))
     codes = [p.wait() for p in procs]
     return next((c for c in codes if c), 0)
 

@@ -28,34 +28,35 @@ from replayer.run import runner as runnermod
 from replayer.run.interface import Say
 from replayer.run.results import JobRow, RunSummary
 from replayer.run.summarize import summarize
+from schemas.documents.summary import Runner
 
 
 def check_targets(man: Manifest, destroy: list[str]) -> list[str]:
     """Check every target again, as `replay plan` did: devices come and go between
     the two. Returns the files to create (--create-file); creates nothing."""
     create = []
-    for t in man["targets"]:
-        path = t["path"]
+    for t in man.targets:
+        path = t.path
         if path == planmod.PLACEHOLDER:
             raise IotapeError("the plan was made without --target; plan again with one")
-        kind = targets.classify(path, t.get("create_bytes"))
+        kind = targets.classify(path, t.create_bytes)
         if kind == "create":
             create.append(path)
-        elif kind != t["kind"]:
+        elif kind != t.kind:
             raise IotapeError(
-                f"--target {path}: was a {'block device' if t['kind'] == 'block' else 'file'} "
+                f"--target {path}: was a {'block device' if t.kind == 'block' else 'file'} "
                 f"when planned and is now a {'block device' if kind == 'block' else 'file'}; "
                 "plan again"
             )
-        if kind == "block" and t["writes"]:
+        if kind == "block" and t.writes:
             check_target(path, destroy)
-        planned = t["create_bytes"]
+        planned = t.create_bytes
         size = planned if kind == "create" and planned else targets.size_of(path)[0]
-        reach = t.get("reach_bytes") or 0
+        reach = t.reach_bytes or 0
         if size < reach:
             raise IotapeError(
                 f"--target {path}: {size} bytes, but the plan reaches byte {reach} "
-                f"(planned for {t.get('size')} bytes); plan again for this target"
+                f"(planned for {t.size} bytes); plan again for this target"
             )
     return create
 
@@ -63,7 +64,7 @@ def check_targets(man: Manifest, destroy: list[str]) -> list[str]:
 def _create(paths: list[str], man: Manifest) -> None:
     """Make the --create-file files, wholly allocated (a full disk shows here, not
     halfway through the replay), or none of them."""
-    sizes = {t["path"]: t["create_bytes"] or 0 for t in man["targets"]}
+    sizes = {t.path: t.create_bytes or 0 for t in man.targets}
     made: list[str] = []
     for path in paths:
         try:
@@ -167,7 +168,7 @@ class LocalRunner:
     ) -> None:
         self.jobdir, self.man, self.destroy, self.force = jobdir, man, destroy, force
         self.program = runnermod.choose(runner, man, jobdir)
-        self.name = "iotape-lanes" if self.program == "lanes" else "fio"
+        self.name: Runner = "iotape-lanes" if self.program == "lanes" else "fio"
         self.create: list[str] = []
 
     def check(self, say: Say) -> None:
@@ -177,12 +178,12 @@ class LocalRunner:
         _create(self.create, self.man)
 
     def _devs(self) -> list[str]:
-        return [t["path"] for t in self.man["targets"] if rdev_of(t["path"]) is not None]
+        return [t.path for t in self.man.targets if rdev_of(t.path) is not None]
 
     def replay(self, record_to: Path | None, say: Say) -> RunSummary:
         man = self.man
-        say(f"replaying {man['mode']} plan with {self.name}, about {man['duration_s']:.1f} s")
-        jobfile = man["jobfile"]
+        say(f"replaying {man.mode} plan with {self.name}, about {man.duration_s:.1f} s")
+        jobfile = man.jobfile
         assert jobfile is not None  # only a multi-host plan has none
         # iotape-lanes writes fio's JSON shape, its "fio version" naming it (runner.py).
         result = _one(
@@ -192,23 +193,20 @@ class LocalRunner:
             self._devs(),
             record_to,
             self.force,
-            man.get("windows") or [],
+            man.windows or [],
             self.program,
         )
-        summary: RunSummary = {
-            "jobdir": str(self.jobdir),
-            "mode": man["mode"],
-            "runner": self.name,
-            "jobs": summarize(result),
-        }
+        summary = RunSummary(
+            jobdir=str(self.jobdir), mode=man.mode, runner=self.name, jobs=summarize(result)
+        )
         if "issue_late_ns" in result:
-            summary["issue_late_ms"] = {
+            summary.issue_late_ms = {
                 k: round(v / 1e6, 4) for k, v in result["issue_late_ns"].items() if k != "requests"
             }
         return summary
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:
-        anchor_job = self.man.get("anchor")
+        anchor_job = self.man.anchor
         if not anchor_job:
             raise IotapeError(f"{self.jobdir}: the plan has no anchor job (synthetic mode)")
         say("replaying with fio's plain read_iolog (anchor)")

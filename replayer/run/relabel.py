@@ -51,13 +51,13 @@ def _entries(log: Path) -> list[list[str]]:
 def _job_logs(jobdir: Path, man: Manifest, names: list[str]) -> Iterator[tuple[Path, int]]:
     """(log, its stream's index in `names`) of each plan job that has a log; a
     stream not yet in `names` is appended."""
-    for j in man["jobs"]:
-        log = jobdir / "iologs" / f"{j['name']}.log"
+    for j in man.jobs:
+        log = jobdir / "iologs" / f"{j.name}.log"
         if not log.exists():
             continue
-        if j["stream"] not in names:
-            names.append(j["stream"])
-        yield log, names.index(j["stream"])
+        if j.stream not in names:
+            names.append(j.stream)
+        yield log, names.index(j.stream)
 
 
 def _logs(jobdir: Path, man: Manifest) -> tuple[list[tuple[int, int, Path]], list[str]]:
@@ -269,7 +269,7 @@ def _rewrite(
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, trace)
-    return {"relabelled": done, "requests": n}
+    return Relabel(relabelled=done, requests=n)
 
 
 def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
@@ -323,7 +323,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     header["metadata"] = meta
     if not len(planned) or not len(r):
         _rewrite_whole(trace, header, r, footer)
-        return {"relabelled": 0, "requests": len(r)}
+        return Relabel(relabelled=0, requests=len(r))
     by_name, sid = _stream_ids(header, names)
     order = np.argsort(request_times(r), kind="stable")
     io, ir = fid.match(planned, r[order])
@@ -344,7 +344,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
     meta["stream_labels"] = "from the replay plan's jobs (iotape replay run)"
     _rewrite_whole(trace, header, r, footer)
-    return {"relabelled": int(labelled.sum()), "requests": len(r)}
+    return Relabel(relabelled=int(labelled.sum()), requests=len(r))
 
 
 def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> None:
@@ -358,10 +358,11 @@ def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> No
 def replay_of(man: Manifest) -> dict:
     """The source trace (path and content hash, which is its run id in the store) and
     how the plan scaled it."""
-    src = Path(man["trace"])
+    src = Path(man.trace)
     digest = ""
     if src.is_file():
         with contextlib.suppress(OSError):
             digest = trace_sha256(src)
-    return {"trace": str(src), "trace_sha256": digest, "mode": man.get("mode"),
-            "time_scale": man.get("time_scale", 1.0), "scaling": man.get("scaling")}  # fmt: skip
+    scaling = man.scaling.data() if man.scaling else None
+    return {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
+            "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip

@@ -24,7 +24,7 @@ def choose(runner: str, man: Manifest, jobdir: Path) -> str:
     """ "fio" or "lanes": auto takes iotape-lanes for a plan of lanes."""
     if runner not in RUNNERS:
         raise IotapeError(f"--runner {runner}: expected one of {', '.join(RUNNERS)}")
-    lanes = man.get("exact_layout") == "lanes"
+    lanes = man.exact_layout == "lanes"
     if runner == "lanes" and not lanes:
         raise IotapeError(
             f"--runner lanes: {jobdir} is not a plan of lanes "

@@ -85,7 +85,8 @@ def _accounting(planned: Path, summary: RunSummary, recorded: Path) -> dict[str,
     with open_trace(recorded) as t:
         footer = dict(t.footer or {})
     issued = sum(
-        row[d]["ios"] for row in summary.get("jobs", []) for d in ("read", "write") if d in row
+        (row.read.ios if row.read else 0) + (row.write.ios if row.write else 0)
+        for row in summary.jobs
     )
     lost = {k: int(v) for k, v in (footer.get("lost") or {}).items() if v}
     return {

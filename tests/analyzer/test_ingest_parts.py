@@ -25,6 +25,7 @@ from base.errors import IotapeError
 from recorder.tracefile import TraceWriter
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as replay_run
+from schemas.documents.workload_report import WorkloadReport
 from workload import engine, report
 
 
@@ -63,7 +64,7 @@ def built_report(config: dict | None = None) -> dict:
         "threads_final": 3, "auto": [], "databases": dbs,
         "config": config or {"mailboxes": 100, "iops_per_mailbox": 2.0, "profile": "exchange2010"},
     }  # fmt: skip
-    return report.build(result)
+    return report.build(result).data()
 
 
 def write_report(path: Path, rep: dict) -> Path:
@@ -87,7 +88,7 @@ def engine_report(tmp_path_factory) -> Path:
         duration=1.0,
         ioengine="null",
     )
-    return write_report(d / "report.json", report.build(engine.run(cfg)))
+    return write_report(d / "report.json", report.build(engine.run(cfg)).data())
 
 
 def test_engine_report_is_one_workload_run(store, engine_report: Path) -> None:
@@ -179,7 +180,7 @@ def test_esrp_phases_ingest_as_runs_linked_by_sequence(store, tmp_path: Path) ->
     assert all(r["tags"] == {"sequence": seq} for r in runs)
     assert [r["parameters"].get("sequence") for r in runs[:2]] == [seq, seq]
     first = built_report({"mailboxes": 100, "iops_per_mailbox": 2.0, "sequence": seq})
-    combined = esrp.build(seq, [first], "performance")
+    combined = esrp.build(seq, [WorkloadReport.model_validate(first)], "performance")
     with pytest.raises(IotapeError, match=r"ESRP sequence report; ingest .* s\.performance\.json"):
         ingest(store, write_report(tmp_path / "s.json", combined))
 
@@ -202,14 +203,22 @@ _DELETE = object()
 @pytest.mark.parametrize(
     ("path", "value", "says"),
     [
-        (["databases", 1, "db-read", "lat_avg_ms"], "slow", r"databases\[1\]\.db-read\.lat_avg_ms"),
-        (["databases", 0, "log-write"], _DELETE, r"databases\[0\]\.log-write: missing"),
-        (["databases", 0, "db"], True, r"databases\[0\]\.db: expected a whole number"),
-        (["elapsed_s"], None, "elapsed_s: expected a number"),
-        (["databases"], [], "databases: empty"),
-        (["verdict", "result"], _DELETE, "verdict.result: missing"),
-        (["total", "db-read", "count"], -1, r"total\.db-read\.count: expected a whole number"),
-        (["version"], 2, "version: 2; this iotape reads workload reports of version 1"),
+        (
+            ["databases", 1, "db-read", "lat_avg_ms"],
+            "slow",
+            r"field 'databases\.1\.db-read\.lat_avg_ms': expected a number, got 'slow'",
+        ),
+        (["databases", 0, "log-write"], _DELETE, r"field 'databases\.0\.log-write': missing"),
+        (["databases", 0, "db"], True, r"field 'databases\.0\.db': expected an integer, got True"),
+        (["elapsed_s"], None, "field 'elapsed_s': expected a number, got None"),
+        (["databases"], [], "field 'databases': empty"),
+        (["verdict", "result"], _DELETE, "field 'verdict.result': missing"),
+        (
+            ["total", "db-read", "count"],
+            -1,
+            r"field 'total\.db-read\.count': expected a whole number >= 0",
+        ),
+        (["version"], 2, "field 'version': 2; this iotape reads workload reports of version 1"),
         (["format"], "other", "not a workload report"),
     ],
 )
@@ -270,6 +279,8 @@ def test_replay_job_directory_is_one_run_under_its_trace(store, replayed) -> Non
     run = catalog.resolve(store, r.run_id)
     assert run["parent_id"] == t.run_id
     assert run["parameters"]["plan"]["trace"] == str(trace.resolve())
+    # Who replayed it, from summary.json (not from fio.json's "fio version").
+    assert run["parameters"]["runner"] == "fio"
     assert queries.children(store, t.run_id) == [{"id": r.run_id, "name": "jobs", "kind": "replay"}]
 
     fio = _fio(jobdir)
@@ -346,7 +357,7 @@ def test_recorded_replay_takes_the_re_recorded_events(store, replayed, tmp_path:
     # The re-recorded trace changing makes another run; it going away is a clear error.
     rerecorded.unlink()
     with pytest.raises(
-        IotapeError, match=r"summary\.json: record: the re-recorded trace .* missing"
+        IotapeError, match=r"summary\.json: field 'record': the re-recorded trace .* missing"
     ):
         ingest(store, copy)
 
@@ -408,11 +419,11 @@ def _edit(path: Path, fn) -> None:
         (lambda d: (d / "plan.json").write_text("{"), r"plan\.json: line 1: not JSON"),
         (
             lambda d: _edit(d / "plan.json", lambda t: t.replace('"version": 1', '"version": 9')),
-            r"plan\.json: version: 9",
+            r"plan\.json: field 'version': 9; this iotape reads replay plans of version 1",
         ),
         (
             lambda d: _edit(d / "plan.json", lambda t: t.replace('"mode": "exact"', '"mode": 3')),
-            r"plan\.json: mode: expected a string",
+            r"plan\.json: field 'mode': expected a string",
         ),
         (
             lambda d: (d / "results" / "fio.json").write_text('{"x": 1}'),

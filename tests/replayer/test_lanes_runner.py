@@ -79,8 +79,8 @@ def test_every_request_is_issued_as_the_iolog_says(tmp_path: Path) -> None:
     assert data[69632:131072] == b"\x01" * (131072 - 69632)  # untouched between
     assert took >= 0.500999
     # What `replay run` keeps of it: fio's summary shape.
-    rows = {r["job"]: r for r in summarize(doc)}
-    assert rows["b"]["write"]["ios"] == 1 and "trim" in rows["a"]
+    rows = {r.job: r for r in summarize(doc)}
+    assert rows["b"].write is not None and rows["b"].write.ios == 1 and rows["a"].trim is not None
 
 
 def _one_line_error(p: subprocess.CompletedProcess, code: int, *parts: str) -> None:
@@ -152,10 +152,7 @@ def test_sigterm_stops_a_long_wait_at_once(tmp_path: Path) -> None:
 
 
 def _man(layout: str | None) -> Manifest:
-    m: dict = {"mode": "exact", "jobs": [], "targets": []}
-    if layout:
-        m["exact_layout"] = layout
-    return m  # type: ignore[return-value]
+    return Manifest.model_construct(mode="exact", jobs=[], targets=[], exact_layout=layout)
 
 
 def test_auto_runs_lanes_with_iotape_lanes_and_pieces_with_fio(tmp_path: Path) -> None:

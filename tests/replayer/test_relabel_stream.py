@@ -13,8 +13,10 @@ from trace_helpers import DT, make_trace
 
 from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
+from replayer.plan.model import Manifest
 from replayer.plan.source import OP
 from replayer.run import ordered, relabel
+from replayer.run.execute import load_manifest
 
 
 def _recorded(planned: np.ndarray, seed: int) -> np.ndarray:
@@ -43,16 +45,17 @@ def _recorded(planned: np.ndarray, seed: int) -> np.ndarray:
     return r[np.argsort(r["ts_complete_ns"], kind="stable")]
 
 
-def _plan_and_recording(tmp_path: Path) -> tuple[Path, dict, Path]:
+def _plan_and_recording(tmp_path: Path) -> tuple[Path, Manifest, Path]:
     src = _trace(tmp_path / "src.iot", seconds=3, rate=300)
     jobdir = tmp_path / "jobs"
-    man = plan(PlanOptions(src, jobdir, mode="exact", targets=_targets(tmp_path, 1)))
+    plan(PlanOptions(src, jobdir, mode="exact", targets=_targets(tmp_path, 1)))
+    man = load_manifest(jobdir)
     planned = relabel_planned(jobdir, man)
     rec = make_trace(tmp_path / "rep.iot", _recorded(planned, 3), chunk_records=53)
-    return jobdir, dict(man), rec
+    return jobdir, man, rec
 
 
-def relabel_planned(jobdir: Path, man) -> np.ndarray:
+def relabel_planned(jobdir: Path, man: Manifest) -> np.ndarray:
     logs, _ = relabel._logs(jobdir, man)
     return np.concatenate(list(relabel.planned_batches(logs)))
 
@@ -70,9 +73,9 @@ def test_streamed_relabel_writes_the_in_memory_trace(
     jobdir, man, rec = _plan_and_recording(tmp_path)
     ref = tmp_path / "ref.iot"
     shutil.copy(rec, ref)
-    got_n = relabel.relabel(rec, jobdir, man)  # type: ignore[arg-type]
-    ref_n = relabel.relabel_in_memory(ref, jobdir, man)  # type: ignore[arg-type]
-    assert got_n == ref_n and got_n["relabelled"] > 0.9 * got_n["requests"]
+    got_n = relabel.relabel(rec, jobdir, man)
+    ref_n = relabel.relabel_in_memory(ref, jobdir, man)
+    assert got_n == ref_n and got_n.relabelled > 0.9 * got_n.requests
     (hg, fg, rg), (hr, fr, rr) = _read(rec), _read(ref)
     assert hg == hr and fg == fr
     assert np.array_equal(rg, rr)
@@ -83,8 +86,8 @@ def test_streamed_relabel_writes_the_in_memory_trace(
 def test_planned_batches_are_the_plans_order(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(ordered, "BATCH", 50)
     jobdir, man, _ = _plan_and_recording(tmp_path)
-    ref, names = relabel._plan_requests(jobdir, man)  # type: ignore[arg-type]
-    logs, names2 = relabel._logs(jobdir, man)  # type: ignore[arg-type]
+    ref, names = relabel._plan_requests(jobdir, man)
+    logs, names2 = relabel._logs(jobdir, man)
     parts = list(relabel.planned_batches(logs))
     got = np.concatenate(parts)
     assert len(parts) > 3 and names == names2
@@ -101,10 +104,11 @@ def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch) -> None:
     src = _trace(tmp_path / "src.iot", seconds=3, rate=300)
     jobdir = tmp_path / "jobs"
     opts = PlanOptions(src, jobdir, mode="exact", targets=_targets(tmp_path, 1), layout="lanes")
-    man = dict(plan(opts))
-    assert man["exact_layout"] == "lanes"
-    ref, _ = relabel._plan_requests(jobdir, man)  # type: ignore[arg-type]
-    logs, _ = relabel._logs(jobdir, man)  # type: ignore[arg-type]
+    plan(opts)
+    man = load_manifest(jobdir)
+    assert man.exact_layout == "lanes"
+    ref, _ = relabel._plan_requests(jobdir, man)
+    logs, _ = relabel._logs(jobdir, man)
     assert len(logs) > 1
     got = np.concatenate(list(relabel.planned_batches(logs)))
     assert len(got) == len(ref) > 500
@@ -113,7 +117,7 @@ def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch) -> None:
     rec = make_trace(tmp_path / "rep.iot", _recorded(got, 5), chunk_records=53)
     ref_rec = tmp_path / "ref.iot"
     shutil.copy(rec, ref_rec)
-    got_n = relabel.relabel(rec, jobdir, man)  # type: ignore[arg-type]
-    assert got_n == relabel.relabel_in_memory(ref_rec, jobdir, man)  # type: ignore[arg-type]
-    assert got_n["relabelled"] > 0.9 * got_n["requests"]
+    got_n = relabel.relabel(rec, jobdir, man)
+    assert got_n == relabel.relabel_in_memory(ref_rec, jobdir, man)
+    assert got_n.relabelled > 0.9 * got_n.requests
     assert np.array_equal(_read(rec)[2], _read(ref_rec)[2])

@@ -30,6 +30,7 @@ from base.errors import IotapeError
 from replayer.hosts import check as hostcheck
 from replayer.hosts import fidelity as hostfid
 from replayer.plan.build import PlanOptions, plan
+from schemas.documents.summary import ReplaySummary
 
 HOST_IOTAPE = str(Path(sys.executable).parent / "iotape")
 
@@ -109,7 +110,7 @@ def replayed(lab):
     p = the_lab.run("replay", "run", str(jobdir), "--host-iotape", HOST_IOTAPE, "--json")
     assert p.returncode == 0, p.stderr
     after = [_stat(lp) for lp in loops]
-    return jobdir, before, after, json.loads(p.stdout)
+    return jobdir, before, after, ReplaySummary.parse(json.loads(p.stdout), "replay run --json")
 
 
 @pytest.mark.kernel
@@ -144,15 +145,17 @@ def test_every_planned_request_runs_on_its_hosts_device(lab, replayed) -> None:
             planned, _ = hostfid._planned(jobdir / "iologs" / f"{job}.log")
             logged, _ = hostfid._logged(jobdir / "results" / name / f"lat_lat.{n}.log")
             assert logged[["op", "bytes"]].tolist() == planned[["op", "bytes"]].tolist()
-        start = summary["hosts"][name]["start"]
-        assert start["planned"] == start["logged"] == start["paired"] > 0
-        assert start["planned"] == want[name]["read"] + want[name]["write"]
+        assert summary.hosts is not None
+        start = summary.hosts[name].start
+        assert start is not None and start.planned is not None
+        assert start.planned == start.logged == start.paired > 0
+        assert start.planned == want[name]["read"] + want[name]["write"]
         fio = json.loads((jobdir / "results" / name / "fio.json").read_text())
         assert [j["jobname"] for j in fio["jobs"]] == host["jobs"]
         assert {j["hostname"] for j in fio["jobs"]} == {the_lab.addresses[k]}
         ios = sum(j[d]["total_ios"] for j in fio["jobs"] for d in ("read", "write"))
-        assert ios == start["planned"]
-    offsets = sorted(summary["hosts"][n]["start"]["offset_ms"] for n in ("h1", "h2"))
+        assert ios == start.planned
+    offsets = sorted(summary.hosts[n].start.offset_ms for n in ("h1", "h2"))  # type: ignore[union-attr,type-var]
     assert offsets[0] == 0.0 and offsets[1] >= 0.0
 
 
@@ -248,9 +251,10 @@ def test_a_host_without_iotape_or_with_another_fio_is_refused(lab) -> None:
     assert "iotape's target check did not run there" in p.stderr
     # The version check, against a fio this controller does not run.
     code = (
-        "import json, pathlib; from replayer.hosts import run as hostrun; "
-        f"d = pathlib.Path({str(jobdir)!r}); m = json.loads((d / 'plan.json').read_text()); "
-        "print(hostrun.probe(d, m['hosts'][0], 'fio-0.0'))"
+        "import pathlib; from replayer.hosts import run as hostrun; "
+        "from schemas.documents import plan; "
+        f"d = pathlib.Path({str(jobdir)!r}); m = plan.load(d / 'plan.json'); "
+        "print(hostrun.probe(d, m.hosts[0], 'fio-0.0'))"
     )
     out = the_lab.python(code)
     assert out.returncode == 0, out.stderr

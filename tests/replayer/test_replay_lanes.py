@@ -162,10 +162,10 @@ def test_lanes_replay_every_request_relabelled(loop_factory, tmp_path: Path, run
     man = plan(PlanOptions(orig, jobs, mode="exact", targets=[f"all={dst.path}"], layout="lanes"))
     assert man["exact_layout"] == "lanes"
     summary = runmod.run(jobs, tmp_path / "rep.iot", [], runner=runner)
-    assert summary["runner"] == ("fio" if runner == "fio" else "iotape-lanes")
+    assert summary.runner == ("fio" if runner == "fio" else "iotape-lanes")
     # Every iolog entry issued once (a PREFLUSH write's sync is an entry of its own).
     planned = sum(len(_lane_entries(log)) for log in (jobs / "iologs").glob("*.log"))
-    done = sum(r[d]["ios"] for r in summary["jobs"] for d in ("read", "write", "sync") if d in r)
+    done = sum(s.ios for r in summary.jobs for s in (r.read, r.write, r.sync) if s)
     assert done == planned
     c = fidelity.compare(orig, tmp_path / "rep.iot")
     assert c["overall"]["match_share"] >= 0.99

@@ -153,7 +153,7 @@ def test_create_file_is_made_by_run_and_fio_creates_nothing(tmp_path: Path) -> N
         assert "allow_file_create=0\n" in (jobs / job).read_text()
     summary = runmod.run(jobs)
     assert target.stat().st_size == 16 * MiB
-    assert sum(j.get("write", {}).get("ios", 0) for j in summary["jobs"]) == 100
+    assert sum(j.write.ios if j.write else 0 for j in summary.jobs) == 100
 
 
 @pytest.mark.kernel

@@ -20,14 +20,33 @@ from replayer.run.local import LocalRunner
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# A host's entry in plan.json (schemas/documents/plan.py HostEntry).
+HOST = {
+    "name": "h1",
+    "address": "127.0.0.1",
+    "port": 8765,
+    "jobfile": "hosts/h1.fio",
+    "jobs": [],
+    "targets": [],
+    "iologs": [],
+    "iologs_sha256": None,
+}
+
+
 def _plan(tmp_path: Path, **extra: object) -> Manifest:
     man = {
         "format": planmod.PLAN_FORMAT,
         "version": planmod.PLAN_VERSION,
+        "trace": str(tmp_path / "t.iot"),
         "mode": "exact",
+        "mode_reason": None,
         "jobfile": "replay.fio",
         "anchor": None,
         "duration_s": 1.0,
+        "time_scale": 1.0,
+        "requests_per_job": None,
+        "remap": "fit",
+        "scaling": None,
         "targets": [],
         "windows": None,
         "jobs": [],
@@ -39,13 +58,13 @@ def _plan(tmp_path: Path, **extra: object) -> Manifest:
 
 def test_a_plan_with_hosts_runs_on_the_hosts_else_here(tmp_path: Path) -> None:
     assert isinstance(execute.pick(tmp_path, _plan(tmp_path), []), LocalRunner)
-    host = {"name": "h1", "address": "127.0.0.1", "port": 8765, "targets": [], "jobs": []}
+    host = HOST
     runner = execute.pick(tmp_path, _plan(tmp_path, hosts=[host]), [], runner="lanes")
     assert isinstance(runner, HostsRunner)  # --runner is a one-host choice
 
 
 def test_hosts_runner_refuses_a_recording_before_anything(tmp_path: Path) -> None:
-    host = {"name": "h1", "address": "127.0.0.1", "port": 8765, "targets": [], "jobs": []}
+    host = HOST
     _plan(tmp_path, hosts=[host])
     with pytest.raises(IotapeError, match="multi-host plan is measured from fio's per-I/O"):
         execute.run(tmp_path, record_to=tmp_path / "rep.iot")

@@ -62,7 +62,7 @@ def _workload_report(path: Path) -> Path:
         "threads_final": 3, "auto": [], "databases": dbs,
         "config": {"mailboxes": 100, "iops_per_mailbox": 2.0, "profile": "exchange2010"},
     }  # fmt: skip
-    path.write_text(json.dumps(report.build(result)))
+    path.write_text(json.dumps(report.build(result).data()))
     return path
 
 

@@ -129,19 +129,19 @@ def _result(interrupted: bool = False) -> dict:
 
 def test_report_verdict_names_the_failed_threshold(tmp_path: Path) -> None:
     rep = report.build(_result())
-    assert rep["achieved_tx_iops"] == pytest.approx(246.3)
-    assert rep["target_tx_iops"] == pytest.approx(200)
-    assert rep["verdict"]["result"] == "fail"
-    failed = [c["check"] for c in rep["verdict"]["checks"] if not c["pass"]]
+    assert rep.achieved_tx_iops == pytest.approx(246.3)
+    assert rep.target_tx_iops == pytest.approx(200)
+    assert rep.verdict.result == "fail"
+    failed = [c.check for c in rep.verdict.checks if not c.passed]
     assert failed == ["log-write avg ms"]
-    rows = {r["figure"]: r for r in rep["shape"]["rows"]}
-    assert rows["db_read_write_ratio"]["engine"] == pytest.approx(1.463)
-    assert abs(rows["db_read_write_ratio"]["deviation"]) < 0.01
+    rows = {r.figure: r for r in rep.shape.rows}
+    assert rows["db_read_write_ratio"].engine == pytest.approx(1.463)
+    assert abs(rows["db_read_write_ratio"].deviation or 0) < 0.01
     page = html.render(rep)
     assert "FAIL" in page and "log-write avg ms" in page
     assert "http" not in page and "<script" not in page, "self-contained"
     out = tmp_path / "rep.json"
-    out.write_text(json.dumps(rep))
+    out.write_text(json.dumps(rep.data()))
     res = runner.invoke(app, ["show", str(out), "--html", str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
     assert "FAIL" in res.output and (tmp_path / "r.html").exists()
@@ -152,4 +152,4 @@ def test_show_rejects_other_json(tmp_path: Path) -> None:
     p.write_text('{"format": "something-else"}')
     res = runner.invoke(app, ["show", str(p)])
     assert isinstance(res.exception, IotapeError)
-    assert "not an iotape workload report" in str(res.exception)
+    assert "not a workload report" in str(res.exception)

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from base.errors import IotapeError
 from iotape.commands.workload import app
+from schemas.documents.workload_report import StreamFigures
 from workload import engine, esrp, report
 
 runner = CliRunner()
@@ -86,8 +87,9 @@ def _of_stream(logs: dict[int, tuple[int, bytes]], stream: int) -> list[int]:
     return sorted(g for g, (s, _) in logs.items() if s == stream)
 
 
-def _pages(stream: dict) -> float:
-    return stream["bytes"] / PAGE
+def _pages(stream: StreamFigures | None) -> float:
+    assert stream is not None
+    return stream.bytes / PAGE
 
 
 def test_esrp_command_one_database_recorded(loop, tmp_path: Path) -> None:
@@ -178,21 +180,22 @@ def test_esrp_sequence_three_databases_on_ext4(loop_factory, tmp_path: Path) -> 
         seq, reps = esrp.run_sequence(cfg, "performance", phase)
         rep = esrp.build(seq, reps, "performance")
         perf, backup, recov = reps
-        assert [r["mode"] for r in reps] == ["performance", "backup", "soft-recovery"]
+        assert [r.mode for r in reps] == ["performance", "backup", "soft-recovery"]
         assert after["backup"] == after["performance"], "a backup leaves the logs as they were"
         assert after["soft-recovery"] == after["performance"], "recovery removes no log"
         read = written = 0.0
         for i in range(3):
-            b = backup["databases"][i]["backup-read"]
-            assert b["avg_bytes"] == 256 * 1024
-            assert b["bytes"] == 10 * 2 * MIB  # every page of the 10-mailbox database
-            stream = perf["databases"][i]["log_stream"]
+            b = backup.databases[i].stream("backup-read")
+            assert b is not None and b.avg_bytes == 256 * 1024
+            assert b.bytes == 10 * 2 * MIB  # every page of the 10-mailbox database
+            stream = perf.databases[i].log_stream
             gens = _of_stream(_dir_logs(logdirs[i], i), stream)
-            r = recov["databases"][i]
-            assert r["recovery"]["logs_replayed"] == len(gens) >= 1
-            assert r["recovery"]["pages_redone"] > 0
-            read += _pages(r["db-read"])
-            written += _pages(r["db-write"])
+            r = recov.databases[i]
+            assert r.recovery is not None
+            assert r.recovery["logs_replayed"] == len(gens) >= 1
+            assert r.recovery["pages_redone"] > 0
+            read += _pages(r.stream("db-read"))
+            written += _pages(r.stream("db-write"))
         assert read > 5 * written > 0, f"recovery read {read:.0f} pages, wrote {written:.0f}"
         assert rep["verdict"]["phases_run"] == ["performance", "backup", "soft-recovery"]
         assert len(rep["phases"][2]["databases"]) == 3
@@ -202,7 +205,7 @@ def test_esrp_sequence_three_databases_on_ext4(loop_factory, tmp_path: Path) -> 
         kept = sum(len(list(d.glob("*.log"))) for d in logdirs)
         again = engine.run(dataclasses.replace(cfg, duration=1.0))
         assert sum(d["logs_kept"] for d in again["databases"]) == kept
-        assert all(d["log_stream"] > perf["databases"][0]["log_stream"] for d in again["databases"])
+        assert all(d["log_stream"] > perf.databases[0].log_stream for d in again["databases"])
         recov2 = engine.run(dataclasses.replace(cfg, mode="soft-recovery"))
         for i, d in enumerate(recov2["databases"]):
             gens = _of_stream(_dir_logs(logdirs[i], i), again["databases"][i]["log_stream"])
@@ -234,11 +237,11 @@ def test_performance_30s_meets_its_target(loop_factory) -> None:
     cfg = _raw(loop.path, mailboxes=200, iops_per_mailbox=0.3, mailbox_size_mb=1, duration=30,
                overrides={})  # fmt: skip
     rep = report.build(engine.run(cfg))
-    assert rep["target_tx_iops"] == pytest.approx(60.0)
-    check = next(c for c in rep["verdict"]["checks"] if c["check"] == "achieved >= target IOPS")
-    assert check["pass"], report.check_line(check)
-    assert rep["achieved_tx_iops"] >= 60.0
-    assert report.check_line(check) == f"achieved {rep['achieved_tx_iops']:,.1f} >= target 60.0"
+    assert rep.target_tx_iops == pytest.approx(60.0)
+    check = next(c for c in rep.verdict.checks if c.check == "achieved >= target IOPS")
+    assert check.passed, report.check_line(check)
+    assert rep.achieved_tx_iops >= 60.0
+    assert report.check_line(check) == f"achieved {rep.achieved_tx_iops:,.1f} >= target 60.0"
 
 
 def _start(cfg: engine.WorkloadConfig, result: Path) -> subprocess.Popen:

@@ -97,7 +97,7 @@ def test_one_log_per_storage_group(loop_factory, tmp_path: Path, groups: int | N
         list(range(g, 4, n)) for g in range(n)
     ]
     rep = report.build(res)
-    assert rep["storage_groups"] == res["storage_groups"]
+    assert rep.storage_groups == res["storage_groups"]
     con = Console(record=True, width=200)
     report.render(rep, con)
     said = "storage groups (a group's log on its first database's rows): 0: db 0, 2; 1: db 1, 3"

@@ -29,17 +29,17 @@ def _null_run(tmp_path: Path, profile: str) -> dict:
 
 def test_mmb2_report_names_its_criterion_and_no_jetstress_verdict(tmp_path: Path) -> None:
     rep = _null_run(tmp_path, "exchange2000")
-    v = rep["verdict"]
-    assert v["benchmark"] == "MMB2" and v["result"] == "not measured"
-    assert "response time" in v["criterion"]
+    v = rep.verdict
+    assert v.benchmark == "MMB2" and v.result == "not measured"
+    assert "response time" in (v.criterion or "")
     # The Jetstress checks are still there, as information, and judge nothing.
-    assert v["checks"] and all(c["information"] for c in v["checks"])
-    assert v["jetstress_information"] in ("pass", "fail")
-    assert rep["config"]["page_bytes"] == 4096 and rep["config"]["storage_groups"] == 1
-    rows = {r["figure"]: r for r in rep["shape"]["rows"]}
-    assert rep["shape"]["published_profile"] == profiles.MMB2_ID
-    assert rows["db_iops_per_user"]["published"] == pytest.approx(0.2217, abs=1e-4)
-    assert rows["db_read_avg_bytes"]["published"] is None  # not published
+    assert v.checks and all(c.information for c in v.checks)
+    assert v.jetstress_information in ("pass", "fail")
+    assert rep.config["page_bytes"] == 4096 and rep.config["storage_groups"] == 1
+    rows = {r.figure: r for r in rep.shape.rows}
+    assert rep.shape.published_profile == profiles.MMB2_ID
+    assert rows["db_iops_per_user"].published == pytest.approx(0.2217, abs=1e-4)
+    assert rows["db_read_avg_bytes"].published is None  # not published
 
     con = Console(record=True, width=200)
     report.render(rep, con)
@@ -80,9 +80,9 @@ def test_esrp_refuses_the_mmb2_preset(tmp_path: Path) -> None:
 
 def test_jetstress_presets_keep_their_verdict(tmp_path: Path) -> None:
     rep = _null_run(tmp_path, "exchange2010")
-    assert rep["verdict"]["result"] in ("pass", "fail")
-    assert "benchmark" not in rep["verdict"]
-    assert [r["figure"] for r in rep["shape"]["rows"]] == list(profiles.SHAPE_KEYS)
+    assert rep.verdict.result in ("pass", "fail")
+    assert "benchmark" not in rep.verdict.data()
+    assert [r.figure for r in rep.shape.rows] == list(profiles.SHAPE_KEYS)
     assert "MMB2" not in html.render(rep)
 
 

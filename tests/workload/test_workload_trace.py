@@ -63,7 +63,7 @@ def test_recorded_shape_matches_engine_and_published(loop_factory, tmp_path: Pat
     for key in profiles.SHAPE_KEYS:
         assert seen[key] == pytest.approx(mine[key], rel=0.05), key
         assert seen[key] == pytest.approx(published[key], rel=0.15), key
-    assert {r["figure"]: r["engine"] for r in rep["shape"]["rows"]} == pytest.approx(mine)
+    assert {r.figure: r.engine for r in rep.shape.rows} == pytest.approx(mine)
 
 
 # Figures the engine does not reproduce within 15 % yet, the band each is held to
@@ -120,4 +120,4 @@ def test_throughput_profile_shape_at_published_latency(
         if published[key] is not None and band is not None:
             assert mine[key] == pytest.approx(published[key], rel=band), key
     rep = report.build(result)
-    assert rep["emulated_latency_ms"] == profiles.published_latency(pub_id)
+    assert rep.emulated_latency_ms == profiles.published_latency(pub_id)

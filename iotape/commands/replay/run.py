@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -67,43 +66,43 @@ def run(
             runner=runner,
         )
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(summary.text(), end="")
         return
     _print(summary)
 
 
 def _print(summary: RunSummary) -> None:
     t = Table("job", "runtime ms", "read iops", "write iops", "read p99 ms", "write p99 ms")
-    for row in summary["jobs"]:
-        rd, wr = row.get("read", {}), row.get("write", {})
+    for row in summary.jobs:
+        rd, wr = row.read, row.write
         t.add_row(
-            row["job"],
-            str(row["runtime_ms"]),
-            str(rd.get("iops", "-")),
-            str(wr.get("iops", "-")),
-            str(rd.get("p99_ms", "-")),
-            str(wr.get("p99_ms", "-")),
+            row.job,
+            str(row.runtime_ms),
+            str(rd.iops if rd else "-"),
+            str(wr.iops if wr else "-"),
+            str(rd.p99_ms if rd else "-"),
+            str(wr.p99_ms if wr else "-"),
         )
     Console().print(t)
-    late = summary.get("issue_late_ms")
+    late = summary.issue_late_ms
     if late:
         print(
             f"iotape-lanes issued requests after their times by p50 {late.get('p50')} "
             f"p99 {late.get('p99')} max {late.get('max')} ms (its own clock)"
         )
-    for name, h in (summary.get("hosts") or {}).items():
-        print(start_line(name, h.get("start") or {}))
+    for name, h in (summary.hosts or {}).items():
+        print(start_line(name, h.start or HostStart()))
 
 
 def start_line(name: str, s: HostStart) -> str:
     """One host's start against the others, and its issue error, in one line."""
-    if "offset_ms" not in s:
-        return f"host {name}: {s.get('logged', 0)} requests logged, none paired with the plan"
+    if s.offset_ms is None or s.issue_error_ms is None:
+        return f"host {name}: {s.logged or 0} requests logged, none paired with the plan"
+    err = s.issue_error_ms
     return (
-        f"host {name}: started {s['offset_ms']} ms after the first host; "
-        f"{s['paired']}/{s['planned']} planned requests in its fio logs, "
-        f"issue error p50 {s['issue_error_ms']['p50']} p99 {s['issue_error_ms']['p99']} ms "
-        f"({s['source']})"
+        f"host {name}: started {s.offset_ms} ms after the first host; "
+        f"{s.paired}/{s.planned} planned requests in its fio logs, "
+        f"issue error p50 {err.get('p50')} p99 {err.get('p99')} ms ({s.source})"
     )
 
 

@@ -1,0 +1,139 @@
+"""plan.json, the replay plan: what `iotape replay plan` writes into JOBDIR and
+`replay run`, `replay fidelity`, the hosts and the store's ingest read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from base.errors import IotapeError
+from schemas.documents._document import Document, Part
+from schemas.formats import REPLAY_PLAN
+
+# A number a writer may give as an int (a scale of 1, 40 mailboxes): kept as given.
+Number = int | float
+
+
+class Scaling(Part):
+    """How the plan scales the trace's mailboxes, databases and copies; the storage
+    groups only where they are in play (replayer/plan/scale.py)."""
+
+    mailboxes: Number
+    databases: int
+    copies: int
+    from_mailboxes: Number
+    from_databases: int
+    from_copies: int
+    storage_groups: int | None = None
+    from_storage_groups: int | None = None
+
+
+class TargetEntry(Part):
+    path: str
+    kind: str
+    writes: bool
+    block_size: int
+    size: int | None
+    create_bytes: int | None
+    reach_bytes: int
+
+
+class WindowEntry(Part):
+    jobfile: str
+    launch_us: int
+    jobs: int
+
+
+class JobEntry(Part):
+    name: str
+    target: str
+    stream: str
+    db: int | None  # None: a storage group's log
+    requests: int
+    group: int | None = None  # the storage group (a plan with storage groups only)
+
+
+class GroupEntry(Part):
+    group: int
+    databases: list[int]
+
+
+class LayoutEntry(Part):
+    """Databases and storage groups (a plan with storage groups only)."""
+
+    databases: int
+    storage_groups: int
+    groups: list[GroupEntry]
+
+
+class HostEntry(Part):
+    name: str
+    address: str
+    port: int
+    jobfile: str
+    jobs: list[str]
+    targets: list[str]
+    iologs: list[str]
+    iologs_sha256: str | None
+
+
+class ReplayPlan(Document):
+    """plan.json. Fields after `jobs` are written only where they apply."""
+
+    FORMAT = REPLAY_PLAN
+    WHAT = "replay plan"
+
+    format: str = REPLAY_PLAN.id
+    version: int = REPLAY_PLAN.version
+    trace: str
+    mode: str  # "exact" or "synthetic"
+    mode_reason: str | None
+    jobfile: str | None  # None: a multi-host plan (one job file per host)
+    anchor: str | None
+    duration_s: float
+    time_scale: Number
+    requests_per_job: int | None
+    remap: str
+    scaling: Scaling | None
+    targets: list[TargetEntry]
+    windows: list[WindowEntry] | None
+    jobs: list[JobEntry]
+    layout: LayoutEntry | None = None  # a plan with storage groups only
+    exact_layout: str | None = None  # "lanes" (a plan of lanes only: v2 iologs)
+    hosts: list[HostEntry] = Field(default_factory=list)  # a multi-host plan only
+
+    @property
+    def lanes(self) -> bool:
+        return self.exact_layout == "lanes"
+
+    def parameters(self) -> dict[str, Any]:
+        """What of the plan a replay's run keeps in its parameters (the store)."""
+        keep = ("trace", "mode", "jobfile", "anchor", "duration_s", "time_scale", "remap")
+        out = {k: v for k, v in self.data().items() if k in keep}
+        out["scaling"] = (
+            self.scaling.model_dump(mode="json", exclude_unset=True) if (self.scaling) else None
+        )
+        out["targets"] = [t.model_dump(mode="json") for t in self.targets]
+        if self.layout is not None:
+            out["layout"] = self.layout.model_dump(mode="json")
+        if self.exact_layout is not None:
+            out["exact_layout"] = self.exact_layout
+        return out
+
+
+def load(path: Path) -> ReplayPlan:
+    """plan.json at `path`, checked: its job files are files of JOBDIR."""
+    man = ReplayPlan.read(path)
+    if man.hosts:
+        for k, h in enumerate(man.hosts):
+            if h.jobfile != f"hosts/{h.name}.fio":
+                raise IotapeError(
+                    f"{path}: field 'hosts.{k}.jobfile': {h.jobfile!r} is not hosts/{h.name}.fio"
+                )
+    elif man.jobfile is None or "/" in man.jobfile or man.jobfile in ("", ".", ".."):
+        raise IotapeError(
+            f"{path}: field 'jobfile': {man.jobfile!r} is not a file name in {Path(path).parent}"
+        )
+    return man
