@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 
@@ -22,46 +23,51 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    """The command map: each top-level command or group, from the module named for it
-    in iotape/commands/."""
-    # Imported here so that `iotape --help` stays fast and a component with a
-    # missing optional dependency does not break the others.
-    from iotape.commands import (
-        analyze,
-        compare,
-        db,
-        export,
-        history,
-        import_,
-        ingest,
-        lab,
-        record,
-        replay,
-        runs,
-        serve,
-        trace,
-        workload,
-    )
+# The command map, in the order `iotape --help` lists it: each top-level command or
+# group, the module of iotape/commands/ that defines it, and what of that module is
+# registered (a function is a command, a Typer app a group).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "record": ("record", "record"),
+    "trace": ("trace", "app"),
+    "import": ("import_", "import_"),
+    "ingest": ("ingest", "ingest"),
+    "export": ("export", "export"),
+    "runs": ("runs", "runs_app"),
+    "db": ("db", "db_app"),
+    "replay": ("replay", "app"),
+    "serve": ("serve", "serve"),
+    "workload": ("workload", "app"),
+    "analyze": ("analyze", "app"),
+    "compare": ("compare", "compare"),
+    "history": ("history", "history"),
+    "lab": ("lab", "app"),
+}
 
-    app.command("record")(record.record)
-    app.add_typer(trace.app, name="trace")
-    app.command("import")(import_.import_)
-    app.command("ingest")(ingest.ingest)
-    app.command("export")(export.export)
-    app.add_typer(runs.runs_app, name="runs")
-    app.add_typer(db.db_app, name="db")
-    app.add_typer(replay.app, name="replay")
-    app.command("serve")(serve.serve)
-    app.add_typer(workload.app, name="workload")
-    app.add_typer(analyze.app, name="analyze")
-    app.command("compare")(compare.compare)
-    app.command("history")(history.history)
-    app.add_typer(lab.app, name="lab")
+
+def _register(only: str | None = None) -> None:
+    """Register every command, or only the one named: its module alone is imported
+    (each command module imports the components it drives), so `iotape ingest`
+    does not pay for loading the replayer, the workload and the lab (0.1-0.2 s)."""
+    for name, (module, attr) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        obj = getattr(importlib.import_module(f"iotape.commands.{module}"), attr)
+        if isinstance(obj, typer.Typer):
+            app.add_typer(obj, name=name)
+        else:
+            app.command(name)(obj)
+
+
+@app.callback()
+def _root() -> None:
+    # A callback keeps `iotape CMD` a group of commands when only CMD is registered
+    # (typer runs a lone command without its name otherwise).
+    pass
 
 
 def main() -> None:
-    _register()
+    named = sys.argv[1] if len(sys.argv) > 1 else None
+    _register(named if named in COMMANDS else None)
     # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
     # it: `iotape ... & kill -INT $!` must stop a capture, a workload or a replay
     # cleanly all the same.

@@ -83,11 +83,12 @@ def run_sequence(
     return cfgs[0].sequence or "", reports
 
 
-_NONE = StreamFigures(count=0, bytes=0, per_s=0.0, avg_bytes=0.0, lat_avg_ms=0.0, lat_max_ms=0.0)
-
-
 def _s(rep: WorkloadReport, db: DatabaseRow, name: str) -> StreamFigures:
-    return db.stream(name) or _NONE
+    # Built here, not at import: a model instance at import builds pydantic's validators
+    # (and scans the installed plugins) on every `iotape` start.
+    return db.stream(name) or StreamFigures(
+        count=0, bytes=0, per_s=0.0, avg_bytes=0.0, lat_avg_ms=0.0, lat_max_ms=0.0
+    )
 
 
 def db_table(rep: WorkloadReport) -> list[dict]:

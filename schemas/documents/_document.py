@@ -44,7 +44,9 @@ _EXPECTED = {
 class Part(BaseModel):
     """A nested object of a document: its keys are its fields, no others."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False, validate_by_name=True, defer_build=True
+    )
 
     def data(self) -> dict[str, Any]:
         """As JSON values: the fields set, in declaration order, under their JSON names."""
@@ -55,7 +57,9 @@ class OpenPart(BaseModel):
     """A nested object whose further keys are kept as they are (another program's
     output, a dictionary keyed by names): its named fields are checked."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False, validate_by_name=True)
+    model_config = ConfigDict(
+        extra="allow", allow_inf_nan=False, validate_by_name=True, defer_build=True
+    )
 
     def data(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
