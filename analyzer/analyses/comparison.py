@@ -15,8 +15,13 @@ dozens of questions (every model x op x stream x metric), and at 95 % each a rer
 of the same workload would otherwise "regress" somewhere about every time.
 
 A regression is a metric among the gated ones (`metrics`) that got worse (latency
-up, IOPS down) with its whole interval on the worse side of zero and a change over
-`threshold_pct`: histogram resolution (0.78 %) and sampling noise do not flag.
+up, IOPS down) by more than each of three bars: the noise (its whole interval on the
+worse side of zero), the relative `threshold_pct` (histogram resolution, 0.78 %, does
+not flag) and the absolute minimum effect (`min_effect_ns` for latency,
+`min_effect_iops` for IOPS: a few microseconds of replay overhead on a fast device
+do not flag; docs/regression.md says why the defaults are what they are). Each
+judged metric names the bar that decided it (`decided_by`: the highest of the three)
+and its height (`min_change`).
 Runs of different workloads (analyzer/analyses/workloads.py) are compared but never
 flagged: the answer says why they are not comparable.
 """
@@ -24,7 +29,9 @@ flagged: the answer says why they are not comparable.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, cast
 
@@ -45,6 +52,24 @@ METRICS = (*PERCENTILES, "mean", "iops")
 DEFAULT_METRICS = PERCENTILES
 REPS = 400
 MIN_COUNT = 30
+# The absolute minimum effects (docs/regression.md, "Minimum effect"): over the
+# replay overhead measured on the SSD-like device, under what matters on NVMe.
+MIN_EFFECT_NS = 10_000.0
+MIN_EFFECT_IOPS = 1.0
+MAX_MIN_EFFECT_NS, MAX_MIN_EFFECT_IOPS = 1e12, 1e9  # what the API takes
+DEFAULT_MIN_EFFECT = f"{MIN_EFFECT_NS / 1e3:g}us,{MIN_EFFECT_IOPS:g}iops"
+RULES = ("noise", "threshold", "min_effect")
+_TIME = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
+_RATE = ("iops", "io/s")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a change must exceed to flag, besides the noise."""
+
+    threshold_pct: float = 5.0
+    min_effect_ns: float = MIN_EFFECT_NS
+    min_effect_iops: float = MIN_EFFECT_IOPS
 
 
 def parse_metrics(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -73,6 +98,29 @@ def parse_threshold(text: str | float) -> float:
     if not (0 <= v <= 1000) or math.isnan(v):
         raise BadInput(f"threshold {text!r}: between 0% and 1000%")
     return v
+
+
+def parse_min_effect(text: str) -> tuple[float, float]:
+    """`10us`, `1iops`, `0.05ms,5iops` or `0` (no minimum for either) to
+    (latency ns, IO/s); what is not given keeps its default. BadInput otherwise."""
+    lat, iops = MIN_EFFECT_NS, MIN_EFFECT_IOPS
+    why = f"min effect {text!r}: a time such as 10us, a rate such as 1iops, or 0"
+    for item in (i.strip().lower() for i in str(text).split(",")):
+        if not item:
+            continue
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zµ/]*)", item)
+        if m is None:
+            raise BadInput(why)
+        v, unit = float(m[1]), m[2]
+        if unit in _TIME and v * _TIME[unit] <= MAX_MIN_EFFECT_NS:
+            lat = v * _TIME[unit]
+        elif unit in _RATE and v <= MAX_MIN_EFFECT_IOPS:
+            iops = v
+        elif unit == "" and v == 0:
+            lat, iops = 0.0, 0.0
+        else:
+            raise BadInput(why)
+    return lat, iops
 
 
 def _device_keys(store: Reader, run_id: str) -> dict[int, tuple[str, str]]:
@@ -129,16 +177,29 @@ def _item(level: str, unit: str, base: float | None, cand: float | None) -> dict
         "gated": False,
         "regression": False,
         "improvement": False,
+        "decided_by": None,
+        "min_change": None,
     }
 
 
-def _judge(item: dict, z: float, sd: float, threshold_pct: float, gated: bool, worse_up: bool):
-    lo, hi = item["delta"] - z * sd, item["delta"] + z * sd
+def _judge(item: dict, z: float, sd: float, gate: Gate, gated: bool, worse_up: bool):
+    """Flags where the change beats the noise, the threshold and the minimum effect;
+    `decided_by` names the highest of the three bars, the one that decided."""
+    d = item["delta"]
+    lo, hi = d - z * sd, d + z * sd
     item["ci_low"], item["ci_high"], item["gated"] = float(lo), float(hi), gated
-    big = item["delta_pct"] is not None and abs(item["delta_pct"]) > threshold_pct
+    big = item["delta_pct"] is not None and abs(item["delta_pct"]) > gate.threshold_pct
+    floor = gate.min_effect_iops if item["unit"] == "IO/s" else gate.min_effect_ns
     worse, better = (lo > 0, hi < 0) if worse_up else (hi < 0, lo > 0)
-    item["regression"] = bool(gated and worse and big)
-    item["improvement"] = bool(gated and better and big)
+    beyond = big and abs(d) > floor
+    item["regression"] = bool(gated and worse and beyond)
+    item["improvement"] = bool(gated and better and beyond)
+    # With no base to take a percentage of, the threshold cannot be passed.
+    rel = gate.threshold_pct * abs(item["base"]) / 100 if item["delta_pct"] is not None else None
+    bars = {"noise": z * sd, "threshold": math.inf if rel is None else rel, "min_effect": floor}
+    rule = max(RULES, key=lambda k: bars[k])
+    item["decided_by"] = rule
+    item["min_change"] = None if math.isinf(bars[rule]) else float(bars[rule])
 
 
 # A metric waiting for its interval: the item, its standard error, whether it is
@@ -197,15 +258,15 @@ def _judge_all(
     groups: dict[str, dict],
     pending: list[_Pending],
     confidence: float,
-    threshold_pct: float,
+    gate: Gate,
     comparable: bool,
 ) -> tuple[int, float]:
     """Intervals for every pending item, simultaneous over the gated ones; the rows'
     flags follow. Returns the number of gated tests and z."""
     tests = max(1, sum(1 for p in pending if p[2]))
     z = NormalDist().inv_cdf(1 - (1 - confidence) / 2 / tests)
-    for it, sd, gate, worse_up in pending:
-        _judge(it, z, sd, threshold_pct, comparable and gate, worse_up)
+    for it, sd, gated, worse_up in pending:
+        _judge(it, z, sd, gate, comparable and gated, worse_up)
     for g in groups.values():
         for row in g["rows"]:
             for it, legacy in zip(row["metrics"], row["percentiles"], strict=False):
@@ -226,9 +287,12 @@ def compare(
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     reps: int = REPS,
     min_count: int = MIN_COUNT,
+    min_effect_ns: float = MIN_EFFECT_NS,
+    min_effect_iops: float = MIN_EFFECT_IOPS,
 ) -> Comparison:
     """One candidate against the base: per device model, op and stream, every metric with
-    its interval; `regression` where a gated metric got worse beyond noise and threshold."""
+    its interval; `regression` where a gated metric got worse beyond the noise, the
+    threshold and the minimum effect."""
     comparable, paired = workloads.pairing(base, cand)
     kb, kc = _device_keys(store, base["id"]), _device_keys(store, cand["id"])
     rb = analyses.hist_rows(store, base["id"], fb, "device")
@@ -268,7 +332,8 @@ def compare(
             "percentiles": [_legacy(it) for it in items[: len(LEVELS)]],
         }
         g["rows"].append(row)
-    tests, z = _judge_all(groups, pending, confidence, threshold_pct, comparable)
+    gate = Gate(threshold_pct, min_effect_ns, min_effect_iops)
+    tests, z = _judge_all(groups, pending, confidence, gate, comparable)
     return {
         "base": {"id": base["id"], "name": base["name"]},
         "candidate": {"id": cand["id"], "name": cand["name"]},
@@ -281,6 +346,8 @@ def compare(
         f"{z:.2f} standard errors (bootstrap; Poisson for IOPS)",
         "bootstrap_resamples": reps,
         "threshold_pct": threshold_pct,
+        "min_effect_ns": min_effect_ns,
+        "min_effect_iops": min_effect_iops,
         "metrics": list(metrics),
         "histogram_scheme": SCHEME,
         "regression": any(r["regression"] for g in groups.values() for r in g["rows"]),
@@ -297,6 +364,8 @@ def compare_many(
     confidence: float = 0.95,
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     mode: str = "performance",
+    min_effect_ns: float = MIN_EFFECT_NS,
+    min_effect_iops: float = MIN_EFFECT_IOPS,
 ) -> ComparisonSet:
     """The base against each candidate (the same filters on every run), each run's
     Jetstress verdict, and `regression`: any comparable candidate regressed.
@@ -311,7 +380,8 @@ def compare_many(
     out = []
     for c in cands:
         fc = analyses.resolve_filter(store, c["id"], args)
-        r = compare(store, base, c, fb, fc, threshold_pct, confidence, metrics)
+        r = compare(store, base, c, fb, fc, threshold_pct, confidence, metrics,
+                    min_effect_ns=min_effect_ns, min_effect_iops=min_effect_iops)  # fmt: skip
         r["verdict"] = _verdict(store, c["id"], fc, mode)
         out.append(r)
     return {
@@ -322,6 +392,8 @@ def compare_many(
         },
         "filter": analyses.describe_filter(fb),
         "threshold_pct": threshold_pct,
+        "min_effect_ns": min_effect_ns,
+        "min_effect_iops": min_effect_iops,
         "confidence": confidence,
         "metrics": list(metrics),
         "mode": mode,
@@ -334,6 +406,20 @@ def compare_many(
 def _verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> RunVerdict:
     v = jetstress.verdict(store, run_id, f, mode)
     return {"result": v["result"], "checks": v["checks"]}
+
+
+LABELS = {"noise": "noise", "threshold": "threshold", "min_effect": "min effect"}
+
+
+def reason(it: Mapping[str, Any], fmt: Callable[[float, str], str]) -> str:
+    """Which bar decided a judged metric, in words: `within min effect (10.0 µs)`
+    or, for a flagged one, `over noise (4.2 µs)` (the highest bar it beat);
+    `fmt(value, unit)` writes the bar."""
+    if it["decided_by"] is None:
+        return "not judged"
+    word = "over" if it["regression"] or it["improvement"] else "within"
+    bar = "no base" if it["min_change"] is None else fmt(it["min_change"], it["unit"])
+    return f"{word} {LABELS[it['decided_by']]} ({bar})"
 
 
 def regressions(result: Mapping[str, Any]) -> list[dict[str, Any]]:

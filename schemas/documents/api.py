@@ -16,7 +16,7 @@ typing_extensions.TypedDict, not typing's: pydantic needs it before Python 3.12.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -293,6 +293,11 @@ class MetricChange(TypedDict):
     gated: bool
     regression: bool
     improvement: bool
+    # The bar that decided the flag, the highest of the three a change must beat:
+    # "noise" (the interval), "threshold" (threshold_pct of the base) or "min_effect"
+    # (min_effect_ns, or min_effect_iops for IOPS); None: not judged.
+    decided_by: Literal["noise", "threshold", "min_effect"] | None
+    min_change: float | None  # that bar's height, in `unit` (None: no base for a percentage)
 
 
 class PercentileChange(TypedDict):
@@ -341,6 +346,8 @@ class Comparison(TypedDict):
     intervals: str
     bootstrap_resamples: int
     threshold_pct: float
+    min_effect_ns: float  # the smallest latency change that flags
+    min_effect_iops: float  # the smallest IOPS change that flags
     metrics: list[str]
     histogram_scheme: HistogramScheme
     regression: bool
@@ -359,6 +366,8 @@ class ComparisonSet(TypedDict):
     base: BaseRun
     filter: Filter
     threshold_pct: float
+    min_effect_ns: float
+    min_effect_iops: float
     confidence: float
     metrics: list[str]
     mode: str

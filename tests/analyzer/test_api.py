@@ -201,6 +201,30 @@ def test_compare_flags_the_slower_firmware_and_not_noise(client) -> None:
                for p in r["percentiles"])  # fmt: skip
 
 
+def test_compare_takes_a_minimum_effect_and_names_the_rule(client) -> None:
+    q = {"base": "base", "candidate": "cand", "metric": "p50"}
+    default = client.get("/compare", params=q).json()
+    assert default["min_effect_ns"] == 10_000 and default["min_effect_iops"] == 1
+    writes = [m for g in default["groups"] for r in g["rows"] if r["op_name"] == "write"
+              for m in r["metrics"] if m["level"] == "p50"]  # fmt: skip
+    # +60 % of ~200 µs: over the noise, 5 % and 10 µs; the highest bar decided.
+    assert writes and all(m["regression"] and m["decided_by"] for m in writes)
+    # A minimum effect over the change (about +120 µs) keeps it from flagging, and says so.
+    high = client.get("/compare", params={**q, "min_effect_ns": 1e6}).json()
+    assert not high["regression"] and high["min_effect_ns"] == 1e6
+    for g in high["groups"]:
+        for r in g["rows"]:
+            p50 = r["metrics"][0]
+            assert p50["level"] == "p50" and not p50["regression"]
+            if r["op_name"] == "write":
+                assert p50["decided_by"] == "min_effect" and p50["min_change"] == 1e6
+    iops = client.get("/compare", params={**q, "metric": "iops", "min_effect_iops": 1e6}).json()
+    assert {m["decided_by"] for g in iops["groups"] for r in g["rows"] for m in r["metrics"]
+            if m["level"] == "iops"} == {"min_effect"}  # fmt: skip
+    for bad in ({"min_effect_ns": -1}, {"min_effect_iops": "x"}, {"min_effect_ns": 1e13}):
+        assert client.get("/compare", params={**q, **bad}).status_code == 422, bad
+
+
 @pytest.mark.parametrize(
     ("url", "status", "words"),
     [

@@ -103,6 +103,9 @@ def test_compare_page_overlays_runs_and_flags_the_regression(server: str) -> Non
     assert min(got["cmp-cdf-all"]) >= 50
     assert dom.count('class="regression"') >= 4  # a table per device model per candidate
     assert re.search(r'id="regression-[0-9a-f]+" class="fail">REGRESSION<', dom)
+    # The gate's bars, and which one decided each metric.
+    assert "flag over 5 % and over 10.0 µs (1 IO/s for IOPS)" in dom
+    assert '<th class="l">decided by</th>' in dom and re.search(r"over (noise|min effect) \(", dom)
     # Each candidate's Jetstress verdict: `slow` is 100x slower and fails it.
     verdicts = re.findall(r'class="verdict (pass|fail|unknown)"', dom)
     assert verdicts == ["pass", "fail"], verdicts

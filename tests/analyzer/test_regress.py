@@ -99,6 +99,7 @@ def test_threshold_keeps_a_small_change_from_failing(store_url: str) -> None:
         (("base", "nope"), "run 'nope': no such run"),
         (("base", "again", "--threshold", "five"), "threshold 'five'"),
         (("base", "again", "--metric", "p42"), "metric 'p42'"),
+        (("base", "again", "--min-effect", "50"), "min effect '50'"),
         (("base", "again", "--stream", "nosuch"), "stream 'nosuch'"),
         (("base", "again", "--format", "xml"), "--format"),
     ],
@@ -134,6 +135,93 @@ def test_pairing_rules() -> None:
     assert not workloads.pairing(*tagged)[0]
 
 
+# ------------------------------------------------------------------ minimum effect
+
+
+@pytest.fixture(scope="module")
+def fast_url(tmp_path_factory) -> str:
+    """A device of microseconds (p50 6 µs): one 3 µs (+50 %) slower, and one 6.7 times
+    slower (+34 µs at the median)."""
+    tmp = tmp_path_factory.mktemp("fast")
+    url = f"duckdb://{tmp}/f.duckdb"
+    s = open_store(url)
+    try:
+        for name, seed, factor in (("fast", 21, 0.03), ("tiny", 22, 0.045), ("big", 23, 0.2)):
+            ingest(s, write(tmp / f"{name}.iot", records(seed, factor, n=8000), "A1"), name=name)
+    finally:
+        s.close()
+    return url
+
+
+def judged(res: dict, level: str) -> list[dict]:
+    return [m for g in res["candidates"][0]["groups"] for r in g["rows"] for m in r["metrics"]
+            if m["level"] == level]  # fmt: skip
+
+
+def test_a_few_microseconds_are_no_regression_unless_the_minimum_is_0(fast_url: str) -> None:
+    gate = ("--metric", "p50,mean")
+    r = cli("compare", "fast", "tiny", *gate, "--json", url=fast_url)
+    assert r.returncode == 0, r.stdout[-3000:]
+    res = json.loads(r.stdout)
+    assert res["min_effect_ns"] == comparison.MIN_EFFECT_NS == 10_000
+    p50s = judged(res, "p50")
+    assert p50s and all(30 < m["delta_pct"] < 70 and 1_000 < m["delta"] < 5_000 for m in p50s)
+    # Beyond the noise and the threshold, within the minimum effect: that decided.
+    assert all(m["ci_low"] > 0 and m["decided_by"] == "min_effect" for m in p50s)
+    assert all(m["min_change"] == 10_000 and not m["regression"] for m in p50s)
+    t = cli("compare", "fast", "tiny", *gate, url=fast_url)
+    assert t.returncode == 0 and "within min effect (10.0 µs)" in t.stdout, t.stdout
+    assert "by over 10.0 µs (1.0 IO/s for IOPS)" in t.stdout
+    zero = cli("compare", "fast", "tiny", *gate, "--min-effect", "0", "--json", url=fast_url)
+    assert zero.returncode == 1
+    p50s = judged(json.loads(zero.stdout), "p50")
+    assert all(m["regression"] and m["decided_by"] in ("noise", "threshold") for m in p50s)
+    z = cli("compare", "fast", "tiny", "--metric", "p50", "--min-effect", "0", url=fast_url)
+    assert "regressions:" in z.stdout and "; over noise (" in z.stdout, z.stdout
+
+
+def test_a_large_change_is_a_regression_either_way(fast_url: str) -> None:
+    for extra in ((), ("--min-effect", "0"), ("--min-effect", "20us,10iops")):
+        r = cli("compare", "fast", "big", "--metric", "p50", *extra, "--json", url=fast_url)
+        assert r.returncode == 1, extra
+        p50s = judged(json.loads(r.stdout), "p50")
+        assert p50s and all(m["regression"] and m["delta"] > 25_000 for m in p50s)
+    # With the defaults the minimum effect was the highest bar it beat; a threshold
+    # over its +570 % decides the other way, and says so.
+    t = cli("compare", "fast", "big", "--metric", "p50", url=fast_url)
+    assert "over min effect (10.0 µs)" in t.stdout.split("regressions:")[1]
+    hi = cli("compare", "fast", "big", "--metric", "p50", "--threshold", "900%", "--json",
+             url=fast_url)  # fmt: skip
+    assert hi.returncode == 0
+    assert {m["decided_by"] for m in judged(json.loads(hi.stdout), "p50")} == {"threshold"}
+
+
+def test_junit_says_which_rule_decided(fast_url: str) -> None:
+    r = cli("compare", "fast", "tiny", "big", "--metric", "p50", "--format", "junit",
+            url=fast_url)  # fmt: skip
+    assert r.returncode == 1
+    suites = {s.get("name"): s for s in check_junit(r.stdout)}
+    tiny, big = suites["tiny vs fast"], suites["big vs fast"]
+    assert tiny.get("failures") == "0" and big.get("failures") == big.get("tests")
+    for case in tiny:
+        assert case.find("system-out").text == "no regression: within min effect (10.0 µs)"
+    for case in big:
+        assert case.find("failure").get("message").endswith("; over min effect (10.0 µs)")
+        assert case.find("system-out").text.startswith("regression: over min effect")
+
+
+def test_parse_min_effect() -> None:
+    default = comparison.MIN_EFFECT_IOPS
+    assert comparison.parse_min_effect("50us") == (50_000, default)
+    assert comparison.parse_min_effect("0.05ms, 5iops") == (50_000, 5)
+    assert comparison.parse_min_effect("2 IO/s,1s") == (1e9, 2)
+    assert comparison.parse_min_effect("0") == (0, 0)
+    assert comparison.parse_min_effect(comparison.DEFAULT_MIN_EFFECT) == (10_000, default)
+    for bad in ("50", "five", "-3us", "10 parsecs", "1e99us", "us"):
+        with pytest.raises(comparison.BadInput, match="min effect"):
+            comparison.parse_min_effect(bad)
+
+
 # ------------------------------------------------------------------ JUnit
 
 # The structure stated by the JUnit XML schema CI systems read (Ant's junit task as
@@ -146,6 +234,7 @@ JUNIT = {
     "testcase": ({"name", "classname"}, {"skipped", "error", "failure", "system-out",
                                          "system-err"}),
     "failure": ({"type"}, set()),
+    "system-out": (set(), set()),
 }  # fmt: skip
 NONNEG_INT = ("tests", "failures", "errors", "skipped")
 

@@ -30,8 +30,24 @@ def compare(
     store: StoreDep,
     filters: FilterDep,
     threshold_pct: Annotated[
-        float, Query(ge=0, le=1000, description="smallest change worth a flag")
+        float, Query(ge=0, le=1000, description="smallest relative change worth a flag")
     ] = 5.0,
+    min_effect_ns: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=comparison.MAX_MIN_EFFECT_NS,
+            description="smallest latency change worth a flag, in ns",
+        ),
+    ] = comparison.MIN_EFFECT_NS,
+    min_effect_iops: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=comparison.MAX_MIN_EFFECT_IOPS,
+            description="smallest IOPS change worth a flag, in IO/s",
+        ),
+    ] = comparison.MIN_EFFECT_IOPS,
     confidence: Annotated[float, Query(ge=0.5, le=0.999)] = 0.95,
     metric: Annotated[
         str,
@@ -47,9 +63,12 @@ def compare(
     """Per device model (and firmware), op and stream: candidate minus base device-time
     percentiles, mean and IOPS with confidence intervals (bootstrap; Poisson for IOPS).
     `regression` is true where a metric named in `metric` got worse, its interval
-    excludes zero and the change exceeds `threshold_pct`. Runs of different workloads
-    (another source trace, or the same one scaled differently) are never flagged:
-    `comparable` is false and `workload` says why. The filters apply to every run.
+    excludes zero and the change exceeds both `threshold_pct` and the absolute minimum
+    (`min_effect_ns` for latency, `min_effect_iops` for IOPS); each metric's
+    `decided_by` names which of the three bars decided, `min_change` its height. Runs
+    of different workloads (another source trace, or the same one scaled differently)
+    are never flagged: `comparable` is false and `workload` says why. The filters
+    apply to every run.
 
     One candidate: that comparison, as this endpoint always answered. Several
     (`candidate=A&candidate=B`): `candidates` holds one comparison per candidate,
@@ -60,8 +79,9 @@ def compare(
     metrics = comparison.parse_metrics(metric)
     try:
         r = comparison.compare_many(
-            store, base, candidate, filters, threshold_pct, confidence, metrics, mode
-        )
+            store, base, candidate, filters, threshold_pct, confidence, metrics, mode,
+            min_effect_ns=min_effect_ns, min_effect_iops=min_effect_iops,
+        )  # fmt: skip
     except comparison.BadInput:
         raise
     except IotapeError as e:

@@ -173,6 +173,14 @@ async function runPage(ref, q) {
   app.setAttribute("data-ready", "run");
 }
 
+// Which bar decided a metric's flag (analyses/comparison.py reason()).
+const RULES = {noise: "noise", threshold: "threshold", min_effect: "min effect"};
+function decided(p, fmtV) {
+  if (p.decided_by == null) return "–";
+  const bar = p.min_change == null ? "no base" : fmtV(p.min_change, p.unit);
+  return `${p.regression || p.improvement ? "over" : "within"} ${RULES[p.decided_by]} (${bar})`;
+}
+
 async function comparePage(q) {
   const ids = (q.get("runs") || "").split(",").filter(Boolean);
   if (ids.length < 2) throw new Error("a comparison needs two or more runs: #/compare?runs=BASE,CANDIDATE");
@@ -197,14 +205,14 @@ async function comparePage(q) {
   for (const c of cands) {
     const word = !c.comparable ? "NOT COMPARABLE" : c.regression ? "REGRESSION" : "no regression";
     const cls = !c.comparable ? "unknown" : c.regression ? "fail" : "pass";
-    app.appendChild(h("h2", `${esc(c.candidate.name)} vs ${esc(c.base.name)}: <span id="regression-${esc(c.candidate.id)}" class="${cls}">${word}</span> · Jetstress <span class="verdict ${c.verdict.result}">${c.verdict.result.toUpperCase()}</span> <span class=muted>(${(c.confidence * 100).toFixed(0)} % intervals, ${esc(c.intervals)}; flag over ${c.threshold_pct} % on ${esc(c.metrics.join(", "))}; workload: ${esc(c.workload)}; paired by ${esc(c.paired_by)})</span>`));
+    app.appendChild(h("h2", `${esc(c.candidate.name)} vs ${esc(c.base.name)}: <span id="regression-${esc(c.candidate.id)}" class="${cls}">${word}</span> · Jetstress <span class="verdict ${c.verdict.result}">${c.verdict.result.toUpperCase()}</span> <span class=muted>(${(c.confidence * 100).toFixed(0)} % intervals, ${esc(c.intervals)}; flag over ${c.threshold_pct} % and over ${Charts.fmtNs(c.min_effect_ns)} (${c.min_effect_iops} IO/s for IOPS) on ${esc(c.metrics.join(", "))}; workload: ${esc(c.workload)}; paired by ${esc(c.paired_by)})</span>`));
     for (const g of c.groups) {
       app.appendChild(h("p", `model <b>${esc(g.model)}</b>: firmware ${esc(g.base_firmware.join(", "))} → ${esc(g.candidate_firmware.join(", "))}`));
       const t = h("table", null, "regression");
       const fmtV = (v, unit) => (v == null ? "–" : unit === "IO/s" ? v.toFixed(1) : Charts.fmtNs(Math.abs(v)));
       const sign = (v) => (v == null ? "" : v >= 0 ? "+" : "−");
-      t.innerHTML = "<tr><th class=l>op / stream</th><th>metric</th><th>base</th><th>candidate</th><th>Δ</th><th>Δ %</th><th>interval of Δ</th><th class=l>flag</th></tr>" +
-        g.rows.flatMap((r) => r.metrics.map((p) => `<tr class="${p.regression ? "reg" : p.improvement ? "imp" : ""}"><td>${esc(groupName(r))}</td><td>${p.level}</td><td>${fmtV(p.base, p.unit)}</td><td>${fmtV(p.candidate, p.unit)}</td><td>${sign(p.delta)}${fmtV(p.delta, p.unit)}</td><td>${p.delta_pct == null ? "–" : p.delta_pct.toFixed(1)}</td><td>${p.ci_low == null ? "–" : `[${sign(p.ci_low)}${fmtV(p.ci_low, p.unit)}, ${sign(p.ci_high)}${fmtV(p.ci_high, p.unit)}]`}</td><td class=l>${p.regression ? "regression" : p.improvement ? "improvement" : ""}</td></tr>`)).join("");
+      t.innerHTML = "<tr><th class=l>op / stream</th><th>metric</th><th>base</th><th>candidate</th><th>Δ</th><th>Δ %</th><th>interval of Δ</th><th class=l>flag</th><th class=l>decided by</th></tr>" +
+        g.rows.flatMap((r) => r.metrics.map((p) => `<tr class="${p.regression ? "reg" : p.improvement ? "imp" : ""}"><td>${esc(groupName(r))}</td><td>${p.level}</td><td>${fmtV(p.base, p.unit)}</td><td>${fmtV(p.candidate, p.unit)}</td><td>${sign(p.delta)}${fmtV(p.delta, p.unit)}</td><td>${p.delta_pct == null ? "–" : p.delta_pct.toFixed(1)}</td><td>${p.ci_low == null ? "–" : `[${sign(p.ci_low)}${fmtV(p.ci_low, p.unit)}, ${sign(p.ci_high)}${fmtV(p.ci_high, p.unit)}]`}</td><td class=l>${p.regression ? "regression" : p.improvement ? "improvement" : ""}</td><td class=l>${decided(p, fmtV)}</td></tr>`)).join("");
       app.appendChild(t);
     }
   }
