@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"iotape", "schemas", "recorder", "workload", "replayer", "analyzer"}
+PACKAGES = {"iotape", "base", "schemas", "devices", "recorder", "workload", "replayer", "analyzer"}
 FILES = sorted([*ROOT.glob("bench/*.py"), *ROOT.glob("scripts/*.py")])
 
 
