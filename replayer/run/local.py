@@ -203,6 +203,10 @@ class LocalRunner:
             summary.issue_late_ms = {
                 k: round(v / 1e6, 4) for k, v in result["issue_late_ns"].items() if k != "requests"
             }
+        if "dependencies" in result:
+            summary.issued_before_predecessor = int(
+                result["dependencies"]["issued_before_predecessor"]
+            )
         return summary
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:

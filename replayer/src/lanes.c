@@ -39,44 +39,15 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { READ, WRITE, TRIM, SYNC, NDIR };
+#include "lanes.h"
+
 static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
 
-/* Latency histograms: 16 buckets per power of two of nanoseconds (<= 4.5 %
- * error, finer than the 1 ms step this replaces), 2^0 .. 2^42 ns (73 min). */
-#define SUB 16
-#define OCTAVES 43
-#define NBUCKET (OCTAVES * SUB)
-typedef struct {
-    uint32_t n[NBUCKET];
-} hist_t;
-
-typedef struct {
-    uint64_t ios, bytes, lat_sum_ns, lat_min_ns, lat_max_ns;
-    double lat_sq; /* sum of squared latencies, ns^2, for the deviation */
-    hist_t lat;
-} dirstat_t;
-
-typedef struct {
-    char name[256], log[4096];
-    int depth, dsync;
-    long long first_ns, last_ns; /* first issue, last completion */
-    dirstat_t dir[NDIR];
-    hist_t late;
-    uint64_t requests, late_max_ns;
-    pthread_mutex_t mu;
-} job_t;
-
-typedef struct {
-    job_t *job;
-    int sub;
-} worker_t;
-
-static struct timespec genesis;
-static atomic_int stop_all;
+struct timespec genesis;
+atomic_int stop_all;
 static atomic_int failed;
-static char *rbuf, *wbuf;
-static long long max_bs = 4096;
+char *rbuf, *wbuf;
+long long max_bs = 4096;
 
 static void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -88,7 +59,7 @@ static void die(int code, const char *fmt, ...) {
     exit(code);
 }
 
-static long long now_ns(void) {
+long long now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
@@ -140,7 +111,7 @@ static void hist_merge(hist_t *into, const hist_t *from) {
 
 /* Sleep until the absolute monotonic time t_ns, in steps of at most 200 ms so
  * that a stop is seen. */
-static void sleep_until(long long t_ns) {
+void sleep_until(long long t_ns) {
     for (;;) {
         if (atomic_load(&stop_all))
             return;
@@ -154,7 +125,7 @@ static void sleep_until(long long t_ns) {
     }
 }
 
-static int issue(int fd, int dir, long long off, long long len) {
+int issue(int fd, int dir, long long off, long long len) {
     ssize_t r;
     switch (dir) {
     case READ:
@@ -178,7 +149,7 @@ static int issue(int fd, int dir, long long off, long long len) {
     }
 }
 
-static void fail(const job_t *job, const char *fmt, ...) {
+void fail(const job_t *job, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     flockfile(stderr);
@@ -191,12 +162,30 @@ static void fail(const job_t *job, const char *fmt, ...) {
     atomic_store(&stop_all, 1);
 }
 
-typedef struct {
-    hist_t late;
-    dirstat_t dir[NDIR];
-    uint64_t requests, late_max;
-    long long first, last;
-} tally_t;
+
+/* One request's figures into a thread's tally: issued at `at` against `due`,
+ * completed at `done`. */
+void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done) {
+    uint64_t late = at > due ? (uint64_t)(at - due) : 0;
+    hist_add(&ty->late, late);
+    if (late > ty->late_max)
+        ty->late_max = late;
+    ty->requests++;
+    dirstat_t *d = &ty->dir[dir];
+    d->ios++;
+    d->bytes += (uint64_t)bytes;
+    uint64_t lat = (uint64_t)(done - at);
+    d->lat_sum_ns += lat;
+    d->lat_sq += (double)lat * (double)lat;
+    if (!d->lat_min_ns || lat < d->lat_min_ns)
+        d->lat_min_ns = lat;
+    if (lat > d->lat_max_ns)
+        d->lat_max_ns = lat;
+    hist_add(&d->lat, lat);
+    if (!ty->first)
+        ty->first = at;
+    ty->last = done;
+}
 
 static int dir_of(const char *act) {
     if (!strcmp(act, "read"))
@@ -263,25 +252,7 @@ static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long 
         fail(job, "%s of %lld bytes at %lld in %s: %s", act, b, a, file, strerror(err));
         return -1;
     }
-    uint64_t late = at > due ? (uint64_t)(at - due) : 0;
-    hist_add(&ty->late, late);
-    if (late > ty->late_max)
-        ty->late_max = late;
-    ty->requests++;
-    dirstat_t *d = &ty->dir[dir];
-    d->ios++;
-    d->bytes += (uint64_t)b;
-    uint64_t lat = (uint64_t)(done - at);
-    d->lat_sum_ns += lat;
-    d->lat_sq += (double)lat * (double)lat;
-    if (!d->lat_min_ns || lat < d->lat_min_ns)
-        d->lat_min_ns = lat;
-    if (lat > d->lat_max_ns)
-        d->lat_max_ns = lat;
-    hist_add(&d->lat, lat);
-    if (!ty->first)
-        ty->first = at;
-    ty->last = done;
+    tally_io(ty, dir, b, due, at, done);
     return 0;
 }
 
@@ -291,18 +262,20 @@ static void *worker(void *arg) {
     /* Timer slack is per thread: 50 us by default, which every sleep would add. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tally_t *ty = calloc(1, sizeof *ty);
-    FILE *f = fopen(job->log, "r");
-    if (!ty || !f) {
+    FILE *f = job->reqs || !ty ? NULL : fopen(job->log, "r");
+    if (!ty || (!f && !job->reqs)) {
         fail(job, "%s: %s", job->log, strerror(errno));
         free(ty);
         return NULL;
     }
+    if (job->reqs)
+        deps_worker(w, ty);
     char ln[8192];
     long ln_no = 0;
     long long t = 0;
     int fd = -1;
     uint64_t idx = 0;
-    while (!atomic_load(&stop_all) && fgets(ln, sizeof ln, f)) {
+    while (f && !atomic_load(&stop_all) && fgets(ln, sizeof ln, f)) {
         ln_no++;
         if (ln_no == 1) {
             if (strncmp(ln, "fio version 2 iolog", 19)) {
@@ -315,7 +288,8 @@ static void *worker(void *arg) {
         if (line(w, ty, ln, ln_no, &t, &fd, &idx))
             break;
     }
-    fclose(f);
+    if (f)
+        fclose(f);
     if (fd >= 0)
         close(fd);
     pthread_mutex_lock(&job->mu);
@@ -511,7 +485,9 @@ static void report(const job_t *jobs, int n, long long epoch_ms) {
     if (late)
         printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
                hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
-    printf(", \"max\": %llu}\n}\n", (unsigned long long)late_max);
+    printf(", \"max\": %llu}", (unsigned long long)late_max);
+    deps_report();
+    printf("\n}\n");
     free(late);
 }
 
@@ -520,6 +496,9 @@ int main(int argc, char **argv) {
         die(2, "usage: iotape-lanes JOBFILE (in the plan's directory; JSON on stdout)");
     int n;
     job_t *jobs = parse(argv[1], &n);
+    for (int i = 0; i < n; i++)
+        deps_load(&jobs[i]);
+    deps_start(jobs, n);
     /* Each lane holds its log and its target open: raise the file limit. */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl)) {

@@ -1,0 +1,145 @@
+"""Closed-loop replay (`replay plan --timing dependent|afap`): dependency inference
+from a trace (replayer/plan/deps.py), the plan's job directory (dependent.py) and
+iotape-lanes running it (replayer/src/deps.c). No root: the target is a file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trace_helpers import DT, SDA, header
+
+import schemas
+from base.errors import IotapeError
+from recorder.tracefile import write_trace
+from replayer.plan import deps
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import runner
+from schemas.documents.plan import load as load_plan
+
+OP = schemas.enum("op")
+FUA = 1 << schemas.bits("flag")["fua"]
+MIB = 1 << 20
+
+
+def _closed_loop(threads: int = 2, n: int = 50, think_ns: int = 1_000_000, lat_ns: int = 200_000):
+    """Synchronous submitters: each request issued `think_ns` after the previous
+    one of its thread completed; reads and writes of 8 KiB."""
+    rng = np.random.default_rng(3)
+    r = np.zeros(threads * n, dtype=DT)
+    for t in range(threads):
+        q = 1_000_000 + t * 37_000 + np.arange(n) * (lat_ns + think_ns)
+        s = slice(t * n, (t + 1) * n)
+        r["ts_queue_ns"][s] = q
+        r["ts_issue_ns"][s] = q + 2_000
+        r["ts_complete_ns"][s] = q + lat_ns
+        r["tid"][s] = 500 + t
+        r["pid"][s] = 400
+    r["offset"] = rng.integers(0, 64, len(r)) * 8192
+    r["bytes"] = 8192
+    r["op"] = np.where(rng.random(len(r)) < 0.7, OP["read"], OP["write"])
+    r["dev"] = SDA
+    return r[np.argsort(r["ts_issue_ns"], kind="stable")]
+
+
+def _write(path: Path, r: np.ndarray) -> Path:
+    h = header()
+    h["devices"] = h["devices"][:1]
+    return write_trace(path, h, r)
+
+
+def test_a_sync_submitter_chains_each_request_to_its_previous_completion() -> None:
+    r = _closed_loop()
+    d = deps.infer(r)
+    assert d.key == "tid" and d.depth == {500: 1, 501: 1}
+    has = d.pred >= 0
+    # Each thread's first request has none; every other one its own thread's previous.
+    assert int((~has).sum()) == 2
+    assert (d.submitter[d.pred[has]] == d.submitter[has]).all()
+    assert (d.think_ns[has] == 1_000_000).all()
+    s = deps.summary(d)
+    assert s["with_predecessor"] == 98 and s["depth"] == 1
+    assert s["think_us"]["p50"] == 1000.0
+
+
+def test_without_threads_the_pid_then_the_stream_is_the_submitter() -> None:
+    r = _closed_loop()
+    r["tid"] = 0
+    assert deps.infer(r).key == "pid"
+    r["pid"] = 0
+    d = deps.infer(r)
+    # One submitter of two interleaved threads: its depth is what it had in flight.
+    assert d.key == "stream" and d.depth == {0: 2}
+
+
+def test_an_async_submitter_shows_its_window_and_a_fua_write_waits_for_writes() -> None:
+    r = np.zeros(5, dtype=DT)
+    r["ts_queue_ns"] = [1000, 1000, 1000, 1000, 9000]
+    r["ts_issue_ns"] = r["ts_queue_ns"]
+    r["ts_complete_ns"] = [5000, 6000, 7000, 8000, 9500]
+    r["tid"] = [1, 1, 1, 1, 2]
+    r["op"] = [OP["write"]] * 4 + [OP["write"]]
+    r["flags"] = [0, 0, 0, 0, FUA]
+    r["bytes"] = 4096
+    d = deps.infer(r)
+    assert d.depth == {1: 4, 2: 1}
+    assert d.pred.tolist() == [-1, -1, -1, -1, -1]
+    # The FUA write of thread 2 waits for thread 1's latest write completed before it.
+    assert d.covers == [(4, 3)]
+    assert d.cross == 1  # issued 1 us after thread 1's completion, with none of its own
+
+
+def _plan(tmp_path: Path, timing: str, **kw) -> tuple[Path, dict]:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    jobdir = tmp_path / f"jobs-{timing}"
+    opts = PlanOptions(trace=trace, jobdir=jobdir, targets=[f"all={target}"], timing=timing, **kw)
+    return jobdir, plan(opts)
+
+
+def test_a_dependent_plan_says_what_each_request_waits_for(tmp_path: Path) -> None:
+    jobdir, man = _plan(tmp_path, "dependent", think_scale=0.5)
+    assert man["timing"] == "dependent" and man["runner"] == "iotape-lanes"
+    assert [j["name"] for j in man["jobs"]] == ["db0.other.t500", "db0.other.t501"]
+    (d,) = man["dependencies"]
+    assert d["with_predecessor"] == 98 and d["depth"] == 1 and d["submitter"] == "tid"
+    lines = (jobdir / "iologs" / "db0.other.t500.log").read_text().splitlines()
+    assert lines[0] == "iotape dependent log 1" and lines[1].startswith("open ")
+    first, second = lines[2].split(), lines[3].split()
+    assert first[1] == "-" and first[2].startswith("@")
+    # Its predecessor, and half the recorded 1 ms think time.
+    assert second[1] == first[0] and second[2] == "500"
+    assert "iodepth=1" in (jobdir / "replay.fio").read_text()
+    assert load_plan(jobdir / "plan.json").closed_loop
+
+
+def test_afap_drops_think_time_and_recorded_plans_say_nothing_of_timing(tmp_path: Path) -> None:
+    jobdir, _ = _plan(tmp_path, "afap")
+    body = [
+        ln.split() for ln in (jobdir / "iologs" / "db0.other.t501.log").read_text().splitlines()[2:]
+    ]
+    assert {b[2] for b in body} == {"@0", "0"}
+    _, man = _plan(tmp_path, "recorded")
+    assert "timing" not in man and "dependencies" not in man
+    with pytest.raises(IotapeError, match="think-scale"):
+        _plan(tmp_path, "recorded", think_scale=2.0)
+    with pytest.raises(IotapeError, match="--timing"):
+        _plan(tmp_path, "later")
+
+
+def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) -> None:
+    assert runner.LANES.exists(), f"{runner.LANES}: run `make native`"
+    jobdir, _ = _plan(tmp_path, "dependent", think_scale=0.1)
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["dependencies"] == {**res["dependencies"], "requests": 100, "with_predecessor": 98}
+    assert res["dependencies"]["issued_before_predecessor"] == 0
+    ios = sum(j[d]["total_ios"] for j in res["jobs"] for d in ("read", "write"))
+    assert ios == 100
