@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hybrid_lab import HybridLab
 from replay_lab import ROOT, fio_version, machine
@@ -98,7 +99,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     truth = run_direct(dst, work, args, None)
     dep = replay(trace, dst, "dependent", work)
     rec_ = replay(trace, dst, "recorded", work)
-    out = {
+    out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
         "original_on_source": original,

@@ -29,6 +29,7 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def infer(r: np.ndarray) -> Deps:
     )
 
 
-def summary(d: Deps) -> dict[str, object]:
+def summary(d: Deps) -> dict[str, Any]:
     """What `replay plan` reports of a slice's dependencies (plan.json `dependencies`)."""
     has = d.pred >= 0
     think_us = d.think_ns[has] / 1000

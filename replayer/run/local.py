@@ -170,6 +170,11 @@ class LocalRunner:
         self.program = runnermod.choose(runner, man, jobdir)
         self.name: Runner = "iotape-lanes" if self.program == "lanes" else "fio"
         self.create: list[str] = []
+        if man.closed_loop:
+            self.no_record = (
+                f"{jobdir}: a {man.timing} plan: --record and --anchor-record are not "
+                "supported yet (the relabelling reads recorded plans' iologs)"
+            )
 
     def check(self, say: Say) -> None:
         self.create = check_targets(self.man, self.destroy)
