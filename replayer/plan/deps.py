@@ -11,7 +11,10 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   nearest the trace has to the system call), else its dispatch, else its
   completion; its completion is `ts_complete_ns`.
 - Depth: the most requests of a submitter in flight at once (a synchronous
-  submitter shows one; an asynchronous one its window).
+  submitter shows one; an asynchronous one its window), counted at issues and
+  reached by at least 0.1 % of its requests (and two): a single overlap, such as
+  a completion the kernel never reported (stamped late, when its tag was reused),
+  is not a window.
 - Predecessor: the latest completion of the same submitter before the request's
   issue; think time: issue minus that completion. A request with none (a
   submitter's first, or one of an async window filled at once) keeps its
@@ -37,6 +40,7 @@ from replayer.plan.source import FUA, OP, PREFLUSH
 
 CROSS_NS = 50_000  # 50 us: a wake-up after another thread's completion
 MAX_CROSS_SUBMITTERS = 64  # past this, cross-thread candidates are not counted
+DEPTH_SHARE = 0.001  # a depth counts once this share of requests were issued at it
 
 
 @dataclass
@@ -71,10 +75,17 @@ def submitters(r: np.ndarray) -> tuple[str, np.ndarray]:
 
 
 def _depth(start: np.ndarray, end: np.ndarray) -> int:
-    ts = np.concatenate([end, start])
-    delta = np.concatenate([-np.ones(len(end), np.int64), np.ones(len(start), np.int64)])
-    order = np.lexsort((delta, ts))
-    return max(1, int(np.cumsum(delta[order]).max()))
+    """The most requests in flight at an issue that at least DEPTH_SHARE of the
+    requests (and two) saw: one late-recorded completion (a completion the kernel
+    never reported is stamped when its tag is reused) does not make a
+    synchronous submitter asynchronous."""
+    n = len(start)
+    by_start = np.sort(start, kind="stable")
+    started = np.searchsorted(by_start, start, side="right")
+    ended = np.searchsorted(np.sort(end), start, side="right")
+    inflight = np.sort(started - ended)[::-1]
+    k = max(2, int(np.ceil(DEPTH_SHARE * n)))
+    return max(1, int(inflight[min(k, n) - 1]))
 
 
 def _latest_before(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> np.ndarray:

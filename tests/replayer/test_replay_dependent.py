@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from trace_helpers import DT, SDA, header
+from typer.testing import CliRunner
 
 import schemas
 from base.errors import IotapeError
+from iotape.commands.replay import app
 from recorder.tracefile import write_trace
 from replayer.plan import deps
 from replayer.plan.build import PlanOptions, plan
@@ -63,6 +65,14 @@ def test_a_sync_submitter_chains_each_request_to_its_previous_completion() -> No
     s = deps.summary(d)
     assert s["with_predecessor"] == 98 and s["depth"] == 1
     assert s["think_us"]["p50"] == 1000.0
+
+
+def test_one_late_completion_does_not_make_a_sync_submitter_async() -> None:
+    r = _closed_loop(threads=1, n=50)
+    r["ts_complete_ns"][10] = r["ts_queue_ns"][11] + 5  # stamped late
+    assert deps.infer(r).depth == {500: 1}
+    r["ts_complete_ns"][20] = r["ts_queue_ns"][21] + 5  # twice: a window of two
+    assert deps.infer(r).depth == {500: 2}
 
 
 def test_without_threads_the_pid_then_the_stream_is_the_submitter() -> None:
@@ -143,3 +153,15 @@ def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) 
     assert res["dependencies"]["issued_before_predecessor"] == 0
     ios = sum(j[d]["total_ios"] for j in res["jobs"] for d in ("read", "write"))
     assert ios == 100
+
+
+def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    args = ["plan", str(trace), "-o", str(tmp_path / "j"), "--target", f"all={target}"]
+    out = CliRunner().invoke(app, [*args, "--timing", "dependent"])
+    assert out.exit_code == 0, out.output
+    assert "timing dependent (runs with iotape-lanes)" in out.output
+    assert "db0.other: 98/100 requests after a predecessor (2 submitter(s) by tid)" in out.output
+    assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
