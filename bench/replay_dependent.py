@@ -33,9 +33,13 @@ from replayer.run import execute
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
 
 
-def job_text(dev: str, threads: int, ios: int, think_us: int, size_mb: int) -> str:
+def job_text(
+    dev: str, threads: int, ios: int, think_us: int, size_mb: int, engine: str = "psync",
+    iodepth: int = 1,
+) -> str:  # fmt: skip
     return (
-        f"[global]\nfilename={dev}\ndirect=1\nioengine=psync\nrw=randrw\nrwmixread=70\n"
+        f"[global]\nfilename={dev}\ndirect=1\nioengine={engine}\niodepth={iodepth}\n"
+        "rw=randrw\nrwmixread=70\n"
         f"bs=8k\nthinktime={think_us}\nnumber_ios={ios}\nsize={size_mb}M\n"
         f"group_reporting=1\nrandrepeat=0\n\n[closed]\nnumjobs={threads}\n"
     )
@@ -62,7 +66,11 @@ def _fio_figures(res: dict) -> dict:
 def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | None) -> dict:
     """The job itself on `dev` (recorded into `trace` when given): its figures."""
     job = work / f"job-{Path(dev).name}.fio"
-    job.write_text(job_text(dev, args.threads, args.ios, args.think_us, args.size_mb))
+    job.write_text(
+        job_text(
+            dev, args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
+        )
+    )
     out = work / f"fio-{Path(dev).name}.json"
     cmd = ["fio", "--output-format=json", f"--output={out}", str(job)]
     if trace is None:
@@ -139,7 +147,9 @@ def measure(args: argparse.Namespace) -> dict:
         pairs = [(lab.slow, lab.fast), (lab.fast, lab.slow)]
         runs = [direction(lab, s, d, work, args) for s, d in pairs]
     return {
-        "job": job_text("DEV", args.threads, args.ios, args.think_us, args.size_mb),
+        "job": job_text(
+            "DEV", args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
+        ),
         "hdd_model": {"spindles": args.spindles},
         "runs": runs,
         "machine": machine(),
@@ -153,6 +163,8 @@ def main() -> None:
     ap.add_argument("--ios", type=int, default=1500, help="I/Os per thread")
     ap.add_argument("--think-us", type=int, default=1000)
     ap.add_argument("--spindles", type=int, default=2)
+    ap.add_argument("--engine", default="psync", help="fio ioengine (libaio: asynchronous)")
+    ap.add_argument("--iodepth", type=int, default=1)
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()

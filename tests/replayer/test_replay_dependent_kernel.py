@@ -22,7 +22,9 @@ pytestmark = pytest.mark.kernel
 def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
     kernel: None, tmp_path: Path
 ) -> None:
-    args = argparse.Namespace(threads=3, ios=60, think_us=1000, spindles=2, size_mb=64)
+    args = argparse.Namespace(
+        threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1
+    )
     try:
         result = measure(args)
     except LabError as e:
