@@ -176,6 +176,7 @@ def plan(opts: PlanOptions) -> PlanResult:
     paths, _ = steps.mapping(opts)
     groups, users = steps.groups(view, paths, sc.layout if sc else scale.Layout(1, 1))
     lay = steps.layout(view, groups, users, opts)
+    lost = deps.other_stream_predecessors(view.records, view.stream_name)
     jobs: list[DepJob] = []
     summaries: list[dict] = []
     reach: dict[str, int] = {}
@@ -185,7 +186,7 @@ def plan(opts: PlanOptions) -> PlanResult:
             more, summ = _slice_jobs(s, n, opts)
             n += len(s.records)
             jobs += more
-            summaries.append(summ)
+            summaries.append({**summ, "other_stream_predecessors": lost.get(s.stream, 0)})
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
     return _finish(opts, view.duration_ns, sc, lay, jobs, summaries, reach)

@@ -26,11 +26,15 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   leave no mark in a block trace but timing. `cross` counts the requests issued
   within CROSS_NS of another submitter's completion, and sooner after it than
   after their own predecessor: candidates the replay cannot honour (it keeps only
-  the submitter's own chain), i.e. an upper bound of what is lost.
+  the submitter's own chain), i.e. an upper bound of what is lost. A plan chains
+  each stream apart (a thread's db-read and db-write are two chains):
+  `other_stream_predecessors` counts the requests whose thread's previous
+  completion was of another stream.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +152,7 @@ def _cross(
     return int(((nearest <= CROSS_NS) & (nearest < own)).sum())
 
 
-def infer(r: np.ndarray) -> Deps:
+def infer(r: np.ndarray, cross: bool = True) -> Deps:
     """The dependencies of records `r` (one stream's, in issue order)."""
     start, end = times(r)
     key, sub = submitters(r)
@@ -164,6 +168,23 @@ def infer(r: np.ndarray) -> Deps:
     return Deps(
         key, sub, pred, np.maximum(think, 0), covers, depth, _cross(start, end, sub, think, has)
     )
+
+
+def other_stream_predecessors(r: np.ndarray, stream_name: Callable[[int], str]) -> dict[str, int]:
+    """Per stream, the requests whose submitter's latest completion before them
+    (on the same device, any stream) was of another stream: a plan chains each
+    stream apart, so these wait for their own stream's previous completion instead."""
+    out: dict[str, int] = {}
+    for dev in np.unique(r["dev"]).tolist():
+        rows = np.flatnonzero(r["dev"] == dev)
+        d = infer(r[rows], cross=False)
+        has = d.pred >= 0
+        sid = r["stream"][rows]
+        other = has & (sid[np.maximum(d.pred, 0)] != sid)
+        for s, n in zip(*np.unique(sid[other], return_counts=True), strict=True):
+            name = stream_name(int(s))
+            out[name] = out.get(name, 0) + int(n)
+    return out
 
 
 def summary(d: Deps) -> dict[str, Any]:

@@ -75,6 +75,13 @@ def test_one_late_completion_does_not_make_a_sync_submitter_async() -> None:
     assert deps.infer(r).depth == {500: 2}
 
 
+def test_a_threads_chain_across_streams_is_counted_as_lost() -> None:
+    r = _closed_loop(threads=1, n=40)
+    r["stream"] = np.arange(40) % 2 + 1  # db-read, db-write, db-read, ...
+    lost = deps.other_stream_predecessors(r, lambda s: f"s{s}")
+    assert lost == {"s1": 19, "s2": 20}
+
+
 def test_without_threads_the_pid_then_the_stream_is_the_submitter() -> None:
     r = _closed_loop()
     r["tid"] = 0
