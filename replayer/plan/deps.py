@@ -26,7 +26,10 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   leave no mark in a block trace but timing. `cross` counts the requests issued
   within CROSS_NS of another submitter's completion, and sooner after it than
   after their own predecessor: candidates the replay cannot honour (it keeps only
-  the submitter's own chain), i.e. an upper bound of what is lost. A plan chains
+  the submitter's own chain), i.e. an upper bound of what is lost; beside it,
+  how many of them independent submitters would show by chance (the others'
+  completions as a Poisson stream at their mean rate): candidates well above
+  chance are the trace's evidence of cross-thread dependencies. A plan chains
   each stream apart (a thread's db-read and db-write are two chains):
   `other_stream_predecessors` counts the requests whose thread's previous
   completion was of another stream.
@@ -57,7 +60,8 @@ class Deps:
     think_ns: np.ndarray  # issue minus the predecessor's completion (0 without one)
     covers: list[tuple[int, int]]  # (flush/FUA request, a write it waits for)
     depth: dict[int, int]  # submitter -> its most requests in flight
-    cross: int | None  # cross-thread candidates (None: too many submitters to count)
+    # cross-thread candidates and how many chance would give (None: too many submitters)
+    cross: tuple[int, int] | None
 
 
 def times(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,21 +139,30 @@ def _covers(
 
 def _cross(
     start: np.ndarray, end: np.ndarray, sub: np.ndarray, think: np.ndarray, has: np.ndarray
-) -> int | None:
+) -> tuple[int, int] | None:
+    """(candidates, how many independent submitters would show by chance): a
+    request counts where another submitter's completion came CROSS_NS or less
+    before its issue and after its own predecessor's completion. By chance: other
+    submitters' completions as a Poisson stream at their mean rate."""
     labels = np.unique(sub)
     if len(labels) > MAX_CROSS_SUBMITTERS:
         return None
     if len(labels) < 2:
-        return 0
+        return 0, 0
     nearest = np.full(len(start), np.iinfo(np.int64).max, np.int64)
+    rate = np.zeros(len(start))
+    span = max(int(end.max() - start.min()), 1)
     for s in labels.tolist():
         rows = np.flatnonzero(sub == s)
         other = sub != s
         j = _latest_before(end, rows, start)
         gap = np.where(j >= 0, start - end[np.maximum(j, 0)], nearest)
         nearest = np.where(other, np.minimum(nearest, gap), nearest)
+        rate[other] += len(rows) / span
     own = np.where(has, think, np.iinfo(np.int64).max)
-    return int(((nearest <= CROSS_NS) & (nearest < own)).sum())
+    window = np.minimum(own, CROSS_NS).astype(float)
+    chance = float((1 - np.exp(-rate * window)).sum())
+    return int(((nearest <= CROSS_NS) & (nearest < own)).sum()), round(chance)
 
 
 def infer(r: np.ndarray, cross: bool = True) -> Deps:
@@ -204,5 +217,6 @@ def summary(d: Deps) -> dict[str, Any]:
         "depth": max(d.depth.values(), default=1),
         "think_us": pct,
         "flush_orderings": len(d.covers),
-        "cross_candidates": d.cross,
+        "cross_candidates": d.cross[0] if d.cross else None,
+        "cross_by_chance": d.cross[1] if d.cross else None,
     }

@@ -92,6 +92,7 @@ class DependencyEntry(Part):
     think_us: dict[str, float]  # p10, p50, p90, p99 of the think times
     flush_orderings: int  # flush/FUA requests' waits on writes of other submitters
     cross_candidates: int | None  # issued right after another submitter's completion
+    cross_by_chance: int | None = None  # how many independent submitters would show
     # whose thread's previous completion was of another stream (each stream is chained apart)
     other_stream_predecessors: int = 0
 

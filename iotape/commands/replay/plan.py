@@ -195,6 +195,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d['depth']}, think us p10/p50/p90/p99 "
                 + "/".join(str(t.get(k, "-")) for k in ("p10", "p50", "p90", "p99"))
                 + f", {d['flush_orderings']} flush/FUA orderings, "
-                f"{d['cross_candidates']} cross-thread candidates and "
+                f"{d['cross_candidates']} cross-thread candidates (by chance "
+                f"{d.get('cross_by_chance')}) and "
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept)"
             )
