@@ -20,6 +20,7 @@ from recorder.tracefile import write_trace
 from replayer.plan import deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
+from replayer.run.local import LocalRunner
 from schemas.documents.plan import load as load_plan
 
 OP = schemas.enum("op")
@@ -172,3 +173,12 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "timing dependent (runs with iotape-lanes)" in out.output
     assert "db0.other: 98/100 requests after a predecessor (2 submitter(s) by tid)" in out.output
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
+
+
+def test_a_dependent_plan_runs_with_iotape_lanes_only_and_is_not_recorded(tmp_path: Path) -> None:
+    jobdir, _ = _plan(tmp_path, "dependent")
+    man = load_plan(jobdir / "plan.json")
+    assert runner.choose("auto", man, jobdir) == "lanes"
+    with pytest.raises(IotapeError, match="iotape-lanes runs"):
+        runner.choose("fio", man, jobdir)
+    assert "not supported yet" in (LocalRunner(jobdir, man, [], False).no_record or "")
