@@ -1,7 +1,8 @@
 """Closed-loop replay against the truth (issue 34): a closed-loop fio job (THREADS
 processes, psync, 8 KiB random, 70 % reads, thinktime) recorded on device A,
 replayed `--timing dependent` onto device B, beside the same job run directly on B
-(the truth) and today's open-loop (`--timing recorded`) replay of the same trace.
+(the truth), today's open-loop (`--timing recorded`) replay of the same trace and
+`--timing afap` (order and depth, no think time: the most B does with them).
 Both directions between the SSD-like loop device over /dev/shm and the HDD-like
 disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 
@@ -107,6 +108,8 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     truth = run_direct(dst, work, args, None)
     dep = replay(trace, dst, "dependent", work)
     rec_ = replay(trace, dst, "recorded", work)
+    afap = replay(trace, dst, "afap", work)
+    afap.pop("dependencies", None)
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
@@ -114,11 +117,13 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         "peer_fio_on_target": truth,
         "dependent_replay": dep,
         "recorded_replay": rec_,
+        "afap_replay": afap,
         "ratios": {
             "dependent_iops_over_peer": _ratio(dep["iops"], truth["iops"]),
             "dependent_read_p50_over_peer": _ratio(dep["read_p50_ms"], truth["read_p50_ms"]),
             "dependent_write_p50_over_peer": _ratio(dep["write_p50_ms"], truth["write_p50_ms"]),
             "recorded_iops_over_peer": _ratio(rec_["iops"], truth["iops"]),
+            "afap_iops_over_peer": _ratio(afap["iops"], truth["iops"]),
         },
     }
     r = out["ratios"]
@@ -127,7 +132,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         f"{truth['read_p50_ms']} ms); dependent {dep['iops']} IOPS x{r['dependent_iops_over_peer']}"
         f" (read p50 {dep['read_p50_ms']} ms x{r['dependent_read_p50_over_peer']}, "
         f"{dep['issued_before_predecessor']} early); recorded {rec_['iops']} IOPS "
-        f"x{r['recorded_iops_over_peer']}",
+        f"x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS",
         flush=True,
     )
     return out
