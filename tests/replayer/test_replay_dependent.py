@@ -83,6 +83,16 @@ def test_a_threads_chain_across_streams_is_counted_as_lost() -> None:
     assert lost == {"s1": 19, "s2": 20}
 
 
+def test_a_completion_the_kernel_never_reported_ends_before_the_next_issue() -> None:
+    r = _closed_loop(threads=1, n=50)
+    r["ts_complete_ns"][10:13] = r["ts_queue_ns"][11:14] + 90_000_000  # stamped late
+    r["flags"][10:13] = 1 << schemas.bits("flag")["complete_unseen"]
+    d = deps.infer(r)
+    assert d.depth == {500: 1}
+    # Its successor's think time is the submitter's median, 1 ms.
+    assert d.pred[11] == 10 and d.think_ns[11] == 1_000_000
+
+
 def test_without_threads_the_pid_then_the_stream_is_the_submitter() -> None:
     r = _closed_loop()
     r["tid"] = 0
