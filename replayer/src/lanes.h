@@ -62,6 +62,11 @@ int issue(int fd, int dir, long long off, long long len);
 void fail(const job_t *job, const char *fmt, ...);
 void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);
 
+/* report.c */
+double hist_pct(const hist_t *h, double pct);
+void hist_merge(hist_t *into, const hist_t *from);
+void report(const job_t *jobs, int n, long long epoch_ms);
+
 /* deps.c */
 int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one */
 void deps_start(const job_t *jobs, int n); /* after every job's deps_load */
