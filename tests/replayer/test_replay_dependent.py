@@ -192,3 +192,32 @@ def test_a_dependent_plan_runs_with_iotape_lanes_only_and_is_not_recorded(tmp_pa
     with pytest.raises(IotapeError, match="iotape-lanes runs"):
         runner.choose("fio", man, jobdir)
     assert "not supported yet" in (LocalRunner(jobdir, man, [], False).no_record or "")
+
+
+def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
+    r = _closed_loop()
+    r["stream"] = schemas.enum("stream")["db-read"]
+    h = header(metadata={"mailboxes": "100", "databases": "1"})
+    h["devices"] = h["devices"][:1]
+    trace = write_trace(tmp_path / "t.iot", h, r)
+    targets = []
+    for k in range(2):
+        (tmp_path / f"db{k}.img").write_bytes(b"\0" * MIB)
+        targets.append(f"db{k}={tmp_path / f'db{k}.img'}")
+    jobdir = tmp_path / "jobs"
+    man = plan(
+        PlanOptions(trace, jobdir, targets=targets, timing="dependent", think_scale=0.05,
+                    mailboxes=400, databases=2)
+    )  # fmt: skip
+    # 400 mailboxes on 2 databases: each database's db-read twice the trace's.
+    assert sum(j["requests"] for j in man["jobs"]) == 400
+    assert {j["db"] for j in man["jobs"]} == {0, 1}
+    assert {d["with_predecessor"] for d in man["dependencies"]} == {98}
+    ids = [ln.split()[0] for log in (jobdir / "iologs").glob("*.log")
+           for ln in log.read_text().splitlines()[2:]]  # fmt: skip
+    assert len(ids) == len(set(ids)) == 400
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
