@@ -65,6 +65,7 @@ bench: setup
 	$(PY) bench/workload_engine.py
 	$(PY) bench/replay.py
 	$(PY) bench/replay_noise.py
+	$(PY) bench/replay_dependent.py
 	$(PY) bench/tiering.py
 	$(PY) bench/tiering_check.py
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from base.errors import IotapeError
-from replayer.plan import exact, fitloc, jobfile, scale, sinks, sources, steps, write
+from replayer.plan import dependent, exact, fitloc, jobfile, scale, sinks, sources, steps, write
 from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import Source
@@ -266,7 +266,11 @@ def _result(p: Plan, tmp: Path | None, logs: bool = True) -> PlanResult:
 def plan(opts: PlanOptions) -> PlanResult:
     """Plan and, unless dry_run, write JOBDIR whole (or nothing). Returns the
     manifest, with "jobfile_text" added. A trace read in chunks is planned into
-    JOBDIR's logs as it is read; a whole one in memory, then written."""
+    JOBDIR's logs as it is read; a whole one in memory, then written. A dependent
+    or afap plan (--timing) is dependent.py's."""
+    dependent.check(opts)
+    if opts.timing != "recorded":
+        return dependent.plan(opts)
     inp, fr = _open(opts)
     if isinstance(inp, sources.Chunked):
         return _chunked(inp, fr)

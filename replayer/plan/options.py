@@ -41,6 +41,10 @@ class PlanOptions:
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
     hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)
+    # recorded (open loop, each request at its time), dependent (closed loop: after
+    # its predecessors' completion plus think time x think_scale) or afap: dependent.py.
+    timing: str = "recorded"
+    think_scale: float = 1.0
 
 
 SYNTHETIC_LOSES = (

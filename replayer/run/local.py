@@ -170,6 +170,11 @@ class LocalRunner:
         self.program = runnermod.choose(runner, man, jobdir)
         self.name: Runner = "iotape-lanes" if self.program == "lanes" else "fio"
         self.create: list[str] = []
+        if man.closed_loop:
+            self.no_record = (
+                f"{jobdir}: a {man.timing} plan: --record and --anchor-record are not "
+                "supported yet (the relabelling reads recorded plans' iologs)"
+            )
 
     def check(self, say: Say) -> None:
         self.create = check_targets(self.man, self.destroy)
@@ -203,6 +208,10 @@ class LocalRunner:
             summary.issue_late_ms = {
                 k: round(v / 1e6, 4) for k, v in result["issue_late_ns"].items() if k != "requests"
             }
+        if "dependencies" in result:
+            summary.issued_before_predecessor = int(
+                result["dependencies"]["issued_before_predecessor"]
+            )
         return summary
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:

@@ -24,7 +24,14 @@ def choose(runner: str, man: Manifest, jobdir: Path) -> str:
     """ "fio" or "lanes": auto takes iotape-lanes for a plan of lanes."""
     if runner not in RUNNERS:
         raise IotapeError(f"--runner {runner}: expected one of {', '.join(RUNNERS)}")
-    lanes = man.exact_layout == "lanes"
+    if man.closed_loop:
+        if runner == "fio":
+            raise IotapeError(
+                f"--runner fio: {jobdir} is a {man.timing} plan, which iotape-lanes runs "
+                "(fio 3.33 cannot wait for a completion)"
+            )
+        runner = "lanes"
+    lanes = man.exact_layout == "lanes" or man.closed_loop
     if runner == "lanes" and not lanes:
         raise IotapeError(
             f"--runner lanes: {jobdir} is not a plan of lanes "

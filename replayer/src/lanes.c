@@ -39,44 +39,13 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { READ, WRITE, TRIM, SYNC, NDIR };
-static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
+#include "lanes.h"
 
-/* Latency histograms: 16 buckets per power of two of nanoseconds (<= 4.5 %
- * error, finer than the 1 ms step this replaces), 2^0 .. 2^42 ns (73 min). */
-#define SUB 16
-#define OCTAVES 43
-#define NBUCKET (OCTAVES * SUB)
-typedef struct {
-    uint32_t n[NBUCKET];
-} hist_t;
-
-typedef struct {
-    uint64_t ios, bytes, lat_sum_ns, lat_min_ns, lat_max_ns;
-    double lat_sq; /* sum of squared latencies, ns^2, for the deviation */
-    hist_t lat;
-} dirstat_t;
-
-typedef struct {
-    char name[256], log[4096];
-    int depth, dsync;
-    long long first_ns, last_ns; /* first issue, last completion */
-    dirstat_t dir[NDIR];
-    hist_t late;
-    uint64_t requests, late_max_ns;
-    pthread_mutex_t mu;
-} job_t;
-
-typedef struct {
-    job_t *job;
-    int sub;
-} worker_t;
-
-static struct timespec genesis;
-static atomic_int stop_all;
+struct timespec genesis;
+atomic_int stop_all;
 static atomic_int failed;
-static char *rbuf, *wbuf;
-static long long max_bs = 4096;
+char *rbuf, *wbuf;
+long long max_bs = 4096;
 
 static void die(int code, const char *fmt, ...) {
     va_list ap;
@@ -88,7 +57,7 @@ static void die(int code, const char *fmt, ...) {
     exit(code);
 }
 
-static long long now_ns(void) {
+long long now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
@@ -109,38 +78,9 @@ static void hist_add(hist_t *h, uint64_t ns) {
 }
 
 /* The upper edge of bucket b, in ns. */
-static double bucket_ns(int b) {
-    if (b < SUB)
-        return b + 1;
-    int shift = b / SUB - 1;
-    return (double)((uint64_t)(SUB + b % SUB + 1) << shift);
-}
-
-static double hist_pct(const hist_t *h, double pct) {
-    uint64_t total = 0, seen = 0;
-    for (int b = 0; b < NBUCKET; b++)
-        total += h->n[b];
-    if (!total)
-        return 0;
-    uint64_t want = (uint64_t)(pct / 100.0 * (double)total + 0.999999);
-    if (want < 1)
-        want = 1;
-    for (int b = 0; b < NBUCKET; b++) {
-        seen += h->n[b];
-        if (seen >= want)
-            return bucket_ns(b);
-    }
-    return bucket_ns(NBUCKET - 1);
-}
-
-static void hist_merge(hist_t *into, const hist_t *from) {
-    for (int b = 0; b < NBUCKET; b++)
-        into->n[b] += from->n[b];
-}
-
 /* Sleep until the absolute monotonic time t_ns, in steps of at most 200 ms so
  * that a stop is seen. */
-static void sleep_until(long long t_ns) {
+void sleep_until(long long t_ns) {
     for (;;) {
         if (atomic_load(&stop_all))
             return;
@@ -154,7 +94,7 @@ static void sleep_until(long long t_ns) {
     }
 }
 
-static int issue(int fd, int dir, long long off, long long len) {
+int issue(int fd, int dir, long long off, long long len) {
     ssize_t r;
     switch (dir) {
     case READ:
@@ -178,7 +118,7 @@ static int issue(int fd, int dir, long long off, long long len) {
     }
 }
 
-static void fail(const job_t *job, const char *fmt, ...) {
+void fail(const job_t *job, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     flockfile(stderr);
@@ -191,12 +131,30 @@ static void fail(const job_t *job, const char *fmt, ...) {
     atomic_store(&stop_all, 1);
 }
 
-typedef struct {
-    hist_t late;
-    dirstat_t dir[NDIR];
-    uint64_t requests, late_max;
-    long long first, last;
-} tally_t;
+
+/* One request's figures into a thread's tally: issued at `at` against `due`,
+ * completed at `done`. */
+void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done) {
+    uint64_t late = at > due ? (uint64_t)(at - due) : 0;
+    hist_add(&ty->late, late);
+    if (late > ty->late_max)
+        ty->late_max = late;
+    ty->requests++;
+    dirstat_t *d = &ty->dir[dir];
+    d->ios++;
+    d->bytes += (uint64_t)bytes;
+    uint64_t lat = (uint64_t)(done - at);
+    d->lat_sum_ns += lat;
+    d->lat_sq += (double)lat * (double)lat;
+    if (!d->lat_min_ns || lat < d->lat_min_ns)
+        d->lat_min_ns = lat;
+    if (lat > d->lat_max_ns)
+        d->lat_max_ns = lat;
+    hist_add(&d->lat, lat);
+    if (!ty->first)
+        ty->first = at;
+    ty->last = done;
+}
 
 static int dir_of(const char *act) {
     if (!strcmp(act, "read"))
@@ -263,25 +221,7 @@ static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long 
         fail(job, "%s of %lld bytes at %lld in %s: %s", act, b, a, file, strerror(err));
         return -1;
     }
-    uint64_t late = at > due ? (uint64_t)(at - due) : 0;
-    hist_add(&ty->late, late);
-    if (late > ty->late_max)
-        ty->late_max = late;
-    ty->requests++;
-    dirstat_t *d = &ty->dir[dir];
-    d->ios++;
-    d->bytes += (uint64_t)b;
-    uint64_t lat = (uint64_t)(done - at);
-    d->lat_sum_ns += lat;
-    d->lat_sq += (double)lat * (double)lat;
-    if (!d->lat_min_ns || lat < d->lat_min_ns)
-        d->lat_min_ns = lat;
-    if (lat > d->lat_max_ns)
-        d->lat_max_ns = lat;
-    hist_add(&d->lat, lat);
-    if (!ty->first)
-        ty->first = at;
-    ty->last = done;
+    tally_io(ty, dir, b, due, at, done);
     return 0;
 }
 
@@ -291,18 +231,20 @@ static void *worker(void *arg) {
     /* Timer slack is per thread: 50 us by default, which every sleep would add. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tally_t *ty = calloc(1, sizeof *ty);
-    FILE *f = fopen(job->log, "r");
-    if (!ty || !f) {
+    FILE *f = job->reqs || !ty ? NULL : fopen(job->log, "r");
+    if (!ty || (!f && !job->reqs)) {
         fail(job, "%s: %s", job->log, strerror(errno));
         free(ty);
         return NULL;
     }
+    if (job->reqs)
+        deps_worker(w, ty);
     char ln[8192];
     long ln_no = 0;
     long long t = 0;
     int fd = -1;
     uint64_t idx = 0;
-    while (!atomic_load(&stop_all) && fgets(ln, sizeof ln, f)) {
+    while (f && !atomic_load(&stop_all) && fgets(ln, sizeof ln, f)) {
         ln_no++;
         if (ln_no == 1) {
             if (strncmp(ln, "fio version 2 iolog", 19)) {
@@ -315,7 +257,8 @@ static void *worker(void *arg) {
         if (line(w, ty, ln, ln_no, &t, &fd, &idx))
             break;
     }
-    fclose(f);
+    if (f)
+        fclose(f);
     if (fd >= 0)
         close(fd);
     pthread_mutex_lock(&job->mu);
@@ -456,70 +399,14 @@ static job_t *parse(const char *path, int *njobs) {
     return jobs;
 }
 
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
-/* One direction in fio's shape: total latency (lat_ns) and, for a synchronous
- * issue, the same figures as completion latency (clat_ns). */
-static void dir_json(const dirstat_t *s, const char *name, long long run_ms, double secs) {
-    double mean = s->ios ? (double)s->lat_sum_ns / (double)s->ios : 0;
-    double var = s->ios ? s->lat_sq / (double)s->ios - mean * mean : 0;
-    char pct[160];
-    snprintf(pct, sizeof pct,
-             "\"percentile\": {\"50.000000\": %.0f, \"99.000000\": %.0f, \"99.900000\": %.0f}",
-             hist_pct(&s->lat, 50), hist_pct(&s->lat, 99), hist_pct(&s->lat, 99.9));
-    printf(", \"%s\": {\"total_ios\": %llu, \"io_bytes\": %llu, \"runtime\": %lld, "
-           "\"iops\": %.3f, \"bw_bytes\": %.0f, \"lat_ns\": {\"min\": %llu, \"max\": %llu, "
-           "\"mean\": %.1f, \"stddev\": %.1f, %s}, \"clat_ns\": {\"mean\": %.1f, %s}}",
-           name, (unsigned long long)s->ios, (unsigned long long)s->bytes, run_ms,
-           (double)s->ios / secs, (double)s->bytes / secs, (unsigned long long)s->lat_min_ns,
-           (unsigned long long)s->lat_max_ns, mean, var > 0 ? sqrt(var) : 0, pct, mean, pct);
-}
-
-static void report(const job_t *jobs, int n, long long epoch_ms) {
-    hist_t *late = calloc(1, sizeof *late);
-    uint64_t requests = 0, late_max = 0;
-    printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n\"jobs\": [",
-           epoch_ms);
-    for (int i = 0; i < n; i++) {
-        const job_t *j = &jobs[i];
-        long long run_ms = j->last_ns > j->first_ns ? (j->last_ns - j->first_ns) / 1000000 : 0;
-        double secs = run_ms > 0 ? run_ms / 1000.0 : 1e-3;
-        printf("%s\n{\"jobname\": ", i ? "," : "");
-        json_str(j->name);
-        printf(", \"job_runtime\": %lld", run_ms);
-        for (int d = 0; d < NDIR; d++)
-            dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
-        printf("}");
-        if (late)
-            hist_merge(late, &j->late);
-        requests += j->requests;
-        if (j->late_max_ns > late_max)
-            late_max = j->late_max_ns;
-    }
-    printf("\n],\n\"issue_late_ns\": {\"requests\": %llu", (unsigned long long)requests);
-    if (late)
-        printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
-               hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
-    printf(", \"max\": %llu}\n}\n", (unsigned long long)late_max);
-    free(late);
-}
-
 int main(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-')
         die(2, "usage: iotape-lanes JOBFILE (in the plan's directory; JSON on stdout)");
     int n;
     job_t *jobs = parse(argv[1], &n);
+    for (int i = 0; i < n; i++)
+        deps_load(&jobs[i]);
+    deps_start(jobs, n);
     /* Each lane holds its log and its target open: raise the file limit. */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl)) {

@@ -79,6 +79,24 @@ class HostEntry(Part):
     iologs_sha256: str | None
 
 
+class DependencyEntry(Part):
+    """A stream's inferred dependencies (a dependent or afap plan only:
+    replayer/plan/deps.py)."""
+
+    stream: str
+    submitter: str  # what a submitter is in the trace: "tid", "pid" or "stream"
+    submitters: int
+    requests: int
+    with_predecessor: int
+    depth: int  # the most requests a submitter had in flight
+    think_us: dict[str, float]  # p10, p50, p90, p99 of the think times
+    flush_orderings: int  # flush/FUA requests' waits on writes of other submitters
+    cross_candidates: int | None  # issued right after another submitter's completion
+    cross_by_chance: int | None = None  # how many independent submitters would show
+    # whose thread's previous completion was of another stream (each stream is chained apart)
+    other_stream_predecessors: int = 0
+
+
 class ReplayPlan(Document):
     """plan.json. Fields after `jobs` are written only where they apply."""
 
@@ -103,6 +121,11 @@ class ReplayPlan(Document):
     layout: LayoutEntry | None = None  # a plan with storage groups only
     exact_layout: str | None = None  # "lanes" (a plan of lanes only: v2 iologs)
     hosts: list[HostEntry] = Field(default_factory=list)  # a multi-host plan only
+    # A dependent or afap plan only (`--timing`; absent: recorded, today's plans).
+    timing: str | None = None
+    think_scale: Number | None = None
+    runner: str | None = None  # "iotape-lanes": fio cannot run it
+    dependencies: list[DependencyEntry] | None = None
 
     @property
     def lanes(self) -> bool:
@@ -120,7 +143,15 @@ class ReplayPlan(Document):
             out["layout"] = self.layout.model_dump(mode="json")
         if self.exact_layout is not None:
             out["exact_layout"] = self.exact_layout
+        if self.timing is not None:
+            out["timing"] = self.timing
+            out["think_scale"] = self.think_scale
         return out
+
+    @property
+    def closed_loop(self) -> bool:
+        """A dependent or afap plan: iotape-lanes runs it, never fio."""
+        return self.timing in ("dependent", "afap")
 
 
 def load(path: Path) -> ReplayPlan:

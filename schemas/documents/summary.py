@@ -82,6 +82,9 @@ class ReplaySummary(Document):
     anchor: AnchorRun | None = None
     hosts: dict[str, HostRun] | None = None  # a multi-host run
     launch_epoch_ns: int | None = None
+    # A dependent or afap plan only: requests issued before a request they waited
+    # for had completed, as iotape-lanes counted them (0 unless it is wrong).
+    issued_before_predecessor: int | None = None
 
 
 def _unversioned(doc: dict[str, Any]) -> dict[str, Any]:

@@ -104,6 +104,16 @@ def plan(
             "and fio memory) or auto (lanes where pieces would pass 2,000 jobs).",
         ),
     ] = "auto",
+    timing: Annotated[
+        str,
+        typer.Option(
+            help="recorded (each request at its time: open loop), dependent (when its "
+            "predecessors completed, plus think time: closed loop) or afap (no think time).",
+        ),
+    ] = "recorded",
+    think_scale: Annotated[
+        float, typer.Option(help="dependent: multiply every think time by F.")
+    ] = 1.0,
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -175,4 +185,17 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
             f"{output}: {man['mode']} plan, {len(man['jobs'])} jobs, "
             f"{len(man['targets'])} target(s), "
             f"about {man['duration_s']:.1f} s"
+            + (f", timing {man['timing']} (runs with iotape-lanes)" if "timing" in man else "")
         )
+        for d in man.get("dependencies") or []:
+            t = d["think_us"]
+            print(
+                f"  {d['stream']}: {d['with_predecessor']}/{d['requests']} requests after a "
+                f"predecessor ({d['submitters']} submitter(s) by {d['submitter']}), depth "
+                f"{d['depth']}, think us p10/p50/p90/p99 "
+                + "/".join(str(t.get(k, "-")) for k in ("p10", "p50", "p90", "p99"))
+                + f", {d['flush_orderings']} flush/FUA orderings, "
+                f"{d['cross_candidates']} cross-thread candidates (by chance "
+                f"{d.get('cross_by_chance')}) and "
+                f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept)"
+            )

@@ -1,0 +1,183 @@
+"""Closed-loop replay against the truth (issue 34): a closed-loop fio job (THREADS
+processes, psync, 8 KiB random, 70 % reads, thinktime) recorded on device A,
+replayed `--timing dependent` onto device B, beside the same job run directly on B
+(the truth), today's open-loop (`--timing recorded`) replay of the same trace and
+`--timing afap` (order and depth, no think time: the most B does with them).
+Both directions between the SSD-like loop device over /dev/shm and the HDD-like
+disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
+
+    flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_dependent.py
+    (root; about 3 minutes; JSON in bench/results/replay-dependent.json)
+
+Goals (issue 34): dependent replay IOPS within 10 % of the job's own run on B,
+read p50 within 20 %, no request issued before its predecessor completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hybrid_lab import HybridLab
+from replay_lab import ROOT, fio_version, machine
+
+from analyzer.lab.hdd import HddModel
+from recorder.capture import record as rec
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import execute
+
+OUT = ROOT / "bench" / "results" / "replay-dependent.json"
+
+
+def job_text(
+    dev: str, threads: int, ios: int, think_us: int, size_mb: int, engine: str = "psync",
+    iodepth: int = 1,
+) -> str:  # fmt: skip
+    return (
+        f"[global]\nfilename={dev}\ndirect=1\nioengine={engine}\niodepth={iodepth}\n"
+        "rw=randrw\nrwmixread=70\n"
+        f"bs=8k\nthinktime={think_us}\nnumber_ios={ios}\nsize={size_mb}M\n"
+        f"group_reporting=1\nrandrepeat=0\n\n[closed]\nnumjobs={threads}\n"
+    )
+
+
+def _fio_figures(res: dict) -> dict:
+    """IOPS and p50s (ms) of fio's JSON (group_reporting: one job of all threads)
+    or iotape-lanes' (a job per submitter, run at once: all I/O over the longest)."""
+    jobs = res["jobs"]
+    ios = sum(j[d]["total_ios"] for j in jobs for d in ("read", "write"))
+    if res.get("fio version") == "iotape-lanes":
+        runtime_s = max(j["job_runtime"] for j in jobs) / 1e3
+        iops = ios / runtime_s if runtime_s else None
+    else:
+        iops = sum(j[d]["iops"] for j in jobs for d in ("read", "write"))
+    out: dict = {"ios": ios, "iops": round(iops, 1) if iops else None}
+    for d in ("read", "write"):
+        # p50 of all of a direction's I/O (lanes: the median of the jobs' medians)
+        p = [j[d]["clat_ns"]["percentile"]["50.000000"] for j in jobs if j[d]["total_ios"]]
+        out[f"{d}_p50_ms"] = round(sorted(p)[len(p) // 2] / 1e6, 4) if p else None
+    return out
+
+
+def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | None) -> dict:
+    """The job itself on `dev` (recorded into `trace` when given): its figures."""
+    job = work / f"job-{Path(dev).name}.fio"
+    job.write_text(
+        job_text(
+            dev, args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
+        )
+    )
+    out = work / f"fio-{Path(dev).name}.json"
+    cmd = ["fio", "--output-format=json", f"--output={out}", str(job)]
+    if trace is None:
+        subprocess.run(cmd, check=True, capture_output=True)
+    else:
+        rec.record(rec.RecordOptions(devices=[dev], output=trace, command=cmd))
+    return _fio_figures(json.loads(out.read_text()))
+
+
+def replay(trace: Path, dev: str, timing: str, work: Path) -> dict:
+    """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures."""
+    jobdir = work / f"jobs-{timing}-{Path(dev).name}"
+    opts = PlanOptions(
+        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing, destroy=[dev],
+        force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
+    )  # fmt: skip
+    man = plan(opts)
+    t = time.monotonic()
+    summary = execute.run(jobdir, destroy=[dev], force=True)
+    wall = time.monotonic() - t
+    res = json.loads((jobdir / "results" / "fio.json").read_text())
+    fig = _fio_figures(res)
+    fig["wall_s"] = round(wall, 2)
+    fig["issued_before_predecessor"] = summary.issued_before_predecessor
+    if timing != "recorded":
+        fig["dependencies"] = man["dependencies"]
+    return fig
+
+
+def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
+    names = {lab.fast: "ssd", lab.slow: "hdd"}
+    trace = work / f"{names[src]}.iot"
+    original = run_direct(src, work, args, trace)
+    truth = run_direct(dst, work, args, None)
+    dep = replay(trace, dst, "dependent", work)
+    rec_ = replay(trace, dst, "recorded", work)
+    afap = replay(trace, dst, "afap", work)
+    afap.pop("dependencies", None)
+    out: dict[str, Any] = {
+        "from": names[src],
+        "to": names[dst],
+        "original_on_source": original,
+        "peer_fio_on_target": truth,
+        "dependent_replay": dep,
+        "recorded_replay": rec_,
+        "afap_replay": afap,
+        "ratios": {
+            "dependent_iops_over_peer": _ratio(dep["iops"], truth["iops"]),
+            "dependent_read_p50_over_peer": _ratio(dep["read_p50_ms"], truth["read_p50_ms"]),
+            "dependent_write_p50_over_peer": _ratio(dep["write_p50_ms"], truth["write_p50_ms"]),
+            "recorded_iops_over_peer": _ratio(rec_["iops"], truth["iops"]),
+            "afap_iops_over_peer": _ratio(afap["iops"], truth["iops"]),
+        },
+    }
+    r = out["ratios"]
+    print(
+        f"{names[src]} -> {names[dst]}: peer {truth['iops']} IOPS (read p50 "
+        f"{truth['read_p50_ms']} ms); dependent {dep['iops']} IOPS x{r['dependent_iops_over_peer']}"
+        f" (read p50 {dep['read_p50_ms']} ms x{r['dependent_read_p50_over_peer']}, "
+        f"{dep['issued_before_predecessor']} early); recorded {rec_['iops']} IOPS "
+        f"x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS",
+        flush=True,
+    )
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def measure(args: argparse.Namespace) -> dict:
+    model = HddModel(spindles=args.spindles)
+    with (
+        HybridLab(size_mb=args.size_mb, memory_disk=True, hdd=model) as lab,
+        tempfile.TemporaryDirectory(prefix="iotape-dep-") as tmp,
+    ):
+        work = Path(tmp)
+        pairs = [(lab.slow, lab.fast), (lab.fast, lab.slow)]
+        runs = [direction(lab, s, d, work, args) for s, d in pairs]
+    return {
+        "job": job_text(
+            "DEV", args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
+        ),
+        "hdd_model": {"spindles": args.spindles},
+        "runs": runs,
+        "machine": machine(),
+        "fio": fio_version(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--ios", type=int, default=1500, help="I/Os per thread")
+    ap.add_argument("--think-us", type=int, default=1000)
+    ap.add_argument("--spindles", type=int, default=2)
+    ap.add_argument("--engine", default="psync", help="fio ioengine (libaio: asynchronous)")
+    ap.add_argument("--iodepth", type=int, default=1)
+    ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("-o", "--output", type=Path, default=OUT)
+    args = ap.parse_args()
+    result = measure(args)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+/* iotape-lanes, dependent plans (`replay plan --timing dependent|afap`): each
+ * request is issued when the requests it waits for have completed, plus its
+ * think time, at its submitter's depth. fio 3.33 cannot express "after that
+ * completion", so these plans run here only.
+ *
+ * A job's log (replayer/plan/dependent.py writes it):
+ *   iotape dependent log 1
+ *   open PATH
+ *   ID AFTER THINK ACTION OFFSET LENGTH       one line a request, in issue order
+ * ID: the request's number in the plan (every job's ids are the plan's);
+ * AFTER: the ids it waits for, comma-separated, or - for none; THINK: microseconds
+ * after the latest of them completed, or @US: at US after the start (no
+ * predecessor); ACTION: read, write, trim or sync, a write with +fua (RWF_DSYNC)
+ * and/or +preflush (fdatasync first). Lines starting with ; are comments.
+ *
+ * The job's `iodepth` threads take its requests in order, so at most iodepth are
+ * in flight. Each issue checks that every request it waited for had completed:
+ * the count of those that had not (0 unless this program is wrong) is reported
+ * as "dependencies": {"issued_before_predecessor": N}. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lanes.h"
+
+#define HEADER "iotape dependent log 1"
+#define FUA_FLAG 1
+#define PREFLUSH_FLAG 2
+
+struct dreq {
+    long long id, t_ns, off, len;
+    int dir, flags, absolute, npred;
+    long long *pred;
+};
+
+static long long *done_ns; /* by id: completion time, 0 until then */
+static long long n_ids, n_requests, n_with_pred;
+static atomic_llong early, waited_ns;
+static int dependent;
+static pthread_mutex_t dmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dcond = PTHREAD_COND_INITIALIZER;
+
+static int action(const char *s, int *flags) {
+    char base[32];
+    const char *plus = strchr(s, '+');
+    size_t n = plus ? (size_t)(plus - s) : strlen(s);
+    if (n >= sizeof base)
+        return -1;
+    memcpy(base, s, n);
+    base[n] = 0;
+    *flags = (plus && strstr(plus, "+fua") ? FUA_FLAG : 0) |
+             (plus && strstr(plus, "+preflush") ? PREFLUSH_FLAG : 0);
+    if (!strcmp(base, "read"))
+        return READ;
+    if (!strcmp(base, "write"))
+        return WRITE;
+    if (!strcmp(base, "trim"))
+        return TRIM;
+    if (!strcmp(base, "sync"))
+        return SYNC;
+    return -1;
+}
+
+static int preds(struct dreq *q, char *after) {
+    if (!strcmp(after, "-"))
+        return 0;
+    int n = 1;
+    for (char *c = after; *c; c++)
+        n += *c == ',';
+    q->pred = calloc((size_t)n, sizeof *q->pred);
+    if (!q->pred)
+        return -1;
+    for (char *tok = strtok(after, ","); tok; tok = strtok(NULL, ",")) {
+        char *end;
+        long long p = strtoll(tok, &end, 10);
+        if (*end || p < 0 || p >= q->id)
+            return -1;
+        q->pred[q->npred++] = p;
+    }
+    return 0;
+}
+
+static int request(struct dreq *q, char *ln) {
+    char after[8192], think[64], act[32];
+    if (sscanf(ln, "%lld %8191s %63s %31s %lld %lld", &q->id, after, think, act, &q->off,
+               &q->len) != 6 ||
+        q->id < 0 || q->off < 0 || q->len < 0)
+        return -1;
+    if ((q->dir = action(act, &q->flags)) < 0 || preds(q, after))
+        return -1;
+    q->absolute = think[0] == '@';
+    char *end;
+    long long us = strtoll(think + q->absolute, &end, 10);
+    if (*end || us < 0 || (q->absolute != !q->npred))
+        return -1;
+    q->t_ns = us * 1000LL;
+    return 0;
+}
+
+int deps_load(job_t *job) {
+    FILE *f = fopen(job->log, "r");
+    if (!f)
+        return 0; /* the worker says why */
+    char ln[16384];
+    size_t cap = 0;
+    long ln_no = 0;
+    while (fgets(ln, sizeof ln, f)) {
+        ln_no++;
+        ln[strcspn(ln, "\n")] = 0;
+        if (ln_no == 1 && strcmp(ln, HEADER))
+            break;
+        if (ln_no == 1 || ln[0] == ';' || !ln[0])
+            continue;
+        if (!strncmp(ln, "open ", 5)) {
+            if (strlen(ln + 5) >= sizeof job->target) {
+                fprintf(stderr, "iotape-lanes: %s:%ld: path too long\n", job->log, ln_no);
+                exit(2);
+            }
+            memcpy(job->target, ln + 5, strlen(ln + 5) + 1);
+            continue;
+        }
+        if (job->nreq == cap) {
+            cap = cap ? 2 * cap : 1024;
+            job->reqs = realloc(job->reqs, cap * sizeof *job->reqs);
+            if (!job->reqs) {
+                fprintf(stderr, "iotape-lanes: out of memory\n");
+                exit(1);
+            }
+        }
+        struct dreq *q = &job->reqs[job->nreq];
+        *q = (struct dreq){0};
+        if (request(q, ln)) {
+            fprintf(stderr, "iotape-lanes: %s:%ld: not a dependent log line: %.80s\n", job->log,
+                    ln_no, ln);
+            exit(2);
+        }
+        job->nreq++;
+        if ((q->dir == READ || q->dir == WRITE) && q->len > max_bs)
+            max_bs = q->len; /* the buffers are sized after every log is read */
+        if (q->id >= n_ids)
+            n_ids = q->id + 1;
+        n_with_pred += q->npred > 0;
+    }
+    fclose(f);
+    if (ln_no && !job->reqs && job->target[0])
+        job->reqs = calloc(1, sizeof *job->reqs); /* a log of no requests */
+    if (!job->reqs)
+        return 0;
+    if (!job->target[0]) {
+        fprintf(stderr, "iotape-lanes: %s: no `open PATH` line\n", job->log);
+        exit(2);
+    }
+    dependent = 1;
+    n_requests += (long long)job->nreq;
+    return 1;
+}
+
+void deps_start(const job_t *jobs, int n) {
+    (void)jobs;
+    (void)n;
+    if (dependent && !(done_ns = calloc((size_t)n_ids + 1, sizeof *done_ns))) {
+        fprintf(stderr, "iotape-lanes: out of memory\n");
+        exit(1);
+    }
+}
+
+/* When `q` may go: the latest completion of what it waits for plus its think
+ * time, or its absolute time. */
+static long long due_of(const struct dreq *q) {
+    long long g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
+    if (q->absolute)
+        return g + q->t_ns;
+    long long latest = 0, t0 = now_ns();
+    pthread_mutex_lock(&dmu);
+    for (int k = 0; k < q->npred && !atomic_load(&stop_all);) {
+        long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
+        if (!d) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200000000L; /* see a stop */
+            if (ts.tv_nsec >= 1000000000L)
+                ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&dcond, &dmu, &ts);
+            continue;
+        }
+        if (d > latest)
+            latest = d;
+        k++;
+    }
+    pthread_mutex_unlock(&dmu);
+    atomic_fetch_add(&waited_ns, now_ns() - t0);
+    return latest + q->t_ns;
+}
+
+static int issue_dep(int fd, const struct dreq *q) {
+    if (q->flags & PREFLUSH_FLAG && fdatasync(fd))
+        return errno;
+    if (q->dir == WRITE && q->flags & FUA_FLAG) {
+        struct iovec v = {wbuf, (size_t)q->len};
+        ssize_t r = pwritev2(fd, &v, 1, q->off, RWF_DSYNC);
+        return r == q->len ? 0 : (r < 0 ? errno : EIO);
+    }
+    return issue(fd, q->dir, q->off, q->len);
+}
+
+void deps_worker(worker_t *w, tally_t *ty) {
+    job_t *job = w->job;
+    int fd = open(job->target, O_RDWR | O_DIRECT | (job->dsync ? O_DSYNC : 0));
+    if (fd < 0) {
+        fail(job, "%s: %s", job->target, strerror(errno));
+        return;
+    }
+    while (!atomic_load(&stop_all)) {
+        pthread_mutex_lock(&job->mu);
+        size_t i = job->next < job->nreq ? job->next++ : job->nreq;
+        pthread_mutex_unlock(&job->mu);
+        if (i >= job->nreq)
+            break;
+        const struct dreq *q = &job->reqs[i];
+        long long due = due_of(q);
+        sleep_until(due);
+        if (atomic_load(&stop_all))
+            break;
+        long long at = now_ns();
+        for (int k = 0; k < q->npred; k++) {
+            long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
+            if (!d || d > at)
+                atomic_fetch_add(&early, 1);
+        }
+        int err = issue_dep(fd, q);
+        long long done = now_ns();
+        if (err) {
+            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, q->len, q->off,
+                 job->target, strerror(err));
+            break;
+        }
+        tally_io(ty, q->dir, q->len, due, at, done);
+        pthread_mutex_lock(&dmu);
+        __atomic_store_n(&done_ns[q->id], done, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&dcond);
+        pthread_mutex_unlock(&dmu);
+    }
+    close(fd);
+}
+
+void deps_report(void) {
+    if (!dependent)
+        return;
+    printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
+           "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f}",
+           n_requests, n_with_pred, (long long)atomic_load(&early),
+           (double)atomic_load(&waited_ns) / 1e6);
+}

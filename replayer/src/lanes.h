@@ -1,0 +1,76 @@
+/* What lanes.c (the runner) and deps.c (dependent plans) share. */
+#ifndef IOTAPE_LANES_H
+#define IOTAPE_LANES_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+enum { READ, WRITE, TRIM, SYNC, NDIR };
+
+/* Latency histograms: 16 buckets per power of two of nanoseconds (<= 4.5 %
+ * error, finer than the 1 ms step this replaces), 2^0 .. 2^42 ns (73 min). */
+#define SUB 16
+#define OCTAVES 43
+#define NBUCKET (OCTAVES * SUB)
+typedef struct {
+    uint32_t n[NBUCKET];
+} hist_t;
+
+typedef struct {
+    uint64_t ios, bytes, lat_sum_ns, lat_min_ns, lat_max_ns;
+    double lat_sq; /* sum of squared latencies, ns^2, for the deviation */
+    hist_t lat;
+} dirstat_t;
+
+struct dreq; /* a dependent plan's request (deps.c) */
+
+typedef struct {
+    char name[256], log[4096];
+    int depth, dsync;
+    long long first_ns, last_ns; /* first issue, last completion */
+    dirstat_t dir[NDIR];
+    hist_t late;
+    uint64_t requests, late_max_ns;
+    pthread_mutex_t mu;
+    /* A dependent plan's job (deps.c): its target, requests and next to hand out. */
+    char target[4096];
+    struct dreq *reqs;
+    size_t nreq, next;
+} job_t;
+
+typedef struct {
+    job_t *job;
+    int sub;
+} worker_t;
+
+typedef struct {
+    hist_t late;
+    dirstat_t dir[NDIR];
+    uint64_t requests, late_max;
+    long long first, last;
+} tally_t;
+
+extern struct timespec genesis;
+extern atomic_int stop_all;
+extern char *rbuf, *wbuf;
+extern long long max_bs;
+
+long long now_ns(void);
+void sleep_until(long long t_ns);
+int issue(int fd, int dir, long long off, long long len);
+void fail(const job_t *job, const char *fmt, ...);
+void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);
+
+/* report.c */
+double hist_pct(const hist_t *h, double pct);
+void hist_merge(hist_t *into, const hist_t *from);
+void report(const job_t *jobs, int n, long long epoch_ms);
+
+/* deps.c */
+int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one */
+void deps_start(const job_t *jobs, int n); /* after every job's deps_load */
+void deps_worker(worker_t *w, tally_t *ty);
+void deps_report(void);               /* its JSON key, if the plan is dependent */
+
+#endif

@@ -1,0 +1,101 @@
+/* iotape-lanes' output: fio's JSON shape for what `iotape replay run` reads
+ * (lanes.c says which fields), and the latency histograms' percentiles. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lanes.h"
+
+static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
+
+static double bucket_ns(int b) {
+    if (b < SUB)
+        return b + 1;
+    int shift = b / SUB - 1;
+    return (double)((uint64_t)(SUB + b % SUB + 1) << shift);
+}
+
+double hist_pct(const hist_t *h, double pct) {
+    uint64_t total = 0, seen = 0;
+    for (int b = 0; b < NBUCKET; b++)
+        total += h->n[b];
+    if (!total)
+        return 0;
+    uint64_t want = (uint64_t)(pct / 100.0 * (double)total + 0.999999);
+    if (want < 1)
+        want = 1;
+    for (int b = 0; b < NBUCKET; b++) {
+        seen += h->n[b];
+        if (seen >= want)
+            return bucket_ns(b);
+    }
+    return bucket_ns(NBUCKET - 1);
+}
+
+void hist_merge(hist_t *into, const hist_t *from) {
+    for (int b = 0; b < NBUCKET; b++)
+        into->n[b] += from->n[b];
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* One direction in fio's shape: total latency (lat_ns) and, for a synchronous
+ * issue, the same figures as completion latency (clat_ns). */
+static void dir_json(const dirstat_t *s, const char *name, long long run_ms, double secs) {
+    double mean = s->ios ? (double)s->lat_sum_ns / (double)s->ios : 0;
+    double var = s->ios ? s->lat_sq / (double)s->ios - mean * mean : 0;
+    char pct[160];
+    snprintf(pct, sizeof pct,
+             "\"percentile\": {\"50.000000\": %.0f, \"99.000000\": %.0f, \"99.900000\": %.0f}",
+             hist_pct(&s->lat, 50), hist_pct(&s->lat, 99), hist_pct(&s->lat, 99.9));
+    printf(", \"%s\": {\"total_ios\": %llu, \"io_bytes\": %llu, \"runtime\": %lld, "
+           "\"iops\": %.3f, \"bw_bytes\": %.0f, \"lat_ns\": {\"min\": %llu, \"max\": %llu, "
+           "\"mean\": %.1f, \"stddev\": %.1f, %s}, \"clat_ns\": {\"mean\": %.1f, %s}}",
+           name, (unsigned long long)s->ios, (unsigned long long)s->bytes, run_ms,
+           (double)s->ios / secs, (double)s->bytes / secs, (unsigned long long)s->lat_min_ns,
+           (unsigned long long)s->lat_max_ns, mean, var > 0 ? sqrt(var) : 0, pct, mean, pct);
+}
+
+void report(const job_t *jobs, int n, long long epoch_ms) {
+    hist_t *late = calloc(1, sizeof *late);
+    uint64_t requests = 0, late_max = 0;
+    printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n\"jobs\": [",
+           epoch_ms);
+    for (int i = 0; i < n; i++) {
+        const job_t *j = &jobs[i];
+        long long run_ms = j->last_ns > j->first_ns ? (j->last_ns - j->first_ns) / 1000000 : 0;
+        double secs = run_ms > 0 ? run_ms / 1000.0 : 1e-3;
+        printf("%s\n{\"jobname\": ", i ? "," : "");
+        json_str(j->name);
+        printf(", \"job_runtime\": %lld", run_ms);
+        for (int d = 0; d < NDIR; d++)
+            dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
+        printf("}");
+        if (late)
+            hist_merge(late, &j->late);
+        requests += j->requests;
+        if (j->late_max_ns > late_max)
+            late_max = j->late_max_ns;
+    }
+    printf("\n],\n\"issue_late_ns\": {\"requests\": %llu", (unsigned long long)requests);
+    if (late)
+        printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
+               hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
+    printf(", \"max\": %llu}", (unsigned long long)late_max);
+    deps_report();
+    printf("\n}\n");
+    free(late);
+}
+

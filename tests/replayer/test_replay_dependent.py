@@ -1,0 +1,223 @@
+"""Closed-loop replay (`replay plan --timing dependent|afap`): dependency inference
+from a trace (replayer/plan/deps.py), the plan's job directory (dependent.py) and
+iotape-lanes running it (replayer/src/deps.c). No root: the target is a file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trace_helpers import DT, SDA, header
+from typer.testing import CliRunner
+
+import schemas
+from base.errors import IotapeError
+from iotape.commands.replay import app
+from recorder.tracefile import write_trace
+from replayer.plan import deps
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import runner
+from replayer.run.local import LocalRunner
+from schemas.documents.plan import load as load_plan
+
+OP = schemas.enum("op")
+FUA = 1 << schemas.bits("flag")["fua"]
+MIB = 1 << 20
+
+
+def _closed_loop(threads: int = 2, n: int = 50, think_ns: int = 1_000_000, lat_ns: int = 200_000):
+    """Synchronous submitters: each request issued `think_ns` after the previous
+    one of its thread completed; reads and writes of 8 KiB."""
+    rng = np.random.default_rng(3)
+    r = np.zeros(threads * n, dtype=DT)
+    for t in range(threads):
+        q = 1_000_000 + t * 37_000 + np.arange(n) * (lat_ns + think_ns)
+        s = slice(t * n, (t + 1) * n)
+        r["ts_queue_ns"][s] = q
+        r["ts_issue_ns"][s] = q + 2_000
+        r["ts_complete_ns"][s] = q + lat_ns
+        r["tid"][s] = 500 + t
+        r["pid"][s] = 400
+    r["offset"] = rng.integers(0, 64, len(r)) * 8192
+    r["bytes"] = 8192
+    r["op"] = np.where(rng.random(len(r)) < 0.7, OP["read"], OP["write"])
+    r["dev"] = SDA
+    return r[np.argsort(r["ts_issue_ns"], kind="stable")]
+
+
+def _write(path: Path, r: np.ndarray) -> Path:
+    h = header()
+    h["devices"] = h["devices"][:1]
+    return write_trace(path, h, r)
+
+
+def test_a_sync_submitter_chains_each_request_to_its_previous_completion() -> None:
+    r = _closed_loop()
+    d = deps.infer(r)
+    assert d.key == "tid" and d.depth == {500: 1, 501: 1}
+    has = d.pred >= 0
+    # Each thread's first request has none; every other one its own thread's previous.
+    assert int((~has).sum()) == 2
+    assert (d.submitter[d.pred[has]] == d.submitter[has]).all()
+    assert (d.think_ns[has] == 1_000_000).all()
+    s = deps.summary(d)
+    assert s["with_predecessor"] == 98 and s["depth"] == 1
+    assert s["think_us"]["p50"] == 1000.0
+
+
+def test_one_late_completion_does_not_make_a_sync_submitter_async() -> None:
+    r = _closed_loop(threads=1, n=50)
+    r["ts_complete_ns"][10] = r["ts_queue_ns"][11] + 5  # stamped late
+    assert deps.infer(r).depth == {500: 1}
+    r["ts_complete_ns"][20] = r["ts_queue_ns"][21] + 5  # twice: a window of two
+    assert deps.infer(r).depth == {500: 2}
+
+
+def test_a_threads_chain_across_streams_is_counted_as_lost() -> None:
+    r = _closed_loop(threads=1, n=40)
+    r["stream"] = np.arange(40) % 2 + 1  # db-read, db-write, db-read, ...
+    lost = deps.other_stream_predecessors(r, lambda s: f"s{s}")
+    assert lost == {"s1": 19, "s2": 20}
+
+
+def test_a_completion_the_kernel_never_reported_ends_before_the_next_issue() -> None:
+    r = _closed_loop(threads=1, n=50)
+    r["ts_complete_ns"][10:13] = r["ts_queue_ns"][11:14] + 90_000_000  # stamped late
+    r["flags"][10:13] = 1 << schemas.bits("flag")["complete_unseen"]
+    d = deps.infer(r)
+    assert d.depth == {500: 1}
+    # Its successor's think time is the submitter's median, 1 ms.
+    assert d.pred[11] == 10 and d.think_ns[11] == 1_000_000
+
+
+def test_without_threads_the_pid_then_the_stream_is_the_submitter() -> None:
+    r = _closed_loop()
+    r["tid"] = 0
+    assert deps.infer(r).key == "pid"
+    r["pid"] = 0
+    d = deps.infer(r)
+    # One submitter of two interleaved threads: its depth is what it had in flight.
+    assert d.key == "stream" and d.depth == {0: 2}
+
+
+def test_an_async_submitter_shows_its_window_and_a_fua_write_waits_for_writes() -> None:
+    r = np.zeros(5, dtype=DT)
+    r["ts_queue_ns"] = [1000, 1000, 1000, 1000, 9000]
+    r["ts_issue_ns"] = r["ts_queue_ns"]
+    r["ts_complete_ns"] = [5000, 6000, 7000, 8000, 9500]
+    r["tid"] = [1, 1, 1, 1, 2]
+    r["op"] = [OP["write"]] * 4 + [OP["write"]]
+    r["flags"] = [0, 0, 0, 0, FUA]
+    r["bytes"] = 4096
+    d = deps.infer(r)
+    assert d.depth == {1: 4, 2: 1}
+    assert d.pred.tolist() == [-1, -1, -1, -1, -1]
+    # The FUA write of thread 2 waits for thread 1's latest write completed before it.
+    assert d.covers == [(4, 3)]
+    assert d.cross is not None and d.cross[0] == 1  # 1 us after thread 1's, none of its own
+
+
+def _plan(tmp_path: Path, timing: str, **kw) -> tuple[Path, dict]:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    jobdir = tmp_path / f"jobs-{timing}"
+    opts = PlanOptions(trace=trace, jobdir=jobdir, targets=[f"all={target}"], timing=timing, **kw)
+    return jobdir, plan(opts)
+
+
+def test_a_dependent_plan_says_what_each_request_waits_for(tmp_path: Path) -> None:
+    jobdir, man = _plan(tmp_path, "dependent", think_scale=0.5)
+    assert man["timing"] == "dependent" and man["runner"] == "iotape-lanes"
+    assert [j["name"] for j in man["jobs"]] == ["db0.other.t500", "db0.other.t501"]
+    (d,) = man["dependencies"]
+    assert d["with_predecessor"] == 98 and d["depth"] == 1 and d["submitter"] == "tid"
+    lines = (jobdir / "iologs" / "db0.other.t500.log").read_text().splitlines()
+    assert lines[0] == "iotape dependent log 1" and lines[1].startswith("open ")
+    first, second = lines[2].split(), lines[3].split()
+    assert first[1] == "-" and first[2].startswith("@")
+    # Its predecessor, and half the recorded 1 ms think time.
+    assert second[1] == first[0] and second[2] == "500"
+    assert "iodepth=1" in (jobdir / "replay.fio").read_text()
+    assert load_plan(jobdir / "plan.json").closed_loop
+
+
+def test_afap_drops_think_time_and_recorded_plans_say_nothing_of_timing(tmp_path: Path) -> None:
+    jobdir, _ = _plan(tmp_path, "afap")
+    body = [
+        ln.split() for ln in (jobdir / "iologs" / "db0.other.t501.log").read_text().splitlines()[2:]
+    ]
+    assert {b[2] for b in body} == {"@0", "0"}
+    _, man = _plan(tmp_path, "recorded")
+    assert "timing" not in man and "dependencies" not in man
+    with pytest.raises(IotapeError, match="think-scale"):
+        _plan(tmp_path, "recorded", think_scale=2.0)
+    with pytest.raises(IotapeError, match="--timing"):
+        _plan(tmp_path, "later")
+
+
+def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) -> None:
+    assert runner.LANES.exists(), f"{runner.LANES}: run `make native`"
+    jobdir, _ = _plan(tmp_path, "dependent", think_scale=0.1)
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["dependencies"] == {**res["dependencies"], "requests": 100, "with_predecessor": 98}
+    assert res["dependencies"]["issued_before_predecessor"] == 0
+    ios = sum(j[d]["total_ios"] for j in res["jobs"] for d in ("read", "write"))
+    assert ios == 100
+
+
+def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    args = ["plan", str(trace), "-o", str(tmp_path / "j"), "--target", f"all={target}"]
+    out = CliRunner().invoke(app, [*args, "--timing", "dependent"])
+    assert out.exit_code == 0, out.output
+    assert "timing dependent (runs with iotape-lanes)" in out.output
+    assert "db0.other: 98/100 requests after a predecessor (2 submitter(s) by tid)" in out.output
+    assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
+
+
+def test_a_dependent_plan_runs_with_iotape_lanes_only_and_is_not_recorded(tmp_path: Path) -> None:
+    jobdir, _ = _plan(tmp_path, "dependent")
+    man = load_plan(jobdir / "plan.json")
+    assert runner.choose("auto", man, jobdir) == "lanes"
+    with pytest.raises(IotapeError, match="iotape-lanes runs"):
+        runner.choose("fio", man, jobdir)
+    assert "not supported yet" in (LocalRunner(jobdir, man, [], False).no_record or "")
+
+
+def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
+    r = _closed_loop()
+    r["stream"] = schemas.enum("stream")["db-read"]
+    h = header(metadata={"mailboxes": "100", "databases": "1"})
+    h["devices"] = h["devices"][:1]
+    trace = write_trace(tmp_path / "t.iot", h, r)
+    targets = []
+    for k in range(2):
+        (tmp_path / f"db{k}.img").write_bytes(b"\0" * MIB)
+        targets.append(f"db{k}={tmp_path / f'db{k}.img'}")
+    jobdir = tmp_path / "jobs"
+    man = plan(
+        PlanOptions(trace, jobdir, targets=targets, timing="dependent", think_scale=0.05,
+                    mailboxes=400, databases=2)
+    )  # fmt: skip
+    # 400 mailboxes on 2 databases: each database's db-read twice the trace's.
+    assert sum(j["requests"] for j in man["jobs"]) == 400
+    assert {j["db"] for j in man["jobs"]} == {0, 1}
+    assert {d["with_predecessor"] for d in man["dependencies"]} == {98}
+    ids = [ln.split()[0] for log in (jobdir / "iologs").glob("*.log")
+           for ln in log.read_text().splitlines()[2:]]  # fmt: skip
+    assert len(ids) == len(set(ids)) == 400
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
