@@ -34,7 +34,9 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return len(a) == len(b) and all(np.array_equal(a[n], b[n]) for n in DT.names)
 
 
-def _header_bytes(obj: dict, version: int = tf.VERSION, record_size: int = tf.RECORD_SIZE) -> bytes:
+def _header_bytes(
+    obj: dict, version: int = tf.PLAIN_VERSION, record_size: int = tf.RECORD_SIZE
+) -> bytes:
     data = json.dumps(obj).encode()
     fixed = struct.pack(
         "<8sIIII", tf.HEADER_MAGIC, version, record_size, len(data), zlib.crc32(data)
@@ -312,7 +314,8 @@ def test_unknown_format_version_is_named(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as e:
         open_trace(path)
     assert str(e.value) == (
-        f"{path}: byte 8: trace format version 7 is not supported (this iotape reads version 1)"
+        f"{path}: byte 8: trace format version 7 is not supported "
+        "(this iotape reads versions 1 and 2)"
     )
 
 
