@@ -1,9 +1,11 @@
 """Recorder overhead: fio 4 KiB random reads, untraced vs iotape vs bpftrace.
 
 Setup (issue #2): fio, io_uring, iodepth 32 x 2 jobs, on a loop device over a
-file in /dev/shm, at full speed. Each round runs the three captures back to back
+file in /dev/shm, at full speed. Each round runs every capture back to back
 (the machine is noisy; ratios within a round are what count), and the result
-is the median over rounds. Writes JSON to bench/results/recorder.json.
+is the median over rounds. iotape runs with each chunk compression (issue #35):
+zstd (the default), lz4 and none, with the trace's bytes per request and the
+loader's CPU in compression. Writes JSON to bench/results/recorder.json.
 
 Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
 """
@@ -61,7 +63,7 @@ def untraced(dev: str, runtime: int, tmp: Path) -> dict:
     return {**fio_result(out), "events": None, "lost": None, "recorder_cpu_s": 0.0}
 
 
-def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
+def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
     cmd = [
         *IOTAPE,
@@ -72,6 +74,8 @@ def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
         str(trace),
         "--force",
         "--json",
+        "--compress",
+        compress,
         "--",
         *fio_cmd(dev, runtime, out),
     ]
@@ -82,14 +86,28 @@ def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     cpu = summary.get("process", {})
     rss = cpu.get("max_rss_kb")
+    size = trace.stat().st_size
     trace.unlink()
+    events = footer.get("events") or 0
+    packing = footer.get("compression", {})
     return {
         **fio_result(out),
         "events": footer.get("events"),
         "lost": sum(footer.get("lost", {}).values()),
         "recorder_cpu_s": cpu.get("user_s", 0) + cpu.get("sys_s", 0),
         "recorder_max_rss_kb": rss,
+        "file_bytes": size,
+        "bytes_per_request": size / events if events else None,
+        "compress_ns_per_request": packing.get("cpu_ns", 0) / events if events else None,
     }
+
+
+def iotape_lz4(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, "lz4")
+
+
+def iotape_plain(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, "none")
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -170,20 +188,28 @@ def bench_loop() -> Iterator[str]:
         backing.unlink(missing_ok=True)
 
 
+CAPTURES = {
+    "untraced": untraced,
+    "iotape": iotape_traced,
+    "iotape_lz4": iotape_lz4,
+    "iotape_plain": iotape_plain,
+    "bpftrace": bpftrace_traced,
+}
+TRACED = [k for k in CAPTURES if k != "untraced"]
+
+
 def run_rounds(dev: str, rounds: int, runtime: int, tmp: Path) -> dict[str, list[dict]]:
-    """Untraced, iotape and bpftrace in turn, `rounds` times."""
-    runs: dict[str, list[dict]] = {"untraced": [], "iotape": [], "bpftrace": []}
+    """Every capture in turn, `rounds` times."""
+    runs: dict[str, list[dict]] = {k: [] for k in CAPTURES}
     for i in range(rounds):
-        for name, fn in (
-            ("untraced", untraced),
-            ("iotape", iotape_traced),
-            ("bpftrace", bpftrace_traced),
-        ):
+        for name, fn in CAPTURES.items():
             r = fn(dev, runtime, tmp)
             runs[name].append(r)
+            per = r.get("bytes_per_request")
             print(
-                f"round {i + 1} {name:9s} {r['iops']:>10,.0f} IOPS  events "
-                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
+                f"round {i + 1} {name:12s} {r['iops']:>10,.0f} IOPS  events "
+                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}"
+                + (f"  {per:.1f} B/request" if per else ""),
                 file=sys.stderr,
             )
     return runs
@@ -204,15 +230,24 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
         "peer": "bpftrace printf per completed request",
         "median_iops": {k: statistics.median(r["iops"] for r in v) for k, v in runs.items()},
         "iops_ratio_vs_untraced": {
-            k: {"median": statistics.median(ratios(k)), "all": ratios(k)}
-            for k in ("iotape", "bpftrace")
+            k: {"median": statistics.median(ratios(k)), "all": ratios(k)} for k in TRACED
         },
         "capture_completeness": {
             k: [
                 {"events": r["events"], "fio_total_ios": r["total_ios"], "lost": r["lost"]}
                 for r in runs[k]
             ]
-            for k in ("iotape", "bpftrace")
+            for k in TRACED
+        },
+        "bytes_per_request": {
+            k: statistics.median(r["bytes_per_request"] for r in runs[k])
+            for k in TRACED
+            if k.startswith("iotape")
+        },
+        "compress_ns_per_request": {
+            k: statistics.median(r["compress_ns_per_request"] for r in runs[k])
+            for k in TRACED
+            if k.startswith("iotape")
         },
         "goal": "iotape >= 0.95 of untraced with 0 lost",
         "recorder_memory_vs_capture_length": memory,
@@ -236,7 +271,8 @@ def main() -> None:
     result = summarize(runs, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("median_iops", "iops_ratio_vs_untraced")}, indent=2))
+    keys = ("median_iops", "iops_ratio_vs_untraced", "bytes_per_request", "compress_ns_per_request")
+    print(json.dumps({k: result[k] for k in keys}, indent=2))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ class ChunkInfo:
     end: int
     # A compressed chunk's records, decoded when it was checked; None for a plain chunk.
     records: np.ndarray | None = None
+    # Its codec's name ("none" for a plain chunk).
+    codec: str = "none"
 
 
 class Unsupported(Defect):
@@ -281,7 +283,9 @@ def _check_zchunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | Non
     if why is not None:
         raise Unsupported(pos + 20, f"chunk {seq}: {why}; a newer iotape wrote this file")
     records = codec.decompress(cid, tid, mv[start:end], count, pos, seq)
-    return ChunkInfo(offset=pos, seq=file_seq, count=count, end=padded, records=records)
+    return ChunkInfo(
+        offset=pos, seq=file_seq, count=count, end=padded, records=records, codec=codec.CODECS[cid]
+    )
 
 
 def check_trailer(mm: mmap.mmap, pos: int, size: int, footer_offset: int) -> None:

@@ -54,12 +54,13 @@ def _header_bytes(
     records=arrays(DT, st.integers(0, 300)),
     chunk=st.integers(1, 64),
     batches=st.integers(1, 5),
+    compression=st.sampled_from(["none", "zstd", "lz4"]),
 )
 def test_round_trip_any_records(
-    tmp_path: Path, records: np.ndarray, chunk: int, batches: int
+    tmp_path: Path, records: np.ndarray, chunk: int, batches: int, compression: str
 ) -> None:
     path = tmp_path / "t.iot"
-    with TraceWriter(path, header(), chunk_records=chunk) as w:
+    with TraceWriter(path, header(), chunk_records=chunk, compression=compression) as w:
         for part in np.array_split(records, batches):
             w.write(part)
         w.close({"stop_reason": "duration"})
