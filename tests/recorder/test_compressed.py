@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from iotape.commands.trace import app
 from recorder.importers.core import import_trace
-from recorder.tracefile import TraceFormatError, open_trace
+from recorder.tracefile import TraceFormatError, content_sha256, open_trace
 from recorder.tracefile import format as tf
 from recorder.tracefile.check import check, repair
 from recorder.tracefile.convert import convert
@@ -170,3 +170,17 @@ def test_writer_refuses_an_unknown_compression(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="compression must be one of none, zstd, lz4"):
         TraceWriter(tmp_path / "t.iot", header(), compression="gzip")
+
+
+def test_a_compressed_trace_ingests_like_the_plain_one(tmp_path: Path, store) -> None:
+    from analyzer.store import catalog
+    from analyzer.store.ingest import ingest
+
+    records = workload_records(20_000, seed=9)
+    plain = make_trace(tmp_path / "plain.iot", records, 4096, None, "none")
+    packed = make_trace(tmp_path / "packed.iot", records, 4096, None, "zstd")
+    # Its identity hashes the chunk headers, whose CRCs cover the stored bytes.
+    assert content_sha256(packed) not in (None, content_sha256(plain))
+    a, b = ingest(store, plain), ingest(store, packed)
+    assert a.events == b.events == len(records) and a.run_id != b.run_id
+    assert {r["id"] for r in catalog.all_runs(store)} == {a.run_id, b.run_id}
