@@ -198,11 +198,14 @@ CAPTURES = {
 TRACED = [k for k in CAPTURES if k != "untraced"]
 
 
-def run_rounds(dev: str, rounds: int, runtime: int, tmp: Path) -> dict[str, list[dict]]:
-    """Every capture in turn, `rounds` times."""
-    runs: dict[str, list[dict]] = {k: [] for k in CAPTURES}
+def run_rounds(
+    dev: str, rounds: int, runtime: int, tmp: Path, names: list[str]
+) -> dict[str, list[dict]]:
+    """The captures `names` in turn, `rounds` times."""
+    runs: dict[str, list[dict]] = {k: [] for k in names}
     for i in range(rounds):
-        for name, fn in CAPTURES.items():
+        for name in names:
+            fn = CAPTURES[name]
             r = fn(dev, runtime, tmp)
             runs[name].append(r)
             per = r.get("bytes_per_request")
@@ -216,8 +219,11 @@ def run_rounds(dev: str, rounds: int, runtime: int, tmp: Path) -> dict[str, list
 
 
 def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namespace) -> dict:
-    def ratios(name: str) -> list[float]:
-        return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs["untraced"], strict=True)]
+    def ratios(name: str, base: str = "untraced") -> list[float]:
+        return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs[base], strict=True)]
+
+    traced = [k for k in TRACED if k in runs]
+    packed = [k for k in traced if k.startswith("iotape")]
 
     return {
         "benchmark": "recorder-overhead",
@@ -230,24 +236,29 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
         "peer": "bpftrace printf per completed request",
         "median_iops": {k: statistics.median(r["iops"] for r in v) for k, v in runs.items()},
         "iops_ratio_vs_untraced": {
-            k: {"median": statistics.median(ratios(k)), "all": ratios(k)} for k in TRACED
+            k: {"median": statistics.median(ratios(k)), "all": ratios(k)} for k in traced
+        },
+        # What compression costs, paired in each round against the plain capture.
+        "iops_ratio_vs_iotape_plain": {
+            k: {
+                "median": statistics.median(ratios(k, "iotape_plain")),
+                "all": ratios(k, "iotape_plain"),
+            }
+            for k in packed
+            if k != "iotape_plain" and "iotape_plain" in runs
         },
         "capture_completeness": {
             k: [
                 {"events": r["events"], "fio_total_ios": r["total_ios"], "lost": r["lost"]}
                 for r in runs[k]
             ]
-            for k in TRACED
+            for k in traced
         },
         "bytes_per_request": {
-            k: statistics.median(r["bytes_per_request"] for r in runs[k])
-            for k in TRACED
-            if k.startswith("iotape")
+            k: statistics.median(r["bytes_per_request"] for r in runs[k]) for k in packed
         },
         "compress_ns_per_request": {
-            k: statistics.median(r["compress_ns_per_request"] for r in runs[k])
-            for k in TRACED
-            if k.startswith("iotape")
+            k: statistics.median(r["compress_ns_per_request"] for r in runs[k]) for k in packed
         },
         "goal": "iotape >= 0.95 of untraced with 0 lost",
         "recorder_memory_vs_capture_length": memory,
@@ -259,19 +270,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=10)
+    ap.add_argument(
+        "--captures",
+        default=",".join(CAPTURES),
+        help=f"comma-separated, from {', '.join(CAPTURES)} (untraced is always run)",
+    )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
     args = ap.parse_args()
+    unknown = set(args.captures.split(",")) - set(CAPTURES)
+    if unknown:
+        raise SystemExit(f"--captures: unknown {', '.join(sorted(unknown))}")
     if os.geteuid() != 0:
         raise SystemExit("bench/record_overhead.py: needs root (BPF and loop devices)")
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
         tmp = Path(tmpdir)
-        runs = run_rounds(dev, args.rounds, args.runtime, tmp)
+        names = ["untraced"] + [c for c in args.captures.split(",") if c in TRACED]
+        runs = run_rounds(dev, args.rounds, args.runtime, tmp, names)
         memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
         print(f"memory: {memory}", file=sys.stderr)
     result = summarize(runs, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    keys = ("median_iops", "iops_ratio_vs_untraced", "bytes_per_request", "compress_ns_per_request")
+    keys = (
+        "median_iops",
+        "iops_ratio_vs_untraced",
+        "iops_ratio_vs_iotape_plain",
+        "bytes_per_request",
+        "compress_ns_per_request",
+    )
     print(json.dumps({k: result[k] for k in keys}, indent=2))
 
 
