@@ -4,7 +4,7 @@ Setup (issue #2): fio, io_uring, iodepth 32 x 2 jobs, on a loop device over a
 file in /dev/shm, at full speed. Each round runs every capture back to back
 (the machine is noisy; ratios within a round are what count), and the result
 is the median over rounds. iotape runs with each chunk compression (issue #35):
-zstd (the default), lz4 and none, with the trace's bytes per request and the
+auto (the default: lz4 for full chunks), zstd and none, with the trace's bytes per request and the
 loader's CPU in compression. Writes JSON to bench/results/recorder.json.
 
 Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
@@ -102,8 +102,8 @@ def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> 
     }
 
 
-def iotape_lz4(dev: str, runtime: int, tmp: Path) -> dict:
-    return iotape_traced(dev, runtime, tmp, "lz4")
+def iotape_zstd(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, "zstd")
 
 
 def iotape_plain(dev: str, runtime: int, tmp: Path) -> dict:
@@ -191,7 +191,7 @@ def bench_loop() -> Iterator[str]:
 CAPTURES = {
     "untraced": untraced,
     "iotape": iotape_traced,
-    "iotape_lz4": iotape_lz4,
+    "iotape_zstd": iotape_zstd,
     "iotape_plain": iotape_plain,
     "bpftrace": bpftrace_traced,
 }

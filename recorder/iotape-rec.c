@@ -48,7 +48,7 @@ static struct opts {
 	bool bpf_stats;
 } o = {
 	.chunk_records = 8192,
-	.codec = IOTAPE_CODEC_ZSTD,
+	.codec = TW_CODEC_AUTO,
 	.ring_mb = 32,
 	.inflight = 65536,
 	.status_ms = 1000,
@@ -81,7 +81,7 @@ static void usage(FILE *f)
 "                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
-"                  [--compress zstd|lz4|none]\n"
+"                  [--compress auto|zstd|lz4|none]\n"
 "Records every completed block request on the devices into OUT.iot.\n"
 "Stops on SIGINT/SIGTERM (SIGUSR1: the traced command exited) or after --duration,\n"
 "then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n");
@@ -242,14 +242,16 @@ static void parse_args(int argc, char **argv)
 			break;
 		case O_STATS: o.bpf_stats = true; break;
 		case O_COMPRESS:
-			if (!strcmp(optarg, "zstd"))
+			if (!strcmp(optarg, "auto"))
+				o.codec = TW_CODEC_AUTO;
+			else if (!strcmp(optarg, "zstd"))
 				o.codec = IOTAPE_CODEC_ZSTD;
 			else if (!strcmp(optarg, "lz4"))
 				o.codec = IOTAPE_CODEC_LZ4;
 			else if (!strcmp(optarg, "none"))
 				o.codec = 0;
 			else
-				usage_error("--compress: '%s' is not zstd, lz4 or none", optarg);
+				usage_error("--compress: '%s' is not auto, zstd, lz4 or none", optarg);
 			break;
 		case O_STATUS:
 			o.status_ms = parse_u64("--status-interval-ms", optarg, 3600000);
@@ -554,7 +556,8 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		end_mono - st.mono_start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,
-		o.codec == IOTAPE_CODEC_ZSTD ? "zstd" : o.codec == IOTAPE_CODEC_LZ4 ? "lz4" : "none",
+		o.codec == TW_CODEC_AUTO ? "auto" : o.codec == IOTAPE_CODEC_ZSTD ? "zstd" :
+		o.codec == IOTAPE_CODEC_LZ4 ? "lz4" : "none",
 		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns);
 }
 

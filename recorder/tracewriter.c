@@ -115,16 +115,18 @@ int tw_set_codec(struct tracewriter *tw, int codec)
 {
 	size_t raw = (size_t)tw->cap * IOTAPE_RECORD_SIZE;
 
-	if (codec == IOTAPE_CODEC_ZSTD) {
+	if (codec && codec != IOTAPE_CODEC_ZSTD && codec != IOTAPE_CODEC_LZ4 &&
+	    codec != TW_CODEC_AUTO)
+		return -EINVAL;
+	if (codec == IOTAPE_CODEC_ZSTD || codec == TW_CODEC_AUTO) {
 		tw->zcap = ZSTD_compressBound(raw);
 		tw->zctx = ZSTD_createCCtx();
 		if (!tw->zctx)
 			return -ENOMEM;
-	} else if (codec == IOTAPE_CODEC_LZ4) {
-		tw->zcap = LZ4_compressBound(raw);
-	} else if (codec) {
-		return -EINVAL;
 	}
+	if ((codec == IOTAPE_CODEC_LZ4 || codec == TW_CODEC_AUTO) &&
+	    (size_t)LZ4_compressBound(raw) > tw->zcap)
+		tw->zcap = LZ4_compressBound(raw);
 	tw->codec = codec;
 	if (!codec)
 		return 0;
@@ -193,10 +195,13 @@ static size_t compress_chunk(struct tracewriter *tw, size_t payload)
 {
 	unsigned char *h = tw->zbuf, *out = h + IOTAPE_ZCHUNK_HEADER_SIZE;
 	uint64_t t0 = thread_ns();
+	int codec = tw->codec;
 	size_t z;
 
+	if (codec == TW_CODEC_AUTO)
+		codec = tw->n < tw->cap ? IOTAPE_CODEC_ZSTD : IOTAPE_CODEC_LZ4;
 	delta_split(tw->buf + IOTAPE_CHUNK_HEADER_SIZE, tw->tbuf, tw->n);
-	if (tw->codec == IOTAPE_CODEC_ZSTD) {
+	if (codec == IOTAPE_CODEC_ZSTD) {
 		z = ZSTD_compressCCtx(tw->zctx, out, tw->zcap, tw->tbuf, payload, ZSTD_LEVEL);
 		if (ZSTD_isError(z))
 			z = 0;
@@ -213,7 +218,7 @@ static size_t compress_chunk(struct tracewriter *tw, size_t payload)
 	put32(h + 4, tw->n);
 	put64(h + 8, tw->chunks);
 	put32(h + 16, z);
-	h[20] = tw->codec;
+	h[20] = codec;
 	h[21] = IOTAPE_TRANSFORM_DELTA_SPLIT;
 	h[22] = h[23] = 0;
 	put32(h + 24, crc(out, z));

@@ -119,7 +119,8 @@ def record(
     compress: Annotated[
         Compress,
         typer.Option(
-            help="Chunk compression: auto (zstd), zstd, lz4 or none (none: a format "
+            help="Chunk compression: auto (zstd at low rates, lz4 at high ones), zstd, "
+            "lz4 or none (none: a format "
             "version 1 file, which iotape before compression reads too)."
         ),
     ] = Compress.auto,

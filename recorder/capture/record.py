@@ -141,7 +141,9 @@ def loader_argv(
     argv += ["--chunk-records", str(opts.chunk_records), "--ring-mb", str(opts.ring_mb)]
     if opts.bpf_stats:
         argv.append("--bpf-stats")
-    argv += ["--compress", codec.resolve(opts.compress)]
+    # The loader's own "auto" picks per chunk; the name is checked here all the same.
+    codec.resolve(opts.compress)
+    argv += ["--compress", opts.compress]
     return argv
 
 
