@@ -161,6 +161,25 @@ static void parse_op(const char *s)
 	usage_error("--op: unknown operation '%s' (read, write, flush, discard, write-zeroes, other)", s);
 }
 
+static const char *const codec_names[] = {
+	[0] = "none", [IOTAPE_CODEC_ZSTD] = "zstd", [IOTAPE_CODEC_LZ4] = "lz4",
+};
+
+static const char *codec_name(int codec)
+{
+	return codec == TW_CODEC_AUTO ? "auto" : codec_names[codec];
+}
+
+static int parse_codec(const char *arg)
+{
+	for (size_t i = 0; i < sizeof(codec_names) / sizeof(codec_names[0]); i++)
+		if (codec_names[i] && !strcmp(arg, codec_names[i]))
+			return i;
+	if (strcmp(arg, "auto"))
+		usage_error("--compress: '%s' is not auto, zstd, lz4 or none", arg);
+	return TW_CODEC_AUTO;
+}
+
 static void parse_args(int argc, char **argv)
 {
 	enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
@@ -241,18 +260,7 @@ static void parse_args(int argc, char **argv)
 				usage_error("--inflight: must be 64..%u", 1u << 24);
 			break;
 		case O_STATS: o.bpf_stats = true; break;
-		case O_COMPRESS:
-			if (!strcmp(optarg, "auto"))
-				o.codec = TW_CODEC_AUTO;
-			else if (!strcmp(optarg, "zstd"))
-				o.codec = IOTAPE_CODEC_ZSTD;
-			else if (!strcmp(optarg, "lz4"))
-				o.codec = IOTAPE_CODEC_LZ4;
-			else if (!strcmp(optarg, "none"))
-				o.codec = 0;
-			else
-				usage_error("--compress: '%s' is not auto, zstd, lz4 or none", optarg);
-			break;
+		case O_COMPRESS: o.codec = parse_codec(optarg); break;
 		case O_STATUS:
 			o.status_ms = parse_u64("--status-interval-ms", optarg, 3600000);
 			if (!o.status_ms)
@@ -556,8 +564,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		end_mono - st.mono_start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,
-		o.codec == TW_CODEC_AUTO ? "auto" : o.codec == IOTAPE_CODEC_ZSTD ? "zstd" :
-		o.codec == IOTAPE_CODEC_LZ4 ? "lz4" : "none",
+		codec_name(o.codec),
 		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns);
 }
 
