@@ -184,3 +184,23 @@ def test_a_compressed_trace_ingests_like_the_plain_one(tmp_path: Path, store) ->
     a, b = ingest(store, plain), ingest(store, packed)
     assert a.events == b.events == len(records) and a.run_id != b.run_id
     assert {r["id"] for r in catalog.all_runs(store)} == {a.run_id, b.run_id}
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_bytes_that_do_not_decompress_are_damage(tmp_path: Path, compression: str) -> None:
+    """A writer's fault, not a disk's: CRCs that hold over bytes that do not decode."""
+    records = workload_records(500, seed=3)
+    path = make_trace(tmp_path / "t.iot", records, 100, None, compression)
+    data = bytearray(path.read_bytes())
+    at = chunk_extents(path)[1][0]
+    stored = struct.unpack_from("<I", data, at + 16)[0]
+    body = slice(at + 32, at + 32 + stored)
+    data[body] = bytes(np.random.default_rng(0).integers(0, 256, stored, dtype=np.uint8))
+    struct.pack_into("<I", data, at + 24, zlib.crc32(data[body]))
+    struct.pack_into("<I", data, at + 28, zlib.crc32(data[at : at + 28]))
+    path.write_bytes(data)
+    with pytest.raises(TraceFormatError, match=r"chunk 1: (does not decompress|decompresses)"):
+        _records(path)
+    r = repair(path)
+    assert (r.kept_events, r.dropped_events) == (400, 100)
+    assert _records(path).tobytes() == records[:100].tobytes() + records[200:].tobytes()
