@@ -151,7 +151,9 @@ static uint64_t zigzag(uint64_t v)
 /* Records transformed in blocks of this many, then written plane by plane: each
  * plane's share of a block is one cache line. Byte by byte across the planes, the
  * stores (8 KiB apart) fought over a few cache sets and cost 240 ns per record;
- * blocked, 45 ns; blocked with SSE2 16x16 transposes, 21 ns (whole transform). */
+ * blocked, 45 ns; blocked with SSE2 16x16 transposes, 21 ns (the whole transform,
+ * in cache; in the loader, where a chunk is cold by the time it is full, transform
+ * and codec together take 57-73 ns a record). */
 #define SPLIT_BLOCK 64
 
 #ifdef __SSE2__
