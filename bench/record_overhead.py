@@ -1,9 +1,11 @@
 """Recorder overhead: fio 4 KiB random reads, untraced vs iotape vs bpftrace.
 
 Setup (issue #2): fio, io_uring, iodepth 32 x 2 jobs, on a loop device over a
-file in /dev/shm, at full speed. Each round runs the three captures back to back
+file in /dev/shm, at full speed. Each round runs every capture back to back
 (the machine is noisy; ratios within a round are what count), and the result
-is the median over rounds. Writes JSON to bench/results/recorder.json.
+is the median over rounds. iotape runs with each chunk compression (issue #35):
+auto (the default: lz4 for full chunks), zstd and none, with the trace's bytes per request and the
+loader's CPU in compression. Writes JSON to bench/results/recorder.json.
 
 Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
 """
@@ -61,7 +63,7 @@ def untraced(dev: str, runtime: int, tmp: Path) -> dict:
     return {**fio_result(out), "events": None, "lost": None, "recorder_cpu_s": 0.0}
 
 
-def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
+def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
     cmd = [
         *IOTAPE,
@@ -72,6 +74,8 @@ def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
         str(trace),
         "--force",
         "--json",
+        "--compress",
+        compress,
         "--",
         *fio_cmd(dev, runtime, out),
     ]
@@ -82,14 +86,28 @@ def iotape_traced(dev: str, runtime: int, tmp: Path) -> dict:
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     cpu = summary.get("process", {})
     rss = cpu.get("max_rss_kb")
+    size = trace.stat().st_size
     trace.unlink()
+    events = footer.get("events") or 0
+    packing = footer.get("compression", {})
     return {
         **fio_result(out),
         "events": footer.get("events"),
         "lost": sum(footer.get("lost", {}).values()),
         "recorder_cpu_s": cpu.get("user_s", 0) + cpu.get("sys_s", 0),
         "recorder_max_rss_kb": rss,
+        "file_bytes": size,
+        "bytes_per_request": size / events if events else None,
+        "compress_ns_per_request": packing.get("cpu_ns", 0) / events if events else None,
     }
+
+
+def iotape_zstd(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, "zstd")
+
+
+def iotape_plain(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, "none")
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -170,28 +188,42 @@ def bench_loop() -> Iterator[str]:
         backing.unlink(missing_ok=True)
 
 
-def run_rounds(dev: str, rounds: int, runtime: int, tmp: Path) -> dict[str, list[dict]]:
-    """Untraced, iotape and bpftrace in turn, `rounds` times."""
-    runs: dict[str, list[dict]] = {"untraced": [], "iotape": [], "bpftrace": []}
+CAPTURES = {
+    "untraced": untraced,
+    "iotape": iotape_traced,
+    "iotape_zstd": iotape_zstd,
+    "iotape_plain": iotape_plain,
+    "bpftrace": bpftrace_traced,
+}
+TRACED = [k for k in CAPTURES if k != "untraced"]
+
+
+def run_rounds(
+    dev: str, rounds: int, runtime: int, tmp: Path, names: list[str]
+) -> dict[str, list[dict]]:
+    """The captures `names` in turn, `rounds` times."""
+    runs: dict[str, list[dict]] = {k: [] for k in names}
     for i in range(rounds):
-        for name, fn in (
-            ("untraced", untraced),
-            ("iotape", iotape_traced),
-            ("bpftrace", bpftrace_traced),
-        ):
+        for name in names:
+            fn = CAPTURES[name]
             r = fn(dev, runtime, tmp)
             runs[name].append(r)
+            per = r.get("bytes_per_request")
             print(
-                f"round {i + 1} {name:9s} {r['iops']:>10,.0f} IOPS  events "
-                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}",
+                f"round {i + 1} {name:12s} {r['iops']:>10,.0f} IOPS  events "
+                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}"
+                + (f"  {per:.1f} B/request" if per else ""),
                 file=sys.stderr,
             )
     return runs
 
 
 def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namespace) -> dict:
-    def ratios(name: str) -> list[float]:
-        return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs["untraced"], strict=True)]
+    def ratios(name: str, base: str = "untraced") -> list[float]:
+        return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs[base], strict=True)]
+
+    traced = [k for k in TRACED if k in runs]
+    packed = [k for k in traced if k.startswith("iotape")]
 
     return {
         "benchmark": "recorder-overhead",
@@ -204,15 +236,29 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
         "peer": "bpftrace printf per completed request",
         "median_iops": {k: statistics.median(r["iops"] for r in v) for k, v in runs.items()},
         "iops_ratio_vs_untraced": {
-            k: {"median": statistics.median(ratios(k)), "all": ratios(k)}
-            for k in ("iotape", "bpftrace")
+            k: {"median": statistics.median(ratios(k)), "all": ratios(k)} for k in traced
+        },
+        # What compression costs, paired in each round against the plain capture.
+        "iops_ratio_vs_iotape_plain": {
+            k: {
+                "median": statistics.median(ratios(k, "iotape_plain")),
+                "all": ratios(k, "iotape_plain"),
+            }
+            for k in packed
+            if k != "iotape_plain" and "iotape_plain" in runs
         },
         "capture_completeness": {
             k: [
                 {"events": r["events"], "fio_total_ios": r["total_ios"], "lost": r["lost"]}
                 for r in runs[k]
             ]
-            for k in ("iotape", "bpftrace")
+            for k in traced
+        },
+        "bytes_per_request": {
+            k: statistics.median(r["bytes_per_request"] for r in runs[k]) for k in packed
+        },
+        "compress_ns_per_request": {
+            k: statistics.median(r["compress_ns_per_request"] for r in runs[k]) for k in packed
         },
         "goal": "iotape >= 0.95 of untraced with 0 lost",
         "recorder_memory_vs_capture_length": memory,
@@ -224,19 +270,35 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=10)
+    ap.add_argument(
+        "--captures",
+        default=",".join(CAPTURES),
+        help=f"comma-separated, from {', '.join(CAPTURES)} (untraced is always run)",
+    )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
     args = ap.parse_args()
+    unknown = set(args.captures.split(",")) - set(CAPTURES)
+    if unknown:
+        raise SystemExit(f"--captures: unknown {', '.join(sorted(unknown))}")
     if os.geteuid() != 0:
         raise SystemExit("bench/record_overhead.py: needs root (BPF and loop devices)")
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
         tmp = Path(tmpdir)
-        runs = run_rounds(dev, args.rounds, args.runtime, tmp)
+        names = ["untraced"] + [c for c in args.captures.split(",") if c in TRACED]
+        runs = run_rounds(dev, args.rounds, args.runtime, tmp, names)
         memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
         print(f"memory: {memory}", file=sys.stderr)
     result = summarize(runs, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("median_iops", "iops_ratio_vs_untraced")}, indent=2))
+    keys = (
+        "median_iops",
+        "iops_ratio_vs_untraced",
+        "iops_ratio_vs_iotape_plain",
+        "bytes_per_request",
+        "compress_ns_per_request",
+    )
+    print(json.dumps({k: result[k] for k in keys}, indent=2))
 
 
 if __name__ == "__main__":

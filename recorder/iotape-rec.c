@@ -44,9 +44,11 @@ static struct opts {
 	uint32_t op_mask;
 	double duration_s;
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
+	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
 } o = {
 	.chunk_records = 8192,
+	.codec = TW_CODEC_AUTO,
 	.ring_mb = 32,
 	.inflight = 65536,
 	.status_ms = 1000,
@@ -79,6 +81,7 @@ static void usage(FILE *f)
 "                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
+"                  [--compress auto|zstd|lz4|none]\n"
 "Records every completed block request on the devices into OUT.iot.\n"
 "Stops on SIGINT/SIGTERM (SIGUSR1: the traced command exited) or after --duration,\n"
 "then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n");
@@ -158,10 +161,30 @@ static void parse_op(const char *s)
 	usage_error("--op: unknown operation '%s' (read, write, flush, discard, write-zeroes, other)", s);
 }
 
+static const char *const codec_names[] = {
+	[0] = "none", [IOTAPE_CODEC_ZSTD] = "zstd", [IOTAPE_CODEC_LZ4] = "lz4",
+};
+
+static const char *codec_name(int codec)
+{
+	return codec == TW_CODEC_AUTO ? "auto" : codec_names[codec];
+}
+
+static int parse_codec(const char *arg)
+{
+	for (size_t i = 0; i < sizeof(codec_names) / sizeof(codec_names[0]); i++)
+		if (codec_names[i] && !strcmp(arg, codec_names[i]))
+			return i;
+	if (strcmp(arg, "auto"))
+		usage_error("--compress: '%s' is not auto, zstd, lz4 or none", arg);
+	return TW_CODEC_AUTO;
+}
+
 static void parse_args(int argc, char **argv)
 {
 	enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
-	       O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN };
+	       O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
+	       O_COMPRESS };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "meta", required_argument, NULL, O_META },
@@ -179,6 +202,7 @@ static void parse_args(int argc, char **argv)
 		{ "bpf-stats", no_argument, NULL, O_STATS },
 		{ "status-interval-ms", required_argument, NULL, O_STATUS },
 		{ "drain-ms", required_argument, NULL, O_DRAIN },
+		{ "compress", required_argument, NULL, O_COMPRESS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -236,6 +260,7 @@ static void parse_args(int argc, char **argv)
 				usage_error("--inflight: must be 64..%u", 1u << 24);
 			break;
 		case O_STATS: o.bpf_stats = true; break;
+		case O_COMPRESS: o.codec = parse_codec(optarg); break;
 		case O_STATUS:
 			o.status_ms = parse_u64("--status-interval-ms", optarg, 3600000);
 			if (!o.status_ms)
@@ -528,6 +553,8 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		",\"end_mono_ns\":%" PRIu64 ",\"end_wall_ns\":%" PRIu64
 		",\"duration_ns\":%" PRIu64 ",\"stop_reason\":\"%s\""
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
+		",\"compression\":{\"codec\":\"%s\",\"raw_bytes\":%" PRIu64
+		",\"stored_bytes\":%" PRIu64 ",\"cpu_ns\":%" PRIu64 "}"
 		",\"repaired\":false}",
 		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
 		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel),
@@ -536,11 +563,13 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		left, end_mono, end_wall,
 		end_mono - st.mono_start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
-		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf);
+		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,
+		codec_name(o.codec),
+		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns);
 }
 
-static char *header_json(const char *meta_body, size_t meta_len, uint64_t mono, uint64_t wall,
-			 size_t *len)
+static char *header_json(const char *meta_body, size_t meta_len, int version, uint64_t mono,
+			 uint64_t wall, size_t *len)
 {
 	size_t cap = meta_len + 256;
 	char *h = malloc(cap);
@@ -551,7 +580,7 @@ static char *header_json(const char *meta_body, size_t meta_len, uint64_t mono, 
 	n = snprintf(h, cap,
 		     "{\"format\":\"" IOTAPE_FILE_FORMAT "\",\"version\":%d,\"record\":{\"size\":%d,"
 		     "\"layout_version\":%d},\"mono_start_ns\":%" PRIu64 ",\"wall_start_ns\":%" PRIu64 ",",
-		     IOTAPE_FILE_VERSION, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall);
+		     version, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall);
 	/* META "{}" has no members: drop the comma we just wrote. */
 	if (strspn(meta_body, " \t\r\n}") == meta_len)
 		n--;
@@ -700,6 +729,8 @@ static int start(struct run *r)
 	size_t header_len;
 	int err = tw_open(&st.tw, o.out, o.chunk_records);
 
+	if (!err)
+		err = tw_set_codec(&st.tw, o.codec);
 	if (err) {
 		errorf("%s: %s", o.out, err == -EBUSY ? "another capture is writing this file" :
 		       strerror(-err));
@@ -708,8 +739,8 @@ static int start(struct run *r)
 	r->created = true;
 	/* Before attaching, so no recorded time precedes the start. */
 	st.mono_start = clock_ns(CLOCK_MONOTONIC);
-	r->header = header_json(r->meta, r->meta_len, st.mono_start, clock_ns(CLOCK_REALTIME),
-				&header_len);
+	r->header = header_json(r->meta, r->meta_len, tw_version(&st.tw), st.mono_start,
+				clock_ns(CLOCK_REALTIME), &header_len);
 	if (!r->header) {
 		errorf("out of memory");
 		return -1;
@@ -806,7 +837,7 @@ static void drain_in_flight(struct run *r)
  * exit status: 0 for the ordinary stops, 1 otherwise. */
 static int finish(struct run *r, const char *reason, int err)
 {
-	char footer[2048];
+	char footer[4096];
 	uint64_t left, now;
 	int n;
 

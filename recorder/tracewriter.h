@@ -18,10 +18,29 @@ struct tracewriter {
 	uint64_t events;		/* records in complete chunks */
 	off_t good_end;			/* file size up to the last complete chunk */
 	int err;			/* errno of the first failed write, or 0 */
+	/* Compression (docs/trace-format.md, version 2): 0 writes plain chunks. */
+	int codec;			/* IOTAPE_CODEC_*, TW_CODEC_AUTO or 0 */
+	unsigned char *tbuf;		/* the open chunk's records, transformed */
+	unsigned char *zbuf;		/* compressed chunk header + stored bytes */
+	size_t zcap;			/* room for stored bytes in zbuf */
+	void *zctx;			/* the zstd context, reused */
+	uint64_t raw_bytes;		/* records' bytes in complete chunks */
+	uint64_t stored_bytes;		/* bytes written for them, chunk headers included */
+	uint64_t compress_ns;		/* this thread's CPU in transform and compression */
 };
 
 /* Creates or truncates PATH. Returns 0 or -errno. */
 int tw_open(struct tracewriter *tw, const char *path, uint32_t chunk_records);
+/* Not a codec id in the file: zstd for a chunk written before it is full (a low
+ * rate: its CPU is negligible), lz4 for a full one (a high rate, where the loader's
+ * CPU competes with the I/O it records). */
+#define TW_CODEC_AUTO 255
+
+/* Compresses every later chunk with CODEC (IOTAPE_CODEC_*, TW_CODEC_AUTO, or 0 for
+ * plain chunks); before tw_write_header(). Returns 0 or -errno. */
+int tw_set_codec(struct tracewriter *tw, int codec);
+/* The format version the header will carry: plain chunks are version 1. */
+int tw_version(const struct tracewriter *tw);
 int tw_write_header(struct tracewriter *tw, const char *json, size_t len);
 
 /* The next free record slot of the open chunk; write it, then tw_commit(). */

@@ -66,13 +66,23 @@ def render() -> str:
     out.append("/* The trace file; see docs/trace-format.md. */")
     out.append(f'#define IOTAPE_FILE_FORMAT "{fc["format"]}"')
     out.append(f"#define IOTAPE_FILE_VERSION {fc['version']}")
+    out.append(f"#define IOTAPE_FILE_VERSION_PLAIN {fc['plain_version']}")
     for key in ("header_magic", "trailer_magic"):
         lit = fc[key].encode().decode("ascii").replace("\r", "\\r").replace("\n", "\\n")
         out.append(f'#define IOTAPE_{_ident(key)} "{lit}"')
-    for key in ("chunk_magic", "footer_magic"):
+    for key in ("chunk_magic", "zchunk_magic", "footer_magic"):
         out.append(f"#define IOTAPE_{_ident(key)} 0x{fc[key]:08X}u")
-    for key in ("chunk_header_size", "footer_header_size", "max_chunk_records", "max_json_bytes"):
+    for key in (
+        "chunk_header_size",
+        "zchunk_header_size",
+        "footer_header_size",
+        "max_chunk_records",
+        "max_json_bytes",
+    ):
         out.append(f"#define IOTAPE_{_ident(key)} {fc[key]}")
+    for table in ("codec", "transform"):
+        for k, v in fc[table].items():
+            out.append(f"#define IOTAPE_{_ident(table)}_{_ident(k)} {v}")
     out += ["", "#endif /* IOTAPE_RECORD_H */", ""]
     return "\n".join(out)
 

@@ -101,9 +101,14 @@ def workload_records(n: int, seed: int = 0) -> np.ndarray:
 
 
 def make_trace(
-    path: Path, records: np.ndarray, chunk_records: int = 100, footer: dict | None = None
+    path: Path,
+    records: np.ndarray,
+    chunk_records: int = 100,
+    footer: dict | None = None,
+    compression: str = "none",
 ) -> Path:
-    with TraceWriter(path, header(), chunk_records=chunk_records) as w:
+    """A trace of `records`; plain chunks (format version 1) unless `compression` says."""
+    with TraceWriter(path, header(), chunk_records=chunk_records, compression=compression) as w:
         w.write(records)
         return w.close(footer or {"stop_reason": "duration", "lost": {}, "pre_start": 0})
 
@@ -112,6 +117,12 @@ def chunk_offsets(path: Path) -> list[int]:
     """Byte offsets of the chunks of a valid file, found by walking it."""
     with open_trace(path) as t:
         return [info.offset for info, _ in t._walk()]
+
+
+def chunk_extents(path: Path) -> list[tuple[int, int]]:
+    """(offset, end) of the chunks of a valid file, plain or compressed."""
+    with open_trace(path) as t:
+        return [(info.offset, info.end) for info, _ in t._walk()]
 
 
 def chunk_size(count: int) -> int:

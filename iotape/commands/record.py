@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,13 @@ from recorder.capture.record import RecordOptions, RecordResult
 from recorder.capture.record import record as run_record
 
 err = Console(stderr=True)
+
+
+class Compress(StrEnum):
+    auto = "auto"
+    zstd = "zstd"
+    lz4 = "lz4"
+    none = "none"
 
 
 class _LiveStatus:
@@ -108,6 +116,14 @@ def record(
     ] = False,
     chunk_records: Annotated[int, typer.Option(help="Records per file chunk.")] = 8192,
     ring_mb: Annotated[int, typer.Option(help="BPF ring buffer size, MiB.")] = 32,
+    compress: Annotated[
+        Compress,
+        typer.Option(
+            help="Chunk compression: auto (zstd at low rates, lz4 at high ones), zstd, "
+            "lz4 or none (none: a format "
+            "version 1 file, which iotape before compression reads too)."
+        ),
+    ] = Compress.auto,
     json_out: AsJson = False,
 ) -> None:
     """Record every block request on the given devices into a trace file.
@@ -130,6 +146,7 @@ def record(
         chunk_records=chunk_records,
         ring_mb=ring_mb,
         bpf_stats=bpf_stats,
+        compress=compress.value,
         argv=list(sys.argv),
     )
     status = _LiveStatus()

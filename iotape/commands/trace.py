@@ -87,6 +87,13 @@ def _print_info(s: dict, out: Console) -> None:
     t.add_row("recorder", f"{s['backend'] or '-'} {s['recorder_version'] or ''}".strip())
     t.add_row("events", f"{s['events']:,} in {s['chunks']:,} chunks, {s['errors']:,} with errors")
     t.add_row("bytes", _size(s["bytes"]))
+    chunks = ", ".join(f"{k} {v:,}" for k, v in s["compression"].items()) or "-"
+    per = s["file_bytes_per_event"]
+    t.add_row(
+        "file",
+        f"{_size(s['file_bytes'])}, {per or 0:.1f} B/event; format {s['format_version']}, "
+        f"chunks: {chunks}",
+    )
     t.add_row("duration", _ns(s["duration_ns"]))
     lost = ", ".join(f"{k} {v:,}" for k, v in s["lost"].items()) or "none"
     t.add_row("lost", f"{s['lost_total']:,} ({lost})" if s["lost_total"] else "none")

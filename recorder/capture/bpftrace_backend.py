@@ -27,7 +27,7 @@ from base.errors import IotapeError
 from devices import naming
 from recorder.capture import procstat
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, codec
 from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -239,7 +239,7 @@ def record(
     wall_start = time.time_ns() - (time.monotonic_ns() - mono_start)
     header: TraceHeader = {**meta, "mono_start_ns": mono_start, "wall_start_ns": wall_start}
     command_exit = None
-    with TraceWriter(opts.output, header) as writer:
+    with TraceWriter(opts.output, header, compression=codec.resolve(opts.compress)) as writer:
         if progress:
             progress({"type": "ready", "mono_start_ns": mono_start})
         child = subprocess.Popen(opts.command) if opts.command else None

@@ -29,7 +29,7 @@ from base.errors import IotapeError
 from devices import naming
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.importers import blkpair, blkparse
-from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter
+from recorder.tracefile import TraceFooter, TraceHeader, TraceWriter, codec
 from recorder.tracefile.streams import Extent, apply_streams
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -255,7 +255,9 @@ def record(
         header: TraceHeader = {**meta, "mono_start_ns": mono_start, "wall_start_ns": time.time_ns()}
         child = None
         try:
-            with TraceWriter(opts.output, header) as writer:
+            with TraceWriter(
+                opts.output, header, compression=codec.resolve(opts.compress)
+            ) as writer:
                 cap = _Capture(pipe, writer, opts, {d.dev for d in devs}, extents, mono_start)
                 if progress:
                     progress({"type": "ready", "mono_start_ns": mono_start})

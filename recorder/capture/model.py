@@ -33,6 +33,8 @@ class RecordOptions:
     chunk_records: int = 8192
     ring_mb: int = 32
     bpf_stats: bool = False
+    # Chunk compression: auto, zstd, lz4 or none (docs/trace-format.md).
+    compress: str = "auto"
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 

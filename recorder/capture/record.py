@@ -26,6 +26,7 @@ from base.errors import IotapeError
 from devices import naming
 from recorder.capture import labels
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
+from recorder.tracefile import codec
 from recorder.tracefile.streams import Extent
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
@@ -140,6 +141,9 @@ def loader_argv(
     argv += ["--chunk-records", str(opts.chunk_records), "--ring-mb", str(opts.ring_mb)]
     if opts.bpf_stats:
         argv.append("--bpf-stats")
+    # The loader's own "auto" picks per chunk; the name is checked here all the same.
+    codec.resolve(opts.compress)
+    argv += ["--compress", opts.compress]
     return argv
 
 

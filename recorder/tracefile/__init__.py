@@ -2,9 +2,10 @@
 
 The names other components use live here; the modules below hold them by job:
 `format` (layout constants, header and footer types, encoding), `blocks` (decoding
-and checking each block), `reader`, `writer`, `arrow`, `scan`, `check`, `info`,
-`convert`; and what every producer of records shares: `streams` (stream labels). The
-header's device table and the `dev` numbers come from devices/naming.py.
+and checking each block), `codec` (compressed chunks: transform and codecs),
+`reader`, `writer`, `arrow`, `scan`, `check`, `info`, `convert`; and what every
+producer of records shares: `streams` (stream labels). The header's device table
+and the `dev` numbers come from devices/naming.py.
 """
 
 from recorder.tracefile.arrow import decode_comm, records_to_arrow

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 import mmap
+import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
+
+from recorder.tracefile import codec
 from recorder.tracefile.format import (
     CHUNK_HEAD,
     CHUNK_HEADER_SIZE,
+    CHUNK_MAGIC,
     FOOTER_HEAD,
     FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
@@ -26,11 +31,15 @@ from recorder.tracefile.format import (
     LAYOUT_VERSION,
     MAX_CHUNK_RECORDS,
     MAX_JSON_BYTES,
+    RECORD_DTYPE,
     RECORD_SIZE,
     TRAILER,
     TRAILER_MAGIC,
     TRAILER_SIZE,
-    VERSION,
+    VERSIONS,
+    ZCHUNK_HEAD,
+    ZCHUNK_HEADER_SIZE,
+    ZCHUNK_MAGIC,
     Defect,
     TraceFooter,
     TraceHeader,
@@ -44,6 +53,24 @@ class ChunkInfo:
     seq: int
     count: int
     end: int
+    # A compressed chunk's records, decoded when it was checked; None for a plain chunk.
+    records: np.ndarray | None = None
+    # Its codec's name ("none" for a plain chunk).
+    codec: str = "none"
+
+
+class Unsupported(Defect):
+    """A chunk that is intact but written by a newer iotape (an unknown codec): not
+    damage, so repair must not cut it; readers refuse the file with one line."""
+
+
+def chunk_records(mm: Any, info: ChunkInfo) -> np.ndarray:
+    """A checked chunk's records: a read-only view of the map for a plain chunk."""
+    if info.records is not None:
+        return info.records
+    return np.frombuffer(
+        mm, dtype=RECORD_DTYPE, count=info.count, offset=info.offset + CHUNK_HEADER_SIZE
+    )
 
 
 def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
@@ -55,11 +82,11 @@ def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
         if magic[:6] == HEADER_MAGIC[:6]:
             hint = " (line endings changed? copy trace files in binary mode)"
         raise Defect(0, f"not an iotape trace: magic is {magic!r}, expected {HEADER_MAGIC!r}{hint}")
-    if version != VERSION:
+    if version not in VERSIONS:
         raise Defect(
             8,
             f"trace format version {version} is not supported "
-            f"(this iotape reads version {VERSION})",
+            f"(this iotape reads versions {' and '.join(map(str, VERSIONS))})",
         )
     if record_size != RECORD_SIZE:
         raise Defect(
@@ -172,10 +199,34 @@ def declared_gaps(footer: Mapping[str, Any] | None) -> dict[int, int]:
     return out
 
 
+def _check_seq(pos: int, seq: int, file_seq: int, jump: int | None) -> None:
+    later_ok = file_seq > seq if jump is None else file_seq == seq + jump
+    if file_seq != seq and not later_ok:
+        raise Defect(pos + 8, f"chunk {seq}: sequence number is {file_seq}, expected {seq}")
+
+
+def peek_head(mv: memoryview, pos: int, stop: int) -> tuple[int, int] | None:
+    """(seq, count) of the chunk header at `pos` if its header CRC and count hold."""
+    (magic,) = struct.unpack_from("<I", mv, pos) if stop - pos >= 4 else (0,)
+    if magic == ZCHUNK_MAGIC and stop - pos >= ZCHUNK_HEADER_SIZE:
+        _, count, seq, *_, head_crc = ZCHUNK_HEAD.unpack_from(mv, pos)
+        size = ZCHUNK_HEADER_SIZE
+    elif magic == CHUNK_MAGIC and stop - pos >= CHUNK_HEADER_SIZE:
+        _, count, seq, _, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
+        size = CHUNK_HEADER_SIZE
+    else:
+        return None
+    if zlib.crc32(mv[pos : pos + size - 4]) != head_crc or not 1 <= count <= MAX_CHUNK_RECORDS:
+        return None
+    return seq, count
+
+
 def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0) -> ChunkInfo:
-    """The chunk at `pos`, checked whole. Chunk `seq` is expected there; chunk
-    `seq + jump` is accepted too (the chunks between are known to be missing), and
-    with `jump=None` any later one (a scan that goes on past damage)."""
+    """The chunk at `pos` (plain or compressed), checked whole. Chunk `seq` is expected
+    there; chunk `seq + jump` is accepted too (the chunks between are known to be
+    missing), and with `jump=None` any later one (a scan that goes on past damage)."""
+    if size - pos >= 4 and struct.unpack_from("<I", mv, pos)[0] == ZCHUNK_MAGIC:
+        return _check_zchunk(mv, pos, size, seq, jump)
     if size - pos < CHUNK_HEADER_SIZE:
         raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
     _, count, file_seq, payload_crc, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
@@ -185,9 +236,7 @@ def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None 
         raise Defect(
             pos + 4, f"chunk {seq}: record count {count} is outside 1..{MAX_CHUNK_RECORDS}"
         )
-    later_ok = file_seq > seq if jump is None else file_seq == seq + jump
-    if file_seq != seq and not later_ok:
-        raise Defect(pos + 8, f"chunk {seq}: sequence number is {file_seq}, expected {seq}")
+    _check_seq(pos, seq, file_seq, jump)
     start = pos + CHUNK_HEADER_SIZE
     end = start + count * RECORD_SIZE
     if end > size:
@@ -199,6 +248,44 @@ def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None 
     if zlib.crc32(mv[start:end]) != payload_crc:
         raise Defect(pos, f"chunk {seq}: payload checksum mismatch")
     return ChunkInfo(offset=pos, seq=file_seq, count=count, end=end)
+
+
+def _check_zchunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None) -> ChunkInfo:
+    if size - pos < ZCHUNK_HEADER_SIZE:
+        raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
+    _, count, file_seq, stored, cid, tid, zero, payload_crc, head_crc = ZCHUNK_HEAD.unpack_from(
+        mv, pos
+    )
+    if zlib.crc32(mv[pos : pos + ZCHUNK_HEADER_SIZE - 4]) != head_crc:
+        raise Defect(pos, f"chunk {seq}: header checksum mismatch")
+    if not 1 <= count <= MAX_CHUNK_RECORDS:
+        raise Defect(
+            pos + 4, f"chunk {seq}: record count {count} is outside 1..{MAX_CHUNK_RECORDS}"
+        )
+    if zero or stored > count * RECORD_SIZE + (count >> 4) + 1024:
+        raise Defect(pos + 20, f"chunk {seq}: stored length {stored} or reserved bytes invalid")
+    _check_seq(pos, seq, file_seq, jump)
+    start = pos + ZCHUNK_HEADER_SIZE
+    end = start + stored
+    # Padding by the stored length, not the offset: a chunk moved by damage stays whole.
+    padded = end + pad8(stored)
+    if padded > size:
+        raise Defect(
+            pos,
+            f"chunk {seq}: truncated: file ends {size - start} bytes into its "
+            f"{stored}-byte compressed payload",
+        )
+    if zlib.crc32(mv[start:end]) != payload_crc:
+        raise Defect(pos, f"chunk {seq}: payload checksum mismatch")
+    if any(mv[end:padded]):
+        raise Defect(end, f"chunk {seq}: padding is not zero")
+    why = codec.known(cid, tid)
+    if why is not None:
+        raise Unsupported(pos + 20, f"chunk {seq}: {why}; a newer iotape wrote this file")
+    records = codec.decompress(cid, tid, mv[start:end], count, pos, seq)
+    return ChunkInfo(
+        offset=pos, seq=file_seq, count=count, end=padded, records=records, codec=codec.CODECS[cid]
+    )
 
 
 def check_trailer(mm: mmap.mmap, pos: int, size: int, footer_offset: int) -> None:

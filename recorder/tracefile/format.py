@@ -1,4 +1,4 @@
-"""The `.iot` file layout (docs/trace-format.md, format version 1): its constants, the
+"""The `.iot` file layout (docs/trace-format.md, format versions 1 and 2): its constants, the
 header and footer JSON as types, and the encoding of header, chunk head and footer.
 
 Everything here is shared by the reader (`reader`), the writer (`writer`), the damage
@@ -20,12 +20,17 @@ import schemas
 from base.errors import IotapeError
 
 _FILE = schemas.file_constants()
+# The newest version (compressed chunks); a file of plain chunks is PLAIN_VERSION.
 VERSION: int = int(_FILE["version"])
+PLAIN_VERSION: int = int(_FILE["plain_version"])
+VERSIONS: tuple[int, ...] = (PLAIN_VERSION, VERSION)
 HEADER_MAGIC: bytes = _FILE["header_magic"].encode("ascii")
 TRAILER_MAGIC: bytes = _FILE["trailer_magic"].encode("ascii")
 CHUNK_MAGIC: int = int(_FILE["chunk_magic"])
 FOOTER_MAGIC: int = int(_FILE["footer_magic"])
 CHUNK_HEADER_SIZE: int = int(_FILE["chunk_header_size"])
+ZCHUNK_MAGIC: int = int(_FILE["zchunk_magic"])
+ZCHUNK_HEADER_SIZE: int = int(_FILE["zchunk_header_size"])
 FOOTER_HEADER_SIZE: int = int(_FILE["footer_header_size"])
 MAX_CHUNK_RECORDS: int = int(_FILE["max_chunk_records"])
 MAX_JSON_BYTES: int = int(_FILE["max_json_bytes"])
@@ -40,6 +45,9 @@ LAYOUT_VERSION: int = schemas.layout_version()
 HEADER_FIXED = struct.Struct("<8sIIII")
 # magic count seq payload_crc head_crc; head_crc covers the first 20 bytes
 CHUNK_HEAD = struct.Struct("<IIQII")
+# magic count seq stored_len codec transform zero payload_crc head_crc; head_crc
+# covers the first 28 bytes, payload_crc the stored (compressed) bytes
+ZCHUNK_HEAD = struct.Struct("<IIQIBBHII")
 # magic json_len json_crc zero
 FOOTER_HEAD = struct.Struct("<IIII")
 # footer_offset magic[8]
@@ -48,6 +56,7 @@ TRAILER_SIZE = TRAILER.size
 
 assert HEADER_FIXED.size % 8 == 0
 assert CHUNK_HEAD.size == CHUNK_HEADER_SIZE
+assert ZCHUNK_HEAD.size == ZCHUNK_HEADER_SIZE
 assert FOOTER_HEAD.size == FOOTER_HEADER_SIZE
 
 
@@ -139,21 +148,30 @@ def _json_bytes(obj: Mapping[str, object]) -> bytes:
     return data
 
 
-def encode_header(header: Mapping[str, object]) -> bytes:
-    """The header block for `header`, with the format keys filled in."""
+def encode_header(header: Mapping[str, object], version: int = PLAIN_VERSION) -> bytes:
+    """The header block for `header`, with the format keys filled in; `version` 2 for a
+    file that may hold compressed chunks."""
     full: dict[str, object] = {
         "format": FORMAT_NAME,
-        "version": VERSION,
+        "version": version,
         "record": {"size": RECORD_SIZE, "layout_version": LAYOUT_VERSION},
     }
     full.update((k, v) for k, v in header.items() if k not in full)
     data = _json_bytes(full)
-    fixed = HEADER_FIXED.pack(HEADER_MAGIC, VERSION, RECORD_SIZE, len(data), zlib.crc32(data))
+    fixed = HEADER_FIXED.pack(HEADER_MAGIC, version, RECORD_SIZE, len(data), zlib.crc32(data))
     return fixed + data + bytes(pad8(len(fixed) + len(data)))
 
 
 def encode_chunk_head(payload: memoryview | bytes, count: int, seq: int) -> bytes:
     first = struct.pack("<IIQI", CHUNK_MAGIC, count, seq, zlib.crc32(payload))
+    return first + struct.pack("<I", zlib.crc32(first))
+
+
+def encode_zchunk_head(stored: bytes, count: int, seq: int, codec: int, transform: int) -> bytes:
+    """The header of a compressed chunk; the stored bytes follow, zero-padded to 8."""
+    first = ZCHUNK_HEAD.pack(
+        ZCHUNK_MAGIC, count, seq, len(stored), codec, transform, 0, zlib.crc32(stored), 0
+    )[:-4]
     return first + struct.pack("<I", zlib.crc32(first))
 
 

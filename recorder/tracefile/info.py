@@ -67,6 +67,8 @@ class _Counts:
         self.dev: dict[int, list[int]] = {}
         self.first_issue_ns: int | None = None
         self.last_complete_ns = 0
+        # Chunks by codec ("none": plain).
+        self.codecs: dict[str, int] = {}
 
     def add(self, r: np.ndarray) -> None:
         size = r["bytes"]
@@ -117,6 +119,7 @@ def summarize(path: str | os.PathLike, progress: Callable[[int, int], None] | No
         counts = _Counts()
         for info, records in t._walk():
             counts.add(records)
+            counts.codecs[info.codec] = counts.codecs.get(info.codec, 0) + 1
             if progress:
                 progress(info.end, t.file_size)
         return _report(t, counts)
@@ -142,6 +145,8 @@ def _report(t: Trace, c: _Counts) -> dict:
         "path": t.path,
         "file_bytes": t.file_size,
         "format_version": h.get("version"),
+        "compression": dict(sorted(c.codecs.items())),
+        "file_bytes_per_event": round(t.file_size / c.events, 2) if c.events else None,
         "layout_version": (h.get("record") or {}).get("layout_version"),
         "host": h.get("host"),
         "kernel": h.get("kernel"),

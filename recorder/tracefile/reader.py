@@ -21,8 +21,10 @@ from base.errors import IotapeError
 from recorder.tracefile.arrow import records_to_arrow
 from recorder.tracefile.blocks import (
     ChunkInfo,
+    Unsupported,
     check_chunk,
     check_trailer,
+    chunk_records,
     declared_gaps,
     footer_from_trailer,
     parse_footer,
@@ -37,9 +39,14 @@ from recorder.tracefile.format import (
     RECORD_DTYPE,
     RECORD_SIZE,
     TRAILER_MAGIC,
+    VERSION,
+    ZCHUNK_HEAD,
+    ZCHUNK_HEADER_SIZE,
+    ZCHUNK_MAGIC,
     Defect,
     TraceFooter,
     TraceFormatError,
+    pad8,
 )
 
 
@@ -114,8 +121,17 @@ class Trace:
         self.problem = None
         try:
             yield from _walk_chunks(
-                self._mm, self.data_offset, self.file_size, self._set_footer, self.gaps
+                self._mm,
+                self.data_offset,
+                self.file_size,
+                self._set_footer,
+                self.gaps,
+                self.header.get("version") == VERSION,
             )
+        except Unsupported as d:
+            # Not damage: the file is intact, and repair would not help.
+            self.problem = self._error(d)
+            raise self.problem from None
         except Defect as d:
             self.problem = self._error(d)
             if self.strict:
@@ -209,8 +225,15 @@ def content_sha256(path: str | os.PathLike) -> str | None:
             # chunk would map its neighbours too (fault-around), and the resident
             # size would grow with the file (190 MiB for 20 M events).
             while size - pos >= CHUNK_HEADER_SIZE:
-                head = os.pread(f.fileno(), CHUNK_HEADER_SIZE, pos)
+                head = os.pread(f.fileno(), ZCHUNK_HEADER_SIZE, pos)
                 (magic, count) = struct.unpack_from("<II", head)
+                if magic == ZCHUNK_MAGIC and len(head) == ZCHUNK_HEADER_SIZE:
+                    # Its payload CRC covers the stored bytes, so it names them too.
+                    stored = ZCHUNK_HEAD.unpack(head)[3]
+                    h.update(head)
+                    pos += ZCHUNK_HEADER_SIZE + stored + pad8(stored)
+                    continue
+                head = head[:CHUNK_HEADER_SIZE]
                 if magic == FOOTER_MAGIC:
                     if mm[size - len(TRAILER_MAGIC) : size] != TRAILER_MAGIC:
                         return None
@@ -250,7 +273,10 @@ def _walk_chunks(
     size: int,
     on_footer: Callable[[TraceFooter], None],
     gaps: dict[int, int],
+    compressed: bool,
 ) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
+    """Chunks from `pos` to the footer; `compressed` when the file's version allows
+    compressed chunks."""
     seq = 0
     chunks = 0
     events = 0
@@ -267,12 +293,9 @@ def _walk_chunks(
             if size - pos < 4:
                 raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
             (magic,) = struct.unpack_from("<I", mm, pos)
-            if magic == CHUNK_MAGIC:
+            if magic == CHUNK_MAGIC or (magic == ZCHUNK_MAGIC and compressed):
                 info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0))
-                records = np.frombuffer(
-                    mm, dtype=RECORD_DTYPE, count=info.count, offset=pos + CHUNK_HEADER_SIZE
-                )
-                yield info, records
+                yield info, chunk_records(mm, info)
                 events += info.count
                 chunks += 1
                 seq = info.seq + 1

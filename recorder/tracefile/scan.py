@@ -18,23 +18,30 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from recorder.tracefile.blocks import ChunkInfo, check_chunk, declared_gaps, footer_from_trailer
+from recorder.tracefile.blocks import (
+    ChunkInfo,
+    Unsupported,
+    check_chunk,
+    chunk_records,
+    declared_gaps,
+    footer_from_trailer,
+    peek_head,
+)
 from recorder.tracefile.format import (
-    CHUNK_HEAD,
-    CHUNK_HEADER_SIZE,
     CHUNK_MAGIC,
     FOOTER_HEAD,
     FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
-    MAX_CHUNK_RECORDS,
-    RECORD_DTYPE,
     TRAILER_MAGIC,
     TRAILER_SIZE,
+    ZCHUNK_MAGIC,
     Defect,
+    TraceFormatError,
 )
 from recorder.tracefile.reader import open_trace
 
 _CHUNK_PAT = struct.pack("<I", CHUNK_MAGIC)
+_ZCHUNK_PAT = struct.pack("<I", ZCHUNK_MAGIC)
 _FOOTER_PAT = struct.pack("<I", FOOTER_MAGIC)
 
 
@@ -153,7 +160,10 @@ def scan(path: str | os.PathLike) -> ScanReport:
         stop = hint[1] if hint and hint[1] >= rep.valid_end else size
         seq = kept[-1].seq + 1 if kept else 0
         with memoryview(mm) as mv:
-            raws = _resync(mm, mv, rep.valid_end, stop, seq, t.gaps, kept)
+            try:
+                raws = _resync(mm, mv, rep.valid_end, stop, seq, t.gaps, kept)
+            except Unsupported as u:
+                raise TraceFormatError(t.path, u.offset, u.reason) from None
         footer = dict(hint[0]) if hint and stop < size else _salvage_footer(mm, raws)
         rep.damaged_footer = footer
         rep.footer_present = footer is not None
@@ -202,10 +212,7 @@ def _resync(
                 # Whole chunks cut out cleanly: no damaged byte, but chunks are missing.
                 reason = f"chunk {seq}: missing, the next chunk is {info.seq}"
                 raws.append(_Raw(pos, pos, reason, seq, info.seq, {}))
-        records = np.frombuffer(
-            mm, dtype=RECORD_DTYPE, count=info.count, offset=pos + CHUNK_HEADER_SIZE
-        )
-        kept.append(_kept(info, records))
+        kept.append(_kept(info, chunk_records(mm, info)))
         seq = info.seq + 1
         pos = info.end
     return raws
@@ -214,7 +221,7 @@ def _resync(
 def _chunk_at(mv: memoryview, pos: int, stop: int, seq: int) -> ChunkInfo:
     if stop - pos < 4:
         raise Defect(pos, f"{stop - pos} stray bytes where a chunk should start")
-    if mv[pos : pos + 4] != _CHUNK_PAT:
+    if mv[pos : pos + 4] not in (_CHUNK_PAT, _ZCHUNK_PAT):
         found = bytes(mv[pos : pos + 4]).hex(" ")
         what = "zero fill (power loss?)" if not any(mv[pos : pos + 4]) else "garbage or corruption"
         raise Defect(pos, f"chunk {seq}: expected a chunk, found bytes {found} ({what})")
@@ -227,16 +234,21 @@ def _next_chunk(
     """The next intact chunk at or after `pos` with a sequence number of at least `seq`,
     and the chunk headers that survived on the way."""
     headers: dict[int, int] = {}
-    while (pos := mm.find(_CHUNK_PAT, pos, stop)) >= 0:
-        if stop - pos >= CHUNK_HEADER_SIZE:
-            _, count, file_seq, _, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
-            head_ok = zlib.crc32(mv[pos : pos + CHUNK_HEADER_SIZE - 4]) == head_crc
-            if head_ok and 1 <= count <= MAX_CHUNK_RECORDS and file_seq >= seq:
-                try:
-                    return pos, check_chunk(mv, pos, stop, seq, None), headers
-                except Defect:
-                    headers.setdefault(file_seq, count)
+    # The next place of each magic, found again only once the walk has passed it.
+    nxt = {pat: mm.find(pat, pos, stop) for pat in (_CHUNK_PAT, _ZCHUNK_PAT)}
+    while (pos := min((p for p in nxt.values() if p >= pos), default=-1)) >= 0:
+        head = peek_head(mv, pos, stop)
+        if head is not None and head[0] >= seq:
+            try:
+                return pos, check_chunk(mv, pos, stop, seq, None), headers
+            except Unsupported:
+                raise
+            except Defect:
+                headers.setdefault(*head)
         pos += 1
+        for pat, at in nxt.items():
+            if 0 <= at < pos:
+                nxt[pat] = mm.find(pat, pos, stop)
     return stop, None, headers
 
 

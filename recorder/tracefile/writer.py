@@ -18,18 +18,24 @@ from typing import BinaryIO, cast
 
 import numpy as np
 
+from recorder.tracefile import codec
 from recorder.tracefile.format import (
     CHUNK_HEADER_SIZE,
     DEFAULT_CHUNK_RECORDS,
     MAX_CHUNK_RECORDS,
     PAD_COLUMNS,
+    PLAIN_VERSION,
     RECORD_DTYPE,
     RECORD_SIZE,
+    VERSION,
+    ZCHUNK_HEADER_SIZE,
     TraceHeader,
     default_streams,
     encode_chunk_head,
     encode_footer,
     encode_header,
+    encode_zchunk_head,
+    pad8,
 )
 
 
@@ -43,6 +49,9 @@ class TraceWriter:
 
     Leaving the `with` block by an exception removes the temporary file. Leaving it
     normally without `close()` closes with an empty footer.
+
+    `compression` is "zstd" (the default), "lz4" or "none"; "none" writes a format
+    version 1 file, which iotape before compression reads too.
     """
 
     def __init__(
@@ -50,16 +59,22 @@ class TraceWriter:
         path: str | os.PathLike,
         header: Mapping[str, object],
         chunk_records: int = DEFAULT_CHUNK_RECORDS,
+        compression: str = codec.DEFAULT,
     ) -> None:
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
             raise ValueError(f"chunk_records must be 1..{MAX_CHUNK_RECORDS}, not {chunk_records}")
+        if compression not in codec.CHOICES:
+            raise ValueError(f"compression must be one of {', '.join(codec.CHOICES)}")
+        self.compression = compression
+        self._codec = codec.CODEC_IDS.get(compression, 0)
+        self.version = VERSION if self._codec else PLAIN_VERSION
         self.path = Path(path)
         self.header = _with_defaults(header)
         self.events = 0
         self.chunks = 0
         self._buf = np.zeros(chunk_records, dtype=RECORD_DTYPE)
         self._fill = 0
-        head = encode_header(self.header)
+        head = encode_header(self.header, self.version)
         fd, tmp = tempfile.mkstemp(
             dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
         )
@@ -113,9 +128,22 @@ class TraceWriter:
             raw[:, pad] = 0
         payload = raw.reshape(-1).data
         f = self._open_file()
-        f.write(encode_chunk_head(payload, self._fill, self.chunks))
-        f.write(payload)
-        self._offset += CHUNK_HEADER_SIZE + len(payload)
+        stored = b""
+        if self._codec:
+            records = self._buf[: self._fill]
+            stored = codec.compress(self._codec, codec.encode_records(records))
+        if stored and len(stored) < len(payload):
+            zero = bytes(pad8(len(stored)))
+            f.write(
+                encode_zchunk_head(stored, self._fill, self.chunks, self._codec, codec.DELTA_SPLIT)
+            )
+            f.write(stored + zero)
+            self._offset += ZCHUNK_HEADER_SIZE + len(stored) + len(zero)
+        else:
+            # Plain where compression does not pay (a few records); a reader takes both.
+            f.write(encode_chunk_head(payload, self._fill, self.chunks))
+            f.write(payload)
+            self._offset += CHUNK_HEADER_SIZE + len(payload)
         self.events += self._fill
         self.chunks += 1
         self._fill = 0
@@ -128,7 +156,7 @@ class TraceWriter:
         start (importers); otherwise they copy the chunks behind it (`adopt`).
         """
         full = _with_defaults(header)
-        head = encode_header(full)
+        head = encode_header(full, self.version)
         if len(head) != self._data_start:
             return False
         f = self._open_file()
@@ -147,6 +175,8 @@ class TraceWriter:
         """
         if self.chunks or self._fill:
             raise ValueError(f"{self.path}: adopt() needs a writer with no records yet")
+        if spool.version != self.version:
+            raise ValueError(f"{self.path}: adopt() needs a spool of the same format version")
         spool._flush_chunk()
         src = spool._open_file()
         src.flush()
@@ -275,8 +305,9 @@ def write_trace(
     header: Mapping[str, object],
     records: np.ndarray,
     footer: Mapping[str, object] | None = None,
+    compression: str = codec.DEFAULT,
 ) -> Path:
     """Write a whole trace in one call."""
-    with TraceWriter(path, header) as w:
+    with TraceWriter(path, header, compression=compression) as w:
         w.write(records)
         return w.close(footer)

@@ -32,7 +32,12 @@ def _record(out: Path, *args: str) -> subprocess.CompletedProcess:
     return res
 
 
-def test_exact_capture_matches_fio_log(loop_factory, tmp_path: Path) -> None:
+# Compressed chunks (the default, auto), zstd, and plain chunks (format version 1): the
+# same kernel counts read back from each.
+@pytest.mark.parametrize("compress, version", [("auto", 2), ("zstd", 2), ("none", 1)])
+def test_exact_capture_matches_fio_log(
+    loop_factory, tmp_path: Path, compress: str, version: int
+) -> None:
     target, other = loop_factory(), loop_factory()
     log, other_log = tmp_path / "fio.log", tmp_path / "other.log"
     out = tmp_path / "t.iot"
@@ -41,7 +46,7 @@ def test_exact_capture_matches_fio_log(loop_factory, tmp_path: Path) -> None:
         f"{' '.join(fio_args(other.path, other_log, ios=1500))} >/dev/null & "
         f"{' '.join(fio_args(target.path, log))} >/dev/null; wait"
     )
-    _record(out, "-d", target.path, "--", "sh", "-c", script)
+    _record(out, "-d", target.path, "--compress", compress, "--", "sh", "-c", script)
 
     recs = trace_records(out)
     expected = fio_multiset(log)
@@ -60,6 +65,11 @@ def test_exact_capture_matches_fio_log(loop_factory, tmp_path: Path) -> None:
     assert footer is not None and footer["events"] == len(recs)
     assert sum(footer["lost"].values()) == 0
     header = trace.header
+    assert header["version"] == version
+    assert footer["compression"]["codec"] == compress
+    if version == 2:
+        # 3,000 fio requests: well under the 20 bytes a request that the goal allows.
+        assert out.stat().st_size < 20 * len(recs) + 4096, out.stat().st_size
     assert header["devices"][0]["name"] == target.name
     assert header["command_line"][1:3] == ["record", "-o"] or "record" in header["command_line"]
 
@@ -333,8 +343,12 @@ def test_sigkill_mid_capture_leaves_valid_prefix(loop, tmp_path: Path) -> None:
     assert not (trace_multiset(recs) - fio_ios), "every kept record is one fio really did"
 
 
-def test_full_disk_stops_with_clear_error_and_keeps_data(loop, small_mount, tmp_path: Path) -> None:
-    where = small_mount(256)
+# Compressed, a request takes ~10 bytes instead of 80: a smaller disk fills as soon.
+@pytest.mark.parametrize("compress, disk_kb", [("none", 256), ("auto", 32)])
+def test_full_disk_stops_with_clear_error_and_keeps_data(
+    loop, small_mount, tmp_path: Path, compress: str, disk_kb: int
+) -> None:
+    where = small_mount(disk_kb)
     out, log = where / "full.iot", tmp_path / "fio.log"
     res = iotape(
         "record",
@@ -344,6 +358,8 @@ def test_full_disk_stops_with_clear_error_and_keeps_data(loop, small_mount, tmp_
         loop.path,
         "--chunk-records",
         "256",
+        "--compress",
+        compress,
         "--",
         *fio_args(loop.path, log, ios=50000, iodepth=4),
         timeout=300,

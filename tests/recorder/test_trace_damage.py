@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trace_helpers import chunk_offsets, chunk_size, make_trace, workload_records
+from trace_helpers import chunk_extents, chunk_size, make_trace, workload_records
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
@@ -20,16 +20,19 @@ CHUNK = 25
 EVENTS = 2500  # 100 chunks
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, np.ndarray, list[int]]:
+# Every test runs on plain chunks (format version 1) and on compressed ones (version 2).
+@pytest.fixture(scope="module", params=["none", "zstd"])
+def pristine(tmp_path_factory: pytest.TempPathFactory, request) -> tuple:
     r = workload_records(EVENTS, seed=3)
     path = make_trace(
         tmp_path_factory.mktemp("pristine") / "t.iot",
         r,
         chunk_records=CHUNK,
         footer={"stop_reason": "signal", "lost": {"ringbuf_full": 2}, "duration_ns": 10**9},
+        compression=request.param,
     )
-    return path.read_bytes(), r, chunk_offsets(path)
+    extents = chunk_extents(path)
+    return path.read_bytes(), r, [o for o, _ in extents], [e for _, e in extents]
 
 
 def _damage(data: bytes, rng: np.random.Generator, low: int) -> tuple[bytes, list[tuple]]:
@@ -57,11 +60,10 @@ def _damage(data: bytes, rng: np.random.Generator, low: int) -> tuple[bytes, lis
     return bytes(out), ops
 
 
-def _touched(ops: list[tuple], offsets: list[int]) -> set[int]:
+def _touched(ops: list[tuple], offsets: list[int], ends: list[int]) -> set[int]:
     """Chunks whose bytes an operation changed (an insertion between two chunks touches none)."""
     hit = set()
-    for i, o in enumerate(offsets):
-        end = o + chunk_size(CHUNK)
+    for i, (o, end) in enumerate(zip(offsets, ends, strict=True)):
         for kind, s, e in ops:
             if (kind == "insert" and o < s < end) or (kind != "insert" and s < end and e > o):
                 hit.add(i)
@@ -74,8 +76,8 @@ def _chunks(records: np.ndarray, which: list[int]) -> bytes:
 
 
 def test_damage_anywhere_keeps_every_untouched_chunk(tmp_path: Path, pristine) -> None:
-    data, records, offsets = pristine
-    footer_at = offsets[-1] + chunk_size(CHUNK)
+    data, records, offsets, ends = pristine
+    footer_at = ends[-1]
     path = tmp_path / "t.iot"
     for seed in range(300):
         rng = np.random.default_rng(seed)
@@ -83,7 +85,7 @@ def test_damage_anywhere_keeps_every_untouched_chunk(tmp_path: Path, pristine) -
         path.write_bytes(bad)
         for old in tmp_path.glob("t.iot.damaged*"):
             old.unlink()
-        touched = _touched(ops, offsets)
+        touched = _touched(ops, offsets, ends)
         rep = check(path)
         json.dumps(rep.to_dict())
         r = repair(path)
@@ -114,7 +116,7 @@ def test_damage_anywhere_keeps_every_untouched_chunk(tmp_path: Path, pristine) -
 
 
 def test_damage_in_the_header_is_refused_and_leaves_the_file(tmp_path: Path, pristine) -> None:
-    data, _, offsets = pristine
+    data, _, offsets, _ = pristine
     path = tmp_path / "t.iot"
     for seed in range(40):
         rng = np.random.default_rng(seed)
@@ -134,7 +136,7 @@ def _invoke(*args: str):
 
 
 def test_several_damaged_ranges(tmp_path: Path, pristine) -> None:
-    data, records, offsets = pristine
+    data, records, offsets, _ = pristine
     bad = bytearray(data)
     for k in (10, 11, 40):
         bad[offsets[k] + 100] ^= 0xFF
@@ -185,7 +187,7 @@ def test_several_damaged_ranges(tmp_path: Path, pristine) -> None:
 
 
 def test_file_that_ends_inside_a_chunk_header(tmp_path: Path, pristine) -> None:
-    data, records, offsets = pristine
+    data, records, offsets, _ = pristine
     path = tmp_path / "t.iot"
     path.write_bytes(data[: offsets[60] + 10])
     rep = check(path)
@@ -204,7 +206,7 @@ def test_file_that_ends_inside_a_chunk_header(tmp_path: Path, pristine) -> None:
 
 
 def test_a_truncated_file_loses_only_its_last_chunk(tmp_path: Path, pristine) -> None:
-    data, records, offsets = pristine
+    data, records, offsets, _ = pristine
     path = tmp_path / "t.iot"
     path.write_bytes(data[: offsets[99] + 300])
     r = repair(path)
@@ -218,7 +220,7 @@ def test_a_repaired_trace_ingests_with_its_gaps(tmp_path: Path, pristine, store)
     from analyzer.store import catalog
     from analyzer.store.ingest import ingest
 
-    data, _, offsets = pristine
+    data, _, offsets, _ = pristine
     bad = bytearray(data)
     bad[offsets[30] + 200] ^= 0x01
     path = tmp_path / "t.iot"

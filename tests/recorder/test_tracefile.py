@@ -34,7 +34,9 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return len(a) == len(b) and all(np.array_equal(a[n], b[n]) for n in DT.names)
 
 
-def _header_bytes(obj: dict, version: int = tf.VERSION, record_size: int = tf.RECORD_SIZE) -> bytes:
+def _header_bytes(
+    obj: dict, version: int = tf.PLAIN_VERSION, record_size: int = tf.RECORD_SIZE
+) -> bytes:
     data = json.dumps(obj).encode()
     fixed = struct.pack(
         "<8sIIII", tf.HEADER_MAGIC, version, record_size, len(data), zlib.crc32(data)
@@ -52,12 +54,13 @@ def _header_bytes(obj: dict, version: int = tf.VERSION, record_size: int = tf.RE
     records=arrays(DT, st.integers(0, 300)),
     chunk=st.integers(1, 64),
     batches=st.integers(1, 5),
+    compression=st.sampled_from(["none", "zstd", "lz4"]),
 )
 def test_round_trip_any_records(
-    tmp_path: Path, records: np.ndarray, chunk: int, batches: int
+    tmp_path: Path, records: np.ndarray, chunk: int, batches: int, compression: str
 ) -> None:
     path = tmp_path / "t.iot"
-    with TraceWriter(path, header(), chunk_records=chunk) as w:
+    with TraceWriter(path, header(), chunk_records=chunk, compression=compression) as w:
         for part in np.array_split(records, batches):
             w.write(part)
         w.close({"stop_reason": "duration"})
@@ -312,7 +315,8 @@ def test_unknown_format_version_is_named(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as e:
         open_trace(path)
     assert str(e.value) == (
-        f"{path}: byte 8: trace format version 7 is not supported (this iotape reads version 1)"
+        f"{path}: byte 8: trace format version 7 is not supported "
+        "(this iotape reads versions 1 and 2)"
     )
 
 

@@ -1,0 +1,129 @@
+"""Compressed chunks (format version 2): the transform before the codec, and the codecs.
+
+A compressed chunk stores its records transformed (`delta-split`: times and offsets
+as zigzagged deltas, then the 80 bytes of each record split into 80 one-byte planes)
+and then compressed (zstd or lz4 block). Both steps are exactly invertible; the C
+loader (recorder/tracewriter.c) writes the same bytes. docs/trace-format.md has the
+rules and the measurements that chose zstd.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+import schemas
+from recorder.tracefile.format import RECORD_DTYPE, RECORD_SIZE, Defect
+
+_FILE = schemas.file_constants()
+CODECS: dict[int, str] = {int(v): k for k, v in _FILE["codec"].items()}
+CODEC_IDS: dict[str, int] = {k: int(v) for k, v in _FILE["codec"].items()}
+TRANSFORMS: dict[int, str] = {int(v): k for k, v in _FILE["transform"].items()}
+TRANSFORM_IDS: dict[str, int] = {k: int(v) for k, v in _FILE["transform"].items()}
+DELTA_SPLIT = TRANSFORM_IDS["delta-split"]
+# What Python writers use for "auto": they write offline, where zstd's ~17 % smaller
+# files are worth its CPU. The loader's "auto" picks per chunk (docs/trace-format.md).
+DEFAULT = "zstd"
+ZSTD_LEVEL = 1
+CHOICES = ("none", *CODEC_IDS)
+
+
+def resolve(name: str) -> str:
+    """A user's `--compress` choice as a Python writer's: "auto" is zstd."""
+    if name == "auto":
+        return DEFAULT
+    if name not in CHOICES:
+        raise ValueError(f"--compress must be auto, {', '.join(CHOICES)}; not {name!r}")
+    return name
+
+
+# pyarrow's codecs (a dependency already): zstd frames and lz4 blocks ("lz4_raw").
+_CODECS = {
+    CODEC_IDS["zstd"]: pa.Codec("zstd", compression_level=ZSTD_LEVEL),
+    CODEC_IDS["lz4"]: pa.Codec("lz4_raw"),
+}
+_U64 = np.uint64
+
+
+def _zigzag(d: np.ndarray) -> np.ndarray:
+    s = d.view(np.int64)
+    return ((s << 1) ^ (s >> 63)).view(_U64)
+
+
+def _unzigzag(z: np.ndarray) -> np.ndarray:
+    return (z >> _U64(1)) ^ (_U64(0) - (z & _U64(1)))
+
+
+def _shift(a: np.ndarray) -> np.ndarray:
+    """a[i - 1] at i, 0 at 0."""
+    out = np.zeros_like(a)
+    out[1:] = a[:-1]
+    return out
+
+
+def encode_records(records: np.ndarray) -> bytes:
+    """The `delta-split` transform of contiguous records, as bytes (planes, byte-major)."""
+    # Copied as bytes: numpy copies a structured array field by field, padding unset.
+    t = np.empty(len(records), dtype=RECORD_DTYPE)
+    t.view(np.uint8)[:] = np.ascontiguousarray(records).view(np.uint8).reshape(-1)
+    done, issue = records["ts_complete_ns"], records["ts_issue_ns"]
+    offset = records["offset"]
+    end = offset + records["bytes"].astype(_U64)
+    with np.errstate(over="ignore"):
+        t["ts_complete_ns"] = _zigzag(done - _shift(done))
+        t["ts_issue_ns"] = _zigzag(done - issue)
+        t["ts_queue_ns"] = _zigzag(issue - records["ts_queue_ns"])
+        t["offset"] = _zigzag(offset - _shift(end))
+    raw = t.view(np.uint8).reshape(len(t), RECORD_SIZE)
+    return np.ascontiguousarray(raw.T).tobytes()
+
+
+def decode_records(planes: bytes | memoryview, count: int) -> np.ndarray:
+    """Inverse of `encode_records`: `count` records from their planes."""
+    out = np.empty(count, dtype=RECORD_DTYPE)
+    raw = np.frombuffer(planes, dtype=np.uint8).reshape(RECORD_SIZE, count)
+    out.view(np.uint8).reshape(count, RECORD_SIZE)[:] = raw.T
+    with np.errstate(over="ignore"):
+        done = np.cumsum(_unzigzag(out["ts_complete_ns"]), dtype=_U64)
+        issue = done - _unzigzag(out["ts_issue_ns"])
+        out["ts_queue_ns"] = issue - _unzigzag(out["ts_queue_ns"])
+        out["ts_issue_ns"] = issue
+        out["ts_complete_ns"] = done
+        step = _unzigzag(out["offset"]) + _shift(out["bytes"].astype(_U64))
+        out["offset"] = np.cumsum(step, dtype=_U64)
+    return out
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    return bytes(_CODECS[codec].compress(data, asbytes=True))
+
+
+def known(codec: int, transform: int) -> str | None:
+    """Why a chunk with these ids cannot be read by this iotape, or None."""
+    if codec not in CODECS:
+        names = ", ".join(f"{i} {n}" for i, n in sorted(CODECS.items()))
+        return f"compression id {codec} is unknown (this iotape reads {names})"
+    if transform not in TRANSFORMS:
+        names = ", ".join(f"{i} {n}" for i, n in sorted(TRANSFORMS.items()))
+        return f"chunk transform id {transform} is unknown (this iotape reads {names})"
+    return None
+
+
+def decompress(
+    codec: int, transform: int, stored: memoryview, count: int, pos: int, seq: int
+) -> np.ndarray:
+    """The records of a compressed chunk whose ids are known and whose CRC held;
+    `Defect` when its bytes do not decode to `count` records (a writer's fault)."""
+    size = count * RECORD_SIZE
+    try:
+        data = _CODECS[codec].decompress(stored, decompressed_size=size, asbytes=True)
+    except (OSError, ValueError, RuntimeError, pa.ArrowException) as e:
+        raise Defect(pos, f"chunk {seq}: does not decompress ({CODECS[codec]}: {e})") from None
+    if len(data) != size:
+        raise Defect(pos, f"chunk {seq}: decompresses to {len(data)} bytes, expected {size}")
+    if transform == DELTA_SPLIT:
+        records = decode_records(data, count)
+    else:
+        records = np.frombuffer(data, dtype=RECORD_DTYPE, count=count)
+    records.flags.writeable = False
+    return records
