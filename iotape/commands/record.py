@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,6 +15,7 @@ from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values
 from recorder.capture.record import RecordOptions, RecordResult
 from recorder.capture.record import record as run_record
+from recorder.capture.rotation import Rotation
 
 err = Console(stderr=True)
 
@@ -75,7 +77,22 @@ def _outcome(result: RecordResult) -> str:
         + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
         + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
         + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else "")
+        + _files(s)
     )
+
+
+def _files(s: Mapping[str, Any]) -> str:
+    """What a rotated or bounded capture adds: its files, the ring, the --max-bytes stop."""
+    out = ""
+    files = s.get("files")
+    if isinstance(files, dict):
+        n = files["last"] - files["first"] + 1
+        out += f"; {files['last'] + 1} files, {n} on disk (read them as one trace by this name)" + (
+            f", {files['deleted']} oldest deleted (--keep)" if files.get("deleted") else ""
+        )
+    if s.get("stop_reason") == "max-bytes":
+        out += "; stopped at --max-bytes"
+    return out
 
 
 def record(
@@ -108,12 +125,26 @@ def record(
     ] = False,
     chunk_records: Annotated[int, typer.Option(help="Records per file chunk.")] = 8192,
     ring_mb: Annotated[int, typer.Option(help="BPF ring buffer size, MiB.")] = 32,
+    rotate: Annotated[
+        str | None,
+        typer.Option(help="SIZE|DURATION (1GiB, 10m): a new file OUT-000001.iot, … when reached."),
+    ] = None,
+    keep: Annotated[
+        int | None, typer.Option(help="With --rotate: keep the N newest files, delete older.")
+    ] = None,
+    keep_bytes: Annotated[
+        str | None, typer.Option(help="With --rotate: delete the oldest files beyond SIZE.")
+    ] = None,
+    max_bytes: Annotated[
+        str | None, typer.Option(help="Stop the capture when its files reach SIZE.")
+    ] = None,
     json_out: AsJson = False,
 ) -> None:
     """Record every block request on the given devices into a trace file.
 
     Example: iotape record -d /dev/nvme0n1 -o run.iot -- fio job.fio
     """
+    rotation = Rotation.parse(rotate, keep, keep_bytes, max_bytes)
     opts = RecordOptions(
         devices=device or [],
         output=output,
@@ -130,6 +161,7 @@ def record(
         chunk_records=chunk_records,
         ring_mb=ring_mb,
         bpf_stats=bpf_stats,
+        rotation=rotation,
         argv=list(sys.argv),
     )
     status = _LiveStatus()

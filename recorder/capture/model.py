@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recorder.capture.rotation import Rotation
 from recorder.tracefile import TraceFooter
 
 
@@ -33,6 +34,7 @@ class RecordOptions:
     chunk_records: int = 8192
     ring_mb: int = 32
     bpf_stats: bool = False
+    rotation: Rotation = field(default_factory=Rotation)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 

@@ -24,7 +24,7 @@ import schemas
 from base import __version__
 from base.errors import IotapeError
 from devices import naming
-from recorder.capture import labels
+from recorder.capture import labels, rotation
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile.streams import Extent
 
@@ -83,6 +83,10 @@ def validate(opts: RecordOptions) -> list[naming.Device]:
             raise IotapeError(f"-d {d.path}: named twice")
         seen.add(key)
     check_output(opts.output, opts.force)
+    if (opts.rotation.rotates or opts.rotation.max_bytes) and opts.backend != "bpf":
+        raise IotapeError(f"--rotate, --max-bytes: not with --backend {opts.backend}")
+    if opts.rotation.rotates:
+        rotation.clear_outputs(opts.output, opts.force)
     return devs
 
 
@@ -140,7 +144,7 @@ def loader_argv(
     argv += ["--chunk-records", str(opts.chunk_records), "--ring-mb", str(opts.ring_mb)]
     if opts.bpf_stats:
         argv.append("--bpf-stats")
-    return argv
+    return argv + opts.rotation.loader_args()
 
 
 def _write_extents(extents: list[Extent], tmpdir: str) -> str | None:

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 import schemas
-from recorder.tracefile.reader import Trace, open_trace
+from recorder.tracefile.reader import Trace
+from recorder.tracefile.sequence import open_trace
 
 
 def split_dev(dev: int) -> tuple[int, int]:
