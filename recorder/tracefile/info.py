@@ -142,6 +142,8 @@ def _report(t: Trace, c: _Counts) -> dict:
     return {
         "path": t.path,
         "file_bytes": t.file_size,
+        # A rotated capture's files read as one (recorder/tracefile/sequence.py).
+        "sequence": h.get("sequence"),
         "format_version": h.get("version"),
         "layout_version": (h.get("record") or {}).get("layout_version"),
         "host": h.get("host"),
