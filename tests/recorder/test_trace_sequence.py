@@ -32,7 +32,7 @@ def _capture(out: Path, sizes: list[int], first: int = 0, **header) -> list[Path
     paths, at = [], 0
     for i, n in enumerate(sizes, start=first):
         h = {**HEADER, **header, "segment": {"index": i, "start_ns": at * 1000}}
-        footer = {"lost": {"ringbuf_full": 1}, "pre_start": 2 if i == 0 else 0}
+        footer: dict[str, object] = {"lost": {"ringbuf_full": 1}, "pre_start": int(i == 0) * 2}
         footer |= {"stop_reason": "rotate", "end_mono_ns": 1000 + (at + n) * 1000}
         p = segment_path(out, i)
         write_trace(p, h, _records(at, n), footer=footer)
