@@ -1064,7 +1064,8 @@ int main(int argc, char **argv)
 	st.tw.fd = -1;
 	if (!setup(&r) && !start(&r)) {
 		reason = drain(&r, &err);
-		if (!st.tw.err && o.drain_ms)
+		/* A stop at --max-bytes or on an error does not wait for more records. */
+		if (!st.tw.err && o.drain_ms && strcmp(reason, "max-bytes") && strcmp(reason, "error"))
 			drain_in_flight(&r);
 		ret = finish(&r, reason, err);
 	}

@@ -91,7 +91,7 @@ def _files(s: Mapping[str, Any]) -> str:
             f", {files['deleted']} oldest deleted (--keep)" if files.get("deleted") else ""
         )
     if s.get("stop_reason") == "max-bytes":
-        out += "; stopped at --max-bytes"
+        out += "; stopped at --max-bytes (a command still running was ended)"
     return out
 
 
@@ -172,5 +172,6 @@ def record(
     if json_out:
         print(json.dumps(result.summary))
     err.print(_outcome(result), highlight=False)
-    if result.command_exit:
+    # At --max-bytes the capture ended the command: that stop is the one asked for.
+    if result.command_exit and result.summary.get("stop_reason") != "max-bytes":
         raise typer.Exit(result.command_exit)

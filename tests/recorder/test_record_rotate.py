@@ -115,13 +115,13 @@ def test_max_bytes_stops_cleanly(loop, tmp_path: Path) -> None:
     out = tmp_path / "m.iot"
     fio = [*fio_args(loop.path, tmp_path / "f.log", ios=10**6, iodepth=4)]
     res = _record(out, loop, "--rotate", "256KiB", "--max-bytes", "1MiB", "--", *fio, ok=False)
-    assert res.returncode in (0, 143, 15), res.stderr
+    assert res.returncode == 0, res.stderr
     done = _done(res)
     assert done["stop_reason"] == "max-bytes"
     assert "stopped at --max-bytes" in res.stderr
     files = _each_file_checks(out)
     total = sum(f.stat().st_size for f in files)
-    assert (1 << 20) * 0.5 < total <= (1 << 20) + (1 << 20), total
+    assert (1 << 20) * 0.3 < total <= 1 << 20, total
     assert open_trace(out).footer["events"] == done["events"]
 
 
