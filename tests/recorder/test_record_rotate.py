@@ -138,3 +138,20 @@ def test_full_disk_mid_rotation_leaves_every_file_valid(loop, small_mount, tmp_p
     with open_trace(out) as t:
         recs = t.read_all()
     assert len(recs) > 0 and not (trace_multiset(recs) - fio_multiset(log))
+
+
+def test_next_file_cannot_be_made(loop, small_mount, tmp_path: Path) -> None:
+    # Room for the directory and two files: the third cannot be created.
+    where = small_mount(64 << 10, "nr_inodes=3")
+    out, log = where / "n.iot", tmp_path / "fio.log"
+    fio = fio_args(loop.path, log, ios=20000, iodepth=4)
+    res = _record(out, loop, "--rotate", "64KiB", "--chunk-records", "64", "--", *fio, ok=False)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "n-000002.iot: cannot write the next file" in lines[0], lines
+    files = _each_file_checks(out)
+    assert [f.name for f in files] == ["n-000000.iot", "n-000001.iot"]
+    with open_trace(out) as t:
+        assert t.footer is not None and t.footer["stop_reason"] == "disk-full"
+        recs = t.read_all()
+    assert len(recs) > 0 and not (trace_multiset(recs) - fio_multiset(log))
