@@ -117,3 +117,19 @@ def test_sizes_and_durations() -> None:
     r = Rotation.parse("10m", 4, "10GiB", "20GiB")
     assert r.every_s == 600 and r.keep == 4 and r.keep_bytes == 10 << 30
     assert r.loader_args()[:2] == ["--rotate-ms", "600000"]
+
+
+def test_replay_planner_and_ingest_source_take_a_sequence(tmp_path: Path) -> None:
+    from analyzer.store.trace_source import TraceSource, source_sha256
+    from replayer.plan.source import load
+
+    out = tmp_path / "run.iot"
+    _capture(out, [5, 3, 4], first=2)
+    src = load(out)
+    assert len(src.records) == 12 and src.t_ns[0] == 0
+    ingest = TraceSource(out)
+    try:
+        assert ingest.total == 12 and sum(b.num_rows for b in ingest.batches()) == 12
+    finally:
+        ingest.close()
+    assert source_sha256(out) == content_sha256(out)
