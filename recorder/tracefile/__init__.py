@@ -26,6 +26,7 @@ from recorder.tracefile.sequence import (
     open_trace,
     segment_path,
     segments_of,
+    trace_bytes,
     trace_sha256,
 )
 from recorder.tracefile.writer import TraceWriter, write_trace
@@ -48,6 +49,7 @@ __all__ = [
     "records_to_arrow",
     "segment_path",
     "segments_of",
+    "trace_bytes",
     "trace_sha256",
     "write_trace",
 ]

@@ -71,6 +71,11 @@ def resolve(spec: str | os.PathLike) -> list[Path]:
     return segments_of(path) or [path]
 
 
+def trace_bytes(path: str | os.PathLike) -> int:
+    """The size of a trace, or of a sequence's files together. Raises OSError."""
+    return sum(os.path.getsize(f) for f in resolve(path))
+
+
 def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
     """`reader.open_trace`, also for a sequence (see the module doc)."""
     files = resolve(path)

@@ -10,7 +10,14 @@ from helpers import iotape
 
 from base.errors import IotapeError
 from recorder.capture.rotation import Rotation, parse_size
-from recorder.tracefile import RECORD_DTYPE, open_trace, segment_path, segments_of, write_trace
+from recorder.tracefile import (
+    RECORD_DTYPE,
+    open_trace,
+    segment_path,
+    segments_of,
+    trace_bytes,
+    write_trace,
+)
 from recorder.tracefile.sequence import content_sha256
 
 HEADER = {"host": "h", "mono_start_ns": 1000, "wall_start_ns": 2000, "recorder": {"backend": "bpf"}}
@@ -121,12 +128,16 @@ def test_sizes_and_durations() -> None:
 
 def test_replay_planner_and_ingest_source_take_a_sequence(tmp_path: Path) -> None:
     from analyzer.store.trace_source import TraceSource, source_sha256
+    from replayer.plan import stream
     from replayer.plan.source import load
 
     out = tmp_path / "run.iot"
     _capture(out, [5, 3, 4], first=2)
     src = load(out)
     assert len(src.records) == 12 and src.t_ns[0] == 0
+    # The chunked planner (big traces) scans and reads a sequence too, sized as a whole.
+    assert stream.scan(out).requests == 12
+    assert trace_bytes(out) == sum(p.stat().st_size for p in segments_of(out))
     ingest = TraceSource(out)
     try:
         assert ingest.total == 12 and sum(b.num_rows for b in ingest.batches()) == 12
