@@ -12,6 +12,7 @@ from base.errors import IotapeError
 from recorder.capture.rotation import Rotation, parse_size
 from recorder.tracefile import (
     RECORD_DTYPE,
+    TraceFormatError,
     open_trace,
     segment_path,
     segments_of,
@@ -76,9 +77,9 @@ def test_sequence_reads_as_one_trace(tmp_path: Path) -> None:
 
 def test_ring_remainder_starts_later(tmp_path: Path) -> None:
     out = tmp_path / "run.iot"
-    _capture(out, [5, 3, 4], first=4)
+    _capture(out, [5, 0, 4], first=4)  # an idle --rotate 10m interval: a file, no events
     with open_trace(out) as t:
-        assert len(t.read_all()) == 12 and t.header["sequence"]["first_index"] == 4
+        assert len(t.read_all()) == 9 and t.header["sequence"]["first_index"] == 4
 
 
 def test_hole_or_other_capture_is_refused(tmp_path: Path) -> None:
@@ -144,3 +145,16 @@ def test_replay_planner_and_ingest_source_take_a_sequence(tmp_path: Path) -> Non
     finally:
         ingest.close()
     assert source_sha256(out) == content_sha256(out)
+
+
+def test_damaged_file_ends_the_sequence_with_its_name(tmp_path: Path) -> None:
+    out = tmp_path / "run.iot"
+    paths = _capture(out, [5, 3, 4])
+    with open(paths[1], "r+b") as f:  # cut short, as by SIGKILL: no footer
+        f.truncate(f.seek(0, 2) - 40)
+    with open_trace(out) as t:
+        assert t.footer is None
+        with pytest.raises(TraceFormatError, match=r"run-000001\.iot"):
+            t.read_all()
+    res = iotape("trace", "info", "--json", str(out))
+    assert '"needs_repair": true' in res.stdout and "run-000001.iot" in res.stdout
