@@ -14,7 +14,8 @@ from base.errors import IotapeError
 from recorder.tracefile import segments_of
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)\s*$", re.IGNORECASE)
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$", re.IGNORECASE)
+# Lower case only: `10m` is ten minutes, `10M` ten megabytes.
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -32,11 +33,11 @@ def parse_size(option: str, text: str) -> int:
 
 
 def parse_duration(option: str, text: str) -> float:
-    """Seconds from `10m`, `1h`, `30s`, `500ms`, `1d`."""
+    """Seconds from `10m`, `1h`, `30s`, `500ms`, `1d` (lower case)."""
     m = _TIME.match(text)
     if not m:
         raise IotapeError(f"{option} {text}: not a duration (e.g. 10m, 1h, 30s)")
-    return float(m.group(1)) * _SECONDS[m.group(2).lower()]
+    return float(m.group(1)) * _SECONDS[m.group(2)]
 
 
 @dataclass

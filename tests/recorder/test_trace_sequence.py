@@ -125,6 +125,7 @@ def test_sizes_and_durations() -> None:
     r = Rotation.parse("10m", 4, "10GiB", "20GiB")
     assert r.every_s == 600 and r.keep == 4 and r.keep_bytes == 10 << 30
     assert r.loader_args()[:2] == ["--rotate-ms", "600000"]
+    assert Rotation.parse("10M", None, None, None).every_bytes == 10_000_000
 
 
 def test_replay_planner_and_ingest_source_take_a_sequence(tmp_path: Path) -> None:
