@@ -159,3 +159,8 @@ def test_damaged_file_ends_the_sequence_with_its_name(tmp_path: Path) -> None:
             t.read_all()
     res = iotape("trace", "info", "--json", str(out))
     assert '"needs_repair": true' in res.stdout and "run-000001.iot" in res.stdout
+    res = iotape("trace", "check", str(out))
+    assert res.returncode == 1 and res.stdout.count(": ok,") == 2, res.stdout
+    assert iotape("trace", "check", "--repair", str(out)).returncode == 0
+    with open_trace(out) as t:
+        assert len(t.read_all()) == 12 and t.footer is not None  # only the footer was cut
