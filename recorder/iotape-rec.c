@@ -69,6 +69,7 @@ static struct state {
 	uint64_t prior_events, prior_chunks;	/* in the files before it */
 	uint64_t wall_start, seen_misses;	/* seen_misses: by the last footer_json() */
 	int rot_err;				/* errno of a rotation that failed, or 0 */
+	const char *rot_what;			/* what it could not do */
 	char rot_failed[sizeof(o.rot.stem) + 16];	/* the file it could not make */
 } st;
 
@@ -854,6 +855,7 @@ static int rotate(struct run *r, uint64_t now)
 		o.rot.index--;
 		st.file_start = old_start;
 		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", path);
+		st.rot_what = "cannot write the next file";
 		return -1;
 	}
 	err = tw_finish(&st.tw, footer, n);
@@ -862,6 +864,7 @@ static int rotate(struct run *r, uint64_t now)
 		       strerror(-err));
 		st.rot_err = -err;
 		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", st.path);
+		st.rot_what = "cannot write its footer (its chunks stay readable)";
 	}
 	events = st.tw.events;
 	st.prior_events += events;
@@ -922,14 +925,14 @@ static const char *drain(struct run *r, int *err)
 			next_flush = now + NSEC_PER_SEC;
 		}
 		if (now >= next_status) {
-			uint64_t events = st.tw.events + st.tw.n;
+			uint64_t events = st.prior_events + st.tw.events + st.tw.n;
 			double dt = (now - last_status) / 1e9;
 			uint64_t *cnt = r->cnt;
 
 			read_counters(r->skel, cnt);
 			emit("{\"type\":\"progress\",\"events\":%" PRIu64 ",\"events_per_s\":%.1f,"
 			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
-			     events + st.prior_events, (events - last_events) / dt,
+			     events, (events - last_events) / dt,
 			     o.rot.written + st.tw.good_end,
 			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
 			     complete_misses(r->skel),
@@ -1002,8 +1005,8 @@ static int finish(struct run *r, const char *reason, int err)
 		reason = full ? "disk-full" : "error";
 		tw_truncate_to_good(&st.tw);
 	} else if (st.rot_err) {
-		errorf("%s: cannot write the next file: %s; stopped the capture after %" PRIu64
-		       " records", st.rot_failed, strerror(st.rot_err),
+		errorf("%s: %s: %s; stopped the capture after %" PRIu64 " records",
+		       st.rot_failed, st.rot_what, strerror(st.rot_err),
 		       st.prior_events + st.tw.events + st.tw.n);
 		reason = st.rot_err == ENOSPC || st.rot_err == EDQUOT ? "disk-full" : "error";
 	} else if (err < 0 && err != -EINTR) {
