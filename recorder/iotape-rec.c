@@ -827,6 +827,12 @@ static uint64_t cur_size(void)
 	return st.tw.good_end + (uint64_t)st.tw.n * IOTAPE_RECORD_SIZE;
 }
 
+/* One chunk: the ring deletes this far ahead, and --max-bytes stops this far short. */
+static uint64_t chunk_bytes(void)
+{
+	return IOTAPE_CHUNK_HEADER_SIZE + (uint64_t)o.chunk_records * IOTAPE_RECORD_SIZE;
+}
+
 /* The current file done, the next one takes the records: made before the current
  * one gets its footer (stop reason "rotate"), so that a next file that cannot be
  * made stops the capture in the current one. Returns 0, or -1 to stop. */
@@ -876,7 +882,7 @@ static int rotate(struct run *r, uint64_t now)
 	st.base_misses = st.seen_misses;
 	memcpy(old, st.path, sizeof(old));
 	memcpy(st.path, path, sizeof(st.path));
-	n = rot_prune(&o.rot, cur_size());
+	n = rot_prune(&o.rot, cur_size() + chunk_bytes());
 	emit("{\"type\":\"rotate\",\"closed\":\"%s\",\"events\":%" PRIu64 ",\"file\":\"%s\","
 	     "\"deleted\":%d}\n", old, events, st.path, n);
 	return st.rot_err ? -1 : 0;
@@ -887,14 +893,12 @@ static int rotate(struct run *r, uint64_t now)
  * short of it, so that what the stop still writes fits). */
 static const char *rotation_step(struct run *r, uint64_t now)
 {
-	uint64_t reserve = IOTAPE_CHUNK_HEADER_SIZE + (uint64_t)o.chunk_records * IOTAPE_RECORD_SIZE;
-
 	if (rot_enabled(&o.rot)) {
 		if (rot_due(&o.rot, cur_size(), now - st.file_start) && rotate(r, now))
 			return "error";
-		rot_prune(&o.rot, cur_size());
+		rot_prune(&o.rot, cur_size() + chunk_bytes());
 	}
-	if (o.rot.max_bytes && o.rot.written + cur_size() + reserve + 4096 >= o.rot.max_bytes)
+	if (o.rot.max_bytes && o.rot.written + cur_size() + chunk_bytes() + 4096 >= o.rot.max_bytes)
 		return "max-bytes";
 	return NULL;
 }
