@@ -31,7 +31,9 @@ import numpy as np
 from base.errors import IotapeError
 from recorder.tracefile import reader
 from recorder.tracefile.blocks import ChunkInfo
+from recorder.tracefile.format import HEADER_MAGIC
 from recorder.tracefile.reader import Trace
+from recorder.tracefile.writer import TraceWriter
 
 _INDEX = re.compile(r"-(\d{6,})\.iot$")
 # Footer counters that add up over the files of a capture.
@@ -226,3 +228,42 @@ def _footer(parts: list[Trace]) -> dict[str, Any] | None:
     out["repaired"] = any(bool(f.get("repaired")) for f in fs)
     out["files"] = {"first": _index(parts[0]), "last": _index(parts[-1]), "count": len(fs)}
     return out
+
+
+def is_iotape(spec: str | os.PathLike) -> bool:
+    """Whether `spec` names iotape trace files (one, or a sequence) only."""
+    try:
+        files = resolve(spec)
+        return all(_head(f) == HEADER_MAGIC for f in files)
+    except (OSError, IotapeError):
+        return False
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(len(HEADER_MAGIC))
+
+
+def join(specs: list[str | os.PathLike], out: str | os.PathLike) -> tuple[int, dict[str, Any]]:
+    """One trace file at `out` from a rotated capture's files (`iotape import`): the
+    records as they are, the first file's header without `segment` (with `joined`: the
+    files), the summed footer. Written beside `out` and renamed: nothing half-written.
+    Returns the events and the footer."""
+    files = [f for s in specs for f in resolve(s)]
+    name = str(specs[0]) if len(specs) == 1 else f"{specs[0]} …"
+    trace = reader.open_trace(files[0]) if len(files) == 1 else TraceSequence(name, files)
+    with trace:
+        if trace.footer is None:
+            raise IotapeError(f"{trace.path}: ends without a footer; {trace.repair_hint}")
+        header = {k: v for k, v in trace.header.items() if k not in ("segment", "sequence")}
+        header["joined"] = trace.header.get("sequence") or {"files": [files[0].name]}
+        # A repaired file's gaps name its own chunk numbers: kept, but not as this file's.
+        footer = {k: v for k, v in trace.footer.items() if k not in ("events", "chunks", "gaps")}
+        footer["source_gaps"] = trace.footer.get("gaps") or []
+        events = 0
+        with TraceWriter(out, header) as w:
+            for records in trace.iter_chunks():
+                w.write(records)
+                events += len(records)
+            w.close(footer)
+    return events, {**footer, "events": events}

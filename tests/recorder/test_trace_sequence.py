@@ -164,3 +164,19 @@ def test_damaged_file_ends_the_sequence_with_its_name(tmp_path: Path) -> None:
     assert iotape("trace", "check", "--repair", str(out)).returncode == 0
     with open_trace(out) as t:
         assert len(t.read_all()) == 12 and t.footer is not None  # only the footer was cut
+
+
+def test_import_joins_a_sequence_into_one_file(tmp_path: Path) -> None:
+    out, one = tmp_path / "run.iot", tmp_path / "one.iot"
+    _capture(out, [5, 3, 4])
+    res = iotape("import", "auto", str(out), "-o", str(one))
+    assert res.returncode == 0, res.stderr
+    assert iotape("trace", "check", str(one)).returncode == 0
+    with open_trace(one) as j, open_trace(out) as s:
+        assert j.read_all().tobytes() == s.read_all().tobytes()
+        assert j.footer is not None and j.footer["lost"] == {"ringbuf_full": 3}
+        assert "segment" not in j.header and len(j.header["joined"]["files"]) == 3
+    segment_path(out, 1).unlink()
+    res = iotape("import", "iot", str(out), "-o", str(tmp_path / "two.iot"))
+    assert res.returncode == 2 and "missing" in res.stderr
+    assert not (tmp_path / "two.iot").exists()
