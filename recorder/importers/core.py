@@ -87,7 +87,7 @@ def import_trace(
     if not out.parent.is_dir() and str(out.parent):
         raise IotapeError(f"{out}: directory {out.parent} does not exist")
     detected = None
-    if fmt in ("auto", "iot") and all(sequence.is_iotape(p) for p in paths):
+    if fmt in ("auto", "iot") and sequence.names_sequence(list(paths)):
         # A rotated capture's files (or its -o name, or a glob): joined into one trace.
         events, footer = sequence.join(list(paths), out)
         joined = cast(ImportSummary, {**footer, "format": "iot"})

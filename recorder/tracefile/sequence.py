@@ -230,11 +230,17 @@ def _footer(parts: list[Trace]) -> dict[str, Any] | None:
     return out
 
 
-def is_iotape(spec: str | os.PathLike) -> bool:
-    """Whether `spec` names iotape trace files (one, or a sequence) only."""
+def names_sequence(specs: list[str | os.PathLike]) -> bool:
+    """Whether `specs` name files of a rotated capture (iotape traces, several, or one
+    with a `segment`), not one plain trace or another tool's files."""
     try:
-        files = resolve(spec)
-        return all(_head(f) == HEADER_MAGIC for f in files)
+        files = [f for s in specs for f in resolve(s)]
+        if not files or not all(_head(f) == HEADER_MAGIC for f in files):
+            return False
+        if len(files) > 1:
+            return True
+        with reader.open_trace(files[0]) as t:
+            return "segment" in t.header
     except (OSError, IotapeError):
         return False
 

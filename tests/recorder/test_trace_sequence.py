@@ -176,6 +176,8 @@ def test_import_joins_a_sequence_into_one_file(tmp_path: Path) -> None:
         assert j.read_all().tobytes() == s.read_all().tobytes()
         assert j.footer is not None and j.footer["lost"] == {"ringbuf_full": 3}
         assert "segment" not in j.header and len(j.header["joined"]["files"]) == 3
+    res = iotape("import", "auto", str(one), "-o", str(tmp_path / "copy.iot"))
+    assert res.returncode == 2 and "already an iotape trace" in res.stderr
     segment_path(out, 1).unlink()
     res = iotape("import", "iot", str(out), "-o", str(tmp_path / "two.iot"))
     assert res.returncode == 2 and "missing" in res.stderr
