@@ -24,6 +24,7 @@
 #include "iotape.h"
 #include "iotape.skel.h"
 #include "labels.h"
+#include "rotation.h"
 #include "tracewriter.h"
 
 #define NSEC_PER_SEC 1000000000ull
@@ -43,6 +44,7 @@ static struct opts {
 	int n_comms;
 	uint32_t op_mask;
 	double duration_s;
+	struct rotation rot;
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
@@ -62,6 +64,15 @@ static struct state {
 	struct labels labels;
 	uint64_t short_records;
 	uint64_t unseen_at_stop;	/* records written by in_flight() at stop */
+	/* The current file of a rotated capture (--rotate-*): its name, start, and
+	 * the counters when it started, so that its footer counts its own losses. */
+	char path[sizeof(o.rot.stem) + 16];
+	uint64_t file_start, base_cnt[IOTAPE_CNT_MAX], base_misses;
+	uint64_t prior_events, prior_chunks;	/* in the files before it */
+	uint64_t wall_start, seen_misses;	/* seen_misses: by the last footer_json() */
+	int rot_err;				/* errno of a rotation that failed, or 0 */
+	const char *rot_what;			/* what it could not do */
+	char rot_failed[sizeof(o.rot.stem) + 16];	/* the file it could not make */
 } st;
 
 static volatile sig_atomic_t stop_signal, n_signals;
@@ -82,9 +93,13 @@ static void usage(FILE *f)
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
 "                  [--compress auto|zstd|lz4|none]\n"
+"                  [--rotate-bytes N] [--rotate-ms N] [--keep N] [--keep-bytes N]\n"
+"                  [--max-bytes N]\n"
 "Records every completed block request on the devices into OUT.iot.\n"
 "Stops on SIGINT/SIGTERM (SIGUSR1: the traced command exited) or after --duration,\n"
-"then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n");
+"then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n"
+"--rotate-*: OUT-000000.iot, OUT-000001.iot, ... each a complete trace; --keep and\n"
+"--keep-bytes delete the oldest; --max-bytes stops the capture when its files reach N.\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -180,11 +195,37 @@ static int parse_codec(const char *arg)
 	return TW_CODEC_AUTO;
 }
 
+enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
+       O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
+       O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS };
+
+/* The options of a rotated, bounded capture (OPT is parse_args' code for them). */
+static void parse_rotation(int opt, const char *arg)
+{
+	switch (opt) {
+	case O_ROT_BYTES:
+		o.rot.every_bytes = parse_u64("--rotate-bytes", arg, UINT64_MAX);
+		if (o.rot.every_bytes < 4096)
+			usage_error("--rotate-bytes: at least 4096");
+		break;
+	case O_ROT_MS:
+		o.rot.every_ns = parse_u64("--rotate-ms", arg, UINT64_MAX / 1000000) * 1000000;
+		if (!o.rot.every_ns)
+			usage_error("--rotate-ms: at least 1");
+		break;
+	case O_KEEP:
+		o.rot.keep = parse_u64("--keep", arg, UINT32_MAX);
+		if (!o.rot.keep)
+			usage_error("--keep: at least 1 (the file being written)");
+		break;
+	case O_KEEP_BYTES: o.rot.keep_bytes = parse_u64("--keep-bytes", arg, UINT64_MAX); break;
+	case O_MAX_BYTES: o.rot.max_bytes = parse_u64("--max-bytes", arg, UINT64_MAX); break;
+	default: usage_error("unknown option (see --help)");
+	}
+}
+
 static void parse_args(int argc, char **argv)
 {
-	enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
-	       O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
-	       O_COMPRESS };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "meta", required_argument, NULL, O_META },
@@ -203,6 +244,11 @@ static void parse_args(int argc, char **argv)
 		{ "status-interval-ms", required_argument, NULL, O_STATUS },
 		{ "drain-ms", required_argument, NULL, O_DRAIN },
 		{ "compress", required_argument, NULL, O_COMPRESS },
+		{ "rotate-bytes", required_argument, NULL, O_ROT_BYTES },
+		{ "rotate-ms", required_argument, NULL, O_ROT_MS },
+		{ "keep", required_argument, NULL, O_KEEP },
+		{ "keep-bytes", required_argument, NULL, O_KEEP_BYTES },
+		{ "max-bytes", required_argument, NULL, O_MAX_BYTES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -269,9 +315,12 @@ static void parse_args(int argc, char **argv)
 		case O_DRAIN:
 			o.drain_ms = parse_u64("--drain-ms", optarg, 600000);
 			break;
+		default:
+			parse_rotation(c, optarg);
+			break;
 		case 'h': usage(stdout); exit(0);
 		case ':': usage_error("%s needs a value", argv[optind - 1]);
-		default: usage_error("unknown option '%s' (see --help)", argv[optind - 1]);
+		case '?': usage_error("unknown option '%s' (see --help)", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -284,6 +333,10 @@ static void parse_args(int argc, char **argv)
 		usage_error("--dev is required: name the devices to trace");
 	if (!o.op_mask)
 		o.op_mask = 0xffffffff;
+	if ((o.rot.keep || o.rot.keep_bytes) && !rot_enabled(&o.rot))
+		usage_error("--keep and --keep-bytes need --rotate-bytes or --rotate-ms");
+	if (rot_init(&o.rot, o.out))
+		usage_error("-o: '%s' is too long a name", o.out);
 }
 
 /* META.json holds the header's members beyond the ones only we know. */
@@ -515,10 +568,16 @@ static uint64_t in_flight(struct iotape_bpf *skel, const volatile struct iotape_
 	return n;
 }
 
-/* The footer JSON (also the "done" line). Returns its length. */
-static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const uint64_t *cnt,
-		       uint64_t end_mono, uint64_t end_wall, const char *reason, uint64_t left)
+/* The footer JSON of the current file, or with TOTAL the whole capture's (the
+ * "done" line; the same for a capture in one file). Returns its length. */
+static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const uint64_t *now_cnt,
+		       uint64_t end_mono, uint64_t end_wall, const char *reason, uint64_t left,
+		       bool total)
 {
+	uint64_t cnt[IOTAPE_CNT_MAX], misses = complete_misses(skel);
+	uint64_t start = total ? st.mono_start : st.file_start;
+	char files[160] = "";
+
 	struct bpf_program *progs[] = { skel->progs.on_io_start, skel->progs.on_rq_insert,
 					skel->progs.on_issue, skel->progs.on_complete,
 					skel->progs.on_rq_merge };
@@ -528,6 +587,15 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 	char bpf[768] = "";
 	size_t pl = 0;
 
+	for (int i = 0; i < IOTAPE_CNT_MAX; i++)
+		cnt[i] = now_cnt[i] - (total ? 0 : st.base_cnt[i]);
+	st.seen_misses = misses;
+	if (!total)
+		misses -= st.base_misses;
+	if (total && rot_enabled(&o.rot))
+		snprintf(files, sizeof(files), ",\"files\":{\"first\":%u,\"last\":%u,"
+			 "\"deleted\":%" PRIu64 ",\"bytes_written\":%" PRIu64 "}",
+			 o.rot.oldest, o.rot.index, o.rot.deleted, o.rot.written + st.tw.good_end);
 	getrusage(RUSAGE_SELF, &ru);
 	if (o.bpf_stats) {
 		pl = snprintf(bpf, sizeof(bpf), ",\"bpf_progs\":{");
@@ -555,32 +623,39 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
 		",\"compression\":{\"codec\":\"%s\",\"raw_bytes\":%" PRIu64
 		",\"stored_bytes\":%" PRIu64 ",\"cpu_ns\":%" PRIu64 "}"
-		",\"repaired\":false}",
-		st.tw.events, st.tw.chunks, cnt[IOTAPE_CNT_RINGBUF_FULL],
-		cnt[IOTAPE_CNT_INFLIGHT_FULL], complete_misses(skel),
+		"%s,\"repaired\":false}",
+		st.tw.events + (total ? st.prior_events : 0),
+		st.tw.chunks + (total ? st.prior_chunks : 0), cnt[IOTAPE_CNT_RINGBUF_FULL],
+		cnt[IOTAPE_CNT_INFLIGHT_FULL], misses,
 		cnt[IOTAPE_CNT_COMPLETION_UNSEEN] + st.unseen_at_stop,
 		cnt[IOTAPE_CNT_NO_START], cnt[IOTAPE_CNT_PRE_START],
 		left, end_mono, end_wall,
-		end_mono - st.mono_start, reason,
+		end_mono - start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,
 		codec_name(o.codec),
-		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns);
+		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns, files);
 }
 
+/* Every file of a rotated capture has the capture's start (its records' times run
+ * on across files) and its place in the sequence: "segment". */
 static char *header_json(const char *meta_body, size_t meta_len, int version, uint64_t mono,
 			 uint64_t wall, size_t *len)
 {
-	size_t cap = meta_len + 256;
+	size_t cap = meta_len + 384;
 	char *h = malloc(cap);
+	char seg[128] = "";
 	int n;
 
 	if (!h)
 		return NULL;
+	if (rot_enabled(&o.rot))
+		snprintf(seg, sizeof(seg), "\"segment\":{\"index\":%u,\"start_ns\":%" PRIu64 "},",
+			 o.rot.index, st.file_start - mono);
 	n = snprintf(h, cap,
 		     "{\"format\":\"" IOTAPE_FILE_FORMAT "\",\"version\":%d,\"record\":{\"size\":%d,"
-		     "\"layout_version\":%d},\"mono_start_ns\":%" PRIu64 ",\"wall_start_ns\":%" PRIu64 ",",
-		     version, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall);
+		     "\"layout_version\":%d},\"mono_start_ns\":%" PRIu64 ",\"wall_start_ns\":%" PRIu64
+		     ",%s", version, IOTAPE_RECORD_SIZE, IOTAPE_LAYOUT_VERSION, mono, wall, seg);
 	/* META "{}" has no members: drop the comma we just wrote. */
 	if (strspn(meta_body, " \t\r\n}") == meta_len)
 		n--;
@@ -723,38 +798,140 @@ static int setup(struct run *r)
 	return 0;
 }
 
+/* Makes PATH with its header. Returns 0, -1 when it could not be made (nothing to
+ * remove) or -2 when it was made and holds no header (the caller removes it). */
+static int open_file(struct run *r, struct tracewriter *tw, const char *path)
+{
+	size_t header_len;
+	int err = tw_open(tw, path, o.chunk_records);
+
+	/* Before the header: the file's format version follows from the codec. */
+	if (!err)
+		err = tw_set_codec(tw, o.codec);
+	if (err) {
+		errorf("%s: %s", path, err == -EBUSY ? "another capture is writing this file" :
+		       strerror(-err));
+		st.rot_err = -err;
+		return -1;
+	}
+	free(r->header);
+	r->header = header_json(r->meta, r->meta_len, tw_version(tw), st.mono_start, st.wall_start,
+				&header_len);
+	err = r->header ? tw_write_header(tw, r->header, header_len) : -ENOMEM;
+	if (err) {
+		errorf("%s: writing the header: %s", path, strerror(-err));
+		st.rot_err = -err;
+		return -2;
+	}
+	return 0;
+}
+
 /* The output file with its header, then the programs attached: recording starts. */
 static int start(struct run *r)
 {
-	size_t header_len;
-	int err = tw_open(&st.tw, o.out, o.chunk_records);
+	int err;
 
-	if (!err)
-		err = tw_set_codec(&st.tw, o.codec);
-	if (err) {
-		errorf("%s: %s", o.out, err == -EBUSY ? "another capture is writing this file" :
-		       strerror(-err));
-		return -1;
-	}
-	r->created = true;
+	if (rot_enabled(&o.rot))
+		rot_name(&o.rot, 0, st.path, sizeof(st.path));
+	else
+		snprintf(st.path, sizeof(st.path), "%s", o.out);
 	/* Before attaching, so no recorded time precedes the start. */
-	st.mono_start = clock_ns(CLOCK_MONOTONIC);
-	r->header = header_json(r->meta, r->meta_len, tw_version(&st.tw), st.mono_start,
-				clock_ns(CLOCK_REALTIME), &header_len);
-	if (!r->header) {
-		errorf("out of memory");
+	st.mono_start = st.file_start = clock_ns(CLOCK_MONOTONIC);
+	st.wall_start = clock_ns(CLOCK_REALTIME);
+	err = open_file(r, &st.tw, st.path);
+	if (err == -1)
 		return -1;
-	}
-	err = tw_write_header(&st.tw, r->header, header_len);
-	if (err) {
-		errorf("%s: writing the header: %s", o.out, strerror(-err));
+	r->created = true;
+	if (err)
 		return -1;
-	}
+	st.rot_err = 0;
 	r->skel->bss->mono_start = st.mono_start;
 	if (attach(r->skel))
 		return -1;
-	emit("{\"type\":\"ready\",\"mono_start_ns\":%" PRIu64 "}\n", st.mono_start);
+	emit("{\"type\":\"ready\",\"mono_start_ns\":%" PRIu64 ",\"file\":\"%s\"}\n",
+	     st.mono_start, st.path);
 	return 0;
+}
+
+static uint64_t cur_size(void)
+{
+	return st.tw.good_end + (uint64_t)st.tw.n * IOTAPE_RECORD_SIZE;
+}
+
+/* One chunk: the ring deletes this far ahead, and --max-bytes stops this far short. */
+static uint64_t chunk_bytes(void)
+{
+	return IOTAPE_CHUNK_HEADER_SIZE + (uint64_t)o.chunk_records * IOTAPE_RECORD_SIZE;
+}
+
+/* The current file done, the next one takes the records: made before the current
+ * one gets its footer (stop reason "rotate"), so that a next file that cannot be
+ * made stops the capture in the current one. Returns 0, or -1 to stop. */
+static int rotate(struct run *r, uint64_t now)
+{
+	struct tracewriter next = { .fd = -1 };
+	char path[sizeof(st.path)], footer[4096], old[sizeof(st.path)];
+	uint64_t old_start = st.file_start, events;
+	int n, err;
+
+	if (tw_flush(&st.tw))
+		return -1;	/* finish() reports the failed write */
+	read_counters(r->skel, r->cnt);
+	n = footer_json(footer, sizeof(footer), r->skel, r->cnt, now, clock_ns(CLOCK_REALTIME),
+			"rotate", 0, false);
+	if (n < 0 || (size_t)n >= sizeof(footer))
+		return -1;
+	rot_name(&o.rot, o.rot.index + 1, path, sizeof(path));
+	o.rot.index++;
+	st.file_start = now;
+	err = open_file(r, &next, path);
+	if (err) {
+		if (err == -2)
+			unlink(path);
+		tw_close(&next);
+		o.rot.index--;
+		st.file_start = old_start;
+		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", path);
+		st.rot_what = "cannot write the next file";
+		return -1;
+	}
+	err = tw_finish(&st.tw, footer, n);
+	if (err) {
+		errorf("%s: writing the footer: %s (its chunks stay readable)", st.path,
+		       strerror(-err));
+		st.rot_err = -err;
+		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", st.path);
+		st.rot_what = "cannot write its footer (its chunks stay readable)";
+	}
+	events = st.tw.events;
+	st.prior_events += events;
+	st.prior_chunks += st.tw.chunks;
+	rot_closed(&o.rot, (uint64_t)lseek(st.tw.fd, 0, SEEK_END));
+	tw_close(&st.tw);
+	st.tw = next;
+	memcpy(st.base_cnt, r->cnt, sizeof(st.base_cnt));
+	st.base_misses = st.seen_misses;
+	memcpy(old, st.path, sizeof(old));
+	memcpy(st.path, path, sizeof(st.path));
+	n = rot_prune(&o.rot, cur_size() + chunk_bytes());
+	emit("{\"type\":\"rotate\",\"closed\":\"%s\",\"events\":%" PRIu64 ",\"file\":\"%s\","
+	     "\"deleted\":%d}\n", old, events, st.path, n);
+	return st.rot_err ? -1 : 0;
+}
+
+/* Whether a rotated or bounded capture goes on: rotates when due, keeps the ring,
+ * and says "max-bytes" when the files reach --max-bytes (one chunk and a footer
+ * short of it, so that what the stop still writes fits). */
+static const char *rotation_step(struct run *r, uint64_t now)
+{
+	if (rot_enabled(&o.rot)) {
+		if (rot_due(&o.rot, cur_size(), now - st.file_start) && rotate(r, now))
+			return "error";
+		rot_prune(&o.rot, cur_size() + chunk_bytes());
+	}
+	if (o.rot.max_bytes && o.rot.written + cur_size() + chunk_bytes() + 4096 >= o.rot.max_bytes)
+		return "max-bytes";
+	return NULL;
 }
 
 /* Drain the ring into the file until a signal, the deadline or an error; progress
@@ -763,7 +940,7 @@ static const char *drain(struct run *r, int *err)
 {
 	uint64_t now = clock_ns(CLOCK_MONOTONIC), last_status = now, last_events = 0, deadline = 0;
 	uint64_t next_status = now + o.status_ms * 1000000ull, next_flush = now + NSEC_PER_SEC;
-	const char *reason = "signal";
+	const char *reason = "signal", *step;
 
 	if (o.duration_s > 0)
 		deadline = st.mono_start + (uint64_t)(o.duration_s * NSEC_PER_SEC);
@@ -783,14 +960,15 @@ static const char *drain(struct run *r, int *err)
 			next_flush = now + NSEC_PER_SEC;
 		}
 		if (now >= next_status) {
-			uint64_t events = st.tw.events + st.tw.n;
+			uint64_t events = st.prior_events + st.tw.events + st.tw.n;
 			double dt = (now - last_status) / 1e9;
 			uint64_t *cnt = r->cnt;
 
 			read_counters(r->skel, cnt);
 			emit("{\"type\":\"progress\",\"events\":%" PRIu64 ",\"events_per_s\":%.1f,"
 			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
-			     events, (events - last_events) / dt, (uint64_t)st.tw.good_end,
+			     events, (events - last_events) / dt,
+			     o.rot.written + st.tw.good_end,
 			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
 			     complete_misses(r->skel),
 			     cnt[IOTAPE_CNT_PRE_START]);
@@ -800,6 +978,10 @@ static const char *drain(struct run *r, int *err)
 		}
 		if (deadline && now >= deadline) {
 			reason = "duration";
+			break;
+		}
+		if ((step = rotation_step(r, now))) {
+			reason = step;
 			break;
 		}
 	}
@@ -837,8 +1019,8 @@ static void drain_in_flight(struct run *r)
  * exit status: 0 for the ordinary stops, 1 otherwise. */
 static int finish(struct run *r, const char *reason, int err)
 {
-	char footer[4096];
-	uint64_t left, now;
+	char footer[4096], done[4096];
+	uint64_t left, now, wall;
 	int n;
 
 	iotape_bpf__detach(r->skel);
@@ -854,17 +1036,25 @@ static int finish(struct run *r, const char *reason, int err)
 		bool full = st.tw.err == ENOSPC || st.tw.err == EDQUOT;
 
 		errorf("%s: %s; stopped the capture after %" PRIu64 " records",
-		       o.out, strerror(st.tw.err), st.tw.events);
+		       st.path, strerror(st.tw.err), st.prior_events + st.tw.events);
 		reason = full ? "disk-full" : "error";
 		tw_truncate_to_good(&st.tw);
+	} else if (st.rot_err) {
+		errorf("%s: %s: %s; stopped the capture after %" PRIu64 " records",
+		       st.rot_failed, st.rot_what, strerror(st.rot_err),
+		       st.prior_events + st.tw.events + st.tw.n);
+		reason = st.rot_err == ENOSPC || st.rot_err == EDQUOT ? "disk-full" : "error";
 	} else if (err < 0 && err != -EINTR) {
 		errorf("reading the ring buffer: %s", strerror(-err));
 		reason = "error";
 	}
 	now = clock_ns(CLOCK_MONOTONIC);
+	wall = clock_ns(CLOCK_REALTIME);
 	read_counters(r->skel, r->cnt);
-	n = footer_json(footer, sizeof(footer), r->skel, r->cnt, now, clock_ns(CLOCK_REALTIME),
-			reason, left);
+	n = footer_json(done, sizeof(done), r->skel, r->cnt, now, wall, reason, left, true);
+	if (n > 0 && (size_t)n < sizeof(done))
+		n = footer_json(footer, sizeof(footer), r->skel, r->cnt, now, wall, reason, left,
+				false);
 	if (n < 0 || (size_t)n >= sizeof(footer)) {
 		errorf("footer does not fit its buffer");
 		return 1;
@@ -872,16 +1062,16 @@ static int finish(struct run *r, const char *reason, int err)
 	err = tw_finish(&st.tw, footer, n);
 	if (err) {
 		errorf("%s: writing the footer: %s (the chunks written stay readable)",
-		       o.out, strerror(-err));
+		       st.path, strerror(-err));
 		return 1;
 	}
 	r->created = false;	/* a complete trace, keep it */
-	emit("{\"type\":\"done\",%s\n", footer + 1);
+	emit("{\"type\":\"done\",%s\n", done + 1);
 	if (st.short_records)
 		errorf("%" PRIu64 " ring buffer records were shorter than a trace record",
 		       st.short_records);
 	return strcmp(reason, "signal") && strcmp(reason, "duration") &&
-	       strcmp(reason, "command-exit");
+	       strcmp(reason, "command-exit") && strcmp(reason, "max-bytes");
 }
 
 static void run_free(struct run *r)
@@ -894,8 +1084,9 @@ static void run_free(struct run *r)
 		close(r->stats_fd);
 	/* Nothing half-written: a file that never got past its header goes. */
 	if (r->created && st.tw.chunks == 0 && !st.tw.events)
-		unlink(o.out);
+		unlink(st.path);
 	tw_close(&st.tw);
+	rot_free(&o.rot);
 	labels_free(&st.labels);
 	free(r->header);
 	free(r->meta);
@@ -911,7 +1102,8 @@ int main(int argc, char **argv)
 	st.tw.fd = -1;
 	if (!setup(&r) && !start(&r)) {
 		reason = drain(&r, &err);
-		if (!st.tw.err && o.drain_ms)
+		/* A stop at --max-bytes or on an error does not wait for more records. */
+		if (!st.tw.err && o.drain_ms && strcmp(reason, "max-bytes") && strcmp(reason, "error"))
 			drain_in_flight(&r);
 		ret = finish(&r, reason, err);
 	}

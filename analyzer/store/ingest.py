@@ -194,7 +194,7 @@ def _new_run(
         if catalog.name_in_use(store, name, run_id):
             raise IotapeError(f"--name {name!r}: another run has this name")
     else:
-        name = p.stem if p.is_file() else p.resolve().name
+        name = p.resolve().name if p.is_dir() else p.stem
         if catalog.name_in_use(store, name, run_id):
             name = f"{name}-{run_id[:6]}"
     return {

@@ -35,8 +35,9 @@ Progress = Callable[[int, int | None], None]
 
 def source_sha256(path: Path) -> str:
     """The idempotency key of a file to ingest: for a trace, over its header, chunk
-    headers and footer (`content_sha256`, no pass over the records); else its bytes."""
-    if path.suffix.lower() not in PARQUET_SUFFIXES + REPORT_SUFFIXES and path.is_file():
+    headers and footer (`content_sha256`, no pass over the records; a rotated capture's
+    files, named by its `-o` name or a glob, over theirs); else its bytes."""
+    if path.suffix.lower() not in PARQUET_SUFFIXES + REPORT_SUFFIXES and not path.is_dir():
         try:
             digest = content_sha256(path)
         except OSError:

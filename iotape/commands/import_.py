@@ -20,7 +20,9 @@ def import_(
     fmt: Annotated[
         str,
         typer.Argument(
-            metavar="FORMAT", help=f"auto (recognised by content), or one of: {', '.join(FORMATS)}."
+            metavar="FORMAT",
+            help=f"auto (recognised by content), or one of: {', '.join(FORMATS)}; iot: "
+            "a rotated capture's files (its -o name, a quoted glob) joined into one trace.",
         ),
     ],
     files: Annotated[

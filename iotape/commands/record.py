@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +16,7 @@ from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values
 from recorder.capture.record import RecordOptions, RecordResult
 from recorder.capture.record import record as run_record
+from recorder.capture.rotation import Rotation
 
 err = Console(stderr=True)
 
@@ -83,7 +85,22 @@ def _outcome(result: RecordResult) -> str:
         + f"; recorder CPU {cpu.get('user_s', 0) + cpu.get('sys_s', 0):.2f} s"
         + (f", BPF {cpu['bpf_ns'] / 1e9:.2f} s" if "bpf_ns" in cpu else "")
         + (f", peak RSS {proc['max_rss_kb'] / 1024:.1f} MiB" if "max_rss_kb" in proc else "")
+        + _files(s)
     )
+
+
+def _files(s: Mapping[str, Any]) -> str:
+    """What a rotated or bounded capture adds: its files, the ring, the --max-bytes stop."""
+    out = ""
+    files = s.get("files")
+    if isinstance(files, dict):
+        n = files["last"] - files["first"] + 1
+        out += f"; {files['last'] + 1} files, {n} on disk (read them as one trace by this name)" + (
+            f", {files['deleted']} oldest deleted (--keep)" if files.get("deleted") else ""
+        )
+    if s.get("stop_reason") == "max-bytes":
+        out += "; stopped at --max-bytes (a command still running was ended)"
+    return out
 
 
 def record(
@@ -124,12 +141,26 @@ def record(
             "version 1 file, which iotape before compression reads too)."
         ),
     ] = Compress.auto,
+    rotate: Annotated[
+        str | None,
+        typer.Option(help="SIZE|DURATION (1GiB, 10m): a new file OUT-000001.iot, … when reached."),
+    ] = None,
+    keep: Annotated[
+        int | None, typer.Option(help="With --rotate: keep the N newest files, delete older.")
+    ] = None,
+    keep_bytes: Annotated[
+        str | None, typer.Option(help="With --rotate: delete the oldest files beyond SIZE.")
+    ] = None,
+    max_bytes: Annotated[
+        str | None, typer.Option(help="Stop the capture when its files reach SIZE.")
+    ] = None,
     json_out: AsJson = False,
 ) -> None:
     """Record every block request on the given devices into a trace file.
 
     Example: iotape record -d /dev/nvme0n1 -o run.iot -- fio job.fio
     """
+    rotation = Rotation.parse(rotate, keep, keep_bytes, max_bytes)
     opts = RecordOptions(
         devices=device or [],
         output=output,
@@ -147,6 +178,7 @@ def record(
         ring_mb=ring_mb,
         bpf_stats=bpf_stats,
         compress=compress.value,
+        rotation=rotation,
         argv=list(sys.argv),
     )
     status = _LiveStatus()
@@ -157,5 +189,6 @@ def record(
     if json_out:
         print(json.dumps(result.summary))
     err.print(_outcome(result), highlight=False)
-    if result.command_exit:
+    # At --max-bytes the capture ended the command: that stop is the one asked for.
+    if result.command_exit and result.summary.get("stop_reason") != "max-bytes":
         raise typer.Exit(result.command_exit)

@@ -20,13 +20,19 @@ from recorder.tracefile.check import repair as repair_trace
 from recorder.tracefile.convert import convert as convert_trace
 from recorder.tracefile.info import summarize
 from recorder.tracefile.scan import Damage, ScanReport
+from recorder.tracefile.sequence import resolve
 
 app = sub_app("Inspect, convert and validate trace files (.iot).")
 
 err = Console(stderr=True)
 
 TraceFile = Annotated[
-    Path, typer.Argument(help="Trace file (.iot).", metavar="FILE", show_default=False)
+    Path,
+    typer.Argument(
+        help="Trace file (.iot), or a rotated capture's files: its -o name or a quoted glob.",
+        metavar="FILE",
+        show_default=False,
+    ),
 ]
 
 
@@ -85,6 +91,9 @@ def _print_info(s: dict, out: Console) -> None:
     t.add_row("started", s["start"] or "-")
     t.add_row("command line", " ".join(s["command_line"] or []) or "-")
     t.add_row("recorder", f"{s['backend'] or '-'} {s['recorder_version'] or ''}".strip())
+    if seq := s.get("sequence"):
+        files = seq["files"]
+        t.add_row("files", f"{len(files)} of a rotated capture: {files[0]} … {files[-1]}")
     t.add_row("events", f"{s['events']:,} in {s['chunks']:,} chunks, {s['errors']:,} with errors")
     t.add_row("bytes", _size(s["bytes"]))
     chunks = ", ".join(f"{k} {v:,}" for k, v in s["compression"].items()) or "-"
@@ -221,21 +230,28 @@ def check(
     """Validate every chunk, the footer and the trailer; list each damaged range and exit 1
     if the file is damaged. Damage anywhere costs only the chunks it touches.
 
+    A rotated capture's files (its -o name or a quoted glob) are checked one by one.
+
     Example: iotape trace check run1.iot --repair
     """
-    if repair:
-        r = repair_trace(path)
-        if as_json:
-            _print_json(r.to_dict())
-        else:
-            _print_repair(r, Console())
-        return
-    rep = check_trace(path)
+    files = resolve(path)
+    reports: list[dict] = []
+    damaged = False
+    for f in files:
+        if repair:
+            r = repair_trace(f)
+            reports.append(r.to_dict())
+            if not as_json:
+                _print_repair(r, Console())
+            continue
+        rep = check_trace(f)
+        reports.append(rep.to_dict())
+        damaged |= not rep.complete
+        if not as_json:
+            _print_check(rep, Console())
     if as_json:
-        _print_json(rep.to_dict())
-    else:
-        _print_check(rep, Console())
-    if not rep.complete:
+        _print_json(reports[0] if len(files) == 1 else reports)
+    if damaged:
         raise typer.Exit(1)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recorder.capture.rotation import Rotation
 from recorder.tracefile import TraceFooter
 
 
@@ -35,6 +36,7 @@ class RecordOptions:
     bpf_stats: bool = False
     # Chunk compression: auto, zstd, lz4 or none (docs/trace-format.md).
     compress: str = "auto"
+    rotation: Rotation = field(default_factory=Rotation)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 

@@ -24,7 +24,7 @@ import schemas
 from base import __version__
 from base.errors import IotapeError
 from devices import naming
-from recorder.capture import labels
+from recorder.capture import labels, rotation
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile import codec
 from recorder.tracefile.streams import Extent
@@ -84,6 +84,10 @@ def validate(opts: RecordOptions) -> list[naming.Device]:
             raise IotapeError(f"-d {d.path}: named twice")
         seen.add(key)
     check_output(opts.output, opts.force)
+    if (opts.rotation.rotates or opts.rotation.max_bytes) and opts.backend != "bpf":
+        raise IotapeError(f"--rotate, --max-bytes: not with --backend {opts.backend}")
+    if opts.rotation.rotates:
+        rotation.clear_outputs(opts.output, opts.force)
     return devs
 
 
@@ -144,7 +148,7 @@ def loader_argv(
     # The loader's own "auto" picks per chunk; the name is checked here all the same.
     codec.resolve(opts.compress)
     argv += ["--compress", opts.compress]
-    return argv
+    return argv + opts.rotation.loader_args()
 
 
 def _write_extents(extents: list[Extent], tmpdir: str) -> str | None:

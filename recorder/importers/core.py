@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from recorder.importers.inputs import PEEK_BYTES, Counted, MultiCounter, open_in
 from recorder.importers.readers import READERS
 from recorder.importers.spool import Spool
 from recorder.importers.textrecords import Context
-from recorder.tracefile import TraceFooter, default_streams
+from recorder.tracefile import TraceFooter, default_streams, sequence
 
 BLKTRACE_FORMATS = ("blktrace", "blkparse")
 FORMATS = (*BLKTRACE_FORMATS, *textformats.FORMATS)
@@ -86,6 +87,12 @@ def import_trace(
     if not out.parent.is_dir() and str(out.parent):
         raise IotapeError(f"{out}: directory {out.parent} does not exist")
     detected = None
+    if fmt in ("auto", "iot") and sequence.names_sequence(list(paths)):
+        # A rotated capture's files (or its -o name, or a glob): joined into one trace.
+        events, footer = sequence.join(list(paths), out)
+        joined = cast(ImportSummary, {**footer, "format": "iot"})
+        joined["detected"] = "iot" if fmt == "auto" else None
+        return ImportResult(out, "iot", events, joined)
     if fmt == "auto":
         found = {detect(p) for p in paths}
         if len(found) > 1:

@@ -21,7 +21,8 @@ import schemas
 from base.atomic import replacing
 from base.errors import IotapeError
 from recorder.tracefile.arrow import records_to_arrow
-from recorder.tracefile.reader import Trace, open_trace
+from recorder.tracefile.reader import Trace
+from recorder.tracefile.sequence import open_trace
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # Rows per Parquet row group: large enough to compress well, small enough to stay bounded.

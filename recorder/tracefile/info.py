@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 import schemas
-from recorder.tracefile.reader import Trace, open_trace
+from recorder.tracefile.reader import Trace
+from recorder.tracefile.sequence import open_trace
 
 
 def split_dev(dev: int) -> tuple[int, int]:
@@ -144,6 +145,8 @@ def _report(t: Trace, c: _Counts) -> dict:
     return {
         "path": t.path,
         "file_bytes": t.file_size,
+        # A rotated capture's files read as one (recorder/tracefile/sequence.py).
+        "sequence": h.get("sequence"),
         "format_version": h.get("version"),
         "compression": dict(sorted(c.codecs.items())),
         "file_bytes_per_event": round(t.file_size / c.events, 2) if c.events else None,

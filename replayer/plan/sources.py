@@ -10,10 +10,10 @@ one chunk). build.py runs the same steps over both.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from recorder.tracefile import trace_bytes
 from replayer.plan import stream
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import Source, load
@@ -75,7 +75,7 @@ def wants_chunks(opts: PlanOptions) -> bool:
     if opts.hosts or opts.dry_run or opts.segment <= 0:
         return False
     try:
-        big = os.path.getsize(opts.trace) > STREAM_ABOVE * RECORD_BYTES
+        big = trace_bytes(opts.trace) > STREAM_ABOVE * RECORD_BYTES
     except OSError:
         return False  # source.load says what is wrong with it
     return big
