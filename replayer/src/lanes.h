@@ -1,4 +1,5 @@
-/* What lanes.c (the runner) and deps.c (dependent plans) share. */
+/* What lanes.c (the runner), io.c (issuing and timing a request), deps.c (dependent
+ * plans) and report.c (the JSON) share. */
 #ifndef IOTAPE_LANES_H
 #define IOTAPE_LANES_H
 #include <pthread.h>
@@ -52,10 +53,11 @@ typedef struct {
 } tally_t;
 
 extern struct timespec genesis;
-extern atomic_int stop_all;
+extern atomic_int stop_all, failed;
 extern char *rbuf, *wbuf;
 extern long long max_bs;
 
+/* io.c */
 long long now_ns(void);
 void sleep_until(long long t_ns);
 int issue(int fd, int dir, long long off, long long len);
