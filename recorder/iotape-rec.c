@@ -3,6 +3,7 @@
  * trace file (docs/trace-format.md) and reports progress as JSON lines.
  * `iotape record` (Python) runs it; see usage() for the command line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -73,7 +74,43 @@ static struct state {
 	int rot_err;				/* errno of a rotation that failed, or 0 */
 	const char *rot_what;			/* what it could not do */
 	char rot_failed[sizeof(o.rot.stem) + 16];	/* the file it could not make */
+	char reserve[sizeof(o.rot.stem) + 32];	/* room kept for the last footer */
 } st;
+
+/* A disk that fills exactly at a chunk's end leaves no room for the footer: a
+ * small file beside the output holds that room, and goes when the footer needs it
+ * (or at exit). Best effort: a directory already too full to hold it records all
+ * the same, as before. */
+#define RESERVE_BYTES (8 * 1024) /* a footer (<= 4 KiB) across two pages */
+
+static void reserve_make(const char *out)
+{
+	static const char zero[4096];
+	const char *slash = strrchr(out, '/');
+	int fd, len = slash ? (int)(slash - out + 1) : 0;
+
+	snprintf(st.reserve, sizeof(st.reserve), "%.*s.%s.reserve", len, out,
+		 slash ? slash + 1 : out);
+	fd = open(st.reserve, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		st.reserve[0] = 0;
+		return;
+	}
+	for (int i = 0; i < RESERVE_BYTES / (int)sizeof(zero); i++)
+		if (write(fd, zero, sizeof(zero)) != (ssize_t)sizeof(zero))
+			break;
+	fsync(fd);
+	close(fd);
+}
+
+/* Frees the reserve; true if there was one. */
+static bool reserve_free(void)
+{
+	bool had = st.reserve[0] && unlink(st.reserve) == 0;
+
+	st.reserve[0] = 0;
+	return had;
+}
 
 static volatile sig_atomic_t stop_signal, n_signals;
 
@@ -845,6 +882,7 @@ static int start(struct run *r)
 	if (err)
 		return -1;
 	st.rot_err = 0;
+	reserve_make(o.out);
 	r->skel->bss->mono_start = st.mono_start;
 	if (attach(r->skel))
 		return -1;
@@ -897,11 +935,17 @@ static int rotate(struct run *r, uint64_t now)
 	}
 	err = tw_finish(&st.tw, footer, n);
 	if (err) {
-		errorf("%s: writing the footer: %s (its chunks stay readable)", st.path,
-		       strerror(-err));
+		/* The disk filled between the next file's header and this footer: the
+		 * next file holds no record yet, so it goes and its blocks make room;
+		 * the capture stops in this file, whose footer the stop writes. */
+		tw_close(&next);
+		unlink(path);
+		o.rot.index--;
+		st.file_start = old_start;
 		st.rot_err = -err;
-		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", st.path);
-		st.rot_what = "cannot write its footer (its chunks stay readable)";
+		snprintf(st.rot_failed, sizeof(st.rot_failed), "%s", path);
+		st.rot_what = "cannot write the next file";
+		return -1;
 	}
 	events = st.tw.events;
 	st.prior_events += events;
@@ -1060,6 +1104,9 @@ static int finish(struct run *r, const char *reason, int err)
 		return 1;
 	}
 	err = tw_finish(&st.tw, footer, n);
+	if ((err == -ENOSPC || err == -EDQUOT) && reserve_free())
+		err = tw_finish(&st.tw, footer, n);
+	reserve_free();
 	if (err) {
 		errorf("%s: writing the footer: %s (the chunks written stay readable)",
 		       st.path, strerror(-err));
@@ -1107,6 +1154,7 @@ int main(int argc, char **argv)
 			drain_in_flight(&r);
 		ret = finish(&r, reason, err);
 	}
+	reserve_free();
 	run_free(&r);
 	return ret;
 }
