@@ -70,17 +70,7 @@ class Laid:
 
 
 def _frame(opts: PlanOptions, inp: sources.Input) -> Frame:
-    sc = scale.resolve(
-        inp.view.metadata(),
-        opts.mailboxes,
-        opts.databases,
-        opts.copies,
-        opts.from_mailboxes,
-        opts.from_databases,
-        opts.from_copies,
-        opts.storage_groups,
-        opts.from_storage_groups,
-    )
+    sc = steps.scaling(opts, inp.view)
     paths, hostmap = steps.mapping(opts)
     n = inp.requests
     mode, why = choose_mode(opts, n, exact.plans_lanes(opts, n, bool(hostmap)))

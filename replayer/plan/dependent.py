@@ -162,17 +162,7 @@ def plan(opts: PlanOptions) -> PlanResult:
     """A dependent (or afap) plan of the whole trace; JOBDIR written unless dry_run."""
     steps.check(opts)
     view = sources.whole(opts).view
-    sc = scale.resolve(
-        view.metadata(),
-        opts.mailboxes,
-        opts.databases,
-        opts.copies,
-        opts.from_mailboxes,
-        opts.from_databases,
-        opts.from_copies,
-        opts.storage_groups,
-        opts.from_storage_groups,
-    )
+    sc = steps.scaling(opts, view)
     paths, _ = steps.mapping(opts)
     groups, users = steps.groups(view, paths, sc.layout if sc else scale.Layout(1, 1))
     lay = steps.layout(view, groups, users, opts)

@@ -101,6 +101,22 @@ def who(owner: Owner) -> int | str:
     return owner.number if owner.kind == "db" else owner.name
 
 
+def scaling(opts: PlanOptions, view: Source) -> scale.Scaling | None:
+    """--mailboxes, --databases, --copies and --storage-groups against what the trace
+    says it was (or --from-*): None where nothing is scaled."""
+    return scale.resolve(
+        view.metadata(),
+        opts.mailboxes,
+        opts.databases,
+        opts.copies,
+        opts.from_mailboxes,
+        opts.from_databases,
+        opts.from_copies,
+        opts.storage_groups,
+        opts.from_storage_groups,
+    )
+
+
 def mapping(opts: PlanOptions) -> tuple[dict[str, str], dict[str, HostAddress]]:
     """--target NAME=PATH as absolute paths (the dry-run placeholder without any), and --host."""
     paths = targetmap.parse(opts.targets)
