@@ -30,7 +30,7 @@ from base.errors import IotapeError
 from replayer.plan import deps, iolog, scale, sources, steps, write
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import FUA, OP, PREFLUSH
+from replayer.plan.source import FUA, OP, PREFLUSH, request_times
 
 TIMINGS = ("recorded", "dependent", "afap")
 HEADER = "iotape dependent log 1"
@@ -44,9 +44,41 @@ class DepJob:
     target: str
     stream: str
     db: int | None
-    depth: int
     writes: bool
-    lines: list[str] = field(default_factory=list)
+    depth: int = 1  # known once every chunk is in
+    requests: int = 0
+
+
+@dataclass
+class SliceState:
+    """A slice's inference carried from chunk to chunk, and its jobs by submitter."""
+
+    stream: str
+    chain: deps.Chain
+    tally: deps.Tally
+    jobs: dict[int, DepJob] = field(default_factory=dict)
+
+
+class Logs:
+    """The jobs' logs under JOBDIR/iologs (being made), appended chunk by chunk;
+    only counted for a dry run (`dir` None)."""
+
+    def __init__(self, dir: Path | None) -> None:
+        self.dir = dir
+        self.jobs: list[DepJob] = []  # in the order they first came
+
+    def add(self, job: DepJob, lines: list[str]) -> None:
+        if not job.requests:
+            self.jobs.append(job)
+        job.requests += len(lines)
+        if self.dir is None:
+            return
+        path = self.dir / f"{job.name}.log"
+        with open(path, "a") as f:
+            if job.requests == len(lines):
+                iolog.check_filename(job.target)
+                f.write(f"{HEADER}\nopen {job.target}\n")
+            f.writelines(lines)
 
 
 def check(opts: PlanOptions) -> None:
@@ -80,39 +112,48 @@ def _actions(r: np.ndarray) -> np.ndarray:
     return names
 
 
-def _slice_jobs(s: Slice, first_id: int, opts: PlanOptions) -> tuple[list[DepJob], dict]:
-    """A slice's jobs, one per submitter, its requests numbered from `first_id`."""
+def _slice_jobs(
+    s: Slice, st: SliceState, first_id: int, horizon: int, opts: PlanOptions, logs: Logs
+) -> None:
+    """A chunk's part of a slice into its submitters' jobs, its requests numbered
+    from `first_id` in issue order (a predecessor from an earlier chunk has a
+    smaller id)."""
     r = s.records
-    d = deps.infer(r)
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
     rank = np.empty(len(r), np.int64)
     rank[order] = np.arange(len(r))
-    ids = first_id + rank
-    after: list[list[int]] = [[int(ids[p])] if p >= 0 else [] for p in d.pred.tolist()]
+    before = st.chain.ctx.ids if st.chain.ctx is not None else np.zeros(0, np.int64)
+    d = st.chain.add(r, first_id + rank, horizon)
+    st.tally.add(d)
+    k = d.first
+    ids = np.concatenate([before, first_id + rank])
+    after: list[list[int]] = [[int(ids[p])] if p >= 0 else [] for p in d.pred[k:].tolist()]
     for i, j in d.covers:
-        if rank[j] < rank[i]:
-            after[i].append(int(ids[j]))
+        if ids[j] < ids[i]:
+            after[i - k].append(int(ids[j]))
     afap = opts.timing == "afap"
-    think = np.round(d.think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
+    think = np.round(d.think_ns[k:] * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     flush = r["op"] == OP["flush"]
     off = np.where(flush, 0, s.offset + s.base)
     nbytes = np.where(flush, 0, s.nbytes)
     acts = _actions(r)
-    jobs = []
-    for sub in np.unique(d.submitter).tolist():
-        rows = order[d.submitter[order] == sub]
-        suffix = f".{d.key[0]}{sub}" if d.key != "stream" else ""
-        db = s.owner.number if s.owner.kind == "db" else None
-        writes = bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
-        job = DepJob(s.name + suffix, s.target, s.stream, db, d.depth[sub], writes)
+    sub = d.submitter[k:]
+    for who in np.unique(sub).tolist():
+        job = st.jobs.get(who)
+        if job is None:
+            suffix = f".{d.key[0]}{who}" if d.key != "stream" else ""
+            db = s.owner.number if s.owner.kind == "db" else None
+            job = st.jobs[who] = DepJob(s.name + suffix, s.target, s.stream, db, False)
+        rows = order[sub[order] == who]
+        job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
+        lines = []
         for i in rows.tolist():
             a = ",".join(map(str, after[i])) or "-"
             t = ("0" if afap else str(think[i])) if after[i] else ("@0" if afap else f"@{at[i]}")
-            job.lines.append(f"{ids[i]} {a} {t} {acts[i]} {off[i]} {nbytes[i]}\n")
-        jobs.append(job)
-    return jobs, {"stream": s.name, **deps.summary(d)}
+            lines.append(f"{first_id + rank[i]} {a} {t} {acts[i]} {off[i]} {nbytes[i]}\n")
+        logs.add(job, lines)
 
 
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
@@ -135,7 +176,7 @@ def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> st
         )
     out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
     for j in jobs:
-        out.append(f"\n; {j.stream}: {len(j.lines)} requests\n[{j.name}]\n")
+        out.append(f"\n; {j.stream}: {j.requests} requests\n[{j.name}]\n")
         out += [f"read_iolog=iologs/{j.name}.log\n", f"iodepth={j.depth}\n"]
     return "".join(out)
 
@@ -159,27 +200,54 @@ def _targets(lay: steps.TargetLayout, jobs: list[DepJob], reach: dict[str, int])
 
 
 def plan(opts: PlanOptions) -> PlanResult:
-    """A dependent (or afap) plan of the whole trace; JOBDIR written unless dry_run."""
+    """A dependent (or afap) plan; JOBDIR written unless dry_run. A large trace
+    is read in time-ordered chunks (sources.py), each slice's inference carried
+    from one to the next (deps.Chain), its jobs' logs appended as they come."""
     steps.check(opts)
-    view = sources.whole(opts).view
+    inp = sources.open_input(opts)
+    if opts.dry_run:
+        return _plan(opts, inp, None)
+    if opts.jobdir is None:
+        raise IotapeError("no job directory: give -o JOBDIR")
+    with write.staged(Path(opts.jobdir), opts.force) as tmp:
+        (tmp / "iologs").mkdir()
+        (tmp / "results").mkdir()
+        return _plan(opts, inp, tmp)
+
+
+def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult:
+    view = inp.view
     sc = steps.scaling(opts, view)
     paths, _ = steps.mapping(opts)
-    groups, users = steps.groups(view, paths, sc.layout if sc else scale.Layout(1, 1))
+    storage = sc.layout if sc else scale.Layout(1, 1)
+    groups, users = steps.groups(view, paths, storage)
     lay = steps.layout(view, groups, users, opts)
-    lost = deps.other_stream_predecessors(view.records, view.stream_name)
-    jobs: list[DepJob] = []
-    summaries: list[dict] = []
+    # The furthest a request's app-side issue comes before its issue: how far
+    # before a chunk's last issue the next chunk's requests may start.
+    queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
+    lost = deps.OtherStreams(view.stream_name)
+    logs = Logs(tmp / "iologs" if tmp is not None else None)
+    state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
     n = 0
-    for g in groups:
-        for _, s in steps.slices(view, g, sc, lay, opts):
-            more, summ = _slice_jobs(s, n, opts)
-            n += len(s.records)
-            jobs += more
-            summaries.append({**summ, "other_stream_predecessors": lost.get(s.stream, 0)})
-            end = int((s.offset + s.base + s.nbytes).max(initial=0))
-            reach[s.target] = max(reach.get(s.target, 0), end)
-    return _finish(opts, view.duration_ns, sc, lay, jobs, summaries, reach)
+    for src in inp.chunks():
+        horizon = int(request_times(src.records).max(initial=0)) - queue_ns
+        lost.add(src.records, horizon)
+        gs = groups if src is view else steps.groups(src, paths, storage)[0]
+        for g in gs:
+            for _, s in steps.slices(src, g, sc, lay, opts):
+                st = state.setdefault(s.name, SliceState(s.stream, deps.Chain(), deps.Tally()))
+                _slice_jobs(s, st, n, horizon, opts, logs)
+                n += len(s.records)
+                end = int((s.offset + s.base + s.nbytes).max(initial=0))
+                reach[s.target] = max(reach.get(s.target, 0), end)
+    summaries = []
+    for name, st in state.items():
+        for who, job in st.jobs.items():
+            job.depth = deps.depth_of(st.chain.hist.get(who, np.zeros(0, np.int64)))
+        other = lost.counts.get(st.stream, 0)
+        summaries.append({"stream": name, **st.tally.summary(), "other_stream_predecessors": other})
+    return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp)
 
 
 def _finish(
@@ -190,6 +258,7 @@ def _finish(
     jobs: list[DepJob],
     summaries: list[dict],
     reach: dict[str, int],
+    tmp: Path | None,
 ) -> PlanResult:
     fields: dict[str, Any] = {
         "trace": str(Path(opts.trace).resolve()),
@@ -210,7 +279,7 @@ def _finish(
                 "target": j.target,
                 "stream": j.stream,
                 "db": j.db,
-                "requests": len(j.lines),
+                "requests": j.requests,
             }
             for j in jobs
         ],
@@ -221,17 +290,7 @@ def _finish(
     }
     man = Manifest.model_validate(fields)
     text = _jobfile(opts, jobs, summaries)
-    if not opts.dry_run:
-        if opts.jobdir is None:
-            raise IotapeError("no job directory: give -o JOBDIR")
-        with write.staged(Path(opts.jobdir), opts.force) as tmp:
-            (tmp / "iologs").mkdir()
-            (tmp / "results").mkdir()
-            for j in jobs:
-                iolog.check_filename(j.target)
-                with open(tmp / "iologs" / f"{j.name}.log", "w") as f:
-                    f.write(f"{HEADER}\nopen {j.target}\n")
-                    f.writelines(j.lines)
-            (tmp / "replay.fio").write_text(text)
-            man.write(tmp / "plan.json")
+    if tmp is not None:
+        (tmp / "replay.fio").write_text(text)
+        man.write(tmp / "plan.json")
     return {**man.data(), "jobfile_text": text}

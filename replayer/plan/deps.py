@@ -42,12 +42,13 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from replayer.plan.source import FLAG, FUA, OP, PREFLUSH
+from replayer.run import quantiles
 
 UNSEEN = 1 << FLAG["complete_unseen"]
 CROSS_NS = 50_000  # 50 us: a wake-up after another thread's completion
@@ -57,7 +58,9 @@ DEPTH_SHARE = 0.001  # a depth counts once this share of requests were issued at
 
 @dataclass
 class Deps:
-    """A slice's requests' dependencies, in the slice's order."""
+    """A slice's requests' dependencies, in the slice's order. Where a Context
+    from earlier chunks was given, its requests come first (`first` of them):
+    a predecessor may be one of them, and their own figures are not this call's."""
 
     key: str  # "tid", "pid" or "stream": what a submitter is
     submitter: np.ndarray  # int64 label per request
@@ -67,6 +70,50 @@ class Deps:
     depth: dict[int, int]  # submitter -> its most requests in flight
     # cross-thread candidates and how many chance would give (None: too many submitters)
     cross: tuple[int, int] | None
+    start: np.ndarray  # each request's app-side issue (times())
+    end: np.ndarray  # its completion (an unseen one bounded)
+    first: int = 0  # rows before this are the context's
+
+
+@dataclass
+class Context:
+    """What a chunk's requests may depend on of the chunks before it (a trace
+    planned in chunks): per submitter, the requests that completed after the
+    horizon (the earliest issue a later request can have), and the latest
+    completed request and write before it. A later request waits for the latest
+    completion before its own issue: one of these, never an older one; and the
+    older ones, started and ended before it, do not change what it had in flight."""
+
+    rec: np.ndarray  # their records
+    end: np.ndarray  # their completions (a bounded unseen one as bounded)
+    ids: np.ndarray  # their ids in the plan
+
+    @staticmethod
+    def keep(rec: np.ndarray, end: np.ndarray, sub: np.ndarray, ids: np.ndarray,
+             horizon: int) -> Context:  # fmt: skip
+        keep = end > horizon
+        done = np.flatnonzero(~keep)
+        write = np.isin(rec["op"], WRITES)
+        for m in (np.ones(len(rec), bool), write):
+            rows = done[m[done]]
+            if not len(rows):
+                continue
+            # the latest completion of each submitter among `rows`
+            o = rows[np.lexsort((end[rows], sub[rows]))]
+            last = np.append(sub[o][1:] != sub[o][:-1], True)
+            keep[o[last]] = True
+        k = np.flatnonzero(keep)
+        return Context(rec[k], end[k], ids[k])
+
+
+WRITES = [OP["write"], OP["write-zeroes"]]
+
+
+def _cat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Records `a` then `b`, their dtype kept (numpy's concatenate drops padding)."""
+    out = np.empty(len(a) + len(b), b.dtype)
+    out[: len(a)], out[len(a) :] = a, b
+    return out
 
 
 def times(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,27 +125,53 @@ def times(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return start, np.maximum(c, start)
 
 
-def submitters(r: np.ndarray) -> tuple[str, np.ndarray]:
-    """What a submitter is in these records, and each request's."""
+def submitter_key(r: np.ndarray) -> str:
+    """What a submitter is in these records: the thread, else the process, else
+    the whole stream."""
     if (r["tid"] > 0).all():
-        return "tid", r["tid"].astype(np.int64)
+        return "tid"
     if (r["pid"] > 0).all():
-        return "pid", r["pid"].astype(np.int64)
-    return "stream", np.zeros(len(r), np.int64)
+        return "pid"
+    return "stream"
 
 
-def _depth(start: np.ndarray, end: np.ndarray) -> int:
+def submitters(r: np.ndarray, key: str | None = None) -> tuple[str, np.ndarray]:
+    """What a submitter is in these records (`key` where a trace read in chunks
+    decided it on its first), and each request's."""
+    key = key or submitter_key(r)
+    if key == "stream":
+        return key, np.zeros(len(r), np.int64)
+    return key, r[key].astype(np.int64)
+
+
+def _inflight(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Requests (of start/end) in flight at each issue of `at` (indexes into them)."""
+    started = np.searchsorted(np.sort(start, kind="stable"), start[at], side="right")
+    ended = np.searchsorted(np.sort(end), start[at], side="right")
+    return started - ended
+
+
+def depth_of(hist: np.ndarray) -> int:
     """The most requests in flight at an issue that at least DEPTH_SHARE of the
-    requests (and two) saw: one late-recorded completion (a completion the kernel
-    never reported is stamped when its tag is reused) does not make a
-    synchronous submitter asynchronous."""
-    n = len(start)
-    by_start = np.sort(start, kind="stable")
-    started = np.searchsorted(by_start, start, side="right")
-    ended = np.searchsorted(np.sort(end), start, side="right")
-    inflight = np.sort(started - ended)[::-1]
-    k = max(2, int(np.ceil(DEPTH_SHARE * n)))
-    return max(1, int(inflight[min(k, n) - 1]))
+    requests (and two) saw (`hist`: issues by how many were in flight): one
+    late-recorded completion (a completion the kernel never reported is stamped
+    when its tag is reused) does not make a synchronous submitter asynchronous."""
+    n = int(hist.sum())
+    if n == 0:
+        return 1
+    k = min(max(2, int(np.ceil(DEPTH_SHARE * n))), n)
+    # the k-th largest in-flight count
+    at_least = np.cumsum(hist[::-1])[::-1]
+    return max(1, int(np.flatnonzero(at_least >= k)[-1]))
+
+
+def _add(hist: dict[int, np.ndarray], s: int, counts: np.ndarray) -> None:
+    b = np.bincount(np.maximum(counts, 0))
+    h = hist.get(s, np.zeros(0, np.int64))
+    if len(b) > len(h):
+        h = np.concatenate([h, np.zeros(len(b) - len(h), np.int64)])
+    h[: len(b)] += b
+    hist[s] = h
 
 
 def _latest_before(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -109,11 +182,14 @@ def _latest_before(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> np.ndar
     return np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
 
 
-def _chain(start: np.ndarray, end: np.ndarray, rows: np.ndarray, pred: np.ndarray) -> None:
-    """Each of `rows`' predecessor among `rows` (into `pred`)."""
+def _chain(
+    start: np.ndarray, end: np.ndarray, rows: np.ndarray, pred: np.ndarray, first: int
+) -> None:
+    """The predecessor among `rows` of each of them from `first` on (into `pred`)."""
     by_end = rows[np.argsort(end[rows], kind="stable")]
-    ks = np.searchsorted(end[by_end], start[rows], side="right") - 1
-    for i, k in zip(rows.tolist(), ks.tolist(), strict=True):
+    mine = rows[rows >= first]
+    ks = np.searchsorted(end[by_end], start[mine], side="right") - 1
+    for i, k in zip(mine.tolist(), ks.tolist(), strict=True):
         # A request that took no time ends as it starts: it is neither its own
         # predecessor nor one of a request issued at that instant before it.
         while k >= 0 and (by_end[k] == i or (start[by_end[k]] == start[i] and by_end[k] > i)):
@@ -122,11 +198,12 @@ def _chain(start: np.ndarray, end: np.ndarray, rows: np.ndarray, pred: np.ndarra
 
 
 def _covers(
-    r: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray
+    r: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray, first: int
 ) -> list[tuple[int, int]]:
     op, flags = r["op"], r["flags"]
-    write = np.isin(op, [OP["write"], OP["write-zeroes"]])
+    write = np.isin(op, WRITES)
     orders = (op == OP["flush"]) | (write & ((flags & (FUA | PREFLUSH)) != 0))
+    orders[:first] = False
     who = np.flatnonzero(orders)
     out: list[tuple[int, int]] = []
     if not len(who):
@@ -143,12 +220,14 @@ def _covers(
 
 
 def _cross(
-    start: np.ndarray, end: np.ndarray, sub: np.ndarray, think: np.ndarray, has: np.ndarray
-) -> tuple[int, int] | None:
-    """(candidates, how many independent submitters would show by chance): a
-    request counts where another submitter's completion came CROSS_NS or less
-    before its issue and after its own predecessor's completion. By chance: other
-    submitters' completions as a Poisson stream at their mean rate."""
+    start: np.ndarray, end: np.ndarray, sub: np.ndarray, think: np.ndarray, has: np.ndarray,
+    first: int,
+) -> tuple[int, int] | None:  # fmt: skip
+    """(candidates, how many independent submitters would show by chance) among
+    the requests from `first` on: a request counts where another submitter's
+    completion came CROSS_NS or less before its issue and after its own
+    predecessor's completion. By chance: other submitters' completions as a
+    Poisson stream at their mean rate (over these requests' span)."""
     labels = np.unique(sub)
     if len(labels) > MAX_CROSS_SUBMITTERS:
         return None
@@ -156,18 +235,18 @@ def _cross(
         return 0, 0
     nearest = np.full(len(start), np.iinfo(np.int64).max, np.int64)
     rate = np.zeros(len(start))
-    span = max(int(end.max() - start.min()), 1)
+    span = max(int(end.max() - start[first:].min(initial=int(end.max()))), 1)
     for s in labels.tolist():
         rows = np.flatnonzero(sub == s)
         other = sub != s
         j = _latest_before(end, rows, start)
         gap = np.where(j >= 0, start - end[np.maximum(j, 0)], nearest)
         nearest = np.where(other, np.minimum(nearest, gap), nearest)
-        rate[other] += len(rows) / span
-    own = np.where(has, think, np.iinfo(np.int64).max)
+        rate[other] += int((rows >= first).sum()) / span
+    own = np.where(has, think, np.iinfo(np.int64).max)[first:]
     window = np.minimum(own, CROSS_NS).astype(float)
-    chance = float((1 - np.exp(-rate * window)).sum())
-    return int(((nearest <= CROSS_NS) & (nearest < own)).sum()), round(chance)
+    chance = float((1 - np.exp(-rate[first:] * window)).sum())
+    return int(((nearest[first:] <= CROSS_NS) & (nearest[first:] < own)).sum()), round(chance)
 
 
 def _bound_unseen(start: np.ndarray, end: np.ndarray, rows: np.ndarray, unseen: np.ndarray) -> None:
@@ -185,62 +264,150 @@ def _bound_unseen(start: np.ndarray, end: np.ndarray, rows: np.ndarray, unseen: 
     end[o[late]] = np.maximum(bound, start[o[late]])
 
 
-def infer(r: np.ndarray, cross: bool = True) -> Deps:
-    """The dependencies of records `r` (one stream's, in issue order)."""
+def infer(
+    r: np.ndarray,
+    cross: bool = True,
+    ctx: Context | None = None,
+    key: str | None = None,
+    hist: dict[int, np.ndarray] | None = None,
+) -> Deps:
+    """The dependencies of records `r` (one stream's, in issue order). A trace
+    read in chunks gives the chunks before as `ctx` (its requests come first in
+    the result), the submitter `key` its first chunk chose, and `hist`, each
+    submitter's in-flight counts so far (added to): the depth is the whole
+    trace's so far."""
+    first = len(ctx.rec) if ctx is not None else 0
+    if ctx is not None and first:
+        r = _cat(ctx.rec, r)
     start, end = times(r)
-    key, sub = submitters(r)
+    if ctx is not None and first:
+        end[:first] = ctx.end
+    key, sub = submitters(r, key)
     pred = np.full(len(r), -1, np.int64)
+    hist = {} if hist is None else hist
     depth: dict[int, int] = {}
     unseen = (r["flags"] & UNSEEN) != 0
     for s in np.unique(sub).tolist():
         rows = np.flatnonzero(sub == s)
         seen = rows[~unseen[rows]]
-        depth[int(s)] = _depth(start[seen], end[seen]) if len(seen) else 1
+        at = np.flatnonzero(seen >= first)
+        _add(hist, int(s), _inflight(start[seen], end[seen], at))
+        depth[int(s)] = depth_of(hist[int(s)])
         if depth[int(s)] == 1 and unseen[rows].any():
             _bound_unseen(start, end, rows, unseen)
-        _chain(start, end, rows, pred)
+        _chain(start, end, rows, pred, first)
     has = pred >= 0
     think = np.where(has, start - end[np.maximum(pred, 0)], 0)
-    covers = [(i, j) for i, j in _covers(r, start, end, sub) if j != pred[i]]
-    return Deps(
-        key, sub, pred, np.maximum(think, 0), covers, depth, _cross(start, end, sub, think, has)
-    )
+    covers = [(i, j) for i, j in _covers(r, start, end, sub, first) if j != pred[i]]
+    cr = _cross(start, end, sub, think, has, first) if cross else None
+    return Deps(key, sub, pred, np.maximum(think, 0), covers, depth, cr, start, end, first)
+
+
+class Chain:
+    """One slice's (or device's) inference carried from chunk to chunk of a
+    trace read in time order: the context, the submitter key, the depth so far."""
+
+    def __init__(self, cross: bool = True) -> None:
+        self.cross = cross
+        self.ctx: Context | None = None
+        self.key: str | None = None
+        self.hist: dict[int, np.ndarray] = {}
+
+    def add(self, r: np.ndarray, ids: np.ndarray, horizon: int) -> Deps:
+        """The dependencies of the next chunk's records `r` (numbered `ids`),
+        the context's requests first (Deps.first); `horizon`: the earliest
+        app-side issue (times()) a request of a later chunk can have."""
+        d = infer(r, self.cross, self.ctx, self.key, self.hist)
+        self.key = d.key
+        if self.ctx is not None and d.first:
+            r = _cat(self.ctx.rec, r)
+            ids = np.concatenate([self.ctx.ids, ids])
+        self.ctx = Context.keep(r, d.end, d.submitter, ids, horizon)
+        return d
+
+
+@dataclass
+class Tally:
+    """What `replay plan` reports of a slice's dependencies, added up chunk by
+    chunk (summary())."""
+
+    key: str = "stream"
+    requests: int = 0
+    with_predecessor: int = 0
+    depth: dict[int, int] = field(default_factory=dict)
+    flush_orderings: int = 0
+    cross: tuple[int, int] | None = (0, 0)
+    think: quantiles.Spill = field(default_factory=quantiles.Spill)
+
+    def add(self, d: Deps) -> None:
+        has = d.pred[d.first :] >= 0
+        self.key = d.key
+        self.requests += len(has)
+        self.with_predecessor += int(has.sum())
+        self.depth.update(d.depth)
+        self.flush_orderings += len(d.covers)
+        self.think.add(d.think_ns[d.first :][has])
+        c, dc = self.cross, d.cross
+        self.cross = None if c is None or dc is None else (c[0] + dc[0], c[1] + dc[1])
+
+    def summary(self) -> dict[str, Any]:
+        """plan.json's `dependencies` entry (the think times let go)."""
+        pct = {}
+        if self.think.count:
+            ns, _ = self.think.percentiles(THINK_PCT, lambda x: x)
+            pct = {f"p{q}": round(v / 1000, 1) for q, v in zip(THINK_PCT, ns, strict=True)}
+        self.think.close()
+        return {
+            "submitter": self.key,
+            "submitters": len(self.depth),
+            "requests": self.requests,
+            "with_predecessor": self.with_predecessor,
+            "depth": max(self.depth.values(), default=1),
+            "think_us": pct,
+            "flush_orderings": self.flush_orderings,
+            "cross_candidates": self.cross[0] if self.cross else None,
+            "cross_by_chance": self.cross[1] if self.cross else None,
+        }
+
+
+THINK_PCT = (10, 50, 90, 99)
+
+
+class OtherStreams:
+    """Per stream, the requests whose submitter's latest completion before them
+    (on the same device, any stream) was of another stream: a plan chains each
+    stream apart, so these wait for their own stream's previous completion
+    instead. Added up chunk by chunk (each device's chain carried)."""
+
+    def __init__(self, stream_name: Callable[[int], str]) -> None:
+        self.name = stream_name
+        self.chains: dict[int, Chain] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, r: np.ndarray, horizon: int) -> None:
+        for dev in np.unique(r["dev"]).tolist():
+            rows = np.flatnonzero(r["dev"] == dev)
+            chain = self.chains.setdefault(dev, Chain(cross=False))
+            ctx = chain.ctx.rec["stream"] if chain.ctx is not None else r["stream"][:0]
+            d = chain.add(r[rows], np.zeros(len(rows), np.int64), horizon)
+            sid = np.concatenate([ctx, r["stream"][rows]])
+            has = d.pred >= 0
+            other = has & (sid[np.maximum(d.pred, 0)] != sid)
+            other[: d.first] = False
+            for s, n in zip(*np.unique(sid[other], return_counts=True), strict=True):
+                name = self.name(int(s))
+                self.counts[name] = self.counts.get(name, 0) + int(n)
 
 
 def other_stream_predecessors(r: np.ndarray, stream_name: Callable[[int], str]) -> dict[str, int]:
-    """Per stream, the requests whose submitter's latest completion before them
-    (on the same device, any stream) was of another stream: a plan chains each
-    stream apart, so these wait for their own stream's previous completion instead."""
-    out: dict[str, int] = {}
-    for dev in np.unique(r["dev"]).tolist():
-        rows = np.flatnonzero(r["dev"] == dev)
-        d = infer(r[rows], cross=False)
-        has = d.pred >= 0
-        sid = r["stream"][rows]
-        other = has & (sid[np.maximum(d.pred, 0)] != sid)
-        for s, n in zip(*np.unique(sid[other], return_counts=True), strict=True):
-            name = stream_name(int(s))
-            out[name] = out.get(name, 0) + int(n)
-    return out
+    """OtherStreams of records `r` held whole."""
+    o = OtherStreams(stream_name)
+    o.add(r, 0)
+    return o.counts
 
 
 def summary(d: Deps) -> dict[str, Any]:
-    """What `replay plan` reports of a slice's dependencies (plan.json `dependencies`)."""
-    has = d.pred >= 0
-    think_us = d.think_ns[has] / 1000
-    pct = (
-        {f"p{q}": round(float(np.percentile(think_us, q)), 1) for q in (10, 50, 90, 99)}
-        if len(think_us)
-        else {}
-    )
-    return {
-        "submitter": d.key,
-        "submitters": len(d.depth),
-        "requests": len(d.pred),
-        "with_predecessor": int(has.sum()),
-        "depth": max(d.depth.values(), default=1),
-        "think_us": pct,
-        "flush_orderings": len(d.covers),
-        "cross_candidates": d.cross[0] if d.cross else None,
-        "cross_by_chance": d.cross[1] if d.cross else None,
-    }
+    """What `replay plan` reports of one slice's dependencies, inferred whole."""
+    t = Tally()
+    t.add(d)
+    return t.summary()

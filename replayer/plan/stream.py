@@ -40,6 +40,7 @@ class Scan:
     timing: str = "none"
     app_flush: bool = False  # an app's flush seen: device flushes (pid 0) are dropped
     lag_ns: int = 0  # the furthest a record comes after a later request's record
+    queue_ns: int = 0  # the longest a request waited between queue and issue
     dev_end: dict[int, int] = field(default_factory=dict)
     # One record per (device, stream, pid of "other"'s submitters, writes): a
     # skeleton a plan lays its targets out from as if from the whole trace.
@@ -55,6 +56,9 @@ def _note(s: Scan, r: np.ndarray, t: np.ndarray, seen_max: int) -> int:
     s.t_max = max(s.t_max, hi)
     run = np.maximum.accumulate(np.concatenate([[seen_max], t]))[:-1]
     s.lag_ns = max(s.lag_ns, int((run - t).max()))
+    queued, issued = r["ts_queue_ns"].astype(np.int64), r["ts_issue_ns"].astype(np.int64)
+    both = (queued > 0) & (issued > 0)
+    s.queue_ns = max(s.queue_ns, int((issued - queued)[both].max(initial=0)))
     data = r["op"] != OP["flush"]
     bad = data & (r["offset"] % 512 != 0)
     if bad.any():
