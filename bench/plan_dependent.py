@@ -6,7 +6,8 @@ For each length, writes a synthetic closed-loop trace with the project's
 TraceWriter, a batch at a time, in completion order as a recording is:
 THREADS synchronous threads (each request issued its think time, 0.2-2 ms,
 after its thread's previous completion, 0.1-3 ms of service) over two streams,
-and one asynchronous submitter keeping 4 writes in flight, every 8th FUA. Then
+and one asynchronous submitter issuing 4 writes at a time at the threads'
+rate, every 8th FUA. Then
 runs `iotape replay plan TRACE -o JOBDIR --target all=FILE` with --timing
 dependent and with the default (recorded), each in a fresh process, peak RSS
 from wait4. A trace past STREAM_ABOVE (1 M requests) is read in time-ordered
@@ -40,6 +41,7 @@ import schemas  # noqa: E402
 from recorder.tracefile import TraceWriter  # noqa: E402
 
 THREADS = 16
+PERIOD_NS = 4 * 2_650_000  # a thread's mean service (1.55 ms) + think (1.1 ms), x4
 BATCH = 1 << 18  # requests per thread-batch written at a time
 HEADER = {
     "mono_start_ns": 1_000_000_000,
@@ -75,7 +77,8 @@ def _async(rng: np.random.Generator, t0: int, n: int) -> tuple[np.ndarray, int]:
     """`n` writes of a submitter keeping 4 in flight, every 8th FUA."""
     r = np.zeros(n, schemas.record_dtype())
     k = np.arange(n)
-    q = t0 + (k // 4) * 2_500_000 + (k % 4) * 1_000
+    # a window of 4 every PERIOD_NS: as many requests a second as a thread's
+    q = t0 + (k // 4) * PERIOD_NS + (k % 4) * 1_000
     r["ts_queue_ns"] = q
     r["ts_issue_ns"] = q + 2_000 + (k % 4) * 100_000
     r["ts_complete_ns"] = r["ts_issue_ns"] + rng.integers(200_000, 1_500_000, n)
@@ -83,7 +86,7 @@ def _async(rng: np.random.Generator, t0: int, n: int) -> tuple[np.ndarray, int]:
     r["flags"][::8] = FUA
     r["offset"] = rng.integers(0, (8 << 30) // 4096, n) * 4096
     r["pid"], r["tid"] = 5000, 5001
-    return r, int(q[-1]) + 2_500_000
+    return r, int(q[-1]) + PERIOD_NS
 
 
 def generate(n: int, path: Path, seed: int = 34) -> None:

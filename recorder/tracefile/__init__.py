@@ -28,6 +28,7 @@ from recorder.tracefile.sequence import (
     segment_path,
     segments_of,
     trace_bytes,
+    trace_events,
     trace_sha256,
 )
 from recorder.tracefile.writer import TraceWriter, write_trace
@@ -51,6 +52,7 @@ __all__ = [
     "segment_path",
     "segments_of",
     "trace_bytes",
+    "trace_events",
     "trace_sha256",
     "write_trace",
 ]

@@ -78,6 +78,20 @@ def trace_bytes(path: str | os.PathLike) -> int:
     return sum(os.path.getsize(f) for f in resolve(path))
 
 
+def trace_events(path: str | os.PathLike) -> int | None:
+    """The events a trace (or a sequence's files together) holds, as its footers
+    say (a hint, read without walking the chunks: a compressed trace's size says
+    little of it), or None where a file has no footer. Raises OSError, IotapeError."""
+    total = 0
+    for f in resolve(path):
+        with reader.open_trace(f, strict=False) as t:
+            n = (t.footer or {}).get("events")
+        if not isinstance(n, int):
+            return None
+        total += n
+    return total
+
+
 def open_trace(path: str | os.PathLike, strict: bool = True) -> Trace:
     """`reader.open_trace`, also for a sequence (see the module doc)."""
     files = resolve(path)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from recorder.tracefile import trace_bytes
+from base.errors import IotapeError
+from recorder.tracefile import trace_bytes, trace_events
 from replayer.plan import stream
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import Source, load
@@ -75,10 +76,13 @@ def wants_chunks(opts: PlanOptions) -> bool:
     if opts.hosts or opts.dry_run or opts.segment <= 0:
         return False
     try:
-        big = trace_bytes(opts.trace) > STREAM_ABOVE * RECORD_BYTES
-    except OSError:
+        # The footers' count where there are footers: a compressed trace of
+        # millions of requests can be a few MB.
+        events = trace_events(opts.trace)
+        size = trace_bytes(opts.trace)
+    except (OSError, IotapeError):
         return False  # source.load says what is wrong with it
-    return big
+    return max(events or 0, size // RECORD_BYTES) > STREAM_ABOVE
 
 
 def open_input(opts: PlanOptions) -> Input:

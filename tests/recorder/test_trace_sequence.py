@@ -17,6 +17,7 @@ from recorder.tracefile import (
     segment_path,
     segments_of,
     trace_bytes,
+    trace_events,
     write_trace,
 )
 from recorder.tracefile.sequence import content_sha256
@@ -140,6 +141,7 @@ def test_replay_planner_and_ingest_source_take_a_sequence(tmp_path: Path) -> Non
     # The chunked planner (big traces) scans and reads a sequence too, sized as a whole.
     assert stream.scan(out).requests == 12
     assert trace_bytes(out) == sum(p.stat().st_size for p in segments_of(out))
+    assert trace_events(out) == 12  # the files' footers together
     ingest = TraceSource(out)
     try:
         assert ingest.total == 12 and sum(b.num_rows for b in ingest.batches()) == 12

@@ -305,3 +305,20 @@ def test_a_large_trace_is_planned_in_chunks_as_it_would_be_whole(
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)["dependencies"]
     assert res["requests"] == 1200 and res["issued_before_predecessor"] == 0
+
+
+def test_a_compressed_trace_is_read_in_chunks_by_its_events_not_its_bytes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A compressed trace takes a few bytes a request: whether a plan reads it
+    in chunks goes by the footer's event count."""
+    from replayer.plan import sources
+
+    trace = _write(tmp_path / "t.iot", _mixed())
+    events = 1200
+    assert trace.stat().st_size // sources.RECORD_BYTES < events // 2
+    opts = PlanOptions(trace, tmp_path / "j", targets=[f"all={tmp_path / 'x'}"])
+    monkeypatch.setattr(sources, "STREAM_ABOVE", events - 1)
+    assert sources.wants_chunks(opts)
+    monkeypatch.setattr(sources, "STREAM_ABOVE", events)
+    assert not sources.wants_chunks(opts)
