@@ -140,6 +140,17 @@ def _slice_jobs(
     nbytes = np.where(flush, 0, s.nbytes)
     acts = _actions(r)
     sub = d.submitter[k:]
+    # Python's own ints and strings from here: a numpy scalar a field is slow.
+    ids_l = (first_id + rank).tolist()
+    wait_l = [",".join(map(str, a)) if a else "" for a in after]
+    time_l = (
+        ["0" if a else "@0" for a in after]
+        if afap
+        else [str(t) if a else f"@{u}" for a, t, u in zip(after, think.tolist(), at.tolist(),
+                                                          strict=True)]
+    )  # fmt: skip
+    tail_l = [f"{a} {o} {b}" for a, o, b in zip(acts.tolist(), off.tolist(), nbytes.tolist(),
+                                                 strict=True)]  # fmt: skip
     for who in np.unique(sub).tolist():
         job = st.jobs.get(who)
         if job is None:
@@ -148,11 +159,7 @@ def _slice_jobs(
             job = st.jobs[who] = DepJob(s.name + suffix, s.target, s.stream, db, False)
         rows = order[sub[order] == who]
         job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
-        lines = []
-        for i in rows.tolist():
-            a = ",".join(map(str, after[i])) or "-"
-            t = ("0" if afap else str(think[i])) if after[i] else ("@0" if afap else f"@{at[i]}")
-            lines.append(f"{first_id + rank[i]} {a} {t} {acts[i]} {off[i]} {nbytes[i]}\n")
+        lines = [f"{ids_l[i]} {wait_l[i] or '-'} {time_l[i]} {tail_l[i]}\n" for i in rows.tolist()]
         logs.add(job, lines)
 
 

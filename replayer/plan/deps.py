@@ -189,9 +189,13 @@ def _chain(
     by_end = rows[np.argsort(end[rows], kind="stable")]
     mine = rows[rows >= first]
     ks = np.searchsorted(end[by_end], start[mine], side="right") - 1
-    for i, k in zip(mine.tolist(), ks.tolist(), strict=True):
-        # A request that took no time ends as it starts: it is neither its own
-        # predecessor nor one of a request issued at that instant before it.
+    cand = by_end[np.maximum(ks, 0)]
+    # A request that took no time ends as it starts: it is neither its own
+    # predecessor nor one of a request issued at that instant before it. Those
+    # few step back one by one.
+    odd = (ks >= 0) & ((cand == mine) | ((start[cand] == start[mine]) & (cand > mine)))
+    pred[mine] = np.where(ks >= 0, cand, -1)
+    for i, k in zip(mine[odd].tolist(), ks[odd].tolist(), strict=True):
         while k >= 0 and (by_end[k] == i or (start[by_end[k]] == start[i] and by_end[k] > i)):
             k -= 1
         pred[i] = by_end[k] if k >= 0 else -1
