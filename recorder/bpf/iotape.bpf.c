@@ -369,6 +369,31 @@ int BPF_PROG(on_rq_insert, struct request *rq)
 	return track_start(rq);
 }
 
+static __always_inline bool is_device_flush(__u32 opf)
+{
+	return (opf & 0xff) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH);
+}
+
+/* The flush machinery's flush_rq is the device's flush, issued for the
+ * requests with REQ_PREFLUSH pending on the queue; blk_kick_flush lends it the
+ * hctx and tag (internal tag with a scheduler) of the first of them, so its slot
+ * is that request's. One application flush is one record: an empty PREFLUSH
+ * write (an fsync) gets the device flush's dispatch as its issue time, a data
+ * write with PREFLUSH already says it had one (its flag). Returns true when
+ * linked: the device flush then gets no record of its own. */
+static __always_inline bool link_device_flush(struct request *rq, int devslot)
+{
+	struct iotape_inflight *s = slot_of(rq, devslot);
+
+	count(IOTAPE_CNT_DEVICE_FLUSH);
+	if (!s || !s->rq || s->rq == (__u64)rq || !(s->flags & IOTAPE_FLAG_PREFLUSH))
+		return false;
+	if (s->op == IOTAPE_OP_FLUSH && !s->ts_issue)
+		s->ts_issue = bpf_ktime_get_ns();
+	count(IOTAPE_CNT_FLUSH_LINKED);
+	return true;
+}
+
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_issue, struct request *rq)
 {
@@ -379,6 +404,8 @@ int BPF_PROG(on_issue, struct request *rq)
 
 	devslot = dev_match(rq, &dev);
 	if (devslot < 0)
+		return 0;
+	if (is_device_flush(rq->cmd_flags) && link_device_flush(rq, devslot))
 		return 0;
 	e = find(rq, devslot, &s);
 	if (e) {
@@ -449,7 +476,8 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		a.iss = e->ts_issue;
 		a.opf = e->opf;
 	} else {
-		if (task_filter() || !op_match(rq))
+		/* A device flush linked at issue (or issued before the attach). */
+		if (task_filter() || !op_match(rq) || is_device_flush(rq->cmd_flags))
 			return 0;
 		a.q = rq->start_time_ns;
 		a.iss = rq->io_start_time_ns;
@@ -460,6 +488,8 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		}
 		count(IOTAPE_CNT_NO_START);
 	}
+	if (is_device_flush(a.opf))
+		a.extra_flags = IOTAPE_FLAG_DEVICE_FLUSH;	/* not linked: see on_issue */
 	a.now = bpf_ktime_get_ns();
 	a.offset = rq->__sector * 512;
 	a.bytes = nr_bytes;

@@ -25,6 +25,9 @@ enum iotape_counter {
 	IOTAPE_CNT_NO_START,		/* completion without block_io_start, recorded with pid 0 */
 	IOTAPE_CNT_COMPLETION_UNSEEN,	/* the kernel reported no completion for a request; its
 					 * record was kept, flagged, when its tag was reused */
+	IOTAPE_CNT_DEVICE_FLUSH,	/* the device's flush requests (REQ_OP_FLUSH) issued */
+	IOTAPE_CNT_FLUSH_LINKED,	/* of those, linked to the request that asked for them
+					 * (no record of their own, see on_issue) */
 	IOTAPE_CNT_MAX,
 };
 
