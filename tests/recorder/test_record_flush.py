@@ -89,3 +89,27 @@ def test_no_flush_without_a_write_cache(loop, tmp_path: Path) -> None:
     assert f1 - f0 == 0
     assert int((r["op"] == OP["flush"]).sum()) == 0
     assert int((r["op"] == OP["write"]).sum()) == 128
+
+
+def test_bpftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
+    """The bpftrace fallback sees only requests that passed block_io_start: the
+    fsync's empty write (completing as a sizeless `WS`), never the device's flush.
+    It is the flush record, once; its issue time is unknown there."""
+    q = Path(f"/sys/block/{loop.name}/queue")
+    (q / "write_cache").write_text("write back")
+    out = tmp_path / "f.iot"
+    _, f0 = _stat(loop.name)
+    res = iotape(
+        "record", "--backend", "bpftrace", "-o", str(out), "-d", loop.path, "--",
+        "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
+        "--size=512k", "--fsync=4", "--ioengine=psync",
+        timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    _, f1 = _stat(loop.name)
+    r = trace_records(out)
+    f = r[r["op"] == OP["flush"]]
+    assert f1 - f0 >= 25 and len(f) == f1 - f0
+    assert set(f["comm"].tolist()) == {b"fio"} and ((f["flags"] & FLAG["preflush"]) != 0).all()
+    w = r[r["op"] == OP["write"]]
+    assert len(w) == 128 and (w["bytes"] > 0).all()
