@@ -212,6 +212,25 @@ static void flush_caches(void)
 	}
 }
 
+/* end=crash: the stop of an instance that stops without a clean shutdown, as
+ * ESE's checkpoint leaves it: the pages first dirtied more than the part of
+ * the log the database stays behind by (ckpt.c keep_behind) are written, the
+ * rest stay dirty and are dropped, for soft recovery to redo. */
+static void flush_behind(void)
+{
+	atomic_store(&E.flush_behind, 1);
+	uint64_t deadline = now_ns() + 120000000000ull;
+	for (int i = 0; i < E.cfg.databases; i++) {
+		struct db *d = &E.dbs[i];
+		pthread_mutex_lock(&d->mu);
+		while (ckpt_behind_left(d) && now_ns() < deadline) {
+			pthread_cond_signal(&d->ckpt_cv);
+			timed_wait(&d->cv, &d->mu, 10);
+		}
+		pthread_mutex_unlock(&d->mu);
+	}
+}
+
 const char *const program_name = "iotape-ese";
 
 int main(int argc, char **argv)
@@ -253,7 +272,7 @@ int main(int argc, char **argv)
 
 	/* Stop: sessions first (no new work); then, as a clean ESE termination, the
 	 * checkpoint writes every dirty page back (not with end=crash: the pages
-	 * dirtied since their last write are left to soft recovery); the log writes
+	 * dirtied in the last part of the log are left to soft recovery); the log writes
 	 * what is left and closes its file, replication reads it, the rest wind down. */
 	atomic_store(&E.stop, 1);
 	for (int k = first; k < E.nworkers; k++)
@@ -261,6 +280,8 @@ int main(int argc, char **argv)
 			pthread_join(E.workers[k]->tid, NULL);
 	if (!E.cfg.crash_end || E.cfg.mode == M_SOFT_RECOVERY)
 		flush_caches();
+	else
+		flush_behind();
 	atomic_store(&E.ckpt_stop, 1);
 	for (int k = 0; k < E.ngroups; k++)
 		log_shutdown(&E.groups[k]);
