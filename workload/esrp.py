@@ -259,6 +259,7 @@ PARAMS = (
     ("Test duration (s)", "duration"),
     ("Database cache (MB)", "cache_max_mb"),
     ("Database behind the log at recovery start (% of the test's log)", "recovery_behind_pct"),
+    ("  why that value", "recovery_behind_source"),
     ("Profile", "profile"),
     ("Sequence", "sequence"),
 )
@@ -268,6 +269,7 @@ def parameters(rep: dict) -> list[tuple[str, str]]:
     p = {**rep["parameters"], "test": rep["test"], "sequence": rep["sequence"]}
     if "recovery_behind_pct" in rep:
         p["recovery_behind_pct"] = rep["recovery_behind_pct"]
+        p["recovery_behind_source"] = rep.get("recovery_behind_source", "")
     return [(label, str(p[k])) for label, k in PARAMS if k in p]
 
 
