@@ -91,6 +91,31 @@ def test_no_flush_without_a_write_cache(loop, tmp_path: Path) -> None:
     assert int((r["op"] == OP["write"]).sum()) == 128
 
 
+def test_ftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
+    """The ftrace fallback reads the blk tracer's events, paired as a blktrace import:
+    the same model, the device flush giving the fsync's record its issue time."""
+    q = Path(f"/sys/block/{loop.name}/queue")
+    (q / "write_cache").write_text("write back")
+    out = tmp_path / "f.iot"
+    _, f0 = _stat(loop.name)
+    res = iotape(
+        "record", "--backend", "ftrace", "-o", str(out), "-d", loop.path, "--",
+        "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
+        "--size=512k", "--fsync=4", "--ioengine=psync",
+        timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    _, f1 = _stat(loop.name)
+    r = trace_records(out)
+    f = r[r["op"] == OP["flush"]]
+    footer = open_trace(out).footer
+    assert footer is not None
+    assert f1 - f0 >= 25 and len(f) == f1 - f0
+    assert footer["device_flushes"] == {"issued": f1 - f0, "linked": f1 - f0}
+    assert (f["pid"] > 0).all() and ((f["flags"] & FLAG["preflush"]) != 0).all()
+    assert (f["ts_issue_ns"] > 0).all()
+
+
 def test_bpftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
     """The bpftrace fallback sees only requests that passed block_io_start: the
     fsync's empty write (completing as a sizeless `WS`), never the device's flush.
