@@ -11,8 +11,10 @@ time, and no second record for the device's request.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import iotape, trace_records
 
@@ -31,34 +33,53 @@ def _stat(name: str) -> tuple[int, int]:
     return int(f[4]), int(f[15])
 
 
-@pytest.mark.parametrize("scheduler", ["none", "mq-deadline"])
-def test_one_record_per_kernel_flush(loop, tmp_path: Path, scheduler: str) -> None:
+@dataclass
+class Run:
+    records: np.ndarray
+    footer: dict
+    kernel_writes: int
+    kernel_flushes: int
+
+    @property
+    def flushes(self) -> np.ndarray:
+        return self.records[self.records["op"] == OP["flush"]]
+
+    @property
+    def writes(self) -> np.ndarray:
+        return self.records[self.records["op"] == OP["write"]]
+
+
+def _fsyncs(loop, out: Path, cache: str, size: str, *record_args: str) -> Run:
+    """Record fio writing 4 KiB with an fsync every 4 writes on `loop`, its write
+    cache set to `cache`; with the kernel's counts over the same time."""
     q = Path(f"/sys/block/{loop.name}/queue")
-    (q / "write_cache").write_text("write back")
-    assert (q / "write_cache").read_text().strip() == "write back"
-    (q / "scheduler").write_text(scheduler)
-    out = tmp_path / "f.iot"
+    (q / "write_cache").write_text(cache)
+    assert (q / "write_cache").read_text().strip() == cache
     w0, f0 = _stat(loop.name)
     res = iotape(
-        "record", "-o", str(out), "-d", loop.path, "--",
+        "record", *record_args, "-o", str(out), "-d", loop.path, "--",
         "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
-        "--size=2M", "--fsync=4", "--ioengine=psync",
+        f"--size={size}", "--fsync=4", "--ioengine=psync",
         timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     w1, f1 = _stat(loop.name)
-    kernel_writes, kernel_flushes = w1 - w0, f1 - f0
-    assert kernel_flushes >= 100  # 128 fsyncs asked for: the machinery ran
-
-    r = trace_records(out)
-    flush = r["op"] == OP["flush"]
     footer = open_trace(out).footer
     assert footer is not None
-    assert int(flush.sum()) == kernel_flushes
-    assert footer["device_flushes"] == {"issued": kernel_flushes, "linked": kernel_flushes}
+    return Run(trace_records(out), dict(footer), w1 - w0, f1 - f0)
+
+
+@pytest.mark.parametrize("scheduler", ["none", "mq-deadline"])
+def test_one_record_per_kernel_flush(loop, tmp_path: Path, scheduler: str) -> None:
+    Path(f"/sys/block/{loop.name}/queue/scheduler").write_text(scheduler)
+    run = _fsyncs(loop, tmp_path / "f.iot", "write back", "2M")
+    n = run.kernel_flushes
+    assert n >= 100  # 128 fsyncs asked for: the machinery ran
+    f = run.flushes
+    assert len(f) == n
+    assert run.footer["device_flushes"] == {"issued": n, "linked": n}
     # Each is the application's: fio's pid, its empty PREFLUSH write, linked to
     # the device flush's dispatch; none is the device's request on its own.
-    f = r[flush]
     assert set(f["comm"].tolist()) == {b"fio"} and (f["pid"] > 0).all()
     assert ((f["flags"] & FLAG["preflush"]) != 0).all()
     assert ((f["flags"] & FLAG["device_flush"]) == 0).all()
@@ -66,52 +87,24 @@ def test_one_record_per_kernel_flush(loop, tmp_path: Path, scheduler: str) -> No
     assert ((f["ts_queue_ns"] > 0) & (f["ts_queue_ns"] <= f["ts_issue_ns"])).all()
     assert (f["ts_issue_ns"] <= f["ts_complete_ns"]).all()
     # The kernel's writes are the data writes plus the flushes' empty writes.
-    assert int((r["op"] == OP["write"]).sum()) + int(flush.sum()) == kernel_writes
+    assert len(run.writes) + len(f) == run.kernel_writes
 
 
 def test_no_flush_without_a_write_cache(loop, tmp_path: Path) -> None:
     """Write-through: the block layer ends an fsync's empty write before it is a
     request; nothing reaches the device and nothing is recorded as a flush."""
-    q = Path(f"/sys/block/{loop.name}/queue")
-    (q / "write_cache").write_text("write through")
-    assert (q / "write_cache").read_text().strip() == "write through"
-    out = tmp_path / "f.iot"
-    _, f0 = _stat(loop.name)
-    res = iotape(
-        "record", "-o", str(out), "-d", loop.path, "--",
-        "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
-        "--size=512k", "--fsync=4", "--ioengine=psync",
-        timeout=300,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    _, f1 = _stat(loop.name)
-    r = trace_records(out)
-    assert f1 - f0 == 0
-    assert int((r["op"] == OP["flush"]).sum()) == 0
-    assert int((r["op"] == OP["write"]).sum()) == 128
+    run = _fsyncs(loop, tmp_path / "f.iot", "write through", "512k")
+    assert run.kernel_flushes == 0 and len(run.flushes) == 0
+    assert len(run.writes) == 128
 
 
 def test_ftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
     """The ftrace fallback reads the blk tracer's events, paired as a blktrace import:
     the same model, the device flush giving the fsync's record its issue time."""
-    q = Path(f"/sys/block/{loop.name}/queue")
-    (q / "write_cache").write_text("write back")
-    out = tmp_path / "f.iot"
-    _, f0 = _stat(loop.name)
-    res = iotape(
-        "record", "--backend", "ftrace", "-o", str(out), "-d", loop.path, "--",
-        "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
-        "--size=512k", "--fsync=4", "--ioengine=psync",
-        timeout=300,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    _, f1 = _stat(loop.name)
-    r = trace_records(out)
-    f = r[r["op"] == OP["flush"]]
-    footer = open_trace(out).footer
-    assert footer is not None
-    assert f1 - f0 >= 25 and len(f) == f1 - f0
-    assert footer["device_flushes"] == {"issued": f1 - f0, "linked": f1 - f0}
+    run = _fsyncs(loop, tmp_path / "f.iot", "write back", "512k", "--backend", "ftrace")
+    n, f = run.kernel_flushes, run.flushes
+    assert n >= 25 and len(f) == n
+    assert run.footer["device_flushes"] == {"issued": n, "linked": n}
     assert (f["pid"] > 0).all() and ((f["flags"] & FLAG["preflush"]) != 0).all()
     assert (f["ts_issue_ns"] > 0).all()
 
@@ -120,21 +113,8 @@ def test_bpftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
     """The bpftrace fallback sees only requests that passed block_io_start: the
     fsync's empty write (completing as a sizeless `WS`), never the device's flush.
     It is the flush record, once; its issue time is unknown there."""
-    q = Path(f"/sys/block/{loop.name}/queue")
-    (q / "write_cache").write_text("write back")
-    out = tmp_path / "f.iot"
-    _, f0 = _stat(loop.name)
-    res = iotape(
-        "record", "--backend", "bpftrace", "-o", str(out), "-d", loop.path, "--",
-        "fio", "--name=f", f"--filename={loop.path}", "--rw=write", "--bs=4k",
-        "--size=512k", "--fsync=4", "--ioengine=psync",
-        timeout=300,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    _, f1 = _stat(loop.name)
-    r = trace_records(out)
-    f = r[r["op"] == OP["flush"]]
-    assert f1 - f0 >= 25 and len(f) == f1 - f0
+    run = _fsyncs(loop, tmp_path / "f.iot", "write back", "512k", "--backend", "bpftrace")
+    n, f = run.kernel_flushes, run.flushes
+    assert n >= 25 and len(f) == n
     assert set(f["comm"].tolist()) == {b"fio"} and ((f["flags"] & FLAG["preflush"]) != 0).all()
-    w = r[r["op"] == OP["write"]]
-    assert len(w) == 128 and (w["bytes"] > 0).all()
+    assert len(run.writes) == 128 and (run.writes["bytes"] > 0).all()

@@ -196,20 +196,32 @@ static int is_tail_worker(const char *name)
 	return !strncmp(name, "ese-log", 7) || !strncmp(name, "ese-repl", 8) || !strncmp(name, "ese-ckpt", 8);
 }
 
-/* Wait (bounded) until the checkpoint writers have no dirty page left. */
-static void flush_caches(void)
+static int any_dirty(struct db *d)
 {
-	atomic_store(&E.flush_all, 1);
+	return d->c.ndirty != 0;
+}
+
+/* Wait (bounded) until no database has what `left` says is still to write
+ * (d->mu held), waking its checkpoint writer meanwhile. */
+static void flush_until(int (*left)(struct db *))
+{
 	uint64_t deadline = now_ns() + 120000000000ull;
 	for (int i = 0; i < E.cfg.databases; i++) {
 		struct db *d = &E.dbs[i];
 		pthread_mutex_lock(&d->mu);
-		while (d->c.ndirty && now_ns() < deadline) {
+		while (left(d) && now_ns() < deadline) {
 			pthread_cond_signal(&d->ckpt_cv);
 			timed_wait(&d->cv, &d->mu, 10);
 		}
 		pthread_mutex_unlock(&d->mu);
 	}
+}
+
+/* A clean shutdown's: every dirty page written. */
+static void flush_caches(void)
+{
+	atomic_store(&E.flush_all, 1);
+	flush_until(any_dirty);
 }
 
 /* end=crash: the stop of an instance that stops without a clean shutdown, as
@@ -219,16 +231,7 @@ static void flush_caches(void)
 static void flush_behind(void)
 {
 	atomic_store(&E.flush_behind, 1);
-	uint64_t deadline = now_ns() + 120000000000ull;
-	for (int i = 0; i < E.cfg.databases; i++) {
-		struct db *d = &E.dbs[i];
-		pthread_mutex_lock(&d->mu);
-		while (ckpt_behind_left(d) && now_ns() < deadline) {
-			pthread_cond_signal(&d->ckpt_cv);
-			timed_wait(&d->cv, &d->mu, 10);
-		}
-		pthread_mutex_unlock(&d->mu);
-	}
+	flush_until(ckpt_behind_left);
 }
 
 const char *const program_name = "iotape-ese";
