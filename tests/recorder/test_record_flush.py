@@ -11,6 +11,8 @@ time, and no second record for the device's request.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +51,21 @@ class Run:
         return self.records[self.records["op"] == OP["write"]]
 
 
+@pytest.fixture
+def queue(loop) -> Iterator[Path]:
+    """The loop device's queue settings, put back as they were after the test: a
+    loop device keeps them when detached, and the next test to attach it gets them."""
+    q = Path(f"/sys/block/{loop.name}/queue")
+    sched = re.search(r"\[(\S+)\]", (q / "scheduler").read_text())
+    cache = (q / "write_cache").read_text().strip()
+    try:
+        yield q
+    finally:
+        (q / "write_cache").write_text(cache)
+        if sched:
+            (q / "scheduler").write_text(sched.group(1))
+
+
 def _fsyncs(loop, out: Path, cache: str, size: str, *record_args: str) -> Run:
     """Record fio writing 4 KiB with an fsync every 4 writes on `loop`, its write
     cache set to `cache`; with the kernel's counts over the same time."""
@@ -70,8 +87,8 @@ def _fsyncs(loop, out: Path, cache: str, size: str, *record_args: str) -> Run:
 
 
 @pytest.mark.parametrize("scheduler", ["none", "mq-deadline"])
-def test_one_record_per_kernel_flush(loop, tmp_path: Path, scheduler: str) -> None:
-    Path(f"/sys/block/{loop.name}/queue/scheduler").write_text(scheduler)
+def test_one_record_per_kernel_flush(loop, queue: Path, tmp_path: Path, scheduler: str) -> None:
+    (queue / "scheduler").write_text(scheduler)
     run = _fsyncs(loop, tmp_path / "f.iot", "write back", "2M")
     n = run.kernel_flushes
     assert n >= 100  # 128 fsyncs asked for: the machinery ran
@@ -90,7 +107,7 @@ def test_one_record_per_kernel_flush(loop, tmp_path: Path, scheduler: str) -> No
     assert len(run.writes) + len(f) == run.kernel_writes
 
 
-def test_no_flush_without_a_write_cache(loop, tmp_path: Path) -> None:
+def test_no_flush_without_a_write_cache(loop, queue: Path, tmp_path: Path) -> None:
     """Write-through: the block layer ends an fsync's empty write before it is a
     request; nothing reaches the device and nothing is recorded as a flush."""
     run = _fsyncs(loop, tmp_path / "f.iot", "write through", "512k")
@@ -98,7 +115,7 @@ def test_no_flush_without_a_write_cache(loop, tmp_path: Path) -> None:
     assert len(run.writes) == 128
 
 
-def test_ftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
+def test_ftrace_backend_one_record_per_flush(loop, queue: Path, tmp_path: Path) -> None:
     """The ftrace fallback reads the blk tracer's events, paired as a blktrace import:
     the same model, the device flush giving the fsync's record its issue time."""
     run = _fsyncs(loop, tmp_path / "f.iot", "write back", "512k", "--backend", "ftrace")
@@ -109,7 +126,7 @@ def test_ftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
     assert (f["ts_issue_ns"] > 0).all()
 
 
-def test_bpftrace_backend_one_record_per_flush(loop, tmp_path: Path) -> None:
+def test_bpftrace_backend_one_record_per_flush(loop, queue: Path, tmp_path: Path) -> None:
     """The bpftrace fallback sees only requests that passed block_io_start: the
     fsync's empty write (completing as a sizeless `WS`), never the device's flush.
     It is the flush record, once; its issue time is unknown there."""
