@@ -585,7 +585,7 @@ static uint64_t in_flight(struct iotape_bpf *skel, const volatile struct iotape_
 	if (unseen)
 		*unseen = 0;
 	for (size_t i = 0; slots && i < n_slots; i++) {
-		if (!slots[i].rq)
+		if (!slots[i].rq || slots[i].state) /* a flush sequence's tail: recorded */
 			continue;
 		n++;
 		if (!unseen)

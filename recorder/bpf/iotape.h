@@ -52,7 +52,14 @@ struct iotape_inflight {
 	__u32 dev;
 	__u16 flags;
 	__u8 op;
-	__u8 _pad;
+	__u8 state;			/* IOTAPE_STATE_* */
 };
+
+/* A slot's state past its record: a write that went through the flush machinery
+ * (PREFLUSH or FUA) has its record written when its data completes, and keeps
+ * its slot for the rest of its sequence: a post-flush the machinery may issue for
+ * it (a disk without FUA) and the request's second, zero-byte completion. Neither
+ * is a record; the next owner of the tag takes the slot over. */
+#define IOTAPE_STATE_FLUSH_SEQ 1
 
 #endif /* IOTAPE_H */

@@ -11,7 +11,9 @@ time, and no second record for the device's request.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,10 @@ def _stat(name: str) -> tuple[int, int]:
     """(writes, flushes) the kernel has completed on a disk."""
     f = Path(f"/sys/block/{name}/stat").read_text().split()
     return int(f[4]), int(f[15])
+
+
+def _reads(name: str) -> int:
+    return int(Path(f"/sys/block/{name}/stat").read_text().split()[0])
 
 
 @dataclass
@@ -135,3 +141,40 @@ def test_bpftrace_backend_one_record_per_flush(loop, queue: Path, tmp_path: Path
     assert n >= 25 and len(f) == n
     assert set(f["comm"].tolist()) == {b"fio"} and ((f["flags"] & FLAG["preflush"]) != 0).all()
     assert len(run.writes) == 128 and (run.writes["bytes"] > 0).all()
+
+
+def test_ext4_fsync_every_device_flush_linked(loop, queue: Path, tmp_path: Path) -> None:
+    """fio with fsync on ext4: its fsyncs reach the disk as empty PREFLUSH writes
+    and as journal commits (writes with PREFLUSH and FUA; the loop device has no
+    FUA, so the kernel adds a post-flush). Every device flush is linked to the
+    request that asked for it, no flush sequence leaves a record of its own, and
+    the trace's reads and writes (empty flush writes included) are the kernel's."""
+    (queue / "write_cache").write_text("write back")
+    subprocess.run(["mkfs.ext4", "-q", "-F", loop.path], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", loop.path, str(mnt)], check=True)
+    try:
+        os.sync()
+        r0, (w0, f0) = _reads(loop.name), _stat(loop.name)
+        res = iotape(
+            "record", "-o", str(tmp_path / "e.iot"), "-d", loop.path, "--",
+            "fio", "--name=f", f"--directory={mnt}", "--rw=randwrite", "--bs=4k",
+            "--size=16M", "--fsync=50", "--number_ios=4000", "--ioengine=psync",
+            timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        r1, (w1, f1) = _reads(loop.name), _stat(loop.name)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+    r = trace_records(tmp_path / "e.iot")
+    footer = open_trace(tmp_path / "e.iot").footer
+    assert footer is not None
+    n = f1 - f0
+    assert n >= 40 and footer["device_flushes"] == {"issued": n, "linked": n}
+    op = r["op"]
+    assert not ((r["flags"] & FLAG["device_flush"]) != 0).any()
+    assert not ((op == OP["write"]) & (r["bytes"] == 0)).any(), "a flush sequence's end"
+    assert int((op == OP["read"]).sum()) == r1 - r0
+    assert int((op == OP["write"]).sum()) + int((op == OP["flush"]).sum()) == w1 - w0
+    assert (r["pid"] > 0).all()
