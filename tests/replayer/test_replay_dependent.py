@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
-from recorder.tracefile import write_trace
+from recorder.tracefile import open_trace, write_trace
 from replayer.plan import deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 from replayer.run.local import LocalRunner
+from replayer.run.relabel import relabel_in_memory
 from schemas.documents.plan import load as load_plan
 
 OP = schemas.enum("op")
@@ -185,13 +186,48 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
 
 
-def test_a_dependent_plan_runs_with_iotape_lanes_only_and_is_not_recorded(tmp_path: Path) -> None:
+def test_a_dependent_plan_runs_with_iotape_lanes_only_and_can_be_recorded(tmp_path: Path) -> None:
     jobdir, _ = _plan(tmp_path, "dependent")
     man = load_plan(jobdir / "plan.json")
     assert runner.choose("auto", man, jobdir) == "lanes"
     with pytest.raises(IotapeError, match="iotape-lanes runs"):
         runner.choose("fio", man, jobdir)
-    assert "not supported yet" in (LocalRunner(jobdir, man, [], False).no_record or "")
+    assert LocalRunner(jobdir, man, [], False).no_record is None
+
+
+def test_a_recorded_dependent_replay_gets_its_plan_jobs_streams(tmp_path: Path) -> None:
+    """The recording of a dependent replay, three times slower than the trace (a
+    slow target), its requests labelled `other` by the recorder: relabelled by
+    (op, offset, size) in plan order, each thread by most of its requests (offsets
+    repeat across the two streams here), its flush by its thread."""
+    ids = schemas.enum("stream")
+    r = _closed_loop()
+    r["stream"] = np.where(r["tid"] == 500, ids["db-read"], ids["log-write"])
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    jobdir = tmp_path / "jobs"
+    opts = PlanOptions(
+        trace=_write(tmp_path / "t.iot", r), jobdir=jobdir, targets=[f"all={target}"],
+        timing="dependent",
+    )  # fmt: skip
+    plan(opts)
+    rec = r.copy()
+    rec["stream"] = ids["other"]
+    rec["tid"] = np.where(r["tid"] == 500, 9000, 9001)
+    for k in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
+        rec[k] = 7_000_000 + r[k] * 3
+    both = np.zeros(len(rec) + 1, rec.dtype)  # (concatenate would drop the padding)
+    both[:-1], both[-1] = rec, rec[-1]
+    both["op"][-1], both["offset"][-1], both["bytes"][-1] = OP["flush"], 0, 0
+    recorded = _write(tmp_path / "rec.iot", both)
+    got = relabel_in_memory(recorded, jobdir, load_plan(jobdir / "plan.json"), by_thread=True)
+    assert (got.relabelled, got.requests) == (101, 101)
+    with open_trace(recorded) as t:
+        out, names = t.read_all(), t.header["streams"]
+    by_tid = {
+        int(tid): {names[str(s)] for s in out["stream"][out["tid"] == tid]} for tid in (9000, 9001)
+    }
+    assert by_tid == {9000: {"db-read"}, 9001: {"log-write"}}
 
 
 def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
