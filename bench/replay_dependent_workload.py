@@ -35,10 +35,11 @@ from hybrid_lab import HybridLab
 from replay_lab import ROOT, machine
 
 from analyzer.lab.hdd import HddModel
+from schemas.streams import TRANSACTIONAL
 
 OUT = ROOT / "bench" / "results" / "replay-dependent-workload.json"
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
-TX = ("db-read", "db-write")
+TX = tuple(TRANSACTIONAL)  # the streams of the transactional IOPS
 
 
 def _iotape(*argv: str) -> str:
@@ -60,14 +61,15 @@ def engine(dev: str, args: argparse.Namespace, duration: float, trace: Path | No
     _iotape(*_wl(dev, args), "--duration", "1", "--json")
     rec = ["--record", str(trace), "-d", dev] if trace is not None else []
     res = json.loads(_iotape(*_wl(dev, args), "--duration", str(duration), "--json", *rec))
-    s = res["databases"][0]["streams"]
+    s = res["total"]
     n = {k: int(s[k]["count"]) for k in (*TX, "log-write")}
+    tx = sum(n[k] for k in TX)
     return {
         "duration_s": duration,
         "elapsed_s": res["elapsed_s"],
         "threads": res["threads_final"],
         "requests": n,
-        "tx_iops": round((n["db-read"] + n["db-write"]) / res["elapsed_s"], 1),
+        "tx_iops": round(tx / res["elapsed_s"], 1),
         "achieved_tx_iops": round(res["achieved_tx_iops"], 1),
     }
 

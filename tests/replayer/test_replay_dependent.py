@@ -257,3 +257,68 @@ def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
+
+
+def _commit_loop(n: int = 40) -> np.ndarray:
+    """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
+    log write 10 us after each read completed, the next read 5 us after the log
+    write completed. Each thread's own think time hides the other's I/O in it."""
+    ids = schemas.enum("stream")
+    r = np.zeros(2 * n, dtype=DT)
+    for k in range(n):
+        q = 1_000_000 + k * 415_000
+        r[2 * k] = r[2 * k + 1] = np.zeros(1, DT)[0]
+        for i, (t0, lat, tid, s, op) in enumerate(
+            [
+                (q, 300_000, 500, "db-read", "read"),
+                (q + 310_000, 100_000, 501, "log-write", "write"),
+            ]
+        ):
+            x = r[2 * k + i : 2 * k + i + 1]
+            x["ts_queue_ns"], x["ts_issue_ns"], x["ts_complete_ns"] = t0, t0 + 1_000, t0 + lat
+            x["tid"], x["pid"], x["stream"], x["op"] = tid, 400, ids[s], OP[op]
+            x["offset"], x["bytes"], x["dev"] = (2 * k + i) * 8192, 8192, SDA
+    return r
+
+
+def test_a_thread_waiting_for_another_threads_io_waits_for_it_in_the_plan(tmp_path: Path) -> None:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    jobdir = tmp_path / "jobs"
+    opts = PlanOptions(
+        trace=_write(tmp_path / "t.iot", _commit_loop()), jobdir=jobdir,
+        targets=[f"all={target}"], timing="dependent",
+    )  # fmt: skip
+    man = plan(opts)
+    got = {d["stream"]: d["cross_edges"] for d in man["dependencies"]}
+    assert got == {"db0.db-read": 39, "db0.log-write": 40}
+    reads = (jobdir / "iologs" / "db0.db-read.t500.log").read_text().splitlines()[2:]
+    ident, after, think = reads[1].split()[:3]
+    # its own previous read and the log write between: 5 us after the latter
+    assert len(after.split(",")) == 2 and think == "5"
+    assert all(int(a) < int(ident) for a in after.split(","))
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
+
+
+def test_independent_threads_get_no_cross_thread_edges() -> None:
+    """Four synchronous threads with random think times: some requests come soon
+    after another thread's completion, about as many as chance gives, none waits."""
+    rng = np.random.default_rng(7)
+    r = np.zeros(4 * 500, dtype=DT)
+    for t in range(4):
+        q = 1_000_000 + np.cumsum(100_000 + rng.exponential(300_000, 500)).astype(np.int64)
+        s = slice(t * 500, (t + 1) * 500)
+        r["ts_queue_ns"][s], r["ts_issue_ns"][s], r["ts_complete_ns"][s] = q, q + 1_000, q + 100_000
+        r["tid"][s] = 500 + t
+    r = r[np.argsort(r["ts_queue_ns"], kind="stable")]
+    start, end = deps.times(r)
+    d = deps.infer(r)
+    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
+    c = deps.cross_edges(start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own)
+    candidates, chance = c.pairs[(0, 0)]
+    assert candidates > 50 and candidates < deps.CROSS_EVIDENCE * chance
+    assert len(c.i) == 0
