@@ -10,11 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trace_helpers import header
 from typer.testing import CliRunner
 
 from base.errors import IotapeError
 from iotape.commands.replay import app
-from replayer.run import closedloop, execute, runner
+from recorder.tracefile import write_trace
+from replayer.run import closedloop, execute, fidelity, runner
 
 sys.path.append(str(Path(__file__).parent))
 from test_replay_dependent import _closed_loop, _plan, _write
@@ -115,3 +117,24 @@ def test_merged_histogram_percentiles_take_the_bucket_midpoint() -> None:
     assert closedloop._hist_pct(hist, 99) == pytest.approx(1.03125, abs=1e-4)
     assert closedloop._hist_pct([], 50) is None
     assert np.isclose(closedloop._hist_pct(hist, 75) or 0, 150 / 1e6, atol=1e-4)
+
+
+def test_a_recorded_dependent_replay_leaves_the_open_loop_figures_out(tmp_path: Path) -> None:
+    orig = _write(tmp_path / "t.iot", _closed_loop())
+    r = _closed_loop()
+    for k in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
+        r[k] = r[k] // 2  # twice as fast: its issue times are no error
+    h = header(metadata={"replay_of": {"trace": str(orig), "timing": "dependent"}})
+    h["devices"] = h["devices"][:1]
+    rec = write_trace(tmp_path / "rec.iot", h, r)
+    rep = fidelity.report(orig, rec, None, 5.0)["iotape"]
+    assert "dependent replay" in rep.get("closed_loop", "")
+    for f in [rep["overall"], *rep["streams"].values()]:
+        assert not {"issue_error", "drift_ms_per_s", "iops_mape_pct"} & set(f)
+    assert "windows" not in rep and rep["overall"]["requests"] == [100, 100]
+    out = CliRunner().invoke(app, ["fidelity", str(orig), str(rec)])
+    assert out.exit_code == 0, out.output
+    assert "not reported: a dependent replay" in out.output
+    # An open-loop recording keeps them.
+    plain = _write(tmp_path / "plain.iot", r)
+    assert "issue_error" in fidelity.report(orig, plain, None, 5.0)["iotape"]["overall"]

@@ -129,6 +129,8 @@ def _print(res: dict[str, FidelityReport]) -> None:
             t.add_row(stream, key, *(_cell(f.get(key)) for f in figs))
     Console().print(t)
     _print_windows(res)
+    if "closed_loop" in res["iotape"]:
+        print(f"not reported: {res['iotape']['closed_loop']}")
     for name, r in res.items():
         _print_locality(name, r["locality"])
 
