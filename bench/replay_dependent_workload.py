@@ -10,8 +10,9 @@ HDD-like disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 
 Transactional IOPS = database reads + writes per second: the engine's own
 (its report: db-read and db-write counts over its elapsed time) for the truth,
-the replay's db-read and db-write requests over the replay's span (`replay
-fidelity JOBDIR`, first issue to last completion) for the replay. The engine's
+the replay's db-read and db-write requests over their span (`replay fidelity
+JOBDIR`, first issue to last completion, the longer of the two streams') for the
+replay. The engine's
 run on the SSD-like device is far faster than the HDD-like one can replay (52k
 against ~200-400 I/O/s), so it runs SSD_DURATION, not DURATION: its trace then
 replays onto the HDD-like device in about a minute.
@@ -86,16 +87,16 @@ def replay(trace: Path, dev: str, work: Path, name: str) -> dict:
     fid = json.loads(_iotape("replay", "fidelity", str(trace), str(jobdir), "--json"))
     plan = json.loads((jobdir / "plan.json").read_text())
     streams = fid["streams"]
-    tx = sum(streams[k]["replay"]["requests"] for k in TX if k in streams)
-    span = fid["overall"]["replay"]["span_s"]
-    tx_o = sum(streams[k]["original"]["requests"] for k in TX if k in streams)
+    tx_o, span_o = _tx(streams, "original")
+    tx, span = _tx(streams, "replay")
     return {
         "wall_s": round(wall, 2),
         "requests": fid["overall"]["replay"]["requests"],
+        "span_s": fid["overall"]["replay"]["span_s"],
         "tx_requests": tx,
-        "span_s": span,
+        "tx_span_s": span,
         "tx_iops": round(tx / span, 1) if span else None,
-        "original_tx_iops": round(tx_o / fid["overall"]["original"]["span_s"], 1),
+        "original_tx_iops": round(tx_o / span_o, 1) if span_o else None,
         "issued_before_predecessor": fid["issued_before_predecessor"],
         "streams": {
             k: {
@@ -108,9 +109,17 @@ def replay(trace: Path, dev: str, work: Path, name: str) -> dict:
     }
 
 
+def _tx(streams: dict, side: str) -> tuple[int, float]:
+    """The transactional streams' requests and their span (the longest of theirs):
+    the background streams (database maintenance, paced by the clock) would
+    otherwise set a replay's length."""
+    tx = [streams[k][side] for k in TX if k in streams]
+    return sum(x["requests"] for x in tx), max((x["span_s"] for x in tx), default=0.0)
+
+
 def _deps(d: dict) -> dict:
     keep = ("stream", "submitters", "requests", "with_predecessor", "depth", "think_us")
-    return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance")}
+    return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance", "cross_edges")}
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
