@@ -9,9 +9,11 @@ request waits for (replayer/src/deps.c reads it):
     open PATH
     ID AFTER THINK ACTION OFFSET LENGTH
 
-ID numbers the plan's requests (a slice's in issue order, slice after slice);
-AFTER the ids it waits for (its predecessor, and for a flush or FUA write the
-writes it covers; - for none); THINK the microseconds after the latest of them
+ID numbers the plan's requests in their issue order over every slice, so that
+what a request waits for (issued before it) has a smaller id; AFTER the ids it
+waits for (its predecessor; for a flush or FUA write the writes it covers; another
+thread's request where the trace shows the thread waits for it, deps.cross_edges,
+in a plan without copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). fio 3.33 cannot wait for a completion: these plans run
@@ -80,21 +82,27 @@ def _actions(r: np.ndarray) -> np.ndarray:
     return names
 
 
-def _slice_jobs(s: Slice, first_id: int, opts: PlanOptions) -> tuple[list[DepJob], dict]:
-    """A slice's jobs, one per submitter, its requests numbered from `first_id`."""
+def _slice_jobs(
+    s: Slice, d: deps.Deps, ids: np.ndarray, cross: dict[int, tuple[int, int]], opts: PlanOptions
+) -> tuple[list[DepJob], dict]:
+    """A slice's jobs, one per submitter: its requests numbered `ids` (the plan's
+    issue order), waiting for their predecessors (`d`) and, in `cross`, for another
+    thread's request (row -> (its id, the gap after its completion in ns))."""
     r = s.records
-    d = deps.infer(r)
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
-    rank = np.empty(len(r), np.int64)
-    rank[order] = np.arange(len(r))
-    ids = first_id + rank
     after: list[list[int]] = [[int(ids[p])] if p >= 0 else [] for p in d.pred.tolist()]
     for i, j in d.covers:
-        if rank[j] < rank[i]:
+        if ids[j] < ids[i]:
             after[i].append(int(ids[j]))
+    think_ns = d.think_ns.copy()
+    for i, (j_id, gap) in cross.items():
+        # The other thread's completion came after the request's own predecessor's:
+        # the think time counts from it, the latest of what the request waits for.
+        after[i].append(j_id)
+        think_ns[i] = gap
     afap = opts.timing == "afap"
-    think = np.round(d.think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
+    think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     flush = r["op"] == OP["flush"]
     off = np.where(flush, 0, s.offset + s.base)
@@ -112,7 +120,40 @@ def _slice_jobs(s: Slice, first_id: int, opts: PlanOptions) -> tuple[list[DepJob
             t = ("0" if afap else str(think[i])) if after[i] else ("@0" if afap else f"@{at[i]}")
             job.lines.append(f"{ids[i]} {a} {t} {acts[i]} {off[i]} {nbytes[i]}\n")
         jobs.append(job)
-    return jobs, {"stream": s.name, **deps.summary(d)}
+    return jobs, {"stream": s.name, **deps.summary(d), "cross_edges": len(cross)}
+
+
+def _ids_and_cross(
+    slices: list[Slice], ds: list[deps.Deps], traced: int
+) -> tuple[list[np.ndarray], list[dict[int, tuple[int, int]]]]:
+    """Each slice's request ids, the plan's issue order over every slice (so that
+    whatever a request waits for, issued before it, has a smaller id, which is
+    what iotape-lanes checks), and its cross-thread edges (deps.cross_edges):
+    only where each request of the trace is in one slice (no copies: a copy's
+    threads are the original's) and the trace has threads."""
+    starts = [deps.times(s.records)[0] for s in slices]
+    n = sum(len(x) for x in starts)
+    cross: list[dict[int, tuple[int, int]]] = [{} for _ in slices]
+    if not n:
+        return [np.empty(0, np.int64) for _ in slices], cross
+    start = np.concatenate(starts)
+    which = np.concatenate([np.full(len(x), k) for k, x in enumerate(starts)])
+    row = np.concatenate([np.arange(len(x)) for x in starts])
+    gid = np.empty(n, np.int64)
+    gid[np.lexsort((row, which, start))] = np.arange(n)
+    cuts = np.cumsum([0, *(len(x) for x in starts)])
+    ids = [gid[cuts[k] : cuts[k + 1]] for k in range(len(slices))]
+    recs = [s.records for s in slices]
+    if n != traced or not all((r["tid"] > 0).all() for r in recs):
+        return ids, cross
+    end = np.concatenate([deps.times(r)[1] for r in recs])
+    own = np.concatenate([np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max) for d in ds])
+    thread = np.concatenate([r["tid"].astype(np.int64) for r in recs])
+    c = deps.cross_edges(start, end, thread, which, own)
+    for i, j, gap in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(), strict=True):
+        k = int(which[i])
+        cross[k][int(row[i])] = (int(gid[j]), int(gap))
+    return ids, cross
 
 
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
@@ -167,18 +208,18 @@ def plan(opts: PlanOptions) -> PlanResult:
     groups, users = steps.groups(view, paths, sc.layout if sc else scale.Layout(1, 1))
     lay = steps.layout(view, groups, users, opts)
     lost = deps.other_stream_predecessors(view.records, view.stream_name)
+    slices = [s for g in groups for _, s in steps.slices(view, g, sc, lay, opts)]
+    ds = [deps.infer(s.records) for s in slices]
+    ids, cross = _ids_and_cross(slices, ds, len(view.records))
     jobs: list[DepJob] = []
     summaries: list[dict] = []
     reach: dict[str, int] = {}
-    n = 0
-    for g in groups:
-        for _, s in steps.slices(view, g, sc, lay, opts):
-            more, summ = _slice_jobs(s, n, opts)
-            n += len(s.records)
-            jobs += more
-            summaries.append({**summ, "other_stream_predecessors": lost.get(s.stream, 0)})
-            end = int((s.offset + s.base + s.nbytes).max(initial=0))
-            reach[s.target] = max(reach.get(s.target, 0), end)
+    for k, (s, d) in enumerate(zip(slices, ds, strict=True)):
+        more, summ = _slice_jobs(s, d, ids[k], cross[k], opts)
+        jobs += more
+        summaries.append({**summ, "other_stream_predecessors": lost.get(s.stream, 0)})
+        end = int((s.offset + s.base + s.nbytes).max(initial=0))
+        reach[s.target] = max(reach.get(s.target, 0), end)
     return _finish(opts, view.duration_ns, sc, lay, jobs, summaries, reach)
 
 
