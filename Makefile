@@ -66,6 +66,7 @@ bench: setup
 	$(PY) bench/replay.py
 	$(PY) bench/replay_noise.py
 	$(PY) bench/replay_dependent.py
+	$(PY) bench/replay_dependent_workload.py
 	$(PY) bench/tiering.py
 	$(PY) bench/tiering_check.py
 

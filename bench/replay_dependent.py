@@ -29,7 +29,7 @@ from replay_lab import ROOT, fio_version, machine
 from analyzer.lab.hdd import HddModel
 from recorder.capture import record as rec
 from replayer.plan.build import PlanOptions, plan
-from replayer.run import execute
+from replayer.run import closedloop, execute
 
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
 
@@ -81,7 +81,7 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
     return _fio_figures(json.loads(out.read_text()))
 
 
-def replay(trace: Path, dev: str, timing: str, work: Path) -> dict:
+def replay(trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None) -> dict:
     """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures."""
     jobdir = work / f"jobs-{timing}-{Path(dev).name}"
     opts = PlanOptions(
@@ -98,6 +98,9 @@ def replay(trace: Path, dev: str, timing: str, work: Path) -> dict:
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
+        # `replay fidelity JOBDIR --truth`: the report a user gets of this replay.
+        rep = closedloop.report(trace, jobdir, execute.load_manifest(jobdir), truth).overall
+        fig["fidelity"] = {"speed_up": rep.speed_up} | (rep.error.data() if rep.error else {})
     return fig
 
 
@@ -105,8 +108,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     names = {lab.fast: "ssd", lab.slow: "hdd"}
     trace = work / f"{names[src]}.iot"
     original = run_direct(src, work, args, trace)
-    truth = run_direct(dst, work, args, None)
-    dep = replay(trace, dst, "dependent", work)
+    truth_trace = work / f"truth-{names[dst]}.iot"
+    truth = run_direct(dst, work, args, truth_trace)
+    dep = replay(trace, dst, "dependent", work, truth_trace)
     rec_ = replay(trace, dst, "recorded", work)
     afap = replay(trace, dst, "afap", work)
     afap.pop("dependencies", None)

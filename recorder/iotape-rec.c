@@ -585,7 +585,7 @@ static uint64_t in_flight(struct iotape_bpf *skel, const volatile struct iotape_
 	if (unseen)
 		*unseen = 0;
 	for (size_t i = 0; slots && i < n_slots; i++) {
-		if (!slots[i].rq)
+		if (!slots[i].rq || slots[i].state) /* a flush sequence's tail: recorded */
 			continue;
 		n++;
 		if (!unseen)
@@ -655,6 +655,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		",\"recursion\":%" PRIu64 "}"
 		",\"completion_unseen\":%" PRIu64 ",\"unattributed\":%" PRIu64
 		",\"pre_start\":%" PRIu64 ",\"in_flight_at_stop\":%" PRIu64
+		",\"device_flushes\":{\"issued\":%" PRIu64 ",\"linked\":%" PRIu64 "}"
 		",\"end_mono_ns\":%" PRIu64 ",\"end_wall_ns\":%" PRIu64
 		",\"duration_ns\":%" PRIu64 ",\"stop_reason\":\"%s\""
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
@@ -666,7 +667,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		cnt[IOTAPE_CNT_INFLIGHT_FULL], misses,
 		cnt[IOTAPE_CNT_COMPLETION_UNSEEN] + st.unseen_at_stop,
 		cnt[IOTAPE_CNT_NO_START], cnt[IOTAPE_CNT_PRE_START],
-		left, end_mono, end_wall,
+		left, cnt[IOTAPE_CNT_DEVICE_FLUSH], cnt[IOTAPE_CNT_FLUSH_LINKED], end_mono, end_wall,
 		end_mono - start, reason,
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,

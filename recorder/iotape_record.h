@@ -59,6 +59,7 @@ struct iotape_record {
 #define IOTAPE_FLAG_IDLE (1u << 8)
 #define IOTAPE_FLAG_POLLED (1u << 9)
 #define IOTAPE_FLAG_NOMERGE (1u << 10)
+#define IOTAPE_FLAG_DEVICE_FLUSH (1u << 14)
 #define IOTAPE_FLAG_COMPLETE_UNSEEN (1u << 15)
 
 /* The trace file; see docs/trace-format.md. */

@@ -110,6 +110,22 @@ def check_line(c: Check) -> str:
     return f"{where}{c.check} {c.value or 0:.3f} {holds} limit {c.limit}"
 
 
+def _recovery(d: dict, result: dict, secs: float) -> dict:
+    """A database's soft recovery: the engine's counts, and what they mean in pages.
+    Every page a replayed record names is read (from the cache or the disk) and
+    compared; only those behind are redone and later written (coalesced)."""
+    rec = dict(d["recovery"])
+    page = result.get("page_bytes") or 0
+    for key, stream in (("pages_read", "db-read"), ("pages_written", "db-write")):
+        nbytes = d["streams"].get(stream, {}).get("bytes", 0)
+        rec[key] = nbytes / page if page else None
+    if "pages_named" in rec:
+        rec["pages_current"] = max(0, rec["pages_named"] - rec["pages_redone"])
+    replay = rec.get("replay_s") or secs
+    rec["logs_per_s"] = rec["logs_replayed"] / replay if replay else 0.0
+    return rec
+
+
 def build(result: dict) -> WorkloadReport:
     """The report document (schemas/documents/workload_report.py) of an engine result."""
     cfg = result.get("config", {})
@@ -131,7 +147,7 @@ def build(result: dict) -> WorkloadReport:
             "logs_removed": d.get("logs_removed", 0),
         }
         if "recovery" in d:
-            row["recovery"] = d["recovery"]
+            row["recovery"] = _recovery(d, result, secs)
         for name in streams.ENGINE:
             row[name] = _stream(d, name)
             t = totals.setdefault(name, {"count": 0, "bytes": 0})

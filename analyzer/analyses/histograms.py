@@ -17,11 +17,19 @@ from typing import cast
 
 import numpy as np
 
+import schemas
+from analyzer.analyses.filters import stream_names
 from analyzer.store import catalog, event_histograms, queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
 from schemas import percentiles
-from schemas.documents.api import Distribution, HistogramScheme, Percentiles
+from schemas.documents.api import (
+    Distribution,
+    Excluded,
+    ExcludedGroup,
+    HistogramScheme,
+    Percentiles,
+)
 
 SUB_BUCKETS = 1 << queries.SUB_BUCKET_BITS
 RELATIVE_ERROR = 1 / (2 * SUB_BUCKETS)
@@ -196,3 +204,31 @@ def summary(h: Hist, cdf_points: int) -> Distribution:
         "histogram": [[int(a), int(b), int(c)] for a, b, c in zip(low, high, h.n, strict=True)],
         "cdf": [(int(h.hi[i]), float(cum[i] / n)) for i in idx],
     }
+
+
+UNSEEN_WHY = (
+    "flag complete_unseen: the kernel never reported these requests' completion; the "
+    "recorder kept them with the reuse of their tag as an upper bound, so their device "
+    "time is not measured and is left out of every latency figure and verdict"
+)
+
+
+def excluded(
+    store: Reader, run_id: str, f: EventFilter, streams_only: set[int] | None = None
+) -> Excluded:
+    """The records of the selection left out of device time (complete_unseen)."""
+    ops = schemas.op_names()
+    names = stream_names(store, run_id)
+    rows = queries.run(store, "unseen_count", **f.params(run_id))
+    groups: list[ExcludedGroup] = [
+        {
+            "op": int(op),
+            "op_name": ops.get(int(op), str(op)),
+            "stream": int(st),
+            "stream_name": names.get(int(st), f"stream-{st}"),
+            "count": int(n),
+        }
+        for op, st, n in rows
+        if streams_only is None or int(st) in streams_only
+    ]
+    return {"complete_unseen": sum(g["count"] for g in groups), "why": UNSEEN_WHY, "groups": groups}

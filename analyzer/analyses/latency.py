@@ -7,7 +7,7 @@ from typing import cast
 
 import schemas
 from analyzer.analyses.filters import stream_names
-from analyzer.analyses.histograms import LEVELS, SCHEME, hist_rows, merge, summary
+from analyzer.analyses.histograms import LEVELS, SCHEME, excluded, hist_rows, merge, summary
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
@@ -50,10 +50,11 @@ def latency(
         "method": "exact" if exact else "histogram",
         "histogram_scheme": SCHEME,
         "units": "ns",
-        "device_time": "complete - issue (at the device)",
+        "device_time": "complete - issue (at the device); complete_unseen records left out",
         "queue_time": "issue - queue (in the block layer before dispatch)",
         "device": out["device"],
         "queue": out["queue"],
+        "excluded": excluded(store, run_id, f),
     }
 
 

@@ -9,7 +9,7 @@ from typing import cast
 
 import schemas
 from analyzer.analyses.filters import devices
-from analyzer.analyses.histograms import hist_rows
+from analyzer.analyses.histograms import excluded, hist_rows
 from analyzer.store import queries
 from analyzer.store.interface import Reader
 from analyzer.store.queries import EventFilter
@@ -62,4 +62,10 @@ def verdict(store: Reader, run_id: str, f: EventFilter, mode: str) -> Verdict:
         "checks": overall,
         "per_device": per_dev,
         "per_database": reported,
+        "excluded": excluded(store, run_id, f, set(_checked_streams().values())),
     }
+
+
+def _checked_streams() -> dict[str, int]:
+    ids = schemas.enum("stream")
+    return {c["stream"]: ids[c["stream"]] for c in schemas.contracts()["jetstress"]["check"]}

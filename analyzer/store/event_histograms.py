@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+import schemas
 from analyzer.store.interface import Reader, StoreError
 from analyzer.store.queries import MAX_NS, METRICS, duckdb_sql
 
@@ -25,8 +26,11 @@ TABLE = duckdb_sql.HISTOGRAMS
 _SPANS = {"device": ("ts_complete_ns", "ts_issue_ns"), "queue": ("ts_issue_ns", "ts_queue_ns")}
 assert set(_SPANS) == set(METRICS)
 _NAMES = list(_SPANS)
-# A row that says "built" for runs with no known latency at all.
-BUILT = "built"
+# A row that says "built" for runs with no known latency at all. Versioned: runs
+# stored before complete_unseen records were left out of device time have "built"
+# and are scanned instead, by the query that leaves them out.
+BUILT = "built-v2"
+UNSEEN = np.uint16(1 << schemas.bits("flag")["complete_unseen"])
 LIMIT_NS = 1 << 47
 
 
@@ -45,6 +49,9 @@ def partial(t: pa.Table) -> pa.Table | None:
         hi = t[later].to_numpy()
         lo = t[earlier].to_numpy()
         ok = seen & (lo > 0) & (hi >= lo)
+        if later == "ts_complete_ns":
+            # An upper bound, not a measurement (queries.METRICS).
+            ok &= (t["flags"].to_numpy() & UNSEEN) == 0
         d = hi[ok] - lo[ok]
         if len(d) and d.max() >= LIMIT_NS:
             return None
@@ -121,7 +128,9 @@ def stored(store: Reader, run_id: str, metric: str) -> list[tuple] | None:
     if not store.has_histograms:
         return None
     try:
-        found = store.rows(duckdb_sql.HISTOGRAMS_READ, {"run_id": run_id, "metric": metric})
+        found = store.rows(
+            duckdb_sql.HISTOGRAMS_READ, {"run_id": run_id, "metric": metric, "built": BUILT}
+        )
     except StoreError:
         return None  # no such table: a store from before, opened read-only
     if not any(r[0] == BUILT for r in found):

@@ -334,7 +334,16 @@ def show(
         rep = json.loads(report_json.read_text())
     except (OSError, ValueError) as e:
         raise IotapeError(f"{report_json}: cannot read a report: {e}") from None
-    if ESRP_REPORT.matches(rep):
+    # Version 1 lacks the recovery page rows, which render only where present.
+    if (
+        isinstance(rep, dict)
+        and rep.get("format") == ESRP_REPORT.id
+        and rep.get("version")
+        in (
+            1,
+            ESRP_REPORT.version,
+        )
+    ):
         esrp.render(rep)
         if html_out:
             html.write_esrp(rep, html_out)

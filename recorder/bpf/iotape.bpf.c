@@ -312,7 +312,7 @@ static __always_inline int track_start(struct request *rq)
 		return 0;
 	s = slot_of(rq, devslot);
 	if (s) {
-		if (s->rq)
+		if (s->rq && !s->state)
 			recover(s, dev);
 	} else {
 		struct iotape_inflight *old = bpf_map_lookup_elem(&inflight, &key);
@@ -344,7 +344,7 @@ static __always_inline int track_start(struct request *rq)
 	e.dev = dev;
 	e.flags = map_flags(e.opf);
 	e.op = map_op(e.opf, e.bytes);
-	e._pad = 0;
+	e.state = 0;
 	if (s)
 		*s = e;
 	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
@@ -369,6 +369,33 @@ int BPF_PROG(on_rq_insert, struct request *rq)
 	return track_start(rq);
 }
 
+static __always_inline bool is_device_flush(__u32 opf)
+{
+	return (opf & 0xff) == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH);
+}
+
+/* The flush machinery's flush_rq is the device's flush, issued for the
+ * requests with REQ_PREFLUSH (or, on a disk without FUA, REQ_FUA: a post-flush)
+ * pending on the queue; blk_kick_flush lends it the hctx and tag (internal tag
+ * with a scheduler) of the first of them, so its slot is that request's. One
+ * application flush is one record: an empty PREFLUSH write (an fsync) gets the
+ * device flush's dispatch as its issue time, a data write with PREFLUSH or FUA
+ * already says it had one (its flags). Returns true when linked: the device
+ * flush then gets no record of its own. */
+static __always_inline bool link_device_flush(struct request *rq, int devslot)
+{
+	struct iotape_inflight *s = slot_of(rq, devslot);
+
+	count(IOTAPE_CNT_DEVICE_FLUSH);
+	if (!s || !s->rq || s->rq == (__u64)rq ||
+	    !(s->flags & (IOTAPE_FLAG_PREFLUSH | IOTAPE_FLAG_FUA)))
+		return false;
+	if (s->op == IOTAPE_OP_FLUSH && !s->ts_issue)
+		s->ts_issue = bpf_ktime_get_ns();
+	count(IOTAPE_CNT_FLUSH_LINKED);
+	return true;
+}
+
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_issue, struct request *rq)
 {
@@ -380,7 +407,15 @@ int BPF_PROG(on_issue, struct request *rq)
 	devslot = dev_match(rq, &dev);
 	if (devslot < 0)
 		return 0;
+	if (is_device_flush(rq->cmd_flags) && link_device_flush(rq, devslot))
+		return 0;
 	e = find(rq, devslot, &s);
+	if (e && e->state) {
+		/* The tag's last owner's flush sequence ended unseen (FUA on a disk
+		 * with FUA needs none): this request never passed block_io_start. */
+		e->rq = 0;
+		e = NULL;
+	}
 	if (e) {
 		e->ts_issue = bpf_ktime_get_ns();
 		/* Bios merged since the start have grown the request. */
@@ -444,12 +479,23 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 	if (devslot < 0)
 		return 0;
 	e = find(rq, devslot, &s);
+	if (e && e->state) {
+		/* The end of a flush sequence whose record was written at its data's
+		 * completion (IOTAPE_STATE_FLUSH_SEQ): the slot is free now. */
+		if (!nr_bytes)
+			e->rq = 0;
+		return 0;
+	}
 	if (e) {
 		a.q = e->ts_queue;
 		a.iss = e->ts_issue;
 		a.opf = e->opf;
 	} else {
-		if (task_filter() || !op_match(rq))
+		/* A device flush linked at issue (or issued before the attach), or
+		 * the zero-byte end of a flush sequence whose entry was in the hash
+		 * map (freed at its data's completion): no request of its own. */
+		if (task_filter() || !op_match(rq) || is_device_flush(rq->cmd_flags) ||
+		    (!nr_bytes && (rq->cmd_flags & 0xff) == bpf_core_enum_value(enum req_op, REQ_OP_WRITE)))
 			return 0;
 		a.q = rq->start_time_ns;
 		a.iss = rq->io_start_time_ns;
@@ -460,14 +506,20 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		}
 		count(IOTAPE_CNT_NO_START);
 	}
+	if (is_device_flush(a.opf))
+		a.extra_flags = IOTAPE_FLAG_DEVICE_FLUSH;	/* not linked: see on_issue */
 	a.now = bpf_ktime_get_ns();
 	a.offset = rq->__sector * 512;
 	a.bytes = nr_bytes;
 	a.error = error;
 	emit(&a, e);
-	/* A partial completion (nr_bytes < what is left) keeps the entry. */
+	/* A partial completion (nr_bytes < what is left) keeps the entry; so does
+	 * a data write through the flush machinery, for the rest of its sequence. */
 	if (e && nr_bytes >= rq->__data_len) {
-		if (e == s)
+		if (e == s && nr_bytes && e->op == IOTAPE_OP_WRITE &&
+		    (e->flags & (IOTAPE_FLAG_PREFLUSH | IOTAPE_FLAG_FUA)))
+			s->state = IOTAPE_STATE_FLUSH_SEQ;
+		else if (e == s)
 			s->rq = 0;
 		else
 			bpf_map_delete_elem(&inflight, &key);

@@ -25,6 +25,9 @@ enum iotape_counter {
 	IOTAPE_CNT_NO_START,		/* completion without block_io_start, recorded with pid 0 */
 	IOTAPE_CNT_COMPLETION_UNSEEN,	/* the kernel reported no completion for a request; its
 					 * record was kept, flagged, when its tag was reused */
+	IOTAPE_CNT_DEVICE_FLUSH,	/* the device's flush requests (REQ_OP_FLUSH) issued */
+	IOTAPE_CNT_FLUSH_LINKED,	/* of those, linked to the request that asked for them
+					 * (no record of their own, see on_issue) */
 	IOTAPE_CNT_MAX,
 };
 
@@ -49,7 +52,14 @@ struct iotape_inflight {
 	__u32 dev;
 	__u16 flags;
 	__u8 op;
-	__u8 _pad;
+	__u8 state;			/* IOTAPE_STATE_* */
 };
+
+/* A slot's state past its record: a write that went through the flush machinery
+ * (PREFLUSH or FUA) has its record written when its data completes, and keeps
+ * its slot for the rest of its sequence: a post-flush the machinery may issue for
+ * it (a disk without FUA) and the request's second, zero-byte completion. Neither
+ * is a record; the next owner of the tag takes the slot over. */
+#define IOTAPE_STATE_FLUSH_SEQ 1
 
 #endif /* IOTAPE_H */

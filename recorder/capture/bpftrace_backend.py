@@ -114,6 +114,13 @@ def _to_records(lines: list[str], start_ns: int, ops: set[int] | None) -> np.nda
     op_flags = {w: parse_rwbs(w) for w in set(cols[7])}
     recs["op"] = [op_flags[w][0] for w in cols[7]]
     recs["flags"] = [op_flags[w][1] for w in cols[7]]
+    # An fsync's empty PREFLUSH write completes as `WS`/`WFS` with no sectors (the
+    # flush machinery clears PREFLUSH on the way): the application's flush, the
+    # record the BPF backend writes for it. Its device flush never passes
+    # block_io_start, so it is no record here, and its issue time stays unknown.
+    empty = (recs["op"] == OP["write"]) & (recs["bytes"] == 0)
+    recs["op"][empty] = OP["flush"]
+    recs["flags"][empty] |= FLAG["preflush"]
     recs["error"] = num[8]
     recs["pid"], recs["tid"] = num[9], num[10]
     recs["cgroup_id"] = np.array(cols[11], dtype=np.uint64)

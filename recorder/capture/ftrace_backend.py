@@ -230,6 +230,7 @@ def _footer(cap: _Capture, lost: int, stop_reason: str) -> TraceFooter:
         "pre_start": unpaired.get("complete_without_issue", 0),
         "in_flight_at_stop": unpaired.get("issued_never_completed", 0),
         "unpaired": unpaired,
+        "device_flushes": dict(cap.pairer.device_flushes),
         "end_mono_ns": end_mono,
         "end_wall_ns": time.time_ns(),
         "duration_ns": end_mono - cap.mono_start,

@@ -2,11 +2,19 @@
 
 `Pairer` follows each request through queue (Q), merges (M, F), splits (X),
 requeues (R), issue (D) and completion (C), the way btt does, and counts what
-it could not pair instead of guessing. Zero-length flushes follow the kernel's
-flush machinery: the submitter's empty PREFLUSH write completes (`C WS 0 [0]`)
-after a separate device flush (`D FN`, `C FN`) that nobody queued; the former
-becomes an `op=flush` record with the submitter's pid and no issue time, the
-latter a flush record with pid 0, as the live recorder writes them.
+it could not pair instead of guessing.
+
+Flushes: one record per application flush, as the live recorder writes them
+(docs/trace-format.md, "Flushes"). A zero-length PREFLUSH bio (an fsync: `Q FWS`,
+or `A`/`Q FWFS <sector> + 0`) is never issued itself; the flush machinery issues
+a separate device flush request (`D FN`, `C FN 0 [0]`) and then ends the bio
+(`C WS <sector> [0]` or `C WFS <sector> [0]`, no size). The bio becomes the
+`op=flush` record (the submitter's pid, its queue and completion times) and the
+device flush that served it gives that record its issue time. A device flush
+issued for a data or FUA write going through the machinery belongs to that
+write (its preflush/fua flag says so). Only a device flush with neither in the
+trace (its bio queued before the trace began) is a record of its own: pid 0,
+flagged `device_flush`. `device_flushes` counts them all, and how many were linked.
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from recorder.importers.blktrace import (
 )
 
 DT = schemas.record_dtype()
+FLAG = {k: 1 << v for k, v in schemas.bits("flag").items()}
+# Not a blktrace category: marks a device flush kept as a record of its own.
+_DEVICE_FLUSH = 1 << 31
 
 
 @dataclass(slots=True)
@@ -63,6 +74,7 @@ class Pairer:
         self._empty: dict[int, deque[_Req]] = defaultdict(deque)
         self._inflight: dict[tuple[int, int], deque[_Req]] = defaultdict(deque)
         self._flushes: dict[int, deque[_Req]] = defaultdict(deque)
+        self.device_flushes = {"issued": 0, "linked": 0}
         self._final: set[tuple[int, int]] = set()
         self._out: list[tuple] = []
 
@@ -200,7 +212,7 @@ class Pairer:
 
     def _complete_empty(self, e: Event) -> None:
         if not e.cat & TC_WRITE and self._flushes.get(e.dev):
-            self._emit(self._flushes[e.dev].popleft(), e.time, e.error)
+            self._device_flush_done(self._flushes[e.dev].popleft(), e)
             return
         if (e.dev, e.sector) in self._final:
             self._final.discard((e.dev, e.sector))
@@ -210,15 +222,41 @@ class Pairer:
             self._emit(self._empty[e.dev].popleft(), e.time, e.error)
             return
         if self._flushes.get(e.dev):
-            self._emit(self._flushes[e.dev].popleft(), e.time, e.error)
+            self._device_flush_done(self._flushes[e.dev].popleft(), e)
             return
         self.unpaired["complete_without_issue"] += 1
+
+    def _device_flush_done(self, f: _Req, e: Event) -> None:
+        """A device flush completed: link it to what it served, else keep it."""
+        self.device_flushes["issued"] += 1
+        # Every empty PREFLUSH bio waiting when it was issued is served by it
+        # (the kernel runs one flush for all pending ones).
+        served = [r for r in self._empty.get(e.dev, ()) if r.q <= f.issue and not r.issue]
+        for r in served:
+            r.issue = f.issue
+        if served or self._write_in_flush(e.dev):
+            self.device_flushes["linked"] += 1
+            return
+        f.cat |= _DEVICE_FLUSH
+        self._emit(f, e.time, e.error)
+
+    def _write_in_flush(self, dev: int) -> bool:
+        """A data write with PREFLUSH or FUA is going through the flush machinery."""
+        if any(d == dev for d, _ in self._final):
+            return True
+        for table in (self._queued, self._inflight):
+            for (d, _), fifo in table.items():
+                if d == dev and any(r.cat & (TC_FLUSH | TC_FUA) and r.bytes for r in fifo):
+                    return True
+        return False
 
     def _notify(self, e: Event) -> None:
         pass
 
     def _emit(self, r: _Req, t: int, error: int) -> None:
-        op, flags = op_flags(r.cat, r.bytes)
+        op, flags = op_flags(r.cat & ~_DEVICE_FLUSH, r.bytes)
+        if r.cat & _DEVICE_FLUSH:
+            flags = (flags & ~FLAG["preflush"]) | FLAG["device_flush"]
         self._out.append(
             (r.q, r.issue, t, r.dev, r.sector * 512, r.bytes, op, flags, error, r.pid, r.cgroup)
         )

@@ -243,6 +243,7 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
         unpaired = pairer.finish()
         counts = dict(sorted(pairer.counts.items()))
         extra = {"skipped": run.footer.get("skipped", 0), "unpaired": unpaired, "actions": counts}
+        extra["device_flushes"] = dict(pairer.device_flushes)
         if ignored is not None:
             extra["ignored_lines"] = ignored.header_json()
             extra["crlf_line_ends"] = ignored.crlf
@@ -257,7 +258,8 @@ def _import_blktrace(run: _Run, base: float | None) -> None:
             extra["self_check"] = check
             if summary.events and not check["ok"]:
                 extra["self_check_failed"] = True
-        run.footer = {"stop_reason": "import", "lost": {}, "unpaired": unpaired}
+        run.footer = {"stop_reason": "import", "lost": {}, "unpaired": unpaired,
+                      "device_flushes": dict(pairer.device_flushes)}  # fmt: skip
         spool.finish(run.header(wall, extra), run.footer)
     except BaseException:
         spool.abort()

@@ -89,6 +89,7 @@ class TraceFooter(TypedDict, total=False):
     completion_unseen: int
     in_flight_at_stop: int
     unattributed: int
+    device_flushes: dict[str, int]
     unpaired: dict[str, int]
     skipped: Any
     end_mono_ns: int

@@ -223,11 +223,13 @@ def _footer(parts: list[Trace]) -> dict[str, Any] | None:
     out: dict[str, Any] = dict(fs[-1])
     for key in _SUMMED:
         out[key] = sum(int(f.get(key) or 0) for f in fs)
-    lost: dict[str, int] = {}
-    for f in fs:
-        for k, v in (f.get("lost") or {}).items():
-            lost[k] = lost.get(k, 0) + int(v)
-    out["lost"] = lost
+    for key in ("lost", "device_flushes"):
+        total: dict[str, int] = {}
+        for f in fs:
+            for k, v in (f.get(key) or {}).items():
+                total[k] = total.get(k, 0) + int(v)
+        if key == "lost" or total:
+            out[key] = total
     seg = parts[0].header.get("segment") or {}
     start = int(seg.get("start_ns") or 0)
     end = out.get("end_mono_ns")

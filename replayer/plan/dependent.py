@@ -9,9 +9,11 @@ request waits for (replayer/src/deps.c reads it):
     open PATH
     ID AFTER THINK ACTION OFFSET LENGTH
 
-ID numbers the plan's requests (a slice's in issue order, slice after slice);
-AFTER the ids it waits for (its predecessor, and for a flush or FUA write the
-writes it covers; - for none); THINK the microseconds after the latest of them
+ID numbers the plan's requests in their issue order over every slice, so that
+what a request waits for (issued before it) has a smaller id; AFTER the ids it
+waits for (its predecessor; for a flush or FUA write the writes it covers; another
+thread's request where the trace shows the thread waits for it, deps.cross_edges,
+in a plan without copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). fio 3.33 cannot wait for a completion: these plans run
@@ -54,9 +56,11 @@ class SliceState:
     """A slice's inference carried from chunk to chunk, and its jobs by submitter."""
 
     stream: str
+    number: int  # the slice's, in the order slices first came (cross_edges' "stream")
     chain: deps.Chain
     tally: deps.Tally
     jobs: dict[int, DepJob] = field(default_factory=dict)
+    cross_edges: int = 0
 
 
 class Logs:
@@ -113,27 +117,31 @@ def _actions(r: np.ndarray) -> np.ndarray:
 
 
 def _slice_jobs(
-    s: Slice, st: SliceState, first_id: int, horizon: int, opts: PlanOptions, logs: Logs
-) -> None:
-    """A chunk's part of a slice into its submitters' jobs, its requests numbered
-    from `first_id` in issue order (a predecessor from an earlier chunk has a
-    smaller id)."""
+    s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
+    cross: dict[int, tuple[int, int]], opts: PlanOptions, logs: Logs,
+) -> None:  # fmt: skip
+    """A chunk's part of a slice into its submitters' jobs: its requests numbered
+    `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
+    first rows are the context's, numbered `before`) and, in `cross`, for another
+    thread's request (row -> (its id, the gap after its completion in ns))."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
-    rank = np.empty(len(r), np.int64)
-    rank[order] = np.arange(len(r))
-    before = st.chain.ctx.ids if st.chain.ctx is not None else np.zeros(0, np.int64)
-    d = st.chain.add(r, first_id + rank, horizon)
-    st.tally.add(d)
     k = d.first
-    ids = np.concatenate([before, first_id + rank])
-    after: list[list[int]] = [[int(ids[p])] if p >= 0 else [] for p in d.pred[k:].tolist()]
+    every = np.concatenate([before, ids])
+    after: list[list[int]] = [[int(every[p])] if p >= 0 else [] for p in d.pred[k:].tolist()]
     for i, j in d.covers:
-        if ids[j] < ids[i]:
-            after[i - k].append(int(ids[j]))
+        if every[j] < every[i]:
+            after[i - k].append(int(every[j]))
+    think_ns = d.think_ns[k:].copy()
+    for i, (j_id, gap) in cross.items():
+        # The other thread's completion came after the request's own predecessor's:
+        # the think time counts from it, the latest of what the request waits for.
+        after[i].append(j_id)
+        think_ns[i] = gap
+    st.cross_edges += len(cross)
     afap = opts.timing == "afap"
-    think = np.round(d.think_ns[k:] * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
+    think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     flush = r["op"] == OP["flush"]
     off = np.where(flush, 0, s.offset + s.base)
@@ -141,7 +149,7 @@ def _slice_jobs(
     acts = _actions(r)
     sub = d.submitter[k:]
     # Python's own ints and strings from here: a numpy scalar a field is slow.
-    ids_l = (first_id + rank).tolist()
+    ids_l = ids.tolist()
     wait_l = [",".join(map(str, a)) if a else "" for a in after]
     time_l = (
         ["0" if a else "@0" for a in after]
@@ -161,6 +169,51 @@ def _slice_jobs(
         job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
         lines = [f"{ids_l[i]} {wait_l[i] or '-'} {time_l[i]} {tail_l[i]}\n" for i in rows.tolist()]
         logs.add(job, lines)
+
+
+def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
+    """Each slice's request ids from `first_id`: the plan's issue order over every
+    slice (so that whatever a request waits for, issued before it, has a smaller
+    id, which is what iotape-lanes checks)."""
+    starts = [deps.times(s.records)[0] for s in slices]
+    n = sum(len(x) for x in starts)
+    if not n:
+        return [np.empty(0, np.int64) for _ in slices]
+    start = np.concatenate(starts)
+    which = np.concatenate([np.full(len(x), k) for k, x in enumerate(starts)])
+    row = np.concatenate([np.arange(len(x)) for x in starts])
+    gid = np.empty(n, np.int64)
+    gid[np.lexsort((row, which, start))] = first_id + np.arange(n)
+    cuts = np.cumsum([0, *(len(x) for x in starts)])
+    return [gid[cuts[k] : cuts[k + 1]] for k in range(len(slices))]
+
+
+def _cross(
+    slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
+    traced: int,
+) -> list[dict[int, tuple[int, int]]]:  # fmt: skip
+    """Each slice's cross-thread edges (deps.cross_edges) among a chunk's requests:
+    only where each request of the chunk is in one slice (no copies: a copy's
+    threads are the original's) and the trace has threads. A trace read in chunks
+    finds no edge to a request of an earlier chunk (a few at each seam)."""
+    cross: list[dict[int, tuple[int, int]]] = [{} for _ in slices]
+    recs = [s.records for s in slices]
+    n = sum(len(r) for r in recs)
+    if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
+        return cross
+    start = np.concatenate([deps.times(r)[0] for r in recs])
+    end = np.concatenate([deps.times(r)[1] for r in recs])
+    big = np.iinfo(np.int64).max
+    own = np.concatenate([np.where(d.pred[d.first :] >= 0, d.think_ns[d.first :], big) for d in ds])
+    thread = np.concatenate([r["tid"].astype(np.int64) for r in recs])
+    which = np.concatenate([np.full(len(r), k) for k, r in enumerate(recs)])
+    stream = np.asarray(numbers)[which]
+    row = np.concatenate([np.arange(len(r)) for r in recs])
+    gid = np.concatenate(ids)
+    c = deps.cross_edges(start, end, thread, stream, own)
+    for i, j, gap in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(), strict=True):
+        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap))
+    return cross
 
 
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
@@ -241,19 +294,38 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         horizon = int(request_times(src.records).max(initial=0)) - queue_ns
         lost.add(src.records, horizon)
         gs = groups if src is view else steps.groups(src, paths, storage)[0]
-        for g in gs:
-            for _, s in steps.slices(src, g, sc, lay, opts):
-                st = state.setdefault(s.name, SliceState(s.stream, deps.Chain(), deps.Tally()))
-                _slice_jobs(s, st, n, horizon, opts, logs)
-                n += len(s.records)
-                end = int((s.offset + s.base + s.nbytes).max(initial=0))
-                reach[s.target] = max(reach.get(s.target, 0), end)
+        slices = [s for g in gs for _, s in steps.slices(src, g, sc, lay, opts)]
+        ids = _ids(slices, n)
+        n += sum(len(s.records) for s in slices)
+        sts, ds, befores = [], [], []
+        for s, sid in zip(slices, ids, strict=True):
+            st = state.get(s.name)
+            if st is None:
+                st = state[s.name] = SliceState(s.stream, len(state), deps.Chain(), deps.Tally())
+            befores.append(st.chain.ctx.ids if st.chain.ctx is not None else sid[:0])
+            d = st.chain.add(s.records, sid, horizon)
+            st.tally.add(d)
+            sts.append(st)
+            ds.append(d)
+        numbers = [st.number for st in sts]
+        cross = _cross(slices, numbers, ds, ids, len(src.records))
+        for k, s in enumerate(slices):
+            _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs)
+            end = int((s.offset + s.base + s.nbytes).max(initial=0))
+            reach[s.target] = max(reach.get(s.target, 0), end)
     summaries = []
     for name, st in state.items():
         for who, job in st.jobs.items():
             job.depth = deps.depth_of(st.chain.hist.get(who, np.zeros(0, np.int64)))
         other = lost.counts.get(st.stream, 0)
-        summaries.append({"stream": name, **st.tally.summary(), "other_stream_predecessors": other})
+        summaries.append(
+            {
+                "stream": name,
+                **st.tally.summary(),
+                "cross_edges": st.cross_edges,
+                "other_stream_predecessors": other,
+            }
+        )
     return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp)
 
 

@@ -165,9 +165,11 @@ def header_text(p: Plan) -> str:
         f"source: {src.path} ({p.requests} requests over "
         f"{src.duration_ns / 1e9:.3f} s, "
         f"times from {src.timing})",
-        "flushes: the submitter's flush (op=flush with its pid) is replayed as fio's `sync`;",
-        "  the device flush the kernel issues for it (pid 0) is dropped, since the sync makes",
-        "  the kernel issue it again. Writes carrying PREFLUSH get a sync just before them;",
+        "flushes: one per application flush: its record (op=flush with its pid) is replayed",
+        "  as fio's `sync`, which makes the kernel issue the device flush again; a device",
+        "  flush kept as its own record (flag device_flush, or pid 0 in older traces) is",
+        "  dropped when the trace has an application flush. Writes carrying PREFLUSH get",
+        "  a sync just before them;",
         "  FUA writes run in their own `.fua` job with sync=dsync (fio's iolog has no FUA).",
     ]
     lines += _exact_lines(p) if p.mode == "exact" else _synthetic_lines(p)

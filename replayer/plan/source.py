@@ -1,10 +1,14 @@
 """Read a trace into what a replay needs: the requests to issue, in order, with their times.
 
-Two records describe one fsync (the submitter's empty PREFLUSH write, recorded as
-op=flush with its pid and no issue time, and the device flush the kernel issues
-with pid 0). Only the submitter's is replayed: it maps to fio's `sync` action,
-and replaying it makes the kernel issue the device flush again, so replaying
-both would flush twice.
+Flushes: one application flush, one replayed flush. A trace holds one op=flush
+record per application flush (the submitter's empty PREFLUSH write, its pid;
+docs/trace-format.md, "Flushes"); it maps to fio's `sync` action, and replaying
+it makes the kernel issue the device flush again. The device's own flush request
+is a record only where no application flush was seen for it (flag
+`device_flush`), and traces written before that model have it as a second
+record with pid 0. Those are dropped whenever the trace has an application
+flush, since replaying both would flush twice; a trace with device flushes
+only (no submitter seen) replays them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ OP = schemas.enum("op")
 FLAG = schemas.bits("flag")
 FUA = 1 << FLAG["fua"]
 PREFLUSH = 1 << FLAG["preflush"]
+DEVICE_FLUSH = 1 << FLAG["device_flush"]
 
 
 @dataclass
@@ -64,11 +69,20 @@ def replayable(r: np.ndarray) -> np.ndarray:
     keep = np.isin(op, [OP["read"], OP["write"], OP["flush"], OP["discard"], OP["write-zeroes"]])
     data = op != OP["flush"]
     keep &= ~data | (r["bytes"] > 0)
-    flush = op == OP["flush"]
-    app_flush = flush & (r["pid"] != 0)
-    if app_flush.any():
-        keep &= ~(flush & (r["pid"] == 0))
+    if app_flushes(r).any():
+        keep &= ~device_flushes(r)
     return keep
+
+
+def device_flushes(r: np.ndarray) -> np.ndarray:
+    """Mask of the device's own flush requests: flagged, or (older traces) pid 0."""
+    flush = r["op"] == OP["flush"]
+    return flush & (((r["flags"] & DEVICE_FLUSH) != 0) | (r["pid"] == 0))
+
+
+def app_flushes(r: np.ndarray) -> np.ndarray:
+    """Mask of the flushes an application asked for (see the module doc)."""
+    return (r["op"] == OP["flush"]) & ~device_flushes(r)
 
 
 def load(path: str | Path) -> Source:

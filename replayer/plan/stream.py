@@ -22,7 +22,14 @@ import numpy as np
 import schemas
 from base.errors import IotapeError
 from recorder.tracefile import RECORD_DTYPE, open_trace
-from replayer.plan.source import OP, Source, replayable, request_times
+from replayer.plan.source import (
+    OP,
+    Source,
+    app_flushes,
+    device_flushes,
+    replayable,
+    request_times,
+)
 
 CHUNK = 400_000  # records per yielded chunk, about
 SUBMITTERS_KEPT = 65  # steps.MAX_SUBMITTERS + 1: enough to tell "too many"
@@ -38,7 +45,7 @@ class Scan:
     t_min: int = -1  # ns, the first request's time
     t_max: int = 0
     timing: str = "none"
-    app_flush: bool = False  # an app's flush seen: device flushes (pid 0) are dropped
+    app_flush: bool = False  # an app's flush seen: device flushes are dropped
     lag_ns: int = 0  # the furthest a record comes after a later request's record
     queue_ns: int = 0  # the longest a request waited between queue and issue
     dev_end: dict[int, int] = field(default_factory=dict)
@@ -50,7 +57,7 @@ class Scan:
 def _note(s: Scan, r: np.ndarray, t: np.ndarray, seen_max: int) -> int:
     """Add one file chunk's replayable records `r` (request times `t`) to `s`."""
     s.requests += len(r)
-    s.app_flush |= bool(((r["op"] == OP["flush"]) & (r["pid"] != 0)).any())
+    s.app_flush |= bool(app_flushes(r).any())
     lo, hi = int(t.min()), int(t.max())
     s.t_min = lo if s.t_min < 0 else min(s.t_min, lo)
     s.t_max = max(s.t_max, hi)
@@ -160,7 +167,7 @@ def _keep(raw: np.ndarray, app_flush: bool) -> np.ndarray:
     trace has an app's flush (source.replayable decides that per array)."""
     keep = replayable(raw)
     if app_flush:
-        keep &= ~((raw["op"] == OP["flush"]) & (raw["pid"] == 0))
+        keep &= ~device_flushes(raw)
     return raw[keep]
 
 

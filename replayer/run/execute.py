@@ -19,7 +19,7 @@ from replayer.plan.model import Manifest
 from replayer.run import around
 from replayer.run.interface import Runner
 from replayer.run.local import LocalRunner
-from replayer.run.relabel import relabel
+from replayer.run.relabel import relabel, relabel_in_memory
 from replayer.run.results import AnchorRun, RunSummary
 from replayer.run.summarize import write_summary
 from schemas.documents import plan as plan_document
@@ -74,7 +74,13 @@ def run(
     summary = r.replay(record_to, say)
     if record_to is not None:
         summary.record = str(record_to)
-        summary.relabel = relabel(record_to, jobdir, man)
+        # A closed-loop plan's requests have no times to pair by within a horizon
+        # (its replay on a slow target runs far behind the trace): matched by
+        # (op, offset, size) in plan order, held whole, as its planning held them.
+        if man.closed_loop:
+            summary.relabel = relabel_in_memory(record_to, jobdir, man, by_thread=True)
+        else:
+            summary.relabel = relabel(record_to, jobdir, man)
     if anchor_record_to is not None:
         summary.anchor = AnchorRun(
             record=str(anchor_record_to), jobs=r.anchor(anchor_record_to, say)

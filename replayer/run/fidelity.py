@@ -38,6 +38,7 @@ from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
+from recorder.tracefile import open_trace
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
 from replayer.run import fidstream, localitystream, ordered, timewindows
@@ -60,6 +61,8 @@ class FidelityReport(TypedDict):
     windows: NotRequired[list[dict[str, Any]]]
     wakeup_floor: NotRequired[dict[str, Any] | None]
     floor_goal: NotRequired[dict[str, Any]]
+    # A recorded closed-loop replay: why its issue-time figures are left out.
+    closed_loop: NotRequired[str]
     locality: NotRequired[dict[str, Any]]  # always there; set last, so it comes last
 
 
@@ -305,7 +308,42 @@ def report(
     res = {"iotape": compare(original, replayed, window_s, horizon_ns)}
     if anchor is not None:
         res["fio_plain"] = compare(original, anchor, window_s, horizon_ns)
+    with open_trace(replayed) as t:
+        meta = t.header.get("metadata") or {}
+    replay_of = meta.get("replay_of")
+    timing = replay_of.get("timing") if isinstance(replay_of, dict) else None
+    if timing is not None:
+        _closed_loop(res["iotape"], str(timing))
     return res
+
+
+OPEN_LOOP = (
+    "issue_error",
+    "drift_ms_per_s",
+    "interarrival_error",
+    "iops_mape_pct",
+    "mbps_mape_pct",
+)
+
+
+def _closed_loop(rep: FidelityReport, timing: str) -> None:
+    """A recorded dependent or afap replay: the figures that compare issue times
+    or per-second rates with the trace's are left out, and the report says why
+    and where its figures are (closedloop.py: `replay fidelity ORIGINAL JOBDIR`)."""
+    for f in [rep["overall"], *rep["streams"].values()]:
+        for k in OPEN_LOOP:
+            f.pop(k, None)
+    for k in ("windows", "wakeup_floor", "floor_goal"):
+        rep.pop(k, None)  # type: ignore[misc]
+    loc = rep.pop("locality", None)
+    rep["closed_loop"] = (
+        f"a {timing} replay issues each request when the requests it waits for completed, "
+        "not at its recorded time: issue-time error, drift and per-second IOPS error would "
+        "measure the target's speed; its speed-up, latency and dependencies: `iotape replay "
+        "fidelity ORIGINAL JOBDIR`"
+    )
+    if loc is not None:
+        rep["locality"] = loc
 
 
 def meets_goals(fig: FidelityReport, iops_pct: float = 2.0, p99_ms: float = 1.0) -> bool:

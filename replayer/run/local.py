@@ -170,11 +170,6 @@ class LocalRunner:
         self.program = runnermod.choose(runner, man, jobdir)
         self.name: Runner = "iotape-lanes" if self.program == "lanes" else "fio"
         self.create: list[str] = []
-        if man.closed_loop:
-            self.no_record = (
-                f"{jobdir}: a {man.timing} plan: --record and --anchor-record are not "
-                "supported yet (the relabelling reads recorded plans' iologs)"
-            )
 
     def check(self, say: Say) -> None:
         self.create = check_targets(self.man, self.destroy)
@@ -217,7 +212,8 @@ class LocalRunner:
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:
         anchor_job = self.man.anchor
         if not anchor_job:
-            raise IotapeError(f"{self.jobdir}: the plan has no anchor job (synthetic mode)")
+            kind = f"a {self.man.timing} plan" if self.man.closed_loop else "synthetic mode"
+            raise IotapeError(f"{self.jobdir}: the plan has no anchor job ({kind})")
         say("replaying with fio's plain read_iolog (anchor)")
         out = "results/anchor.json"
         anchor = _one(self.jobdir, anchor_job, out, self._devs(), record_to, self.force)

@@ -31,6 +31,7 @@ import schemas
 from base.errors import IotapeError
 from recorder.tracefile import TraceWriter, open_trace, trace_sha256, write_trace
 from replayer.plan import iolog
+from replayer.plan.dependent import HEADER as DEPENDENT_HEADER
 from replayer.plan.model import Manifest
 from replayer.plan.source import OP, request_times
 from replayer.run import fidelity as fid
@@ -43,9 +44,26 @@ LABELS = "from the replay plan's jobs (iotape replay run)"
 
 
 def _entries(log: Path) -> list[list[str]]:
+    lines = log.read_text().splitlines()
+    if lines and lines[0] == DEPENDENT_HEADER:
+        return _dependent_entries(lines[1:])
     # A plan of lanes writes version-2 logs (entries timed by their wait lines).
-    f = iolog.entry_times_us(log.read_text().splitlines()[1:])
+    f = iolog.entry_times_us(lines[1:])
     return [x for _t, x in f if x[2] in CODES]
+
+
+def _dependent_entries(lines: list[str]) -> list[list[str]]:
+    """A dependent plan's log ("ID AFTER THINK ACTION OFFSET LENGTH", dependent.py)
+    as iolog entries [ID, -, action, offset, length]: its requests have no times
+    before they run, so the plan's id (issue order) stands in for one."""
+    out = []
+    for ln in lines:
+        x = ln.split()
+        if len(x) == 6 and not ln.startswith(";"):
+            action = x[3].split("+")[0]
+            if action in CODES:
+                out.append([x[0], "-", action, x[4], x[5]])
+    return out
 
 
 def _job_logs(jobdir: Path, man: Manifest, names: list[str]) -> Iterator[tuple[Path, int]]:
@@ -303,14 +321,19 @@ def _plan_requests(jobdir: Path, man: Manifest) -> tuple[np.ndarray, list[str]]:
     return a, names
 
 
-def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
+def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest, by_thread: bool = False) -> Relabel:
     """`relabel` with the plan and the recording held whole: the reference.
 
     fio's threads all carry fio's name, so the recorder labels the whole replay
     `other`. A replayed read/write/discard is matched to the plan's iolog entry with
     the same (op, offset, size), the k-th with the k-th in time order; every other
     request of the same thread (its flushes: fio's `sync`) gets that thread's stream.
-    The trace is rewritten in place; its metadata says so."""
+    The trace is rewritten in place; its metadata says so.
+
+    `by_thread` (a closed-loop plan, whose ids are in plan order, a slice after
+    another, not in time order: a request repeated in two streams may pair with
+    the other's): each of iotape-lanes' threads runs one job, so every request of
+    a thread gets the stream most of its matched requests got."""
     with open_trace(trace) as t:
         header = dict(t.header)
         footer = dict(t.footer or {})
@@ -335,6 +358,13 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     # The rest of a thread's requests (its syncs) go with the thread's stream.
     tids, first = np.unique(r["tid"][rec_idx], return_index=True)
     tid_stream = dict(zip(tids.tolist(), stream[rec_idx][first].tolist(), strict=True))
+    if by_thread:
+        for t in tids.tolist():
+            own = rec_idx[r["tid"][rec_idx] == t]
+            vals, counts = np.unique(stream[own], return_counts=True)
+            tid_stream[t] = int(vals[np.argmax(counts)])
+            if t != 0:
+                stream[r["tid"] == t] = tid_stream[t]
     for i in np.flatnonzero(~labelled & (r["tid"] != 0)).tolist():
         s = tid_stream.get(int(r["tid"][i]))
         if s is not None:
@@ -364,5 +394,9 @@ def replay_of(man: Manifest) -> dict:
         with contextlib.suppress(OSError):
             digest = trace_sha256(src)
     scaling = man.scaling.data() if man.scaling else None
-    return {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
-            "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip
+    out = {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
+           "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip
+    if man.closed_loop:
+        # `replay fidelity` of this recording says its open-loop figures do not apply.
+        out["timing"] = man.timing
+    return out

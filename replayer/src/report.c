@@ -16,6 +16,14 @@ static double bucket_ns(int b) {
     return (double)((uint64_t)(SUB + b % SUB + 1) << shift);
 }
 
+/* The lower edge of bucket b, in ns (bucket_ns: its upper edge). */
+static double bucket_lo_ns(int b) {
+    if (b < SUB)
+        return b;
+    int shift = b / SUB - 1;
+    return (double)((uint64_t)(SUB + b % SUB) << shift);
+}
+
 double hist_pct(const hist_t *h, double pct) {
     uint64_t total = 0, seen = 0;
     for (int b = 0; b < NBUCKET; b++)
@@ -51,6 +59,20 @@ static void json_str(const char *s) {
     putchar('"');
 }
 
+/* A histogram's non-empty buckets, [lower ns, upper ns, count] each: what `replay
+ * fidelity` merges into a stream's percentiles (a stream has several jobs). */
+static void hist_json(const hist_t *h) {
+    printf(", \"lat_hist_ns\": [");
+    int first = 1;
+    for (int b = 0; b < NBUCKET; b++) {
+        if (!h->n[b])
+            continue;
+        printf("%s[%.0f, %.0f, %u]", first ? "" : ", ", bucket_lo_ns(b), bucket_ns(b), h->n[b]);
+        first = 0;
+    }
+    printf("]");
+}
+
 /* One direction in fio's shape: total latency (lat_ns) and, for a synchronous
  * issue, the same figures as completion latency (clat_ns). */
 static void dir_json(const dirstat_t *s, const char *name, long long run_ms, double secs) {
@@ -62,14 +84,17 @@ static void dir_json(const dirstat_t *s, const char *name, long long run_ms, dou
              hist_pct(&s->lat, 50), hist_pct(&s->lat, 99), hist_pct(&s->lat, 99.9));
     printf(", \"%s\": {\"total_ios\": %llu, \"io_bytes\": %llu, \"runtime\": %lld, "
            "\"iops\": %.3f, \"bw_bytes\": %.0f, \"lat_ns\": {\"min\": %llu, \"max\": %llu, "
-           "\"mean\": %.1f, \"stddev\": %.1f, %s}, \"clat_ns\": {\"mean\": %.1f, %s}}",
+           "\"mean\": %.1f, \"stddev\": %.1f, %s}, \"clat_ns\": {\"mean\": %.1f, %s}",
            name, (unsigned long long)s->ios, (unsigned long long)s->bytes, run_ms,
            (double)s->ios / secs, (double)s->bytes / secs, (unsigned long long)s->lat_min_ns,
            (unsigned long long)s->lat_max_ns, mean, var > 0 ? sqrt(var) : 0, pct, mean, pct);
+    hist_json(&s->lat);
+    printf("}");
 }
 
 void report(const job_t *jobs, int n, long long epoch_ms) {
     hist_t *late = calloc(1, sizeof *late);
+    long long g0 = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
     uint64_t requests = 0, late_max = 0;
     printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n\"jobs\": [",
            epoch_ms);
@@ -80,6 +105,11 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         printf("%s\n{\"jobname\": ", i ? "," : "");
         json_str(j->name);
         printf(", \"job_runtime\": %lld", run_ms);
+        /* The job's first issue and last completion after the start (genesis): a
+         * stream's span over all its jobs (`replay fidelity` of a dependent plan). */
+        if (j->first_ns)
+            printf(", \"first_ns\": %lld, \"last_ns\": %lld", j->first_ns - g0,
+                   j->last_ns - g0);
         for (int d = 0; d < NDIR; d++)
             dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
         printf("}");

@@ -162,6 +162,22 @@ class MetricLatency(TypedDict):
     groups: list[GroupDistribution]
 
 
+class ExcludedGroup(TypedDict):
+    op: int
+    op_name: str
+    stream: int
+    stream_name: str
+    count: int
+
+
+class Excluded(TypedDict):
+    """Records left out of device time: complete_unseen (an upper bound, not measured)."""
+
+    complete_unseen: int
+    why: str
+    groups: list[ExcludedGroup]
+
+
 class Latency(TypedDict):
     """analyses.latency: device and queue time, overall and per op and stream."""
 
@@ -172,6 +188,7 @@ class Latency(TypedDict):
     queue_time: str
     device: MetricLatency
     queue: MetricLatency
+    excluded: Excluded
 
 
 class Selection(TypedDict):
@@ -263,6 +280,7 @@ class Verdict(TypedDict):
     checks: list[Check]
     per_device: list[DeviceVerdict]
     per_database: list[DatabaseReport]
+    excluded: Excluded  # of the checked streams only
 
 
 class VerdictResponse(Selection, Verdict):

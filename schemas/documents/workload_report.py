@@ -30,6 +30,25 @@ class StreamFigures(Part):
     lat_max_ms: Number
 
 
+class Recovery(Part):
+    """One database's soft recovery (workload/src/modes.c): the replayed log's page
+    references, each read and compared by its dbtime with the record; redone (and
+    later written) only where the page was behind. The page figures are None in
+    reports of version 1, which did not have them."""
+
+    log_stream: int
+    logs_replayed: Count
+    records: Count
+    runs: Count
+    replay_s: Number
+    logs_per_s: Number | None = None
+    pages_named: Count | None = None  # page references of the replayed records
+    pages_current: Count | None = None  # of those, already as the record left them
+    pages_redone: Count  # of those, behind: the record applied
+    pages_read: Number | None = None  # from the database (db-read bytes / page size)
+    pages_written: Number | None = None  # to the database (db-write bytes / page size)
+
+
 class DatabaseRow(OpenPart):
     """One database: its figures, then one key per stream it has (streams.ENGINE,
     the engine's names), then its I/O shape."""
@@ -46,7 +65,7 @@ class DatabaseRow(OpenPart):
     log_stream: int
     logs_kept: int
     logs_removed: int
-    recovery: dict[str, Any] | None = None  # a soft-recovery phase only
+    recovery: Recovery | None = None  # a soft-recovery phase only
     shape: dict[str, Number | None]
 
     @model_serializer(mode="wrap")
@@ -134,6 +153,14 @@ class WorkloadReport(Document):
     shape: Shape
     verdict: Verdict
     stopped_after: bool | None = None  # an ESRP phase the sequence stopped after (Ctrl-C)
+
+
+def _v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1: a soft recovery had no page figures but pages_redone."""
+    return {**doc, "version": WORKLOAD_REPORT.version}
+
+
+WorkloadReport.UPGRADES = {1: _v1}
 
 
 def parse(doc: Any, where: str) -> WorkloadReport:

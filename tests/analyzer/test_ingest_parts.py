@@ -218,7 +218,7 @@ _DELETE = object()
             -1,
             r"field 'total\.db-read\.count': expected a whole number >= 0",
         ),
-        (["version"], 2, "field 'version': 2; this iotape reads workload reports of version 1"),
+        (["version"], 9, "field 'version': 9; this iotape reads workload reports of version 2"),
         (["format"], "other", "not a workload report"),
     ],
 )

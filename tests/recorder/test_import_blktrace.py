@@ -85,18 +85,20 @@ def test_blkparse_corners(tmp_path: Path) -> None:
     assert meta["unpaired"] == {}
     assert meta["self_check"] == {"present": True, "ok": True, "mismatches": []}
     got = {(int(r["offset"]) // 512, int(r["bytes"]), int(r["op"]), int(r["pid"])): r for r in recs}
-    assert len(recs) == 7
+    assert len(recs) == 5
     # Back and front merges, then a requeue: one request, issued at the second D.
     w = got[(992, 24 * 512, OP["write"], 100)]
     assert (w["ts_queue_ns"], w["ts_issue_ns"], w["ts_complete_ns"]) == (0, 3000, 10000)
     assert w["comm"] == b"writer"
-    # The empty PREFLUSH write: the submitter's, never issued itself.
+    # The empty PREFLUSH write: the submitter's one flush record, its issue time
+    # the dispatch of the device flush that served it (D FN at 12000).
     f = got[(0, 0, OP["flush"], 200)]
-    assert f["flags"] & FLAG["preflush"] and f["ts_issue_ns"] == 0
-    assert (f["ts_queue_ns"], f["ts_complete_ns"]) == (11000, 13500)
-    # The device flushes the kernel issued: pid 0.
-    assert sum(1 for k in got if k[2] == OP["flush"] and k[3] == 0) == 1
-    assert int(((recs["op"] == OP["flush"]) & (recs["pid"] == 0)).sum()) == 2
+    assert f["flags"] & FLAG["preflush"] and not f["flags"] & FLAG["device_flush"]
+    assert (f["ts_queue_ns"], f["ts_issue_ns"], f["ts_complete_ns"]) == (11000, 12000, 13500)
+    # The device flushes: one served the fsync, one the FUA write's sequence; no
+    # record of their own.
+    assert int((recs["op"] == OP["flush"]).sum()) == 1
+    assert meta["device_flushes"] == {"issued": 2, "linked": 2}
     # A split bio: two requests with the bio's queue time; an error code kept.
     a, b = got[(5000, 2048, OP["read"], 300)], got[(5004, 2048, OP["read"], 300)]
     assert a["ts_queue_ns"] == b["ts_queue_ns"] == 20100
@@ -159,7 +161,10 @@ def test_binary_corners_and_cpu_merge(tmp_path: Path) -> None:
     # Q at 9000 was issued but never completed; D at 7000 had no Q.
     assert meta["unpaired"] == {"issue_without_queue": 1, "issued_never_completed": 2}
     assert meta["remaps"] == 1
-    assert len(recs) == 3
+    # The binary importer's flush model is the text one's: the device flush (D FN at
+    # 60) is the fsync's issue time, not a second record.
+    assert len(recs) == 2
+    assert meta["device_flushes"] == {"issued": 1, "linked": 1}
     by_op = {int(r["op"]): r for r in recs if r["pid"]}
     w = by_op[OP["write"]]
     # Times relative to the first event of a request (the remap at 10).
@@ -167,6 +172,7 @@ def test_binary_corners_and_cpu_merge(tmp_path: Path) -> None:
     assert w["bytes"] == 8192 and w["offset"] == 1000 * 512 and w["comm"] == b"writer"
     f = by_op[OP["flush"]]
     assert f["comm"] == b"syncer" and f["flags"] & FLAG["preflush"] and f["flags"] & FLAG["sync"]
+    assert (f["ts_queue_ns"], f["ts_issue_ns"], f["ts_complete_ns"]) == (10, 50, 61)
     assert header["wall_start_ns"] == 1_700_000_000_000_000_505
     assert meta["actions"]["requeued"] == 1
 
@@ -195,3 +201,31 @@ def test_rwbs_to_categories() -> None:
     assert bt.op_flags(bt.rwbs_cat("DS"), 4096)[0] == OP["discard"]
     with pytest.raises(ValueError):
         bt.rwbs_cat("Z")
+
+
+def test_blkparse_fsync_is_one_flush_per_preflush_bio(tmp_path: Path) -> None:
+    """`A FWFS s + 0`, `Q FWFS`, `D FN`, `C FN 0 [0]`, `C WFS s [0]`: one fsync, one
+    flush record (the bio's), issued when its device flush was; not two."""
+    recs, header = _import(tmp_path, "blkparse", DATA / "blkparse-fsync.txt")
+    meta = header["metadata"]
+    assert meta["unpaired"] == {}
+    writes = recs[recs["op"] == OP["write"]]
+    flushes = recs[recs["op"] == OP["flush"]]
+    assert len(writes) == 6 and set(writes["bytes"].tolist()) == {4096}
+    # Five fsyncs (two of them served by one device flush) and one device flush
+    # whose fsync was queued before the trace: six flush records, five device flushes.
+    assert len(flushes) == 6
+    assert meta["device_flushes"] == {"issued": 5, "linked": 4}
+    app = flushes[flushes["pid"] != 0]
+    assert sorted(app["pid"].tolist()) == [4321, 4321, 4321, 4321, 4322]
+    assert (app["flags"] & FLAG["preflush"]).all() and (app["flags"] & FLAG["fua"]).all()
+    assert not (app["flags"] & FLAG["device_flush"]).any() and (app["bytes"] == 0).all()
+    # Each issue time is its device flush's dispatch (D FN, 5 us after its G).
+    assert (app["ts_issue_ns"] > app["ts_queue_ns"]).all()
+    assert (app["ts_complete_ns"] > app["ts_issue_ns"]).all()
+    shared = app[app["offset"] >= (2_000_800 * 512)]
+    assert len(shared) == 2 and shared["ts_issue_ns"][0] == shared["ts_issue_ns"][1]
+    # The orphan: the device's request, kept, flagged, no submitter.
+    (dev,) = flushes[flushes["pid"] == 0]
+    assert dev["flags"] & FLAG["device_flush"] and not dev["flags"] & FLAG["preflush"]
+    assert (dev["ts_issue_ns"], dev["ts_complete_ns"]) == (0, 29_000)

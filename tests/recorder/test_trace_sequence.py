@@ -42,6 +42,7 @@ def _capture(out: Path, sizes: list[int], first: int = 0, **header) -> list[Path
     for i, n in enumerate(sizes, start=first):
         h = {**HEADER, **header, "segment": {"index": i, "start_ns": at * 1000}}
         footer: dict[str, object] = {"lost": {"ringbuf_full": 1}, "pre_start": int(i == 0) * 2}
+        footer["device_flushes"] = {"issued": 2 + i, "linked": 1 + i}
         footer |= {"stop_reason": "rotate", "end_mono_ns": 1000 + (at + n) * 1000}
         p = segment_path(out, i)
         write_trace(p, h, _records(at, n), footer=footer)
@@ -67,6 +68,8 @@ def test_sequence_reads_as_one_trace(tmp_path: Path) -> None:
         assert t.footer is not None
         assert t.footer["events"] == 12 and t.footer["lost"] == {"ringbuf_full": 3}
         assert t.footer["pre_start"] == 2 and t.footer["files"]["count"] == 3
+        # Each file counts its own device flushes: the capture's are their sum.
+        assert t.footer["device_flushes"] == {"issued": 2 + 3 + 4, "linked": 1 + 2 + 3}
         assert t.header["sequence"]["first_index"] == 0
     # Nothing doubled or missing at the seams, in time order.
     assert recs["offset"].tolist() == [i * 4096 for i in range(12)]

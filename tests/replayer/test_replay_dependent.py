@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
-from recorder.tracefile import TraceWriter, write_trace
+from recorder.tracefile import TraceWriter, open_trace, write_trace
 from replayer.plan import deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 from replayer.run.local import LocalRunner
+from replayer.run.relabel import relabel_in_memory
 from schemas.documents.plan import load as load_plan
 
 OP = schemas.enum("op")
@@ -185,13 +186,48 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
 
 
-def test_a_dependent_plan_runs_with_iotape_lanes_only_and_is_not_recorded(tmp_path: Path) -> None:
+def test_a_dependent_plan_runs_with_iotape_lanes_only_and_can_be_recorded(tmp_path: Path) -> None:
     jobdir, _ = _plan(tmp_path, "dependent")
     man = load_plan(jobdir / "plan.json")
     assert runner.choose("auto", man, jobdir) == "lanes"
     with pytest.raises(IotapeError, match="iotape-lanes runs"):
         runner.choose("fio", man, jobdir)
-    assert "not supported yet" in (LocalRunner(jobdir, man, [], False).no_record or "")
+    assert LocalRunner(jobdir, man, [], False).no_record is None
+
+
+def test_a_recorded_dependent_replay_gets_its_plan_jobs_streams(tmp_path: Path) -> None:
+    """The recording of a dependent replay, three times slower than the trace (a
+    slow target), its requests labelled `other` by the recorder: relabelled by
+    (op, offset, size) in plan order, each thread by most of its requests (offsets
+    repeat across the two streams here), its flush by its thread."""
+    ids = schemas.enum("stream")
+    r = _closed_loop()
+    r["stream"] = np.where(r["tid"] == 500, ids["db-read"], ids["log-write"])
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    jobdir = tmp_path / "jobs"
+    opts = PlanOptions(
+        trace=_write(tmp_path / "t.iot", r), jobdir=jobdir, targets=[f"all={target}"],
+        timing="dependent",
+    )  # fmt: skip
+    plan(opts)
+    rec = r.copy()
+    rec["stream"] = ids["other"]
+    rec["tid"] = np.where(r["tid"] == 500, 9000, 9001)
+    for k in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
+        rec[k] = 7_000_000 + r[k] * 3
+    both = np.zeros(len(rec) + 1, rec.dtype)  # (concatenate would drop the padding)
+    both[:-1], both[-1] = rec, rec[-1]
+    both["op"][-1], both["offset"][-1], both["bytes"][-1] = OP["flush"], 0, 0
+    recorded = _write(tmp_path / "rec.iot", both)
+    got = relabel_in_memory(recorded, jobdir, load_plan(jobdir / "plan.json"), by_thread=True)
+    assert (got.relabelled, got.requests) == (101, 101)
+    with open_trace(recorded) as t:
+        out, names = t.read_all(), t.header["streams"]
+    by_tid = {
+        int(tid): {names[str(s)] for s in out["stream"][out["tid"] == tid]} for tid in (9000, 9001)
+    }
+    assert by_tid == {9000: {"db-read"}, 9001: {"log-write"}}
 
 
 def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
@@ -322,3 +358,68 @@ def test_a_compressed_trace_is_read_in_chunks_by_its_events_not_its_bytes(
     assert sources.wants_chunks(opts)
     monkeypatch.setattr(sources, "STREAM_ABOVE", events)
     assert not sources.wants_chunks(opts)
+
+
+def _commit_loop(n: int = 40) -> np.ndarray:
+    """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
+    log write 10 us after each read completed, the next read 5 us after the log
+    write completed. Each thread's own think time hides the other's I/O in it."""
+    ids = schemas.enum("stream")
+    r = np.zeros(2 * n, dtype=DT)
+    for k in range(n):
+        q = 1_000_000 + k * 415_000
+        r[2 * k] = r[2 * k + 1] = np.zeros(1, DT)[0]
+        for i, (t0, lat, tid, s, op) in enumerate(
+            [
+                (q, 300_000, 500, "db-read", "read"),
+                (q + 310_000, 100_000, 501, "log-write", "write"),
+            ]
+        ):
+            x = r[2 * k + i : 2 * k + i + 1]
+            x["ts_queue_ns"], x["ts_issue_ns"], x["ts_complete_ns"] = t0, t0 + 1_000, t0 + lat
+            x["tid"], x["pid"], x["stream"], x["op"] = tid, 400, ids[s], OP[op]
+            x["offset"], x["bytes"], x["dev"] = (2 * k + i) * 8192, 8192, SDA
+    return r
+
+
+def test_a_thread_waiting_for_another_threads_io_waits_for_it_in_the_plan(tmp_path: Path) -> None:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    jobdir = tmp_path / "jobs"
+    opts = PlanOptions(
+        trace=_write(tmp_path / "t.iot", _commit_loop()), jobdir=jobdir,
+        targets=[f"all={target}"], timing="dependent",
+    )  # fmt: skip
+    man = plan(opts)
+    got = {d["stream"]: d["cross_edges"] for d in man["dependencies"]}
+    assert got == {"db0.db-read": 39, "db0.log-write": 40}
+    reads = (jobdir / "iologs" / "db0.db-read.t500.log").read_text().splitlines()[2:]
+    ident, after, think = reads[1].split()[:3]
+    # its own previous read and the log write between: 5 us after the latter
+    assert len(after.split(",")) == 2 and think == "5"
+    assert all(int(a) < int(ident) for a in after.split(","))
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
+
+
+def test_independent_threads_get_no_cross_thread_edges() -> None:
+    """Four synchronous threads with random think times: some requests come soon
+    after another thread's completion, about as many as chance gives, none waits."""
+    rng = np.random.default_rng(7)
+    r = np.zeros(4 * 500, dtype=DT)
+    for t in range(4):
+        q = 1_000_000 + np.cumsum(100_000 + rng.exponential(300_000, 500)).astype(np.int64)
+        s = slice(t * 500, (t + 1) * 500)
+        r["ts_queue_ns"][s], r["ts_issue_ns"][s], r["ts_complete_ns"][s] = q, q + 1_000, q + 100_000
+        r["tid"][s] = 500 + t
+    r = r[np.argsort(r["ts_queue_ns"], kind="stable")]
+    start, end = deps.times(r)
+    d = deps.infer(r)
+    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
+    c = deps.cross_edges(start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own)
+    candidates, chance = c.pairs[(0, 0)]
+    assert candidates > 50 and candidates < deps.CROSS_EVIDENCE * chance
+    assert len(c.i) == 0

@@ -33,6 +33,11 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
         dep = run["dependent_replay"]
         assert dep["ios"] == run["peer_fio_on_target"]["ios"] == 180
         assert dep["issued_before_predecessor"] == 0
+        # `replay fidelity JOBDIR --truth`: the speed-up over the original and the
+        # error against the job's own run on B, both there (their sizes: the bench's).
+        fid = dep["fidelity"]
+        assert fid["speed_up"] > 0 and fid["iops_error_pct"] is not None
+        assert fid["p50_error_pct"] is not None
         # One synchronous submitter per fio process: depth 1, a predecessor for all
         # but its first request, think times at least fio's thinktime (the trace's
         # completion comes before fio sees it).

@@ -24,14 +24,23 @@ from replayer.plan.build import PlanOptions, plan
 
 STREAM = schemas.enum("stream")
 OP = schemas.enum("op")
+FLAGS = {k: 1 << v for k, v in schemas.bits("flag").items()}
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 
 
 def _trace(
-    path: Path, meta: dict | None = None, seconds: int = 4, rate: int = 200, zero_times=False
+    path: Path,
+    meta: dict | None = None,
+    seconds: int = 4,
+    rate: int = 200,
+    zero_times=False,
+    linked: bool = False,
 ) -> Path:
     """A workload-like trace: db-read/db-write/log-write at `rate`/s each, bdm-read at 20/s,
-    app fsyncs (with the kernel's device flush beside each)."""
+    app fsyncs, with the kernel's device flush beside each (pid 0, as traces before
+    one-record-per-flush hold them) or, `linked`, as the recorder now writes them:
+    the device flush's dispatch as the fsync's issue time, and one device flush
+    whose fsync came before the capture, flagged `device_flush`."""
     rng = np.random.default_rng(1)
     parts = []
     for sid, n, size, op in (
@@ -61,6 +70,13 @@ def _trace(
     dev_flush = f.copy()
     dev_flush["pid"] = 0
     dev_flush["ts_issue_ns"] = dev_flush["ts_queue_ns"] + 1000
+    if linked:
+        f["ts_issue_ns"] = dev_flush["ts_issue_ns"]
+        f["flags"] = FLAGS["preflush"] | FLAGS["sync"]
+        dev_flush = dev_flush[:1].copy()
+        dev_flush["ts_queue_ns"] = 0
+        dev_flush["ts_issue_ns"], dev_flush["ts_complete_ns"] = 500_000, 550_000
+        dev_flush["flags"] = FLAGS["device_flush"]
     pieces = [*parts, f, dev_flush]
     # Filled field by field: np.concatenate would pack the dtype and lose its layout.
     r = np.zeros(sum(len(x) for x in pieces), dtype=DT)
@@ -304,3 +320,14 @@ def test_every_command_has_an_example() -> None:
     group = typer.main.get_command(app)
     for name, cmd in group.commands.items():
         assert f"Example: iotape replay {name}" in cmd.help
+
+
+@pytest.mark.parametrize("linked", [False, True])
+def test_one_sync_per_application_flush(tmp_path: Path, linked: bool) -> None:
+    """Both trace models (a pid-0 device flush beside each fsync, or the fsync alone
+    with its device flush linked) replay each of the 10 fsyncs once, nothing more."""
+    t = _trace(tmp_path / "t.iot", linked=linked)
+    plan(PlanOptions(t, tmp_path / "jobs", mode="exact", targets=_targets(tmp_path, 1)))
+    logs = (tmp_path / "jobs" / "iologs").glob("*.log")
+    text = [ln for log in logs for ln in log.read_text().splitlines()]
+    assert sum(" sync " in line for line in text) == 10

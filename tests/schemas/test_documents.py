@@ -197,7 +197,24 @@ def test_a_workload_report_of_another_version_is_refused(report_json, tmp_path) 
     bad = _edit(shutil.copy(report_json, tmp_path / "r.json"), lambda d: d.update(version=0))
     with pytest.raises(IotapeError) as e:
         workload_report.load(bad)
-    _one_line(e, bad, "field 'version': 0; this iotape reads workload reports of version 1")
+    _one_line(e, bad, "field 'version': 0; this iotape reads workload reports of version 2")
+
+
+def test_a_version_1_soft_recovery_report_still_reads(report_json, tmp_path) -> None:
+    """Version 1 had a soft recovery's pages_redone only: it reads, the page
+    figures it did not have are None."""
+    old = {"log_stream": 3, "logs_replayed": 5, "records": 997, "runs": 1614,
+           "pages_redone": 236, "replay_s": 0.02}  # fmt: skip
+
+    def v1(d: dict) -> None:
+        d.update(version=1, mode="soft-recovery")
+        d["databases"][0]["recovery"] = old
+
+    rep = workload_report.load(_edit(shutil.copy(report_json, tmp_path / "r.json"), v1))
+    rec = rep.databases[0].recovery
+    assert rep.version == WORKLOAD_REPORT.version == 2
+    assert rec is not None and rec.pages_redone == 236 and rec.logs_replayed == 5
+    assert rec.pages_named is None and rec.pages_written is None
 
 
 @pytest.mark.parametrize(

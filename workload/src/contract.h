@@ -105,6 +105,7 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	I("quiet", quiet, "0", 0, 1, "no progress lines on stdout") \
 	S("create", create, "reuse", "reuse|recreate: an existing complete database") \
 	S("end", end_name, "clean", "clean|crash: at the end write the cache back (a clean shutdown) or drop its dirty pages, as an instance that stops without one, leaving them to soft recovery") \
+	D("recovery-behind-pct", recovery_behind_pct, "4", 0, 100, "end=crash: how far the database is behind its log when the instance stops, in percent of the log this run wrote (at most the checkpoint depth): the dirty pages first dirtied before that are written as the stop begins, the rest are left to soft recovery. 4: ESE's 20 MB checkpoint depth (Exchange 2010) in the about 500 logs of 1 MB a published soft-recovery test replays; 100: every dirty page is left") \
 	T("db", db, "PATH[,OFFSET,SIZE] of one database") \
 	T("log", log, "DIR or DEV,OFFSET,SIZE of one storage group's log (one per database without storage groups)")
 

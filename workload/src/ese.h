@@ -50,6 +50,7 @@ struct config {
 	int tier_unit_kb, tier_verify;
 	char ioengine[16], result[512], create[16], log_partial_name[16], end_name[16];
 	int crash_end; /* end=crash: stop without writing the cache back */
+	double recovery_behind_pct; /* end=crash: the last part of the log left unwritten */
 	int storage_groups; /* 0 on the command line: one per database (options.c resolves it) */
 	struct target db[MAX_DBS], log[MAX_DBS]; /* --log: one per storage group */
 	int ndb_targets, nlog_targets;
@@ -192,6 +193,7 @@ struct engine {
 	struct worker *workers[MAX_DBS * (MAX_THREADS + 6)];
 	int nworkers;
 	_Atomic int stop, interrupted, flush_all, ckpt_stop;
+	_Atomic int flush_behind; /* end=crash: write what is older than --recovery-behind-pct */
 	_Atomic int active_threads; /* user threads running per database (throughput auto) */
 	uint64_t t0_ns, t_end_ns;
 	double elapsed_s, load_s; /* all of it; the load alone (start to stop, no final flush) */
@@ -264,6 +266,7 @@ uint64_t log_pos(struct db *d);
 /* ckpt.c */
 void *ckpt_main(void *arg);
 int ckpt_has_work(struct db *d);
+int ckpt_behind_left(struct db *d);
 
 /* background.c */
 void *bdm_main(void *arg);

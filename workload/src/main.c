@@ -196,20 +196,42 @@ static int is_tail_worker(const char *name)
 	return !strncmp(name, "ese-log", 7) || !strncmp(name, "ese-repl", 8) || !strncmp(name, "ese-ckpt", 8);
 }
 
-/* Wait (bounded) until the checkpoint writers have no dirty page left. */
-static void flush_caches(void)
+static int any_dirty(struct db *d)
 {
-	atomic_store(&E.flush_all, 1);
+	return d->c.ndirty != 0;
+}
+
+/* Wait (bounded) until no database has what `left` says is still to write
+ * (d->mu held), waking its checkpoint writer meanwhile. */
+static void flush_until(int (*left)(struct db *))
+{
 	uint64_t deadline = now_ns() + 120000000000ull;
 	for (int i = 0; i < E.cfg.databases; i++) {
 		struct db *d = &E.dbs[i];
 		pthread_mutex_lock(&d->mu);
-		while (d->c.ndirty && now_ns() < deadline) {
+		while (left(d) && now_ns() < deadline) {
 			pthread_cond_signal(&d->ckpt_cv);
 			timed_wait(&d->cv, &d->mu, 10);
 		}
 		pthread_mutex_unlock(&d->mu);
 	}
+}
+
+/* A clean shutdown's: every dirty page written. */
+static void flush_caches(void)
+{
+	atomic_store(&E.flush_all, 1);
+	flush_until(any_dirty);
+}
+
+/* end=crash: the stop of an instance that stops without a clean shutdown, as
+ * ESE's checkpoint leaves it: the pages first dirtied more than the part of
+ * the log the database stays behind by (ckpt.c keep_behind) are written, the
+ * rest stay dirty and are dropped, for soft recovery to redo. */
+static void flush_behind(void)
+{
+	atomic_store(&E.flush_behind, 1);
+	flush_until(ckpt_behind_left);
 }
 
 const char *const program_name = "iotape-ese";
@@ -253,7 +275,7 @@ int main(int argc, char **argv)
 
 	/* Stop: sessions first (no new work); then, as a clean ESE termination, the
 	 * checkpoint writes every dirty page back (not with end=crash: the pages
-	 * dirtied since their last write are left to soft recovery); the log writes
+	 * dirtied in the last part of the log are left to soft recovery); the log writes
 	 * what is left and closes its file, replication reads it, the rest wind down. */
 	atomic_store(&E.stop, 1);
 	for (int k = first; k < E.nworkers; k++)
@@ -261,6 +283,8 @@ int main(int argc, char **argv)
 			pthread_join(E.workers[k]->tid, NULL);
 	if (!E.cfg.crash_end || E.cfg.mode == M_SOFT_RECOVERY)
 		flush_caches();
+	else
+		flush_behind();
 	atomic_store(&E.ckpt_stop, 1);
 	for (int k = 0; k < E.ngroups; k++)
 		log_shutdown(&E.groups[k]);

@@ -64,7 +64,7 @@ struct redo {
 	size_t n, cap;
 	int parsed;
 	_Atomic int applied;
-	uint64_t records, logs, pages_redone, stream, t_end_ns;
+	uint64_t records, logs, pages_named, pages_redone, stream, t_end_ns;
 };
 static struct redo R[MAX_DBS];
 
@@ -245,6 +245,7 @@ static void *redo_main(void *arg)
 		cache_preread(w, pages, npages);
 		for (size_t i = 0; i < k; i++) {
 			atomic_store(&d->redo_lsn, win[i].lsn); /* the checkpoint's log position */
+			r->pages_named += (uint64_t)win[i].n;
 			r->pages_redone += (uint64_t)cache_redo(w, win[i].page, (int)win[i].n, win[i].dbtime);
 		}
 		done += k;
@@ -299,7 +300,7 @@ void recovery_result(FILE *f, int db)
 	const struct redo *r = &R[db];
 	double secs = r->t_end_ns > E.t0_ns ? (r->t_end_ns - E.t0_ns) / 1e9 : 0;
 	fprintf(f, "\"recovery\":{\"log_stream\":%llu,\"logs_replayed\":%llu,\"records\":%llu,\"runs\":%zu,"
-		   "\"pages_redone\":%llu,\"replay_s\":%.4f},",
+		   "\"pages_named\":%llu,\"pages_redone\":%llu,\"replay_s\":%.4f},",
 		(unsigned long long)r->stream, (unsigned long long)r->logs, (unsigned long long)r->records, r->n,
-		(unsigned long long)r->pages_redone, secs);
+		(unsigned long long)r->pages_named, (unsigned long long)r->pages_redone, secs);
 }

@@ -78,7 +78,7 @@ HISTOGRAMS_DDL = (
 HISTOGRAMS_DELETE = f'DELETE FROM "{HISTOGRAMS}" WHERE "run_id" = $run_id'
 HISTOGRAMS_READ = (
     f'SELECT "metric", "dev", "op", "stream", "b", "n", "s", "lo", "hi" FROM "{HISTOGRAMS}" '
-    'WHERE "run_id" = $run_id AND "metric" IN ($metric, \'built\') '
+    'WHERE "run_id" = $run_id AND "metric" IN ($metric, $built) '
     'ORDER BY "dev", "op", "stream", "b"'
 )
 

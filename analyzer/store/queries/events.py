@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import schemas
 from analyzer.store.queries.core import both, register
 from schemas.percentiles import IDENT_LEVELS
 
@@ -68,6 +69,9 @@ def _where(dialect: str) -> str:
 
 # A latency metric: the expression (ns) and when it is known. Device time needs the
 # issue time, queue time the queue time too; 0 means the recorder did not see it.
+# A record flagged complete_unseen has an upper bound for its completion (the
+# kernel never reported it; schemas/trace_record.toml), not a measured one: its
+# device time is left out of every latency figure, and counted (`unseen_count`).
 METRICS = {
     "device": (
         'CAST("ts_complete_ns" - "ts_issue_ns" AS Int64)',
@@ -97,9 +101,30 @@ def _e(dialect: str) -> str:
     return "CAST(floor(log2(greatest(v, 1))) AS BIGINT)"
 
 
+UNSEEN = 1 << schemas.bits("flag")["complete_unseen"]
+
+
+def seen_sql(dialect: str) -> str:
+    """The record's completion was reported by the kernel (not complete_unseen)."""
+    if dialect == "clickhouse":
+        return f'bitAnd("flags", {UNSEEN}) = 0'
+    return f'("flags" & {UNSEEN}) = 0'
+
+
 def _metric(dialect: str, metric: str) -> tuple[str, str]:
     expr, known = METRICS[metric]
+    if metric == "device":
+        known = f"{known} AND {seen_sql(dialect)}"
     return (expr.replace("Int64", "BIGINT") if dialect == "duckdb" else expr), known
+
+
+def _unseen_sql(dialect: str) -> str:
+    """Records left out of device time as complete_unseen, per op and stream."""
+    return (
+        'SELECT "op" AS op, "stream" AS stream, count() AS n FROM "events" '
+        f"WHERE {_where(dialect)} AND NOT ({seen_sql(dialect)}) "
+        "GROUP BY op, stream ORDER BY op, stream"
+    )
 
 
 def _values(dialect: str, metric: str, extra: str = "") -> str:
@@ -192,6 +217,7 @@ register(
     both("exact_device_all", lambda d: _exact_sql(d, "device", False)),
     both("exact_queue_groups", lambda d: _exact_sql(d, "queue", True)),
     both("exact_queue_all", lambda d: _exact_sql(d, "queue", False)),
+    both("unseen_count", _unseen_sql),
     both("timeseries", _timeseries_sql),
     both(
         "extent_by_dev",

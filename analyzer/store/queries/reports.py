@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import schemas
 from analyzer.store.queries.core import LEVELS, Query, exact_percentiles, records, register, run
 from analyzer.store.queries.core import run_param as _run_param
+from analyzer.store.queries.events import seen_sql
 
 if TYPE_CHECKING:
     from analyzer.store.interface import Reader
@@ -15,12 +16,14 @@ if TYPE_CHECKING:
 
 def _latency_sql(dialect: str) -> str:
     lat = '("ts_complete_ns" - "ts_issue_ns")'
-    # Requests with an unknown issue time (0) have no device latency.
+    # Requests with an unknown issue time (0) have no device latency, nor those whose
+    # completion is an upper bound (complete_unseen, events.METRICS).
     return (
         f'SELECT "op", count() AS ios, sum({lat}) AS sum_ns, min({lat}) AS min_ns, '
         f"max({lat}) AS max_ns, {exact_percentiles(lat, dialect)} "
         f'FROM "events" WHERE "run_id" = {_run_param(dialect)} AND "ts_issue_ns" > 0 '
-        f'AND "ts_complete_ns" >= "ts_issue_ns" GROUP BY "op" ORDER BY "op"'
+        f'AND "ts_complete_ns" >= "ts_issue_ns" AND {seen_sql(dialect)} '
+        'GROUP BY "op" ORDER BY "op"'
     )
 
 

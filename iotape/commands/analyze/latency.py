@@ -78,3 +78,8 @@ def latency(
             levels = (*NAMES, "max")
             t.add_row(name, f"{g['count']:,}", ns(g["mean_ns"]), *(ns(p[k]) for k in levels))
         out.print(t)
+    if n := res["excluded"]["complete_unseen"]:
+        out.print(
+            f"device time leaves out {n:,} records flagged complete_unseen "
+            "(completion not reported by the kernel; their time is an upper bound)"
+        )

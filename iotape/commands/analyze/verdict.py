@@ -77,5 +77,8 @@ def verdict(
         out.print(t)
         for d in v["per_device"]:
             out.print(f"  device {d['name']}: {d['result']}")
+        if n := v["excluded"]["complete_unseen"]:
+            out.print(f"  left out: {n:,} requests flagged complete_unseen (their completion "
+                      "time is an upper bound, not measured)")  # fmt: skip
     if v["result"] == "fail":
         raise typer.Exit(1)

@@ -14,9 +14,11 @@ from base.errors import IotapeError
 from iotape.cliopts import AsJson
 from iotape.commands.replay.run import start_line
 from replayer.hosts import fidelity as hostfid
+from replayer.run import closedloop
 from replayer.run import execute as runmod
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
+from schemas.documents.closed_loop import ClosedLoopReport, Side
 
 # The rows of the main table, per stream.
 FIGURES = (
@@ -38,7 +40,8 @@ def fidelity(
         Path,
         typer.Argument(
             help="The replay, recorded with `replay run --record`; or a multi-host JOBDIR "
-            "(per host, from fio's logs).",
+            "(per host, from fio's logs); or the JOBDIR of a dependent or afap replay "
+            "(speed-up, latency and dependencies per stream).",
             show_default=False,
         ),
     ],
@@ -59,17 +62,40 @@ def fidelity(
             "80 bytes a request within it.",
         ),
     ] = 60.0,
+    truth: Annotated[
+        Path | None,
+        typer.Option(
+            "--truth",
+            help="A dependent replay's JOBDIR only: a trace of the application itself "
+            "run on the target; the replay's IOPS and p50 error against it.",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality,
     and the error per time window beside the wake-up floor measured during the run.
 
     Example: iotape replay fidelity run.iot replay.iot --anchor fio-plain.iot
+
+    A dependent (closed-loop) replay: iotape replay fidelity hdd.iot jobs/ --truth ssd.iot
     """
     if not window > 0:
         raise IotapeError(f"--window {window}: must be a positive number of seconds")
     if not horizon > 0:
         raise IotapeError(f"--horizon {horizon}: must be a positive number of seconds")
+    closed = replayed.is_dir() and runmod.load_manifest(replayed).closed_loop
+    if truth is not None and not closed:
+        raise IotapeError(
+            f"--truth {truth}: only with the JOBDIR of a dependent or afap replay, "
+            f"and {replayed} is not one"
+        )
+    if closed:
+        rep = closedloop.report(original, replayed, runmod.load_manifest(replayed), truth)
+        if as_json:
+            print(json.dumps(rep.data(), indent=2))
+        else:
+            _print_closed(rep)
+        return
     if replayed.is_dir():
         # A multi-host job directory: figures per host from fio's own logs.
         starts = hostfid.jobdir_starts(replayed, runmod.load_manifest(replayed))
@@ -103,6 +129,8 @@ def _print(res: dict[str, FidelityReport]) -> None:
             t.add_row(stream, key, *(_cell(f.get(key)) for f in figs))
     Console().print(t)
     _print_windows(res)
+    if "closed_loop" in res["iotape"]:
+        print(f"not reported: {res['iotape']['closed_loop']}")
     for name, r in res.items():
         _print_locality(name, r["locality"])
 
@@ -155,3 +183,43 @@ def _print_locality(name: str, loc: dict[str, Any]) -> None:
         f"{loc['max_gap_at_fraction'] * 100:g} % of the footprint, footprint "
         f"{loc['footprint_error_pct']} % off){why}"
     )
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
+
+
+def _side_cells(s: Side) -> list[str]:
+    return [str(s.requests), _ms(s.iops), _ms(s.latency.p50_ms), _ms(s.latency.p99_ms)]
+
+
+def _print_closed(rep: ClosedLoopReport) -> None:
+    """A closed-loop replay: per stream the original, the replay (its speed-up) and
+    the truth where there is one (the replay's error against it)."""
+    t = Table("stream", "run", "requests", "IOPS", "p50 ms", "p99 ms", "speed-up / error")
+    print(f"{rep.timing} replay of {rep.original} ({rep.jobdir})")
+    for name, f in [("overall", rep.overall), *rep.streams.items()]:
+        t.add_row(name, "original", *_side_cells(f.original), "")
+        t.add_row("", "replay", *_side_cells(f.replay), f"speed-up x{_ms(f.speed_up)}")
+        if f.truth is not None and f.error is not None:
+            e = f.error
+            err = f"IOPS {_pct(e.iops_error_pct)}, p50 {_pct(e.p50_error_pct)}"
+            t.add_row("", "truth", *_side_cells(f.truth), err)
+    Console().print(t)
+    early = rep.issued_before_predecessor
+    held = "every dependency held" if early == 0 else "DEPENDENCIES BROKEN"
+    print(
+        f"dependencies: {'-' if early is None else early} requests issued before one they "
+        f"waited for had completed ({held if early is not None else 'not counted'})"
+    )
+    if rep.truth is not None:
+        print(f"truth: {rep.truth} (the application itself on the target)")
+    print(f"latency: original and truth from {LAT_TRACE}; replay from iotape-lanes' system calls")
+    print(f"not reported: {rep.not_reported}")
+
+
+LAT_TRACE = "the trace (block-layer entry to completion)"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f} %"

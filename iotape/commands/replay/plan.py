@@ -197,5 +197,6 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 + f", {d['flush_orderings']} flush/FUA orderings, "
                 f"{d['cross_candidates']} cross-thread candidates (by chance "
                 f"{d.get('cross_by_chance')}) and "
-                f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept)"
+                f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
+                f"{d.get('cross_edges', 0)} wait for another thread's request"
             )
