@@ -959,7 +959,9 @@ static int start(struct run *r)
 
 		snprintf(st.ctl_path, sizeof(st.ctl_path), "%s.ctl", o.rot.stem);
 		st.ctl_fd = ctl_listen(st.ctl_path, msg, sizeof(msg));
-		if (st.ctl_fd < 0) {
+		/* A flight recorder promises snapshots on request; a plain rotated capture
+		 * goes on without (`record --status` then says there is no socket). */
+		if (st.ctl_fd < 0 && o.snapshots) {
 			errorf("%s", msg);
 			return -1;
 		}

@@ -13,11 +13,13 @@ import json
 import os
 import socket
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from base.errors import IotapeError
 from recorder.capture.rotation import Rotation, parse_duration
+from recorder.tracefile import segments_of
 
 LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
 
@@ -93,6 +95,25 @@ def snapshots_dir(output: str | os.PathLike) -> Path:
     """Where a ring capture writing `output` saves its snapshots (OUT.snapshots)."""
     out = str(output)
     return Path((out[:-4] if out.endswith(".iot") else out) + ".snapshots")
+
+
+def keep_previous(output: str | os.PathLike) -> Path | None:
+    """A ring capture started again on the same name (a service restarted): the
+    earlier capture's files move into a snapshot, OUT.snapshots/<time>-previous/,
+    instead of being refused or deleted. Returns that directory, or None."""
+    old = segments_of(output)
+    if not old:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(old[-1].stat().st_mtime))
+    dest = snapshots_dir(output) / f"{stamp}-previous"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = snapshots_dir(output) / f"{stamp}-previous-{n}"
+    dest.mkdir(parents=True)
+    for p in old:
+        p.rename(dest / p.name)
+    return dest
 
 
 def request(output: str | os.PathLike, what: str) -> dict:

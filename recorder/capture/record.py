@@ -14,6 +14,7 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,7 +25,8 @@ import schemas
 from base import __version__
 from base.errors import IotapeError
 from devices import naming
-from recorder.capture import labels, rotation
+from recorder.capture import flight, labels, rotation
+from recorder.capture.flight import LOADER as LOADER  # named here for its callers
 from recorder.capture.flight import loader_path
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile import codec
@@ -79,6 +81,8 @@ def validate(opts: RecordOptions) -> list[naming.Device]:
     check_output(opts.output, opts.force)
     if (opts.rotation.rotates or opts.rotation.max_bytes) and opts.backend != "bpf":
         raise IotapeError(f"--rotate, --max-bytes: not with --backend {opts.backend}")
+    if opts.rotation.keep_s and (kept := flight.keep_previous(opts.output)):
+        print(f"{kept}: the earlier capture's files, kept as a snapshot", file=sys.stderr)
     if opts.rotation.rotates:
         rotation.clear_outputs(opts.output, opts.force)
     return devs
