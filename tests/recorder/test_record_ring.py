@@ -216,6 +216,12 @@ def _unit_command() -> tuple[str, dict[str, str]]:
     return start[1].replace("$$", "$"), env
 
 
+def _service(script: str, env: dict[str, str]) -> subprocess.Popen:
+    """The unit's main process, as systemd starts it: /bin/sh -c ExecStart."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(["/bin/sh", "-c", script], env=env, stdout=pipe, stderr=pipe, text=True)
+
+
 def test_systemd_unit_runs_as_a_service(loop, tmp_path: Path) -> None:
     script, env = _unit_command()
     assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", UNIT.read_text(), re.MULTILINE)
@@ -228,13 +234,7 @@ def test_systemd_unit_runs_as_a_service(loop, tmp_path: Path) -> None:
     env |= {"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join(sys.path)}
     out = state / "ring.iot"
     fio = subprocess.Popen(_rate_fio(loop, tmp_path / "f.log", 200, 600), stdout=subprocess.DEVNULL)
-    main = subprocess.Popen(
-        ["/bin/sh", "-c", script.replace("%I", loop.name)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    main = _service(script.replace("%I", loop.name), env)
     try:
         _until("the recorder", lambda: _serving(out, main))
         assert main.poll() is None, main.communicate()
@@ -253,13 +253,7 @@ def test_systemd_unit_runs_as_a_service(loop, tmp_path: Path) -> None:
     assert [f["stop_reason"] for f in footers if f] == ["rotate", "signal"]
     assert all(f and sum(f["lost"].values()) == 0 for f in footers)
     # Started again (a restart): the earlier capture's files are kept as a snapshot.
-    again = subprocess.Popen(
-        ["/bin/sh", "-c", script.replace("%I", loop.name)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    again = _service(script.replace("%I", loop.name), env)
     try:
         _until("the restarted capture", lambda: _serving(out, again))
     finally:
