@@ -42,7 +42,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from recorder.tracefile import segments_of
+import numpy as np
+
+from recorder.tracefile import open_trace, segments_of
 
 ROOT = Path(__file__).resolve().parent.parent
 IOTAPE = [sys.executable, "-m", "iotape"]
@@ -200,6 +202,24 @@ def _wait_file(path: Path, timeout: float) -> float:
     return time.monotonic()
 
 
+def condition_to_file_ms(snap: Path, threshold: int) -> float:
+    """From the completion at which the snapshot's own records came to hold more than
+    THRESHOLD/2 completions in the half second before it (the trigger's condition,
+    exact, where the loader's window is 49 to 50 steps of 10 ms: it can only turn
+    true later) to the window before's files linked (saved_mono_ns)."""
+    manifest = json.loads((snap / "snapshot.json").read_text())
+    with open_trace(snap) as t:
+        start, done = t.header["mono_start_ns"], np.sort(t.read_all()["ts_complete_ns"])
+    asked = manifest["requested_mono_ns"] - start
+    done = done[done <= asked]
+    in_window = np.arange(done.size) - np.searchsorted(done, done - 500_000_000, side="right") + 1
+    # The fast phase that fired it: the first completion after the last one at
+    # which the condition was false (an earlier phase may be in the window before).
+    last_false = np.nonzero(in_window <= threshold // 2)[0][-1]
+    first = done[last_false + 1]
+    return (manifest["saved_mono_ns"] - start - first) / 1e6
+
+
 def snapshot_latency(dev: str, args: argparse.Namespace, tmp: Path) -> dict:
     """Trigger-to-file (the loader's latency_ns) and SIGUSR1-to-file (from outside)."""
     where = tmp / "ring"
@@ -238,12 +258,16 @@ def snapshot_latency(dev: str, args: argparse.Namespace, tmp: Path) -> dict:
     finally:
         rec.send_signal(signal.SIGTERM)
         rec.wait(timeout=60)
+    cond_ms = []
     for m in sorted(snaps.glob("*-trigger/snapshot.json")):
         trig_ms.append(json.loads(m.read_text())["latency_ns"] / 1e6)
+        cond_ms.append(condition_to_file_ms(m.parent, threshold))
     return {
         "trigger": trig,
         "trigger_latency_ms": trig_ms,
         "trigger_latency_max_ms": max(trig_ms),
+        "condition_to_file_ms": cond_ms,
+        "condition_to_file_max_ms": max(cond_ms),
         "sigusr1_to_file_ms": sig_ms,
         "sigusr1_to_file_max_ms": max(sig_ms),
     }

@@ -84,7 +84,8 @@ int snap_begin(struct snapshot *s, const struct rotation *r, uint64_t now, uint6
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		s->latency_ns = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec - since;
+		s->saved_mono = (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+		s->latency_ns = s->saved_mono - since;
 		err = snap_manifest(s, r, false, NULL);
 	}
 	return err;
@@ -118,9 +119,10 @@ int snap_manifest(const struct snapshot *s, const struct rotation *r, bool compl
 	fprintf(f, "{\"reason\":\"%s\",\"detail\":", s->reason);
 	json_str(f, s->detail);
 	fprintf(f, ",\"requested_wall_ns\":%" PRIu64 ",\"requested_mono_ns\":%" PRIu64
-		",\"before_ns\":%" PRIu64 ",\"after_ns\":%" PRIu64 ",\"latency_ns\":%" PRIu64
+		",\"saved_mono_ns\":%" PRIu64 ",\"before_ns\":%" PRIu64 ",\"after_ns\":%" PRIu64
+		",\"latency_ns\":%" PRIu64
 		",\"first_index\":%u,\"last_index\":%u,\"complete\":%s",
-		s->req_wall, s->req_mono, s->before_ns, s->after_ns, s->latency_ns, s->first,
+		s->req_wall, s->req_mono, s->saved_mono, s->before_ns, s->after_ns, s->latency_ns, s->first,
 		s->next ? s->next - 1 : 0, complete ? "true" : "false");
 	if (stopped)
 		fprintf(f, ",\"stopped\":\"%s\"", stopped);

@@ -21,6 +21,7 @@ struct snapshot {
 	uint64_t req_mono, req_wall;	/* when it was asked for */
 	uint64_t until_mono;		/* the window after ends */
 	uint64_t latency_ns;		/* condition (or request) to the files linked */
+	uint64_t saved_mono;		/* when the window before's files were linked */
 	uint32_t first, next;		/* files linked: [first, next) */
 	char reason[16];		/* signal, command, trigger */
 	char detail[160];		/* the trigger's expression and value */
