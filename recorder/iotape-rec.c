@@ -1223,8 +1223,15 @@ static int flight_step(struct run *r, uint64_t now)
 	if (st.snap.active) {
 		if (now >= st.snap.until_mono)
 			return snapshot_end(r, now);
-		if (snap_link(&st.snap, &o.rot))
-			errorf("%s: cannot link the next file", st.snap.dir);
+		int err = snap_link(&st.snap, &o.rot);
+
+		/* Ends it where it is: a hole would make it unreadable as one trace. */
+		if (err) {
+			errorf("%s: cannot link the next file: %s (the snapshot ends before it)",
+			       st.snap.dir, strerror(-err));
+			snap_manifest(&st.snap, &o.rot, false, "link-failed");
+			st.snap.active = false;
+		}
 	}
 	return 0;
 }
