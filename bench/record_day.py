@@ -12,7 +12,8 @@ events against the kernel's completions (/sys/block/DEV/stat), every file
 capture with no I/O gives the recorder's fixed CPU a second. The peer, in the same
 run: the same fio untraced (IOPS ratio). Extrapolated to a day at 5,000 IOPS:
 bytes = bytes a request x 432 M (against the ring's 10 GiB); CPU = idle CPU a
-second x 86,400 + CPU a request x 432 M.
+second x 86,400 + CPU a request x 432 M; a capture at 5,000 IOPS itself
+(--check-runtime seconds) checks that CPU model.
 
 Then the flight recorder: `--ring` with `--trigger 'iops > 2*RATE/4 over 500ms'`
 fired by a step from a slow to a fast fio, several times: the loader's
@@ -124,11 +125,11 @@ def untraced(dev: str, args: argparse.Namespace, tmp: Path) -> dict:
     return {"iops": job["iops"], "requests": job["total_ios"]}
 
 
-def day_capture(dev: str, args: argparse.Namespace, tmp: Path, codec: str) -> dict:
+def day_capture(dev: str, rate: int, runtime: float, tmp: Path, codec: str, name: str = "") -> dict:
     """One capture at RATE for RUNTIME with the day's rotation scaled to its requests."""
-    scale = args.rate * args.runtime / DAY_REQUESTS
+    scale = rate * runtime / DAY_REQUESTS
     rotate, keep = max(4096, int(DAY_ROTATE * scale)), int(DAY_KEEP * scale)
-    where = tmp / f"day-{codec}"
+    where = tmp / f"day-{codec}{name}"
     where.mkdir()
     out, fio_out = where / "day.iot", tmp / f"fio-{codec}.json"
     cmd = [*IOTAPE, "record", "-d", dev, "-o", str(out), "--json", "--compress", codec]
@@ -136,7 +137,7 @@ def day_capture(dev: str, args: argparse.Namespace, tmp: Path, codec: str) -> di
     before = completed(dev)
     sampler = DiskSampler(where)
     t0 = time.monotonic()
-    res = subprocess.run([*cmd, *fio(dev, args.rate, args.runtime, fio_out)], capture_output=True)
+    res = subprocess.run([*cmd, *fio(dev, rate, runtime, fio_out)], capture_output=True)
     wall = time.monotonic() - t0
     peak = sampler.stop()
     if res.returncode:
@@ -294,13 +295,16 @@ def main() -> None:
     ap.add_argument("--runtime", type=float, default=60)
     ap.add_argument("--rate", type=int, default=30000, help="fio's IOPS")
     ap.add_argument("--idle", type=float, default=20, help="seconds of the no-I/O capture")
+    ap.add_argument("--check-runtime", type=float, default=30, help="seconds at 5,000 IOPS")
     ap.add_argument("--snapshots", type=int, default=3, help="trigger and SIGUSR1 snapshots each")
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "record_day.json")
     args = ap.parse_args()
     with loop_device() as dev, tempfile.TemporaryDirectory(prefix="iotape-day-") as t:
         tmp = Path(t)
         peer = untraced(dev, args, tmp)
-        captures = {c: day_capture(dev, args, tmp, c) for c in ("auto", "none")}
+        captures = {c: day_capture(dev, args.rate, args.runtime, tmp, c) for c in ("auto", "none")}
+        # The CPU model checked where it is used: a capture at the day's own rate.
+        at_day_rate = day_capture(dev, 5000, args.check_runtime, tmp, "auto", "-5000")
         idle = idle_capture(dev, args.idle, tmp)
         latency = snapshot_latency(dev, args, tmp)
     result = {
@@ -314,6 +318,14 @@ def main() -> None:
         "iops_ratio_to_untraced": {c: v["iops"] / peer["iops"] for c, v in captures.items()},
         "idle": idle,
         "day_at_5000_iops": {c: extrapolate(v, idle) for c, v in captures.items()},
+        "cpu_model_check_at_5000_iops": {
+            "runtime_s": args.check_runtime,
+            "measured_cpu_per_s": at_day_rate["recorder_cpu_s"] / args.check_runtime,
+            "model_cpu_per_s": extrapolate(captures["auto"], idle)["recorder_cpu_s"] / 86400,
+            "bytes_per_request": at_day_rate["bytes_per_request"],
+            "missing_events": at_day_rate["missing_events"],
+            "lost": at_day_rate["lost"],
+        },
         "snapshots": latency,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
