@@ -140,7 +140,9 @@ def request(output: str | os.PathLike, what: str) -> dict:
         raise IotapeError(f"{path}: the recorder did not answer in {REPLY_TIMEOUT_S:g} s") from None
     finally:
         os.close(dirfd)
-    answer = json.loads(reply or b"{}")
+    if not reply:
+        raise IotapeError(f"{path}: the recorder closed it without an answer (stopping?)")
+    answer = json.loads(reply)
     if "error" in answer:
         raise IotapeError(f"{output}: {answer['error']}")
     return answer
