@@ -25,8 +25,11 @@
 #include "iotape.h"
 #include "iotape.skel.h"
 #include "labels.h"
+#include "control.h"
 #include "rotation.h"
+#include "snapshot.h"
 #include "tracewriter.h"
+#include "trigger.h"
 
 #define NSEC_PER_SEC 1000000000ull
 #define POLL_MS 10
@@ -49,6 +52,11 @@ static struct opts {
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
+	/* The flight recorder: snapshots (--snapshot-*), their triggers. */
+	uint64_t snap_before_ns, snap_after_ns;
+	bool snapshots;
+	struct trigger trig[TRIG_MAX];
+	int n_trig;
 } o = {
 	.chunk_records = 8192,
 	.codec = TW_CODEC_AUTO,
@@ -75,7 +83,10 @@ static struct state {
 	const char *rot_what;			/* what it could not do */
 	char rot_failed[sizeof(o.rot.stem) + 16];	/* the file it could not make */
 	char reserve[sizeof(o.rot.stem) + 32];	/* room kept for the last footer */
-} st;
+	struct snapshot snap;
+	int ctl_fd;				/* the control socket, or -1 */
+	char ctl_path[sizeof(o.rot.stem) + 8];
+} st = { .ctl_fd = -1 };
 
 /* A disk that fills exactly at a chunk's end leaves no room for the footer: a
  * small file beside the output holds that room, and goes when the footer needs it
@@ -112,7 +123,7 @@ static bool reserve_free(void)
 	return had;
 }
 
-static volatile sig_atomic_t stop_signal, n_signals;
+static volatile sig_atomic_t stop_signal, n_signals, snap_signal, hup_signal;
 
 static const char *const op_names[] = {
 	[IOTAPE_OP_READ] = "read", [IOTAPE_OP_WRITE] = "write",
@@ -131,12 +142,17 @@ static void usage(FILE *f)
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
 "                  [--compress auto|zstd|lz4|none]\n"
 "                  [--rotate-bytes N] [--rotate-ms N] [--keep N] [--keep-bytes N]\n"
-"                  [--max-bytes N]\n"
+"                  [--max-bytes N] [--keep-ms N]\n"
+"                  [--snapshot-before-ms N --snapshot-after-ms N] [--trigger EXPR]...\n"
+"       iotape-rec --check-trigger EXPR\n"
 "Records every completed block request on the devices into OUT.iot.\n"
-"Stops on SIGINT/SIGTERM (SIGUSR1: the traced command exited) or after --duration,\n"
+"Stops on SIGINT/SIGTERM (SIGUSR2: the traced command exited) or after --duration,\n"
 "then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n"
-"--rotate-*: OUT-000000.iot, OUT-000001.iot, ... each a complete trace; --keep and\n"
-"--keep-bytes delete the oldest; --max-bytes stops the capture when its files reach N.\n");
+"--rotate-*: OUT-000000.iot, OUT-000001.iot, ... each a complete trace; --keep,\n"
+"--keep-bytes and --keep-ms delete the oldest; --max-bytes stops the capture when its\n"
+"files reach N; SIGHUP starts the next file. --snapshot-*: SIGUSR1, a request on the\n"
+"control socket OUT.ctl, or a --trigger links the files around it into\n"
+"OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h).\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -162,6 +178,14 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 
 static void on_signal(int sig)
 {
+	if (sig == SIGUSR1) {
+		snap_signal = 1;
+		return;
+	}
+	if (sig == SIGHUP) {
+		hup_signal = 1;
+		return;
+	}
 	if (!stop_signal)
 		stop_signal = sig;
 	n_signals++;
@@ -234,7 +258,36 @@ static int parse_codec(const char *arg)
 
 enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
        O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
-       O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS };
+       O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS,
+       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER };
+
+/* The flight recorder's options: snapshots and their triggers. */
+static void parse_flight(int opt, const char *arg)
+{
+	char msg[256];
+
+	switch (opt) {
+	case O_SNAP_BEFORE:
+		o.snap_before_ns = parse_u64("--snapshot-before-ms", arg, UINT64_MAX / 1000000) * 1000000;
+		o.snapshots = true;
+		break;
+	case O_SNAP_AFTER:
+		o.snap_after_ns = parse_u64("--snapshot-after-ms", arg, UINT64_MAX / 1000000) * 1000000;
+		o.snapshots = true;
+		break;
+	case O_TRIGGER:
+	case O_CHECK_TRIGGER:
+		if (o.n_trig == TRIG_MAX)
+			usage_error("--trigger: at most %d", TRIG_MAX);
+		if (trig_parse(&o.trig[o.n_trig], arg, msg, sizeof(msg)))
+			usage_error("%s", msg);
+		if (opt == O_CHECK_TRIGGER)
+			exit(0);
+		o.n_trig++;
+		break;
+	default: usage_error("unknown option (see --help)");
+	}
+}
 
 /* The options of a rotated, bounded capture (OPT is parse_args' code for them). */
 static void parse_rotation(int opt, const char *arg)
@@ -257,7 +310,10 @@ static void parse_rotation(int opt, const char *arg)
 		break;
 	case O_KEEP_BYTES: o.rot.keep_bytes = parse_u64("--keep-bytes", arg, UINT64_MAX); break;
 	case O_MAX_BYTES: o.rot.max_bytes = parse_u64("--max-bytes", arg, UINT64_MAX); break;
-	default: usage_error("unknown option (see --help)");
+	case O_KEEP_MS:
+		o.rot.keep_ns = parse_u64("--keep-ms", arg, UINT64_MAX / 1000000) * 1000000;
+		break;
+	default: parse_flight(opt, arg);
 	}
 }
 
@@ -286,6 +342,11 @@ static void parse_args(int argc, char **argv)
 		{ "keep", required_argument, NULL, O_KEEP },
 		{ "keep-bytes", required_argument, NULL, O_KEEP_BYTES },
 		{ "max-bytes", required_argument, NULL, O_MAX_BYTES },
+		{ "keep-ms", required_argument, NULL, O_KEEP_MS },
+		{ "snapshot-before-ms", required_argument, NULL, O_SNAP_BEFORE },
+		{ "snapshot-after-ms", required_argument, NULL, O_SNAP_AFTER },
+		{ "trigger", required_argument, NULL, O_TRIGGER },
+		{ "check-trigger", required_argument, NULL, O_CHECK_TRIGGER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -370,8 +431,14 @@ static void parse_args(int argc, char **argv)
 		usage_error("--dev is required: name the devices to trace");
 	if (!o.op_mask)
 		o.op_mask = 0xffffffff;
-	if ((o.rot.keep || o.rot.keep_bytes) && !rot_enabled(&o.rot))
-		usage_error("--keep and --keep-bytes need --rotate-bytes or --rotate-ms");
+	if ((o.rot.keep || o.rot.keep_bytes || o.rot.keep_ns) && !rot_enabled(&o.rot))
+		usage_error("--keep, --keep-bytes and --keep-ms need --rotate-bytes or --rotate-ms");
+	if ((o.snapshots || o.n_trig) && !rot_enabled(&o.rot))
+		usage_error("--snapshot-* and --trigger need --rotate-bytes or --rotate-ms");
+	if (o.n_trig && !o.snapshots)
+		usage_error("--trigger needs --snapshot-after-ms (what a trigger saves)");
+	if (o.rot.keep_ns && o.snap_before_ns > o.rot.keep_ns)
+		usage_error("--snapshot-before-ms: more than --keep-ms keeps on disk");
 	if (rot_init(&o.rot, o.out))
 		usage_error("-o: '%s' is too long a name", o.out);
 }
@@ -458,6 +525,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	r->ts_complete_ns = rel(r->ts_complete_ns);
 	r->error = blk_errno((uint8_t)r->error);
 	r->stream = labels_active(&st.labels) ? labels_stream(&st.labels, r) : 0;
+	for (int i = 0; i < o.n_trig; i++)
+		trig_add(&o.trig[i], r);
 	/* A failed write stops ring_buffer__consume(); the caller reports it. */
 	return tw_commit(&st.tw);
 }
@@ -800,6 +869,8 @@ static int setup(struct run *r)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 
 	r->skel = iotape_bpf__open();
 	if (!r->skel) {
@@ -884,6 +955,20 @@ static int start(struct run *r)
 		return -1;
 	st.rot_err = 0;
 	reserve_make(o.out);
+	if (rot_enabled(&o.rot)) {
+		char msg[sizeof(st.ctl_path) + 128];
+
+		snprintf(st.ctl_path, sizeof(st.ctl_path), "%s.ctl", o.rot.stem);
+		st.ctl_fd = ctl_listen(st.ctl_path, msg, sizeof(msg));
+		/* A flight recorder promises snapshots on request; a plain rotated capture
+		 * goes on without (`record --status` then says there is no socket). */
+		if (st.ctl_fd < 0 && o.snapshots) {
+			errorf("%s", msg);
+			return -1;
+		}
+		snap_init(&st.snap, &o.rot, o.snap_before_ns ? o.snap_before_ns : o.rot.keep_ns,
+			  o.snap_after_ns);
+	}
 	r->skel->bss->mono_start = st.mono_start;
 	if (attach(r->skel))
 		return -1;
@@ -951,14 +1036,14 @@ static int rotate(struct run *r, uint64_t now)
 	events = st.tw.events;
 	st.prior_events += events;
 	st.prior_chunks += st.tw.chunks;
-	rot_closed(&o.rot, (uint64_t)lseek(st.tw.fd, 0, SEEK_END));
+	rot_closed(&o.rot, (uint64_t)lseek(st.tw.fd, 0, SEEK_END), now);
 	tw_close(&st.tw);
 	st.tw = next;
 	memcpy(st.base_cnt, r->cnt, sizeof(st.base_cnt));
 	st.base_misses = st.seen_misses;
 	memcpy(old, st.path, sizeof(old));
 	memcpy(st.path, path, sizeof(st.path));
-	n = rot_prune(&o.rot, cur_size() + chunk_bytes());
+	n = rot_prune(&o.rot, cur_size() + chunk_bytes(), now);
 	emit("{\"type\":\"rotate\",\"closed\":\"%s\",\"events\":%" PRIu64 ",\"file\":\"%s\","
 	     "\"deleted\":%d}\n", old, events, st.path, n);
 	return st.rot_err ? -1 : 0;
@@ -972,11 +1057,184 @@ static const char *rotation_step(struct run *r, uint64_t now)
 	if (rot_enabled(&o.rot)) {
 		if (rot_due(&o.rot, cur_size(), now - st.file_start) && rotate(r, now))
 			return "error";
-		rot_prune(&o.rot, cur_size() + chunk_bytes());
+		rot_prune(&o.rot, cur_size() + chunk_bytes(), now);
 	}
 	if (o.rot.max_bytes && o.rot.written + cur_size() + chunk_bytes() + 4096 >= o.rot.max_bytes)
 		return "max-bytes";
 	return NULL;
+}
+
+/* The recorder's own cost, for the status line and the control socket's status:
+ * CPU seconds so far, resident memory now and at its peak (KiB). */
+static void self_usage(double *cpu_s, long *rss_kb, long *peak_kb)
+{
+	struct rusage ru;
+	long pages = 0, size;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &size, &pages) != 2)
+			pages = 0;
+		fclose(f);
+	}
+	getrusage(RUSAGE_SELF, &ru);
+	*cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+		 ru.ru_stime.tv_usec / 1e6;
+	*rss_kb = pages * (sysconf(_SC_PAGESIZE) / 1024);
+	*peak_kb = ru.ru_maxrss;
+}
+
+/* The status JSON members shared by the progress line and `record --status`. */
+static int status_members(char *buf, size_t size, struct run *r)
+{
+	uint64_t *cnt = r->cnt;
+	double cpu_s;
+	long rss_kb, peak_kb;
+
+	read_counters(r->skel, cnt);
+	self_usage(&cpu_s, &rss_kb, &peak_kb);
+	return snprintf(buf, size,
+		"\"events\":%" PRIu64 ",\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64
+		",\"pre_start\":%" PRIu64 ",\"file\":\"%s\",\"files_on_disk\":%u"
+		",\"bytes_on_disk\":%" PRIu64 ",\"snapshots\":%u,\"cpu_s\":%.3f"
+		",\"rss_kb\":%ld,\"peak_rss_kb\":%ld",
+		st.prior_events + st.tw.events + st.tw.n, o.rot.written + st.tw.good_end,
+		cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] + complete_misses(r->skel),
+		cnt[IOTAPE_CNT_PRE_START], st.path, o.rot.index - o.rot.oldest + 1,
+		o.rot.on_disk + cur_size(), st.snap.taken, cpu_s, rss_kb, peak_kb);
+}
+
+/* A snapshot asked for at NOW (the condition or request arose at SINCE): the
+ * capture rotates, so that the window before is in closed, complete files, and
+ * they are linked into the snapshot's directory. Returns -1 when the capture must
+ * stop (the rotation failed); a snapshot that cannot be made is one line on
+ * stderr, and the capture goes on. */
+static int snapshot(struct run *r, uint64_t now, uint64_t since, const char *reason,
+		    const char *detail)
+{
+	int err;
+
+	if (st.snap.active)
+		return 0;
+	if (rotate(r, now))
+		return -1;
+	err = snap_begin(&st.snap, &o.rot, now, clock_ns(CLOCK_REALTIME), since, reason, detail);
+	if (err) {
+		errorf("%s: cannot save the snapshot: %s (the capture goes on)", st.snap.dir,
+		       strerror(-err));
+		st.snap.active = false;
+		return 0;
+	}
+	emit("{\"type\":\"snapshot\",\"dir\":\"%s\",\"reason\":\"%s\",\"latency_ns\":%" PRIu64
+	     ",\"first_index\":%u,\"until_mono_ns\":%" PRIu64 "}\n", st.snap.dir, reason,
+	     st.snap.latency_ns, st.snap.first, st.snap.until_mono);
+	return 0;
+}
+
+/* The snapshot's window after has passed: the file holding its end is closed and
+ * the snapshot marked complete. */
+static int snapshot_end(struct run *r, uint64_t now)
+{
+	/* Every file up to the one holding the window's end, which the rotation closes;
+	 * the file it begins is after the window, not the snapshot's. */
+	int err = snap_link(&st.snap, &o.rot);
+
+	if (rotate(r, now))
+		return -1;
+	if (!err)
+		err = snap_manifest(&st.snap, &o.rot, true, NULL);
+	if (err)
+		errorf("%s: cannot complete the snapshot: %s", st.snap.dir, strerror(-err));
+	st.snap.active = false;
+	emit("{\"type\":\"snapshot-done\",\"dir\":\"%s\",\"files\":%u}\n", st.snap.dir,
+	     st.snap.next - st.snap.first);
+	return 0;
+}
+
+/* One request on the control socket: "snapshot" or "status". */
+static int control(struct run *r, uint64_t now)
+{
+	char line[128], reply[1024 + sizeof(st.snap.dir)];
+	int fd = ctl_accept(st.ctl_fd, line, sizeof(line)), n;
+
+	if (fd < 0)
+		return 0;
+	if (!strcmp(line, "snapshot") && o.snapshots) {
+		bool already = st.snap.active;
+
+		if (!already && snapshot(r, now, now, "command", ""))
+			n = snprintf(reply, sizeof(reply), "{\"error\":\"the capture stopped\"}\n");
+		else if (!st.snap.active)
+			n = snprintf(reply, sizeof(reply), "{\"error\":\"cannot save the snapshot\"}\n");
+		else
+			n = snprintf(reply, sizeof(reply), "{\"snapshot\":\"%s\",\"already\":%s,"
+				     "\"latency_ns\":%" PRIu64 ",\"complete_in_ns\":%" PRIu64 "}\n",
+				     st.snap.dir, already ? "true" : "false", st.snap.latency_ns,
+				     st.snap.until_mono - now);
+	} else if (!strcmp(line, "snapshot")) {
+		n = snprintf(reply, sizeof(reply), "{\"error\":\"this capture takes no snapshots "
+			     "(it was started without --ring)\"}\n");
+	} else if (!strcmp(line, "status")) {
+		n = snprintf(reply, sizeof(reply), "{\"type\":\"status\",");
+		n += status_members(reply + n, sizeof(reply) - n - 2, r);
+		n += snprintf(reply + n, sizeof(reply) - n, "}\n");
+	} else {
+		n = snprintf(reply, sizeof(reply), "{\"error\":\"unknown request (snapshot, status)\"}\n");
+	}
+	(void)n;
+	ctl_reply(fd, reply);
+	return st.tw.err ? -1 : 0;
+}
+
+/* The flight recorder's turn in the drain loop: SIGHUP, SIGUSR1, the control
+ * socket, the triggers, the end of a snapshot's window. Returns -1 to stop. */
+static int flight_step(struct run *r, uint64_t now)
+{
+	char detail[160];
+
+	if (hup_signal) {
+		hup_signal = 0;
+		if (rot_enabled(&o.rot) && rotate(r, now))
+			return -1;
+	}
+	if (st.ctl_fd >= 0 && control(r, now))
+		return -1;
+	if (snap_signal) {
+		snap_signal = 0;
+		if (o.snapshots && snapshot(r, now, now, "signal", ""))
+			return -1;
+	}
+	for (int i = 0; i < o.n_trig; i++) {
+		struct trigger *t = &o.trig[i];
+
+		if (!trig_eval(t, now - st.mono_start)) {
+			t->last_false_ns = now;
+			t->armed = true;
+		} else if (t->armed && !st.snap.active) {
+			t->armed = false;
+			if (t->metric <= TRIG_AVG)
+				snprintf(detail, sizeof(detail), "%s (was %.3f ms)", t->text, t->last / 1e6);
+			else
+				snprintf(detail, sizeof(detail), "%s (was %.1f)", t->text, t->last);
+			if (snapshot(r, now, t->last_false_ns ? t->last_false_ns : st.mono_start,
+				     "trigger", detail))
+				return -1;
+		}
+	}
+	if (st.snap.active) {
+		if (now >= st.snap.until_mono)
+			return snapshot_end(r, now);
+		int err = snap_link(&st.snap, &o.rot);
+
+		/* Ends it where it is: a hole would make it unreadable as one trace. */
+		if (err) {
+			errorf("%s: cannot link the next file: %s (the snapshot ends before it)",
+			       st.snap.dir, strerror(-err));
+			snap_manifest(&st.snap, &o.rot, false, "link-failed");
+			st.snap.active = false;
+		}
+	}
+	return 0;
 }
 
 /* Drain the ring into the file until a signal, the deadline or an error; progress
@@ -1007,16 +1265,11 @@ static const char *drain(struct run *r, int *err)
 		if (now >= next_status) {
 			uint64_t events = st.prior_events + st.tw.events + st.tw.n;
 			double dt = (now - last_status) / 1e9;
-			uint64_t *cnt = r->cnt;
+			char members[1024 + sizeof(st.path)];
 
-			read_counters(r->skel, cnt);
-			emit("{\"type\":\"progress\",\"events\":%" PRIu64 ",\"events_per_s\":%.1f,"
-			     "\"bytes_written\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"pre_start\":%" PRIu64 "}\n",
-			     events, (events - last_events) / dt,
-			     o.rot.written + st.tw.good_end,
-			     cnt[IOTAPE_CNT_RINGBUF_FULL] + cnt[IOTAPE_CNT_INFLIGHT_FULL] +
-			     complete_misses(r->skel),
-			     cnt[IOTAPE_CNT_PRE_START]);
+			status_members(members, sizeof(members), r);
+			emit("{\"type\":\"progress\",\"events_per_s\":%.1f,%s}\n",
+			     (events - last_events) / dt, members);
 			last_events = events;
 			last_status = now;
 			next_status = now + o.status_ms * 1000000ull;
@@ -1029,8 +1282,12 @@ static const char *drain(struct run *r, int *err)
 			reason = step;
 			break;
 		}
+		if (flight_step(r, now)) {
+			reason = "error";
+			break;
+		}
 	}
-	return stop_signal == SIGUSR1 ? "command-exit" : reason;
+	return stop_signal == SIGUSR2 ? "command-exit" : reason;
 }
 
 /* The command or the clock has ended, but requests it submitted may still
@@ -1114,6 +1371,8 @@ static int finish(struct run *r, const char *reason, int err)
 		return 1;
 	}
 	r->created = false;	/* a complete trace, keep it */
+	if (st.snap.active)
+		snap_manifest(&st.snap, &o.rot, false, reason);
 	emit("{\"type\":\"done\",%s\n", done + 1);
 	if (st.short_records)
 		errorf("%" PRIu64 " ring buffer records were shorter than a trace record",
@@ -1134,6 +1393,9 @@ static void run_free(struct run *r)
 	if (r->created && st.tw.chunks == 0 && !st.tw.events)
 		unlink(st.path);
 	tw_close(&st.tw);
+	ctl_close(st.ctl_fd, st.ctl_path);
+	for (int i = 0; i < o.n_trig; i++)
+		trig_free(&o.trig[i]);
 	rot_free(&o.rot);
 	labels_free(&st.labels);
 	free(r->header);

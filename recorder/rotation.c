@@ -34,7 +34,7 @@ bool rot_due(const struct rotation *r, uint64_t size, uint64_t age_ns)
 	return (r->every_bytes && size >= r->every_bytes) || (r->every_ns && age_ns >= r->every_ns);
 }
 
-int rot_closed(struct rotation *r, uint64_t size)
+int rot_closed(struct rotation *r, uint64_t size, uint64_t end_ns)
 {
 	if (!r->index)
 		return -EINVAL;
@@ -45,22 +45,35 @@ int rot_closed(struct rotation *r, uint64_t size)
 		if (!p)
 			return -ENOMEM;
 		r->sizes = p;
+		p = realloc(r->ends, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		r->ends = p;
 		r->cap = cap;
 	}
 	r->sizes[r->index - 1] = size;
+	r->ends[r->index - 1] = end_ns;
 	r->on_disk += size;
 	r->written += size;
 	return 0;
 }
 
-unsigned rot_prune(struct rotation *r, uint64_t cur_size)
+uint64_t rot_end(const struct rotation *r, uint32_t index)
+{
+	return index < r->index && r->ends ? r->ends[index] : 0;
+}
+
+unsigned rot_prune(struct rotation *r, uint64_t cur_size, uint64_t now_ns)
 {
 	char name[sizeof(r->stem) + 16];
 	unsigned n = 0;
 
+	/* --ring: a file goes once its last record is older than the window, so the
+	 * files on disk always cover the window (and at most one file more). */
 	while (r->oldest < r->index &&
 	       ((r->keep && r->index - r->oldest + 1 > r->keep) ||
-		(r->keep_bytes && r->on_disk + cur_size > r->keep_bytes))) {
+		(r->keep_bytes && r->on_disk + cur_size > r->keep_bytes) ||
+		(r->keep_ns && r->ends[r->oldest] + r->keep_ns < now_ns))) {
 		rot_name(r, r->oldest, name, sizeof(name));
 		/* Already gone (a user cleaned up) counts as deleted too. */
 		if (unlink(name) && errno != ENOENT)
@@ -75,5 +88,6 @@ unsigned rot_prune(struct rotation *r, uint64_t cur_size)
 void rot_free(struct rotation *r)
 {
 	free(r->sizes);
-	r->sizes = NULL;
+	free(r->ends);
+	r->sizes = r->ends = NULL;
 }

@@ -14,6 +14,8 @@ from rich.console import Console
 
 from iotape.cliopts import AsJson, Force
 from iotape.cliutil import key_values
+from recorder.capture import flight
+from recorder.capture.flight import Flight
 from recorder.capture.record import RecordOptions, RecordResult
 from recorder.capture.record import record as run_record
 from recorder.capture.rotation import Rotation
@@ -46,7 +48,12 @@ class _LiveStatus:
                 f"{msg.get('events', 0):,} events  {msg.get('events_per_s', 0):,.0f}/s  "
                 f"{msg.get('bytes_written', 0) / 1e6:,.1f} MB written  "
                 + (f"[bold red]{lost:,} lost[/]" if lost else "0 lost")
+                + f"  recorder {msg.get('cpu_s', 0):.1f} s CPU, "
+                f"{msg.get('rss_kb', 0) / 1024:.0f} MiB"
             )
+        elif kind in ("snapshot", "snapshot-done"):
+            err.print(_snapshot_line(msg), highlight=False)
+            return
         else:
             return
         if self.status:
@@ -60,6 +67,37 @@ class _LiveStatus:
 
 
 Many = list[str] | None
+
+
+def _snapshot_line(msg: dict) -> str:
+    if msg["type"] == "snapshot-done":
+        return f"snapshot complete: {msg['dir']} ({msg['files']} files)"
+    return (
+        f"snapshot ({msg['reason']}): {msg['dir']}, the window before saved "
+        f"{msg['latency_ns'] / 1e6:.0f} ms after the request; the window after follows"
+    )
+
+
+def _control(output: Path, what: str, json_out: bool) -> None:
+    """`record --snapshot` / `--status`: ask the recorder writing OUTPUT."""
+    answer = flight.request(output, what)
+    if json_out:
+        print(json.dumps(answer))
+    elif what == "snapshot":
+        print(answer["snapshot"])
+        err.print(
+            ("a snapshot was already being taken: " if answer["already"] else "")
+            + f"complete in {answer['complete_in_ns'] / 1e9:.0f} s (snapshot.json says when)",
+            highlight=False,
+        )
+    else:
+        print(
+            f"{answer['file']}: {answer['events']:,} events, {answer['lost']:,} lost, "
+            f"{answer['files_on_disk']} files "
+            f"({answer['bytes_on_disk'] / 2**20:,.1f} MiB) on disk, "
+            f"{answer['snapshots']} snapshots; recorder CPU {answer['cpu_s']:.2f} s, "
+            f"RSS {answer['rss_kb'] / 1024:.1f} MiB (peak {answer['peak_rss_kb'] / 1024:.1f})"
+        )
 
 
 def _outcome(result: RecordResult) -> str:
@@ -96,7 +134,7 @@ def _files(s: Mapping[str, Any]) -> str:
     if isinstance(files, dict):
         n = files["last"] - files["first"] + 1
         out += f"; {files['last'] + 1} files, {n} on disk (read them as one trace by this name)" + (
-            f", {files['deleted']} oldest deleted (--keep)" if files.get("deleted") else ""
+            f", {files['deleted']} oldest deleted (the ring)" if files.get("deleted") else ""
         )
     if s.get("stop_reason") == "max-bytes":
         out += "; stopped at --max-bytes (a command still running was ended)"
@@ -154,13 +192,33 @@ def record(
     max_bytes: Annotated[
         str | None, typer.Option(help="Stop the capture when its files reach SIZE.")
     ] = None,
+    ring: Annotated[
+        str | None,
+        typer.Option(help="DURATION (30m): a flight recorder, the last DURATION kept on disk."),
+    ] = None,
+    snapshot_after: Annotated[
+        str | None,
+        typer.Option(help="With --ring: a snapshot holds this long after its request (2m)."),
+    ] = None,
+    trigger: Annotated[
+        Many, typer.Option(help="With --ring: snapshot when EXPR holds ('p99 > 50ms over 10s').")
+    ] = None,
+    snapshot: Annotated[
+        bool, typer.Option("--snapshot", help="Ask the ring capture writing -o OUT for a snapshot.")
+    ] = False,
+    status_of: Annotated[
+        bool, typer.Option("--status", help="Show the status of the capture writing -o OUT.")
+    ] = False,
     json_out: AsJson = False,
 ) -> None:
     """Record every block request on the given devices into a trace file.
 
     Example: iotape record -d /dev/nvme0n1 -o run.iot -- fio job.fio
     """
-    rotation = Rotation.parse(rotate, keep, keep_bytes, max_bytes)
+    if snapshot or status_of:
+        _control(output, "snapshot" if snapshot else "status", json_out)
+        return
+    rotation = Rotation.parse(rotate, keep, keep_bytes, max_bytes, ring)
     opts = RecordOptions(
         devices=device or [],
         output=output,
@@ -179,6 +237,7 @@ def record(
         bpf_stats=bpf_stats,
         compress=compress.value,
         rotation=rotation,
+        flight=Flight.parse(rotation, snapshot_after, trigger or []),
         argv=list(sys.argv),
     )
     status = _LiveStatus()

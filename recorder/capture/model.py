@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recorder.capture.flight import Flight
 from recorder.capture.rotation import Rotation
 from recorder.tracefile import TraceFooter
 
@@ -37,6 +38,7 @@ class RecordOptions:
     # Chunk compression: auto, zstd, lz4 or none (docs/trace-format.md).
     compress: str = "auto"
     rotation: Rotation = field(default_factory=Rotation)
+    flight: Flight = field(default_factory=Flight)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
 
 

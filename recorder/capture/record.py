@@ -14,6 +14,7 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,22 +25,16 @@ import schemas
 from base import __version__
 from base.errors import IotapeError
 from devices import naming
-from recorder.capture import labels, rotation
+from recorder.capture import flight, labels, rotation
+from recorder.capture.flight import LOADER as LOADER  # named here for its callers
+from recorder.capture.flight import loader_path
 from recorder.capture.model import Progress, RecordOptions, RecordResult, RecordSummary
 from recorder.tracefile import codec
 from recorder.tracefile.streams import Extent
 
-LOADER = Path(__file__).resolve().parents[1] / "build" / "iotape-rec"
 READY_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
 OPS = tuple(schemas.enum("op"))
-
-
-def loader_path() -> Path:
-    path = Path(os.environ.get("IOTAPE_REC", LOADER))
-    if not path.exists():
-        raise IotapeError(f"{path}: the eBPF loader is not built; run `make setup`")
-    return path
 
 
 def cgroup_id(spec: str) -> int:
@@ -86,6 +81,8 @@ def validate(opts: RecordOptions) -> list[naming.Device]:
     check_output(opts.output, opts.force)
     if (opts.rotation.rotates or opts.rotation.max_bytes) and opts.backend != "bpf":
         raise IotapeError(f"--rotate, --max-bytes: not with --backend {opts.backend}")
+    if opts.rotation.keep_s and (kept := flight.keep_previous(opts.output)):
+        print(f"{kept}: the earlier capture's files, kept as a snapshot", file=sys.stderr)
     if opts.rotation.rotates:
         rotation.clear_outputs(opts.output, opts.force)
     return devs
@@ -148,7 +145,7 @@ def loader_argv(
     # The loader's own "auto" picks per chunk; the name is checked here all the same.
     codec.resolve(opts.compress)
     argv += ["--compress", opts.compress]
-    return argv + opts.rotation.loader_args()
+    return argv + opts.rotation.loader_args() + opts.flight.loader_args(opts.rotation)
 
 
 def _write_extents(extents: list[Extent], tmpdir: str) -> str | None:
@@ -221,9 +218,14 @@ class _Loader:
         return f"the loader exited with status {self.proc.returncode}"
 
     def stop(self, command_exited: bool = False) -> None:
-        # SIGUSR1 tells the loader why it stops ("command-exit" in the footer).
+        # SIGUSR2 tells the loader why it stops ("command-exit" in the footer).
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGUSR1 if command_exited else signal.SIGINT)
+            self.proc.send_signal(signal.SIGUSR2 if command_exited else signal.SIGINT)
+
+    def forward(self, sig: int) -> None:
+        """SIGUSR1 (a snapshot) and SIGHUP (the next file) go on to the loader."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
 
     def wait(self) -> int:
         while True:
@@ -290,7 +292,8 @@ def _run_command(command: list[str], loader: _Loader, duration: float | None) ->
 def _wait_idle(loader: _Loader) -> None:
     """Record until --duration ends (the loader stops itself) or Ctrl-C."""
     try:
-        while loader.proc.poll() is None:
+        # Not poll(): it would reap the loader, and wait4 its CPU and peak memory with it.
+        while not os.waitid(os.P_PID, loader.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
             time.sleep(0.1)
     except KeyboardInterrupt:
         loader.stop()
@@ -300,15 +303,31 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# The loader of the capture running in this process, for the signal handlers.
+_running: list[_Loader] = []
+
+
+def _forward(signum: int, frame: object) -> None:
+    for loader in _running:
+        loader.forward(signum)
+
+
 def record(opts: RecordOptions, progress: Progress | None = None) -> RecordResult:
     """Validate, capture until the command exits, --duration passes or a signal
-    (SIGINT, SIGTERM, SIGHUP) arrives, then return the loader's summary."""
+    (SIGINT, SIGTERM; SIGHUP unless the capture rotates) arrives, then return the
+    loader's summary. A rotated capture's next file starts on SIGHUP (as a service
+    manager's reload expects); a ring capture saves a snapshot on SIGUSR1."""
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         # SIGINT too, for callers of the library: a shell starts background jobs with
         # SIGINT ignored, and `kill -INT` must still stop the capture.
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        stops = [signal.SIGINT, signal.SIGTERM]
+        forwarded = [signal.SIGUSR1] if opts.flight.enabled else []
+        (forwarded if opts.rotation.rotates else stops).append(signal.SIGHUP)
+        for sig in stops:
             handlers[sig] = signal.signal(sig, _interrupt)
+        for sig in forwarded:
+            handlers[sig] = signal.signal(sig, _forward)
     try:
         return _record(opts, progress)
     finally:
@@ -337,6 +356,7 @@ def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResu
             json.dump(meta, f)
         argv = loader_argv(opts, devs, cgroups, meta_path, _write_extents(extents, tmp))
         loader = _Loader(argv, progress)
+        _running.append(loader)
         command_exit = None
         try:
             loader.ready.wait(READY_TIMEOUT_S)
@@ -353,6 +373,8 @@ def _record(opts: RecordOptions, progress: Progress | None = None) -> RecordResu
         except BaseException:
             loader.kill()
             raise
+        finally:
+            _running.remove(loader)
     if rc != 0 or loader.done is None:
         raise IotapeError(f"{opts.output}: {loader.error_line()}")
     # The loader's "done" line is its footer JSON (iotape-rec.c, footer_json).

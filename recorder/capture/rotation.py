@@ -1,5 +1,5 @@
 """The options of a rotated, bounded capture (`iotape record --rotate/--keep/--keep-bytes/
---max-bytes`): their values, the files they name, and the loader's arguments.
+--max-bytes/--ring`): their values, the files they name, and the loader's arguments.
 
 The loader (recorder/rotation.c) writes the files; recorder/tracefile/sequence.py reads
 them back as one trace and names them (`segment_path`)."""
@@ -20,6 +20,9 @@ _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_ROTATE_BYTES = 4096
+# --ring WINDOW without --rotate: a file every WINDOW / 10, so the files on disk span
+# the window and at most a tenth more.
+RING_FILES = 10
 
 
 def parse_size(option: str, text: str) -> int:
@@ -49,6 +52,7 @@ class Rotation:
     keep: int = 0
     keep_bytes: int = 0
     max_bytes: int = 0
+    keep_s: float = 0.0  # --ring: files older than this go
 
     @property
     def rotates(self) -> bool:
@@ -61,6 +65,7 @@ class Rotation:
         keep: int | None,
         keep_bytes: str | None,
         max_bytes: str | None,
+        ring: str | None = None,
     ) -> Rotation:
         r = cls()
         if rotate is not None:
@@ -80,6 +85,14 @@ class Rotation:
             r.keep_bytes = parse_size("--keep-bytes", keep_bytes)
             if r.every_bytes and r.keep_bytes < r.every_bytes:
                 raise IotapeError(f"--keep-bytes {keep_bytes}: less than one --rotate file")
+        if ring is not None:
+            r.keep_s = parse_duration("--ring", ring)
+            if r.keep_s < 1:
+                raise IotapeError(f"--ring {ring}: at least 1s")
+            if not r.rotates:
+                r.every_s = r.keep_s / RING_FILES
+            elif r.every_s > r.keep_s:
+                raise IotapeError(f"--ring {ring}: shorter than one --rotate {rotate} file")
         if (r.keep or r.keep_bytes) and not r.rotates:
             raise IotapeError("--keep and --keep-bytes need --rotate (a ring of files)")
         if max_bytes is not None:
@@ -100,6 +113,8 @@ class Rotation:
             args += ["--keep-bytes", str(self.keep_bytes)]
         if self.max_bytes:
             args += ["--max-bytes", str(self.max_bytes)]
+        if self.keep_s:
+            args += ["--keep-ms", str(max(1, round(self.keep_s * 1000)))]
         return args
 
 

@@ -8,7 +8,8 @@ is in exactly one file, so reading the files in order is reading the capture.
 What names a sequence, wherever a command takes a trace (`open_trace` here):
 - the capture's `-o` name (`run.iot`) when that file does not exist and its
   numbered files do;
-- a quoted glob (`'run-00001*.iot'`), matched here, not by the shell.
+- a quoted glob (`'run-00001*.iot'`), matched here, not by the shell;
+- a directory of them, a flight recorder's snapshot (`run.snapshots/<time>-<reason>/`).
 The files must be one capture (same `mono_start_ns`, `wall_start_ns` and host) with
 consecutive indices; a ring (`--keep`) only deletes the oldest, so what it leaves
 starts later and is still consecutive. A hole in the middle is refused.
@@ -62,6 +63,12 @@ def segments_of(output: str | os.PathLike) -> list[Path]:
 def resolve(spec: str | os.PathLike) -> list[Path]:
     """The files a trace argument names: itself, a capture's numbered files, or a glob."""
     path = Path(spec)
+    if path.is_dir():
+        # A snapshot of a ring capture (OUT.snapshots/<time>-<reason>/) holds its files.
+        files = sorted(p for p in path.glob("*.iot") if p.is_file())
+        if not files:
+            raise IotapeError(f"{path}: a directory without trace files (*.iot)")
+        return files
     if path.exists():
         return [path]
     text = str(spec)

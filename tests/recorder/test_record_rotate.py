@@ -144,9 +144,9 @@ def test_full_disk_mid_rotation_leaves_every_file_valid(loop, small_mount, tmp_p
 
 
 def test_next_file_cannot_be_made(loop, small_mount, tmp_path: Path) -> None:
-    # Room for the directory, the footer's reserve (.n.iot.reserve) and two files:
-    # the third cannot be created.
-    where = small_mount(64 << 10, "nr_inodes=4")
+    # Room for the directory, the footer's reserve (.n.iot.reserve), the control
+    # socket (n.ctl) and two files: the third cannot be created.
+    where = small_mount(64 << 10, "nr_inodes=5")
     out, log = where / "n.iot", tmp_path / "fio.log"
     fio = fio_args(loop.path, log, ios=20000, iodepth=4)
     res = _record(out, loop, "--rotate", "64KiB", "--chunk-records", "64", "--", *fio, ok=False)
