@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 UV_VERSION := 0.13.9
 DEBS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev liblz4-dev liburing-dev pkg-config \
-        fio bpftrace blktrace util-linux e2fsprogs fdisk xz-utils zstd chromium
+        fio bpftrace blktrace util-linux e2fsprogs fdisk xz-utils zstd strace chromium
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := .tools/bin/uv
