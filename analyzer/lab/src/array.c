@@ -1,0 +1,891 @@
+/* iotape-array: a disk array in user space, served over FUSE for a loop device to sit
+ * on (analyzer/lab/array.py). One controller of an MSA-like array: a write-back
+ * cache in front of a RAID-6 set of N HDD-like disks. The model, its parameters and
+ * their sources: analyzer/lab/array_model.toml and docs/hybrid.md.
+ *
+ * - Writes are acknowledged after the cache's own time (ACK_MS + bytes at
+ *   CACHE_MB_S) while the dirty data stays under DIRTY_MB; past it a write waits,
+ *   in arrival order, until destaging frees room.
+ * - Destaging runs in the background, oldest dirty stripe first, at most DESTAGE_DEPTH
+ *   stripes at a time; a stripe is destaged once it is full, has been dirty for
+ *   DESTAGE_DELAY_MS, or the dirty data is over WATERMARK of the limit. A full stripe
+ *   is written whole (N writes, no reads); a partial one costs a read-modify-write
+ *   (the old data of each dirty chunk, P and Q read; the same written: 3 + 3 for one
+ *   chunk) or, when that reads fewer, a reconstruct-write (the clean chunks read).
+ * - Reads of pages dirty in the cache are served at the cache's time; the rest go to
+ *   the disk holding each chunk (RAID-6 left-symmetric rotation: data on every disk).
+ * - Each disk has its own head and queue: service = seek (SETTLE + (FULL - SETTLE) *
+ *   sqrt(distance / span), FULL from the data sheet's average) + rotation (uniform
+ *   in a turn) + transfer; none of seek and rotation when the request starts where
+ *   the head is; a write over what the head just read waits one turn. The queue is
+ *   reordered, NCQ-like: among the NCQ_WINDOW oldest, the shortest seek first, unless
+ *   the oldest has waited MAX_WAIT_MS.
+ *
+ * The model runs as a discrete-event simulation on the real clock: request arrivals
+ * are stamped when read from /dev/fuse; every later time is the model's own
+ * (completion = start + service), so a stall of this process delays a reply but not
+ * the model's timeline. The data lives in a memory-backed file; only modelled time
+ * is spent. A read of MOUNT/stats gives the model's counters (JSON).
+ *
+ * Usage: iotape-array MOUNTPOINT BACKING KEY=VALUE...  (keys: see `params` below)
+ * Prints "ready" once mounted; serves until unmounted. SIGUSR1 serves at memory
+ * speed (making a database), SIGUSR2 models again. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fusefile.h"
+
+#define PAGE 4096u
+#define MAX_DISKS 64
+#define READERS 4
+
+/* ---- parameters (KEY=VALUE on the command line; defaults are placeholders, the
+ * Python side always passes analyzer/lab/array_model.toml's values) ---- */
+static struct {
+	double disks, chunk_kb, rpm, settle_read_ms, avg_read_ms, settle_write_ms, avg_write_ms, mb_s;
+	double ack_ms, cache_mb_s, dirty_mb, watermark, destage_delay_ms, destage_depth;
+	double ncq_window, max_wait_ms, seed;
+} P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 200, 1};
+
+static const struct {
+	const char *key;
+	double *v;
+} params[] = {
+	{"disks", &P.disks}, {"chunk_kb", &P.chunk_kb}, {"rpm", &P.rpm},
+	{"settle_read_ms", &P.settle_read_ms}, {"avg_read_ms", &P.avg_read_ms},
+	{"settle_write_ms", &P.settle_write_ms}, {"avg_write_ms", &P.avg_write_ms},
+	{"mb_s", &P.mb_s}, {"ack_ms", &P.ack_ms}, {"cache_mb_s", &P.cache_mb_s},
+	{"dirty_mb", &P.dirty_mb}, {"watermark", &P.watermark},
+	{"destage_delay_ms", &P.destage_delay_ms}, {"destage_depth", &P.destage_depth},
+	{"ncq_window", &P.ncq_window}, {"max_wait_ms", &P.max_wait_ms}, {"seed", &P.seed},
+};
+
+/* derived */
+static int ndisks, ndata;
+static uint64_t chunk, ppc, span, dirty_limit;
+static double rot_s, full_read_s, full_write_s;
+
+static int backing;
+static atomic_int modelled = 1;
+static uint64_t rng;
+
+/* ---- the model's objects ---- */
+struct host {
+	uint64_t unique;
+	int write;
+	uint64_t off;
+	uint32_t len;
+	double arrive, cache_done;
+	int pending; /* disk operations outstanding */
+	char *data;  /* a read's bytes, replied at completion */
+	size_t got;
+	int err;
+	struct host *next;
+};
+
+struct stripe {
+	uint64_t no;
+	uint64_t *dirty, *flight; /* pages dirty (waiting) and being destaged */
+	unsigned ndirty, nflight;
+	double since;
+	int queued, destaging;
+	struct stripe *hnext, *qnext;
+};
+
+struct job {
+	struct stripe *st;
+	int phase, pending;
+	struct dop *writes; /* phase 2's operations, issued when phase 1's are done */
+};
+
+struct dop {
+	int disk, write;
+	uint64_t off;
+	uint32_t len;
+	double queued;
+	struct host *host;
+	struct job *job;
+	struct dop *next;
+};
+
+struct disk {
+	uint64_t head, last_start;
+	int last_write, busy;
+	struct dop *q;
+	unsigned qlen;
+	double busy_s, seek_s, rot_s_sum;
+	uint64_t reads, writes, read_bytes, write_bytes;
+};
+
+struct event {
+	double t;
+	uint64_t seq;
+	int kind;
+	void *p;
+};
+enum { EV_DISK, EV_HOST, EV_TICK };
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static struct host *inbox, **inbox_tail = &inbox;
+static struct event *heap;
+static size_t nheap, capheap;
+static uint64_t evseq;
+static double mnow, t0, tick_at = -1;
+static struct disk disk[MAX_DISKS];
+#define NBUCKET 65536
+static struct stripe *bucket[NBUCKET];
+static struct stripe *fifo, **fifo_tail = &fifo;
+static struct host *waitq, **waitq_tail = &waitq;
+static uint64_t dirty_bytes;
+static int jobs_inflight;
+
+static struct {
+	uint64_t reads, writes, read_bytes, write_bytes, writes_waited, cache_read_pieces, disk_read_pieces;
+	uint64_t dirty_peak, destaged_bytes, destage_full, destage_rmw, destage_reconstruct;
+	uint64_t disk_read_ops_host, disk_read_ops_destage, disk_write_ops_destage;
+	double read_lat_sum, read_lat_max, write_lat_sum, write_lat_max, wait_sum;
+	double host_disk_read_service_s; /* the disks' service of host reads (no queueing) */
+	uint64_t host_disk_reads_timed;
+} S;
+
+static double mono(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static double uniform(void)
+{
+	/* splitmix64, under the model's lock */
+	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+/* ---- the event heap ---- */
+static int before(const struct event *a, const struct event *b)
+{
+	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void schedule(double t, int kind, void *p)
+{
+	if (nheap == capheap) {
+		capheap = capheap ? 2 * capheap : 1024;
+		heap = realloc(heap, capheap * sizeof *heap);
+		if (!heap)
+			exit(1);
+	}
+	size_t i = nheap++;
+	heap[i] = (struct event){t, evseq++, kind, p};
+	while (i && before(&heap[i], &heap[(i - 1) / 2])) {
+		struct event x = heap[i];
+		heap[i] = heap[(i - 1) / 2];
+		heap[(i - 1) / 2] = x;
+		i = (i - 1) / 2;
+	}
+}
+
+static struct event pop(void)
+{
+	struct event top = heap[0];
+	heap[0] = heap[--nheap];
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < nheap && before(&heap[l], &heap[m]))
+			m = l;
+		if (r < nheap && before(&heap[r], &heap[m]))
+			m = r;
+		if (m == i)
+			break;
+		struct event x = heap[i];
+		heap[i] = heap[m];
+		heap[m] = x;
+		i = m;
+	}
+	return top;
+}
+
+/* ---- layout: stripe s holds ndata chunks and P, Q, rotating (left-symmetric) ---- */
+static int disk_of(uint64_t s, int role) /* role: data 0..ndata-1, ndata = P, ndata+1 = Q */
+{
+	int p = ndisks - 1 - (int)(s % (uint64_t)ndisks), q = (p + 1) % ndisks;
+	if (role == ndata)
+		return p;
+	if (role == ndata + 1)
+		return q;
+	return (q + 1 + role) % ndisks;
+}
+
+/* ---- the cache's dirty pages, per stripe ---- */
+static struct stripe *stripe_get(uint64_t no, int make)
+{
+	struct stripe **b = &bucket[no % NBUCKET];
+	for (struct stripe *s = *b; s; s = s->hnext)
+		if (s->no == no)
+			return s;
+	if (!make)
+		return NULL;
+	size_t words = (ndata * ppc + 63) / 64;
+	struct stripe *s = calloc(1, sizeof *s);
+	if (!s || !(s->dirty = calloc(words, 8)) || !(s->flight = calloc(words, 8)))
+		exit(1);
+	s->no = no;
+	s->hnext = *b;
+	*b = s;
+	return s;
+}
+
+static void stripe_drop(struct stripe *s)
+{
+	struct stripe **b = &bucket[s->no % NBUCKET];
+	while (*b != s)
+		b = &(*b)->hnext;
+	*b = s->hnext;
+	free(s->dirty);
+	free(s->flight);
+	free(s);
+}
+
+static int bit(const uint64_t *m, uint64_t i)
+{
+	return (int)((m[i / 64] >> (i % 64)) & 1);
+}
+
+/* Calls fn(stripe, page index within the stripe) for each page of [off, off + len). */
+#define FOR_PAGES(off, len, s, pg)                                                    \
+	for (uint64_t _p = (off) / PAGE, _e = ((off) + (len) + PAGE - 1) / PAGE, s, pg; \
+	     _p < _e && ((s = _p / (ndata * ppc)), (pg = _p % (ndata * ppc)), 1); _p++)
+
+static uint64_t new_dirty_bytes(uint64_t off, uint32_t len)
+{
+	uint64_t n = 0;
+	FOR_PAGES(off, len, s, pg)
+	{
+		struct stripe *st = stripe_get(s, 0);
+		n += !st || !bit(st->dirty, pg);
+	}
+	return n * PAGE;
+}
+
+static void fifo_push(struct stripe *st, double t)
+{
+	st->since = t;
+	st->queued = 1;
+	st->qnext = NULL;
+	*fifo_tail = st;
+	fifo_tail = &st->qnext;
+}
+
+static struct stripe *fifo_pop(void)
+{
+	struct stripe *st = fifo;
+	fifo = st->qnext;
+	if (!fifo)
+		fifo_tail = &fifo;
+	st->queued = 0;
+	return st;
+}
+
+/* ---- disks ---- */
+static double seek_s(uint64_t dist, int write)
+{
+	double settle = (write ? P.settle_write_ms : P.settle_read_ms) / 1e3;
+	double full = write ? full_write_s : full_read_s;
+	return settle + (full - settle) * sqrt((double)dist / (double)span);
+}
+
+static uint64_t distance(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static void disk_start(int d, double t)
+{
+	struct disk *k = &disk[d];
+	if (k->busy || !k->q)
+		return;
+	/* NCQ-like: the shortest seek among the oldest ncq_window, unless the oldest is
+	 * overdue. The queue is in arrival order. */
+	struct dop **pick = &k->q;
+	if (t - k->q->queued < P.max_wait_ms / 1e3) {
+		uint64_t best = UINT64_MAX;
+		unsigned i = 0;
+		for (struct dop **o = &k->q; *o && i < (unsigned)P.ncq_window; o = &(*o)->next, i++) {
+			uint64_t dd = distance((*o)->off, k->head);
+			if (dd < best) {
+				best = dd;
+				pick = o;
+			}
+		}
+	}
+	struct dop *op = *pick;
+	*pick = op->next;
+	k->qlen--;
+	double xfer = op->len / (P.mb_s * 1e6), seek = 0, rot = 0;
+	if (op->write && !k->last_write && op->off == k->last_start && op->off + op->len == k->head) {
+		rot = rot_s - xfer; /* a write over what was just read: one turn back to it */
+	} else if (op->off != k->head) {
+		seek = seek_s(distance(op->off, k->head), op->write);
+		rot = rot_s * uniform();
+	}
+	double service = seek + rot + xfer;
+	k->busy = 1;
+	k->busy_s += service;
+	k->seek_s += seek;
+	k->rot_s_sum += rot;
+	k->head = op->off + op->len;
+	k->last_start = op->off;
+	k->last_write = op->write;
+	if (op->write) {
+		k->writes++;
+		k->write_bytes += op->len;
+	} else {
+		k->reads++;
+		k->read_bytes += op->len;
+	}
+	if (op->host) {
+		S.host_disk_read_service_s += service;
+		S.host_disk_reads_timed++;
+	}
+	schedule(t + service, EV_DISK, op);
+}
+
+static void submit(struct dop *op, double t)
+{
+	op->queued = t;
+	op->next = NULL;
+	struct dop **o = &disk[op->disk].q;
+	while (*o)
+		o = &(*o)->next;
+	*o = op;
+	disk[op->disk].qlen++;
+	disk_start(op->disk, t);
+}
+
+static struct dop *new_op(int d, uint64_t off, uint32_t len, int write)
+{
+	struct dop *op = calloc(1, sizeof *op);
+	if (!op)
+		exit(1);
+	op->disk = d;
+	op->off = off;
+	op->len = len;
+	op->write = write;
+	return op;
+}
+
+/* ---- destaging ---- */
+static void start_destage(struct stripe *st, double t);
+
+static void try_destage(double t)
+{
+	while (fifo && jobs_inflight < (int)P.destage_depth) {
+		struct stripe *st = fifo;
+		int full = st->ndirty == ndata * ppc;
+		int pressed = dirty_bytes >= P.watermark * (double)dirty_limit || waitq;
+		if (!full && !pressed && t - st->since < P.destage_delay_ms / 1e3) {
+			double at = st->since + P.destage_delay_ms / 1e3;
+			if (tick_at < 0 || at < tick_at) {
+				tick_at = at;
+				schedule(at, EV_TICK, NULL);
+			}
+			return;
+		}
+		start_destage(fifo_pop(), t);
+	}
+}
+
+/* The pages [lo, hi] of chunk c dirty in the in-flight bitmap; 0 if none. */
+static int chunk_range(const struct stripe *st, int c, uint64_t *lo, uint64_t *hi)
+{
+	int any = 0;
+	for (uint64_t i = 0; i < ppc; i++)
+		if (bit(st->flight, c * ppc + i)) {
+			if (!any)
+				*lo = i;
+			*hi = i;
+			any = 1;
+		}
+	return any;
+}
+
+static void add_op(struct job *j, struct dop **list, int role, uint64_t lo, uint64_t hi, int write)
+{
+	struct dop *op = new_op(disk_of(j->st->no, role), j->st->no * chunk + lo * PAGE, (uint32_t)((hi - lo + 1) * PAGE), write);
+	op->job = j;
+	op->next = *list;
+	*list = op;
+}
+
+static void issue(struct dop *list, double t)
+{
+	while (list) {
+		struct dop *next = list->next;
+		submit(list, t);
+		list = next;
+	}
+}
+
+static void start_destage(struct stripe *st, double t)
+{
+	memcpy(st->flight, st->dirty, (ndata * ppc + 63) / 64 * 8);
+	memset(st->dirty, 0, (ndata * ppc + 63) / 64 * 8);
+	st->nflight = st->ndirty;
+	st->ndirty = 0;
+	st->destaging = 1;
+	struct job *j = calloc(1, sizeof *j);
+	if (!j)
+		exit(1);
+	j->st = st;
+	jobs_inflight++;
+	uint64_t lo[MAX_DISKS], hi[MAX_DISKS], ulo = ppc, uhi = 0;
+	int dirty[MAX_DISKS], k = 0;
+	for (int c = 0; c < ndata; c++) {
+		dirty[c] = chunk_range(st, c, &lo[c], &hi[c]);
+		if (dirty[c]) {
+			k++;
+			ulo = lo[c] < ulo ? lo[c] : ulo;
+			uhi = hi[c] > uhi ? hi[c] : uhi;
+		}
+	}
+	struct dop *reads = NULL, *writes = NULL;
+	if (st->nflight == ndata * ppc) {
+		S.destage_full++; /* full stripe: new P and Q from the data alone */
+	} else if (k + 2 <= ndata - k) {
+		S.destage_rmw++; /* old data, P and Q read; the new parity from their difference */
+		for (int c = 0; c < ndata; c++)
+			if (dirty[c])
+				add_op(j, &reads, c, lo[c], hi[c], 0);
+		add_op(j, &reads, ndata, ulo, uhi, 0);
+		add_op(j, &reads, ndata + 1, ulo, uhi, 0);
+	} else {
+		S.destage_reconstruct++; /* the clean chunks read; parity from the whole stripe */
+		for (int c = 0; c < ndata; c++)
+			if (!dirty[c])
+				add_op(j, &reads, c, ulo, uhi, 0);
+	}
+	for (int c = 0; c < ndata; c++)
+		if (dirty[c])
+			add_op(j, &writes, c, lo[c], hi[c], 1);
+	add_op(j, &writes, ndata, ulo, uhi, 1);
+	add_op(j, &writes, ndata + 1, ulo, uhi, 1);
+	j->writes = writes;
+	j->phase = reads ? 1 : 2;
+	struct dop *now = reads ? reads : writes;
+	if (!reads)
+		j->writes = NULL;
+	for (struct dop *o = now; o; o = o->next)
+		j->pending++;
+	if (j->phase == 1)
+		for (struct dop *o = reads; o; o = o->next)
+			S.disk_read_ops_destage++;
+	for (struct dop *o = writes; o; o = o->next)
+		S.disk_write_ops_destage++;
+	issue(now, t);
+}
+
+static void admit(struct host *h, double t);
+
+static void destage_done(struct job *j, double t)
+{
+	struct stripe *st = j->st;
+	dirty_bytes -= (uint64_t)st->nflight * PAGE;
+	S.destaged_bytes += (uint64_t)st->nflight * PAGE;
+	memset(st->flight, 0, (ndata * ppc + 63) / 64 * 8);
+	st->nflight = 0;
+	st->destaging = 0;
+	jobs_inflight--;
+	free(j);
+	if (st->ndirty && !st->queued)
+		fifo_push(st, t);
+	else if (!st->ndirty && !st->queued)
+		stripe_drop(st);
+	while (waitq) {
+		struct host *h = waitq;
+		if (dirty_bytes && dirty_bytes + new_dirty_bytes(h->off, h->len) > dirty_limit)
+			break;
+		waitq = h->next;
+		if (!waitq)
+			waitq_tail = &waitq;
+		S.wait_sum += t - h->arrive;
+		admit(h, t);
+	}
+	try_destage(t);
+}
+
+/* ---- host requests ---- */
+static double cache_s(uint32_t len)
+{
+	return P.ack_ms / 1e3 + len / (P.cache_mb_s * 1e6);
+}
+
+static void admit(struct host *h, double t)
+{
+	FOR_PAGES(h->off, h->len, s, pg)
+	{
+		struct stripe *st = stripe_get(s, 1);
+		if (!bit(st->dirty, pg)) {
+			st->dirty[pg / 64] |= 1ull << (pg % 64);
+			st->ndirty++;
+			dirty_bytes += PAGE;
+		}
+		if (!st->queued && !st->destaging)
+			fifo_push(st, t);
+	}
+	if (dirty_bytes > S.dirty_peak)
+		S.dirty_peak = dirty_bytes;
+	schedule(t + cache_s(h->len), EV_HOST, h);
+	try_destage(t);
+}
+
+static void host_arrive(struct host *h, double t)
+{
+	if (h->write) {
+		if (waitq || (dirty_bytes && dirty_bytes + new_dirty_bytes(h->off, h->len) > dirty_limit)) {
+			S.writes_waited++;
+			h->next = NULL;
+			*waitq_tail = h;
+			waitq_tail = &h->next;
+			try_destage(t);
+			return;
+		}
+		admit(h, t);
+		return;
+	}
+	/* A read: each chunk's piece from the cache when all its pages are there (dirty or
+	 * being destaged), else from the disk holding it. */
+	uint64_t end = h->off + h->len;
+	h->cache_done = t;
+	struct dop *ops = NULL;
+	for (uint64_t off = h->off; off < end;) {
+		uint64_t c = off / chunk, next = (c + 1) * chunk < end ? (c + 1) * chunk : end;
+		uint64_t s = c / (uint64_t)ndata;
+		int role = (int)(c % (uint64_t)ndata);
+		struct stripe *st = stripe_get(s, 0);
+		int cached = st != NULL;
+		for (uint64_t p = off / PAGE; cached && p * PAGE < next; p++) {
+			uint64_t pg = p % (ndata * ppc);
+			cached = bit(st->dirty, pg) || bit(st->flight, pg);
+		}
+		if (cached) {
+			S.cache_read_pieces++;
+			double done = t + cache_s((uint32_t)(next - off));
+			h->cache_done = done > h->cache_done ? done : h->cache_done;
+		} else {
+			S.disk_read_pieces++;
+			S.disk_read_ops_host++;
+			struct dop *op = new_op(disk_of(s, role), s * chunk + off % chunk, (uint32_t)(next - off), 0);
+			op->host = h;
+			op->next = ops;
+			ops = op;
+			h->pending++;
+		}
+		off = next;
+	}
+	if (!ops)
+		schedule(h->cache_done, EV_HOST, h);
+	issue(ops, t);
+}
+
+static void host_done(struct host *h, double t)
+{
+	double lat = t - h->arrive;
+	if (h->write) {
+		S.writes++;
+		S.write_bytes += h->len;
+		S.write_lat_sum += lat;
+		S.write_lat_max = lat > S.write_lat_max ? lat : S.write_lat_max;
+		struct fuse_write_out o = {.size = h->len};
+		ff_reply(h->unique, h->err, &o, sizeof o);
+	} else {
+		S.reads++;
+		S.read_bytes += h->len;
+		S.read_lat_sum += lat;
+		S.read_lat_max = lat > S.read_lat_max ? lat : S.read_lat_max;
+		ff_reply(h->unique, h->err, h->data, h->got);
+	}
+	free(h->data);
+	free(h);
+}
+
+static void disk_done(struct dop *op, double t)
+{
+	struct disk *k = &disk[op->disk];
+	k->busy = 0;
+	if (op->host) {
+		struct host *h = op->host;
+		if (--h->pending == 0)
+			schedule(t > h->cache_done ? t : h->cache_done, EV_HOST, h);
+	} else if (--op->job->pending == 0) {
+		struct job *j = op->job;
+		if (j->phase == 1) {
+			j->phase = 2;
+			for (struct dop *o = j->writes; o; o = o->next)
+				j->pending++;
+			struct dop *w = j->writes;
+			j->writes = NULL;
+			issue(w, t);
+		} else {
+			destage_done(j, t);
+		}
+	}
+	int d = op->disk;
+	free(op);
+	disk_start(d, t);
+}
+
+/* ---- the model's thread: events and arrivals in time order, on the real clock ---- */
+static void *model(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	for (;;) {
+		double now = mono();
+		for (;;) {
+			double te = nheap ? heap[0].t : INFINITY;
+			double ta = inbox ? (inbox->arrive > mnow ? inbox->arrive : mnow) : INFINITY;
+			if (ta <= te && ta <= now) {
+				struct host *h = inbox;
+				inbox = h->next;
+				if (!inbox)
+					inbox_tail = &inbox;
+				mnow = ta;
+				h->arrive = ta;
+				host_arrive(h, ta);
+			} else if (te <= now) {
+				struct event e = pop();
+				mnow = e.t > mnow ? e.t : mnow;
+				if (e.kind == EV_DISK)
+					disk_done(e.p, e.t);
+				else if (e.kind == EV_HOST)
+					host_done(e.p, e.t);
+				else {
+					tick_at = -1;
+					try_destage(e.t);
+				}
+			} else {
+				break;
+			}
+		}
+		if (nheap) {
+			double t = heap[0].t;
+			struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - floor(t)) * 1e9)};
+			pthread_cond_timedwait(&wake, &mu, &ts);
+		} else {
+			pthread_cond_wait(&wake, &mu);
+		}
+	}
+	return NULL;
+}
+
+static size_t stats(char *buf, size_t n)
+{
+	pthread_mutex_lock(&mu);
+	double busy = 0, seek = 0, rot = 0;
+	uint64_t dr = 0, dw = 0, drb = 0, dwb = 0;
+	for (int d = 0; d < ndisks; d++) {
+		busy += disk[d].busy_s;
+		seek += disk[d].seek_s;
+		rot += disk[d].rot_s_sum;
+		dr += disk[d].reads;
+		dw += disk[d].writes;
+		drb += disk[d].read_bytes;
+		dwb += disk[d].write_bytes;
+	}
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+		     (double)ru.ru_stime.tv_usec / 1e6;
+	int len = snprintf(buf, n,
+		"{\"model_s\": %.6f, \"cpu_s\": %.3f, \"reads\": %llu, \"writes\": %llu, \"read_bytes\": %llu, "
+		"\"write_bytes\": %llu, \"read_latency_s_sum\": %.6f, \"read_latency_s_max\": %.6f, "
+		"\"write_latency_s_sum\": %.6f, \"write_latency_s_max\": %.6f, \"writes_waited\": %llu, "
+		"\"write_wait_s_sum\": %.6f, \"cache_read_pieces\": %llu, \"disk_read_pieces\": %llu, "
+		"\"dirty_bytes\": %llu, \"dirty_peak\": %llu, \"dirty_limit\": %llu, \"destaged_bytes\": %llu, "
+		"\"destage_full\": %llu, \"destage_rmw\": %llu, \"destage_reconstruct\": %llu, "
+		"\"disk_read_ops_host\": %llu, \"disk_read_ops_destage\": %llu, \"disk_write_ops_destage\": %llu, "
+		"\"disk_reads\": %llu, \"disk_writes\": %llu, \"disk_read_bytes\": %llu, \"disk_write_bytes\": %llu, "
+		"\"disk_busy_s\": %.6f, \"disk_seek_s\": %.6f, \"disk_rotation_s\": %.6f, "
+		"\"host_disk_read_service_s\": %.6f, \"host_disk_reads_timed\": %llu, \"queued_writes\": %d, "
+		"\"destaging\": %d}\n",
+		mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
+		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
+		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
+		(unsigned long long)S.cache_read_pieces, (unsigned long long)S.disk_read_pieces,
+		(unsigned long long)dirty_bytes, (unsigned long long)S.dirty_peak, (unsigned long long)dirty_limit,
+		(unsigned long long)S.destaged_bytes, (unsigned long long)S.destage_full,
+		(unsigned long long)S.destage_rmw, (unsigned long long)S.destage_reconstruct,
+		(unsigned long long)S.disk_read_ops_host, (unsigned long long)S.disk_read_ops_destage,
+		(unsigned long long)S.disk_write_ops_destage, (unsigned long long)dr, (unsigned long long)dw,
+		(unsigned long long)drb, (unsigned long long)dwb, busy, seek, rot, S.host_disk_read_service_s,
+		(unsigned long long)S.host_disk_reads_timed, waitq != NULL, jobs_inflight);
+	pthread_mutex_unlock(&mu);
+	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
+
+/* ---- readers: take requests off /dev/fuse, move the data, hand them to the model ---- */
+static void on_signal(int sig)
+{
+	atomic_store(&modelled, sig == SIGUSR2);
+}
+
+static void io(struct fuse_in_header *in, char *arg)
+{
+	struct host *h = calloc(1, sizeof *h);
+	if (!h)
+		exit(1);
+	h->unique = in->unique;
+	h->arrive = mono();
+	if (in->opcode == FUSE_READ) {
+		struct fuse_read_in *r = (void *)arg;
+		h->off = r->offset;
+		h->len = r->size > FF_MAX_IO ? FF_MAX_IO : r->size;
+		if (!(h->data = malloc(h->len ? h->len : 1)))
+			exit(1);
+		ssize_t got = pread(backing, h->data, h->len, (off_t)h->off);
+		h->err = got < 0 ? errno : 0;
+		h->got = got < 0 ? 0 : (size_t)got;
+	} else {
+		struct fuse_write_in *w = (void *)arg;
+		h->write = 1;
+		h->off = w->offset;
+		h->len = w->size;
+		ssize_t put = pwrite(backing, arg + sizeof *w, w->size, (off_t)w->offset);
+		h->err = put < 0 ? errno : 0;
+		if (put >= 0)
+			h->len = (uint32_t)put;
+	}
+	if (!atomic_load(&modelled) || h->err || !h->len) {
+		/* At memory speed (or failed): replied at once, outside the model and its counts. */
+		struct fuse_write_out o = {.size = h->len};
+		if (h->write)
+			ff_reply(h->unique, h->err, &o, sizeof o);
+		else
+			ff_reply(h->unique, h->err, h->data, h->got);
+		free(h->data);
+		free(h);
+		return;
+	}
+	pthread_mutex_lock(&mu);
+	h->next = NULL;
+	*inbox_tail = h;
+	inbox_tail = &h->next;
+	pthread_cond_signal(&wake);
+	pthread_mutex_unlock(&mu);
+}
+
+static void *reader(void *arg)
+{
+	(void)arg;
+	char *buf = malloc(FF_BUF);
+	if (!buf)
+		exit(1);
+	for (;;) {
+		int got = ff_next(buf);
+		if (got <= 0)
+			exit(got < 0);
+		struct fuse_in_header *h = (void *)buf;
+		char *a = buf + sizeof *h;
+		if ((h->opcode == FUSE_READ || h->opcode == FUSE_WRITE) && h->nodeid == FF_DISK_INO)
+			io(h, a);
+		else if (ff_other(h, a))
+			exit(0);
+	}
+	return NULL;
+}
+
+static int set_param(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq)
+		return -1;
+	for (size_t i = 0; i < sizeof params / sizeof *params; i++)
+		if (strlen(params[i].key) == (size_t)(eq - kv) && !strncmp(kv, params[i].key, (size_t)(eq - kv))) {
+			char *end;
+			*params[i].v = strtod(eq + 1, &end);
+			return *end ? -1 : 0;
+		}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s MOUNTPOINT BACKING KEY=VALUE...\n", argv[0]);
+		return 2;
+	}
+	for (int i = 3; i < argc; i++)
+		if (set_param(argv[i])) {
+			fprintf(stderr, "iotape-array: %s: not KEY=NUMBER with a known key\n", argv[i]);
+			return 2;
+		}
+	ndisks = (int)P.disks;
+	ndata = ndisks - 2;
+	chunk = (uint64_t)P.chunk_kb * 1024;
+	ppc = chunk / PAGE;
+	if (ndisks < 4 || ndisks > MAX_DISKS || chunk < PAGE || chunk % PAGE || ndata * ppc > 1u << 20 || P.rpm <= 0 ||
+	    P.mb_s <= 0 || P.cache_mb_s <= 0 || P.dirty_mb <= 0 || P.destage_depth < 1 || P.ncq_window < 1 ||
+	    P.avg_read_ms < P.settle_read_ms || P.avg_write_ms < P.settle_write_ms) {
+		fprintf(stderr, "iotape-array: bad model (disks 4-%d, chunk a multiple of 4 KiB, rates, limit, depth and "
+				"window positive, average seek >= settle)\n",
+			MAX_DISKS);
+		return 2;
+	}
+	rot_s = 60.0 / P.rpm;
+	/* The sqrt curve's mean over uniform pairs of positions is SETTLE + (FULL - SETTLE)
+	 * x 8/15: FULL is set so that the mean is the data sheet's average seek. */
+	full_read_s = (P.settle_read_ms + (P.avg_read_ms - P.settle_read_ms) * 15 / 8) / 1e3;
+	full_write_s = (P.settle_write_ms + (P.avg_write_ms - P.settle_write_ms) * 15 / 8) / 1e3;
+	dirty_limit = (uint64_t)(P.dirty_mb * 1048576);
+	rng = (uint64_t)P.seed;
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	backing = open(argv[2], O_RDWR);
+	struct stat st;
+	if (backing < 0 || fstat(backing, &st)) {
+		fprintf(stderr, "iotape-array: %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	uint64_t size = (uint64_t)st.st_size, stripe_bytes = (uint64_t)ndata * chunk;
+	span = (size + stripe_bytes - 1) / stripe_bytes * chunk; /* each disk's share */
+	if (ff_mount(argv[1], "iotape-array", size, stats))
+		return 1;
+	t0 = mnow = mono();
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &ca);
+	pthread_t m, r[READERS];
+	if (pthread_create(&m, NULL, model, NULL)) {
+		fprintf(stderr, "iotape-array: cannot start the model's thread\n");
+		return 1;
+	}
+	for (int i = 0; i < READERS; i++)
+		if (pthread_create(&r[i], NULL, reader, NULL)) {
+			fprintf(stderr, "iotape-array: cannot start a reader thread\n");
+			return 1;
+		}
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < READERS; i++)
+		pthread_join(r[i], NULL);
+	return 0;
+}
