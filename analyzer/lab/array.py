@@ -87,6 +87,8 @@ class ArrayModel:
 class ArrayFile(FuseDisk):
     """The array's server and its mount; close() unmounts and ends it."""
 
-    def __init__(self, size: int, model: ArrayModel) -> None:
+    def __init__(
+        self, size: int, model: ArrayModel, log: Path | None = None, prefix: str = "iotape-lab-array-"
+    ) -> None:
         self.model = model
-        super().__init__(SERVER, size, model.args(), "iotape-lab-array-")
+        super().__init__(SERVER, size, model.args(), prefix, log)

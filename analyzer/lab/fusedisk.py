@@ -21,7 +21,11 @@ class DiskError(RuntimeError):
 class FuseDisk:
     """A running server and its mount; close() unmounts and ends it."""
 
-    def __init__(self, server: Path, size: int, args: list[str], prefix: str) -> None:
+    def __init__(
+        self, server: Path, size: int, args: list[str], prefix: str, log: Path | None = None
+    ) -> None:
+        """log: the server's messages go to this file and it runs in a session of its
+        own, so that it outlives the process that started it (`iotape lab device up`)."""
         if not server.exists():
             raise DiskError(f"{server}: the lab's disk is not built; run `make setup`")
         if not Path("/dev/fuse").exists():
@@ -34,16 +38,23 @@ class FuseDisk:
         self.path = self.mount / "disk"
         try:
             os.truncate(self.backing, size)
-            self.proc = subprocess.Popen(
-                [str(server), str(self.mount), str(self.backing), *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            errors = log.open("ab") if log is not None else None
+            try:
+                self.proc = subprocess.Popen(
+                    [str(server), str(self.mount), str(self.backing), *args],
+                    stdout=subprocess.PIPE,
+                    stderr=errors or subprocess.PIPE,
+                    start_new_session=log is not None,
+                )
+            finally:
+                if errors is not None:
+                    errors.close()
             assert self.proc.stdout is not None
-            if self.proc.stdout.readline().strip() != "ready":
-                err = (self.proc.stderr.read() if self.proc.stderr else "").strip()
-                raise DiskError(err or f"{server.name}: did not start")
+            if self.proc.stdout.readline().decode().strip() != "ready":
+                self.proc.wait(timeout=5)
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                err = err or (log.read_text() if log is not None else "")
+                raise DiskError(err.strip().splitlines()[-1] if err.strip() else f"{server.name}: did not start")
         except BaseException:
             self.close()
             raise
@@ -57,6 +68,15 @@ class FuseDisk:
         """Serve with the model's times (on) or at memory speed (off: making a database)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR2 if on else signal.SIGUSR1)
+
+    def detach(self) -> None:
+        """Let the server run on after this process ends (its pipe closed: it writes
+        nothing more to it); a later `release` ends it by pid."""
+        if self.proc is not None:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+            self.proc = None
 
     def stats(self) -> dict[str, Any]:
         """The server's own counters (MOUNT/stats; the array's model has them)."""

@@ -45,8 +45,10 @@ class HddModel:
 class HddFile(FuseDisk):
     """The HDD-like server and its mount; close() unmounts and ends it."""
 
-    def __init__(self, size: int, model: HddModel) -> None:
+    def __init__(
+        self, size: int, model: HddModel, log: Path | None = None, prefix: str = "iotape-lab-hdd-"
+    ) -> None:
         self.model = model
         m = model
         nums = (m.spindles, m.rpm, m.settle_ms, m.full_ms, m.mb_s, m.write_extra_ms, m.seed)
-        super().__init__(SERVER, size, [str(n) for n in nums], "iotape-lab-hdd-")
+        super().__init__(SERVER, size, [str(n) for n in nums], prefix, log)

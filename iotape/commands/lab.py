@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from analyzer.lab import report
+from analyzer.lab import blockdev, report
+from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import LabError
+from analyzer.lab.hdd import HddModel
 from analyzer.lab.hybrid import LabOptions, run_lab
 from analyzer.lab.sizing import size
 from analyzer.store.opener import opened
@@ -97,3 +100,102 @@ def hybrid(
     with replacing(out / "report.txt") as tmp:
         Path(tmp).write_text(text + "\n")
     print(json.dumps(rep, indent=1, default=str) if as_json else text)
+
+
+device_app = typer.Typer(
+    help="An emulated disk as a block device: up, list, stats, down.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(device_app, name="device")
+
+
+def _array_model(disks: int | None, dirty_mb: float | None, sets: list[str]) -> ArrayModel:
+    changes: dict[str, float] = {}
+    for kv in sets:
+        key, eq, value = kv.partition("=")
+        if not eq or key not in ArrayModel.__dataclass_fields__:
+            keys = ", ".join(ArrayModel.__dataclass_fields__)
+            raise IotapeError(f"--set {kv}: KEY=NUMBER, KEY one of {keys}")
+        try:
+            changes[key] = float(value)
+        except ValueError:
+            raise IotapeError(f"--set {kv}: {value!r} is not a number") from None
+    if disks is not None:
+        changes["disks"] = disks
+    if dirty_mb is not None:
+        changes["dirty_mb"] = dirty_mb
+    return ArrayModel.load(**changes)
+
+
+@device_app.command("up")
+def device_up(
+    kind: Annotated[str, typer.Argument(help="hdd (one 10K rpm disk's times) or array.")],
+    name: Annotated[str, typer.Option("--name", help="The device's name, for `down`.")],
+    size_mb: Annotated[int, typer.Option("--size-mb", help="Its size (MiB, in memory).")] = 1024,
+    spindles: Annotated[int, typer.Option("--spindles", help="hdd: disks serving.")] = 1,
+    disks: Annotated[
+        int | None, typer.Option("--disks", help="array: disks in the RAID 6 set.")
+    ] = None,
+    dirty_mb: Annotated[
+        float | None, typer.Option("--dirty-mb", help="array: the write cache's dirty limit.")
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="array: KEY=NUMBER over analyzer/lab/array_model.toml."),
+    ] = None,
+) -> None:
+    """Bring up an emulated disk as a loop device and print its path. It runs until
+    `iotape lab device down NAME`. Needs root.
+
+    Example: iotape lab device up array --name a1 --size-mb 2048 --disks 10
+    """
+    if kind == "array":
+        model: HddModel | ArrayModel = _array_model(disks, dirty_mb, sets or [])
+    elif kind == "hdd":
+        if not 1 <= spindles <= 64:
+            raise IotapeError(f"--spindles {spindles}: between 1 and 64")
+        if disks is not None or dirty_mb is not None or sets:
+            raise IotapeError("--disks, --dirty-mb and --set are the array's, not hdd's")
+        model = HddModel(spindles=spindles)
+    else:
+        raise IotapeError(f"{kind}: hdd or array")
+    try:
+        st = blockdev.up(name, kind, size_mb, model)
+    except (blockdev.DeviceError, ValueError) as e:
+        raise IotapeError(str(e)) from None
+    print(st.loop)
+
+
+@device_app.command("down")
+def device_down(name: Annotated[str, typer.Argument(help="The device's name.")]) -> None:
+    """Release a lab device: its loop device, mount, server and memory."""
+    try:
+        released = blockdev.down(name)
+    except blockdev.DeviceError as e:
+        raise IotapeError(str(e)) from None
+    _say(f"{name}: released {', '.join(released) or 'nothing left to release'}")
+
+
+@device_app.command("list")
+def device_list(as_json: AsJson = False) -> None:
+    """The lab devices that are up."""
+    try:
+        states = blockdev.listed()
+    except blockdev.DeviceError as e:
+        raise IotapeError(str(e)) from None
+    if as_json:
+        print(json.dumps([asdict(s) for s in states], indent=1))
+        return
+    for s in states:
+        print(f"{s.name}\t{s.kind}\t{s.loop}\t{s.size >> 20} MiB\tpid {s.pid}")
+
+
+@device_app.command("stats")
+def device_stats(name: Annotated[str, typer.Argument(help="The device's name.")]) -> None:
+    """An array device's own counters (JSON): cache, destage, disks, modelled latency."""
+    try:
+        print(json.dumps(blockdev.stats(name), indent=1))
+    except blockdev.DeviceError as e:
+        raise IotapeError(str(e)) from None

@@ -714,7 +714,7 @@ static size_t stats(char *buf, size_t n)
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 		     (double)ru.ru_stime.tv_usec / 1e6;
 	int len = snprintf(buf, n,
-		"{\"model_s\": %.6f, \"cpu_s\": %.3f, \"reads\": %llu, \"writes\": %llu, \"read_bytes\": %llu, "
+		"{\"now_s\": %.6f, \"model_s\": %.6f, \"cpu_s\": %.3f, \"reads\": %llu, \"writes\": %llu, \"read_bytes\": %llu, "
 		"\"write_bytes\": %llu, \"read_latency_s_sum\": %.6f, \"read_latency_s_max\": %.6f, "
 		"\"write_latency_s_sum\": %.6f, \"write_latency_s_max\": %.6f, \"writes_waited\": %llu, "
 		"\"write_wait_s_sum\": %.6f, \"cache_read_pieces\": %llu, \"disk_read_pieces\": %llu, "
@@ -725,7 +725,7 @@ static size_t stats(char *buf, size_t n)
 		"\"disk_busy_s\": %.6f, \"disk_seek_s\": %.6f, \"disk_rotation_s\": %.6f, "
 		"\"host_disk_read_service_s\": %.6f, \"host_disk_reads_timed\": %llu, \"queued_writes\": %d, "
 		"\"destaging\": %d}\n",
-		mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
+		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
 		(unsigned long long)S.cache_read_pieces, (unsigned long long)S.disk_read_pieces,
