@@ -8,8 +8,10 @@ says what the model is and what it leaves out."""
 from __future__ import annotations
 
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from analyzer.lab.fusedisk import FuseDisk
 
@@ -41,13 +43,23 @@ class ArrayModel:
     seed: int
 
     @classmethod
-    def load(cls, path: Path = MODEL_FILE, **changes: float) -> ArrayModel:
+    def load(
+        cls, path: Path = MODEL_FILE, changes: Mapping[str, float] | None = None
+    ) -> ArrayModel:
+        """The file's values, with `changes` over them (ValueError: an unknown key,
+        or a whole number's key given a fraction)."""
         table = tomllib.loads(path.read_text())
         names = {f.name for f in fields(cls)}
         if set(table) != names:
             raise ValueError(f"{path}: keys {sorted(set(table) ^ names)} missing or unknown")
-        model = cls(**{k: table[k]["value"] for k in names})
-        return replace(model, **changes)
+        values: dict[str, Any] = {k: table[k]["value"] for k in names}
+        for k, v in (changes or {}).items():
+            if k not in names:
+                raise ValueError(f"{k}: not a figure of the array's model ({path})")
+            if isinstance(values[k], int) and v != int(v):
+                raise ValueError(f"{k}={v}: a whole number")
+            values[k] = int(v) if isinstance(values[k], int) else float(v)
+        return cls(**values)
 
     def args(self) -> list[str]:
         """The server's KEY=VALUE arguments."""
@@ -88,7 +100,11 @@ class ArrayFile(FuseDisk):
     """The array's server and its mount; close() unmounts and ends it."""
 
     def __init__(
-        self, size: int, model: ArrayModel, log: Path | None = None, prefix: str = "iotape-lab-array-"
+        self,
+        size: int,
+        model: ArrayModel,
+        log: Path | None = None,
+        prefix: str = "iotape-lab-array-",
     ) -> None:
         self.model = model
         super().__init__(SERVER, size, model.args(), prefix, log)

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from analyzer.lab.array import ArrayFile, ArrayModel
 from analyzer.lab.array import SERVER as ARRAY_SERVER
+from analyzer.lab.array import ArrayFile, ArrayModel
 from analyzer.lab.fusedisk import DiskError, FuseDisk
 from analyzer.lab.hdd import SERVER as HDD_SERVER
 from analyzer.lab.hdd import HddFile, HddModel
@@ -112,7 +112,9 @@ def up(
     if size_mb < 16:
         raise DeviceError(f"--size-mb {size_mb}: at least 16")
     if _state_file(name).exists():
-        raise DeviceError(f"{name}: already up ({_state_file(name)}); `iotape lab device down {name}`")
+        raise DeviceError(
+            f"{name}: already up ({_state_file(name)}); `iotape lab device down {name}` first"
+        )
     state_dir().mkdir(parents=True, exist_ok=True)
     log = state_dir() / f"{name}.log"
     disk: FuseDisk | None = None

@@ -54,7 +54,8 @@ class FuseDisk:
                 self.proc.wait(timeout=5)
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
                 err = err or (log.read_text() if log is not None else "")
-                raise DiskError(err.strip().splitlines()[-1] if err.strip() else f"{server.name}: did not start")
+                lines = err.strip().splitlines()
+                raise DiskError(lines[-1] if lines else f"{server.name}: did not start")
         except BaseException:
             self.close()
             raise

@@ -126,7 +126,10 @@ def _array_model(disks: int | None, dirty_mb: float | None, sets: list[str]) -> 
         changes["disks"] = disks
     if dirty_mb is not None:
         changes["dirty_mb"] = dirty_mb
-    return ArrayModel.load(**changes)
+    try:
+        return ArrayModel.load(changes=changes)
+    except ValueError as e:
+        raise IotapeError(f"--set: {e}") from None
 
 
 @device_app.command("up")
@@ -163,7 +166,7 @@ def device_up(
         raise IotapeError(f"{kind}: hdd or array")
     try:
         st = blockdev.up(name, kind, size_mb, model)
-    except (blockdev.DeviceError, ValueError) as e:
+    except blockdev.DeviceError as e:
         raise IotapeError(str(e)) from None
     print(st.loop)
 

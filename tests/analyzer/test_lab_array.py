@@ -66,7 +66,7 @@ def array(kernel: None, lab_state: Path) -> Iterator[Any]:
     made: list[str] = []
 
     def up(size_mb: int = 512, **changes: float) -> Device:
-        model = ArrayModel.load(**changes)
+        model = ArrayModel.load(changes=changes)
         name = f"array38-test-{len(made)}"
         try:
             st = blockdev.up(name, "array", size_mb, model)
