@@ -35,6 +35,7 @@ import numpy as np
 
 import schemas
 from analyzer.lab import predict
+from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
@@ -63,7 +64,7 @@ class LabOptions:
     stats_s: float = 5.0
     migrate_s: float = 5.0
     verify: bool = False
-    device: str = "hdd"  # or "throttle"
+    device: str = "hdd"  # or "throttle", "array"
     spindles: int = 4
     probe_seconds: float = 3.0
     name: str = "hybrid"
@@ -155,8 +156,9 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     unit = s.unit_kb << 10
     db_ev = predict.db_events(ev, regs, unit)
     # The service times from the whole trace, cut as db_events cuts the events.
-    # The throttle serves as one device; the hdd model with its spindles.
-    servers = o.spindles if o.device == "hdd" else 1
+    # The throttle serves as one device; the hdd model with its spindles; the array
+    # with its disks (a read is one disk's, as a spindle's).
+    servers = {"hdd": o.spindles, "array": o.spindles}.get(o.device, 1)
     svc = predict.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
     dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
@@ -171,6 +173,23 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     return out
 
 
+def _array_stats(lab: HybridLab) -> dict[str, Any] | None:
+    return lab.hdd.stats() if lab.array_model is not None and lab.hdd is not None else None
+
+
+def _array_delta(
+    lab: HybridLab, before: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The array's own counters over one configuration (None on other devices), its
+    server's CPU per second of it among them; and the counters now."""
+    now = _array_stats(lab)
+    if now is None or before is None:
+        return None, now
+    d = {k: now[k] - before[k] for k in now if k not in ("dirty_limit", "dirty_peak")}
+    d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
+    return d, now
+
+
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     """Every run of the experiment and the prediction; the raw material of the report."""
     s = o.sizing
@@ -179,7 +198,12 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     # Stored run names are unique: one lab's runs share a stamp.
     o = replace(o, name=f"{o.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     hdd = HddModel(spindles=o.spindles, mb_s=o.mb_per_s) if o.device == "hdd" else None
-    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd) as lab:
+    array = (
+        ArrayModel.load(changes={"disks": o.spindles, "mb_s": o.mb_per_s})
+        if o.device == "array"
+        else None
+    )
+    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd, array=array) as lab:
         lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
         if lab.hdd is not None:
             lab.hdd.modelled(False)
@@ -196,7 +220,9 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             lab.set_slow_limits(o.read_iops, o.write_iops)
             lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
         say(f"baseline: all on the slow device, {o.seconds:g} s")
+        counts = _array_stats(lab)
         runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
+        runs["baseline"]["array"], counts = _array_delta(lab, counts)
         prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
@@ -204,8 +230,10 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
+            runs[key]["array"], counts = _array_delta(lab, counts)
         devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
                    "hdd_model": asdict(hdd) if hdd else None,
+                   "array_model": asdict(array) if array else None,
                    "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
     return {
         "options": {**asdict(o), "sizing": asdict(s)},

@@ -99,6 +99,20 @@ def _checks(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _array(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The emulated array's own counters over a configuration (device "array"), with
+    the model's mean latencies (its own times, without the host's path)."""
+    if not d:
+        return None
+    return {
+        **d,
+        "model_read_ms_avg": d["read_latency_s_sum"] / d["reads"] * 1e3 if d["reads"] else None,
+        "model_write_ms_avg": (
+            d["write_latency_s_sum"] / d["writes"] * 1e3 if d["writes"] else None
+        ),
+    }
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -119,6 +133,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             "read_hit_ratio": tier.get("read_hit_ratio"),
             "copies": runs[key].get("tier_log"),
             "checks": _checks(runs[key]),
+            "array": _array(runs[key].get("array")),
             "gain": {
                 g: _ratio(f[g], base[g])
                 for g in ("db_read_mb_s", "db_write_mb_s", "db_reads_per_s", "tx_iops")
@@ -215,6 +230,15 @@ def render(rep: dict[str, Any]) -> str:
         for k in keys
     ]  # fmt: skip
     rows.append(("every byte accounted", ok))
+    if all(c[k].get("array") for k in keys):
+        a = {k: c[k]["array"] for k in keys}
+        rows += [
+            ("array: model read ms", [_x(a[k]["model_read_ms_avg"], "{:.2f}") for k in keys]),
+            ("array: model write ms", [_x(a[k]["model_write_ms_avg"], "{:.2f}") for k in keys]),
+            ("array: writes waited", [str(a[k]["writes_waited"]) for k in keys]),
+            ("array: destaged MiB", [f"{a[k]['destaged_bytes'] / MIB:.0f}" for k in keys]),
+            ("array: server CPU cores", [f"{a[k]['cpu_cores']:.3f}" for k in keys]),
+        ]
     width = max(len(label) for label, _ in rows) + 2
     lines = ["".ljust(width) + "".join(k.rjust(12) for k in keys)]
     lines += [label.ljust(width) + "".join(v.rjust(12) for v in vals) for label, vals in rows]

@@ -46,10 +46,14 @@ def hybrid(
         typer.Option(
             "--device",
             help="The slow device: hdd (a 10K rpm disk's service time per request, over "
-            "FUSE) or throttle (blk-throttle IOPS limits: the rate, not the latency).",
+            "FUSE), array (a RAID 6 set of such disks behind a write-back cache; "
+            "analyzer/lab/array_model.toml) or throttle (blk-throttle IOPS limits: the "
+            "rate, not the latency).",
         ),
     ] = "hdd",
-    spindles: Annotated[int, typer.Option("--spindles", help="hdd: disks serving.")] = 4,
+    spindles: Annotated[
+        int, typer.Option("--spindles", help="hdd: disks serving; array: disks in the set.")
+    ] = 4,
     read_iops: Annotated[int, typer.Option("--read-iops", help="throttle: reads/s.")] = 143,
     write_iops: Annotated[int, typer.Option("--write-iops", help="throttle: writes/s.")] = 143,
     mb_per_s: Annotated[int, typer.Option("--mb-per-s", help="Slow device MB/s.")] = 150,
@@ -73,10 +77,10 @@ def hybrid(
 
     Example: iotape lab hybrid --out /var/tmp/hybrid --db-mb 256 --seconds 60
     """
-    if device not in ("hdd", "throttle"):
-        raise IotapeError(f"--device {device}: hdd or throttle")
-    if not 1 <= spindles <= 64:
-        raise IotapeError(f"--spindles {spindles}: between 1 and 64")
+    if device not in ("hdd", "throttle", "array"):
+        raise IotapeError(f"--device {device}: hdd, array or throttle")
+    if not (4 if device == "array" else 1) <= spindles <= 64:
+        raise IotapeError(f"--spindles {spindles}: between {4 if device == 'array' else 1} and 64")
     if seconds <= 0:
         raise IotapeError(f"--seconds {seconds}: must be positive")
     if min(read_iops, write_iops, mb_per_s) <= 0:
