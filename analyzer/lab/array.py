@@ -1,6 +1,7 @@
 """The emulated array: build/iotape-array (src/array.c) serving one file over FUSE,
 one controller of an MSA-like array (a write-back cache in front of a RAID 6 set of
-10K rpm disks, each disk with its own head and an NCQ-like queue). A loop device over
+10K rpm disks, each disk with its own head and an NCQ-like queue; optionally an SSD
+performance tier of 4 MiB units with the engine's and the simulator's policy). A loop device over
 it (device.py) is a block device with the array's behaviour. The model's figures and
 their sources are array_model.toml, read here and passed to the server; docs/hybrid.md
 says what the model is and what it leaves out."""
@@ -41,6 +42,15 @@ class ArrayModel:
     ncq_window: int
     max_wait_ms: float
     seed: int
+    tier_mb: float
+    tier_unit_kb: int
+    tier_stats_s: float
+    tier_migrate_s: float
+    tier_half_life_s: float
+    ssd_read_ms: float
+    ssd_write_ms: float
+    ssd_mb_s: float
+    ssd_parallel: int
 
     @classmethod
     def load(
@@ -52,13 +62,14 @@ class ArrayModel:
         names = {f.name for f in fields(cls)}
         if set(table) != names:
             raise ValueError(f"{path}: keys {sorted(set(table) ^ names)} missing or unknown")
+        whole = {f.name for f in fields(cls) if f.type == "int"}
         values: dict[str, Any] = {k: table[k]["value"] for k in names}
-        for k, v in (changes or {}).items():
+        for k, v in {**values, **(changes or {})}.items():
             if k not in names:
                 raise ValueError(f"{k}: not a figure of the array's model ({path})")
-            if isinstance(values[k], int) and v != int(v):
+            if k in whole and v != int(v):
                 raise ValueError(f"{k}={v}: a whole number")
-            values[k] = int(v) if isinstance(values[k], int) else float(v)
+            values[k] = int(v) if k in whole else float(v)
         return cls(**values)
 
     def args(self) -> list[str]:

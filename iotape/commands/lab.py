@@ -115,7 +115,9 @@ device_app = typer.Typer(
 app.add_typer(device_app, name="device")
 
 
-def _array_model(disks: int | None, dirty_mb: float | None, sets: list[str]) -> ArrayModel:
+def _array_model(
+    disks: int | None, dirty_mb: float | None, tier_mb: float | None, sets: list[str]
+) -> ArrayModel:
     changes: dict[str, float] = {}
     for kv in sets:
         key, eq, value = kv.partition("=")
@@ -130,6 +132,8 @@ def _array_model(disks: int | None, dirty_mb: float | None, sets: list[str]) -> 
         changes["disks"] = disks
     if dirty_mb is not None:
         changes["dirty_mb"] = dirty_mb
+    if tier_mb is not None:
+        changes["tier_mb"] = tier_mb
     try:
         return ArrayModel.load(changes=changes)
     except ValueError as e:
@@ -148,6 +152,10 @@ def device_up(
     dirty_mb: Annotated[
         float | None, typer.Option("--dirty-mb", help="array: the write cache's dirty limit.")
     ] = None,
+    tier_mb: Annotated[
+        float | None,
+        typer.Option("--tier-mb", help="array: an SSD performance tier of this many MiB."),
+    ] = None,
     sets: Annotated[
         list[str] | None,
         typer.Option("--set", help="array: KEY=NUMBER over analyzer/lab/array_model.toml."),
@@ -156,15 +164,15 @@ def device_up(
     """Bring up an emulated disk as a loop device and print its path. It runs until
     `iotape lab device down NAME`. Needs root.
 
-    Example: iotape lab device up array --name a1 --size-mb 2048 --disks 10
+    Example: iotape lab device up array --name a1 --size-mb 2048 --disks 10 --tier-mb 512
     """
     if kind == "array":
-        model: HddModel | ArrayModel = _array_model(disks, dirty_mb, sets or [])
+        model: HddModel | ArrayModel = _array_model(disks, dirty_mb, tier_mb, sets or [])
     elif kind == "hdd":
         if not 1 <= spindles <= 64:
             raise IotapeError(f"--spindles {spindles}: between 1 and 64")
-        if disks is not None or dirty_mb is not None or sets:
-            raise IotapeError("--disks, --dirty-mb and --set are the array's, not hdd's")
+        if disks is not None or dirty_mb is not None or tier_mb is not None or sets:
+            raise IotapeError("--disks, --dirty-mb, --tier-mb and --set are the array's, not hdd's")
         model = HddModel(spindles=spindles)
     else:
         raise IotapeError(f"{kind}: hdd or array")

@@ -211,3 +211,42 @@ def test_a_full_cache_holds_writes_to_the_destage_rate(array: Any) -> None:
     window = w["now_s"]
     allowed = m.dirty_mb * 2**20 + 1.2 * m.destage_writes_per_s(8192) * 8192 * window
     assert w["write_bytes"] <= allowed, (w["write_bytes"], allowed, window)
+
+
+def test_the_tier_promotes_the_hot_units_and_serves_them(array: Any) -> None:
+    """A 2-unit SSD tier of 1 MiB units (4 stripes of 4 x 64 KiB), no decay: units 3
+    and 7 read often, unit 20 once; the policy (workload/src/tierpolicy.c) wants the
+    two hot ones, the mover copies them (each: 16 chunk reads, one SSD write), and then
+    their reads and the destages of their stripes go to the SSDs."""
+    mib = 1 << 20
+    d = array(
+        size_mb=64, disks=6, chunk_kb=64, tier_mb=2, tier_unit_kb=1024,
+        tier_stats_s=0.2, tier_migrate_s=0.2, tier_half_life_s=0,
+    )  # fmt: skip
+    s0 = d.stats()
+    for unit in (3, 7):
+        for i in range(40):
+            _pread(d.dev, unit * mib + i * 8 * KIB, 8 * KIB)
+    _pread(d.dev, 20 * mib, 8 * KIB)
+    deadline = time.monotonic() + 30
+    while d.stats()["tier_units"] < 2:
+        assert time.monotonic() < deadline, d.stats()
+        time.sleep(0.05)
+    s1 = d.stats()
+    m = _delta(s0, s1)
+    assert (m["promoted"], m["demoted"], m["migrated_bytes"]) == (2, 0, 2 * mib)
+    assert m["ssd_writes"] == 2 and m["ssd_write_bytes"] == 2 * mib
+    # The host's 81 reads (from the disks, or from the SSDs once a unit's copy is done:
+    # a boundary may fall while they run), and the copies' 2 x 16 chunk reads.
+    assert m["disk_reads"] + m["tier_read_pieces"] == 81 + 2 * 16
+    assert m["reads"] == 81 and m["disk_read_ops_host"] + m["tier_read_pieces"] == 81
+    for unit in (3, 7):
+        for i in range(10):
+            _pread(d.dev, unit * mib + i * 64 * KIB, 8 * KIB)
+    r = _delta(s1, d.stats())
+    assert (r["tier_read_pieces"], r["ssd_reads"], r["disk_reads"]) == (20, 20, 0)
+    # A write to a unit in the tier is destaged there: no read-modify-write.
+    _pwrite(d.dev, 3 * mib + 4 * KIB * 2, os.urandom(8 * KIB))
+    w = _delta(s1, d.drained())
+    assert (w["tier_destages"], w["destage_rmw"], w["disk_write_ops_destage"]) == (1, 0, 0)
+    assert w["ssd_writes"] == 1

@@ -27,6 +27,15 @@
  * the model's timeline. The data lives in a memory-backed file; only modelled time
  * is spent. A read of MOUNT/stats gives the model's counters (JSON).
  *
+ * - With TIER_MB > 0, an SSD performance tier (a mirrored pair, SSD_PARALLEL requests
+ *   at once, each SSD_*_MS + bytes at SSD_MB_S): units of TIER_UNIT_KB (whole
+ *   stripes), heat counted per TIER_STATS_S, every TIER_MIGRATE_S the hottest in it,
+ *   decided by workload/src/tierpolicy.c (the simulator's `tiering` arithmetic, the
+ *   engine's own policy: one implementation). One mover copies the units, demotions
+ *   first (read from one side, written to the other: a promotion reads every data
+ *   chunk, a demotion writes full stripes); reads of a unit in the tier and destages
+ *   of its stripes go to the SSDs once its copy is done.
+ *
  * Usage: iotape-array MOUNTPOINT BACKING KEY=VALUE...  (keys: see `params` below)
  * Prints "ready" once mounted; serves until unmounted. SIGUSR1 serves at memory
  * speed (making a database), SIGUSR2 models again. */
@@ -47,6 +56,7 @@
 #include <unistd.h>
 
 #include "fusefile.h"
+#include "tierpolicy.h"
 
 #define PAGE 4096u
 #define MAX_DISKS 64
@@ -58,7 +68,10 @@ static struct {
 	double disks, chunk_kb, rpm, settle_read_ms, avg_read_ms, settle_write_ms, avg_write_ms, mb_s;
 	double ack_ms, cache_mb_s, dirty_mb, watermark, destage_delay_ms, destage_depth;
 	double ncq_window, max_wait_ms, seed;
-} P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 200, 1};
+	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
+	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel;
+} P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 200, 1,
+       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4};
 
 static const struct {
 	const char *key;
@@ -71,6 +84,10 @@ static const struct {
 	{"dirty_mb", &P.dirty_mb}, {"watermark", &P.watermark},
 	{"destage_delay_ms", &P.destage_delay_ms}, {"destage_depth", &P.destage_depth},
 	{"ncq_window", &P.ncq_window}, {"max_wait_ms", &P.max_wait_ms}, {"seed", &P.seed},
+	{"tier_mb", &P.tier_mb}, {"tier_unit_kb", &P.tier_unit_kb}, {"tier_stats_s", &P.tier_stats_s},
+	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
+	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
+	{"ssd_parallel", &P.ssd_parallel},
 };
 
 /* derived */
@@ -111,14 +128,25 @@ struct job {
 	struct dop *writes; /* phase 2's operations, issued when phase 1's are done */
 };
 
+struct move;
+
 struct dop {
-	int disk, write;
+	int disk, write; /* disk: an HDD of the set, or SSD (the tier's mirrored pair) */
 	uint64_t off;
 	uint32_t len;
 	double queued;
 	struct host *host;
 	struct job *job;
+	struct move *move;
 	struct dop *next;
+};
+#define SSD (-1)
+
+/* One unit copied between the tier and the set by the mover: read all, write all. */
+struct move {
+	int64_t unit;
+	int promote, phase, pending;
+	struct move *next;
 };
 
 struct disk {
@@ -136,7 +164,7 @@ struct event {
 	int kind;
 	void *p;
 };
-enum { EV_DISK, EV_HOST, EV_TICK };
+enum { EV_DISK, EV_HOST, EV_TICK, EV_STATS };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -153,6 +181,23 @@ static struct host *waitq, **waitq_tail = &waitq;
 static uint64_t dirty_bytes;
 static int jobs_inflight;
 
+/* The SSD tier: the policy's placement decided (tp.fast), the data's place (where,
+ * switched when a unit's copy is done), this window's accesses, the mover's queue. */
+static int tiered;
+static uint64_t unit_bytes;
+static int64_t nunits;
+static struct tp tp;
+static uint8_t *where;
+static uint32_t *window;
+static int64_t *promote_buf, *demote_buf;
+static struct move *moves, **moves_tail = &moves;
+static int moving;
+static struct {
+	struct dop *q;
+	int busy;
+	double busy_s;
+} ssd;
+
 static struct {
 	uint64_t reads, writes, read_bytes, write_bytes, writes_waited, cache_read_pieces, disk_read_pieces;
 	uint64_t dirty_peak, destaged_bytes, destage_full, destage_rmw, destage_reconstruct;
@@ -160,6 +205,8 @@ static struct {
 	double read_lat_sum, read_lat_max, write_lat_sum, write_lat_max, wait_sum;
 	double host_disk_read_service_s; /* the disks' service of host reads (no queueing) */
 	uint64_t host_disk_reads_timed;
+	uint64_t tier_read_pieces, tier_destages, ssd_reads, ssd_writes, ssd_read_bytes, ssd_write_bytes;
+	uint64_t migrations, promoted, demoted, migrated_bytes, windows;
 } S;
 
 static double mono(void)
@@ -367,8 +414,38 @@ static void disk_start(int d, double t)
 	schedule(t + service, EV_DISK, op);
 }
 
+static void ssd_start(double t)
+{
+	/* ssd_parallel requests at once (the pair's channels), FIFO: no seek to reorder */
+	while (ssd.q && ssd.busy < (int)P.ssd_parallel) {
+		struct dop *op = ssd.q;
+		ssd.q = op->next;
+		double service = (op->write ? P.ssd_write_ms : P.ssd_read_ms) / 1e3 + op->len / (P.ssd_mb_s * 1e6);
+		ssd.busy++;
+		ssd.busy_s += service;
+		if (op->write) {
+			S.ssd_writes++;
+			S.ssd_write_bytes += op->len;
+		} else {
+			S.ssd_reads++;
+			S.ssd_read_bytes += op->len;
+		}
+		schedule(t + service, EV_DISK, op);
+	}
+}
+
 static void submit(struct dop *op, double t)
 {
+	if (op->disk == SSD) {
+		op->queued = t;
+		op->next = NULL;
+		struct dop **o = &ssd.q;
+		while (*o)
+			o = &(*o)->next;
+		*o = op;
+		ssd_start(t);
+		return;
+	}
 	op->queued = t;
 	op->next = NULL;
 	struct dop **o = &disk[op->disk].q;
@@ -466,6 +543,24 @@ static void start_destage(struct stripe *st, double t)
 		}
 	}
 	struct dop *reads = NULL, *writes = NULL;
+	if (tiered && where[st->no * ndata * chunk / unit_bytes]) {
+		/* The unit is on the SSD pair: each dirty chunk's range written there (both
+		 * mirrors at once), no parity. */
+		S.tier_destages++;
+		for (int c = 0; c < ndata; c++)
+			if (dirty[c]) {
+				struct dop *op = new_op(SSD, (st->no * ndata + c) * chunk + lo[c] * PAGE,
+							(uint32_t)((hi[c] - lo[c] + 1) * PAGE), 1);
+				op->job = j;
+				op->next = writes;
+				writes = op;
+			}
+		j->phase = 2;
+		for (struct dop *o = writes; o; o = o->next)
+			j->pending++;
+		issue(writes, t);
+		return;
+	}
 	if (st->nflight == ndata * ppc) {
 		S.destage_full++; /* full stripe: new P and Q from the data alone */
 	} else if (k + 2 <= ndata - k) {
@@ -557,6 +652,9 @@ static void admit(struct host *h, double t)
 
 static void host_arrive(struct host *h, double t)
 {
+	if (tiered) /* one access per unit touched, reads and writes alike (accesses.py) */
+		for (uint64_t u = h->off / unit_bytes; u <= (h->off + h->len - 1) / unit_bytes && u < (uint64_t)nunits; u++)
+			window[u]++;
 	if (h->write) {
 		if (waitq || (dirty_bytes && dirty_bytes + new_dirty_bytes(h->off, h->len) > dirty_limit)) {
 			S.writes_waited++;
@@ -588,6 +686,13 @@ static void host_arrive(struct host *h, double t)
 			S.cache_read_pieces++;
 			double done = t + cache_s((uint32_t)(next - off));
 			h->cache_done = done > h->cache_done ? done : h->cache_done;
+		} else if (tiered && where[off / unit_bytes]) {
+			S.tier_read_pieces++;
+			struct dop *op = new_op(SSD, off, (uint32_t)(next - off), 0);
+			op->host = h;
+			op->next = ops;
+			ops = op;
+			h->pending++;
 		} else {
 			S.disk_read_pieces++;
 			S.disk_read_ops_host++;
@@ -625,11 +730,18 @@ static void host_done(struct host *h, double t)
 	free(h);
 }
 
+static void move_next(double t);
+static void move_op_done(struct move *m, double t);
+
 static void disk_done(struct dop *op, double t)
 {
-	struct disk *k = &disk[op->disk];
-	k->busy = 0;
-	if (op->host) {
+	if (op->disk == SSD)
+		ssd.busy--;
+	else
+		disk[op->disk].busy = 0;
+	if (op->move) {
+		move_op_done(op->move, t);
+	} else if (op->host) {
 		struct host *h = op->host;
 		if (--h->pending == 0)
 			schedule(t > h->cache_done ? t : h->cache_done, EV_HOST, h);
@@ -648,7 +760,107 @@ static void disk_done(struct dop *op, double t)
 	}
 	int d = op->disk;
 	free(op);
-	disk_start(d, t);
+	if (d == SSD)
+		ssd_start(t);
+	else
+		disk_start(d, t);
+}
+
+/* ---- the tier's mover: one unit at a time, demotions first (as the engine's) ---- */
+static void move_add(int64_t unit, int promote)
+{
+	struct move *m = calloc(1, sizeof *m);
+	if (!m)
+		exit(1);
+	m->unit = unit;
+	m->promote = promote;
+	*moves_tail = m;
+	moves_tail = &m->next;
+}
+
+/* The unit on the set: per stripe, each data chunk (reads) or all N chunks (a full
+ * stripe written: data, P and Q). */
+static void move_set_ops(struct move *m, int write, double t)
+{
+	uint64_t first = (uint64_t)m->unit * unit_bytes / (ndata * chunk), n = unit_bytes / (ndata * chunk);
+	struct dop *list = NULL;
+	for (uint64_t s = first; s < first + n; s++)
+		for (int role = 0; role < (write ? ndata + 2 : ndata); role++) {
+			struct dop *op = new_op(disk_of(s, role), s * chunk, (uint32_t)chunk, write);
+			op->move = m;
+			op->next = list;
+			list = op;
+			m->pending++;
+		}
+	issue(list, t);
+}
+
+static void move_ssd_op(struct move *m, int write, double t)
+{
+	struct dop *op = new_op(SSD, (uint64_t)m->unit * unit_bytes, (uint32_t)unit_bytes, write);
+	op->move = m;
+	m->pending = 1;
+	issue(op, t);
+}
+
+static void move_next(double t)
+{
+	if (moving || !moves)
+		return;
+	struct move *m = moves;
+	moves = m->next;
+	if (!moves)
+		moves_tail = &moves;
+	moving = 1;
+	m->phase = 1;
+	if (m->promote)
+		move_set_ops(m, 0, t);
+	else
+		move_ssd_op(m, 0, t);
+}
+
+static void move_op_done(struct move *m, double t)
+{
+	if (--m->pending)
+		return;
+	if (m->phase == 1) {
+		m->phase = 2;
+		if (m->promote)
+			move_ssd_op(m, 1, t);
+		else
+			move_set_ops(m, 1, t);
+		return;
+	}
+	where[m->unit] = (uint8_t)m->promote; /* the data's place switches when the copy is done */
+	S.migrated_bytes += unit_bytes;
+	if (m->promote)
+		S.promoted++;
+	else
+		S.demoted++;
+	free(m);
+	moving = 0;
+	move_next(t);
+}
+
+/* A statistics boundary (t0 + n x tier_stats_s): the window's accesses to the
+ * policy (workload/src/tierpolicy.c, the simulator's arithmetic); a migration's
+ * decisions queued for the mover. */
+static void stats_boundary(double t)
+{
+	S.windows++;
+	if (tp_window(&tp, window)) {
+		int64_t np, nd;
+		tp_migrate(&tp, promote_buf, &np, demote_buf, &nd);
+		if (np || nd)
+			S.migrations++;
+		for (int64_t i = 0; i < nd; i++)
+			move_add(demote_buf[i], 0);
+		for (int64_t i = 0; i < np; i++)
+			move_add(promote_buf[i], 1);
+		move_next(t);
+	}
+	memset(window, 0, (size_t)nunits * sizeof *window);
+	schedule(t0 + (double)(S.windows + 1) * P.tier_stats_s, EV_STATS, NULL);
 }
 
 /* ---- the model's thread: events and arrivals in time order, on the real clock ---- */
@@ -676,6 +888,8 @@ static void *model(void *arg)
 					disk_done(e.p, e.t);
 				else if (e.kind == EV_HOST)
 					host_done(e.p, e.t);
+				else if (e.kind == EV_STATS)
+					stats_boundary(e.t);
 				else {
 					tick_at = -1;
 					try_destage(e.t);
@@ -709,6 +923,9 @@ static size_t stats(char *buf, size_t n)
 		drb += disk[d].read_bytes;
 		dwb += disk[d].write_bytes;
 	}
+	int64_t in_tier = 0;
+	for (int64_t u = 0; tiered && u < nunits; u++)
+		in_tier += where[u];
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
@@ -724,7 +941,10 @@ static size_t stats(char *buf, size_t n)
 		"\"disk_reads\": %llu, \"disk_writes\": %llu, \"disk_read_bytes\": %llu, \"disk_write_bytes\": %llu, "
 		"\"disk_busy_s\": %.6f, \"disk_seek_s\": %.6f, \"disk_rotation_s\": %.6f, "
 		"\"host_disk_read_service_s\": %.6f, \"host_disk_reads_timed\": %llu, \"queued_writes\": %d, "
-		"\"destaging\": %d}\n",
+		"\"destaging\": %d, \"tier_read_pieces\": %llu, \"tier_destages\": %llu, \"ssd_reads\": %llu, "
+		"\"ssd_writes\": %llu, \"ssd_read_bytes\": %llu, \"ssd_write_bytes\": %llu, \"ssd_busy_s\": %.6f, "
+		"\"tier_windows\": %llu, \"migrations\": %llu, \"promoted\": %llu, \"demoted\": %llu, "
+		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld}\n",
 		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
@@ -735,7 +955,12 @@ static size_t stats(char *buf, size_t n)
 		(unsigned long long)S.disk_read_ops_host, (unsigned long long)S.disk_read_ops_destage,
 		(unsigned long long)S.disk_write_ops_destage, (unsigned long long)dr, (unsigned long long)dw,
 		(unsigned long long)drb, (unsigned long long)dwb, busy, seek, rot, S.host_disk_read_service_s,
-		(unsigned long long)S.host_disk_reads_timed, waitq != NULL, jobs_inflight);
+		(unsigned long long)S.host_disk_reads_timed, waitq != NULL, jobs_inflight,
+		(unsigned long long)S.tier_read_pieces, (unsigned long long)S.tier_destages,
+		(unsigned long long)S.ssd_reads, (unsigned long long)S.ssd_writes, (unsigned long long)S.ssd_read_bytes,
+		(unsigned long long)S.ssd_write_bytes, ssd.busy_s, (unsigned long long)S.windows,
+		(unsigned long long)S.migrations, (unsigned long long)S.promoted, (unsigned long long)S.demoted,
+		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier);
 	pthread_mutex_unlock(&mu);
 	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }
@@ -866,9 +1091,32 @@ int main(int argc, char **argv)
 	}
 	uint64_t size = (uint64_t)st.st_size, stripe_bytes = (uint64_t)ndata * chunk;
 	span = (size + stripe_bytes - 1) / stripe_bytes * chunk; /* each disk's share */
+	if (P.tier_mb > 0) {
+		unit_bytes = (uint64_t)P.tier_unit_kb * 1024;
+		struct tp_params tpp = {.k = (int64_t)(P.tier_mb * 1048576 / (double)unit_bytes), .budget = -1,
+					.stats_s = P.tier_stats_s, .migrate_s = P.tier_migrate_s,
+					.half_life_s = P.tier_half_life_s};
+		if (!unit_bytes || unit_bytes % stripe_bytes || tpp.k < 1 || P.tier_stats_s <= 0 ||
+		    P.tier_migrate_s < P.tier_stats_s || P.ssd_mb_s <= 0 || P.ssd_parallel < 1) {
+			fprintf(stderr, "iotape-array: bad tier (unit a multiple of a stripe's data, %llu KiB; "
+					"at least one unit; intervals and SSD rates positive)\n",
+				(unsigned long long)(stripe_bytes / 1024));
+			return 2;
+		}
+		nunits = (int64_t)((size + unit_bytes - 1) / unit_bytes);
+		where = calloc((size_t)nunits, 1);
+		window = calloc((size_t)nunits, sizeof *window);
+		promote_buf = calloc((size_t)nunits, sizeof *promote_buf);
+		demote_buf = calloc((size_t)nunits, sizeof *demote_buf);
+		if (!where || !window || !promote_buf || !demote_buf || tp_init(&tp, &tpp, nunits))
+			return 1;
+		tiered = 1;
+	}
 	if (ff_mount(argv[1], "iotape-array", size, stats))
 		return 1;
 	t0 = mnow = mono();
+	if (tiered)
+		schedule(t0 + P.tier_stats_s, EV_STATS, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
