@@ -116,6 +116,7 @@ class ArrayFile(FuseDisk):
         model: ArrayModel,
         log: Path | None = None,
         prefix: str = "iotape-lab-array-",
+        backing: Path | None = None,
     ) -> None:
         self.model = model
-        super().__init__(SERVER, size, model.args(), prefix, log)
+        super().__init__(SERVER, size, model.args(), prefix, log, backing)

@@ -111,7 +111,12 @@ class HybridLab:
             self.fast = self._loop("/dev/shm", direct=False)
             if self.hdd_model is not None or self.array_model is not None:
                 if self.array_model is not None:
-                    self.hdd = ArrayFile(self.size, self.array_model)
+                    # The lab's own backing: restart_array serves the same data anew.
+                    fd, name = tempfile.mkstemp(prefix="iotape-lab-array-", dir="/dev/shm")
+                    os.close(fd)
+                    self._files.append(Path(name))
+                    os.truncate(name, self.size)
+                    self.hdd = ArrayFile(self.size, self.array_model, backing=Path(name))
                 else:
                     assert self.hdd_model is not None
                     self.hdd = HddFile(self.size, self.hdd_model)
@@ -155,6 +160,25 @@ class HybridLab:
         self._loops.append(dev)
         return dev
 
+    def restart_array(self, model: ArrayModel) -> str:
+        """Serve the array's data with another model (its tier on or off, say): the
+        loop device and the server are replaced, the data kept. The new slow device."""
+        assert self.hdd is not None and self.array_model is not None
+        backing = self.hdd.backing
+        subprocess.run(["losetup", "-d", self.slow], check=False, capture_output=True)
+        self._loops.remove(self.slow)
+        self.hdd.close()
+        self.hdd = None
+        self.array_model = model
+        self.hdd = ArrayFile(self.size, model, backing=backing)
+        self.slow = _losetup(self.hdd.path, direct=True)
+        self._loops.append(self.slow)
+        st = os.stat(self.slow)
+        self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+        if self.cgroup is not None:
+            self.set_slow_iops(self.slow_iops)
+        return self.slow
+
     def set_slow_iops(self, iops: int | None) -> None:
         """Change the slow disk's IOPS limit (None: unthrottled)."""
         assert self.cgroup is not None
@@ -188,7 +212,7 @@ class HybridLab:
     def files(self) -> list[str]:
         """The files backing this lab's devices (gone after close)."""
         hdd = [str(self.hdd.backing), str(self.hdd.mount)] if self.hdd is not None else []
-        return [str(p) for p in self._files] + hdd
+        return list(dict.fromkeys([str(p) for p in self._files] + hdd))
 
     @property
     def disk(self) -> tuple[int, int]:

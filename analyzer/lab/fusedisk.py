@@ -22,22 +22,34 @@ class FuseDisk:
     """A running server and its mount; close() unmounts and ends it."""
 
     def __init__(
-        self, server: Path, size: int, args: list[str], prefix: str, log: Path | None = None
+        self,
+        server: Path,
+        size: int,
+        args: list[str],
+        prefix: str,
+        log: Path | None = None,
+        backing: Path | None = None,
     ) -> None:
         """log: the server's messages go to this file and it runs in a session of its
-        own, so that it outlives the process that started it (`iotape lab device up`)."""
+        own, so that it outlives the process that started it (`iotape lab device up`).
+        backing: serve this file (the caller's: kept at close, so that another server
+        can serve the same data), else a new one in /dev/shm, removed at close."""
         if not server.exists():
             raise DiskError(f"{server}: the lab's disk is not built; run `make setup`")
         if not Path("/dev/fuse").exists():
             raise DiskError("/dev/fuse: no FUSE on this machine")
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".img", dir="/dev/shm")
-        os.close(fd)
-        self.backing = Path(name)
+        self.own_backing = backing is None
+        if backing is None:
+            fd, name = tempfile.mkstemp(prefix=prefix, suffix=".img", dir="/dev/shm")
+            os.close(fd)
+            backing = Path(name)
+        self.backing = backing
         self.proc: subprocess.Popen | None = None
         self.mount = Path(tempfile.mkdtemp(prefix=prefix))
         self.path = self.mount / "disk"
         try:
-            os.truncate(self.backing, size)
+            if self.own_backing:
+                os.truncate(self.backing, size)
             errors = log.open("ab") if log is not None else None
             try:
                 self.proc = subprocess.Popen(
@@ -98,7 +110,8 @@ class FuseDisk:
             self.proc = None
         with contextlib.suppress(OSError):
             self.mount.rmdir()
-        self.backing.unlink(missing_ok=True)
+        if self.own_backing:
+            self.backing.unlink(missing_ok=True)
 
 
 HddError = DiskError  # the name devices.py and its callers know

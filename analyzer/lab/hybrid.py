@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict
+from analyzer.lab import predict, replayed
 from analyzer.lab.array import ArrayModel
-from analyzer.lab.devices import HybridLab
+from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
@@ -65,6 +65,7 @@ class LabOptions:
     migrate_s: float = 5.0
     verify: bool = False
     device: str = "hdd"  # or "throttle", "array"
+    tier_in: str = "engine"  # or "array": the emulated array's own tier (device "array")
     spindles: int = 4
     probe_seconds: float = 3.0
     name: str = "hybrid"
@@ -190,6 +191,41 @@ def _array_delta(
     return d, now
 
 
+def _array_tier(o: LabOptions, array: ArrayModel) -> ArrayModel:
+    """The array with its own tier as the engine's would be: the lab's SSD size, unit
+    and intervals (the half-life is both sides' default, 60 s)."""
+    s = o.sizing
+    stripe_kb = array.data_disks * array.chunk_kb
+    if s.unit_kb % stripe_kb:
+        raise LabError(
+            f"--unit-kb {s.unit_kb}: the array's tier moves whole stripes of {stripe_kb} KiB "
+            f"({array.data_disks} data disks x {array.chunk_kb} KiB)"
+        )
+    return replace(
+        array, tier_mb=s.ssd_mb, tier_unit_kb=s.unit_kb, tier_stats_s=o.stats_s,
+        tier_migrate_s=o.migrate_s,
+    )  # fmt: skip
+
+
+def _replayed(
+    o: LabOptions, lab: HybridLab, base: dict, tiered: ArrayModel, out: Path, say: Say
+) -> dict[str, Any]:
+    """The tier's gain from the baseline's trace alone: its dependent replay on the
+    array without the tier and with it (a cold tier, as the measured run starts), then
+    the databases made again (the replays wrote over them) at memory speed."""
+    trace = Path(base["trace"])
+    say("prediction by replay: the baseline's trace, dependent timing, on the array")
+    ref = replayed.replay(trace, lab.slow, out / "replay-baseline")
+    lab.restart_array(tiered)
+    say("prediction by replay: the same on the array with its tier")
+    tier = replayed.replay(trace, lab.slow, out / "replay-tier")
+    assert lab.hdd is not None
+    lab.hdd.modelled(False)
+    engine.run(replace(_config(o, lab.slow), duration=0.5, create="recreate"))
+    lab.hdd.modelled(True)
+    return {"reference": ref, "tier": tier, "read_throughput_gain": replayed.gain(ref, tier)}
+
+
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     """Every run of the experiment and the prediction; the raw material of the report."""
     s = o.sizing
@@ -224,9 +260,26 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
         runs["baseline"]["array"], counts = _array_delta(lab, counts)
         prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
+        if o.tier_in == "array":
+            assert array is not None
+            tiered = _array_tier(o, array)
+            prediction["tier"]["replayed"] = _replayed(o, lab, runs["baseline"], tiered, out, say)
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
         for key in ("tier", "cache"):
+            if key == "tier" and o.tier_in == "array":
+                # The tier inside the array, starting cold; the engine as in the baseline.
+                lab.restart_array(tiered)
+                cfg = _config(o, lab.slow)
+                say(f"{key}: the array's own tier of {s.ssd_mb} MiB, {o.seconds:g} s")
+                counts = _array_stats(lab)
+                runs[key] = _run(cfg, out, key, [lab.slow], store, o.name)
+                runs[key]["array"], counts = _array_delta(lab, counts)
+                assert array is not None
+                lab.restart_array(array)
+                base = _config(o, lab.slow)
+                counts = _array_stats(lab)
+                continue
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)

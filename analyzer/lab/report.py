@@ -104,8 +104,12 @@ def _array(d: dict[str, Any] | None) -> dict[str, Any] | None:
     the model's mean latencies (its own times, without the host's path)."""
     if not d:
         return None
+    pieces = d["tier_read_pieces"] + d["disk_read_pieces"] + d["cache_read_pieces"]
     return {
         **d,
+        "tier_read_hit_ratio": (
+            d["tier_read_pieces"] / pieces if d["promoted"] and pieces else None
+        ),
         "model_read_ms_avg": d["read_latency_s_sum"] / d["reads"] * 1e3 if d["reads"] else None,
         "model_write_ms_avg": (
             d["write_latency_s_sum"] / d["writes"] * 1e3 if d["writes"] else None
@@ -147,6 +151,11 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
                 )
             },
         }
+        a = row["array"]
+        if a and a.get("tier_read_hit_ratio") is not None:
+            # The tier inside the array: its own moves and hits, not the engine's.
+            row["migrated_bytes"] = a["migrated_bytes"]
+            row["read_hit_ratio"] = a["tier_read_hit_ratio"]
         if key in raw["prediction"]:
             row["predicted"] = _versus(raw["prediction"][key], row)
         configs[key] = row
@@ -186,6 +195,11 @@ def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         "migrated_bytes": p["migrated_bytes"],
         "migrated_bytes_error": _err(p["migrated_bytes"], row["migrated_bytes"]),
         "migrated_mib": p["migrated_bytes"] / MIB,
+        # The dependent replay's (device "array", its own tier): database reads/s
+        "replayed_gain": (p.get("replayed") or {}).get("read_throughput_gain"),
+        "replayed_gain_error": _err(
+            (p.get("replayed") or {}).get("read_throughput_gain"), row["gain"]["db_reads_per_s"]
+        ),
     }
 
 
@@ -222,6 +236,8 @@ def render(rep: dict[str, Any]) -> str:
         ("  error", "read_throughput_gain_error", "{:+.0%}"),
         ("predicted migrated MiB", "migrated_mib", "{:.0f}"),
         ("  error", "migrated_bytes_error", "{:+.0%}"),
+        ("replayed reads/s gain", "replayed_gain", "{:.2f}x"),
+        ("  error", "replayed_gain_error", "{:+.0%}"),
     ):
         rows.append((label, [_x(c[k].get("predicted", {}).get(field), fmt) for k in keys]))
     ok = [

@@ -60,6 +60,15 @@ def hybrid(
     unit_kb: Annotated[int, typer.Option("--unit-kb", help="Page moved (KiB).")] = 4096,
     stats_s: Annotated[float, typer.Option("--stats-s", help="Tier statistics interval.")] = 5,
     migrate_s: Annotated[float, typer.Option("--migrate-s", help="Tier migration interval.")] = 5,
+    tier_in: Annotated[
+        str,
+        typer.Option(
+            "--tier-in",
+            help="engine (the reference engine tiers its own files) or array (--device "
+            "array: the array's own tier; predicted also by a dependent replay of the "
+            "baseline's trace on it).",
+        ),
+    ] = "engine",
     verify: Annotated[
         bool, typer.Option("--verify", help="Checksum every 4 KiB written; read back at the end.")
     ] = False,
@@ -81,6 +90,8 @@ def hybrid(
         raise IotapeError(f"--device {device}: hdd, array or throttle")
     if not (4 if device == "array" else 1) <= spindles <= 64:
         raise IotapeError(f"--spindles {spindles}: between {4 if device == 'array' else 1} and 64")
+    if tier_in not in ("engine", "array") or (tier_in == "array" and device != "array"):
+        raise IotapeError(f"--tier-in {tier_in}: engine, or array with --device array")
     if seconds <= 0:
         raise IotapeError(f"--seconds {seconds}: must be positive")
     if min(read_iops, write_iops, mb_per_s) <= 0:
@@ -91,6 +102,7 @@ def hybrid(
         sizing=size(db_mb, mailboxes, databases, unit_kb), threads=threads, seconds=seconds,
         read_iops=read_iops, write_iops=write_iops, mb_per_s=mb_per_s, stats_s=stats_s,
         migrate_s=migrate_s, verify=verify, name=name, device=device, spindles=spindles,
+        tier_in=tier_in,
     )  # fmt: skip
     try:
         with opened(db) as store:
