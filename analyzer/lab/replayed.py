@@ -31,19 +31,28 @@ def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
     wall = time.monotonic() - t
     res = json.loads((jobdir / "results" / "fio.json").read_text())
     jobs = res["jobs"]
+    out: dict[str, Any] = {**figures(res), "wall_s": wall}
+    out["streams"] = _streams(jobs)
+    out["issued_before_predecessor"] = summary.issued_before_predecessor
+    out["dependencies"] = man.get("dependencies")
+    return out
+
+
+def figures(res: dict[str, Any]) -> dict[str, Any]:
+    """Requests, their rate and the read and write p50 (ms) of fio's JSON
+    (group_reporting: one job of all threads) or iotape-lanes' (a job per submitter,
+    run at once: all requests over the longest job; a p50 the median of the jobs')."""
+    jobs = res["jobs"]
     ios = sum(j[d]["total_ios"] for j in jobs for d in ("read", "write"))
     if res.get("fio version") == "iotape-lanes":
         runtime_s = max(j["job_runtime"] for j in jobs) / 1e3
         iops = ios / runtime_s if runtime_s else None
     else:
         iops = sum(j[d]["iops"] for j in jobs for d in ("read", "write"))
-    out: dict[str, Any] = {"ios": ios, "iops": iops, "wall_s": wall}
+    out: dict[str, Any] = {"ios": ios, "iops": iops}
     for d in ("read", "write"):
         p = [j[d]["clat_ns"]["percentile"]["50.000000"] for j in jobs if j[d]["total_ios"]]
         out[f"{d}_p50_ms"] = sorted(p)[len(p) // 2] / 1e6 if p else None
-    out["streams"] = _streams(jobs)
-    out["issued_before_predecessor"] = summary.issued_before_predecessor
-    out["dependencies"] = man.get("dependencies")
     return out
 
 

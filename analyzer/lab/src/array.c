@@ -1121,19 +1121,10 @@ int main(int argc, char **argv)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&wake, &ca);
-	pthread_t m, r[READERS];
+	pthread_t m;
 	if (pthread_create(&m, NULL, model, NULL)) {
 		fprintf(stderr, "iotape-array: cannot start the model's thread\n");
 		return 1;
 	}
-	for (int i = 0; i < READERS; i++)
-		if (pthread_create(&r[i], NULL, reader, NULL)) {
-			fprintf(stderr, "iotape-array: cannot start a reader thread\n");
-			return 1;
-		}
-	printf("ready\n");
-	fflush(stdout);
-	for (int i = 0; i < READERS; i++)
-		pthread_join(r[i], NULL);
-	return 0;
+	return ff_serve(READERS, reader, "iotape-array");
 }

@@ -3,6 +3,7 @@
 #include "fusefile.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,5 +156,22 @@ int ff_mount(const char *mountpoint, const char *name, uint64_t size, ff_stats_f
 		fprintf(stderr, "%s: mount %s: %s\n", name, mountpoint, strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+int ff_serve(int n, void *(*fn)(void *), const char *name)
+{
+	pthread_t t[64];
+	if (n < 1 || n > 64)
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, fn, NULL)) {
+			fprintf(stderr, "%s: cannot start a serving thread\n", name);
+			return 1;
+		}
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
 	return 0;
 }

@@ -31,4 +31,8 @@ int ff_next(char *buf);
  * WRITE of "disk" are the server's. Returns 1 on DESTROY (the server exits). */
 int ff_other(struct fuse_in_header *h, char *arg);
 
+/* Starts n threads running fn, prints "ready" (the caller waits for it), and joins
+ * them (they exit the process when the mount goes). 1 if a thread cannot start. */
+int ff_serve(int n, void *(*fn)(void *), const char *name);
+
 #endif

@@ -159,15 +159,5 @@ int main(int argc, char **argv)
 	size = (uint64_t)st.st_size;
 	if (ff_mount(argv[1], "iotape-hdd", size, NULL))
 		return 1;
-	pthread_t t[64];
-	for (int i = 0; i < spindles; i++)
-		if (pthread_create(&t[i], NULL, spindle, NULL)) {
-			fprintf(stderr, "iotape-hdd: cannot start a spindle thread\n");
-			return 1;
-		}
-	printf("ready\n");
-	fflush(stdout);
-	for (int i = 0; i < spindles; i++)
-		pthread_join(t[i], NULL);
-	return 0;
+	return ff_serve(spindles, spindle, "iotape-hdd");
 }
