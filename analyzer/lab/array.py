@@ -51,6 +51,7 @@ class ArrayModel:
     ssd_write_ms: float
     ssd_mb_s: float
     ssd_parallel: int
+    cache_ssd_mb: float
 
     @classmethod
     def load(

@@ -250,3 +250,40 @@ def test_the_tier_promotes_the_hot_units_and_serves_them(array: Any) -> None:
     w = _delta(s1, d.drained())
     assert (w["tier_destages"], w["destage_rmw"], w["disk_write_ops_destage"]) == (1, 0, 0)
     assert w["ssd_writes"] == 1
+
+
+def _until(d: Device, key: str, n: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while (s := d.stats())[key] < n:
+        assert time.monotonic() < deadline, s
+        time.sleep(0.02)
+    return s
+
+
+def test_the_read_cache_fills_missed_units_and_evicts_the_least_recent(array: Any) -> None:
+    """A 2-unit SSD read cache of 1 MiB units (workload/src/cachepolicy.c): a missed
+    unit is copied in (16 chunk reads, one SSD write), then its reads are the SSDs';
+    a third unit evicts the least recently read."""
+    mib = 1 << 20
+    d = array(size_mb=64, disks=6, chunk_kb=64, cache_ssd_mb=2, tier_unit_kb=1024)
+    s0 = d.stats()
+    _pread(d.dev, 3 * mib, 8 * KIB)
+    s1 = _until(d, "fills", 1)
+    f = _delta(s0, s1)
+    assert (f["rcache_misses"], f["disk_reads"], f["ssd_writes"]) == (1, 1 + 16, 1)
+    for i in range(10):
+        _pread(d.dev, 3 * mib + i * 64 * KIB, 8 * KIB)
+    h = _delta(s1, d.stats())
+    assert (h["rcache_hits"], h["ssd_reads"], h["disk_reads"]) == (10, 10, 0)
+    _pread(d.dev, 5 * mib, 8 * KIB)
+    _until(d, "fills", 2)
+    _pread(d.dev, 9 * mib, 8 * KIB)
+    s2 = _until(d, "fills", 3)
+    assert s2["evictions"] - s0["evictions"] == 1 and s2["tier_units"] == 2
+    _pread(d.dev, 3 * mib, 8 * KIB)  # evicted: from the disks again
+    m = _delta(s2, d.stats())
+    assert (m["rcache_misses"], m["rcache_hits"], m["disk_read_ops_host"]) == (1, 0, 1)
+    # A write to a cached unit updates its copy when destaged.
+    _pwrite(d.dev, 9 * mib + 8 * KIB, os.urandom(8 * KIB))
+    w = _delta(s2, d.drained())
+    assert w["rcache_updates"] == 1 and w["destage_rmw"] == 1

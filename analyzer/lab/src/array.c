@@ -36,6 +36,12 @@
  *   chunk, a demotion writes full stripes); reads of a unit in the tier and destages
  *   of its stripes go to the SSDs once its copy is done.
  *
+ * - With CACHE_SSD_MB > 0 instead, an SSD read cache of such units: a read of a unit
+ *   whose copy is there is served by the SSDs, a miss from the disks and queued for
+ *   a fill (workload/src/cachepolicy.c: the engine's cache, the simulator's lru);
+ *   the mover fills one unit at a time, evicting the least recent; destages update
+ *   a cached unit's copy too.
+ *
  * Usage: iotape-array MOUNTPOINT BACKING KEY=VALUE...  (keys: see `params` below)
  * Prints "ready" once mounted; serves until unmounted. SIGUSR1 serves at memory
  * speed (making a database), SIGUSR2 models again. */
@@ -56,6 +62,7 @@
 #include <unistd.h>
 
 #include "fusefile.h"
+#include "cachepolicy.h"
 #include "tierpolicy.h"
 
 #define PAGE 4096u
@@ -69,9 +76,9 @@ static struct {
 	double ack_ms, cache_mb_s, dirty_mb, watermark, destage_delay_ms, destage_depth;
 	double ncq_window, max_wait_ms, seed;
 	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
-	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel;
+	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel, cache_ssd_mb;
 } P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 200, 1,
-       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4};
+       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4, 0};
 
 static const struct {
 	const char *key;
@@ -87,7 +94,7 @@ static const struct {
 	{"tier_mb", &P.tier_mb}, {"tier_unit_kb", &P.tier_unit_kb}, {"tier_stats_s", &P.tier_stats_s},
 	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
 	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
-	{"ssd_parallel", &P.ssd_parallel},
+	{"ssd_parallel", &P.ssd_parallel}, {"cache_ssd_mb", &P.cache_ssd_mb},
 };
 
 /* derived */
@@ -145,7 +152,7 @@ struct dop {
 /* One unit copied between the tier and the set by the mover: read all, write all. */
 struct move {
 	int64_t unit;
-	int promote, phase, pending;
+	int promote, fill, phase, pending; /* fill: a read cache's copy in (promote too) */
 	struct move *next;
 };
 
@@ -183,7 +190,9 @@ static int jobs_inflight;
 
 /* The SSD tier: the policy's placement decided (tp.fast), the data's place (where,
  * switched when a unit's copy is done), this window's accesses, the mover's queue. */
-static int tiered;
+static int tiered, rcache; /* an SSD tier, or an SSD read cache (cachepolicy.c) */
+static struct cp cp;
+static uint8_t *filled; /* the read cache's units whose copy is done */
 static uint64_t unit_bytes;
 static int64_t nunits;
 static struct tp tp;
@@ -207,6 +216,7 @@ static struct {
 	uint64_t host_disk_reads_timed;
 	uint64_t tier_read_pieces, tier_destages, ssd_reads, ssd_writes, ssd_read_bytes, ssd_write_bytes;
 	uint64_t migrations, promoted, demoted, migrated_bytes, windows;
+	uint64_t rcache_hits, rcache_misses, fills, evictions, rcache_updates;
 } S;
 
 static double mono(void)
@@ -577,8 +587,18 @@ static void start_destage(struct stripe *st, double t)
 				add_op(j, &reads, c, ulo, uhi, 0);
 	}
 	for (int c = 0; c < ndata; c++)
-		if (dirty[c])
+		if (dirty[c]) {
 			add_op(j, &writes, c, lo[c], hi[c], 1);
+			if (rcache && filled[st->no * ndata * chunk / unit_bytes]) {
+				/* the cached copy updated, not dropped (as the engine's cache) */
+				S.rcache_updates++;
+				struct dop *op = new_op(SSD, (st->no * ndata + c) * chunk + lo[c] * PAGE,
+							(uint32_t)((hi[c] - lo[c] + 1) * PAGE), 1);
+				op->job = j;
+				op->next = writes;
+				writes = op;
+			}
+		}
 	add_op(j, &writes, ndata, ulo, uhi, 1);
 	add_op(j, &writes, ndata + 1, ulo, uhi, 1);
 	j->writes = writes;
@@ -650,6 +670,22 @@ static void admit(struct host *h, double t)
 	try_destage(t);
 }
 
+static void fill_next(double t);
+
+/* A read of unit u in the read cache: a hit when its copy is there (the LRU's most
+ * recent now), else a miss queued for a fill (cachepolicy.c: the simulator's lru). */
+static int rcache_read(int64_t u)
+{
+	if (u >= nunits)
+		return 0;
+	if (cp_read(&cp, u) && filled[u]) {
+		S.rcache_hits++;
+		return 1;
+	}
+	S.rcache_misses++;
+	return 0;
+}
+
 static void host_arrive(struct host *h, double t)
 {
 	if (tiered) /* one access per unit touched, reads and writes alike (accesses.py) */
@@ -686,7 +722,7 @@ static void host_arrive(struct host *h, double t)
 			S.cache_read_pieces++;
 			double done = t + cache_s((uint32_t)(next - off));
 			h->cache_done = done > h->cache_done ? done : h->cache_done;
-		} else if (tiered && where[off / unit_bytes]) {
+		} else if ((tiered && where[off / unit_bytes]) || (rcache && rcache_read(off / unit_bytes))) {
 			S.tier_read_pieces++;
 			struct dop *op = new_op(SSD, off, (uint32_t)(next - off), 0);
 			op->host = h;
@@ -707,6 +743,8 @@ static void host_arrive(struct host *h, double t)
 	if (!ops)
 		schedule(h->cache_done, EV_HOST, h);
 	issue(ops, t);
+	if (rcache)
+		fill_next(t);
 }
 
 static void host_done(struct host *h, double t)
@@ -767,7 +805,7 @@ static void disk_done(struct dop *op, double t)
 }
 
 /* ---- the tier's mover: one unit at a time, demotions first (as the engine's) ---- */
-static void move_add(int64_t unit, int promote)
+static struct move *move_add(int64_t unit, int promote)
 {
 	struct move *m = calloc(1, sizeof *m);
 	if (!m)
@@ -776,6 +814,7 @@ static void move_add(int64_t unit, int promote)
 	m->promote = promote;
 	*moves_tail = m;
 	moves_tail = &m->next;
+	return m;
 }
 
 /* The unit on the set: per stripe, each data chunk (reads) or all N chunks (a full
@@ -831,14 +870,39 @@ static void move_op_done(struct move *m, double t)
 			move_set_ops(m, 1, t);
 		return;
 	}
-	where[m->unit] = (uint8_t)m->promote; /* the data's place switches when the copy is done */
 	S.migrated_bytes += unit_bytes;
-	if (m->promote)
-		S.promoted++;
-	else
-		S.demoted++;
+	if (m->fill) {
+		cp_admitted(&cp, m->unit);
+		filled[m->unit] = 1;
+		S.fills++;
+	} else {
+		where[m->unit] = (uint8_t)m->promote; /* the data's place switches when copied */
+		if (m->promote)
+			S.promoted++;
+		else
+			S.demoted++;
+	}
 	free(m);
 	moving = 0;
+	if (rcache)
+		fill_next(t);
+	else
+		move_next(t);
+}
+
+/* The read cache's next fill, one at a time: the victim leaves at once (its copy is
+ * clean: nothing to write back), the unit is read from the disks and written to the
+ * SSDs, and is a hit once that is done. */
+static void fill_next(double t)
+{
+	int64_t u, victim;
+	if (moving || !cp_next(&cp, &u, &victim))
+		return;
+	if (victim >= 0) {
+		filled[victim] = 0;
+		S.evictions++;
+	}
+	move_add(u, 1)->fill = 1;
 	move_next(t);
 }
 
@@ -924,8 +988,8 @@ static size_t stats(char *buf, size_t n)
 		dwb += disk[d].write_bytes;
 	}
 	int64_t in_tier = 0;
-	for (int64_t u = 0; tiered && u < nunits; u++)
-		in_tier += where[u];
+	for (int64_t u = 0; u < nunits; u++)
+		in_tier += tiered ? where[u] : rcache ? filled[u] : 0;
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
@@ -944,7 +1008,9 @@ static size_t stats(char *buf, size_t n)
 		"\"destaging\": %d, \"tier_read_pieces\": %llu, \"tier_destages\": %llu, \"ssd_reads\": %llu, "
 		"\"ssd_writes\": %llu, \"ssd_read_bytes\": %llu, \"ssd_write_bytes\": %llu, \"ssd_busy_s\": %.6f, "
 		"\"tier_windows\": %llu, \"migrations\": %llu, \"promoted\": %llu, \"demoted\": %llu, "
-		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld}\n",
+		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld, "
+		"\"rcache_hits\": %llu, \"rcache_misses\": %llu, \"fills\": %llu, \"evictions\": %llu, "
+		"\"rcache_updates\": %llu}\n",
 		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
@@ -960,7 +1026,9 @@ static size_t stats(char *buf, size_t n)
 		(unsigned long long)S.ssd_reads, (unsigned long long)S.ssd_writes, (unsigned long long)S.ssd_read_bytes,
 		(unsigned long long)S.ssd_write_bytes, ssd.busy_s, (unsigned long long)S.windows,
 		(unsigned long long)S.migrations, (unsigned long long)S.promoted, (unsigned long long)S.demoted,
-		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier);
+		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier,
+		(unsigned long long)S.rcache_hits, (unsigned long long)S.rcache_misses, (unsigned long long)S.fills,
+		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates);
 	pthread_mutex_unlock(&mu);
 	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }
@@ -1111,6 +1179,22 @@ int main(int argc, char **argv)
 		if (!where || !window || !promote_buf || !demote_buf || tp_init(&tp, &tpp, nunits))
 			return 1;
 		tiered = 1;
+	}
+	if (P.cache_ssd_mb > 0) {
+		unit_bytes = (uint64_t)P.tier_unit_kb * 1024;
+		int64_t k = (int64_t)(P.cache_ssd_mb * 1048576 / (double)unit_bytes);
+		if (tiered || !unit_bytes || unit_bytes % stripe_bytes || k < 1 || P.ssd_mb_s <= 0 ||
+		    P.ssd_parallel < 1) {
+			fprintf(stderr, "iotape-array: bad read cache (not with a tier; units of whole stripes, "
+					"%llu KiB; at least one unit)\n",
+				(unsigned long long)(stripe_bytes / 1024));
+			return 2;
+		}
+		nunits = (int64_t)((size + unit_bytes - 1) / unit_bytes);
+		filled = calloc((size_t)nunits, 1);
+		if (!filled || cp_init(&cp, nunits, k))
+			return 1;
+		rcache = 1;
 	}
 	if (ff_mount(argv[1], "iotape-array", size, stats))
 		return 1;
