@@ -191,39 +191,43 @@ def _array_delta(
     return d, now
 
 
-def _array_tier(o: LabOptions, array: ArrayModel) -> ArrayModel:
-    """The array with its own tier as the engine's would be: the lab's SSD size, unit
-    and intervals (the half-life is both sides' default, 60 s)."""
+def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
+    """The array with its own tier, and with its own read cache, as the engine's would
+    be: the lab's SSD size, unit and intervals (the tier's half-life is both sides'
+    default, 60 s)."""
     s = o.sizing
     stripe_kb = array.data_disks * array.chunk_kb
     if s.unit_kb % stripe_kb:
         raise LabError(
-            f"--unit-kb {s.unit_kb}: the array's tier moves whole stripes of {stripe_kb} KiB "
+            f"--unit-kb {s.unit_kb}: the array moves whole stripes of {stripe_kb} KiB "
             f"({array.data_disks} data disks x {array.chunk_kb} KiB)"
         )
-    return replace(
-        array, tier_mb=s.ssd_mb, tier_unit_kb=s.unit_kb, tier_stats_s=o.stats_s,
-        tier_migrate_s=o.migrate_s,
-    )  # fmt: skip
+    unit = replace(array, tier_unit_kb=s.unit_kb)
+    return {
+        "tier": replace(unit, tier_mb=s.ssd_mb, tier_stats_s=o.stats_s, tier_migrate_s=o.migrate_s),
+        "cache": replace(unit, cache_ssd_mb=s.ssd_mb),
+    }
 
 
 def _replayed(
-    o: LabOptions, lab: HybridLab, base: dict, tiered: ArrayModel, out: Path, say: Say
+    o: LabOptions, lab: HybridLab, base: dict, model: ArrayModel, out: Path, say: Say
 ) -> dict[str, Any]:
-    """The tier's gain from the baseline's trace alone: its dependent replay on the
-    array without the tier and with it (a cold tier, as the measured run starts), then
-    the databases made again (the replays wrote over them) at memory speed."""
+    """A configuration's gain from the baseline's trace alone: its dependent replay on
+    the array as the baseline had it and as the configuration has it (cold, as the
+    measured run starts). The replays write over the databases: the caller makes them
+    again."""
     trace = Path(base["trace"])
-    say("prediction by replay: the baseline's trace, dependent timing, on the array")
-    ref = replayed.replay(trace, lab.slow, out / "replay-baseline")
-    lab.restart_array(tiered)
-    say("prediction by replay: the same on the array with its tier")
-    tier = replayed.replay(trace, lab.slow, out / "replay-tier")
-    assert lab.hdd is not None
-    lab.hdd.modelled(False)
-    engine.run(replace(_config(o, lab.slow), duration=0.5, create="recreate"))
-    lab.hdd.modelled(True)
-    return {"reference": ref, "tier": tier, "read_throughput_gain": replayed.gain(ref, tier)}
+    assert lab.array_model is not None
+    key = "tier" if model.tier_mb else "cache"
+    if not (out / "replay-baseline").exists():
+        say("prediction by replay: the baseline's trace, dependent timing, on the array")
+        lab.restart_array(replace(model, tier_mb=0, cache_ssd_mb=0))
+        base["replayed"] = replayed.replay(trace, lab.slow, out / "replay-baseline")
+    ref = base["replayed"]
+    lab.restart_array(model)
+    say(f"prediction by replay: the same on the array with its {key}")
+    got = replayed.replay(trace, lab.slow, out / f"replay-{key}")
+    return {"reference": ref, key: got, "read_throughput_gain": replayed.gain(ref, got)}
 
 
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
@@ -260,25 +264,29 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
         runs["baseline"]["array"], counts = _array_delta(lab, counts)
         prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
+        ssd: dict[str, ArrayModel] = {}
         if o.tier_in == "array":
             assert array is not None
-            tiered = _array_tier(o, array)
-            prediction["tier"]["replayed"] = _replayed(o, lab, runs["baseline"], tiered, out, say)
+            ssd = _array_ssd(o, array)
+            for key, model in ssd.items():
+                prediction[key]["replayed"] = _replayed(o, lab, runs["baseline"], model, out, say)
+            lab.restart_array(array)  # the databases made again after the replays
+            disk = lab.hdd
+            assert disk is not None
+            disk.modelled(False)
+            engine.run(replace(_config(o, lab.slow), duration=0.5, create="recreate"))
+            disk.modelled(True)
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
         for key in ("tier", "cache"):
-            if key == "tier" and o.tier_in == "array":
-                # The tier inside the array, starting cold; the engine as in the baseline.
-                lab.restart_array(tiered)
-                cfg = _config(o, lab.slow)
-                say(f"{key}: the array's own tier of {s.ssd_mb} MiB, {o.seconds:g} s")
+            if key in ssd:
+                # The tier or cache inside the array, starting cold; the engine as in the
+                # baseline, all its I/O on the array.
+                lab.restart_array(ssd[key])
+                say(f"{key}: the array's own, {s.ssd_mb} MiB, {o.seconds:g} s")
                 counts = _array_stats(lab)
-                runs[key] = _run(cfg, out, key, [lab.slow], store, o.name)
+                runs[key] = _run(_config(o, lab.slow), out, key, [lab.slow], store, o.name)
                 runs[key]["array"], counts = _array_delta(lab, counts)
-                assert array is not None
-                lab.restart_array(array)
-                base = _config(o, lab.slow)
-                counts = _array_stats(lab)
                 continue
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")

@@ -107,8 +107,9 @@ def _array(d: dict[str, Any] | None) -> dict[str, Any] | None:
     pieces = d["tier_read_pieces"] + d["disk_read_pieces"] + d["cache_read_pieces"]
     return {
         **d,
+        # The array's own tier or read cache: reads served by its SSDs
         "tier_read_hit_ratio": (
-            d["tier_read_pieces"] / pieces if d["promoted"] and pieces else None
+            d["tier_read_pieces"] / pieces if (d["promoted"] or d["fills"]) and pieces else None
         ),
         "model_read_ms_avg": d["read_latency_s_sum"] / d["reads"] * 1e3 if d["reads"] else None,
         "model_write_ms_avg": (
@@ -153,7 +154,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
         }
         a = row["array"]
         if a and a.get("tier_read_hit_ratio") is not None:
-            # The tier inside the array: its own moves and hits, not the engine's.
+            # The tier or cache inside the array: its own moves and hits, not the engine's.
             row["migrated_bytes"] = a["migrated_bytes"]
             row["read_hit_ratio"] = a["tier_read_hit_ratio"]
         if key in raw["prediction"]:

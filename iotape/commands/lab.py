@@ -64,9 +64,9 @@ def hybrid(
         str,
         typer.Option(
             "--tier-in",
-            help="engine (the reference engine tiers its own files) or array (--device "
-            "array: the array's own tier; predicted also by a dependent replay of the "
-            "baseline's trace on it).",
+            help="engine (the reference engine tiers and caches its own files) or array "
+            "(--device array: the array's own tier and read cache; each predicted also by "
+            "a dependent replay of the baseline's trace on it).",
         ),
     ] = "engine",
     verify: Annotated[
@@ -128,7 +128,11 @@ app.add_typer(device_app, name="device")
 
 
 def _array_model(
-    disks: int | None, dirty_mb: float | None, tier_mb: float | None, sets: list[str]
+    disks: int | None,
+    dirty_mb: float | None,
+    tier_mb: float | None,
+    cache_mb: float | None,
+    sets: list[str],
 ) -> ArrayModel:
     changes: dict[str, float] = {}
     for kv in sets:
@@ -146,6 +150,8 @@ def _array_model(
         changes["dirty_mb"] = dirty_mb
     if tier_mb is not None:
         changes["tier_mb"] = tier_mb
+    if cache_mb is not None:
+        changes["cache_ssd_mb"] = cache_mb
     try:
         return ArrayModel.load(changes=changes)
     except ValueError as e:
@@ -168,6 +174,10 @@ def device_up(
         float | None,
         typer.Option("--tier-mb", help="array: an SSD performance tier of this many MiB."),
     ] = None,
+    cache_mb: Annotated[
+        float | None,
+        typer.Option("--cache-mb", help="array: an SSD read cache of this many MiB."),
+    ] = None,
     sets: Annotated[
         list[str] | None,
         typer.Option("--set", help="array: KEY=NUMBER over analyzer/lab/array_model.toml."),
@@ -179,12 +189,14 @@ def device_up(
     Example: iotape lab device up array --name a1 --size-mb 2048 --disks 10 --tier-mb 512
     """
     if kind == "array":
-        model: HddModel | ArrayModel = _array_model(disks, dirty_mb, tier_mb, sets or [])
+        model: HddModel | ArrayModel = _array_model(disks, dirty_mb, tier_mb, cache_mb, sets or [])
     elif kind == "hdd":
         if not 1 <= spindles <= 64:
             raise IotapeError(f"--spindles {spindles}: between 1 and 64")
-        if disks is not None or dirty_mb is not None or tier_mb is not None or sets:
-            raise IotapeError("--disks, --dirty-mb, --tier-mb and --set are the array's, not hdd's")
+        if any(v is not None for v in (disks, dirty_mb, tier_mb, cache_mb)) or sets:
+            raise IotapeError(
+                "--disks, --dirty-mb, --tier-mb, --cache-mb and --set are the array's"
+            )
         model = HddModel(spindles=spindles)
     else:
         raise IotapeError(f"{kind}: hdd or array")
