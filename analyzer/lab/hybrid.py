@@ -96,17 +96,21 @@ def regions(cfg: WorkloadConfig) -> list[tuple[int, int]]:
     return [(t.off, t.off + t.size) for t in engine.validate(cfg).dbs]
 
 
-def recorded_bytes(trace: Path) -> dict[str, dict[str, int]]:
-    """Bytes and requests per stream in a recording (what the recorder saw)."""
+def recorded_bytes(trace: Path) -> dict[str, dict[str, float]]:
+    """Bytes, requests and the mean device time per stream in a recording (what the
+    recorder saw)."""
     names = {v: k for k, v in schemas.enum("stream").items()}
     with open_trace(trace) as tr:
         r = tr.read_all()
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, float]] = {}
     for code in np.unique(r["stream"]):
         mine = r["stream"] == code
+        lat = r["ts_complete_ns"][mine] - r["ts_issue_ns"][mine]
         out[names.get(int(code), str(int(code)))] = {
             "bytes": int(r["bytes"][mine].sum()),
             "requests": int(mine.sum()),
+            # the device's own time (issue to completion), as an OS counter reports it
+            "device_ms_mean": float(lat.mean()) / 1e6,
         }
     return out
 

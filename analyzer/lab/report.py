@@ -139,6 +139,7 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             "copies": runs[key].get("tier_log"),
             "checks": _checks(runs[key]),
             "array": _array(runs[key].get("array")),
+            "device_ms": {k: v.get("device_ms_mean") for k, v in runs[key]["recorded"].items()},
             "gain": {
                 g: _ratio(f[g], base[g])
                 for g in ("db_read_mb_s", "db_write_mb_s", "db_reads_per_s", "tx_iops")
@@ -221,6 +222,10 @@ def render(rep: dict[str, Any]) -> str:
         ("db read ms avg", [f"{c[k]['db_read_latency_ms_avg']:.2f}" for k in keys]),
         ("db read ms highest", [f"{c[k]['db_read_latency_ms_max']:.1f}" for k in keys]),
         ("db write ms avg", [f"{c[k]['db_write_latency_ms_avg']:.2f}" for k in keys]),
+        (
+            "  at the device",
+            [_x(c[k]["device_ms"].get("db-write"), "{:.2f}") for k in keys],
+        ),
         ("migrated MiB", [f"{c[k]['migrated_bytes'] / MIB:.0f}" for k in keys]),
         ("Jetstress verdict", [c[k]["jetstress_verdict"] for k in keys]),
         ("read MB/s x baseline", [_x(c[k]["gain"]["db_read_mb_s"]) for k in keys]),
