@@ -19,6 +19,11 @@ the right rate, a bimodal latency; docs/hybrid.md). On it, in this order:
 6. the performance tier (`--ioengine tiered`) and the read cache (`--tier-policy
    cache`), each recorded on both devices and ingested.
 
+On the emulated array with `tier_in="array"` (issue 38) the tier and the cache are
+the array's own instead (array.py; the server restarted over the same data for each,
+cold), the engine unchanged, and each is also predicted by a dependent replay of the
+baseline's trace on it (replayed.py) before the measured runs.
+
 report.py turns the runs and the prediction into the side-by-side report.
 """
 
