@@ -1,4 +1,4 @@
-"""The emulated array: build/iotape-array (src/array.c) serving one file over FUSE,
+"""The emulated array: build/iotape-array (src/array.c, its model src/arraymodel.c) serving one file over FUSE,
 one controller of an MSA-like array (a write-back cache in front of a RAID 6 set of
 10K rpm disks, each disk with its own head and an NCQ-like queue; optionally an SSD
 performance tier of 4 MiB units with the engine's and the simulator's policy). A loop device over
