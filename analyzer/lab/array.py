@@ -1,8 +1,9 @@
-"""The emulated array: build/iotape-array (src/array.c, its model src/arraymodel.c) serving one file over FUSE,
-one controller of an MSA-like array (a write-back cache in front of a RAID 6 set of
-10K rpm disks, each disk with its own head and an NCQ-like queue; optionally an SSD
-performance tier of 4 MiB units with the engine's and the simulator's policy). A loop device over
-it (device.py) is a block device with the array's behaviour. The model's figures and
+"""The emulated array: build/iotape-array (src/array.c, its model src/arraymodel.c)
+serving one file over FUSE, one controller of an MSA-like array: a write-back cache in
+front of a RAID 6 set of 10K rpm disks, each disk with its own head and an NCQ-like
+queue; optionally an SSD performance tier or read cache of 4 MiB units with the
+engine's (and the simulator's) policies. A loop device over it (blockdev.py,
+devices.py) is a block device with the array's behaviour. The model's figures and
 their sources are array_model.toml, read here and passed to the server; docs/hybrid.md
 says what the model is and what it leaves out."""
 

@@ -1,5 +1,6 @@
-"""The emulated array (analyzer/lab/array.py, src/array.c and src/arraymodel.c) against its own stated model
-(array_model.toml), as a block device brought up by blockdev.py (`iotape lab device`).
+"""The emulated array (analyzer/lab/array.py, src/array.c and src/arraymodel.c) against
+its own stated model (array_model.toml), as a block device brought up by blockdev.py
+(`iotape lab device`).
 
 Asserted on the server's own counters (MOUNT/stats: its modelled times and the disk
 operations it issued), which a loaded machine does not change, and on wall-clock only
