@@ -69,6 +69,14 @@ def hybrid(
             "a dependent replay of the baseline's trace on it).",
         ),
     ] = "engine",
+    warm_s: Annotated[
+        float,
+        typer.Option(
+            "--warm-s",
+            help="--tier-in array: run the load this long first, unmeasured, so that the "
+            "tier or cache is warm (the replay's prediction: one replay first).",
+        ),
+    ] = 0,
     verify: Annotated[
         bool, typer.Option("--verify", help="Checksum every 4 KiB written; read back at the end.")
     ] = False,
@@ -92,6 +100,8 @@ def hybrid(
         raise IotapeError(f"--spindles {spindles}: between {4 if device == 'array' else 1} and 64")
     if tier_in not in ("engine", "array") or (tier_in == "array" and device != "array"):
         raise IotapeError(f"--tier-in {tier_in}: engine, or array with --device array")
+    if warm_s < 0 or (warm_s and tier_in != "array"):
+        raise IotapeError(f"--warm-s {warm_s}: not negative, and only with --tier-in array")
     if seconds <= 0:
         raise IotapeError(f"--seconds {seconds}: must be positive")
     if min(read_iops, write_iops, mb_per_s) <= 0:
@@ -102,7 +112,7 @@ def hybrid(
         sizing=size(db_mb, mailboxes, databases, unit_kb), threads=threads, seconds=seconds,
         read_iops=read_iops, write_iops=write_iops, mb_per_s=mb_per_s, stats_s=stats_s,
         migrate_s=migrate_s, verify=verify, name=name, device=device, spindles=spindles,
-        tier_in=tier_in,
+        tier_in=tier_in, warm_s=warm_s,
     )  # fmt: skip
     try:
         with opened(db) as store:

@@ -36,7 +36,7 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
         IOTAPE, "lab", "hybrid", "--out", str(out), "--db-mb", "48", "--mailboxes", "24",
         "--seconds", "3", "--unit-kb", "1024", "--stats-s", "0.5", "--migrate-s", "1",
         "--verify", "--json", "--db", str(tmp_path / "store.duckdb"), "--device", device,
-        "--tier-in", tier_in,
+        "--tier-in", tier_in, *(["--warm-s", "2"] if tier_in == "array" else []),
     ]  # fmt: skip
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if r.returncode != 0 and "blkio" in r.stderr:
@@ -86,6 +86,8 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             assert t["array"]["tier_read_pieces"] > 0
             assert t["migrated_bytes"] == t["array"]["migrated_bytes"] > 0
             assert 0 < t["read_hit_ratio"] <= 1
+            # Warmed first (2 s of load before the measured 3): units already in place.
+            assert (out / f"replay-{key}-warm").is_dir() and t["array"]["units_at_start"] > 0
             rp = rep["prediction"][key]["replayed"]
             assert rp["reference"]["ios"] == rp[key]["ios"] > 0
             assert rp["reference"]["issued_before_predecessor"] == 0
