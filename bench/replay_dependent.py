@@ -27,6 +27,7 @@ from hybrid_lab import HybridLab
 from replay_lab import ROOT, fio_version, machine
 
 from analyzer.lab.hdd import HddModel
+from analyzer.lab.replayed import figures
 from recorder.capture import record as rec
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import closedloop, execute
@@ -47,20 +48,12 @@ def job_text(
 
 
 def _fio_figures(res: dict) -> dict:
-    """IOPS and p50s (ms) of fio's JSON (group_reporting: one job of all threads)
-    or iotape-lanes' (a job per submitter, run at once: all I/O over the longest)."""
-    jobs = res["jobs"]
-    ios = sum(j[d]["total_ios"] for j in jobs for d in ("read", "write"))
-    if res.get("fio version") == "iotape-lanes":
-        runtime_s = max(j["job_runtime"] for j in jobs) / 1e3
-        iops = ios / runtime_s if runtime_s else None
-    else:
-        iops = sum(j[d]["iops"] for j in jobs for d in ("read", "write"))
-    out: dict = {"ios": ios, "iops": round(iops, 1) if iops else None}
+    """IOPS and p50s (ms) of fio's or iotape-lanes' JSON (replayed.figures), rounded."""
+    f = figures(res)
+    out: dict = {"ios": f["ios"], "iops": round(f["iops"], 1) if f["iops"] else None}
     for d in ("read", "write"):
-        # p50 of all of a direction's I/O (lanes: the median of the jobs' medians)
-        p = [j[d]["clat_ns"]["percentile"]["50.000000"] for j in jobs if j[d]["total_ios"]]
-        out[f"{d}_p50_ms"] = round(sorted(p)[len(p) // 2] / 1e6, 4) if p else None
+        p50 = f[f"{d}_p50_ms"]
+        out[f"{d}_p50_ms"] = round(p50, 4) if p50 is not None else None
     return out
 
 

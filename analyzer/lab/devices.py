@@ -18,7 +18,9 @@ docs/hybrid.md).
 
 With `hdd=HddModel(...)` the slow device is instead a direct-I/O loop device over
 hdd.py's HDD-like file (FUSE, a stated per-request service time): no throttle
-needed, though the cgroup's limits still apply to that loop device if set.
+needed, though the cgroup's limits still apply to that loop device if set. With
+`array=ArrayModel(...)` it is the same over array.py's emulated array (a write-back
+cache in front of a RAID 6 set of such disks).
 
 Everything made is released by name on exit, also after a failure. Used by
 `iotape lab hybrid` (analyzer/lab/hybrid.py), bench/tiering_check.py,
@@ -37,6 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from analyzer.lab.array import ArrayFile, ArrayModel
+from analyzer.lab.fusedisk import FuseDisk
 from analyzer.lab.hdd import HddError, HddFile, HddModel
 
 BLKIO = Path("/sys/fs/cgroup/blkio")
@@ -82,9 +86,11 @@ class HybridLab:
         memory_disk: bool = False,
         nonrot: bool = False,
         hdd: HddModel | None = None,
+        array: ArrayModel | None = None,
     ):
         self.hdd_model = hdd
-        self.hdd: HddFile | None = None
+        self.array_model = array
+        self.hdd: FuseDisk | None = None  # the HDD-like disk or the array
         self.memory_disk = memory_disk
         self.nonrot = nonrot and memory_disk
         self.size = size_mb << 20
@@ -99,12 +105,21 @@ class HybridLab:
     def __enter__(self) -> HybridLab:
         if not BLKIO.is_dir():
             raise LabError(f"{BLKIO}: no cgroup v1 blkio hierarchy")
-        if not self.memory_disk and self.hdd_model is None:
+        if not self.memory_disk and self.hdd_model is None and self.array_model is None:
             self._disk = backing_disk(self.disk_dir)
         try:
             self.fast = self._loop("/dev/shm", direct=False)
-            if self.hdd_model is not None:
-                self.hdd = HddFile(self.size, self.hdd_model)
+            if self.hdd_model is not None or self.array_model is not None:
+                if self.array_model is not None:
+                    # The lab's own backing: restart_array serves the same data anew.
+                    fd, name = tempfile.mkstemp(prefix="iotape-lab-array-", dir="/dev/shm")
+                    os.close(fd)
+                    self._files.append(Path(name))
+                    os.truncate(name, self.size)
+                    self.hdd = ArrayFile(self.size, self.array_model, backing=Path(name))
+                else:
+                    assert self.hdd_model is not None
+                    self.hdd = HddFile(self.size, self.hdd_model)
                 self.slow = _losetup(self.hdd.path, direct=True)
                 self._loops.append(self.slow)
                 st = os.stat(self.slow)
@@ -145,6 +160,25 @@ class HybridLab:
         self._loops.append(dev)
         return dev
 
+    def restart_array(self, model: ArrayModel) -> str:
+        """Serve the array's data with another model (its tier on or off, say): the
+        loop device and the server are replaced, the data kept. The new slow device."""
+        assert self.hdd is not None and self.array_model is not None
+        backing = self.hdd.backing
+        subprocess.run(["losetup", "-d", self.slow], check=False, capture_output=True)
+        self._loops.remove(self.slow)
+        self.hdd.close()
+        self.hdd = None
+        self.array_model = model
+        self.hdd = ArrayFile(self.size, model, backing=backing)
+        self.slow = _losetup(self.hdd.path, direct=True)
+        self._loops.append(self.slow)
+        st = os.stat(self.slow)
+        self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+        if self.cgroup is not None:
+            self.set_slow_iops(self.slow_iops)
+        return self.slow
+
     def set_slow_iops(self, iops: int | None) -> None:
         """Change the slow disk's IOPS limit (None: unthrottled)."""
         assert self.cgroup is not None
@@ -178,7 +212,7 @@ class HybridLab:
     def files(self) -> list[str]:
         """The files backing this lab's devices (gone after close)."""
         hdd = [str(self.hdd.backing), str(self.hdd.mount)] if self.hdd is not None else []
-        return [str(p) for p in self._files] + hdd
+        return list(dict.fromkeys([str(p) for p in self._files] + hdd))
 
     @property
     def disk(self) -> tuple[int, int]:

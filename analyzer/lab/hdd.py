@@ -13,19 +13,14 @@ SETTLE + (FULL - SETTLE) x 8/15 (the mean of sqrt(|U1 - U2|)).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzer.lab.fusedisk import FuseDisk, HddError
+
+__all__ = ["SERVER", "HddError", "HddFile", "HddModel"]
+
 SERVER = Path(__file__).with_name("build") / "iotape-hdd"
-
-
-class HddError(RuntimeError):
-    """The HDD-like file cannot be served (no FUSE, server not built, mount refused)."""
 
 
 @dataclass(frozen=True)
@@ -47,55 +42,13 @@ class HddModel:
         return seek + 30_000 / self.rpm + nbytes / (self.mb_s * 1e3)
 
 
-class HddFile:
-    """A running server and its mount; close() unmounts and ends it."""
+class HddFile(FuseDisk):
+    """The HDD-like server and its mount; close() unmounts and ends it."""
 
-    def __init__(self, size: int, model: HddModel) -> None:
-        if not SERVER.exists():
-            raise HddError(f"{SERVER}: the HDD-like device is not built; run `make setup`")
-        if not Path("/dev/fuse").exists():
-            raise HddError("/dev/fuse: no FUSE on this machine")
+    def __init__(
+        self, size: int, model: HddModel, log: Path | None = None, prefix: str = "iotape-lab-hdd-"
+    ) -> None:
         self.model = model
-        fd, name = tempfile.mkstemp(prefix="iotape-lab-hdd-", suffix=".img", dir="/dev/shm")
-        os.close(fd)
-        self.backing = Path(name)
-        os.truncate(self.backing, size)
-        self.mount = Path(tempfile.mkdtemp(prefix="iotape-lab-hdd-"))
-        self.path = self.mount / "disk"
-        self.proc: subprocess.Popen | None = None
         m = model
         nums = (m.spindles, m.rpm, m.settle_ms, m.full_ms, m.mb_s, m.write_extra_ms, m.seed)
-        argv = [str(SERVER), str(self.mount), str(self.backing), *map(str, nums)]
-        try:
-            self.proc = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-            assert self.proc.stdout is not None
-            if self.proc.stdout.readline().strip() != "ready":
-                err = (self.proc.stderr.read() if self.proc.stderr else "").strip()
-                raise HddError(err or "iotape-hdd: did not start")
-        except BaseException:
-            self.close()
-            raise
-
-    def modelled(self, on: bool) -> None:
-        """Serve with the model's times (on) or at memory speed (off: making a database)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGUSR2 if on else signal.SIGUSR1)
-
-    def close(self) -> None:
-        """Unmount (the server then ends), end it if it does not, remove its files."""
-        subprocess.run(["umount", "-l", str(self.mount)], check=False, capture_output=True)
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
-            self.proc = None
-        with contextlib.suppress(OSError):
-            self.mount.rmdir()
-        self.backing.unlink(missing_ok=True)
+        super().__init__(SERVER, size, [str(n) for n in nums], prefix, log)

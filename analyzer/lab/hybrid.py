@@ -19,6 +19,11 @@ the right rate, a bimodal latency; docs/hybrid.md). On it, in this order:
 6. the performance tier (`--ioengine tiered`) and the read cache (`--tier-policy
    cache`), each recorded on both devices and ingested.
 
+On the emulated array with `tier_in="array"` (issue 38) the tier and the cache are
+the array's own instead (array.py; the server restarted over the same data for each,
+cold), the engine unchanged, and each is also predicted by a dependent replay of the
+baseline's trace on it (replayed.py) before the measured runs.
+
 report.py turns the runs and the prediction into the side-by-side report.
 """
 
@@ -34,8 +39,9 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict
-from analyzer.lab.devices import HybridLab
+from analyzer.lab import predict, replayed
+from analyzer.lab.array import ArrayModel
+from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
@@ -63,7 +69,9 @@ class LabOptions:
     stats_s: float = 5.0
     migrate_s: float = 5.0
     verify: bool = False
-    device: str = "hdd"  # or "throttle"
+    device: str = "hdd"  # or "throttle", "array"
+    tier_in: str = "engine"  # or "array": the emulated array's own tier (device "array")
+    warm_s: float = 0.0  # tier_in "array": the load run this long, unmeasured, first
     spindles: int = 4
     probe_seconds: float = 3.0
     name: str = "hybrid"
@@ -94,17 +102,21 @@ def regions(cfg: WorkloadConfig) -> list[tuple[int, int]]:
     return [(t.off, t.off + t.size) for t in engine.validate(cfg).dbs]
 
 
-def recorded_bytes(trace: Path) -> dict[str, dict[str, int]]:
-    """Bytes and requests per stream in a recording (what the recorder saw)."""
+def recorded_bytes(trace: Path) -> dict[str, dict[str, float]]:
+    """Bytes, requests and the mean device time per stream in a recording (what the
+    recorder saw)."""
     names = {v: k for k, v in schemas.enum("stream").items()}
     with open_trace(trace) as tr:
         r = tr.read_all()
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, float]] = {}
     for code in np.unique(r["stream"]):
         mine = r["stream"] == code
+        lat = r["ts_complete_ns"][mine] - r["ts_issue_ns"][mine]
         out[names.get(int(code), str(int(code)))] = {
             "bytes": int(r["bytes"][mine].sum()),
             "requests": int(mine.sum()),
+            # the device's own time (issue to completion), as an OS counter reports it
+            "device_ms_mean": float(lat.mean()) / 1e6,
         }
     return out
 
@@ -155,8 +167,9 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     unit = s.unit_kb << 10
     db_ev = predict.db_events(ev, regs, unit)
     # The service times from the whole trace, cut as db_events cuts the events.
-    # The throttle serves as one device; the hdd model with its spindles.
-    servers = o.spindles if o.device == "hdd" else 1
+    # The throttle serves as one device; the hdd model with its spindles; the array
+    # with its disks (a read is one disk's, as a spindle's).
+    servers = {"hdd": o.spindles, "array": o.spindles}.get(o.device, 1)
     svc = predict.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
     dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
@@ -171,6 +184,67 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     return out
 
 
+def _array_stats(lab: HybridLab) -> dict[str, Any] | None:
+    return lab.hdd.stats() if lab.array_model is not None and lab.hdd is not None else None
+
+
+def _array_delta(
+    lab: HybridLab, before: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The array's own counters over one configuration (None on other devices), its
+    server's CPU per second of it among them; and the counters now."""
+    now = _array_stats(lab)
+    if now is None or before is None:
+        return None, now
+    d = {k: now[k] - before[k] for k in now if k not in ("dirty_limit", "dirty_peak")}
+    d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
+    d["units_at_start"] = before["tier_units"]  # in the tier or cache (warmed: not 0)
+    return d, now
+
+
+def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
+    """The array with its own tier, and with its own read cache, as the engine's would
+    be: the lab's SSD size, unit and intervals (the tier's half-life is both sides'
+    default, 60 s)."""
+    s = o.sizing
+    stripe_kb = array.data_disks * array.chunk_kb
+    if s.unit_kb % stripe_kb:
+        raise LabError(
+            f"--unit-kb {s.unit_kb}: the array moves whole stripes of {stripe_kb} KiB "
+            f"({array.data_disks} data disks x {array.chunk_kb} KiB)"
+        )
+    unit = replace(array, tier_unit_kb=s.unit_kb)
+    return {
+        "tier": replace(unit, tier_mb=s.ssd_mb, tier_stats_s=o.stats_s, tier_migrate_s=o.migrate_s),
+        "cache": replace(unit, cache_ssd_mb=s.ssd_mb),
+    }
+
+
+def _replayed(
+    o: LabOptions, lab: HybridLab, base: dict, model: ArrayModel, out: Path, say: Say
+) -> dict[str, Any]:
+    """A configuration's gain from the baseline's trace alone: its dependent replay on
+    the array as the baseline had it and as the configuration has it (cold, as the
+    measured run starts). The replays write over the databases: the caller makes them
+    again."""
+    trace = Path(base["trace"])
+    assert lab.array_model is not None
+    key = "tier" if model.tier_mb else "cache"
+    if not (out / "replay-baseline").exists():
+        say("prediction by replay: the baseline's trace, dependent timing, on the array")
+        lab.restart_array(replace(model, tier_mb=0, cache_ssd_mb=0))
+        base["replayed"] = replayed.replay(trace, lab.slow, out / "replay-baseline")
+    ref = base["replayed"]
+    lab.restart_array(model)
+    if o.warm_s > 0:
+        # Warmed by the same trace replayed once first (the replay is all it knows).
+        say(f"prediction by replay: warming the array's {key} with one replay")
+        replayed.replay(trace, lab.slow, out / f"replay-{key}-warm")
+    say(f"prediction by replay: the same on the array with its {key}")
+    got = replayed.replay(trace, lab.slow, out / f"replay-{key}")
+    return {"reference": ref, key: got, "read_throughput_gain": replayed.gain(ref, got)}
+
+
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     """Every run of the experiment and the prediction; the raw material of the report."""
     s = o.sizing
@@ -179,7 +253,12 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     # Stored run names are unique: one lab's runs share a stamp.
     o = replace(o, name=f"{o.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     hdd = HddModel(spindles=o.spindles, mb_s=o.mb_per_s) if o.device == "hdd" else None
-    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd) as lab:
+    array = (
+        ArrayModel.load(changes={"disks": o.spindles, "mb_s": o.mb_per_s})
+        if o.device == "array"
+        else None
+    )
+    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd, array=array) as lab:
         lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
         if lab.hdd is not None:
             lab.hdd.modelled(False)
@@ -196,16 +275,45 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             lab.set_slow_limits(o.read_iops, o.write_iops)
             lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
         say(f"baseline: all on the slow device, {o.seconds:g} s")
+        counts = _array_stats(lab)
         runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
+        runs["baseline"]["array"], counts = _array_delta(lab, counts)
         prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
+        ssd: dict[str, ArrayModel] = {}
+        if o.tier_in == "array":
+            assert array is not None
+            ssd = _array_ssd(o, array)
+            for key, model in ssd.items():
+                prediction[key]["replayed"] = _replayed(o, lab, runs["baseline"], model, out, say)
+            lab.restart_array(array)  # the databases made again after the replays
+            disk = lab.hdd
+            assert disk is not None
+            disk.modelled(False)
+            engine.run(replace(_config(o, lab.slow), duration=0.5, create="recreate"))
+            disk.modelled(True)
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
         for key in ("tier", "cache"):
+            if key in ssd:
+                # The tier or cache inside the array, starting cold; the engine as in the
+                # baseline, all its I/O on the array.
+                lab.restart_array(ssd[key])
+                if o.warm_s > 0:
+                    # Warmed as the published run was (after hours of load), unrecorded.
+                    say(f"{key}: warming the array's own for {o.warm_s:g} s")
+                    engine.run(replace(_config(o, lab.slow), duration=o.warm_s))
+                say(f"{key}: the array's own, {s.ssd_mb} MiB, {o.seconds:g} s")
+                counts = _array_stats(lab)
+                runs[key] = _run(_config(o, lab.slow), out, key, [lab.slow], store, o.name)
+                runs[key]["array"], counts = _array_delta(lab, counts)
+                continue
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
+            runs[key]["array"], counts = _array_delta(lab, counts)
         devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
                    "hdd_model": asdict(hdd) if hdd else None,
+                   "array_model": asdict(array) if array else None,
                    "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
     return {
         "options": {**asdict(o), "sizing": asdict(s)},

@@ -99,6 +99,25 @@ def _checks(run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _array(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The emulated array's own counters over a configuration (device "array"), with
+    the model's mean latencies (its own times, without the host's path)."""
+    if not d:
+        return None
+    pieces = d["tier_read_pieces"] + d["disk_read_pieces"] + d["cache_read_pieces"]
+    return {
+        **d,
+        # The array's own tier or read cache: reads served by its SSDs
+        "tier_read_hit_ratio": (
+            d["tier_read_pieces"] / pieces if (d["promoted"] or d["fills"]) and pieces else None
+        ),
+        "model_read_ms_avg": d["read_latency_s_sum"] / d["reads"] * 1e3 if d["reads"] else None,
+        "model_write_ms_avg": (
+            d["write_latency_s_sum"] / d["writes"] * 1e3 if d["writes"] else None
+        ),
+    }
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
@@ -119,6 +138,8 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
             "read_hit_ratio": tier.get("read_hit_ratio"),
             "copies": runs[key].get("tier_log"),
             "checks": _checks(runs[key]),
+            "array": _array(runs[key].get("array")),
+            "device_ms": {k: v.get("device_ms_mean") for k, v in runs[key]["recorded"].items()},
             "gain": {
                 g: _ratio(f[g], base[g])
                 for g in ("db_read_mb_s", "db_write_mb_s", "db_reads_per_s", "tx_iops")
@@ -132,6 +153,11 @@ def build(raw: dict[str, Any]) -> dict[str, Any]:
                 )
             },
         }
+        a = row["array"]
+        if a and a.get("tier_read_hit_ratio") is not None:
+            # The tier or cache inside the array: its own moves and hits, not the engine's.
+            row["migrated_bytes"] = a["migrated_bytes"]
+            row["read_hit_ratio"] = a["tier_read_hit_ratio"]
         if key in raw["prediction"]:
             row["predicted"] = _versus(raw["prediction"][key], row)
         configs[key] = row
@@ -171,6 +197,11 @@ def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         "migrated_bytes": p["migrated_bytes"],
         "migrated_bytes_error": _err(p["migrated_bytes"], row["migrated_bytes"]),
         "migrated_mib": p["migrated_bytes"] / MIB,
+        # The dependent replay's (device "array", its own tier): database reads/s
+        "replayed_gain": (p.get("replayed") or {}).get("read_throughput_gain"),
+        "replayed_gain_error": _err(
+            (p.get("replayed") or {}).get("read_throughput_gain"), row["gain"]["db_reads_per_s"]
+        ),
     }
 
 
@@ -191,6 +222,10 @@ def render(rep: dict[str, Any]) -> str:
         ("db read ms avg", [f"{c[k]['db_read_latency_ms_avg']:.2f}" for k in keys]),
         ("db read ms highest", [f"{c[k]['db_read_latency_ms_max']:.1f}" for k in keys]),
         ("db write ms avg", [f"{c[k]['db_write_latency_ms_avg']:.2f}" for k in keys]),
+        (
+            "  at the device",
+            [_x(c[k]["device_ms"].get("db-write"), "{:.2f}") for k in keys],
+        ),
         ("migrated MiB", [f"{c[k]['migrated_bytes'] / MIB:.0f}" for k in keys]),
         ("Jetstress verdict", [c[k]["jetstress_verdict"] for k in keys]),
         ("read MB/s x baseline", [_x(c[k]["gain"]["db_read_mb_s"]) for k in keys]),
@@ -207,6 +242,8 @@ def render(rep: dict[str, Any]) -> str:
         ("  error", "read_throughput_gain_error", "{:+.0%}"),
         ("predicted migrated MiB", "migrated_mib", "{:.0f}"),
         ("  error", "migrated_bytes_error", "{:+.0%}"),
+        ("replayed reads/s gain", "replayed_gain", "{:.2f}x"),
+        ("  error", "replayed_gain_error", "{:+.0%}"),
     ):
         rows.append((label, [_x(c[k].get("predicted", {}).get(field), fmt) for k in keys]))
     ok = [
@@ -215,6 +252,15 @@ def render(rep: dict[str, Any]) -> str:
         for k in keys
     ]  # fmt: skip
     rows.append(("every byte accounted", ok))
+    if all(c[k].get("array") for k in keys):
+        a = {k: c[k]["array"] for k in keys}
+        rows += [
+            ("array: model read ms", [_x(a[k]["model_read_ms_avg"], "{:.2f}") for k in keys]),
+            ("array: model write ms", [_x(a[k]["model_write_ms_avg"], "{:.2f}") for k in keys]),
+            ("array: writes waited", [str(a[k]["writes_waited"]) for k in keys]),
+            ("array: destaged MiB", [f"{a[k]['destaged_bytes'] / MIB:.0f}" for k in keys]),
+            ("array: server CPU cores", [f"{a[k]['cpu_cores']:.3f}" for k in keys]),
+        ]
     width = max(len(label) for label, _ in rows) + 2
     lines = ["".ljust(width) + "".join(k.rjust(12) for k in keys)]
     lines += [label.ljust(width) + "".join(v.rjust(12) for v in vals) for label, vals in rows]

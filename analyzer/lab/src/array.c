@@ -1,0 +1,156 @@
+/* iotape-array: a disk array in user space, served over FUSE for a loop device to sit
+ * on (analyzer/lab/array.py). One controller of an MSA-like array: a write-back cache
+ * in front of a RAID-6 set of HDD-like disks, optionally an SSD tier or read cache;
+ * the model is arraymodel.c, its parameters and their sources
+ * analyzer/lab/array_model.toml and docs/hybrid.md. Here: the server. READERS threads
+ * take requests off /dev/fuse, move the data (a memory-backed file: only modelled
+ * time is spent) and hand each read and write to the model, which replies when its
+ * time is done. A read of MOUNT/stats gives the model's counters (JSON).
+ *
+ * Usage: iotape-array MOUNTPOINT BACKING KEY=VALUE...  (keys: see `params` below)
+ * Prints "ready" once mounted; serves until unmounted. SIGUSR1 serves at memory
+ * speed (making a database), SIGUSR2 models again. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arraymodel.h"
+#include "fusefile.h"
+
+#define READERS 4
+
+static const struct {
+	const char *key;
+	double *v;
+} params[] = {
+	{"disks", &P.disks}, {"chunk_kb", &P.chunk_kb}, {"rpm", &P.rpm},
+	{"settle_read_ms", &P.settle_read_ms}, {"avg_read_ms", &P.avg_read_ms},
+	{"settle_write_ms", &P.settle_write_ms}, {"avg_write_ms", &P.avg_write_ms},
+	{"mb_s", &P.mb_s}, {"ack_ms", &P.ack_ms}, {"cache_mb_s", &P.cache_mb_s},
+	{"dirty_mb", &P.dirty_mb}, {"watermark", &P.watermark},
+	{"destage_delay_ms", &P.destage_delay_ms}, {"destage_depth", &P.destage_depth},
+	{"ncq_window", &P.ncq_window}, {"max_wait_ms", &P.max_wait_ms}, {"seed", &P.seed},
+	{"tier_mb", &P.tier_mb}, {"tier_unit_kb", &P.tier_unit_kb}, {"tier_stats_s", &P.tier_stats_s},
+	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
+	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
+	{"ssd_parallel", &P.ssd_parallel}, {"cache_ssd_mb", &P.cache_ssd_mb},
+};
+
+static int backing;
+static atomic_int modelled = 1;
+
+/* ---- readers: take requests off /dev/fuse, move the data, hand them to the model ---- */
+static void on_signal(int sig)
+{
+	atomic_store(&modelled, sig == SIGUSR2);
+}
+
+static void io(struct fuse_in_header *in, char *arg)
+{
+	struct host *h = calloc(1, sizeof *h);
+	if (!h)
+		exit(1);
+	h->unique = in->unique;
+	h->arrive = mono();
+	if (in->opcode == FUSE_READ) {
+		struct fuse_read_in *r = (void *)arg;
+		h->off = r->offset;
+		h->len = r->size > FF_MAX_IO ? FF_MAX_IO : r->size;
+		if (!(h->data = malloc(h->len ? h->len : 1)))
+			exit(1);
+		ssize_t got = pread(backing, h->data, h->len, (off_t)h->off);
+		h->err = got < 0 ? errno : 0;
+		h->got = got < 0 ? 0 : (size_t)got;
+	} else {
+		struct fuse_write_in *w = (void *)arg;
+		h->write = 1;
+		h->off = w->offset;
+		h->len = w->size;
+		ssize_t put = pwrite(backing, arg + sizeof *w, w->size, (off_t)w->offset);
+		h->err = put < 0 ? errno : 0;
+		if (put >= 0)
+			h->len = (uint32_t)put;
+	}
+	if (!atomic_load(&modelled) || h->err || !h->len) {
+		/* At memory speed (or failed): replied at once, outside the model and its counts. */
+		struct fuse_write_out o = {.size = h->len};
+		if (h->write)
+			ff_reply(h->unique, h->err, &o, sizeof o);
+		else
+			ff_reply(h->unique, h->err, h->data, h->got);
+		free(h->data);
+		free(h);
+		return;
+	}
+	model_submit(h);
+}
+
+static void *reader(void *arg)
+{
+	(void)arg;
+	char *buf = malloc(FF_BUF);
+	if (!buf)
+		exit(1);
+	for (;;) {
+		int got = ff_next(buf);
+		if (got <= 0)
+			exit(got < 0);
+		struct fuse_in_header *h = (void *)buf;
+		char *a = buf + sizeof *h;
+		if ((h->opcode == FUSE_READ || h->opcode == FUSE_WRITE) && h->nodeid == FF_DISK_INO)
+			io(h, a);
+		else if (ff_other(h, a))
+			exit(0);
+	}
+	return NULL;
+}
+
+static int set_param(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	if (!eq)
+		return -1;
+	for (size_t i = 0; i < sizeof params / sizeof *params; i++)
+		if (strlen(params[i].key) == (size_t)(eq - kv) && !strncmp(kv, params[i].key, (size_t)(eq - kv))) {
+			char *end;
+			*params[i].v = strtod(eq + 1, &end);
+			return *end ? -1 : 0;
+		}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s MOUNTPOINT BACKING KEY=VALUE...\n", argv[0]);
+		return 2;
+	}
+	for (int i = 3; i < argc; i++)
+		if (set_param(argv[i])) {
+			fprintf(stderr, "iotape-array: %s: not KEY=NUMBER with a known key\n", argv[i]);
+			return 2;
+		}
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	backing = open(argv[2], O_RDWR);
+	struct stat st;
+	if (backing < 0 || fstat(backing, &st)) {
+		fprintf(stderr, "iotape-array: %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	int bad = model_setup((uint64_t)st.st_size);
+	if (bad)
+		return bad;
+	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats) || model_start())
+		return 1;
+	return ff_serve(READERS, reader, "iotape-array");
+}
