@@ -46,9 +46,13 @@ COMPACT = np.dtype(
     ],
     align=True,
 )
-# Copies go through a view of whole 8-byte words: numpy moves a structured array's
-# rows field by field, ten times slower (0.2 s a million rows).
+# Copies go through a view of whole rows: numpy moves a structured array's rows
+# field by field, ten times slower (0.2 s a million rows). Rows are picked as
+# 8-byte words by np.compress / take along the rows (boolean indexing of the 2-D
+# view is 4x slower) and joined as opaque records (concatenating the 2-D view is
+# 3x slower).
 WORDS = COMPACT.itemsize // 8
+_ROW = np.dtype((np.void, COMPACT.itemsize))
 BATCH = 1 << 18  # requests loaded between two hand-outs (33 s at 8k IOPS)
 
 
@@ -85,14 +89,18 @@ def _words(a: np.ndarray) -> np.ndarray:
 
 def take(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """a[sel] for COMPACT rows (an index or a mask)."""
-    return _words(a)[sel].reshape(-1).view(COMPACT)
+    w = _words(a)
+    sel = np.asarray(sel)
+    rows = np.compress(sel, w, axis=0) if sel.dtype == bool else w.take(sel, axis=0)
+    return rows.reshape(-1).view(COMPACT)
 
 
 def cat(parts: list[np.ndarray]) -> np.ndarray:
     """np.concatenate of COMPACT arrays."""
     if len(parts) == 1:
         return parts[0]
-    return np.concatenate([_words(p) for p in parts]).reshape(-1).view(COMPACT)
+    rows = [np.ascontiguousarray(p).view(_ROW) for p in parts]
+    return np.concatenate(rows).view(COMPACT)
 
 
 def _app_flush(path: Path) -> tuple[dict, bool, int]:

@@ -213,20 +213,25 @@ def _stream_ids(header: dict, names: list[str]) -> tuple[dict[str, int], np.ndar
 def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_NS) -> Relabel:
     """Relabel the recorded replay `trace` by plan job, rewriting it in place; its
     metadata says so (see the module doc)."""
-    header, _, total = ordered._app_flush(trace)
+    logs, names = _logs(Path(jobdir), man)
+    try:
+        # scan reads the header and counts what is replayable: one read of the
+        # trace fewer than asking for the header first.
+        scan: ordered.Scan | None = ordered.scan(trace) if logs else None
+    except IotapeError:
+        scan = None  # nothing a plan entry can pair with: only the threads' rule applies
+    if scan is not None:
+        header, total = dict(scan.header), scan.count
+    else:
+        header, _, total = ordered._app_flush(trace)
     meta = dict(header.get("metadata") or {})
     # What this trace replays, so that the store pairs it with its source (and with
     # other replays of it) as the same workload: analyzer/analyses/workloads.py.
     meta["replay_of"] = replay_of(man)
     header["metadata"] = meta
-    logs, names = _logs(Path(jobdir), man)
     if not logs or not total:
         return _rewrite(trace, header, None, None)
     by_name, sid = _stream_ids(header, names)
-    try:
-        scan = ordered.scan(trace)
-    except IotapeError:
-        scan = None  # nothing a plan entry can pair with: only the threads' rule applies
     labels = _Labels(scan.count if scan else 0, sid)
     if scan is not None:
         fidstream.drive_batches(planned_batches(logs), ordered.batches(scan), labels, horizon_ns)
