@@ -11,6 +11,7 @@ from rich.console import Console
 from analyzer.store import catalog
 from analyzer.store.ingest import ingest as ingest_file
 from analyzer.store.opener import opened
+from base.arrow_probe import skip_pandas
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db
@@ -47,6 +48,7 @@ def ingest(
     if name is not None and len(files) > 1:
         raise IotapeError("--name names one run: give one file with it")
     tags = catalog.parse_tags(tag or [])
+    skip_pandas()  # ingest builds Arrow arrays and never uses pandas
     results = []
     with opened(db) as store:
         for f in files:
