@@ -149,6 +149,51 @@ def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
     )
 
 
+def _exact_latency_sql(dialect: str) -> str:
+    """Both metrics' exact statistics, per (op, stream) and over all (op = stream =
+    -1), as rows (metric: 0 device, 1 queue, op, stream, n, s, lo, hi, levels...).
+    DuckDB reads the events once for all four (grouping sets, a metric unknown for
+    a request is NULL there): four queries read them four times."""
+    if dialect != "duckdb":
+        parts = [
+            f"SELECT {m} AS metric, * FROM ({_exact_sql(dialect, metric, g)})"
+            for m, metric in enumerate(("device", "queue"))
+            for g in (False, True)
+        ]
+        return f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY metric, op, stream"
+    levels = ", ".join(str(q) for q, _ in EXACT_LEVELS)
+    cols = []
+    for v, metric in (("d", "device"), ("q", "queue")):
+        expr, known = _metric(dialect, metric)
+        cols.append(f"CASE WHEN {known} THEN {expr} END AS {v}")
+    inner = (
+        f'SELECT "op" AS op, "stream" AS stream, {", ".join(cols)} '
+        f'FROM "events" WHERE {_where(dialect)}'
+    )
+    aggs = ", ".join(
+        f"count({v}) AS {v}n, sum({v}) AS {v}s, min({v}) AS {v}lo, max({v}) AS {v}hi, "
+        f"quantile_disc({v}, [{levels}]) AS {v}q"
+        for v in ("d", "q")
+    )
+    grouped = (
+        "SELECT CASE WHEN grouping(op) = 1 THEN -1 ELSE op END AS op, "
+        f"CASE WHEN grouping(stream) = 1 THEN -1 ELSE stream END AS stream, {aggs} "
+        f"FROM ({inner}) AS x0 GROUP BY GROUPING SETS ((op, stream), ())"
+    )
+
+    def one(m: int, v: str) -> str:
+        pcts = ", ".join(f"{v}q[{i}] AS {n}" for i, (_, n) in enumerate(EXACT_LEVELS, start=1))
+        return (
+            f"SELECT {m} AS metric, op, stream, {v}n AS n, {v}s AS s, {v}lo AS lo, "
+            f"{v}hi AS hi, {pcts} FROM x"
+        )
+
+    return (
+        f"WITH x AS MATERIALIZED ({grouped}) {one(0, 'd')} UNION ALL {one(1, 'q')} "
+        "ORDER BY metric, op, stream"
+    )
+
+
 def _timeseries_sql(dialect: str) -> str:
     expr, known = _metric(dialect, "device")
     if dialect == "duckdb":
@@ -197,6 +242,7 @@ register(
     both("exact_device_all", lambda d: _exact_sql(d, "device", False)),
     both("exact_queue_groups", lambda d: _exact_sql(d, "queue", True)),
     both("exact_queue_all", lambda d: _exact_sql(d, "queue", False)),
+    both("exact_latency", _exact_latency_sql),
     both("timeseries", _timeseries_sql),
     both(
         "extent_by_dev",
