@@ -27,6 +27,8 @@ def latency(
     ops = schemas.op_names()
     streams = stream_names(store, run_id)
     out: dict[str, MetricLatency] = {}
+    # Both metrics' exact statistics in one query: one read of the events.
+    exact_rows = _exact_rows(store, run_id, f) if exact else {}
     for metric in ("device", "queue"):
         rows = hist_rows(store, run_id, f, metric)
         groups: dict[tuple[int, int], list[tuple]] = {}
@@ -44,7 +46,7 @@ def latency(
             for (op, st), g in sorted(groups.items())
         ]
         if exact:
-            _exact_into(store, run_id, f, metric, overall, per)
+            _exact_into(exact_rows.get(metric, []), overall, per)
         out[metric] = {"all": overall, "groups": per}
     return {
         "method": "exact" if exact else "histogram",
@@ -58,20 +60,18 @@ def latency(
     }
 
 
-def _exact_into(
-    store: Reader,
-    run_id: str,
-    f: EventFilter,
-    metric: str,
-    overall: Distribution,
-    per: list[GroupDistribution],
-) -> None:
+def _exact_rows(store: Reader, run_id: str, f: EventFilter) -> dict[str, list[dict]]:
+    """The exact statistics of each metric, by (op, stream), (-1, -1) for all."""
+    cols = ["metric", "op", "stream", "n", "s", "lo", "hi", *(n for _, n in queries.EXACT_LEVELS)]
+    out: dict[str, list[dict]] = {"device": [], "queue": []}
+    for r in queries.records(store, "exact_latency", cols, **f.params(run_id)):
+        out[("device", "queue")[int(r["metric"])]].append(r)
+    return out
+
+
+def _exact_into(rows: list[dict], overall: Distribution, per: list[GroupDistribution]) -> None:
     """Replace histogram percentiles by exact order statistics."""
-    cols = ["op", "stream", "n", "s", "lo", "hi", *(n for _, n in queries.EXACT_LEVELS)]
     names = [n for _, n in LEVELS]
-    p = f.params(run_id)
-    rows = queries.records(store, f"exact_{metric}_all", cols, **p)
-    rows += queries.records(store, f"exact_{metric}_groups", cols, **p)
     exact = {(r["op"], r["stream"]): r for r in rows}
 
     def pcts(key: tuple[int, int]) -> Percentiles | None:

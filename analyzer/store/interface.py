@@ -23,12 +23,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import pyarrow as pa
-
 from base.errors import IotapeError
+
+if TYPE_CHECKING:  # annotations only: every command's options import this module
+    import pyarrow as pa
 
 # The environment variable naming the store a command uses when `--db` is not given.
 ENV = "IOTAPE_DB"

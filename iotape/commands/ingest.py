@@ -8,13 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from analyzer.store import catalog
-from analyzer.store.ingest import ingest as ingest_file
-from analyzer.store.opener import opened
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db
-from iotape.commands.runs import print_json
 
 err = Console(stderr=True)
 
@@ -44,9 +40,18 @@ def ingest(
 
     Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
     """
+    # The store's modules only when ingesting: `iotape ingest --help` needs none
+    # of them (0.2 s of imports).
+    from analyzer.store import catalog
+    from analyzer.store.ingest import ingest as ingest_file
+    from analyzer.store.opener import opened
+    from base.arrow_probe import skip_pandas
+    from iotape.commands.runs import print_json
+
     if name is not None and len(files) > 1:
         raise IotapeError("--name names one run: give one file with it")
     tags = catalog.parse_tags(tag or [])
+    skip_pandas()  # ingest builds Arrow arrays and never uses pandas
     results = []
     with opened(db) as store:
         for f in files:

@@ -107,8 +107,12 @@ def _launch_cmd(jobdir: Path) -> list[str]:
 
 
 def _merge_windows(jobdir: Path, n_windows: int, output: str) -> None:
-    """One fio JSON for the whole plan: the windows' jobs, in window order."""
+    """One fio JSON for the whole plan: the windows' jobs, in window order, and the
+    run's span across the windows as `elapsed_ms` (what iotape-lanes reports): each
+    fio process's jobs' `elapsed` counts from that process's own start, which it
+    stamps `timestamp_ms` when it ends."""
     merged: dict = {}
+    starts, ends = [], []
     for k in range(n_windows):
         path = jobdir / launchmod.window_output(k)
         try:
@@ -116,10 +120,17 @@ def _merge_windows(jobdir: Path, n_windows: int, output: str) -> None:
             part = json.loads(text[text.index("{") :])
         except (OSError, ValueError):
             raise IotapeError(f"{path}: fio wrote no JSON result") from None
+        end = part.get("timestamp_ms")
+        elapsed = [j.get("elapsed") for j in part.get("jobs", [])]
+        if isinstance(end, int) and elapsed and all(isinstance(e, int) for e in elapsed):
+            ends.append(end)
+            starts.append(end - max(elapsed) * 1000)
         if not merged:
             merged = part
         else:
             merged["jobs"] += part.get("jobs", [])
+    if merged and len(ends) == n_windows:
+        merged["elapsed_ms"] = max(ends) - min(starts)
     (jobdir / output).write_text(json.dumps(merged) + "\n")
 
 

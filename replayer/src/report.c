@@ -96,8 +96,18 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
     hist_t *late = calloc(1, sizeof *late);
     long long g0 = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
     uint64_t requests = 0, late_max = 0;
-    printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n\"jobs\": [",
-           epoch_ms);
+    /* The run's own span, across all jobs: a job's runtime is from its own first
+     * issue, and jobs start at their pieces' times, so the longest job is not it. */
+    long long first = 0, last = 0;
+    for (int i = 0; i < n; i++) {
+        if (jobs[i].first_ns && (!first || jobs[i].first_ns < first))
+            first = jobs[i].first_ns;
+        if (jobs[i].last_ns > last)
+            last = jobs[i].last_ns;
+    }
+    printf("{\n\"fio version\": \"iotape-lanes\",\n\"timestamp_ms\": %lld,\n"
+           "\"elapsed_ms\": %lld,\n\"jobs\": [",
+           epoch_ms, last > first ? (last - first) / 1000000 : 0);
     for (int i = 0; i < n; i++) {
         const job_t *j = &jobs[i];
         long long run_ms = j->last_ns > j->first_ns ? (j->last_ns - j->first_ns) / 1000000 : 0;

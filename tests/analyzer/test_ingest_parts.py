@@ -22,7 +22,7 @@ from analyzer.store import catalog, ingest_replay, queries
 from analyzer.store.ingest import DATA_TABLES, ingest
 from analyzer.store.opener import open_store
 from base.errors import IotapeError
-from recorder.tracefile import TraceWriter
+from recorder.tracefile import TraceWriter, open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute as replay_run
 from schemas.documents.workload_report import WorkloadReport
@@ -329,6 +329,21 @@ def test_replay_parts_agree_across_engines(replayed, tmp_path: Path) -> None:
     assert duck[2] == [{**x, "iops": pytest.approx(x["iops"])} for x in ch[2]]
 
 
+def test_replay_lasts_from_its_start_to_its_end_across_jobs(store, replayed) -> None:
+    """Not the longest job: a plan's jobs start at their pieces' times."""
+    _, jobdir = replayed
+    fio = _fio(jobdir)
+    run = catalog.resolve(store, ingest(store, jobdir).run_id)
+    # fio: each job's elapsed, whole seconds since fio started, the same for all.
+    assert run["duration_ns"] == max(j["elapsed"] for j in fio["jobs"]) * 10**9
+    assert run["duration_ns"] >= max(j["job_runtime"] for j in fio["jobs"]) * 10**6
+    jobs = [{"jobname": "a", "job_runtime": 10}, {"jobname": "b", "job_runtime": 12}]
+    # iotape-lanes: the run's span; without either, the longest job.
+    assert ingest_replay.run_duration_ns({"elapsed_ms": 250, "jobs": jobs}) == 250 * 10**6
+    assert ingest_replay.run_duration_ns({"jobs": jobs}) == 12 * 10**6
+    assert ingest_replay.run_duration_ns({"jobs": [{**j, "elapsed": 3} for j in jobs]}) == 3 * 10**9
+
+
 def test_replay_without_its_trace_in_the_store(store, replayed) -> None:
     _, jobdir = replayed
     r = ingest(store, jobdir)
@@ -352,6 +367,9 @@ def test_recorded_replay_takes_the_re_recorded_events(store, replayed, tmp_path:
     assert r.run_id != plain.run_id, "the re-recorded trace is part of the replay's content"
     assert r.events == 777 and queries.run(store, "run_events", run_id=r.run_id) == [(777,)]
     run = catalog.resolve(store, r.run_id)
+    # The run lasts as its recording does (its events' times count from its start).
+    with open_trace(rerecorded) as t:
+        assert run["duration_ns"] == int(t.read_all()["ts_complete_ns"].max())
     assert run["host"] == "lab1" and run["header"]["host"] == "lab1"
     assert len(queries.run(store, "run_devices", run_id=r.run_id)) == 2
     # The re-recorded trace changing makes another run; it going away is a clear error.

@@ -136,6 +136,32 @@ def test_scan_names_the_misaligned_record_as_load_does(tmp_path: Path) -> None:
     assert str(got.value) == str(ref.value) and "not 512-aligned" in str(got.value)
 
 
+@pytest.mark.parametrize("app_flush_at", [None, 1400])
+def test_scan_takes_the_files_flush_rule_in_one_read(tmp_path: Path, app_flush_at) -> None:
+    """Kernel flushes in every chunk, a process's flush only near the end (or none):
+    the file's rule (load's) decides which flushes count, for every chunk, and the
+    misaligned record is named by its place under that rule."""
+    o = _orig(1500, seed=4)
+    flush = o["op"] == OP["flush"]
+    o["pid"][flush] = 0
+    if app_flush_at is not None:
+        o["op"][app_flush_at], o["bytes"][app_flush_at], o["pid"][app_flush_at] = OP["flush"], 0, 99
+    path = make_trace(tmp_path / "t.iot", o, chunk_records=50)
+    s, src = ordered.scan(path), load(path)
+    assert s.app_flush == (app_flush_at is not None)
+    assert s.count == len(src.records) and s.duration_ns == src.duration_ns
+    got = np.concatenate(list(ordered.batches(s, 200)))
+    assert np.array_equal(got["op"], src.records["op"])
+    late = int(np.flatnonzero(o["op"] != OP["flush"])[-50])
+    o["offset"][late] += 7
+    bad = make_trace(tmp_path / "bad.iot", o, chunk_records=50)
+    with pytest.raises(Exception) as ref:
+        load(bad)
+    with pytest.raises(Exception) as err:
+        ordered.scan(bad)
+    assert str(err.value) == str(ref.value) and "not 512-aligned" in str(err.value)
+
+
 @pytest.mark.parametrize("dist", ["uniform", "ties", "heavy"])
 def test_spilled_percentiles_are_numpys(monkeypatch, dist: str) -> None:
     monkeypatch.setattr(quantiles, "KEEP", 1000)

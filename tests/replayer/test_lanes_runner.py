@@ -49,6 +49,26 @@ def _target(tmp_path: Path) -> Path:
 R, W, T, S = iolog.READ, iolog.WRITE, iolog.TRIM, iolog.SYNC
 
 
+def test_elapsed_is_the_runs_span_across_its_jobs(tmp_path: Path) -> None:
+    """Two lanes 10 ms long each, the second 200 ms after the first: each job's
+    runtime is its own 10 ms, the run's elapsed_ms (what the store takes as the
+    replay's duration) spans both."""
+    f = _target(tmp_path)
+    _lanes(
+        tmp_path,
+        f,
+        {
+            "a": [(0, R, 0, 4096), (10_000, R, 4096, 4096)],
+            "b": [(200_000, R, 8192, 4096), (210_000, R, 12288, 4096)],
+        },
+    )
+    p = _run(tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert max(j["job_runtime"] for j in doc["jobs"]) < 100
+    assert doc["elapsed_ms"] >= 210
+
+
 def test_every_request_is_issued_as_the_iolog_says(tmp_path: Path) -> None:
     """Reads, writes, a trim and a sync, over two lanes: each counted once in fio's
     JSON shape, the writes on the file, the trim's range zeroed, and the last

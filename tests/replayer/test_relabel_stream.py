@@ -96,11 +96,12 @@ def test_planned_batches_are_the_plans_order(tmp_path: Path, monkeypatch) -> Non
     assert np.array_equal(got["n"], np.arange(len(got)))
 
 
-def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("block", [16, 97])  # shorter than a line; a few lines
+def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch, block: int) -> None:
     """A plan of lanes (version-2 logs that each span the trace) merged a few lines
     of each log at a time gives the whole-plan order, and relabels as in memory."""
     monkeypatch.setattr(ordered, "BATCH", 64)
-    monkeypatch.setattr(relabel._LogReader, "LINES", 7)  # blocks end on waits too
+    monkeypatch.setattr(relabel._LogReader, "BYTES", block)  # blocks end on waits too
     src = _trace(tmp_path / "src.iot", seconds=3, rate=300)
     jobdir = tmp_path / "jobs"
     opts = PlanOptions(src, jobdir, mode="exact", targets=_targets(tmp_path, 1), layout="lanes")

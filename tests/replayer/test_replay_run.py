@@ -138,3 +138,22 @@ def test_synthetic_replay_follows_the_trace(loop_factory, tmp_path: Path) -> Non
     assert f["size_hist_tv"] <= 0.03
     assert f["iops_mape_pct"] <= 10.0
     print(f"synthetic fidelity: {f}")
+
+
+def test_merged_windows_carry_the_runs_span(tmp_path: Path) -> None:
+    """Each window's fio counts `elapsed` from its own start and stamps its end in
+    `timestamp_ms`: the merged JSON's elapsed_ms spans the first start to the last
+    end (the store's duration of the replay), not the longest window."""
+    import json
+
+    from replayer.run import launch, local
+
+    (tmp_path / "results").mkdir()
+    windows = [(1_000_000, 3, "a"), (1_009_000, 2, "b")]  # ends at 1,000 s and 1,009 s
+    for k, (end_ms, elapsed, job) in enumerate(windows):
+        doc = {"timestamp_ms": end_ms, "jobs": [{"jobname": job, "elapsed": elapsed}]}
+        (tmp_path / launch.window_output(k)).write_text("note\n" + json.dumps(doc))
+    local._merge_windows(tmp_path, 2, "results/fio.json")
+    got = json.loads((tmp_path / "results" / "fio.json").read_text())
+    assert [j["jobname"] for j in got["jobs"]] == ["a", "b"]
+    assert got["elapsed_ms"] == 1_009_000 - (1_000_000 - 3_000)

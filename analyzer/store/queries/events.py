@@ -154,10 +154,15 @@ def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
     group = " GROUP BY op, stream ORDER BY op, stream" if grouped else ""
     src = f"({_values(dialect, metric)}) AS x0"
     if dialect == "duckdb":
-        pcts = ", ".join(f"quantile_disc(v, {q}) AS {n}" for q, n in EXACT_LEVELS)
+        # One quantile_disc of the list of levels: the values are gathered and
+        # ordered once, where one call per level did it five times (2.5x the time).
+        levels = ", ".join(str(q) for q, _ in EXACT_LEVELS)
+        pcts = ", ".join(f"q[{i}] AS {n}" for i, (_, n) in enumerate(EXACT_LEVELS, start=1))
         return (
-            f"SELECT {keys}, count() AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, {pcts} "
-            f"FROM {src}{group}"
+            f"SELECT op, stream, n, s, lo, hi, {pcts} FROM (SELECT {keys}, count() AS n, "
+            f"sum(v) AS s, min(v) AS lo, max(v) AS hi, quantile_disc(v, [{levels}]) AS q "
+            f"FROM {src}{' GROUP BY op, stream' if grouped else ''}) AS x1"
+            f"{' ORDER BY op, stream' if grouped else ''}"
         )
     pcts = ", ".join(
         f"arrayElement(a, toUInt64(greatest(1, ceil(n * {q})))) AS {n}" for q, n in EXACT_LEVELS
@@ -166,6 +171,51 @@ def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
         f"SELECT op, stream, n, s, lo, hi, {pcts} FROM (SELECT {keys}, count() AS n, "
         f"sum(v) AS s, min(v) AS lo, max(v) AS hi, arraySort(groupArray(v)) AS a "
         f"FROM {src}{group})"
+    )
+
+
+def _exact_latency_sql(dialect: str) -> str:
+    """Both metrics' exact statistics, per (op, stream) and over all (op = stream =
+    -1), as rows (metric: 0 device, 1 queue, op, stream, n, s, lo, hi, levels...).
+    DuckDB reads the events once for all four (grouping sets, a metric unknown for
+    a request is NULL there): four queries read them four times."""
+    if dialect != "duckdb":
+        parts = [
+            f"SELECT {m} AS metric, * FROM ({_exact_sql(dialect, metric, g)})"
+            for m, metric in enumerate(("device", "queue"))
+            for g in (False, True)
+        ]
+        return f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY metric, op, stream"
+    levels = ", ".join(str(q) for q, _ in EXACT_LEVELS)
+    cols = []
+    for v, metric in (("d", "device"), ("q", "queue")):
+        expr, known = _metric(dialect, metric)
+        cols.append(f"CASE WHEN {known} THEN {expr} END AS {v}")
+    inner = (
+        f'SELECT "op" AS op, "stream" AS stream, {", ".join(cols)} '
+        f'FROM "events" WHERE {_where(dialect)}'
+    )
+    aggs = ", ".join(
+        f"count({v}) AS {v}n, sum({v}) AS {v}s, min({v}) AS {v}lo, max({v}) AS {v}hi, "
+        f"quantile_disc({v}, [{levels}]) AS {v}q"
+        for v in ("d", "q")
+    )
+    grouped = (
+        "SELECT CASE WHEN grouping(op) = 1 THEN -1 ELSE op END AS op, "
+        f"CASE WHEN grouping(stream) = 1 THEN -1 ELSE stream END AS stream, {aggs} "
+        f"FROM ({inner}) AS x0 GROUP BY GROUPING SETS ((op, stream), ())"
+    )
+
+    def one(m: int, v: str) -> str:
+        pcts = ", ".join(f"{v}q[{i}] AS {n}" for i, (_, n) in enumerate(EXACT_LEVELS, start=1))
+        return (
+            f"SELECT {m} AS metric, op, stream, {v}n AS n, {v}s AS s, {v}lo AS lo, "
+            f"{v}hi AS hi, {pcts} FROM x"
+        )
+
+    return (
+        f"WITH x AS MATERIALIZED ({grouped}) {one(0, 'd')} UNION ALL {one(1, 'q')} "
+        "ORDER BY metric, op, stream"
     )
 
 
@@ -218,6 +268,7 @@ register(
     both("exact_queue_groups", lambda d: _exact_sql(d, "queue", True)),
     both("exact_queue_all", lambda d: _exact_sql(d, "queue", False)),
     both("unseen_count", _unseen_sql),
+    both("exact_latency", _exact_latency_sql),
     both("timeseries", _timeseries_sql),
     both(
         "extent_by_dev",

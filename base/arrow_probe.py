@@ -1,0 +1,36 @@
+"""pyarrow's look for pandas, answered without importing it.
+
+pyarrow asks whether pandas is there the first time anything builds an array
+(`pa.array`, even of numpy values), and to answer it imports pandas: 0.12-0.17 s
+of a command that never touches pandas (`iotape ingest` of a trace). Here that
+first look fails, so pyarrow notes "no pandas" for its type checks; whatever
+does want pandas later (`Table.to_pandas`, `from_pandas`) still gets it, since
+pyarrow imports it again then (pyarrow/pandas-shim.pxi: a failed try is retried
+by every call that needs pandas).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.machinery import ModuleSpec
+
+
+class _NotNow:
+    def find_spec(self, name: str, path=None, target=None) -> ModuleSpec | None:
+        if name == "pandas":
+            raise ImportError("pandas: not imported for pyarrow's first look")
+        return None
+
+
+def skip_pandas() -> None:
+    """Make pyarrow's first look for pandas, unless pandas is already imported."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    finder = _NotNow()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(finder)

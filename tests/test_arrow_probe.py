@@ -1,0 +1,47 @@
+"""base.arrow_probe: a command that builds Arrow arrays does not import pandas for
+it, and pandas still works for whoever asks for it later."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+CODE = """
+import sys
+import numpy as np
+from base.arrow_probe import skip_pandas
+skip_pandas()
+import pyarrow as pa
+a = pa.array(np.arange(3))
+t = pa.table({"a": a, "s": pa.array(["x", "y", "z"])})
+print("pandas" in sys.modules)
+df = t.to_pandas()
+back = pa.Table.from_pandas(df, preserve_index=False)
+print(type(df).__name__, back.column("a").to_pylist() == [0, 1, 2], pa.array(df["a"]).type)
+"""
+
+
+def test_arrays_without_pandas_and_pandas_after() -> None:
+    p = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["False", "DataFrame True int64"]
+
+
+def test_ingest_command_imports_no_pandas(tmp_path) -> None:
+    from trace_helpers import make_trace, workload_records
+
+    trace = make_trace(tmp_path / "t.iot", workload_records(500, seed=3))
+    code = (
+        "import sys; sys.argv = ['iotape', 'ingest', sys.argv[1], '--db', sys.argv[2]]\n"
+        "from iotape import cli\n"
+        "try:\n    cli.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "print('pandas' in sys.modules)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(trace), str(tmp_path / "s.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "500 events" in p.stdout and p.stdout.strip().splitlines()[-1] == "False"
