@@ -219,7 +219,10 @@ def device_up(
 
 @device_app.command("down")
 def device_down(name: Annotated[str, typer.Argument(help="The device's name.")]) -> None:
-    """Release a lab device: its loop device, mount, server and memory."""
+    """Release a lab device: its loop device, mount, server and memory.
+
+    Example: iotape lab device down a1
+    """
     try:
         released = blockdev.down(name)
     except blockdev.DeviceError as e:
@@ -229,7 +232,10 @@ def device_down(name: Annotated[str, typer.Argument(help="The device's name.")])
 
 @device_app.command("list")
 def device_list(as_json: AsJson = False) -> None:
-    """The lab devices that are up."""
+    """The lab devices that are up.
+
+    Example: iotape lab device list --json
+    """
     try:
         states = blockdev.listed()
     except blockdev.DeviceError as e:
@@ -243,7 +249,10 @@ def device_list(as_json: AsJson = False) -> None:
 
 @device_app.command("stats")
 def device_stats(name: Annotated[str, typer.Argument(help="The device's name.")]) -> None:
-    """An array device's own counters (JSON): cache, destage, disks, modelled latency."""
+    """An array device's own counters (JSON): cache, destage, disks, modelled latency.
+
+    Example: iotape lab device stats a1
+    """
     try:
         print(json.dumps(blockdev.stats(name), indent=1))
     except blockdev.DeviceError as e:
