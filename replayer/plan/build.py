@@ -29,7 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from base.errors import IotapeError
-from replayer.plan import dependent, exact, fitloc, jobfile, scale, sinks, sources, steps, write
+from replayer.plan import (
+    dependent,
+    exact,
+    fitloc,
+    jobfile,
+    mapping,
+    scale,
+    sinks,
+    sources,
+    steps,
+    write,
+)
 from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import Source
@@ -82,9 +93,10 @@ def _frame(opts: PlanOptions, inp: sources.Input) -> Frame:
     return Frame(opts, mode, why, sc, paths, hostmap)
 
 
-def _lay_out(fr: Frame, view: Source) -> Laid:
-    groups, users = steps.groups(view, fr.paths, fr.storage)
-    return Laid(groups, users, steps.layout(view, groups, users, fr.opts))
+def _lay_out(fr: Frame, inp: sources.Input) -> Laid:
+    groups, users = steps.groups(inp.view, fr.paths, fr.storage)
+    touched = inp.touched() if fr.opts.remap == "compact" else None
+    return Laid(groups, users, steps.layout(inp.view, groups, users, fr.opts, touched))
 
 
 def _open(opts: PlanOptions) -> tuple[sources.Input, Frame]:
@@ -145,18 +157,19 @@ def _run(inp: sources.Input, fr: Frame, laid: Laid, sink: sinks.Sink) -> Plan:
         hosts=fr.hosts,
         layout=a.layout,
         reach=a.reach,
+        mapping=mapping.record(laid.groups, laid.targets, fr.scaling, fr.opts.remap),
     )
 
 
 def _collected(inp: sources.Input, fr: Frame) -> Plan:
     """The plan held in memory (its groups let go once it is made)."""
-    laid = _lay_out(fr, inp.view)
+    laid = _lay_out(fr, inp)
     return _run(inp, fr, laid, sinks.Collected(fr.opts, fr.mode, bool(fr.hosts)))
 
 
 def _chunked(inp: sources.Chunked, fr: Frame) -> PlanResult:
     """JOBDIR written as the trace is read: its logs appended chunk by chunk."""
-    laid = _lay_out(fr, inp.view)
+    laid = _lay_out(fr, inp)
     with write.staged(_jobdir(fr.opts), fr.opts.force) as tmp:
         sink = sinks.LaneLogs(tmp, sorted({g.path for g in laid.groups}))
         return _result(_run(inp, fr, laid, sink), tmp, logs=False)
@@ -210,6 +223,8 @@ def manifest(p: Plan) -> Manifest:
         fields["layout"] = _layout_entry(p.scaling.layout)
     if p.layout == "lanes":
         fields["exact_layout"] = "lanes"
+    if p.mapping is not None:
+        fields["mapping"] = p.mapping
     return Manifest.model_validate(fields)
 
 

@@ -4,7 +4,8 @@ or, for a trace too large to hold, time-ordered chunks of it (stream.py).
 Either way a plan sees the same two things: `view`, the trace as a whole as
 far as laying it out goes (every device's furthest byte, every stream,
 submitter and write; for chunks, stream.skeleton's few records standing for
-them), and `chunks()`, its requests in time order (the whole trace is its own
+them), `touched()`, each device's touched granules for --remap compact (for
+chunks, collected by the scan), and `chunks()`, its requests in time order (the whole trace is its own
 one chunk). build.py runs the same steps over both.
 """
 
@@ -13,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from recorder.tracefile import trace_bytes
-from replayer.plan import stream
+from replayer.plan import compact, stream
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import Source, load
+from replayer.plan.source import OP, Source, load
 
 # Records (80 bytes each) past which a plan is streamed: ~80 MB of trace.
 STREAM_ABOVE = 1_000_000
@@ -36,6 +39,11 @@ class Whole:
     def chunks(self) -> Iterator[Source]:
         yield self.view
 
+    def touched(self) -> dict[int, np.ndarray]:
+        """Each device's touched granules (--remap compact)."""
+        r = self.view.records
+        return compact.touched_by_device(r, r["op"] != OP["flush"])
+
 
 @dataclass
 class Chunked:
@@ -52,6 +60,10 @@ class Chunked:
     def chunks(self) -> Iterator[Source]:
         return stream.sorted_chunks(self.scan)
 
+    def touched(self) -> dict[int, np.ndarray]:
+        """Each device's touched granules, as the scan collected them (--remap compact)."""
+        return self.scan.touched or {}
+
 
 Input = Whole | Chunked
 
@@ -61,7 +73,7 @@ def whole(opts: PlanOptions) -> Whole:
 
 
 def chunked(opts: PlanOptions) -> Chunked:
-    s = stream.scan(opts.trace)
+    s = stream.scan(opts.trace, touched=opts.remap == "compact")
     return Chunked(s, stream.skeleton(s))
 
 
