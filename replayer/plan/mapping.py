@@ -82,7 +82,8 @@ def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> 
     for dev in sorted(names):
         d: dict[str, Any] = {"device": dev, "name": names[dev], "end_bytes": lay.dev_end[dev]}
         if mode == "compact":
-            d["extents"] = _runs((lay.touched or {}).get(dev, np.zeros(0, np.int64)), compact.GRANULE)
+            g = (lay.touched or {}).get(dev, np.zeros(0, np.int64))
+            d["extents"] = _runs(g, compact.GRANULE)
         devices.append(d)
     return {"version": VERSION, "mode": mode,
             "granule_bytes": compact.GRANULE if mode == "compact" else None,
@@ -94,15 +95,15 @@ class Mapper:
 
     def __init__(self, m: MappingEntry, stream_names: dict[int, str]) -> None:
         if m.version != VERSION:
-            raise IotapeError(f"plan.json: field 'mapping.version': {m.version}; this iotape reads {VERSION}")
+            raise IotapeError(
+                f"plan.json: field 'mapping.version': {m.version}; this iotape reads {VERSION}"
+            )
         self.m = m
         self.granule = m.granule_bytes or compact.GRANULE
         self.end = {d.device: d.end_bytes for d in m.devices}
         self.touched = {d.device: _granules(d.extents or [], self.granule) for d in m.devices}
         by_name = {v: k for k, v in stream_names.items()}
-        self.place = {
-            (p.device, by_name[p.stream]): p for p in m.placements if p.stream in by_name
-        }
+        self.place = {(p.device, by_name[p.stream]): p for p in m.placements if p.stream in by_name}
 
     def apply(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets, sizes, placed) of rows `r` (fields dev, stream, op, offset, bytes):

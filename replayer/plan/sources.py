@@ -5,8 +5,8 @@ Either way a plan sees the same two things: `view`, the trace as a whole as
 far as laying it out goes (every device's furthest byte, every stream,
 submitter and write; for chunks, stream.skeleton's few records standing for
 them), `touched()`, each device's touched granules for --remap compact (for
-chunks, collected by the scan), and `chunks()`, its requests in time order (the whole trace is its own
-one chunk). build.py runs the same steps over both.
+chunks, collected by the scan), and `chunks()`, its requests in time order (the
+whole trace is its own one chunk). build.py runs the same steps over both.
 """
 
 from __future__ import annotations
