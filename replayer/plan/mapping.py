@@ -29,17 +29,17 @@ VERSION = 1
 UNPLACED = np.uint64(0xFF) << np.uint64(56)  # a key no replayed request has
 
 
-def _runs(g: np.ndarray, granule: int) -> list[tuple[int, int]]:
+def _runs(g: np.ndarray, granule: int) -> list[list[int]]:
     """Granule indices as [first byte, bytes] runs."""
     if not len(g):
         return []
     cut = np.flatnonzero(np.diff(g) != 1) + 1
     starts = g[np.r_[0, cut]]
     lens = np.diff(np.r_[0, cut, len(g)])
-    return [(int(s) * granule, int(n) * granule) for s, n in zip(starts, lens, strict=True)]
+    return [[int(s) * granule, int(n) * granule] for s, n in zip(starts, lens, strict=True)]
 
 
-def _granules(runs: list[tuple[int, int]], granule: int) -> np.ndarray:
+def _granules(runs: list[list[int]], granule: int) -> np.ndarray:
     if not runs:
         return np.zeros(0, np.int64)
     a = np.asarray(runs, np.int64) // granule

@@ -26,6 +26,10 @@ Locality (locality.py) is measured over all requests: footprint, hot shares,
 sequential share and the LRU hit-ratio curve. A replay whose curve is far from
 the original's is unfaithful on locality however good its rate is.
 
+A plan that moved offsets (--remap, databases side by side) recorded where each
+request went; `compare` pairs through that mapping (mapped.py) and reports how
+many paired and why the others did not ("pairing").
+
 `compare` streams both traces (fidstream.py, localitystream.py): its memory does
 not grow with their length, and its answers are `compare_in_memory`'s wherever
 every pair lies within pairing.HORIZON_NS (60 s) of each other.
@@ -40,7 +44,7 @@ import numpy as np
 
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
-from replayer.run import fidstream, localitystream, ordered, timewindows
+from replayer.run import fidstream, localitystream, mapped, ordered, timewindows
 from replayer.run.pairing import HORIZON_NS
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
@@ -60,6 +64,7 @@ class FidelityReport(TypedDict):
     windows: NotRequired[list[dict[str, Any]]]
     wakeup_floor: NotRequired[dict[str, Any] | None]
     floor_goal: NotRequired[dict[str, Any]]
+    pairing: NotRequired[dict[str, Any]]  # how many paired, through what (mapped.py)
     locality: NotRequired[dict[str, Any]]  # always there; set last, so it comes last
 
 
@@ -239,20 +244,29 @@ def compare(
     replayed: str | Path,
     window_s: float = timewindows.WINDOW_S,
     horizon_ns: int = HORIZON_NS,
+    plan: Path | None = None,
 ) -> FidelityReport:
     """Per-stream, per-window and overall fidelity figures; each pair is
     [original, replay]. Both traces stream (fidstream.py): memory stays flat in
-    their length."""
+    their length. Pairs through the mapping of `plan` (or of the replay's own plan:
+    mapped.plan_path)."""
     so, sr = ordered.scan(original), ordered.scan(replayed)
+    plan = mapped.plan_path(plan, sr)
+    m = mapped.mapper(plan, so)
+    keys = m.keys if m else None
+    tally = mapped.Tally(m) if m else None
     gaps = fidstream.Gaps()
-    fidstream.drive(so, sr, gaps, horizon_ns)
+    origs = ordered.batches(so)
+    fidstream.drive_batches(
+        tally.counted(origs) if tally else origs, ordered.batches(sr), gaps, horizon_ns, keys
+    )
     pairs = gaps.spill.count
     timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
     shift = int(gaps.spill.median()) if timed else 0
     gaps.spill.close()
     acc = fidstream.Figures(so, sr, shift, timed, window_s)
     try:
-        fidstream.drive(so, sr, acc, horizon_ns)
+        fidstream.drive(so, sr, acc, horizon_ns, keys)
         durations = (so.duration_ns, sr.duration_ns)
         out = _report((original, replayed), durations, shift, timed, {})
         out["overall"] = fidstream.figures(acc.all, shift, timed)
@@ -263,6 +277,7 @@ def compare(
     finally:
         acc.close()
     out["overall"]["unmatched_replay_requests"] = sr.count - acc.all.pairs
+    out["pairing"] = mapped.section(plan, tally, acc.all.pairs, so.count, sr.count)
     floor = timewindows.floor_of(sr.metadata())
     mono0 = sr.header.get("mono_start_ns")
     if mono0 is not None:
@@ -299,12 +314,16 @@ def report(
     anchor: Path | None,
     window_s: float,
     horizon_ns: int = HORIZON_NS,
+    plan: Path | None = None,
 ) -> dict[str, FidelityReport]:
     """`replay fidelity`: the replay ("iotape") and fio's plain replay ("fio_plain",
-    given `anchor`) each against the original."""
-    res = {"iotape": compare(original, replayed, window_s, horizon_ns)}
+    given `anchor`) each against the original; both paired through `plan`'s mapping
+    (the anchor replays the same mapped requests)."""
+    res = {"iotape": compare(original, replayed, window_s, horizon_ns, plan)}
     if anchor is not None:
-        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns)
+        if plan is None:
+            plan = mapped.plan_path(None, ordered.scan(replayed))
+        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns, plan)
     return res
 
 

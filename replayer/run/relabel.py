@@ -209,7 +209,7 @@ def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_
     meta = dict(header.get("metadata") or {})
     # What this trace replays, so that the store pairs it with its source (and with
     # other replays of it) as the same workload: analyzer/analyses/workloads.py.
-    meta["replay_of"] = replay_of(man)
+    meta["replay_of"] = replay_of(man, jobdir)
     header["metadata"] = meta
     logs, names = _logs(Path(jobdir), man)
     if not logs or not total:
@@ -319,7 +319,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest) -> Relabel:
     meta = dict(header.get("metadata") or {})
     # What this trace replays, so that the store pairs it with its source (and with
     # other replays of it) as the same workload: analyzer/analyses/workloads.py.
-    meta["replay_of"] = replay_of(man)
+    meta["replay_of"] = replay_of(man, jobdir)
     header["metadata"] = meta
     if not len(planned) or not len(r):
         _rewrite_whole(trace, header, r, footer)
@@ -355,14 +355,17 @@ def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> No
     os.replace(tmp, trace)
 
 
-def replay_of(man: Manifest) -> dict:
-    """The source trace (path and content hash, which is its run id in the store) and
-    how the plan scaled it."""
+def replay_of(man: Manifest, jobdir: Path | None = None) -> dict:
+    """The source trace (path and content hash, which is its run id in the store),
+    how the plan scaled it, and the plan (`replay fidelity` pairs through its mapping)."""
     src = Path(man.trace)
     digest = ""
     if src.is_file():
         with contextlib.suppress(OSError):
             digest = trace_sha256(src)
     scaling = man.scaling.data() if man.scaling else None
-    return {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
-            "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip
+    out = {"trace": str(src), "trace_sha256": digest, "mode": man.mode,
+           "time_scale": man.time_scale, "scaling": scaling}  # fmt: skip
+    if jobdir is not None:
+        out["plan"] = str(Path(jobdir).resolve() / "plan.json")
+    return out

@@ -117,7 +117,7 @@ class DeviceMapEntry(Part):
     name: str
     end_bytes: int  # the furthest byte the trace reaches on it (wrap and scale map from it)
     # compact: the touched extents [first byte, bytes], granule-aligned, in offset order
-    extents: list[tuple[int, int]] | None = None
+    extents: list[list[int]] | None = None
 
 
 class MappingEntry(Part):
