@@ -67,11 +67,16 @@ def check_fits(what: str, need: int, size: int, devices: list[str]) -> None:
     """Refuse a target range smaller than the footprint packed onto it, in one line."""
     if need > size:
         raise IotapeError(
-            f"--remap compact: {what} is {size} bytes ({size / 2**30:.2f} GiB); the footprint "
-            f"to pack onto it ({', '.join(devices)}, touched {GRANULE >> 20} MiB granules) is "
-            f"{need} bytes ({need / 2**30:.2f} GiB): give a target of at least that, or "
-            "--remap scale or wrap"
+            f"--remap compact: {what} is {_size(size)}; the footprint to pack onto it "
+            f"({', '.join(devices)}: its touched {GRANULE >> 20} MiB granules) is "
+            f"{_size(need)}: give a target of at least that, or --remap scale or wrap"
         )
+
+
+def _size(n: int) -> str:
+    return (
+        f"{n} bytes ({n / 2**20:.1f} MiB)" if n < 10 << 30 else f"{n} bytes ({n / 2**30:.2f} GiB)"
+    )
 
 
 def pack(

@@ -104,12 +104,19 @@ class Mapper:
         self.touched = {d.device: _granules(d.extents or [], self.granule) for d in m.devices}
         by_name = {v: k for k, v in stream_names.items()}
         self.place = {(p.device, by_name[p.stream]): p for p in m.placements if p.stream in by_name}
+        self.target_id = {t: i for i, t in enumerate(sorted({p.target for p in m.placements}))}
 
     def apply(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets, sizes, placed) of rows `r` (fields dev, stream, op, offset, bytes):
         where each was replayed; flushes stay at (0, 0)."""
+        off, nb, placed, _ = self.apply_on(r)
+        return off, nb, placed
+
+    def apply_on(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """apply(), and the target of each row (its index in sorted target paths)."""
         off = r["offset"].astype(np.int64)
         nb = r["bytes"].astype(np.int64)
+        tgt = np.zeros(len(r), np.int64)
         placed = np.zeros(len(r), bool)
         data = r["op"] != OP["flush"]
         key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
@@ -119,6 +126,7 @@ class Mapper:
                 continue
             m = key == k
             placed[m] = True
+            tgt[m] = self.target_id[p.target]
             m &= data
             if not m.any():
                 continue
@@ -129,7 +137,7 @@ class Mapper:
                 end = self.end[p.device]
                 o, b = remap.remap(off[m], nb[m], p.size, p.block, self.m.mode, end)
             off[m], nb[m] = p.base + o, b
-        return off, nb, placed
+        return off, nb, placed, tgt
 
     def keys(self, r: np.ndarray) -> np.ndarray:
         """pairing.keys of the rows as replayed; a row replayed nowhere gets UNPLACED."""

@@ -299,13 +299,7 @@ def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
     po = localitystream.profile(ordered.batches(so))
     caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
     pr = localitystream.profile(ordered.batches(sr), caps)
-    keys = ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share")
-    out: dict[str, Any] = {k: [po[k], pr[k]] for k in keys}
-    out["lru_fractions"] = list(locality.FRACTIONS)
-    out["lru_caps_bytes"] = po["lru_caps_bytes"]
-    out["lru_hit_ratio"] = [po["lru_hit_ratio"], pr["lru_hit_ratio"]]
-    out |= locality.compare(po, pr)
-    return out
+    return locality.side_by_side(po, pr)
 
 
 def report(
