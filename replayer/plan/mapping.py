@@ -51,7 +51,7 @@ def _granules(runs: list[list[int]], granule: int) -> np.ndarray:
 def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> dict[str, Any]:
     """plan.json's "mapping" of a plan's groups (steps.Group) laid out as `lay`
     (steps.TargetLayout) and scaled as `sc`."""
-    total: dict[tuple[int, str], float] = {}
+    shares: dict[tuple[int, str], list[float]] = {}
     first: dict[tuple[int, str], tuple[Any, float]] = {}
     names: dict[int, str] = {}
     seen: set[tuple[int, str, Any, str]] = set()
@@ -66,17 +66,17 @@ def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> 
             else scale.factor(g.sname, sc)
         )
         key = (g.dev, g.sname)
-        total[key] = total.get(key, 0.0) + f
+        shares.setdefault(key, []).append(f)
         if key not in first and f > 0:
             first[key] = (g, f)
     placements = []
-    for (dev, sname), (g, f) in sorted(first.items()):
+    for (dev, sname), (g, _f) in sorted(first.items()):
         base, size = lay.spans[(g.path, g.owner)]
         at = (lay.packed_at or {}).get((g.path, g.owner), {}).get(dev)
         placements.append(
             {"device": dev, "stream": sname, "target": g.path, "base": base, "size": size,
-             "block": lay.probed[g.path].block, "packed_at": at, "factor": min(f, 1.0),
-             "replicas": total[(dev, sname)]}
+             "block": lay.probed[g.path].block, "packed_at": at,
+             "shares": shares[(dev, sname)]}
         )  # fmt: skip
     devices = []
     for dev in sorted(names):
@@ -105,6 +105,11 @@ class Mapper:
         by_name = {v: k for k, v in stream_names.items()}
         self.place = {(p.device, by_name[p.stream]): p for p in m.placements if p.stream in by_name}
         self.target_id = {t: i for i, t in enumerate(sorted({p.target for p in m.placements}))}
+        # Every owner's range is laid out alike (targetmap.ranges: equal ranges from
+        # byte 0): where all ranges are one size, a request is keyed by its place in
+        # its range, so an original pairs with whichever database replayed it.
+        sizes = {p.size for p in m.placements}
+        self.fold = sizes.pop() if len(sizes) == 1 else None
 
     def apply(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets, sizes, placed) of rows `r` (fields dev, stream, op, offset, bytes):
@@ -140,14 +145,23 @@ class Mapper:
         return off, nb, placed, tgt
 
     def keys(self, r: np.ndarray) -> np.ndarray:
-        """pairing.keys of the rows as replayed; a row replayed nowhere gets UNPLACED."""
+        """The original's rows keyed as replayed (pairing.keys of their place in their
+        range); a row replayed nowhere gets UNPLACED."""
         off, nb, placed = self.apply(r)
-        k = (
-            (r["op"].astype(np.uint64) << np.uint64(56))
+        return np.where(placed, self._key(r["op"], off, nb), UNPLACED)
+
+    def replay_keys(self, r: np.ndarray) -> np.ndarray:
+        """A replay's rows keyed as `keys` keys the original's."""
+        return self._key(r["op"], r["offset"].astype(np.int64), r["bytes"].astype(np.int64))
+
+    def _key(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> np.ndarray:
+        if self.fold:
+            off = off % self.fold
+        return (
+            (op.astype(np.uint64) << np.uint64(56))
             ^ (off.astype(np.uint64) << np.uint64(8))
             ^ nb.astype(np.uint64)
         )
-        return np.where(placed, k, UNPLACED)
 
     def expected(self, r: np.ndarray) -> tuple[int, float, float]:
         """(rows replayed nowhere, rows the first replica is expected to have dropped
@@ -160,6 +174,9 @@ class Mapper:
             if p is None:
                 nowhere += c
                 continue
-            thinned += c * (1 - p.factor)
-            extra += c * max(p.replicas - p.factor, 0.0)
+            # Each owner thins the stream on its own (scale.replicas): a request is
+            # replayed by none of them with the product of their misses.
+            some = 1.0 - float(np.prod([1.0 - min(f, 1.0) for f in p.shares]))
+            thinned += c * (1.0 - some)
+            extra += c * max(sum(p.shares) - some, 0.0)
         return nowhere, thinned, extra

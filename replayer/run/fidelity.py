@@ -253,7 +253,7 @@ def compare(
     so, sr = ordered.scan(original), ordered.scan(replayed)
     plan = mapped.plan_path(plan, sr)
     m = mapped.mapper(plan, so)
-    keys = m.keys if m else None
+    keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
     gaps = fidstream.Gaps()
     origs = ordered.batches(so)

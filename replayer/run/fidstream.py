@@ -194,11 +194,11 @@ def drive(
     sr: ordered.Scan,
     sink: Sink,
     horizon_ns: int = HORIZON_NS,
-    orig_keys: Keys | None = None,
+    keys: tuple[Keys, Keys] | None = None,
 ) -> None:
-    """Both traces through `sink`, once: pairs in the original's order (the
-    original's requests keyed by `orig_keys`, pairing.Pairer)."""
-    drive_batches(ordered.batches(so), ordered.batches(sr), sink, horizon_ns, orig_keys)
+    """Both traces through `sink`, once: pairs in the original's order (the requests
+    keyed by `keys`, (original's, replay's), pairing.Pairer)."""
+    drive_batches(ordered.batches(so), ordered.batches(sr), sink, horizon_ns, keys)
 
 
 def drive_batches(
@@ -206,10 +206,10 @@ def drive_batches(
     reps: Iterator[np.ndarray],
     sink: Sink,
     horizon_ns: int,
-    orig_keys: Keys | None = None,
+    keys: tuple[Keys, Keys] | None = None,
 ) -> None:
     """`drive` over any two streams of ordered.COMPACT batches in time order."""
-    pairer = Pairer(horizon_ns, orig_keys)
+    pairer = Pairer(horizon_ns, *(keys or (None, None)))
     held: list[np.ndarray] = []
     waiting: list[tuple[np.ndarray, np.ndarray]] = []
 

@@ -82,9 +82,15 @@ Keys = Callable[[np.ndarray], np.ndarray]
 
 
 class Pairer:
-    def __init__(self, horizon_ns: int = HORIZON_NS, orig_keys: Keys | None = None) -> None:
+    def __init__(
+        self,
+        horizon_ns: int = HORIZON_NS,
+        orig_keys: Keys | None = None,
+        rep_keys: Keys | None = None,
+    ) -> None:
         self.horizon_ns = horizon_ns
         self.orig_keys: Keys = orig_keys or keys
+        self.rep_keys: Keys = rep_keys or keys
         self._o = np.empty(0, COMPACT)
         self._r = np.empty(0, COMPACT)
 
@@ -116,7 +122,7 @@ class Pairer:
         matched again without it: per key, the earliest such pair first, as if
         the requests came one at a time. After MAX_ROUNDS (a key with hundreds
         of chance pairs, as in a synthetic replay) every such pair is dropped."""
-        ka, kb = self.orig_keys(a), keys(b)
+        ka, kb = self.orig_keys(a), self.rep_keys(b)
         gone_a, gone_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
         for round_ in range(MAX_ROUNDS + 1):
             la, lb = np.flatnonzero(~gone_a), np.flatnonzero(~gone_b)

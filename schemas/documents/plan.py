@@ -99,7 +99,8 @@ class DependencyEntry(Part):
 
 class PlacementEntry(Part):
     """Where a source device's stream went: the range its first replica (database 0's
-    or the first storage group's, copy 0) fills; the one `replay fidelity` pairs with."""
+    or the first storage group's, copy 0) fills; every owner's range is laid out
+    alike, each in its own equal share of its target."""
 
     device: int
     stream: str
@@ -108,8 +109,9 @@ class PlacementEntry(Part):
     size: int  # the range's bytes
     block: int  # the target's logical block size
     packed_at: int | None = None  # compact: where the device's packed extents start
-    factor: float  # the first replica's share of the stream's requests (1: every one)
-    replicas: float  # all owners' and copies' shares together (extra copies: above 1)
+    # Each owner's share of the stream's requests (scale.factor: 1 every one, 2 two
+    # copies, 0.5 a seeded half): the first is this range's.
+    shares: list[float]
 
 
 class DeviceMapEntry(Part):
