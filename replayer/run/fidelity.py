@@ -223,6 +223,7 @@ def compare_in_memory(
         )
     unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched
+    out["pairing"] = mapped.section(None, None, len(io), len(o), len(r))  # by recorded offsets
     floor = timewindows.floor_of(sr.metadata())
     mono0 = sr.header.get("mono_start_ns")
     if mono0 is not None and len(r):
