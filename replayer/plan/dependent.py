@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan import deps, iolog, scale, sources, steps, write
+from replayer.plan import deps, iolog, mapping, scale, sources, steps, write
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH
@@ -179,7 +179,8 @@ def plan(opts: PlanOptions) -> PlanResult:
             summaries.append({**summ, "other_stream_predecessors": lost.get(s.stream, 0)})
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
-    return _finish(opts, view.duration_ns, sc, lay, jobs, summaries, reach)
+    moved = mapping.record(groups, lay, sc, opts.remap)
+    return _finish(opts, view.duration_ns, sc, lay, jobs, summaries, reach, moved)
 
 
 def _finish(
@@ -190,6 +191,7 @@ def _finish(
     jobs: list[DepJob],
     summaries: list[dict],
     reach: dict[str, int],
+    moved: dict[str, Any] | None = None,
 ) -> PlanResult:
     fields: dict[str, Any] = {
         "trace": str(Path(opts.trace).resolve()),
@@ -219,6 +221,8 @@ def _finish(
         "runner": RUNNER,
         "dependencies": summaries,
     }
+    if moved is not None:
+        fields["mapping"] = moved  # where each request went: fidelity pairs through it
     man = Manifest.model_validate(fields)
     text = _jobfile(opts, jobs, summaries)
     if not opts.dry_run:
