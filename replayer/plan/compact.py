@@ -1,6 +1,6 @@
 """`--remap compact`: a device's touched extents packed in offset order onto the target.
 
-The source device is cut into granules of GRANULE bytes (1 MiB). Every granule a
+The source device is cut into granules of GRANULE bytes (1 MiB; --remap-unit). Every granule a
 data request touches is kept, and the kept granules are laid end to end from the
 start of the target range, in their source order: granule k of the source goes
 to place rank(k) (how many touched granules lie below it), and a request keeps
@@ -63,12 +63,17 @@ def footprint(g: np.ndarray, granule: int = GRANULE) -> int:
     return len(g) * granule
 
 
-def check_fits(what: str, need: int, size: int, devices: list[str]) -> None:
+def check_unit(granule: int) -> None:
+    if granule < 4096 or granule & (granule - 1):
+        raise IotapeError(f"--remap-unit {granule}: must be a power of two of at least 4096 bytes")
+
+
+def check_fits(what: str, need: int, size: int, devices: list[str], granule: int = GRANULE) -> None:
     """Refuse a target range smaller than the footprint packed onto it, in one line."""
     if need > size:
         raise IotapeError(
             f"--remap compact: {what} is {_size(size)}; the footprint to pack onto it "
-            f"({', '.join(devices)}: its touched {GRANULE >> 20} MiB granules) is "
+            f"({', '.join(devices)}: its touched {granule >> 10} KiB granules) is "
             f"{_size(need)}: give a target of at least that, or --remap scale or wrap"
         )
 

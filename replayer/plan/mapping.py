@@ -83,10 +83,10 @@ def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> 
         d: dict[str, Any] = {"device": dev, "name": names[dev], "end_bytes": lay.dev_end[dev]}
         if mode == "compact":
             g = (lay.touched or {}).get(dev, np.zeros(0, np.int64))
-            d["extents"] = _runs(g, compact.GRANULE)
+            d["extents"] = _runs(g, lay.granule)
         devices.append(d)
     return {"version": VERSION, "mode": mode,
-            "granule_bytes": compact.GRANULE if mode == "compact" else None,
+            "granule_bytes": lay.granule if mode == "compact" else None,
             "devices": devices, "placements": placements}  # fmt: skip
 
 

@@ -31,6 +31,7 @@ class Whole:
     """The whole trace, held in memory."""
 
     view: Source
+    granule: int = compact.GRANULE
 
     @property
     def requests(self) -> int:
@@ -42,7 +43,7 @@ class Whole:
     def touched(self) -> dict[int, np.ndarray]:
         """Each device's touched granules (--remap compact)."""
         r = self.view.records
-        return compact.touched_by_device(r, r["op"] != OP["flush"])
+        return compact.touched_by_device(r, r["op"] != OP["flush"], self.granule)
 
 
 @dataclass
@@ -69,11 +70,11 @@ Input = Whole | Chunked
 
 
 def whole(opts: PlanOptions) -> Whole:
-    return Whole(load(opts.trace))
+    return Whole(load(opts.trace), opts.remap_unit)
 
 
 def chunked(opts: PlanOptions) -> Chunked:
-    s = stream.scan(opts.trace, touched=opts.remap == "compact")
+    s = stream.scan(opts.trace, opts.remap_unit if opts.remap == "compact" else None)
     return Chunked(s, stream.skeleton(s))
 
 

@@ -56,6 +56,7 @@ class TargetLayout:
     # (target, owner) each device's packed extents start (compact.py).
     touched: dict[int, np.ndarray] | None = None
     packed_at: dict[tuple[str, Owner], dict[int, int]] | None = None
+    granule: int = compact.GRANULE
 
 
 def check(opts: PlanOptions) -> None:
@@ -68,6 +69,7 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}")
     if opts.remap not in remap.MODES:
         raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
+    compact.check_unit(opts.remap_unit)
 
 
 def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
@@ -199,19 +201,22 @@ def layout(
     need = {p: max(dev_end.values()) for p in users}
     packed_at = None
     if opts.remap == "compact":
-        touched = touched if touched is not None else compact.touched_by_device(r, data)
-        packed_at = _packing(groups, touched)
+        unit = opts.remap_unit
+        touched = touched if touched is not None else compact.touched_by_device(r, data, unit)
+        packed_at = _packing(groups, touched, unit)
         need = {p: 0 for p in users}
         for (path, _owner), at in packed_at.items():
-            need[path] = max(need[path], _packed(at, touched))
+            need[path] = max(need[path], _packed(at, touched, unit))
     spans = targetmap.ranges(users, probed, need)
-    lay = TargetLayout(dev_end, probed, spans, len(dev_ids) == 1, touched, packed_at)
+    lay = TargetLayout(
+        dev_end, probed, spans, len(dev_ids) == 1, touched, packed_at, opts.remap_unit
+    )
     if packed_at is not None:
         _check_packed(lay, groups)
     return lay
 
 
-def _packing(groups: list[Group], touched: dict[int, np.ndarray]):
+def _packing(groups: list[Group], touched: dict[int, np.ndarray], unit: int):
     """(target, owner) -> {device: where its packed extents start}: the devices
     replayed in one range, one after the other in device order."""
     devs: dict[tuple[str, Owner], set[int]] = {}
@@ -222,15 +227,15 @@ def _packing(groups: list[Group], touched: dict[int, np.ndarray]):
         at, shift = {}, 0
         for d in sorted(ds):
             at[d] = shift
-            shift += compact.footprint(touched.get(d, np.zeros(0, np.int64)))
+            shift += compact.footprint(touched.get(d, np.zeros(0, np.int64)), unit)
         out[key] = at
     return out
 
 
-def _packed(at: dict[int, int], touched: dict[int, np.ndarray]) -> int:
+def _packed(at: dict[int, int], touched: dict[int, np.ndarray], unit: int) -> int:
     """The bytes a range's packed devices take."""
     last = max(at, key=lambda d: at[d])
-    return at[last] + compact.footprint(touched.get(last, np.zeros(0, np.int64)))
+    return at[last] + compact.footprint(touched.get(last, np.zeros(0, np.int64)), unit)
 
 
 def _check_packed(lay: TargetLayout, groups: list[Group]) -> None:
@@ -239,8 +244,9 @@ def _check_packed(lay: TargetLayout, groups: list[Group]) -> None:
         _base, size = lay.spans[(path, owner)]
         shared = sum(1 for p, _ in lay.spans if p == path) > 1
         what = f"--target {path}" + (f" ({owner.name}'s share of it)" if shared else "")
-        need = _packed(at, lay.touched or {})
-        compact.check_fits(what, need, size, [names.get(d, str(d)) for d in sorted(at)])
+        need = _packed(at, lay.touched or {}, lay.granule)
+        devs = [names.get(d, str(d)) for d in sorted(at)]
+        compact.check_fits(what, need, size, devs, lay.granule)
 
 
 def slices(
@@ -268,7 +274,7 @@ def slices(
             g_dev = (lay.touched or {})[g.dev]
             turn = j * len(g_dev) // len(reps)
             at = (lay.packed_at or {})[(g.path, g.owner)][g.dev]
-            off, b = compact.pack(rr["offset"], rr["bytes"], g_dev, at, block, turn)
+            off, b = compact.pack(rr["offset"], rr["bytes"], g_dev, at, block, turn, lay.granule)
         else:
             rotate = (j * dev_end // len(reps)) // block * block if j else 0
             off, b = remap.remap(

@@ -58,6 +58,14 @@ def plan(
             "extents packed in offset order: needs a target of at least the footprint)."
         ),
     ] = "fit",
+    remap_unit: Annotated[
+        str,
+        typer.Option(
+            "--remap-unit",
+            help="--remap compact: the granule the touched extents are kept in (a power "
+            "of two of at least 4K; smaller packs tighter, larger keeps more of each region).",
+        ),
+    ] = "1M",
     target: Annotated[
         list[str] | None,
         typer.Option(
@@ -144,16 +152,16 @@ def plan(
     _print(planmod.plan(opts, predict.predict), output, as_json, dry_run)
 
 
-def _size(create_file: str | None) -> int | None:
-    if create_file is None:
+def _size(value: str | None, option: str = "--create-file") -> int | None:
+    if value is None:
         return None
     from analyzer.tiering.params import TieringError, parse_size
 
     try:
-        return parse_size(create_file)
+        return parse_size(value)
     except TieringError:
         raise IotapeError(
-            f"--create-file {create_file}: not a size (a number with an optional K/M/G/T)"
+            f"{option} {value}: not a size (a number with an optional K/M/G/T)"
         ) from None
 
 
@@ -170,6 +178,7 @@ _RENAMED = {
 def _options(args: dict[str, Any]) -> PlanOptions:
     kw = {_RENAMED.get(k, k): v for k, v in args.items() if k != "as_json"}
     kw["create_file"] = _size(kw["create_file"])
+    kw["remap_unit"] = _size(kw["remap_unit"], "--remap-unit")
     if kw["layout"] not in ("auto", "pieces", "lanes"):
         raise IotapeError(f"--layout {kw['layout']}: not auto, pieces or lanes")
     for k in ("targets", "destroy", "hosts"):
