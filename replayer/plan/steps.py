@@ -263,7 +263,10 @@ def slices(
         else scale.factor(g.sname, sc)
     )
     reps = scale.replicas(len(g.idx), f, seed(who(g.owner), g.dev, g.sname))
-    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{g.dname}") + g.suffix
+    # fio reads a ':' in read_iolog as a list of files: an imported trace's device
+    # names (disksim:0) must not carry one into the iolog's name.
+    dname = g.dname.replace(":", "_")
+    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{dname}") + g.suffix
     dev_end = lay.dev_end[g.dev]
     for j, sub in enumerate(reps):
         if not len(sub):
