@@ -51,7 +51,7 @@ OUT = ROOT / "bench" / "results" / "remap-compact.json"
 IOTAPE = [sys.executable, "-m", "iotape"]
 GiB, MiB = 1 << 30, 1 << 20
 REACH = 90 * GiB
-SPINDLES = 4
+SPINDLES = 8
 
 
 _G = "direct=1\nioengine=io_uring\ntime_based=1\nrate_process=poisson\niodepth=4\n"
