@@ -292,3 +292,35 @@ def test_old_plans_without_a_mapping_pair_by_offsets(tmp_path: Path) -> None:
     p = fidelity.compare(t, rep, plan=jd)["pairing"]
     assert p["through"] == "recorded offsets" and p["paired"] == 4000
     shutil.rmtree(jd)
+
+
+def test_a_smaller_unit_packs_tighter_and_is_recorded(tmp_path: Path) -> None:
+    t = far_trace(tmp_path / "t.iot")
+    big = _plan(PlanOptions(t, None, remap="compact", dry_run=True))
+    small = _plan(PlanOptions(t, None, remap="compact", dry_run=True, remap_unit=64 << 10))
+    assert small["mapping"]["granule_bytes"] == 64 << 10
+    assert _footprint(small) < _footprint(big)
+    assert small["prediction"]["faithful"] and small["prediction"]["max_gap_pp"] <= 1.0
+    res = iotape("replay", "plan", str(t), "--remap", "compact", "--remap-unit", "3K",
+                 "--dry-run")  # fmt: skip
+    assert res.returncode != 0 and "--remap-unit 3072: must be a power of two" in res.stderr
+
+
+def test_device_names_with_a_colon_make_iolog_names_fio_can_open(tmp_path: Path) -> None:
+    """An imported trace's devices are named like disksim:0; fio splits read_iolog
+    at ':' and could not open the log."""
+    t = _two_device_trace(tmp_path / "t.iot")
+    with open_trace(t) as tr:
+        h, r = dict(tr.header), tr.read_all()
+    h["devices"] = [{**d, "name": f"disksim:{k}"} for k, d in enumerate(h["devices"])]
+    t = write_trace(tmp_path / "colon.iot", h, r)
+    tgt = sparse(tmp_path / "tgt.img", 16 * MiB)
+    man = _plan(
+        PlanOptions(t, tmp_path / "j", mode="exact", remap="compact", targets=[f"all={tgt}"])
+    )
+    names = {".".join(j["name"].split(".")[:3]) for j in man["jobs"]}  # pieces of two streams
+    assert names == {"db0.db-write.disksim_0", "db0.log-write.disksim_1"}, names
+    assert "disksim_0" in man["jobfile_text"]
+    for line in man["jobfile_text"].splitlines():
+        if line.startswith("read_iolog="):
+            assert ":" not in line and (tmp_path / "j" / line.split("=", 1)[1]).is_file()
