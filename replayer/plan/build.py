@@ -24,21 +24,37 @@ and JOBDIR (write.py) follow. model.py says what a Plan holds.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from base.errors import IotapeError
-from replayer.plan import dependent, exact, fitloc, jobfile, scale, sinks, sources, steps, write
+from replayer.plan import (
+    dependent,
+    exact,
+    fitloc,
+    jobfile,
+    mapping,
+    scale,
+    sinks,
+    sources,
+    steps,
+    write,
+)
 from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult
 from replayer.plan.options import PlanOptions, choose_mode
 from replayer.plan.source import Source
 from replayer.plan.steps import PLACEHOLDER
 from replayer.plan.targetmap import Owner
+from schemas.documents.plan import MappingEntry
 from schemas.formats import REPLAY_PLAN
 
 PLAN_FORMAT, PLAN_VERSION = REPLAY_PLAN.id, REPLAY_PLAN.version
 MAX_WINDOWS = 120
+# What a remap keeps, measured from the trace and the plan's mapping: the command
+# hands replayer/run/predict.py's `predict` in (the planner stands below run/).
+Predict = Callable[[Path, MappingEntry], dict[str, Any]]
 
 __all__ = ["PLACEHOLDER", "PLAN_FORMAT", "PLAN_VERSION", "PlanOptions", "build", "plan"]
 
@@ -82,9 +98,10 @@ def _frame(opts: PlanOptions, inp: sources.Input) -> Frame:
     return Frame(opts, mode, why, sc, paths, hostmap)
 
 
-def _lay_out(fr: Frame, view: Source) -> Laid:
-    groups, users = steps.groups(view, fr.paths, fr.storage)
-    return Laid(groups, users, steps.layout(view, groups, users, fr.opts))
+def _lay_out(fr: Frame, inp: sources.Input) -> Laid:
+    groups, users = steps.groups(inp.view, fr.paths, fr.storage)
+    touched = inp.touched() if fr.opts.remap == "compact" else None
+    return Laid(groups, users, steps.layout(inp.view, groups, users, fr.opts, touched))
 
 
 def _open(opts: PlanOptions) -> tuple[sources.Input, Frame]:
@@ -145,21 +162,22 @@ def _run(inp: sources.Input, fr: Frame, laid: Laid, sink: sinks.Sink) -> Plan:
         hosts=fr.hosts,
         layout=a.layout,
         reach=a.reach,
+        mapping=mapping.record(laid.groups, laid.targets, fr.scaling, fr.opts.remap),
     )
 
 
 def _collected(inp: sources.Input, fr: Frame) -> Plan:
     """The plan held in memory (its groups let go once it is made)."""
-    laid = _lay_out(fr, inp.view)
+    laid = _lay_out(fr, inp)
     return _run(inp, fr, laid, sinks.Collected(fr.opts, fr.mode, bool(fr.hosts)))
 
 
-def _chunked(inp: sources.Chunked, fr: Frame) -> PlanResult:
+def _chunked(inp: sources.Chunked, fr: Frame, predict: Predict | None) -> PlanResult:
     """JOBDIR written as the trace is read: its logs appended chunk by chunk."""
-    laid = _lay_out(fr, inp.view)
+    laid = _lay_out(fr, inp)
     with write.staged(_jobdir(fr.opts), fr.opts.force) as tmp:
         sink = sinks.LaneLogs(tmp, sorted({g.path for g in laid.groups}))
-        return _result(_run(inp, fr, laid, sink), tmp, logs=False)
+        return _result(_run(inp, fr, laid, sink), tmp, logs=False, predict=predict)
 
 
 def build(opts: PlanOptions) -> Plan:
@@ -210,6 +228,8 @@ def manifest(p: Plan) -> Manifest:
         fields["layout"] = _layout_entry(p.scaling.layout)
     if p.layout == "lanes":
         fields["exact_layout"] = "lanes"
+    if p.mapping is not None:
+        fields["mapping"] = p.mapping
     return Manifest.model_validate(fields)
 
 
@@ -241,31 +261,36 @@ def _jobdir(opts: PlanOptions) -> Path:
     return Path(opts.jobdir)
 
 
-def _result(p: Plan, tmp: Path | None, logs: bool = True) -> PlanResult:
-    """The manifest with "jobfile_text" added; JOBDIR's contents into `tmp` (unless None)."""
+def _result(
+    p: Plan, tmp: Path | None, logs: bool = True, predict: Predict | None = None
+) -> PlanResult:
+    """The manifest with "jobfile_text" added; JOBDIR's contents into `tmp` (unless
+    None). With `predict`, a plan that moves offsets says what its remap keeps."""
     texts = {w.jobfile: jobfile.jobfile_text(p, w) for w in p.windows}
     text = "".join(
         (f"\n; ---- {name} ----\n" if k else "") + t for k, (name, t) in enumerate(texts.items())
     )
     man = manifest(p)
+    if predict is not None and man.mapping is not None and man.mapping.mode != "fit":
+        man.prediction = predict(Path(p.opts.trace), man.mapping)
     if tmp is not None:
         write.contents(tmp, _jobdir(p.opts), p, man, texts, logs)
     return {**man.data(), "jobfile_text": text}
 
 
-def plan(opts: PlanOptions) -> PlanResult:
+def plan(opts: PlanOptions, predict: Predict | None = None) -> PlanResult:
     """Plan and, unless dry_run, write JOBDIR whole (or nothing). Returns the
     manifest, with "jobfile_text" added. A trace read in chunks is planned into
     JOBDIR's logs as it is read; a whole one in memory, then written. A dependent
-    or afap plan (--timing) is dependent.py's."""
+    or afap plan (--timing) is dependent.py's. `predict`: see Predict."""
     dependent.check(opts)
     if opts.timing != "recorded":
         return dependent.plan(opts)
     inp, fr = _open(opts)
     if isinstance(inp, sources.Chunked):
-        return _chunked(inp, fr)
+        return _chunked(inp, fr, predict)
     p = _collected(inp, fr)
     if opts.dry_run:
-        return _result(p, None)
+        return _result(p, None, predict=predict)
     with write.staged(_jobdir(opts), opts.force) as tmp:
-        return _result(p, tmp)
+        return _result(p, tmp, predict=predict)

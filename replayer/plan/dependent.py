@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan import deps, iolog, scale, sources, steps, write
+from replayer.plan import deps, iolog, mapping, scale, sources, steps, write
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, request_times
@@ -326,7 +326,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "other_stream_predecessors": other,
             }
         )
-    return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp)
+    moved = mapping.record(groups, lay, sc, opts.remap)
+    return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp, moved)
 
 
 def _finish(
@@ -338,6 +339,7 @@ def _finish(
     summaries: list[dict],
     reach: dict[str, int],
     tmp: Path | None,
+    moved: dict[str, Any] | None = None,
 ) -> PlanResult:
     fields: dict[str, Any] = {
         "trace": str(Path(opts.trace).resolve()),
@@ -367,6 +369,8 @@ def _finish(
         "runner": RUNNER,
         "dependencies": summaries,
     }
+    if moved is not None:
+        fields["mapping"] = moved  # where each request went: fidelity pairs through it
     man = Manifest.model_validate(fields)
     text = _jobfile(opts, jobs, summaries)
     if tmp is not None:

@@ -177,6 +177,12 @@ def header_text(p: Plan) -> str:
         lines.append(p.mode_reason)
     lines.append(f"time scale: {p.opts.time_scale:g} (durations x {p.opts.time_scale:g})")
     lines.append(f"offsets: --remap {p.opts.remap}, aligned to each target's logical block size")
+    if p.opts.remap == "compact" and p.mapping:
+        packed = sum(n for d in p.mapping["devices"] for _s, n in d.get("extents") or [])
+        lines.append(
+            f"  compact: the touched {p.opts.remap_unit >> 10} KiB granules ({packed} bytes) "
+            "packed in offset order, each device after the one before"
+        )
     lines += _scaling_lines(p)
     for (path, owner), (base, size) in sorted(p.spans.items()):
         lines.append(f"target {owner.name}: {path} bytes {base}..{base + size}")

@@ -130,7 +130,11 @@ def figures(o: np.ndarray, to: np.ndarray, r: np.ndarray, tr: np.ndarray) -> dic
     """[original, replay] locality figures, the replay's curve at the original's sizes."""
     po = profile(o, to)
     caps = [c // UNIT for c in po["lru_caps_bytes"]]
-    pr = profile(r, tr, caps)
+    return side_by_side(po, profile(r, tr, caps))
+
+
+def side_by_side(po: dict, pr: dict) -> dict:
+    """Two profiles as [original, other] pairs, and how far apart (compare)."""
     keys = ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share")
     out: dict = {k: [po[k], pr[k]] for k in keys}
     out["lru_fractions"] = list(FRACTIONS)

@@ -108,6 +108,7 @@ class Plan:
     hosts: dict[str, HostAddress]
     layout: str = "pieces"  # exact: "pieces" or "lanes" (exact.arrange)
     reach: dict[str, int]  # Arrangement.reach
+    mapping: dict[str, Any] | None = None  # plan.json "mapping" (mapping.record)
 
 
 # plan.json: its one definition is schemas/documents/plan.py.

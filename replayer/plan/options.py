@@ -21,6 +21,7 @@ class PlanOptions:
     from_storage_groups: int | None = None
     time_scale: float = 1.0
     remap: str = "fit"
+    remap_unit: int = 1 << 20  # --remap compact: the granule, bytes (compact.GRANULE)
     targets: list[str] = field(default_factory=list)
     dry_run: bool = False
     force: bool = False

@@ -1,4 +1,5 @@
-"""Move a stream's offsets into a target range: fit, wrap or scale.
+"""Move a stream's offsets into a target range: fit, wrap or scale (compact, which
+needs the whole trace's touched extents first, is compact.py's).
 
 Every result is aligned to the target's logical block size and lies wholly
 inside [0, size); sizes are rounded up to whole blocks (and capped at the range).
@@ -10,7 +11,8 @@ import numpy as np
 
 from base.errors import IotapeError
 
-MODES = ("fit", "wrap", "scale")
+MODES = ("fit", "wrap", "scale", "compact")
+BY_OFFSET = MODES[:3]  # what remap() does itself
 
 
 def remap(
@@ -27,8 +29,8 @@ def remap(
     `rotate` shifts offsets (modulo the source span) before mapping, so that
     copies of a stream replayed side by side do not touch the same blocks.
     """
-    if mode not in MODES:
-        raise IotapeError(f"--remap {mode}: unknown; one of {', '.join(MODES)}")
+    if mode not in BY_OFFSET:
+        raise IotapeError(f"--remap {mode}: unknown; one of {', '.join(BY_OFFSET)}")
     if block <= 0 or block & (block - 1):
         raise IotapeError(f"logical block size {block}: not a power of two")
     usable = size // block * block

@@ -4,8 +4,9 @@ or, for a trace too large to hold, time-ordered chunks of it (stream.py).
 Either way a plan sees the same two things: `view`, the trace as a whole as
 far as laying it out goes (every device's furthest byte, every stream,
 submitter and write; for chunks, stream.skeleton's few records standing for
-them), and `chunks()`, its requests in time order (the whole trace is its own
-one chunk). build.py runs the same steps over both.
+them), `touched()`, each device's touched granules for --remap compact (for
+chunks, collected by the scan), and `chunks()`, its requests in time order (the
+whole trace is its own one chunk). build.py runs the same steps over both.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from base.errors import IotapeError
 from recorder.tracefile import trace_bytes, trace_events
-from replayer.plan import stream
+from replayer.plan import compact, stream
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import Source, load
+from replayer.plan.source import OP, Source, load
 
 # Records (80 bytes each) past which a plan is streamed: ~80 MB of trace.
 STREAM_ABOVE = 1_000_000
@@ -29,6 +32,7 @@ class Whole:
     """The whole trace, held in memory."""
 
     view: Source
+    granule: int = compact.GRANULE
 
     @property
     def requests(self) -> int:
@@ -36,6 +40,11 @@ class Whole:
 
     def chunks(self) -> Iterator[Source]:
         yield self.view
+
+    def touched(self) -> dict[int, np.ndarray]:
+        """Each device's touched granules (--remap compact)."""
+        r = self.view.records
+        return compact.touched_by_device(r, r["op"] != OP["flush"], self.granule)
 
 
 @dataclass
@@ -53,16 +62,20 @@ class Chunked:
     def chunks(self) -> Iterator[Source]:
         return stream.sorted_chunks(self.scan)
 
+    def touched(self) -> dict[int, np.ndarray]:
+        """Each device's touched granules, as the scan collected them (--remap compact)."""
+        return self.scan.touched or {}
+
 
 Input = Whole | Chunked
 
 
 def whole(opts: PlanOptions) -> Whole:
-    return Whole(load(opts.trace))
+    return Whole(load(opts.trace), opts.remap_unit)
 
 
 def chunked(opts: PlanOptions) -> Chunked:
-    s = stream.scan(opts.trace)
+    s = stream.scan(opts.trace, opts.remap_unit if opts.remap == "compact" else None)
     return Chunked(s, stream.skeleton(s))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from base.errors import IotapeError
 from devices import safety, targets
 from replayer.hosts import spec as hosts
-from replayer.plan import fitloc, remap, scale, synthetic, targetmap
+from replayer.plan import compact, fitloc, remap, scale, synthetic, targetmap
 from replayer.plan.model import HostAddress, Job, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import OP, Source
@@ -52,6 +52,11 @@ class TargetLayout:
     probed: dict[str, targetmap.Target]
     spans: dict[tuple[str, Owner], tuple[int, int]]
     single_dev: bool
+    # --remap compact: each device's touched granules, and where in each range
+    # (target, owner) each device's packed extents start (compact.py).
+    touched: dict[int, np.ndarray] | None = None
+    packed_at: dict[tuple[str, Owner], dict[int, int]] | None = None
+    granule: int = compact.GRANULE
 
 
 def check(opts: PlanOptions) -> None:
@@ -64,6 +69,7 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--locality {opts.locality}: unknown; one of {', '.join(fitloc.KINDS)}")
     if opts.remap not in remap.MODES:
         raise IotapeError(f"--remap {opts.remap}: unknown; one of {', '.join(remap.MODES)}")
+    compact.check_unit(opts.remap_unit)
 
 
 def _submitters(r: np.ndarray, stream: str) -> list[tuple[np.ndarray, str]]:
@@ -176,9 +182,15 @@ def groups(
 
 
 def layout(
-    src: Source, groups: list[Group], users: dict[str, list[Owner]], opts: PlanOptions
+    src: Source,
+    groups: list[Group],
+    users: dict[str, list[Owner]],
+    opts: PlanOptions,
+    touched: dict[int, np.ndarray] | None = None,
 ) -> TargetLayout:
-    """Probe every target (checking it is safe to write) and split it among its databases."""
+    """Probe every target (checking it is safe to write) and split it among its
+    databases; for --remap compact, pack each range's devices (`touched`: each
+    device's touched granules, sources.Input.touched) and refuse a range too small."""
     r = src.records
     dev_ids = np.unique(r["dev"]).tolist()
     data = r["op"] != OP["flush"]
@@ -187,8 +199,54 @@ def layout(
     written = {g.path for g in groups if np.isin(r["op"][g.idx], WRITE_OPS).any()}
     probed = {p: _target(p, p in written, opts) for p in users}
     need = {p: max(dev_end.values()) for p in users}
+    packed_at = None
+    if opts.remap == "compact":
+        unit = opts.remap_unit
+        touched = touched if touched is not None else compact.touched_by_device(r, data, unit)
+        packed_at = _packing(groups, touched, unit)
+        need = {p: 0 for p in users}
+        for (path, _owner), at in packed_at.items():
+            need[path] = max(need[path], _packed(at, touched, unit))
     spans = targetmap.ranges(users, probed, need)
-    return TargetLayout(dev_end, probed, spans, len(dev_ids) == 1)
+    lay = TargetLayout(
+        dev_end, probed, spans, len(dev_ids) == 1, touched, packed_at, opts.remap_unit
+    )
+    if packed_at is not None:
+        _check_packed(lay, groups)
+    return lay
+
+
+def _packing(groups: list[Group], touched: dict[int, np.ndarray], unit: int):
+    """(target, owner) -> {device: where its packed extents start}: the devices
+    replayed in one range, one after the other in device order."""
+    devs: dict[tuple[str, Owner], set[int]] = {}
+    for g in groups:
+        devs.setdefault((g.path, g.owner), set()).add(g.dev)
+    out: dict[tuple[str, Owner], dict[int, int]] = {}
+    for key, ds in devs.items():
+        at, shift = {}, 0
+        for d in sorted(ds):
+            at[d] = shift
+            shift += compact.footprint(touched.get(d, np.zeros(0, np.int64)), unit)
+        out[key] = at
+    return out
+
+
+def _packed(at: dict[int, int], touched: dict[int, np.ndarray], unit: int) -> int:
+    """The bytes a range's packed devices take."""
+    last = max(at, key=lambda d: at[d])
+    return at[last] + compact.footprint(touched.get(last, np.zeros(0, np.int64)), unit)
+
+
+def _check_packed(lay: TargetLayout, groups: list[Group]) -> None:
+    names = {g.dev: g.dname for g in groups}
+    for (path, owner), at in (lay.packed_at or {}).items():
+        _base, size = lay.spans[(path, owner)]
+        shared = sum(1 for p, _ in lay.spans if p == path) > 1
+        what = f"--target {path}" + (f" ({owner.name}'s share of it)" if shared else "")
+        need = _packed(at, lay.touched or {}, lay.granule)
+        devs = [names.get(d, str(d)) for d in sorted(at)]
+        compact.check_fits(what, need, size, devs, lay.granule)
 
 
 def slices(
@@ -205,15 +263,26 @@ def slices(
         else scale.factor(g.sname, sc)
     )
     reps = scale.replicas(len(g.idx), f, seed(who(g.owner), g.dev, g.sname))
-    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{g.dname}") + g.suffix
+    # fio reads a ':' in read_iolog as a list of files: an imported trace's device
+    # names (disksim:0) must not carry one into the iolog's name.
+    dname = g.dname.replace(":", "_")
+    stem = f"{g.owner.name}.{g.sname}" + ("" if lay.single_dev else f".{dname}") + g.suffix
     dev_end = lay.dev_end[g.dev]
     for j, sub in enumerate(reps):
         if not len(sub):
             continue
         rows = g.idx[sub]
         rr = r[rows]
-        rotate = (j * dev_end // len(reps)) // block * block if j else 0
-        off, b = remap.remap(rr["offset"], rr["bytes"], size, block, opts.remap, dev_end, rotate)
+        if opts.remap == "compact":
+            g_dev = (lay.touched or {})[g.dev]
+            turn = j * len(g_dev) // len(reps)
+            at = (lay.packed_at or {})[(g.path, g.owner)][g.dev]
+            off, b = compact.pack(rr["offset"], rr["bytes"], g_dev, at, block, turn, lay.granule)
+        else:
+            rotate = (j * dev_end // len(reps)) // block * block if j else 0
+            off, b = remap.remap(
+                rr["offset"], rr["bytes"], size, block, opts.remap, dev_end, rotate
+            )
         writes = bool(np.isin(rr["op"], WRITE_OPS).any())
         name = stem + (f".c{j}" if len(reps) > 1 else "")
         yield (

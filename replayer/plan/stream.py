@@ -22,6 +22,7 @@ import numpy as np
 import schemas
 from base.errors import IotapeError
 from recorder.tracefile import RECORD_DTYPE, open_trace
+from replayer.plan import compact
 from replayer.plan.source import (
     OP,
     Source,
@@ -52,6 +53,9 @@ class Scan:
     # One record per (device, stream, pid of "other"'s submitters, writes): a
     # skeleton a plan lays its targets out from as if from the whole trace.
     kinds: dict[tuple[int, int, int, bool], int] = field(default_factory=dict)
+    # --remap compact: each device's touched granules (compact.py), None otherwise.
+    touched: dict[int, np.ndarray] | None = None
+    granule: int = compact.GRANULE
 
 
 def _note(s: Scan, r: np.ndarray, t: np.ndarray, seen_max: int) -> int:
@@ -74,6 +78,9 @@ def _note(s: Scan, r: np.ndarray, t: np.ndarray, seen_max: int) -> int:
     end = np.where(data, r["offset"].astype(np.int64) + r["bytes"].astype(np.int64), 0)
     for dev in np.unique(r["dev"]).tolist():
         s.dev_end[dev] = max(s.dev_end.get(dev, 512), int(end[r["dev"] == dev].max()))
+    if s.touched is not None:
+        for dev, g in compact.touched_by_device(r, data, s.granule).items():
+            s.touched[dev] = compact.merge(s.touched.get(dev), g)
     if s.timing != "issue" and (t > 0).any():
         lat = (r["ts_complete_ns"] > r["ts_issue_ns"]) & (r["ts_issue_ns"] > 0)
         s.timing = "issue" if lat.any() else "arrival"
@@ -96,11 +103,13 @@ def _other_id() -> int:
     return next(k for k, v in schemas.stream_names().items() if v == "other")
 
 
-def scan(path: str | Path) -> Scan:
-    """One pass over the trace at `path`. Raises IotapeError."""
+def scan(path: str | Path, granule: int | None = None) -> Scan:
+    """One pass over the trace at `path` (with `granule`: collecting each device's
+    touched granules of that size too, for --remap compact). Raises IotapeError."""
     path = Path(path)
     with open_trace(path) as trace:
-        s = Scan(path, trace.header)
+        s = Scan(path, trace.header, touched={} if granule else None)
+        s.granule = granule or compact.GRANULE
         seen = 0
         for raw in trace.iter_chunks():
             r = raw[replayable(raw)]

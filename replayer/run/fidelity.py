@@ -26,6 +26,10 @@ Locality (locality.py) is measured over all requests: footprint, hot shares,
 sequential share and the LRU hit-ratio curve. A replay whose curve is far from
 the original's is unfaithful on locality however good its rate is.
 
+A plan that moved offsets (--remap, databases side by side) recorded where each
+request went; `compare` pairs through that mapping (mapped.py) and reports how
+many paired and why the others did not ("pairing").
+
 `compare` streams both traces (fidstream.py, localitystream.py): its memory does
 not grow with their length, and its answers are `compare_in_memory`'s wherever
 every pair lies within pairing.HORIZON_NS (60 s) of each other.
@@ -41,7 +45,7 @@ import numpy as np
 from recorder.tracefile import open_trace
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
-from replayer.run import fidstream, localitystream, ordered, timewindows
+from replayer.run import fidstream, localitystream, mapped, ordered, timewindows
 from replayer.run.pairing import HORIZON_NS
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
@@ -63,6 +67,7 @@ class FidelityReport(TypedDict):
     floor_goal: NotRequired[dict[str, Any]]
     # A recorded closed-loop replay: why its issue-time figures are left out.
     closed_loop: NotRequired[str]
+    pairing: NotRequired[dict[str, Any]]  # how many paired, through what (mapped.py)
     locality: NotRequired[dict[str, Any]]  # always there; set last, so it comes last
 
 
@@ -221,6 +226,7 @@ def compare_in_memory(
         )
     unmatched = len(r) - len(ir)
     out["overall"]["unmatched_replay_requests"] = unmatched
+    out["pairing"] = mapped.section(None, None, len(io), len(o), len(r))  # by recorded offsets
     floor = timewindows.floor_of(sr.metadata())
     mono0 = sr.header.get("mono_start_ns")
     if mono0 is not None and len(r):
@@ -242,20 +248,29 @@ def compare(
     replayed: str | Path,
     window_s: float = timewindows.WINDOW_S,
     horizon_ns: int = HORIZON_NS,
+    plan: Path | None = None,
 ) -> FidelityReport:
     """Per-stream, per-window and overall fidelity figures; each pair is
     [original, replay]. Both traces stream (fidstream.py): memory stays flat in
-    their length."""
+    their length. Pairs through the mapping of `plan` (or of the replay's own plan:
+    mapped.plan_path)."""
     so, sr = ordered.scan(original), ordered.scan(replayed)
+    plan = mapped.plan_path(plan, sr)
+    m = mapped.mapper(plan, so)
+    keys = (m.keys, m.replay_keys) if m else None
+    tally = mapped.Tally(m) if m else None
     gaps = fidstream.Gaps()
-    fidstream.drive(so, sr, gaps, horizon_ns)
+    origs = ordered.batches(so)
+    fidstream.drive_batches(
+        tally.counted(origs) if tally else origs, ordered.batches(sr), gaps, horizon_ns, keys
+    )
     pairs = gaps.spill.count
     timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
     shift = int(gaps.spill.median()) if timed else 0
     gaps.spill.close()
     acc = fidstream.Figures(so, sr, shift, timed, window_s)
     try:
-        fidstream.drive(so, sr, acc, horizon_ns)
+        fidstream.drive(so, sr, acc, horizon_ns, keys)
         durations = (so.duration_ns, sr.duration_ns)
         out = _report((original, replayed), durations, shift, timed, {})
         out["overall"] = fidstream.figures(acc.all, shift, timed)
@@ -266,6 +281,7 @@ def compare(
     finally:
         acc.close()
     out["overall"]["unmatched_replay_requests"] = sr.count - acc.all.pairs
+    out["pairing"] = mapped.section(plan, tally, acc.all.pairs, so.count, sr.count)
     floor = timewindows.floor_of(sr.metadata())
     mono0 = sr.header.get("mono_start_ns")
     if mono0 is not None:
@@ -287,13 +303,7 @@ def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
     po = localitystream.profile(ordered.batches(so))
     caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
     pr = localitystream.profile(ordered.batches(sr), caps)
-    keys = ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share")
-    out: dict[str, Any] = {k: [po[k], pr[k]] for k in keys}
-    out["lru_fractions"] = list(locality.FRACTIONS)
-    out["lru_caps_bytes"] = po["lru_caps_bytes"]
-    out["lru_hit_ratio"] = [po["lru_hit_ratio"], pr["lru_hit_ratio"]]
-    out |= locality.compare(po, pr)
-    return out
+    return locality.side_by_side(po, pr)
 
 
 def report(
@@ -302,12 +312,16 @@ def report(
     anchor: Path | None,
     window_s: float,
     horizon_ns: int = HORIZON_NS,
+    plan: Path | None = None,
 ) -> dict[str, FidelityReport]:
     """`replay fidelity`: the replay ("iotape") and fio's plain replay ("fio_plain",
-    given `anchor`) each against the original."""
-    res = {"iotape": compare(original, replayed, window_s, horizon_ns)}
+    given `anchor`) each against the original; both paired through `plan`'s mapping
+    (the anchor replays the same mapped requests)."""
+    res = {"iotape": compare(original, replayed, window_s, horizon_ns, plan)}
     if anchor is not None:
-        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns)
+        if plan is None:
+            plan = mapped.plan_path(None, ordered.scan(replayed))
+        res["fio_plain"] = compare(original, anchor, window_s, horizon_ns, plan)
     with open_trace(replayed) as t:
         meta = t.header.get("metadata") or {}
     replay_of = meta.get("replay_of")

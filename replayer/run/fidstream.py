@@ -25,7 +25,7 @@ import numpy as np
 
 from replayer.plan.source import OP
 from replayer.run import ordered
-from replayer.run.pairing import HORIZON_NS, Pairer
+from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
 
@@ -189,16 +189,27 @@ def _replay_upto(batches: Iterator[np.ndarray], held: list[np.ndarray], bound: i
     return a[:cut]
 
 
-def drive(so: ordered.Scan, sr: ordered.Scan, sink: Sink, horizon_ns: int = HORIZON_NS) -> None:
-    """Both traces through `sink`, once: pairs in the original's order."""
-    drive_batches(ordered.batches(so), ordered.batches(sr), sink, horizon_ns)
+def drive(
+    so: ordered.Scan,
+    sr: ordered.Scan,
+    sink: Sink,
+    horizon_ns: int = HORIZON_NS,
+    keys: tuple[Keys, Keys] | None = None,
+) -> None:
+    """Both traces through `sink`, once: pairs in the original's order (the requests
+    keyed by `keys`, (original's, replay's), pairing.Pairer)."""
+    drive_batches(ordered.batches(so), ordered.batches(sr), sink, horizon_ns, keys)
 
 
 def drive_batches(
-    origs: Iterator[np.ndarray], reps: Iterator[np.ndarray], sink: Sink, horizon_ns: int
+    origs: Iterator[np.ndarray],
+    reps: Iterator[np.ndarray],
+    sink: Sink,
+    horizon_ns: int,
+    keys: tuple[Keys, Keys] | None = None,
 ) -> None:
     """`drive` over any two streams of ordered.COMPACT batches in time order."""
-    pairer = Pairer(horizon_ns)
+    pairer = Pairer(horizon_ns, *(keys or (None, None)))
     held: list[np.ndarray] = []
     waiting: list[tuple[np.ndarray, np.ndarray]] = []
 

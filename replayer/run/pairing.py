@@ -20,10 +20,15 @@ the k of every later equal request (which paired each of them with the wrong
 one, minutes apart, up to the end of the trace); wherever every pair of
 fidelity.match lies within the horizon, the pairs are the same, which the tests
 check.
+
+A plan that moved the offsets (--remap, scaling: plan.json "mapping") replays an
+original request at another (offset, size): `Pairer` then keys the original's
+requests as the plan replayed them (`orig_keys`, replayer/plan/mapping.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,9 +78,19 @@ class Step:
     lost_rep: np.ndarray
 
 
+Keys = Callable[[np.ndarray], np.ndarray]
+
+
 class Pairer:
-    def __init__(self, horizon_ns: int = HORIZON_NS) -> None:
+    def __init__(
+        self,
+        horizon_ns: int = HORIZON_NS,
+        orig_keys: Keys | None = None,
+        rep_keys: Keys | None = None,
+    ) -> None:
         self.horizon_ns = horizon_ns
+        self.orig_keys: Keys = orig_keys or keys
+        self.rep_keys: Keys = rep_keys or keys
         self._o = np.empty(0, COMPACT)
         self._r = np.empty(0, COMPACT)
 
@@ -107,7 +122,7 @@ class Pairer:
         matched again without it: per key, the earliest such pair first, as if
         the requests came one at a time. After MAX_ROUNDS (a key with hundreds
         of chance pairs, as in a synthetic replay) every such pair is dropped."""
-        ka, kb = keys(a), keys(b)
+        ka, kb = self.orig_keys(a), self.rep_keys(b)
         gone_a, gone_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
         for round_ in range(MAX_ROUNDS + 1):
             la, lb = np.flatnonzero(~gone_a), np.flatnonzero(~gone_b)

@@ -247,7 +247,7 @@ def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_
     meta = dict(header.get("metadata") or {})
     # What this trace replays, so that the store pairs it with its source (and with
     # other replays of it) as the same workload: analyzer/analyses/workloads.py.
-    meta["replay_of"] = replay_of(man)
+    meta["replay_of"] = replay_of(man, jobdir)
     header["metadata"] = meta
     if not logs or not total:
         return _rewrite(trace, header, None, None)
@@ -362,7 +362,7 @@ def relabel_in_memory(trace: Path, jobdir: Path, man: Manifest, by_thread: bool 
     meta = dict(header.get("metadata") or {})
     # What this trace replays, so that the store pairs it with its source (and with
     # other replays of it) as the same workload: analyzer/analyses/workloads.py.
-    meta["replay_of"] = replay_of(man)
+    meta["replay_of"] = replay_of(man, jobdir)
     header["metadata"] = meta
     if not len(planned) or not len(r):
         _rewrite_whole(trace, header, r, footer)
@@ -405,9 +405,9 @@ def _rewrite_whole(trace: Path, header: dict, r: np.ndarray, footer: dict) -> No
     os.replace(tmp, trace)
 
 
-def replay_of(man: Manifest) -> dict:
-    """The source trace (path and content hash, which is its run id in the store) and
-    how the plan scaled it."""
+def replay_of(man: Manifest, jobdir: Path | None = None) -> dict:
+    """The source trace (path and content hash, which is its run id in the store),
+    how the plan scaled it, and the plan (`replay fidelity` pairs through its mapping)."""
     src = Path(man.trace)
     digest = ""
     if src.is_file():
@@ -419,4 +419,6 @@ def replay_of(man: Manifest) -> dict:
     if man.closed_loop:
         # `replay fidelity` of this recording says its open-loop figures do not apply.
         out["timing"] = man.timing
+    if jobdir is not None:
+        out["plan"] = str(Path(jobdir).resolve() / "plan.json")
     return out

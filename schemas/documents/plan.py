@@ -99,6 +99,42 @@ class DependencyEntry(Part):
     cross_edges: int = 0
 
 
+class PlacementEntry(Part):
+    """Where a source device's stream went: the range its first replica (database 0's
+    or the first storage group's, copy 0) fills; every owner's range is laid out
+    alike, each in its own equal share of its target."""
+
+    device: int
+    stream: str
+    target: str
+    base: int  # the range's first byte on the target
+    size: int  # the range's bytes
+    block: int  # the target's logical block size
+    packed_at: int | None = None  # compact: where the device's packed extents start
+    # Each owner's share of the stream's requests (scale.factor: 1 every one, 2 two
+    # copies, 0.5 a seeded half): the first is this range's.
+    shares: list[float]
+
+
+class DeviceMapEntry(Part):
+    device: int
+    name: str
+    end_bytes: int  # the furthest byte the trace reaches on it (wrap and scale map from it)
+    # compact: the touched extents [first byte, bytes], granule-aligned, in offset order
+    extents: list[list[int]] | None = None
+
+
+class MappingEntry(Part):
+    """How the plan moved each original request's offset (replayer/plan/mapping.py):
+    what `replay fidelity` pairs through and the plan's locality prediction replays."""
+
+    version: int  # mapping.VERSION: a reader refuses one it does not know
+    mode: str  # --remap: fit, wrap, scale or compact
+    granule_bytes: int | None = None  # compact's granule
+    devices: list[DeviceMapEntry]
+    placements: list[PlacementEntry]
+
+
 class ReplayPlan(Document):
     """plan.json. Fields after `jobs` are written only where they apply."""
 
@@ -128,6 +164,11 @@ class ReplayPlan(Document):
     think_scale: Number | None = None
     runner: str | None = None  # "iotape-lanes": fio cannot run it
     dependencies: list[DependencyEntry] | None = None
+    # Where the plan moved the offsets (a recorded plan; absent: one from before it).
+    mapping: MappingEntry | None = None
+    # What the remap keeps: locality of the original and the remapped trace
+    # (replayer/run/predict.py; written by `replay plan` for a remap other than fit).
+    prediction: dict[str, Any] | None = None
 
     @property
     def lanes(self) -> bool:

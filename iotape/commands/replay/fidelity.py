@@ -70,6 +70,15 @@ def fidelity(
             "run on the target; the replay's IOPS and p50 error against it.",
         ),
     ] = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="The replay's plan (JOBDIR or its plan.json): requests pair through where "
+            "it moved them (--remap, databases side by side). Default: the plan the replay "
+            "names (`replay run --record`), where it still exists.",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Compare a replay with its original: per-second IOPS/MB/s error, mix, timing, locality,
@@ -105,7 +114,7 @@ def fidelity(
         for name, s in starts.items():
             print(start_line(name, s))
         return
-    res = fid.report(original, replayed, anchor, window, int(horizon * 1e9))
+    res = fid.report(original, replayed, anchor, window, int(horizon * 1e9), plan)
     if as_json:
         print(json.dumps(res, indent=2))
         return
@@ -132,7 +141,23 @@ def _print(res: dict[str, FidelityReport]) -> None:
     if "closed_loop" in res["iotape"]:
         print(f"not reported: {res['iotape']['closed_loop']}")
     for name, r in res.items():
+        _print_pairing(name, r.get("pairing"))
+    for name, r in res.items():
         _print_locality(name, r["locality"])
+
+
+def _print_pairing(name: str, p: dict[str, Any] | None) -> None:
+    """How many requests paired, through what, and why the others did not: one line."""
+    if not p:
+        return
+    o, r = p["original_unpaired"], p["replay_unpaired"]
+    print(
+        f"pairing ({name}): {p['paired']} paired ({(p['paired_share'] or 0) * 100:.2f} % of "
+        f"the original) through {p['through']}; original unpaired: {o['replayed_nowhere']} "
+        f"replayed nowhere, ~{o['scaled_down_expected']} scaled down, {o['not_found']} not "
+        f"found in the replay; replay unpaired: ~{r['extra_copies_expected']} further copies, "
+        f"{r['other']} other (syncs, stray)"
+    )
 
 
 def _print_windows(res: dict[str, FidelityReport]) -> None:

@@ -15,6 +15,7 @@ from iotape.commands.replay.options import DestroyDataOn
 from replayer.plan import build as planmod
 from replayer.plan.model import PlanResult
 from replayer.plan.options import PlanOptions
+from replayer.run import predict
 
 
 def plan(
@@ -51,8 +52,20 @@ def plan(
         float, typer.Option(help="Multiply every duration by F (0.5 = twice as fast).")
     ] = 1.0,
     remap: Annotated[
-        str, typer.Option(help="Offsets into the target: fit, wrap or scale.")
+        str,
+        typer.Option(
+            help="Offsets into the target: fit, wrap, scale, or compact (the touched 1 MiB "
+            "extents packed in offset order: needs a target of at least the footprint)."
+        ),
     ] = "fit",
+    remap_unit: Annotated[
+        str,
+        typer.Option(
+            "--remap-unit",
+            help="--remap compact: the granule the touched extents are kept in (a power "
+            "of two of at least 4K; smaller packs tighter, larger keeps more of each region).",
+        ),
+    ] = "1M",
     target: Annotated[
         list[str] | None,
         typer.Option(
@@ -136,19 +149,19 @@ def plan(
     Example: iotape replay plan run.iot -o jobs/ --databases 4 --target all=/dev/sdb
     """
     opts = _options(locals())
-    _print(planmod.plan(opts), output, as_json, dry_run)
+    _print(planmod.plan(opts, predict.predict), output, as_json, dry_run)
 
 
-def _size(create_file: str | None) -> int | None:
-    if create_file is None:
+def _size(value: str | None, option: str = "--create-file") -> int | None:
+    if value is None:
         return None
     from analyzer.tiering.params import TieringError, parse_size
 
     try:
-        return parse_size(create_file)
+        return parse_size(value)
     except TieringError:
         raise IotapeError(
-            f"--create-file {create_file}: not a size (a number with an optional K/M/G/T)"
+            f"{option} {value}: not a size (a number with an optional K/M/G/T)"
         ) from None
 
 
@@ -165,6 +178,7 @@ _RENAMED = {
 def _options(args: dict[str, Any]) -> PlanOptions:
     kw = {_RENAMED.get(k, k): v for k, v in args.items() if k != "as_json"}
     kw["create_file"] = _size(kw["create_file"])
+    kw["remap_unit"] = _size(kw["remap_unit"], "--remap-unit")
     if kw["layout"] not in ("auto", "pieces", "lanes"):
         raise IotapeError(f"--layout {kw['layout']}: not auto, pieces or lanes")
     for k in ("targets", "destroy", "hosts"):
@@ -187,6 +201,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
             f"about {man['duration_s']:.1f} s"
             + (f", timing {man['timing']} (runs with iotape-lanes)" if "timing" in man else "")
         )
+        _print_prediction(man.get("prediction"))
         for d in man.get("dependencies") or []:
             t = d["think_us"]
             print(
@@ -200,3 +215,28 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request"
             )
+
+
+def _print_prediction(pr: dict[str, Any] | None) -> None:
+    """What the remap keeps: the remapped trace's locality beside the original's."""
+    if not pr:
+        return
+    fp, seq = pr["footprint_bytes"], pr["sequential_share"]
+    curve = ", ".join(
+        f"{f * 100:g} % {o * 100:.1f}->{r * 100:.1f}"
+        for f, o, r in zip(pr["lru_fractions"], *pr["lru_hit_ratio"], strict=True)
+        if f >= 0.01
+    )
+    why = pr["why_not"]
+    verdict = (
+        "yes"
+        if pr["faithful"]
+        else f"NO: {why[0]}" + (f" (and {len(why) - 1} more)" * (len(why) > 1))
+    )
+    mib = lambda n: f"{n / 2**20:.1f} MiB" if n < 10 << 30 else f"{n / 2**30:.2f} GiB"  # noqa: E731
+    print(
+        f"  --remap {pr['remap']} keeps the locality? {verdict}\n"
+        f"    footprint {mib(fp[0])} -> {mib(fp[1])}, sequential share "
+        f"{seq[0]} -> {seq[1]}, LRU hit ratio at a share of the footprint: {curve} "
+        f"(largest gap {pr['max_gap_pp']} pp)"
+    )

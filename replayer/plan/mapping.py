@@ -1,0 +1,182 @@
+"""Where a plan moved each original request: recorded in plan.json ("mapping",
+schemas MappingEntry), and applied to the original's requests again afterwards.
+
+`record` writes down, per source device, how far the trace reaches on it (wrap
+and scale map from that) and, for --remap compact, its touched extents; per
+(device, stream), the range on its target that the stream's first replica fills
+(database 0's, copy 0: the one every original request has, scaled or not).
+
+`Mapper` maps an original's requests (ordered.COMPACT rows, or trace records) to
+the (op, offset, size) that replica replayed them at, a (device, stream) group at
+a time: `replay fidelity` pairs the replay with the original through it
+(pairing.py), and the plan's locality prediction measures the remapped trace
+with it (replayer/run/predict.py). A request whose stream the plan replays
+nowhere maps to nothing (`placed` is False).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from base.errors import IotapeError
+from replayer.plan import compact, remap, scale
+from replayer.plan.source import OP
+from schemas.documents.plan import MappingEntry
+
+VERSION = 1
+UNPLACED = np.uint64(0xFF) << np.uint64(56)  # a key no replayed request has
+
+
+def _runs(g: np.ndarray, granule: int) -> list[list[int]]:
+    """Granule indices as [first byte, bytes] runs."""
+    if not len(g):
+        return []
+    cut = np.flatnonzero(np.diff(g) != 1) + 1
+    starts = g[np.r_[0, cut]]
+    lens = np.diff(np.r_[0, cut, len(g)])
+    return [[int(s) * granule, int(n) * granule] for s, n in zip(starts, lens, strict=True)]
+
+
+def _granules(runs: list[list[int]], granule: int) -> np.ndarray:
+    if not runs:
+        return np.zeros(0, np.int64)
+    a = np.asarray(runs, np.int64) // granule
+    starts, lens = a[:, 0], a[:, 1]
+    first = np.repeat(starts - np.r_[0, np.cumsum(lens)[:-1]], lens)
+    return first + np.arange(int(lens.sum()))
+
+
+def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> dict[str, Any]:
+    """plan.json's "mapping" of a plan's groups (steps.Group) laid out as `lay`
+    (steps.TargetLayout) and scaled as `sc`."""
+    shares: dict[tuple[int, str], list[float]] = {}
+    first: dict[tuple[int, str], tuple[Any, float]] = {}
+    names: dict[int, str] = {}
+    seen: set[tuple[int, str, Any, str]] = set()
+    for g in sorted(groups, key=lambda g: (g.owner.kind != "db", g.owner.number)):
+        names[g.dev] = g.dname
+        if (g.dev, g.sname, g.owner, g.path) in seen:
+            continue  # another submitter of the same stream: the same range
+        seen.add((g.dev, g.sname, g.owner, g.path))
+        f = (
+            scale.group_factor(g.sname, sc, g.owner.number)
+            if g.owner.kind == "sg"
+            else scale.factor(g.sname, sc)
+        )
+        key = (g.dev, g.sname)
+        shares.setdefault(key, []).append(f)
+        if key not in first and f > 0:
+            first[key] = (g, f)
+    placements = []
+    for (dev, sname), (g, _f) in sorted(first.items()):
+        base, size = lay.spans[(g.path, g.owner)]
+        at = (lay.packed_at or {}).get((g.path, g.owner), {}).get(dev)
+        placements.append(
+            {"device": dev, "stream": sname, "target": g.path, "base": base, "size": size,
+             "block": lay.probed[g.path].block, "packed_at": at,
+             "shares": shares[(dev, sname)]}
+        )  # fmt: skip
+    devices = []
+    for dev in sorted(names):
+        d: dict[str, Any] = {"device": dev, "name": names[dev], "end_bytes": lay.dev_end[dev]}
+        if mode == "compact":
+            g = (lay.touched or {}).get(dev, np.zeros(0, np.int64))
+            d["extents"] = _runs(g, lay.granule)
+        devices.append(d)
+    return {"version": VERSION, "mode": mode,
+            "granule_bytes": lay.granule if mode == "compact" else None,
+            "devices": devices, "placements": placements}  # fmt: skip
+
+
+class Mapper:
+    """An original's requests as its plan's first replica replayed them."""
+
+    def __init__(self, m: MappingEntry, stream_names: dict[int, str]) -> None:
+        if m.version != VERSION:
+            raise IotapeError(
+                f"plan.json: field 'mapping.version': {m.version}; this iotape reads {VERSION}"
+            )
+        self.m = m
+        self.granule = m.granule_bytes or compact.GRANULE
+        self.end = {d.device: d.end_bytes for d in m.devices}
+        self.touched = {d.device: _granules(d.extents or [], self.granule) for d in m.devices}
+        by_name = {v: k for k, v in stream_names.items()}
+        self.place = {(p.device, by_name[p.stream]): p for p in m.placements if p.stream in by_name}
+        self.target_id = {t: i for i, t in enumerate(sorted({p.target for p in m.placements}))}
+        # Every owner's range is laid out alike (targetmap.ranges: equal ranges from
+        # byte 0): where all ranges are one size, a request is keyed by its place in
+        # its range, so an original pairs with whichever database replayed it.
+        sizes = {p.size for p in m.placements}
+        self.fold = sizes.pop() if len(sizes) == 1 else None
+
+    def apply(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets, sizes, placed) of rows `r` (fields dev, stream, op, offset, bytes):
+        where each was replayed; flushes stay at (0, 0)."""
+        off, nb, placed, _ = self.apply_on(r)
+        return off, nb, placed
+
+    def apply_on(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """apply(), and the target of each row (its index in sorted target paths)."""
+        off = r["offset"].astype(np.int64)
+        nb = r["bytes"].astype(np.int64)
+        tgt = np.zeros(len(r), np.int64)
+        placed = np.zeros(len(r), bool)
+        data = r["op"] != OP["flush"]
+        key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
+        for k in np.unique(key).tolist():
+            p = self.place.get((k >> 8, k & 0xFF))
+            if p is None:
+                continue
+            m = key == k
+            placed[m] = True
+            tgt[m] = self.target_id[p.target]
+            m &= data
+            if not m.any():
+                continue
+            if self.m.mode == "compact":
+                g = self.touched[p.device]
+                o, b = compact.pack(off[m], nb[m], g, p.packed_at or 0, p.block, 0, self.granule)
+            else:
+                end = self.end[p.device]
+                o, b = remap.remap(off[m], nb[m], p.size, p.block, self.m.mode, end)
+            off[m], nb[m] = p.base + o, b
+        return off, nb, placed, tgt
+
+    def keys(self, r: np.ndarray) -> np.ndarray:
+        """The original's rows keyed as replayed (pairing.keys of their place in their
+        range); a row replayed nowhere gets UNPLACED."""
+        off, nb, placed = self.apply(r)
+        return np.where(placed, self._key(r["op"], off, nb), UNPLACED)
+
+    def replay_keys(self, r: np.ndarray) -> np.ndarray:
+        """A replay's rows keyed as `keys` keys the original's."""
+        return self._key(r["op"], r["offset"].astype(np.int64), r["bytes"].astype(np.int64))
+
+    def _key(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> np.ndarray:
+        if self.fold:
+            off = off % self.fold
+        return (
+            (op.astype(np.uint64) << np.uint64(56))
+            ^ (off.astype(np.uint64) << np.uint64(8))
+            ^ nb.astype(np.uint64)
+        )
+
+    def expected(self, r: np.ndarray) -> tuple[int, float, float]:
+        """(rows replayed nowhere, rows the first replica is expected to have dropped
+        (a share below 1), replayed rows expected beyond the first replica)."""
+        key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
+        ks, n = np.unique(key, return_counts=True)
+        nowhere, thinned, extra = 0, 0.0, 0.0
+        for k, c in zip(ks.tolist(), n.tolist(), strict=True):
+            p = self.place.get((k >> 8, k & 0xFF))
+            if p is None:
+                nowhere += c
+                continue
+            # Each owner thins the stream on its own (scale.replicas): a request is
+            # replayed by none of them with the product of their misses.
+            some = 1.0 - float(np.prod([1.0 - min(f, 1.0) for f in p.shares]))
+            thinned += c * (1.0 - some)
+            extra += c * max(sum(p.shares) - some, 0.0)
+        return nowhere, thinned, extra
