@@ -12,7 +12,7 @@ request waits for (replayer/src/deps.c reads it):
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
 waits for (its predecessor; for a flush or FUA write the writes it covers; another
-thread's request where the trace shows the thread waits for it, deps.cross_edges,
+thread's request where the trace shows the thread waits for it, crossedges.cross_edges,
 in a plan without copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan import deps, iolog, mapping, scale, sources, steps, write
+from replayer.plan import crossedges, deps, iolog, mapping, scale, sources, steps, write
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, request_times
@@ -192,7 +192,7 @@ def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
     traced: int,
 ) -> list[dict[int, tuple[int, int]]]:  # fmt: skip
-    """Each slice's cross-thread edges (deps.cross_edges) among a chunk's requests:
+    """Each slice's cross-thread edges (crossedges.cross_edges) among a chunk's requests:
     only where each request of the chunk is in one slice (no copies: a copy's
     threads are the original's) and the trace has threads. A trace read in chunks
     finds no edge to a request of an earlier chunk (a few at each seam)."""
@@ -210,7 +210,7 @@ def _cross(
     stream = np.asarray(numbers)[which]
     row = np.concatenate([np.arange(len(r)) for r in recs])
     gid = np.concatenate(ids)
-    c = deps.cross_edges(start, end, thread, stream, own)
+    c = crossedges.cross_edges(start, end, thread, stream, own)
     for i, j, gap in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(), strict=True):
         cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap))
     return cross

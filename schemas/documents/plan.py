@@ -95,7 +95,7 @@ class DependencyEntry(Part):
     cross_by_chance: int | None = None  # how many independent submitters would show
     # whose thread's previous completion was of another stream (each stream is chained apart)
     other_stream_predecessors: int = 0
-    # requests that also wait for another thread's request (deps.cross_edges)
+    # requests that also wait for another thread's request (crossedges.cross_edges)
     cross_edges: int = 0
 
 

@@ -17,7 +17,7 @@ import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
 from recorder.tracefile import TraceWriter, open_trace, write_trace
-from replayer.plan import deps
+from replayer.plan import crossedges, deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 from replayer.run.local import LocalRunner
@@ -419,7 +419,9 @@ def test_independent_threads_get_no_cross_thread_edges() -> None:
     start, end = deps.times(r)
     d = deps.infer(r)
     own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    c = deps.cross_edges(start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own)
+    c = crossedges.cross_edges(
+        start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own
+    )
     candidates, chance = c.pairs[(0, 0)]
-    assert candidates > 50 and candidates < deps.CROSS_EVIDENCE * chance
+    assert candidates > 50 and candidates < crossedges.CROSS_EVIDENCE * chance
     assert len(c.i) == 0
