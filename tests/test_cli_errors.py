@@ -42,6 +42,8 @@ def _cases(tmp: Path, damaged: Path) -> list[tuple[list[str], str]]:
     junk.write_bytes(b"not a trace at all, and long enough for a header")
     cut = tmp / "cut.iot"
     cut.write_bytes(damaged.read_bytes()[:100_000])
+    empty = tmp / "empty"
+    empty.mkdir(exist_ok=True)
     db = f"duckdb://{tmp / 'store.duckdb'}"
     hint = f"run `iotape trace check --repair {damaged}` to keep every intact chunk"
     return [
@@ -49,7 +51,8 @@ def _cases(tmp: Path, damaged: Path) -> list[tuple[list[str], str]]:
         (["trace", "info", str(tmp / "missing.iot")], "no such file"),
         (["trace", "info", str(damaged)], hint),
         (["trace", "convert", str(damaged), "-o", str(tmp / "o.parquet")], hint),
-        (["trace", "check", str(tmp)], "is a directory"),
+        # A directory is a snapshot's files read as one trace: this one has none.
+        (["trace", "check", str(empty)], "a directory without trace files"),
         (["ingest", str(damaged), "--db", db], hint),
         (["ingest", str(cut), "--db", db], "byte 100000: the file ends without a footer"),
         (
