@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,10 +254,19 @@ class PartitionedLoop:
             text=True,
         ).stdout.strip()
         self.p1, self.p2 = f"{self.path}p1", f"{self.path}p2"
-        if not os.path.exists(self.p2):
+        name = os.path.basename(self.path)
+        parts = [f"/sys/block/{name}/{name}p{k}" for k in (1, 2)]
+        if not all(os.path.exists(x) for x in parts):
             # The scan losetup -P asks for did not always add the partitions here.
-            subprocess.run(["partx", "-a", self.path], check=True, capture_output=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", self.p1], check=True, capture_output=True)
+            subprocess.run(["partx", "-a", self.path], check=False, capture_output=True)
+        # The kernel's partitions first, then their device nodes: a node may lag
+        # (or be left from an earlier device of that name) when the scan is slow.
+        deadline = time.monotonic() + 10
+        while not all(os.path.exists(x) for x in [*parts, self.p1, self.p2]):
+            assert time.monotonic() < deadline, f"{self.path}: its partitions did not appear"
+            time.sleep(0.05)
+        mk = subprocess.run(["mkfs.ext4", "-q", "-F", self.p1], capture_output=True, text=True)
+        assert mk.returncode == 0, f"mkfs.ext4 {self.p1}: {mk.stderr.strip()}"
         self.mnt = tempfile.mkdtemp(prefix="iotape-mnt-")
         subprocess.run(["mount", self.p1, self.mnt], check=True)
 
