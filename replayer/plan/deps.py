@@ -435,6 +435,17 @@ CROSS_EDGE_NS = 2_000_000
 # 50 us) and tens of us on a slow one (the HDD-like: 31 within 30 us, 1 by chance).
 CROSS_EVIDENCE_NS = (5_000, 10_000, 20_000, 50_000, 100_000)
 CROSS_MIN = 20  # and at least this many candidates: fewer are no evidence
+# A think time longer than this, where no evidence gave an edge, is a wait for
+# another thread's event the trace does not show (_long_think). In an HDD-like
+# engine trace the flusher's 10-90 ms between passes (a 5 ms poll for the
+# sessions' progress) and the log writer's and sessions' waits over 2 ms set a
+# dependent replay's pace on a device 300x faster; the fio jobs' 1 ms think
+# times stay under it.
+LONG_THINK_NS = CROSS_EDGE_NS
+# A thread whose issue-to-issue gaps vary less than this (std over mean) runs on
+# its own clock: the engine's background maintenance reads (0.01 in an HDD-like
+# trace, 0.00 in an SSD-like one), against 0.57-3 for every other thread there.
+PERIODIC_CV = 0.1
 
 
 @dataclass
@@ -446,6 +457,7 @@ class Cross:
     j: np.ndarray
     gap_ns: np.ndarray
     pairs: dict[tuple[int, int], tuple[int, int]]  # (stream, other) -> (candidates, chance)
+    long_think: np.ndarray  # per edge: a long think's (_long_think), not the evidence's
 
 
 def cross_edges(
@@ -472,7 +484,8 @@ def cross_edges(
     plan's ids (issue order) keep every edge backwards."""
     n = len(start)
     big = np.iinfo(np.int64).max
-    none = Cross(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), {})
+    e = np.empty(0, np.int64)
+    none = Cross(e, e, e, {}, np.empty(0, bool))
     threads = np.unique(thread)
     if n == 0 or len(threads) < 2 or len(threads) > MAX_CROSS_SUBMITTERS:
         return none
@@ -514,5 +527,48 @@ def cross_edges(
                 take = cand & m & (gap < best)
                 best = np.where(take, gap, best)
                 best_j = np.where(take, gj, best_j)
+    ev = best_j >= 0
+    _long_think(start, end, thread, own, best, best_j)
     has = best_j >= 0
-    return Cross(np.flatnonzero(has), best_j[has], best[has], pairs)
+    return Cross(np.flatnonzero(has), best_j[has], best[has], pairs, ~ev[has])
+
+
+def _long_think(
+    start: np.ndarray, end: np.ndarray, thread: np.ndarray, own: np.ndarray,
+    best: np.ndarray, best_j: np.ndarray,
+) -> None:  # fmt: skip
+    """Edges (into best/best_j, where the evidence gave none) for the think times
+    over LONG_THINK_NS: hfplayer's rule, each waits for the latest completion
+    before its issue by another, I/O-bound thread (docs/replay.md). A thread
+    paced by its own clock (its issues PERIODIC_CV regular) neither gets such an
+    edge nor gives one."""
+    big = np.iinfo(np.int64).max
+    gap = np.full(len(start), big, np.int64)
+    gj = np.full(len(start), -1, np.int64)
+    clocked = np.zeros(len(start), bool)
+    for u in np.unique(thread).tolist():
+        rows = np.flatnonzero(thread == u)
+        if periodic(start[rows]):
+            clocked[rows] = True
+            continue
+        mine = own[rows][own[rows] < big]
+        if not len(mine) or np.median(mine) > LONG_THINK_NS:
+            continue  # a thread that mostly thinks long: its completions wake nobody
+        j = _latest_before(end, rows, start)
+        g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
+        ok = (thread != u) & (j >= 0) & (start[np.maximum(j, 0)] < start)
+        upd = ok & (g < gap)
+        gap = np.where(upd, g, gap)
+        gj = np.where(upd, j, gj)
+    take = (best_j < 0) & ~clocked & (own > LONG_THINK_NS) & (own < big) & (gap < own)
+    best[take] = gap[take]
+    best_j[take] = gj[take]
+
+
+def periodic(issues: np.ndarray) -> bool:
+    """Whether a thread's issues come at a regular period (the coefficient of
+    variation of the gaps between them under PERIODIC_CV): a thread paced by its
+    own clock, not by the I/O it waits for."""
+    g = np.diff(np.sort(issues))
+    g = g[g > 0]
+    return len(g) >= 3 and float(g.std()) < PERIODIC_CV * float(g.mean())

@@ -422,4 +422,52 @@ def test_independent_threads_get_no_cross_thread_edges() -> None:
     c = deps.cross_edges(start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own)
     candidates, chance = c.pairs[(0, 0)]
     assert candidates > 50 and candidates < deps.CROSS_EVIDENCE * chance
-    assert len(c.i) == 0
+    # no evidence edge; only the rare think over 2 ms waits (_long_think's rule)
+    assert c.long_think.all()
+    assert (own[c.i] > deps.LONG_THINK_NS).all() and len(c.i) < 0.01 * len(r)
+
+
+def _flusher_loop() -> np.ndarray:
+    """An HDD-like trace: a session (sync, 1-9 ms service, 30 us think), a flusher
+    whose writes come 0.2-4 ms after one of the session's completions but tens of
+    ms after its own (it polls for the session's progress), and a maintenance
+    thread reading every 40 ms on its own clock."""
+    rng = np.random.default_rng(11)
+    rows = []
+    t = 1_000_000
+    done = []
+    for _ in range(400):  # the session
+        svc = int(rng.integers(1_000_000, 9_000_000))
+        rows.append((t, t + svc, 500, OP["read"]))
+        done.append(t + svc)
+        t += svc + 30_000
+    for k in range(8, 400, 8):  # the flusher: after every 8th session completion
+        q = done[k] + int(rng.integers(200_000, 4_000_000))
+        rows.append((q, q + 8_000_000, 501, OP["write"]))
+    for k in range(45):  # maintenance: a read every 40 ms
+        q = 1_500_000 + k * 40_000_000
+        rows.append((q, q + 6_000_000, 502, OP["read"]))
+    r = np.zeros(len(rows), dtype=DT)
+    a = np.array(rows, dtype=np.int64)
+    r["ts_queue_ns"], r["ts_complete_ns"], r["tid"], r["op"] = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    r["ts_issue_ns"] = r["ts_queue_ns"] + 1_000
+    r["bytes"], r["dev"] = 8192, SDA
+    r["offset"] = rng.integers(0, 64, len(r)) * 8192
+    return r[np.argsort(r["ts_queue_ns"], kind="stable")]
+
+
+def test_a_long_think_waits_for_the_latest_completion_of_an_io_bound_thread() -> None:
+    r = _flusher_loop()
+    start, end = deps.times(r)
+    d = deps.infer(r)
+    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
+    tid = r["tid"].astype(np.int64)
+    c = deps.cross_edges(start, end, tid, np.zeros(len(r), np.int64), own)
+    flusher = np.flatnonzero((tid == 501) & (d.pred >= 0))
+    assert set(c.i.tolist()) == set(flusher.tolist()) and c.long_think.all()
+    # each waits for the session's completion before it, the gap its think time
+    assert (tid[c.j] == 500).all()
+    assert (end[c.j] < start[c.i]).all() and (start[c.i] - end[c.j] == c.gap_ns).all()
+    assert (c.gap_ns < 4_000_000).all() and (own[c.i] > 10_000_000).all()
+    # the maintenance thread keeps its clock, the session its own chain
+    assert deps.periodic(start[tid == 502]) and not deps.periodic(start[tid == 501])
