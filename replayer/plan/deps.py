@@ -527,10 +527,10 @@ def cross_edges(
                 take = cand & m & (gap < best)
                 best = np.where(take, gap, best)
                 best_j = np.where(take, gj, best_j)
-    ev = best_j >= 0
+    evident = best_j >= 0
     _long_think(start, end, thread, own, best, best_j)
     has = best_j >= 0
-    return Cross(np.flatnonzero(has), best_j[has], best[has], pairs, ~ev[has])
+    return Cross(np.flatnonzero(has), best_j[has], best[has], pairs, ~evident[has])
 
 
 def _long_think(
