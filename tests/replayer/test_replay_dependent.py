@@ -422,9 +422,9 @@ def test_independent_threads_get_no_cross_thread_edges() -> None:
     c = deps.cross_edges(start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own)
     candidates, chance = c.pairs[(0, 0)]
     assert candidates > 50 and candidates < deps.CROSS_EVIDENCE * chance
-    # no evidence edge; only the rare think over 2 ms waits (_long_think's rule)
-    assert c.long_think.all()
-    assert (own[c.i] > deps.LONG_THINK_NS).all() and len(c.i) < 0.01 * len(r)
+    # nor a long-think one: a think over 2 ms is rare here (the host's stall)
+    assert (own[own < np.iinfo(np.int64).max] > deps.LONG_THINK_NS).any()
+    assert len(c.i) == 0
 
 
 def _flusher_loop() -> np.ndarray:
