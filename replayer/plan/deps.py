@@ -448,10 +448,11 @@ CROSS_MIN = 20  # and at least this many candidates: fewer are no evidence
 # dependent replay's pace on a device 300x faster; the fio jobs' 1 ms think
 # times stay under it.
 LONG_THINK_NS = CROSS_EDGE_NS
-# A thread whose issue-to-issue gaps vary less than this (std over mean) runs on
-# its own clock: the engine's background maintenance reads (0.01 in an HDD-like
-# trace, 0.00 in an SSD-like one), against 0.57-3 for every other thread there.
-PERIODIC_CV = 0.1
+# A thread whose issue-to-issue gaps vary less than this (their interquartile
+# range over their median) runs on its own clock: the engine's background
+# maintenance reads (0.001 in an HDD-like trace and in an SSD-like one), against
+# 0.118-1,591 for every other thread there.
+PERIODIC_CV = 0.05
 # A thread waits long for others where at least this share of its think times
 # are over LONG_THINK_NS (in an HDD-like engine trace: the flusher 76 %, the log
 # writer 37 %, each session 19 %). Fewer are the host's stalls (this VM's vCPUs
@@ -583,9 +584,13 @@ def _long_think(
 
 
 def periodic(issues: np.ndarray) -> bool:
-    """Whether a thread's issues come at a regular period (the coefficient of
-    variation of the gaps between them under PERIODIC_CV): a thread paced by its
-    own clock, not by the I/O it waits for."""
+    """Whether a thread's issues come at a regular period (the interquartile
+    range of the gaps between them under PERIODIC_CV of their median; one late
+    issue does not undo it): a thread paced by its own clock, not by the I/O it
+    waits for."""
     g = np.diff(np.sort(issues))
     g = g[g > 0]
-    return len(g) >= 3 and float(g.std()) < PERIODIC_CV * float(g.mean())
+    if len(g) < 3:
+        return False
+    q1, q2, q3 = np.percentile(g, [25, 50, 75])
+    return bool(q3 - q1 < PERIODIC_CV * q2)
