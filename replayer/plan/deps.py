@@ -557,7 +557,8 @@ def _long_think(
     before its issue by another, I/O-bound thread (docs/replay.md). A thread
     paced by its own clock (its issues PERIODIC_CV regular) neither gets such an
     edge nor gives one; one whose think times are over LONG_THINK_NS for less than
-    LONG_SHARE of its requests gets none."""
+    LONG_SHARE of its requests gets none. A trace planned in chunks judges each
+    thread by the chunk's requests (as the evidence is counted)."""
     big = np.iinfo(np.int64).max
     gap = np.full(len(start), big, np.int64)
     gj = np.full(len(start), -1, np.int64)
