@@ -456,10 +456,9 @@ PERIODIC_CV = 0.05
 # A thread waits long for others where at least this share of its think times
 # are over LONG_THINK_NS (in an HDD-like engine trace: the flusher 76 %, the log
 # writer 37 %, each session 19 %). Fewer are the host's stalls (this VM's vCPUs
-# stall 1-13 ms a few times a second): a fio job's 1 ms think times, recorded on
-# the SSD-like device under load, with edges for them replayed onto the HDD-like
-# one at x0.72 of the job's IOPS there (each such request then waited for
-# another process's 13 ms read).
+# stall 1-13 ms a few times a second): 1-3 of a fio process's 1,500 think times
+# of 1 ms, recorded on either device under load, are over 2 ms; an edge for
+# such a stall would have the request wait for another, independent process.
 LONG_SHARE = 0.1
 
 
