@@ -174,6 +174,34 @@ def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) 
     assert ios == 100
 
 
+def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path: Path) -> None:
+    """Two jobs whose requests alternate, each waiting for the other job's last
+    one, one of them with 8 threads: every wait is for another thread's
+    completion (each on its own futex word in deps.c), and every request is
+    issued after it and done."""
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    (tmp_path / "iologs").mkdir()
+    logs: dict[str, list[str]] = {"a": [], "b": []}
+    for k in range(2000):
+        after, think = (str(k - 1), "0") if k else ("-", "@0")
+        logs["ab"[k % 2]].append(f"{k} {after} {think} read {(k % 128) * 8192} 8192\n")
+    fio = "[global]\nioengine=psync\n"
+    for name, depth in (("a", 8), ("b", 1)):
+        head = f"iotape dependent log 1\nopen {target}\n"
+        (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(logs[name]))
+        fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth={depth}\n"
+    (tmp_path / "replay.fio").write_text(fio)
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["dependencies"]["issued_before_predecessor"] == 0
+    assert sum(j["read"]["total_ios"] for j in res["jobs"]) == 2000
+
+
 def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
