@@ -119,7 +119,8 @@ def _tx(streams: dict, side: str) -> tuple[int, float]:
 
 def _deps(d: dict) -> dict:
     keep = ("stream", "submitters", "requests", "with_predecessor", "depth", "think_us")
-    return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance", "cross_edges")}
+    return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance", "cross_edges",
+                                  "long_think_edges")}  # fmt: skip
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:

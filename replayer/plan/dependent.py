@@ -61,6 +61,7 @@ class SliceState:
     tally: deps.Tally
     jobs: dict[int, DepJob] = field(default_factory=dict)
     cross_edges: int = 0
+    long_think_edges: int = 0  # of them, a long think's (crossedges._long_think)
 
 
 class Logs:
@@ -118,12 +119,13 @@ def _actions(r: np.ndarray) -> np.ndarray:
 
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
-    cross: dict[int, tuple[int, int]], opts: PlanOptions, logs: Logs,
+    cross: dict[int, tuple[int, int, bool]], opts: PlanOptions, logs: Logs,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
     first rows are the context's, numbered `before`) and, in `cross`, for another
-    thread's request (row -> (its id, the gap after its completion in ns))."""
+    thread's request (row -> (its id, the gap after its completion in ns, whether
+    a long think's))."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -134,12 +136,13 @@ def _slice_jobs(
         if every[j] < every[i]:
             after[i - k].append(int(every[j]))
     think_ns = d.think_ns[k:].copy()
-    for i, (j_id, gap) in cross.items():
+    for i, (j_id, gap, _) in cross.items():
         # The other thread's completion came after the request's own predecessor's:
         # the think time counts from it, the latest of what the request waits for.
         after[i].append(j_id)
         think_ns[i] = gap
     st.cross_edges += len(cross)
+    st.long_think_edges += sum(long for _, _, long in cross.values())
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -191,12 +194,12 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
 def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
     traced: int,
-) -> list[dict[int, tuple[int, int]]]:  # fmt: skip
+) -> list[dict[int, tuple[int, int, bool]]]:  # fmt: skip
     """Each slice's cross-thread edges (crossedges.cross_edges) among a chunk's requests:
     only where each request of the chunk is in one slice (no copies: a copy's
     threads are the original's) and the trace has threads. A trace read in chunks
     finds no edge to a request of an earlier chunk (a few at each seam)."""
-    cross: list[dict[int, tuple[int, int]]] = [{} for _ in slices]
+    cross: list[dict[int, tuple[int, int, bool]]] = [{} for _ in slices]
     recs = [s.records for s in slices]
     n = sum(len(r) for r in recs)
     if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
@@ -211,8 +214,9 @@ def _cross(
     row = np.concatenate([np.arange(len(r)) for r in recs])
     gid = np.concatenate(ids)
     c = crossedges.cross_edges(start, end, thread, stream, own)
-    for i, j, gap in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(), strict=True):
-        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap))
+    for i, j, gap, long in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(),
+                               c.long_think.tolist(), strict=True):  # fmt: skip
+        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), bool(long))
     return cross
 
 
@@ -323,6 +327,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "stream": name,
                 **st.tally.summary(),
                 "cross_edges": st.cross_edges,
+                "long_think_edges": st.long_think_edges,
                 "other_stream_predecessors": other,
             }
         )

@@ -40,7 +40,13 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   least CROSS_EVIDENCE times as often as chance gives (a log writer's write
   right after a session's read, the session's next read right after that
   write: its commit), each such request also waits for that completion, its
-  think time counted from it. A plan chains
+  think time counted from it. A think time over LONG_THINK_NS (crossedges.py) that no evidence
+  explains (the trace does not show what the thread waited for: a flusher
+  polling for progress, a log writer for a commit) waits, by hfplayer's rule,
+  for the latest completion before its issue by another, I/O-bound thread
+  (median think under LONG_THINK_NS); a thread on its own clock (periodic())
+  neither gets nor gives such an edge, nor does a thread with fewer than
+  LONG_SHARE of its think times that long (the host's stalls). A plan chains
   each stream apart (a thread's db-read and db-write are two chains):
   `other_stream_predecessors` counts the requests whose thread's previous
   completion was of another stream.

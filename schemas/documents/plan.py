@@ -97,6 +97,8 @@ class DependencyEntry(Part):
     other_stream_predecessors: int = 0
     # requests that also wait for another thread's request (crossedges.cross_edges)
     cross_edges: int = 0
+    # of them, a think time over 2 ms that no evidence explained (crossedges._long_think)
+    long_think_edges: int = 0
 
 
 class PlacementEntry(Part):

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
-from recorder.tracefile import TraceWriter, open_trace, write_trace
+from recorder.tracefile import open_trace, write_trace
 from replayer.plan import crossedges, deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
@@ -174,6 +174,34 @@ def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) 
     assert ios == 100
 
 
+def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path: Path) -> None:
+    """Two jobs whose requests alternate, each waiting for the other job's last
+    one, one of them with 8 threads: every wait is for another thread's
+    completion (each on its own futex word in deps.c), and every request is
+    issued after it and done."""
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    (tmp_path / "iologs").mkdir()
+    logs: dict[str, list[str]] = {"a": [], "b": []}
+    for k in range(2000):
+        after, think = (str(k - 1), "0") if k else ("-", "@0")
+        logs["ab"[k % 2]].append(f"{k} {after} {think} read {(k % 128) * 8192} 8192\n")
+    fio = "[global]\nioengine=psync\n"
+    for name, depth in (("a", 8), ("b", 1)):
+        head = f"iotape dependent log 1\nopen {target}\n"
+        (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(logs[name]))
+        fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth={depth}\n"
+    (tmp_path / "replay.fio").write_text(fio)
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["dependencies"]["issued_before_predecessor"] == 0
+    assert sum(j["read"]["total_ios"] for j in res["jobs"]) == 2000
+
+
 def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
@@ -259,107 +287,6 @@ def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
 
 
-def _mixed(n: int = 300) -> np.ndarray:
-    """Sync threads of two streams, an async submitter with a window of 4 and
-    FUA writes, a few completions the kernel never reported; written in
-    completion order, as the recorder writes."""
-    a = _closed_loop(threads=3, n=n, think_ns=300_000, lat_ns=150_000)
-    a["stream"] = np.where(a["op"] == OP["read"], 1, 2)
-    b = np.zeros(n, dtype=DT)
-    q = 1_000_000 + (np.arange(n) // 4) * 900_000 + (np.arange(n) % 4) * 1_000
-    # queued at once, dispatched one by one: a request's queue time comes well
-    # before the issue times a trace is ordered (and chunked) by
-    b["ts_queue_ns"], b["ts_issue_ns"] = q, q + 3_000 + (np.arange(n) % 4) * 150_000
-    b["ts_complete_ns"] = b["ts_issue_ns"] + 200_000
-    b["tid"], b["pid"], b["stream"], b["dev"] = 900, 901, 2, SDA
-    b["op"], b["bytes"], b["offset"] = OP["write"], 4096, (np.arange(n) % 128) * 4096
-    b["flags"][::7] = FUA
-    r = np.zeros(len(a) + n, dtype=DT)
-    r[: len(a)], r[len(a) :] = a, b
-    late = np.flatnonzero(r["tid"] == 501)[[40, 90, 160]]
-    r["ts_complete_ns"][late] += 3_000_000
-    r["flags"][late] |= 1 << schemas.bits("flag")["complete_unseen"]
-    return r[np.argsort(r["ts_complete_ns"], kind="stable")]
-
-
-def _requests(jobdir: Path) -> dict[tuple[str, int], tuple]:
-    """Each request of a dependent plan by (job, position): what it waits for (by
-    job and position too: the ids differ with the order a plan numbered them),
-    its think time, action, offset and length."""
-    logs = {p.stem: p.read_text().splitlines()[2:] for p in (jobdir / "iologs").glob("*.log")}
-    where = {ln.split()[0]: (job, i) for job, lines in logs.items() for i, ln in enumerate(lines)}
-    out = {}
-    for job, lines in logs.items():
-        for i, ln in enumerate(lines):
-            _id, after, *rest = ln.split()
-            waits = () if after == "-" else tuple(sorted(where[x] for x in after.split(",")))
-            out[(job, i)] = (waits, *rest)
-    return out
-
-
-def test_a_large_trace_is_planned_in_chunks_as_it_would_be_whole(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """Past STREAM_ABOVE a dependent plan reads the trace in time-ordered chunks
-    (97 records here), each slice's inference carried from one to the next: the
-    same jobs, depths and requests, each waiting for the same ones, as the plan
-    of the whole trace; iotape-lanes runs it with none issued early."""
-    from replayer.plan import sources, stream
-
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\0" * MIB)
-    h = header()
-    h["devices"] = h["devices"][:1]
-    trace = tmp_path / "t.iot"
-    with TraceWriter(trace, h, chunk_records=40) as w:
-        w.write(_mixed())
-        w.close({})
-    opts = {"targets": [f"all={target}"], "timing": "dependent"}
-    whole = plan(PlanOptions(trace, tmp_path / "w", **opts))
-    monkeypatch.setattr(sources, "STREAM_ABOVE", 10)
-    real, calls = stream.sorted_chunks, []
-    monkeypatch.setattr(stream, "sorted_chunks", lambda s: calls.append(1) or real(s, 97))
-    man = plan(PlanOptions(trace, tmp_path / "c", **opts))
-    assert calls == [1] and sum(1 for _ in real(stream.scan(trace), 97)) > 10
-    assert sorted(map(str, man["jobs"])) == sorted(map(str, whole["jobs"]))
-    got, want = _requests(tmp_path / "c"), _requests(tmp_path / "w")
-    assert len(want) == 1200 and sum(1 for v in want.values() if len(v[0]) > 1) > 20
-    assert got == want
-    depths = [ln for ln in (tmp_path / "w" / "replay.fio").read_text().splitlines()
-              if ln.startswith(("[", "iodepth"))]  # fmt: skip
-    assert "iodepth=4" in depths
-    text = (tmp_path / "c" / "replay.fio").read_text().splitlines()
-    assert sorted(ln for ln in text if ln.startswith(("[", "iodepth"))) == sorted(depths)
-    key = {d["stream"]: d for d in whole["dependencies"]}
-    for d in man["dependencies"]:
-        # chance is reckoned per chunk (its span); all else is the whole trace's
-        assert {**d, "cross_by_chance": 0} == {**key[d["stream"]], "cross_by_chance": 0}
-    out = subprocess.run(
-        [str(runner.LANES), "replay.fio"], cwd=tmp_path / "c", capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    res = json.loads(out.stdout)["dependencies"]
-    assert res["requests"] == 1200 and res["issued_before_predecessor"] == 0
-
-
-def test_a_compressed_trace_is_read_in_chunks_by_its_events_not_its_bytes(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """A compressed trace takes a few bytes a request: whether a plan reads it
-    in chunks goes by the footer's event count."""
-    from replayer.plan import sources
-
-    trace = _write(tmp_path / "t.iot", _mixed())
-    events = 1200
-    assert trace.stat().st_size // sources.RECORD_BYTES < events // 2
-    opts = PlanOptions(trace, tmp_path / "j", targets=[f"all={tmp_path / 'x'}"])
-    monkeypatch.setattr(sources, "STREAM_ABOVE", events - 1)
-    assert sources.wants_chunks(opts)
-    monkeypatch.setattr(sources, "STREAM_ABOVE", events)
-    assert not sources.wants_chunks(opts)
-
-
 def _commit_loop(n: int = 40) -> np.ndarray:
     """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
     log write 10 us after each read completed, the next read 5 us after the log
@@ -424,4 +351,52 @@ def test_independent_threads_get_no_cross_thread_edges() -> None:
     )
     candidates, chance = c.pairs[(0, 0)]
     assert candidates > 50 and candidates < crossedges.CROSS_EVIDENCE * chance
+    # nor a long-think one: a think over 2 ms is rare here (the host's stall)
+    assert (own[own < np.iinfo(np.int64).max] > crossedges.LONG_THINK_NS).any()
     assert len(c.i) == 0
+
+
+def _flusher_loop() -> np.ndarray:
+    """An HDD-like trace: a session (sync, 1-9 ms service, 30 us think), a flusher
+    whose writes come 0.2-4 ms after one of the session's completions but tens of
+    ms after its own (it polls for the session's progress), and a maintenance
+    thread reading every 40 ms on its own clock."""
+    rng = np.random.default_rng(11)
+    rows = []
+    t = 1_000_000
+    done = []
+    for _ in range(400):  # the session
+        svc = int(rng.integers(1_000_000, 9_000_000))
+        rows.append((t, t + svc, 500, OP["read"]))
+        done.append(t + svc)
+        t += svc + 30_000
+    for k in range(8, 400, 8):  # the flusher: after every 8th session completion
+        q = done[k] + int(rng.integers(200_000, 4_000_000))
+        rows.append((q, q + 8_000_000, 501, OP["write"]))
+    for k in range(45):  # maintenance: a read every 40 ms
+        q = 1_500_000 + k * 40_000_000
+        rows.append((q, q + 6_000_000, 502, OP["read"]))
+    r = np.zeros(len(rows), dtype=DT)
+    a = np.array(rows, dtype=np.int64)
+    r["ts_queue_ns"], r["ts_complete_ns"], r["tid"], r["op"] = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    r["ts_issue_ns"] = r["ts_queue_ns"] + 1_000
+    r["bytes"], r["dev"] = 8192, SDA
+    r["offset"] = rng.integers(0, 64, len(r)) * 8192
+    return r[np.argsort(r["ts_queue_ns"], kind="stable")]
+
+
+def test_a_long_think_waits_for_the_latest_completion_of_an_io_bound_thread() -> None:
+    r = _flusher_loop()
+    start, end = deps.times(r)
+    d = deps.infer(r)
+    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
+    tid = r["tid"].astype(np.int64)
+    c = crossedges.cross_edges(start, end, tid, np.zeros(len(r), np.int64), own)
+    flusher = np.flatnonzero((tid == 501) & (d.pred >= 0))
+    assert set(c.i.tolist()) == set(flusher.tolist()) and c.long_think.all()
+    # each waits for the session's completion before it, the gap its think time
+    assert (tid[c.j] == 500).all()
+    assert (end[c.j] < start[c.i]).all() and (start[c.i] - end[c.j] == c.gap_ns).all()
+    assert (c.gap_ns < 4_000_000).all() and (own[c.i] > 10_000_000).all()
+    # the maintenance thread keeps its clock, the session its own chain
+    assert crossedges.periodic(start[tid == 502]) and not crossedges.periodic(start[tid == 501])
