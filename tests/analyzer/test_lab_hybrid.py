@@ -7,6 +7,7 @@ before the cache and tier ran; and the sizing and the prediction's arithmetic al
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,23 @@ IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 
 
 @pytest.mark.kernel
+def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run the lab; past `timeout`, interrupt it as Ctrl-C would, so that it
+    releases its devices, mounts and servers (a killed CLI leaves them), then fail."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGINT)
+        try:
+            p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
 @pytest.mark.parametrize("device", ["hdd", "array"])
 def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: str) -> None:
     """On the HDD-like disk the engine tiers and caches; on the array the tier and the
@@ -38,7 +56,7 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
         "--verify", "--json", "--db", str(tmp_path / "store.duckdb"), "--device", device,
         "--tier-in", tier_in, *(["--warm-s", "2"] if tier_in == "array" else []),
     ]  # fmt: skip
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    r = _run_released(argv, 600)
     if r.returncode != 0 and "blkio" in r.stderr:
         need(False, f"a hybrid lab: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr

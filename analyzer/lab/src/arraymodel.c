@@ -431,8 +431,10 @@ static void try_destage(double t)
 		struct stripe *st = fifo;
 		int full = st->ndirty == ndata * ppc;
 		int pressed = dirty_bytes >= P.watermark * (double)dirty_limit || waitq;
-		if (!full && !pressed && t - st->since < P.destage_delay_ms / 1e3) {
-			double at = st->since + P.destage_delay_ms / 1e3;
+		/* Compared as the tick's own time: t - since < delay can hold at t == at
+		 * (rounding), and the tick would reschedule itself at once, forever. */
+		double at = st->since + P.destage_delay_ms / 1e3;
+		if (!full && !pressed && t < at) {
 			if (tick_at < 0 || at < tick_at) {
 				tick_at = at;
 				schedule(at, EV_TICK, NULL);
