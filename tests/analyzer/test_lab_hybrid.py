@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
 
 
-@pytest.mark.kernel
 def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
     """Run the lab; past `timeout`, interrupt it as Ctrl-C would, so that it
     releases its devices, mounts and servers (a killed CLI leaves them), then fail."""
@@ -43,6 +42,7 @@ def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("device", ["hdd", "array"])
 def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: str) -> None:
     """On the HDD-like disk the engine tiers and caches; on the array the tier and the
