@@ -19,7 +19,6 @@ import argparse
 import json
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,8 @@ from hybrid_lab import HybridLab
 from replay_lab import ROOT, fio_version, machine
 
 from analyzer.lab.hdd import HddModel
-from analyzer.lab.replayed import figures
+from analyzer.lab.replayed import figures, plan_and_run
 from recorder.capture import record as rec
-from replayer.plan.build import PlanOptions, plan
 from replayer.run import closedloop, execute
 
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
@@ -77,15 +75,7 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
 def replay(trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None) -> dict:
     """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures."""
     jobdir = work / f"jobs-{timing}-{Path(dev).name}"
-    opts = PlanOptions(
-        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing, destroy=[dev],
-        force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
-    )  # fmt: skip
-    man = plan(opts)
-    t = time.monotonic()
-    summary = execute.run(jobdir, destroy=[dev], force=True)
-    wall = time.monotonic() - t
-    res = json.loads((jobdir / "results" / "fio.json").read_text())
+    man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
     fig = _fio_figures(res)
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor

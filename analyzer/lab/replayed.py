@@ -21,15 +21,7 @@ from replayer.run import execute
 def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
     """The dependent replay of `trace` onto `dev` (all its devices mapped there): its
     requests, their rate over the longest job, read and write p50 (ms), wall time."""
-    opts = PlanOptions(
-        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing="dependent",
-        destroy=[dev], force=True, layout="auto", mode="exact",
-    )  # fmt: skip
-    man = plan(opts)
-    t = time.monotonic()
-    summary = execute.run(jobdir, destroy=[dev], force=True)
-    wall = time.monotonic() - t
-    res = json.loads((jobdir / "results" / "fio.json").read_text())
+    man, summary, res, wall = plan_and_run(trace, dev, jobdir, "dependent")
     jobs = res["jobs"]
     out: dict[str, Any] = {**figures(res), "wall_s": wall}
     out["streams"] = _streams(jobs)
@@ -38,14 +30,33 @@ def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
     return out
 
 
+def plan_and_run(
+    trace: Path, dev: str, jobdir: Path, timing: str
+) -> tuple[dict[str, Any], Any, dict[str, Any], float]:
+    """`replay plan --timing TIMING` of `trace` onto `dev` (all its devices mapped
+    there; a recorded plan as lanes) and `replay run`: (the plan, the run's
+    summary, results/fio.json, the run's wall time in s)."""
+    opts = PlanOptions(
+        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing, destroy=[dev],
+        force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
+    )  # fmt: skip
+    man = plan(opts)
+    t = time.monotonic()
+    summary = execute.run(jobdir, destroy=[dev], force=True)
+    wall = time.monotonic() - t
+    return dict(man), summary, json.loads((jobdir / "results" / "fio.json").read_text()), wall
+
+
 def figures(res: dict[str, Any]) -> dict[str, Any]:
     """Requests, their rate and the read and write p50 (ms) of fio's JSON
     (group_reporting: one job of all threads) or iotape-lanes' (a job per submitter,
-    run at once: all requests over the longest job; a p50 the median of the jobs')."""
+    run at once: all requests over the run's span; a p50 the median of the jobs')."""
     jobs = res["jobs"]
     ios = sum(j[d]["total_ios"] for j in jobs for d in ("read", "write"))
     if res.get("fio version") == "iotape-lanes":
-        runtime_s = max(j["job_runtime"] for j in jobs) / 1e3
+        # The run's span (as the store takes it), else the longest job's.
+        span = res.get("elapsed_ms") or max(j["job_runtime"] for j in jobs)
+        runtime_s = span / 1e3
         iops = ios / runtime_s if runtime_s else None
     else:
         iops = sum(j[d]["iops"] for j in jobs for d in ("read", "write"))
