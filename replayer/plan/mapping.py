@@ -16,6 +16,7 @@ nowhere maps to nothing (`placed` is False).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,9 @@ from schemas.documents.plan import MappingEntry
 
 VERSION = 1
 UNPLACED = np.uint64(0xFF) << np.uint64(56)  # a key no replayed request has
+# A target's index mixed into a key (Fibonacci hashing): two targets' requests at
+# the same (op, offset, size) get keys that differ, by more than any key's bits.
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _runs(g: np.ndarray, granule: int) -> list[list[int]]:
@@ -73,10 +77,11 @@ def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> 
     for (dev, sname), (g, _f) in sorted(first.items()):
         base, size = lay.spans[(g.path, g.owner)]
         at = (lay.packed_at or {}).get((g.path, g.owner), {}).get(dev)
+        region = (lay.regions or {}).get((g.path, g.owner), {}).get(dev)
         placements.append(
             {"device": dev, "stream": sname, "target": g.path, "base": base, "size": size,
              "block": lay.probed[g.path].block, "packed_at": at,
-             "shares": shares[(dev, sname)]}
+             "region": list(region) if region else None, "shares": shares[(dev, sname)]}
         )  # fmt: skip
     devices = []
     for dev in sorted(names):
@@ -93,7 +98,12 @@ def record(groups: list[Any], lay: Any, sc: scale.Scaling | None, mode: str) -> 
 class Mapper:
     """An original's requests as its plan's first replica replayed them."""
 
-    def __init__(self, m: MappingEntry, stream_names: dict[int, str]) -> None:
+    def __init__(
+        self,
+        m: MappingEntry,
+        stream_names: dict[int, str],
+        replay_devices: list[dict[str, Any]] | None = None,
+    ) -> None:
         if m.version != VERSION:
             raise IotapeError(
                 f"plan.json: field 'mapping.version': {m.version}; this iotape reads {VERSION}"
@@ -110,6 +120,12 @@ class Mapper:
         # its range, so an original pairs with whichever database replayed it.
         sizes = {p.size for p in m.placements}
         self.fold = sizes.pop() if len(sizes) == 1 else None
+        # The replay's devices (its trace header's) as the plan's targets: with them,
+        # a request pairs only on the target its original was replayed on.
+        self.rep_target = _targets_of(replay_devices or [], self.target_id)
+        self.by_target = len(self.target_id) > 1 and set(self.rep_target.values()) == set(
+            self.target_id.values()
+        )
 
     def apply(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(offsets, sizes, placed) of rows `r` (fields dev, stream, op, offset, bytes):
@@ -139,29 +155,46 @@ class Mapper:
                 g = self.touched[p.device]
                 o, b = compact.pack(off[m], nb[m], g, p.packed_at or 0, p.block, 0, self.granule)
             else:
+                # A plan before regions (no `region`) laid every device over the whole range.
+                at, size = p.region or (0, p.size)
                 end = self.end[p.device]
-                o, b = remap.remap(off[m], nb[m], p.size, p.block, self.m.mode, end)
+                o, b = remap.remap(off[m], nb[m], size, p.block, self.m.mode, end)
+                o = o + at
             off[m], nb[m] = p.base + o, b
         return off, nb, placed, tgt
 
     def keys(self, r: np.ndarray) -> np.ndarray:
         """The original's rows keyed as replayed (pairing.keys of their place in their
-        range); a row replayed nowhere gets UNPLACED."""
-        off, nb, placed = self.apply(r)
-        return np.where(placed, self._key(r["op"], off, nb), UNPLACED)
+        range, and of their target where `by_target`); a row replayed nowhere gets
+        UNPLACED."""
+        off, nb, placed, tgt = self.apply_on(r)
+        return np.where(placed, self._key(r["op"], off, nb, tgt), UNPLACED)
 
     def replay_keys(self, r: np.ndarray) -> np.ndarray:
-        """A replay's rows keyed as `keys` keys the original's."""
-        return self._key(r["op"], r["offset"].astype(np.int64), r["bytes"].astype(np.int64))
+        """A replay's rows keyed as `keys` keys the original's (a row on a device that
+        is none of the plan's targets, where `by_target`, pairs with nothing)."""
+        tgt = None
+        if self.by_target:
+            devs = r["dev"].astype(np.int64)
+            tgt = np.full(len(r), len(self.target_id), np.int64)
+            for d in np.unique(devs).tolist():
+                tgt[devs == d] = self.rep_target.get(d, len(self.target_id))
+        off = r["offset"].astype(np.int64)
+        return self._key(r["op"], off, r["bytes"].astype(np.int64), tgt)
 
-    def _key(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    def _key(
+        self, op: np.ndarray, off: np.ndarray, nb: np.ndarray, tgt: np.ndarray | None
+    ) -> np.ndarray:
         if self.fold:
             off = off % self.fold
-        return (
+        k: np.ndarray = (
             (op.astype(np.uint64) << np.uint64(56))
             ^ (off.astype(np.uint64) << np.uint64(8))
             ^ nb.astype(np.uint64)
         )
+        if self.by_target and tgt is not None:
+            k = k ^ (tgt.astype(np.uint64) + np.uint64(1)) * _MIX
+        return k
 
     def expected(self, r: np.ndarray) -> tuple[int, float, float]:
         """(rows replayed nowhere, rows the first replica is expected to have dropped
@@ -180,3 +213,30 @@ class Mapper:
             thinned += c * (1.0 - some)
             extra += c * max(sum(p.shares) - some, 0.0)
         return nowhere, thinned, extra
+
+
+def _targets_of(devices: list[dict[str, Any]], target_id: dict[str, int]) -> dict[int, int]:
+    """{a recorded device's id: the index of the plan target it is}, for the targets
+    that are block devices the recording names (by path, or by major and minor
+    where the target's node has another name). A file target or a remote one is
+    none of a real recording's devices (it names the filesystem's, or the host's)."""
+    ids: dict[tuple[int, int], int] = {}
+    paths: dict[str, int] = {}
+    for path, j in target_id.items():
+        paths[os.path.realpath(path)] = j
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_rdev:
+            ids[(os.major(st.st_rdev), os.minor(st.st_rdev))] = j
+    out: dict[int, int] = {}
+    for d in devices:
+        if not isinstance(d, dict) or "dev" not in d:
+            continue
+        i: int | None = ids.get((d.get("major", -1), d.get("minor", -1)))
+        if i is None and d.get("path"):
+            i = paths.get(os.path.realpath(str(d["path"])))
+        if i is not None:
+            out[int(d["dev"])] = i
+    return out

@@ -57,6 +57,9 @@ class TargetLayout:
     touched: dict[int, np.ndarray] | None = None
     packed_at: dict[tuple[str, Owner], dict[int, int]] | None = None
     granule: int = compact.GRANULE
+    # fit, wrap, scale: each device's own region of each range, (first byte within
+    # the range, bytes) (_regions); a device alone in its range has all of it.
+    regions: dict[tuple[str, Owner], dict[int, tuple[int, int]]] | None = None
 
 
 def check(opts: PlanOptions) -> None:
@@ -198,7 +201,7 @@ def layout(
     dev_end = {dev: int(ends[r["dev"] == dev].max(initial=512)) for dev in dev_ids}
     written = {g.path for g in groups if np.isin(r["op"][g.idx], WRITE_OPS).any()}
     probed = {p: _target(p, p in written, opts) for p in users}
-    need = {p: max(dev_end.values()) for p in users}
+    need = _reaches(groups, dev_end, users)
     packed_at = None
     if opts.remap == "compact":
         unit = opts.remap_unit
@@ -213,7 +216,75 @@ def layout(
     )
     if packed_at is not None:
         _check_packed(lay, groups)
+    else:
+        lay.regions = _regions(groups, lay, opts.remap)
     return lay
+
+
+def _range_devices(groups: list[Group]) -> dict[tuple[str, Owner], list[int]]:
+    """(target, owner) -> the source devices replayed in that range, in device order."""
+    devs: dict[tuple[str, Owner], set[int]] = {}
+    for g in groups:
+        devs.setdefault((g.path, g.owner), set()).add(g.dev)
+    return {k: sorted(v) for k, v in devs.items()}
+
+
+def _reaches(
+    groups: list[Group], dev_end: dict[int, int], users: dict[str, list[Owner]]
+) -> dict[str, int]:
+    """What each target's ranges need: the reaches of the devices in a range, side by
+    side (a dry run's placeholder is sized to it)."""
+    need = dict.fromkeys(users, 0)
+    for (path, _owner), ds in _range_devices(groups).items():
+        need[path] = max(need[path], sum(dev_end[d] for d in ds))
+    return need
+
+
+def _regions(
+    groups: list[Group], lay: TargetLayout, mode: str
+) -> dict[tuple[str, Owner], dict[int, tuple[int, int]]]:
+    """(target, owner) -> {device: (first byte within the range, bytes)}: several
+    source devices replayed in one range each get a region of their own, in device
+    order, so that two devices' requests at the same offsets stay apart (they are
+    different blocks). `fit` gives each device its reach (the range must hold them
+    side by side, or the plan is refused); wrap and scale split the range in
+    proportion to the devices' reaches, so that `scale` shrinks every device by
+    the same ratio."""
+    out: dict[tuple[str, Owner], dict[int, tuple[int, int]]] = {}
+    for key, ds in _range_devices(groups).items():
+        _base, size = lay.spans[key]
+        if len(ds) == 1:
+            out[key] = {ds[0]: (0, size)}
+            continue
+        block = lay.probed[key[0]].block
+        usable = size // block * block
+        ends = [-(-lay.dev_end[d] // block) * block for d in ds]
+        total = sum(ends)
+        cum = np.r_[0, np.cumsum(ends)[:-1]].tolist()
+        if mode == "fit":
+            if total > usable:
+                raise IotapeError(
+                    f"--remap fit: --target {key[0]} ({usable} bytes"
+                    + (f", {key[1].name}'s share" if _shared(lay, key[0]) else "")
+                    + f") takes {len(ds)} source devices, each in its own region as "
+                    f"recorded: they reach {total} bytes together; give a target of at "
+                    "least that, or --remap compact, scale or wrap"
+                )
+            at = cum
+        else:
+            at = [usable * c // total // block * block for c in cum]
+        ends_at = [*at[1:], usable]
+        if any(e - a < block for a, e in zip(at, ends_at, strict=True)):
+            raise IotapeError(
+                f"--remap {mode}: --target {key[0]} ({usable} bytes) is too small for a "
+                f"region of its own for each of its {len(ds)} source devices"
+            )
+        out[key] = {d: (a, e - a) for d, a, e in zip(ds, at, ends_at, strict=True)}
+    return out
+
+
+def _shared(lay: TargetLayout, path: str) -> bool:
+    return sum(1 for p, _ in lay.spans if p == path) > 1
 
 
 def _packing(groups: list[Group], touched: dict[int, np.ndarray], unit: int):
@@ -242,8 +313,7 @@ def _check_packed(lay: TargetLayout, groups: list[Group]) -> None:
     names = {g.dev: g.dname for g in groups}
     for (path, owner), at in (lay.packed_at or {}).items():
         _base, size = lay.spans[(path, owner)]
-        shared = sum(1 for p, _ in lay.spans if p == path) > 1
-        what = f"--target {path}" + (f" ({owner.name}'s share of it)" if shared else "")
+        what = f"--target {path}" + (f" ({owner.name}'s share of it)" if _shared(lay, path) else "")
         need = _packed(at, lay.touched or {}, lay.granule)
         devs = [names.get(d, str(d)) for d in sorted(at)]
         compact.check_fits(what, need, size, devs, lay.granule)
@@ -276,19 +346,19 @@ def slices(
         if opts.remap == "compact":
             g_dev = (lay.touched or {})[g.dev]
             turn = j * len(g_dev) // len(reps)
-            at = (lay.packed_at or {})[(g.path, g.owner)][g.dev]
-            off, b = compact.pack(rr["offset"], rr["bytes"], g_dev, at, block, turn, lay.granule)
+            shift = (lay.packed_at or {})[(g.path, g.owner)][g.dev]
+            off, b = compact.pack(rr["offset"], rr["bytes"], g_dev, shift, block, turn, lay.granule)
+            at, rsize = 0, size  # the packed offsets count from the range's start
         else:
+            at, rsize = (lay.regions or {})[(g.path, g.owner)][g.dev]
             rotate = (j * dev_end // len(reps)) // block * block if j else 0
             off, b = remap.remap(
-                rr["offset"], rr["bytes"], size, block, opts.remap, dev_end, rotate
+                rr["offset"], rr["bytes"], rsize, block, opts.remap, dev_end, rotate
             )
         writes = bool(np.isin(rr["op"], WRITE_OPS).any())
         name = stem + (f".c{j}" if len(reps) > 1 else "")
-        yield (
-            j,
-            Slice(name, g.path, g.sname, g.owner, writes, rr, src.t_ns[rows], off, b, base, size),
-        )
+        t = src.t_ns[rows]
+        yield j, Slice(name, g.path, g.sname, g.owner, writes, rr, t, off, b, base + at, rsize)
 
 
 def synthetic_jobs(

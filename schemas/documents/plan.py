@@ -113,6 +113,10 @@ class PlacementEntry(Part):
     size: int  # the range's bytes
     block: int  # the target's logical block size
     packed_at: int | None = None  # compact: where the device's packed extents start
+    # fit, wrap, scale: the device's own region of the range, [first byte within the
+    # range, bytes] (several devices in one range each get one; steps._regions);
+    # absent in plans before regions, which laid every device over the whole range
+    region: list[int] | None = None
     # Each owner's share of the stream's requests (scale.factor: 1 every one, 2 two
     # copies, 0.5 a seeded half): the first is this range's.
     shares: list[float]
