@@ -256,7 +256,7 @@ def compare(
     mapped.plan_path)."""
     so, sr = ordered.scan(original), ordered.scan(replayed)
     plan = mapped.plan_path(plan, sr)
-    m = mapped.mapper(plan, so)
+    m = mapped.mapper(plan, so, sr)
     keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
     gaps = fidstream.Gaps()

@@ -48,14 +48,16 @@ def plan_path(given: Path | None, sr: ordered.Scan) -> Path | None:
     return Path(named) if named and Path(named).is_file() else None
 
 
-def mapper(path: Path | None, so: ordered.Scan) -> Mapper | None:
-    """The mapping of plan.json at `path` over the original `so` (None: no mapping)."""
+def mapper(path: Path | None, so: ordered.Scan, sr: ordered.Scan | None = None) -> Mapper | None:
+    """The mapping of plan.json at `path` over the original `so` (None: no mapping);
+    the replay `sr`'s recorded devices tell which target each request ran on."""
     if path is None:
         return None
     m = plandoc.load(path).mapping
     if m is None:
         return None
-    return Mapper(m, {sid: so.stream_name(sid) for sid in range(256)})
+    devices = sr.header.get("devices") if sr is not None else None
+    return Mapper(m, {sid: so.stream_name(sid) for sid in range(256)}, devices or [])
 
 
 class Tally:
@@ -82,6 +84,9 @@ def section(
     """fidelity's "pairing": how many paired, through what, and why the rest did not."""
     out: dict[str, Any] = {
         "through": f"plan mapping (--remap {t.m.m.mode})" if t else "recorded offsets",
+        # Whether a request paired only on the target its original went to (the plan
+        # replayed onto several targets, each found among the replay's devices).
+        "by_target": bool(t and t.m.by_target),
         "plan": str(path) if t and path else None,
         "paired": paired,
         "paired_share": round(paired / originals, 4) if originals else None,

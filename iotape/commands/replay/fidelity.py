@@ -153,7 +153,8 @@ def _print_pairing(name: str, p: dict[str, Any] | None) -> None:
     o, r = p["original_unpaired"], p["replay_unpaired"]
     print(
         f"pairing ({name}): {p['paired']} paired ({(p['paired_share'] or 0) * 100:.2f} % of "
-        f"the original) through {p['through']}; original unpaired: {o['replayed_nowhere']} "
+        f"the original) through {p['through']}{', by target' if p.get('by_target') else ''}; "
+        f"original unpaired: {o['replayed_nowhere']} "
         f"replayed nowhere, ~{o['scaled_down_expected']} scaled down, {o['not_found']} not "
         f"found in the replay; replay unpaired: ~{r['extra_copies_expected']} further copies, "
         f"{r['other']} other (syncs, stray)"
