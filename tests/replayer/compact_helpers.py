@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from trace_helpers import DT, SDA, header
+from trace_helpers import DT, NVME, SDA, header
 
 import schemas
 from recorder.tracefile import write_trace
@@ -18,6 +18,8 @@ STREAM = schemas.enum("stream")
 MiB = 1 << 20
 GiB = 1 << 30
 LOOP = (7 << 20) | 3  # the replay's device: a loop device's number
+N_EACH = 1500  # same_offsets_trace's requests on each device
+EARLIER_NS = 30_000_000  # nvme0n1's copy of each request comes this much before sda's
 
 
 def far_trace(path: Path, n: int = 4000, seed: int = 3, meta: dict | None = None) -> Path:
@@ -72,3 +74,29 @@ def sparse(path: Path, size: int) -> str:
     with open(path, "wb") as f:
         f.truncate(size)
     return str(path)
+
+
+def same_offsets_trace(path: Path) -> Path:
+    """The same writes on sda and nvme0n1 (same offsets and sizes, nvme0n1's 30 ms
+    earlier), and sda's further out too (up to 8 GiB), over 3 s."""
+    rng = np.random.default_rng(11)
+    t = np.sort(rng.integers(100_000_000, 3_000_000_000, N_EACH))
+    off = rng.integers(0, 16 * MiB // 4096, N_EACH) * 4096
+    far = rng.random(N_EACH) < 0.3
+    sda_off = np.where(far, 8 * GiB + off, off)
+    r = np.zeros(2 * N_EACH, dtype=DT)
+    r["ts_issue_ns"] = np.r_[t, t - EARLIER_NS]
+    r["dev"] = np.r_[np.full(N_EACH, SDA), np.full(N_EACH, NVME)]
+    # nvme0n1's copy of a far request lands at the near offset: the same (op,
+    # offset, size) as sda's near ones, so only the device tells them apart.
+    r["offset"] = np.r_[sda_off, off]
+    r["bytes"] = 4096
+    r["op"] = OP["write"]
+    r["stream"] = np.r_[np.full(N_EACH, STREAM["db-write"]), np.full(N_EACH, STREAM["log-write"])]
+    r["pid"] = r["tid"] = 100
+    r = r[np.argsort(r["ts_issue_ns"], kind="stable")]
+    r["ts_queue_ns"] = r["ts_issue_ns"] - 1000
+    r["ts_complete_ns"] = r["ts_issue_ns"] + 100_000
+    h = header()
+    h["streams"] = {str(v): k for k, v in STREAM.items()}
+    return write_trace(path, h, r)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compact_helpers import GiB, MiB, sparse
+from compact_helpers import N_EACH, GiB, MiB, same_offsets_trace, sparse
 from trace_helpers import DT, NVME, SDA, header
 
 import schemas
@@ -26,34 +26,7 @@ from replayer.run.pairing import Pairer
 
 OP = schemas.enum("op")
 STREAM = schemas.enum("stream")
-N = 1500  # requests on each device
-EARLIER_NS = 30_000_000  # nvme0n1's copy of each request comes this much before sda's
-
-
-def _same_offsets_trace(path: Path) -> Path:
-    """The same writes on sda and nvme0n1 (same offsets and sizes, nvme0n1's 30 ms
-    earlier), and sda's further out too (up to 8 GiB), over 3 s."""
-    rng = np.random.default_rng(11)
-    t = np.sort(rng.integers(100_000_000, 3_000_000_000, N))
-    off = rng.integers(0, 16 * MiB // 4096, N) * 4096
-    far = rng.random(N) < 0.3
-    sda_off = np.where(far, 8 * GiB + off, off)
-    r = np.zeros(2 * N, dtype=DT)
-    r["ts_issue_ns"] = np.r_[t, t - EARLIER_NS]
-    r["dev"] = np.r_[np.full(N, SDA), np.full(N, NVME)]
-    # nvme0n1's copy of a far request lands at the near offset: the same (op,
-    # offset, size) as sda's near ones, so only the device tells them apart.
-    r["offset"] = np.r_[sda_off, off]
-    r["bytes"] = 4096
-    r["op"] = OP["write"]
-    r["stream"] = np.r_[np.full(N, STREAM["db-write"]), np.full(N, STREAM["log-write"])]
-    r["pid"] = r["tid"] = 100
-    r = r[np.argsort(r["ts_issue_ns"], kind="stable")]
-    r["ts_queue_ns"] = r["ts_issue_ns"] - 1000
-    r["ts_complete_ns"] = r["ts_issue_ns"] + 100_000
-    h = header()
-    h["streams"] = {str(v): k for k, v in STREAM.items()}
-    return write_trace(path, h, r)
+N = N_EACH  # requests on each device (nvme0n1's each EARLIER_NS before sda's)
 
 
 def _entries(jobdir: Path) -> list[tuple[int, str, str, int, int]]:
@@ -108,7 +81,7 @@ def _plan(t: Path, jd: Path, remap: str, targets: list[str]) -> dict:
 
 @pytest.mark.parametrize("remap", ["fit", "wrap", "scale"])
 def test_devices_on_one_target_get_regions_of_their_own(tmp_path: Path, remap) -> None:
-    t = _same_offsets_trace(tmp_path / "t.iot")
+    t = same_offsets_trace(tmp_path / "t.iot")
     size = 10 * GiB if remap == "fit" else 64 * MiB
     tgt = sparse(tmp_path / "tgt.img", size)
     jd = tmp_path / "j"
@@ -136,7 +109,7 @@ def test_devices_on_one_target_get_regions_of_their_own(tmp_path: Path, remap) -
 def test_fit_refuses_a_target_that_holds_the_devices_only_over_each_other(
     tmp_path: Path,
 ) -> None:
-    t = _same_offsets_trace(tmp_path / "t.iot")
+    t = same_offsets_trace(tmp_path / "t.iot")
     tgt = sparse(tmp_path / "tgt.img", 8 * GiB + 20 * MiB)  # more than either reach, not both
     with pytest.raises(Exception, match=r"--remap fit: --target .* takes 2 source devices"):
         _plan(t, tmp_path / "j", "fit", [f"all={tgt}"])
@@ -147,7 +120,7 @@ def test_pairing_tells_two_targets_apart_by_device(tmp_path: Path) -> None:
     """sda onto one target, nvme0n1 onto another, both `fit`: the same offsets on
     both. With nvme0n1's replay lost, its originals (30 ms earlier than sda's) must
     not pair with sda's replayed requests."""
-    t = _same_offsets_trace(tmp_path / "t.iot")
+    t = same_offsets_trace(tmp_path / "t.iot")
     a, b = sparse(tmp_path / "a.img", 9 * GiB), sparse(tmp_path / "b.img", 64 * MiB)
     jd = tmp_path / "j"
     _plan(t, jd, "fit", [f"sda={a}", f"nvme0n1={b}"])
@@ -175,7 +148,7 @@ def test_pairing_tells_two_targets_apart_by_device(tmp_path: Path) -> None:
 def test_a_replay_on_devices_that_are_not_the_targets_pairs_by_offset(tmp_path: Path) -> None:
     """A file target is replayed on the filesystem's device, which is none of the
     plan's targets: the replay then pairs by offset alone, as before."""
-    t = _same_offsets_trace(tmp_path / "t.iot")
+    t = same_offsets_trace(tmp_path / "t.iot")
     a, b = sparse(tmp_path / "a.img", 9 * GiB), sparse(tmp_path / "b.img", 64 * MiB)
     jd = tmp_path / "j"
     _plan(t, jd, "fit", [f"sda={a}", f"nvme0n1={b}"])
