@@ -229,6 +229,16 @@ def _range_devices(groups: list[Group]) -> dict[tuple[str, Owner], list[int]]:
     return {k: sorted(v) for k, v in devs.items()}
 
 
+# Where a device's region starts, where the range allows: a whole MiB, so that a
+# request keeps its place within every cache unit up to 1 MiB (locality.UNIT is
+# 64 KiB) and the replay's footprint and LRU curve stay the original's.
+REGION_ALIGN = 1 << 20
+
+
+def _up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
 def _reaches(
     groups: list[Group], dev_end: dict[int, int], users: dict[str, list[Owner]]
 ) -> dict[str, int]:
@@ -236,7 +246,8 @@ def _reaches(
     side (a dry run's placeholder is sized to it)."""
     need = dict.fromkeys(users, 0)
     for (path, _owner), ds in _range_devices(groups).items():
-        need[path] = max(need[path], sum(dev_end[d] for d in ds))
+        reach = sum(_up(dev_end[d], REGION_ALIGN) for d in ds) if len(ds) > 1 else dev_end[ds[0]]
+        need[path] = max(need[path], reach)
     return need
 
 
@@ -249,7 +260,8 @@ def _regions(
     different blocks). `fit` gives each device its reach (the range must hold them
     side by side, or the plan is refused); wrap and scale split the range in
     proportion to the devices' reaches, so that `scale` shrinks every device by
-    the same ratio."""
+    the same ratio. Under fit and wrap, which keep offsets, regions start at a
+    whole REGION_ALIGN where the range has room for it, else at a whole block."""
     out: dict[tuple[str, Owner], dict[int, tuple[int, int]]] = {}
     for key, ds in _range_devices(groups).items():
         _base, size = lay.spans[key]
@@ -258,21 +270,27 @@ def _regions(
             continue
         block = lay.probed[key[0]].block
         usable = size // block * block
-        ends = [-(-lay.dev_end[d] // block) * block for d in ds]
-        total = sum(ends)
-        cum = np.r_[0, np.cumsum(ends)[:-1]].tolist()
+        aligns = (max(block, REGION_ALIGN), block)
         if mode == "fit":
-            if total > usable:
+            ends = [[_up(lay.dev_end[d], a) for d in ds] for a in aligns]
+            fits = [e for e in ends if sum(e) <= usable]
+            if not fits:
                 raise IotapeError(
                     f"--remap fit: --target {key[0]} ({usable} bytes"
                     + (f", {key[1].name}'s share" if _shared(lay, key[0]) else "")
                     + f") takes {len(ds)} source devices, each in its own region as "
-                    f"recorded: they reach {total} bytes together; give a target of at "
-                    "least that, or --remap compact, scale or wrap"
+                    f"recorded: they reach {sum(ends[-1])} bytes together; give a target of "
+                    "at least that, or --remap compact, scale or wrap"
                 )
-            at = cum
+            at = np.r_[0, np.cumsum(fits[0])[:-1]].tolist()
         else:
-            at = [usable * c // total // block * block for c in cum]
+            # scale moves every offset anyway: its regions keep the ratio exact.
+            roomy = mode == "wrap" and usable >= 8 * len(ds) * aligns[0]
+            align = aligns[0] if roomy else block
+            ends_b = [_up(lay.dev_end[d], block) for d in ds]
+            total = sum(ends_b)
+            cum = np.r_[0, np.cumsum(ends_b)[:-1]].tolist()
+            at = [usable * c // total // align * align for c in cum]
         ends_at = [*at[1:], usable]
         if any(e - a < block for a, e in zip(at, ends_at, strict=True)):
             raise IotapeError(

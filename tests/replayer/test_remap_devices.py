@@ -89,9 +89,11 @@ def test_devices_on_one_target_get_regions_of_their_own(tmp_path: Path, remap) -
     region = {p["device"]: p["region"] for p in man["mapping"]["placements"]}
     (sda_at, sda_size), (nv_at, nv_size) = region[SDA], region[NVME]
     assert sda_at == 0 and nv_at == sda_at + sda_size and nv_at + nv_size == size
+    if remap != "scale":
+        assert nv_at % MiB == 0  # a request keeps its place in every cache unit
     reach = {d["device"]: d["end_bytes"] for d in man["mapping"]["devices"]}
     if remap == "fit":  # each device as recorded, in a region of its reach
-        assert sda_size == reach[SDA]
+        assert sda_size == -(-reach[SDA] // MiB) * MiB
     elif remap == "scale":  # one ratio for both devices
         assert abs((sda_size / nv_size) / (reach[SDA] / reach[NVME]) - 1) < 0.01
     seen = {}
