@@ -158,3 +158,13 @@ def test_a_replay_on_devices_that_are_not_the_targets_pairs_by_offset(tmp_path: 
     rep = _replay(jd, tmp_path / "r.iot", devs, recorded_as={a: "/dev/vdz", b: "/dev/vdy"})
     f = fidelity.compare(t, rep, plan=jd)
     assert not f["pairing"]["by_target"] and f["pairing"]["paired"] == 2 * N
+
+
+def test_a_dry_run_sizes_its_placeholder_for_the_devices_side_by_side(tmp_path: Path) -> None:
+    """`--dry-run --json` tells what target fit needs: sda's reach to a whole MiB,
+    then nvme0n1's region as far as it reaches."""
+    t = same_offsets_trace(tmp_path / "t.iot")
+    man = plan(PlanOptions(t, None, mode="exact", remap="fit", dry_run=True))
+    reach = {d["device"]: d["end_bytes"] for d in man["mapping"]["devices"]}
+    want = -(-reach[SDA] // MiB) * MiB + reach[NVME]
+    assert man["targets"][0]["reach_bytes"] == want, man["targets"][0]
