@@ -128,6 +128,20 @@ def test_a_wake_before_the_threads_own_completion_or_from_an_idle_thread_is_no_e
     assert w.woken == 4  # the idle thread's wake counted as a wake, without an edge
 
 
+def test_a_request_long_after_its_wake_waited_for_something_else() -> None:
+    r = _woken_flusher(3)
+    woke = np.flatnonzero(r["op"] == WAKE_OP)
+    # the last write 2.5 ms after its wake (a timer slept out after it), its own
+    # previous write long done: the wake is not what it waited for last
+    last = np.flatnonzero(r["tid"] == FLUSHER)[-1]
+    late = int(r["ts_complete_ns"][woke[2]]) + wakeedges.PROMPT_NS + 500_000
+    for f, dt in (("ts_queue_ns", 0), ("ts_issue_ns", 1_000), ("ts_complete_ns", 300_000)):
+        r[f][last] = late + dt
+    w, reqs = _edges(r[np.argsort(r["ts_complete_ns"], kind="stable")])
+    assert sorted(reqs["offset"][w.i].tolist()) == [1 * 8192, 3 * 8192]
+    assert w.woken == 2
+
+
 def _plan(tmp_path: Path, r: np.ndarray, timing: str = "dependent") -> tuple[Path, dict]:
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
