@@ -102,12 +102,17 @@ def wake_edges(
     n = len(start)
     if not n or not len(wakes):
         return WakeEdges(e, e, e, 0)
+    # Only the wakes PROMPT_NS or less before an issue of these requests can be what
+    # one waited for: a trace planned in chunks looks at each chunk's own.
+    lo = np.searchsorted(wakes.t_ns, int(start.min()) - PROMPT_NS, side="left")
+    hi = np.searchsorted(wakes.t_ns, int(start.max()), side="right")
+    t_ns, wakee, waker = wakes.t_ns[lo:hi], wakes.wakee[lo:hi], wakes.waker[lo:hi]
     cand_i, cand_w, cand_t = [], [], []
     for u in np.unique(thread).tolist():
-        mine = wakes.wakee == u
+        mine = wakee == u
         if not mine.any():
             continue
-        wt, wr = wakes.t_ns[mine], wakes.waker[mine]
+        wt, wr = t_ns[mine], waker[mine]
         rows = np.flatnonzero(thread == u)
         rows = rows[np.argsort(start[rows], kind="stable")]
         k = np.searchsorted(wt, start[rows], side="right") - 1
