@@ -63,7 +63,9 @@ def untraced(dev: str, runtime: int, tmp: Path) -> dict:
     return {**fio_result(out), "events": None, "lost": None, "recorder_cpu_s": 0.0}
 
 
-def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> dict:
+def iotape_traced(
+    dev: str, runtime: int, tmp: Path, compress: str = "auto", wakes: bool = False
+) -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
     cmd = [
         *IOTAPE,
@@ -76,6 +78,7 @@ def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> 
         "--json",
         "--compress",
         compress,
+        *(["--wakes"] if wakes else []),
         "--",
         *fio_cmd(dev, runtime, out),
     ]
@@ -99,6 +102,7 @@ def iotape_traced(dev: str, runtime: int, tmp: Path, compress: str = "auto") -> 
         "file_bytes": size,
         "bytes_per_request": size / events if events else None,
         "compress_ns_per_request": packing.get("cpu_ns", 0) / events if events else None,
+        "wakes": footer.get("wakes"),
     }
 
 
@@ -108,6 +112,11 @@ def iotape_zstd(dev: str, runtime: int, tmp: Path) -> dict:
 
 def iotape_plain(dev: str, runtime: int, tmp: Path) -> dict:
     return iotape_traced(dev, runtime, tmp, "none")
+
+
+def iotape_wakes(dev: str, runtime: int, tmp: Path) -> dict:
+    """With --wakes: its BPF program runs at every wake-up on the machine."""
+    return iotape_traced(dev, runtime, tmp, wakes=True)
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -193,6 +202,7 @@ CAPTURES = {
     "iotape": iotape_traced,
     "iotape_zstd": iotape_zstd,
     "iotape_plain": iotape_plain,
+    "iotape_wakes": iotape_wakes,
     "bpftrace": bpftrace_traced,
 }
 TRACED = [k for k in CAPTURES if k != "untraced"]
@@ -247,6 +257,12 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
             for k in packed
             if k != "iotape_plain" and "iotape_plain" in runs
         },
+        # What wake records cost, paired in each round against the default capture.
+        "iops_ratio_vs_iotape": {
+            k: {"median": statistics.median(ratios(k, "iotape")), "all": ratios(k, "iotape")}
+            for k in ("iotape_wakes",)
+            if k in runs and "iotape" in runs
+        },
         "capture_completeness": {
             k: [
                 {"events": r["events"], "fio_total_ios": r["total_ios"], "lost": r["lost"]}
@@ -276,6 +292,12 @@ def main() -> None:
         help=f"comma-separated, from {', '.join(CAPTURES)} (untraced is always run)",
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
+    ap.add_argument(
+        "--memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the recorder's memory against the capture's length",
+    )
     args = ap.parse_args()
     unknown = set(args.captures.split(",")) - set(CAPTURES)
     if unknown:
@@ -286,7 +308,7 @@ def main() -> None:
         tmp = Path(tmpdir)
         names = ["untraced"] + [c for c in args.captures.split(",") if c in TRACED]
         runs = run_rounds(dev, args.rounds, args.runtime, tmp, names)
-        memory = memory_bound(dev, tmp, 3, 4 * args.runtime)
+        memory = memory_bound(dev, tmp, 3, 4 * args.runtime) if args.memory else None
         print(f"memory: {memory}", file=sys.stderr)
     result = summarize(runs, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -295,6 +317,7 @@ def main() -> None:
         "median_iops",
         "iops_ratio_vs_untraced",
         "iops_ratio_vs_iotape_plain",
+        "iops_ratio_vs_iotape",
         "bytes_per_request",
         "compress_ns_per_request",
     )

@@ -18,9 +18,11 @@ against ~200-400 I/O/s), so it runs SSD_DURATION, not DURATION: its trace then
 replays onto the HDD-like device in about a minute.
 
 Goal (issue 34): the dependent replay's transactional IOPS within 15 % of the
-engine's run on the target. What the trace cannot show (a session waiting for
-the log writer's commit: another thread's completion) is in each plan's
-`cross_candidates` against `cross_by_chance` (deps.py), reported per stream.
+engine's run on the target. The engine is recorded with its wakes
+(`--record-wakes`; `--no-wakes`: without, the edges inferred from timing alone).
+Each plan's edges per stream: `wake_edges` from the recorded wakes, the rest of
+`cross_edges` inferred (`long_think_edges` of them by hfplayer's rule), and
+`cross_candidates` against `cross_by_chance` (deps.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def engine(dev: str, args: argparse.Namespace, duration: float, trace: Path | No
     """The engine on `dev` (its databases created first, unrecorded): its figures."""
     _iotape(*_wl(dev, args), "--duration", "1", "--json")
     rec = ["--record", str(trace), "-d", dev] if trace is not None else []
+    if trace is not None and args.wakes:
+        rec.append("--record-wakes")
     res = json.loads(_iotape(*_wl(dev, args), "--duration", str(duration), "--json", *rec))
     s = res["total"]
     n = {k: int(s[k]["count"]) for k in (*TX, "log-write")}
@@ -120,7 +124,7 @@ def _tx(streams: dict, side: str) -> tuple[int, float]:
 def _deps(d: dict) -> dict:
     keep = ("stream", "submitters", "requests", "with_predecessor", "depth", "think_us")
     return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance", "cross_edges",
-                                  "long_think_edges")}  # fmt: skip
+                                  "long_think_edges", "wake_edges")}  # fmt: skip
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
@@ -171,6 +175,7 @@ def measure(args: argparse.Namespace) -> dict:
     return {
         "engine": {k: getattr(args, k) for k in ("threads", "mailboxes", "mailbox_size_mb",
                                                  "cache_mb", "duration", "ssd_duration")},
+        "wakes": args.wakes,
         "hdd_model": {"spindles": args.spindles},
         "runs": runs,
         "machine": machine(),
@@ -186,6 +191,12 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20, help="the engine's run on the HDD")
     ap.add_argument("--ssd-duration", type=float, default=0.5, help="its run on the SSD")
     ap.add_argument("--spindles", type=int, default=2)
+    ap.add_argument(
+        "--wakes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record the engine with --record-wakes (exact cross-thread edges)",
+    )
     ap.add_argument("--size-mb", type=int, default=512)
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()

@@ -52,6 +52,7 @@ static struct opts {
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
+	bool wakes;			/* --wakes: wake records (a version 3 file) */
 	/* The flight recorder: snapshots (--snapshot-*), their triggers. */
 	uint64_t snap_before_ns, snap_after_ns;
 	bool snapshots;
@@ -78,6 +79,7 @@ static struct state {
 	char path[sizeof(o.rot.stem) + 16];
 	uint64_t file_start, base_cnt[IOTAPE_CNT_MAX], base_misses;
 	uint64_t prior_events, prior_chunks;	/* in the files before it */
+	uint64_t file_wakes, prior_wakes;	/* --wakes: wake records, this file's and before */
 	uint64_t wall_start, seen_misses;	/* seen_misses: by the last footer_json() */
 	int rot_err;				/* errno of a rotation that failed, or 0 */
 	const char *rot_what;			/* what it could not do */
@@ -140,7 +142,7 @@ static void usage(FILE *f)
 "                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
-"                  [--compress auto|zstd|lz4|none]\n"
+"                  [--compress auto|zstd|lz4|none] [--wakes]\n"
 "                  [--rotate-bytes N] [--rotate-ms N] [--keep N] [--keep-bytes N]\n"
 "                  [--max-bytes N] [--keep-ms N]\n"
 "                  [--snapshot-before-ms N --snapshot-after-ms N] [--trigger EXPR]...\n"
@@ -152,7 +154,9 @@ static void usage(FILE *f)
 "--keep-bytes and --keep-ms delete the oldest; --max-bytes stops the capture when its\n"
 "files reach N; SIGHUP starts the next file. --snapshot-*: SIGUSR1, a request on the\n"
 "control socket OUT.ctl, or a --trigger links the files around it into\n"
-"OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h).\n");
+"OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h). --wakes: also a wake\n"
+"record whenever a thread that submitted traced I/O wakes another (a version 3\n"
+"file; docs/trace-format.md).\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -259,7 +263,7 @@ static int parse_codec(const char *arg)
 enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
        O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
        O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS,
-       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER };
+       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER, O_WAKES };
 
 /* The flight recorder's options: snapshots and their triggers. */
 static void parse_flight(int opt, const char *arg)
@@ -347,6 +351,7 @@ static void parse_args(int argc, char **argv)
 		{ "snapshot-after-ms", required_argument, NULL, O_SNAP_AFTER },
 		{ "trigger", required_argument, NULL, O_TRIGGER },
 		{ "check-trigger", required_argument, NULL, O_CHECK_TRIGGER },
+		{ "wakes", no_argument, NULL, O_WAKES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -404,6 +409,7 @@ static void parse_args(int argc, char **argv)
 				usage_error("--inflight: must be 64..%u", 1u << 24);
 			break;
 		case O_STATS: o.bpf_stats = true; break;
+		case O_WAKES: o.wakes = true; break;
 		case O_COMPRESS: o.codec = parse_codec(optarg); break;
 		case O_STATUS:
 			o.status_ms = parse_u64("--status-interval-ms", optarg, 3600000);
@@ -523,6 +529,11 @@ static int on_event(void *ctx, void *data, size_t size)
 	r->ts_queue_ns = rel(r->ts_queue_ns);
 	r->ts_issue_ns = rel(r->ts_issue_ns);
 	r->ts_complete_ns = rel(r->ts_complete_ns);
+	if (r->op == IOTAPE_WAKE_OP) {
+		/* Not a request: no stream, no trigger. */
+		st.file_wakes++;
+		return tw_commit(&st.tw);
+	}
 	r->error = blk_errno((uint8_t)r->error);
 	r->stream = labels_active(&st.labels) ? labels_stream(&st.labels, r) : 0;
 	for (int i = 0; i < o.n_trig; i++)
@@ -682,11 +693,11 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 {
 	uint64_t cnt[IOTAPE_CNT_MAX], misses = complete_misses(skel);
 	uint64_t start = total ? st.mono_start : st.file_start;
-	char files[160] = "";
+	char files[160] = "", wk[96] = "";
 
 	struct bpf_program *progs[] = { skel->progs.on_io_start, skel->progs.on_rq_insert,
 					skel->progs.on_issue, skel->progs.on_complete,
-					skel->progs.on_rq_merge };
+					skel->progs.on_rq_merge, skel->progs.on_waking };
 	struct bpf_prog_info info;
 	struct rusage ru;
 	uint64_t bpf_ns = 0;
@@ -702,6 +713,9 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		snprintf(files, sizeof(files), ",\"files\":{\"first\":%u,\"last\":%u,"
 			 "\"deleted\":%" PRIu64 ",\"bytes_written\":%" PRIu64 "}",
 			 o.rot.oldest, o.rot.index, o.rot.deleted, o.rot.written + st.tw.good_end);
+	if (o.wakes)
+		snprintf(wk, sizeof(wk), ",\"wakes\":%" PRIu64 ",\"wakes_lost\":%" PRIu64,
+			 st.file_wakes + (total ? st.prior_wakes : 0), cnt[IOTAPE_CNT_WAKE_LOST]);
 	getrusage(RUSAGE_SELF, &ru);
 	if (o.bpf_stats) {
 		pl = snprintf(bpf, sizeof(bpf), ",\"bpf_progs\":{");
@@ -730,7 +744,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f%s}"
 		",\"compression\":{\"codec\":\"%s\",\"raw_bytes\":%" PRIu64
 		",\"stored_bytes\":%" PRIu64 ",\"cpu_ns\":%" PRIu64 "}"
-		"%s,\"repaired\":false}",
+		"%s%s,\"repaired\":false}",
 		st.tw.events + (total ? st.prior_events : 0),
 		st.tw.chunks + (total ? st.prior_chunks : 0), cnt[IOTAPE_CNT_RINGBUF_FULL],
 		cnt[IOTAPE_CNT_INFLIGHT_FULL], misses,
@@ -741,7 +755,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, bpf,
 		codec_name(o.codec),
-		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns, files);
+		st.tw.raw_bytes, st.tw.stored_bytes, st.tw.compress_ns, files, wk);
 }
 
 /* Every file of a rotated capture has the capture's start (its records' times run
@@ -803,6 +817,8 @@ static void configure(struct iotape_bpf *skel)
 	memcpy((void *)ro->comms, o.comms, sizeof(o.comms));
 	ro->op_mask = o.op_mask;
 	ro->ring_half = (uint64_t)o.ring_mb << 19;
+	ro->wakes = o.wakes;
+	bpf_program__set_autoload(skel->progs.on_waking, o.wakes);
 	bpf_map__set_max_entries(skel->maps.events, o.ring_mb << 20);
 	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
 	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
@@ -816,10 +832,10 @@ static int attach(struct iotape_bpf *skel)
 {
 	struct bpf_program *order[] = { skel->progs.on_complete, skel->progs.on_rq_merge,
 					skel->progs.on_issue, skel->progs.on_io_start,
-					skel->progs.on_rq_insert };
+					skel->progs.on_rq_insert, skel->progs.on_waking };
 	struct bpf_link **links[] = { &skel->links.on_complete, &skel->links.on_rq_merge,
 				      &skel->links.on_issue, &skel->links.on_io_start,
-				      &skel->links.on_rq_insert };
+				      &skel->links.on_rq_insert, &skel->links.on_waking };
 
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 		if (!bpf_program__autoload(order[i]))
@@ -917,6 +933,7 @@ static int open_file(struct run *r, struct tracewriter *tw, const char *path)
 	/* Before the header: the file's format version follows from the codec. */
 	if (!err)
 		err = tw_set_codec(tw, o.codec);
+	tw->wakes = o.wakes;
 	if (err) {
 		errorf("%s: %s", path, err == -EBUSY ? "another capture is writing this file" :
 		       strerror(-err));
@@ -1036,6 +1053,8 @@ static int rotate(struct run *r, uint64_t now)
 	events = st.tw.events;
 	st.prior_events += events;
 	st.prior_chunks += st.tw.chunks;
+	st.prior_wakes += st.file_wakes;
+	st.file_wakes = 0;
 	rot_closed(&o.rot, (uint64_t)lseek(st.tw.fd, 0, SEEK_END), now);
 	tw_close(&st.tw);
 	st.tw = next;

@@ -140,6 +140,8 @@ int tw_set_codec(struct tracewriter *tw, int codec)
 
 int tw_version(const struct tracewriter *tw)
 {
+	if (tw->wakes)
+		return IOTAPE_FILE_VERSION_WAKES;
 	return tw->codec ? IOTAPE_FILE_VERSION : IOTAPE_FILE_VERSION_PLAIN;
 }
 

@@ -4,6 +4,7 @@
 #ifndef TRACEWRITER_H
 #define TRACEWRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,6 +28,7 @@ struct tracewriter {
 	uint64_t raw_bytes;		/* records' bytes in complete chunks */
 	uint64_t stored_bytes;		/* bytes written for them, chunk headers included */
 	uint64_t compress_ns;		/* this thread's CPU in transform and compression */
+	bool wakes;			/* may hold wake records: format version 3 */
 };
 
 /* Creates or truncates PATH. Returns 0 or -errno. */
@@ -39,7 +41,8 @@ int tw_open(struct tracewriter *tw, const char *path, uint32_t chunk_records);
 /* Compresses every later chunk with CODEC (IOTAPE_CODEC_*, TW_CODEC_AUTO, or 0 for
  * plain chunks); before tw_write_header(). Returns 0 or -errno. */
 int tw_set_codec(struct tracewriter *tw, int codec);
-/* The format version the header will carry: plain chunks are version 1. */
+/* The format version the header will carry: plain chunks are version 1, wake
+ * records (tw->wakes, set before the header) version 3. */
 int tw_version(const struct tracewriter *tw);
 int tw_write_header(struct tracewriter *tw, const char *json, size_t len);
 

@@ -67,6 +67,8 @@ def render() -> str:
     out.append(f'#define IOTAPE_FILE_FORMAT "{fc["format"]}"')
     out.append(f"#define IOTAPE_FILE_VERSION {fc['version']}")
     out.append(f"#define IOTAPE_FILE_VERSION_PLAIN {fc['plain_version']}")
+    out.append(f"#define IOTAPE_FILE_VERSION_WAKES {fc['wake_version']}")
+    out.append(f"#define IOTAPE_WAKE_OP {schemas.raw()['wake']['op']}")
     for key in ("header_magic", "trailer_magic"):
         lit = fc[key].encode().decode("ascii").replace("\r", "\\r").replace("\n", "\\n")
         out.append(f'#define IOTAPE_{_ident(key)} "{lit}"')

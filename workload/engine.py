@@ -279,9 +279,14 @@ def _annotate(res: dict, cfg: WorkloadConfig) -> dict:
 
 
 def run_recorded(
-    cfg: WorkloadConfig, output: Path, devices: list[str] | None = None, force: bool = False
+    cfg: WorkloadConfig,
+    output: Path,
+    devices: list[str] | None = None,
+    force: bool = False,
+    wakes: bool = False,
 ) -> tuple[dict, RecordSummary]:
-    """Run the engine under `iotape record`; returns (engine result, recorder summary)."""
+    """Run the engine under `iotape record` (`wakes`: its --wakes); returns (engine
+    result, recorder summary)."""
     from recorder.capture.record import RecordOptions, record
 
     lay = validate(cfg)
@@ -292,7 +297,12 @@ def run_recorded(
         result = Path(tmp) / "result.json"
         argv = engine_argv(cfg, lay, result, quiet=True)
         opts = RecordOptions(
-            devices=devs, output=output, command=argv, metadata=dict(cfg.metadata()), force=force
+            devices=devs,
+            output=output,
+            command=argv,
+            metadata=dict(cfg.metadata()),
+            force=force,
+            wakes=wakes,
         )
         rec = record(opts)
         rc = rec.command_exit if rec.command_exit is not None else 1

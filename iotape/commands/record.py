@@ -171,6 +171,13 @@ def record(
     ] = False,
     chunk_records: Annotated[int, typer.Option(help="Records per file chunk.")] = 8192,
     ring_mb: Annotated[int, typer.Option(help="BPF ring buffer size, MiB.")] = 32,
+    wakes: Annotated[
+        bool,
+        typer.Option(
+            help="Also record which I/O thread woke which (exact cross-thread waits for "
+            "`replay plan --timing dependent`; a format version 3 file)."
+        ),
+    ] = False,
     compress: Annotated[
         Compress,
         typer.Option(
@@ -235,6 +242,7 @@ def record(
         chunk_records=chunk_records,
         ring_mb=ring_mb,
         bpf_stats=bpf_stats,
+        wakes=wakes,
         compress=compress.value,
         rotation=rotation,
         flight=Flight.parse(rotation, snapshot_after, trigger or []),

@@ -125,9 +125,10 @@ def _run_engine(
     device: list[str] | None,
     force: bool,
     show: bool,
+    wakes: bool = False,
 ) -> dict:
     if record:
-        result, summary = engine.run_recorded(cfg, record, device, force)
+        result, summary = engine.run_recorded(cfg, record, device, force, wakes)
         err.print(f"recorded {summary.get('events', 0):,} events to {record}")
         _say_logs(result)  # a recorded engine is quiet: said once it is done
     else:
@@ -213,6 +214,9 @@ def run(
     report_out: Annotated[Path | None, typer.Option("--report", help="report JSON")] = None,
     html_out: o.HtmlOut = None,
     record: Annotated[Path | None, typer.Option(help="record the run to this trace")] = None,
+    record_wakes: Annotated[
+        bool, typer.Option(help="with --record: record wakes too (`iotape record --wakes`)")
+    ] = False,
     device: o.Device = None,
     force: Force = False,
     json_out: AsJson = False,
@@ -241,7 +245,10 @@ def run(
         emulate_latency_ms=_emulated(emulate_latency),
     )  # fmt: skip
     _check_outputs(report_out, html_out)
-    result = _run_engine(cfg, record, device, force, err.is_terminal and not json_out)
+    if record_wakes and not record:
+        raise IotapeError("--record-wakes: only with --record")
+    result = _run_engine(cfg, record, device, force, err.is_terminal and not json_out,
+                         record_wakes)  # fmt: skip
     rep = report.build(result)
     if html_out:
         html.write(rep, html_out)

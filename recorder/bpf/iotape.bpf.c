@@ -28,6 +28,7 @@ const volatile __u32 n_comms = 0;
 const volatile __u64 comms[IOTAPE_MAX_COMMS][2] = {};	/* 16 NUL-padded bytes */
 const volatile __u32 op_mask = 0xffffffff;		/* bit (1 << IOTAPE_OP_*) */
 const volatile __u64 ring_half = 0;			/* wake user space past this */
+const volatile bool wakes = false;			/* --wakes: wake records */
 
 /* Set by the loader after load and before attach: CLOCK_MONOTONIC at the start. */
 __u64 mono_start = 0;
@@ -54,6 +55,15 @@ struct {
 	__type(key, __u64);				/* struct request * */
 	__type(value, struct iotape_inflight);
 } inflight SEC(".maps");
+
+/* --wakes: the threads that have submitted a traced request (tid -> 1). LRU, so
+ * a capture with many short-lived threads forgets the oldest, never fails. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, IOTAPE_MAX_SUBMITTERS);
+	__type(key, __u32);
+	__type(value, __u8);
+} submitters SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -349,6 +359,11 @@ static __always_inline int track_start(struct request *rq)
 		*s = e;
 	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
 		count(IOTAPE_CNT_INFLIGHT_FULL);
+	if (wakes && !bpf_map_lookup_elem(&submitters, &e.tid)) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&submitters, &e.tid, &one, BPF_ANY);
+	}
 	return 0;
 }
 
@@ -524,5 +539,73 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		else
 			bpf_map_delete_elem(&inflight, &key);
 	}
+	return 0;
+}
+
+/* A word of scratch per CPU: a stack address stored here reads back as a number. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} scratch SEC(".maps");
+
+/* Whether this program runs on the current task's own kernel stack: in task
+ * context. A hard or soft interrupt runs on the CPU's interrupt stack (x86-64
+ * runs softirqs there too), with `current` whoever it interrupted, not the waker.
+ * The kernel's preempt count would say so, but it is a per-CPU variable, and a
+ * kernel without KALLSYMS_ALL (this one) cannot resolve it for BPF. */
+static __always_inline bool in_task(void)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 zero = 0;
+	__u64 *w = bpf_map_lookup_elem(&scratch, &zero), base;
+
+	if (!w)
+		return false;
+	*w = (__u64)&zero;
+	base = (__u64)BPF_CORE_READ(t, stack);
+	return *w - base < IOTAPE_TASK_STACK_MAX;
+}
+
+/* --wakes: a thread that submits traced I/O is woken by another such thread, in
+ * task context (a futex or condition-variable wake: a database session woken by
+ * its log writer's commit). One wake record (docs/trace-format.md); wakes from
+ * interrupts (an I/O completion, a timer) and from threads that never submitted
+ * are none. sched_waking runs in the waker's context (sched_wakeup may run on
+ * the wakee's CPU). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct iotape_record *r;
+	__u32 wakee, waker;
+	__u64 id;
+
+	if (!wakes)
+		return 0;
+	wakee = BPF_CORE_READ(p, pid);
+	if (!bpf_map_lookup_elem(&submitters, &wakee))
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	waker = (__u32)id;
+	if (waker == wakee || !bpf_map_lookup_elem(&submitters, &waker))
+		return 0;
+	if (!in_task())
+		return 0;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count(IOTAPE_CNT_WAKE_LOST);
+		return 0;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_queue_ns = r->ts_issue_ns = r->ts_complete_ns = bpf_ktime_get_ns();
+	r->pid = BPF_CORE_READ(p, tgid);
+	r->tid = wakee;
+	r->offset = waker;
+	r->bytes = id >> 32;
+	r->op = IOTAPE_WAKE_OP;
+	count(IOTAPE_CNT_WAKES);
+	bpf_ringbuf_submit(r, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_half ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -8,6 +8,10 @@
 #define IOTAPE_MAX_CGROUPS 16
 #define IOTAPE_MAX_COMMS 8
 #define IOTAPE_COMM_LEN 16
+#define IOTAPE_MAX_SUBMITTERS 16384	/* --wakes: threads remembered as submitters */
+/* A task's kernel stack (x86-64's THREAD_SIZE: 16 KiB; 32 KiB with KASAN, where
+ * a wake from the stack's upper half is then left out, never misattributed). */
+#define IOTAPE_TASK_STACK_MAX (16 * 1024)
 
 /* The in-flight table is an array indexed by (device filter, hctx, tag): a
  * request owns its tag from start to completion, so no hashing or locking.
@@ -28,6 +32,8 @@ enum iotape_counter {
 	IOTAPE_CNT_DEVICE_FLUSH,	/* the device's flush requests (REQ_OP_FLUSH) issued */
 	IOTAPE_CNT_FLUSH_LINKED,	/* of those, linked to the request that asked for them
 					 * (no record of their own, see on_issue) */
+	IOTAPE_CNT_WAKES,		/* --wakes: wake records written */
+	IOTAPE_CNT_WAKE_LOST,		/* --wakes: wake records lost (ring buffer full) */
 	IOTAPE_CNT_MAX,
 };
 

@@ -37,6 +37,8 @@ class RecordOptions:
     bpf_stats: bool = False
     # Chunk compression: auto, zstd, lz4 or none (docs/trace-format.md).
     compress: str = "auto"
+    # Wake records of threads that submit I/O (a format version 3 file; bpf only).
+    wakes: bool = False
     rotation: Rotation = field(default_factory=Rotation)
     flight: Flight = field(default_factory=Flight)
     argv: list[str] = field(default_factory=lambda: list(sys.argv))

@@ -81,6 +81,8 @@ def validate(opts: RecordOptions) -> list[naming.Device]:
     check_output(opts.output, opts.force)
     if (opts.rotation.rotates or opts.rotation.max_bytes) and opts.backend != "bpf":
         raise IotapeError(f"--rotate, --max-bytes: not with --backend {opts.backend}")
+    if opts.wakes and opts.backend != "bpf":
+        raise IotapeError(f"--wakes: not with --backend {opts.backend} (bpf only)")
     if opts.rotation.keep_s and (kept := flight.keep_previous(opts.output)):
         print(f"{kept}: the earlier capture's files, kept as a snapshot", file=sys.stderr)
     if opts.rotation.rotates:
@@ -142,6 +144,8 @@ def loader_argv(
     argv += ["--chunk-records", str(opts.chunk_records), "--ring-mb", str(opts.ring_mb)]
     if opts.bpf_stats:
         argv.append("--bpf-stats")
+    if opts.wakes:
+        argv.append("--wakes")
     # The loader's own "auto" picks per chunk; the name is checked here all the same.
     codec.resolve(opts.compress)
     argv += ["--compress", opts.compress]

@@ -86,7 +86,7 @@ def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
         raise Defect(
             8,
             f"trace format version {version} is not supported "
-            f"(this iotape reads versions {' and '.join(map(str, VERSIONS))})",
+            f"(this iotape reads versions {', '.join(map(str, VERSIONS))})",
         )
     if record_size != RECORD_SIZE:
         raise Defect(

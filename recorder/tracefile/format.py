@@ -1,4 +1,4 @@
-"""The `.iot` file layout (docs/trace-format.md, format versions 1 and 2): its constants, the
+"""The `.iot` file layout (docs/trace-format.md, format versions 1 to 3): its constants, the
 header and footer JSON as types, and the encoding of header, chunk head and footer.
 
 Everything here is shared by the reader (`reader`), the writer (`writer`), the damage
@@ -23,7 +23,10 @@ _FILE = schemas.file_constants()
 # The newest version (compressed chunks); a file of plain chunks is PLAIN_VERSION.
 VERSION: int = int(_FILE["version"])
 PLAIN_VERSION: int = int(_FILE["plain_version"])
-VERSIONS: tuple[int, ...] = (PLAIN_VERSION, VERSION)
+# A file that may hold wake records (and compressed chunks): WAKE_OP in `op`.
+WAKE_VERSION: int = int(_FILE["wake_version"])
+VERSIONS: tuple[int, ...] = (PLAIN_VERSION, VERSION, WAKE_VERSION)
+WAKE_OP: int = int(schemas.raw()["wake"]["op"])
 HEADER_MAGIC: bytes = _FILE["header_magic"].encode("ascii")
 TRAILER_MAGIC: bytes = _FILE["trailer_magic"].encode("ascii")
 CHUNK_MAGIC: int = int(_FILE["chunk_magic"])

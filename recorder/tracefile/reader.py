@@ -40,6 +40,8 @@ from recorder.tracefile.format import (
     RECORD_SIZE,
     TRAILER_MAGIC,
     VERSION,
+    WAKE_OP,
+    WAKE_VERSION,
     ZCHUNK_HEAD,
     ZCHUNK_HEADER_SIZE,
     ZCHUNK_MAGIC,
@@ -126,7 +128,7 @@ class Trace:
                 self.file_size,
                 self._set_footer,
                 self.gaps,
-                self.header.get("version") == VERSION,
+                self.header.get("version") in (VERSION, WAKE_VERSION),
             )
         except Unsupported as d:
             # Not damage: the file is intact, and repair would not help.
@@ -146,10 +148,34 @@ class Trace:
     def _set_footer(self, footer: TraceFooter) -> None:
         self.footer = dict(footer)
 
+    @property
+    def has_wakes(self) -> bool:
+        """Whether the file may hold wake records (format version 3: `iotape record
+        --wakes`; docs/trace-format.md, "Wake records")."""
+        return self.header.get("version") == WAKE_VERSION
+
     def iter_chunks(self) -> Iterator[np.ndarray]:
-        """Each chunk's records as a read-only numpy view of the mapped file."""
+        """Each chunk's requests as a read-only numpy view of the mapped file (a
+        copy, without them, of a chunk that holds wake records: iter_wakes())."""
+        wakes = self.has_wakes
         for _, records in self._walk():
+            if wakes:
+                woke = records["op"] == WAKE_OP
+                if woke.any():
+                    records = records[~woke]
+                    if not len(records):
+                        continue
             yield records
+
+    def iter_wakes(self) -> Iterator[np.ndarray]:
+        """Each chunk's wake records (none but in a version 3 file), in file order:
+        a second walk over the chunks."""
+        if not self.has_wakes:
+            return
+        for _, records in self._walk():
+            woke = records["op"] == WAKE_OP
+            if woke.any():
+                yield records[woke]
 
     def read_all(self) -> np.ndarray:
         """All records in one (copied) array."""

@@ -28,6 +28,8 @@ from recorder.tracefile.format import (
     RECORD_DTYPE,
     RECORD_SIZE,
     VERSION,
+    WAKE_OP,
+    WAKE_VERSION,
     ZCHUNK_HEADER_SIZE,
     TraceHeader,
     default_streams,
@@ -51,7 +53,10 @@ class TraceWriter:
     normally without `close()` closes with an empty footer.
 
     `compression` is "zstd" (the default), "lz4" or "none"; "none" writes a format
-    version 1 file, which iotape before compression reads too.
+    version 1 file, which iotape before compression reads too. `wakes`: the records
+    may include wake records (op WAKE_OP), a format version 3 file
+    (docs/trace-format.md, "Wake records"); without it, a file of version 1 or 2,
+    where no op value is special (a record is written and read back as it is).
     """
 
     def __init__(
@@ -60,6 +65,7 @@ class TraceWriter:
         header: Mapping[str, object],
         chunk_records: int = DEFAULT_CHUNK_RECORDS,
         compression: str = codec.DEFAULT,
+        wakes: bool = False,
     ) -> None:
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
             raise ValueError(f"chunk_records must be 1..{MAX_CHUNK_RECORDS}, not {chunk_records}")
@@ -67,7 +73,8 @@ class TraceWriter:
             raise ValueError(f"compression must be one of {', '.join(codec.CHOICES)}")
         self.compression = compression
         self._codec = codec.CODEC_IDS.get(compression, 0)
-        self.version = VERSION if self._codec else PLAIN_VERSION
+        self.version = WAKE_VERSION if wakes else VERSION if self._codec else PLAIN_VERSION
+        self.wakes: int | None = 0 if wakes else None  # wake records written
         self.path = Path(path)
         self.header = _with_defaults(header)
         self.events = 0
@@ -106,6 +113,8 @@ class TraceWriter:
         self._open_file()
         if records.dtype != RECORD_DTYPE:
             raise TypeError(f"records must have dtype schemas.record_dtype(), not {records.dtype}")
+        if self.wakes is not None:
+            self.wakes += int(np.count_nonzero(records["op"] == WAKE_OP))
         # Copied as bytes: numpy copies a structured array field by field, 30x slower.
         src = _raw(np.ascontiguousarray(records.reshape(-1)))
         buf = _raw(self._buf)
@@ -198,6 +207,8 @@ class TraceWriter:
             full: dict[str, object] = dict(footer or {})
             full["events"] = self.events
             full["chunks"] = self.chunks
+            if self.wakes is not None:
+                full["wakes"] = self.wakes
             f.write(encode_footer(full, self._offset))
             f.flush()
             os.fsync(f.fileno())
@@ -306,8 +317,9 @@ def write_trace(
     records: np.ndarray,
     footer: Mapping[str, object] | None = None,
     compression: str = codec.DEFAULT,
+    wakes: bool = False,
 ) -> Path:
-    """Write a whole trace in one call."""
-    with TraceWriter(path, header, compression=compression) as w:
+    """Write a whole trace in one call (`wakes`: see TraceWriter)."""
+    with TraceWriter(path, header, compression=compression, wakes=wakes) as w:
         w.write(records)
         return w.close(footer)

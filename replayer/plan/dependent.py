@@ -12,8 +12,9 @@ request waits for (replayer/src/deps.c reads it):
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
 waits for (its predecessor; for a flush or FUA write the writes it covers; another
-thread's request where the trace shows the thread waits for it, crossedges.cross_edges,
-in a plan without copies; - for none); THINK the microseconds after the latest of them
+thread's request where the trace shows the thread waits for it: from its wake
+records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
+copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). fio 3.33 cannot wait for a completion: these plans run
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan import crossedges, deps, iolog, mapping, scale, sources, steps, write
+from replayer.plan import crossedges, deps, iolog, mapping, scale, sources, steps, wakeedges, write
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, request_times
@@ -62,6 +63,7 @@ class SliceState:
     jobs: dict[int, DepJob] = field(default_factory=dict)
     cross_edges: int = 0
     long_think_edges: int = 0  # of them, a long think's (crossedges._long_think)
+    wake_edges: int = 0  # of them, from the trace's wake records (wakeedges.py)
 
 
 class Logs:
@@ -119,13 +121,13 @@ def _actions(r: np.ndarray) -> np.ndarray:
 
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
-    cross: dict[int, tuple[int, int, bool]], opts: PlanOptions, logs: Logs,
+    cross: dict[int, tuple[int, int, str]], opts: PlanOptions, logs: Logs,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
     first rows are the context's, numbered `before`) and, in `cross`, for another
-    thread's request (row -> (its id, the gap after its completion in ns, whether
-    a long think's))."""
+    thread's request (row -> (its id, the gap after its completion in ns, where
+    the edge came from: WAKE, LONG or EVIDENCE))."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -142,7 +144,8 @@ def _slice_jobs(
         after[i].append(j_id)
         think_ns[i] = gap
     st.cross_edges += len(cross)
-    st.long_think_edges += sum(long for _, _, long in cross.values())
+    st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
+    st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -191,15 +194,20 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
     return [gid[cuts[k] : cuts[k + 1]] for k in range(len(slices))]
 
 
+WAKE, LONG, EVIDENCE = "wake", "long", "evidence"  # where a cross-thread edge came from
+
+
 def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
-    traced: int,
-) -> list[dict[int, tuple[int, int, bool]]]:  # fmt: skip
-    """Each slice's cross-thread edges (crossedges.cross_edges) among a chunk's requests:
-    only where each request of the chunk is in one slice (no copies: a copy's
-    threads are the original's) and the trace has threads. A trace read in chunks
-    finds no edge to a request of an earlier chunk (a few at each seam)."""
-    cross: list[dict[int, tuple[int, int, bool]]] = [{} for _ in slices]
+    traced: int, wakes: wakeedges.Wakes | None,
+) -> list[dict[int, tuple[int, int, str]]]:  # fmt: skip
+    """Each slice's cross-thread edges among a chunk's requests: from the trace's
+    wake records where it has them (wakeedges.wake_edges), else inferred
+    (crossedges.cross_edges); only where each request of the chunk is in one slice
+    (no copies: a copy's threads are the original's) and the trace has threads. A
+    trace read in chunks finds no edge to a request of an earlier chunk (a few at
+    each seam)."""
+    cross: list[dict[int, tuple[int, int, str]]] = [{} for _ in slices]
     recs = [s.records for s in slices]
     n = sum(len(r) for r in recs)
     if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
@@ -216,7 +224,12 @@ def _cross(
     c = crossedges.cross_edges(start, end, thread, stream, own)
     for i, j, gap, long in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(),
                                c.long_think.tolist(), strict=True):  # fmt: skip
-        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), bool(long))
+        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), LONG if long else EVIDENCE)
+    if wakes is not None:
+        # exact where the trace says who woke the thread: in place of an inferred edge
+        w = wakeedges.wake_edges(start, end, thread, own, wakes)
+        for i, j, gap in zip(w.i.tolist(), w.j.tolist(), w.gap_ns.tolist(), strict=True):
+            cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), WAKE)
     return cross
 
 
@@ -290,6 +303,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     # before a chunk's last issue the next chunk's requests may start.
     queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
     lost = deps.OtherStreams(view.stream_name)
+    wakes = wakeedges.read_wakes(str(opts.trace))
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -312,7 +326,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
             sts.append(st)
             ds.append(d)
         numbers = [st.number for st in sts]
-        cross = _cross(slices, numbers, ds, ids, len(src.records))
+        cross = _cross(slices, numbers, ds, ids, len(src.records), wakes)
         for k, s in enumerate(slices):
             _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs)
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
@@ -328,6 +342,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 **st.tally.summary(),
                 "cross_edges": st.cross_edges,
                 "long_think_edges": st.long_think_edges,
+                "wake_edges": st.wake_edges,
+                "wakes_recorded": wakes is not None,
                 "other_stream_predecessors": other,
             }
         )

@@ -99,6 +99,11 @@ class DependencyEntry(Part):
     cross_edges: int = 0
     # of them, a think time over 2 ms that no evidence explained (crossedges._long_think)
     long_think_edges: int = 0
+    # of them, from the trace's wake records (replayer/plan/wakeedges.py): exact, not
+    # inferred; the rest (cross_edges - wake_edges) were inferred from timing
+    wake_edges: int = 0
+    # whether the trace carried wake records (`iotape record --wakes`)
+    wakes_recorded: bool = False
 
 
 class PlacementEntry(Part):

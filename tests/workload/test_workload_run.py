@@ -191,6 +191,25 @@ def test_record_option_wraps_the_run_in_the_recorder(loop, tmp_path: Path) -> No
     assert isinstance(again.exception, IotapeError), "an existing trace needs --force"
 
 
+def test_record_wakes_records_the_engines_threads_waking_each_other(loop, tmp_path: Path) -> None:
+    from recorder.tracefile import open_trace
+    from recorder.tracefile.format import WAKE_VERSION
+
+    res = _cli(loop.path, *SMALL, "--duration", "1", "--record-wakes")
+    assert isinstance(res.exception, IotapeError), "--record-wakes needs --record"
+    out = tmp_path / "w.iot"
+    res = _cli(loop.path, *SMALL, "--duration", "1", "--record", str(out), "--record-wakes")
+    assert res.exit_code == 0, res.output
+    with open_trace(out) as t:
+        assert t.header["version"] == WAKE_VERSION
+        names = {int(r["tid"]): r["comm"].decode() for r in t.read_all()}
+        wakes = [w for part in t.iter_wakes() for w in part]
+    # the sessions' commits wake the log writer, its writes wake the sessions
+    pairs = {(names.get(int(w["offset"]), ""), names.get(int(w["tid"]), "")) for w in wakes}
+    assert any(a.startswith("ese-user") and b.startswith("ese-log") for a, b in pairs), pairs
+    assert any(a.startswith("ese-log") and b.startswith("ese-user") for a, b in pairs), pairs
+
+
 def _log_bytes(db: dict, copies: int) -> tuple[int, int]:
     """(bytes written to the log, bytes the log grew by): replication reads each
     closed file's 4 KiB header and what was written into it, once per extra copy."""

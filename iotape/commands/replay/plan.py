@@ -214,7 +214,8 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('cross_by_chance')}) and "
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request "
-                f"({d.get('long_think_edges', 0)} of them after a long think)"
+                f"({d.get('wake_edges', 0)} of them from recorded wakes, "
+                f"{d.get('long_think_edges', 0)} after a long think)"
             )
 
 
