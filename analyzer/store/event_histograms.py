@@ -52,15 +52,30 @@ def partial(t: pa.Table) -> pa.Table | None:
         if later == "ts_complete_ns":
             # An upper bound, not a measurement (queries.METRICS).
             ok &= (t["flags"].to_numpy() & UNSEEN) == 0
-        d = hi[ok] - lo[ok]
+        # Most row groups keep every row: no gathered copies then.
+        every = bool(ok.all())
+        d = hi - lo if every else hi[ok] - lo[ok]
         if len(d) and d.max() >= LIMIT_NS:
             return None
-        v = d.astype(np.int64)
+        v = d.view(np.int64)  # below LIMIT_NS: the same value
         # floor(log2 v): the exponent bits of v as a double (exact below 2^53).
-        e = (np.maximum(v, 1).astype(np.float64).view(np.int64) >> 52) - 1023
-        b = np.where(v < 64, v, (e - 5) * 64 + (v >> np.maximum(e - 6, 0)) - 64)
+        e = np.maximum(v, 1).astype(np.float64).view(np.int64)
+        e >>= 52
+        e -= 1023
+        # The bucket: v below 64, else (e - 5) * 64 + (v >> (e - 6)) - 64 (e >= 6).
+        sh = e - 6
+        np.maximum(sh, 0, out=sh)
+        b = v >> sh
+        e -= 6
+        e <<= 6
+        b += e
+        small = v < 64
+        b[small] = v[small]
         # Buckets stay under 2^12 for any int64; bit 15 tells the metrics apart.
-        keys.append(base[ok] | b.astype(np.uint64) | np.uint64(i << 15))
+        k = b.view(np.uint64)
+        k |= base if every else base[ok]
+        k |= np.uint64(i << 15)
+        keys.append(k)
         vals.append(v)
     g = pa.table({"k": np.concatenate(keys), "v": np.concatenate(vals)})
     return _agg(g, "v", ("count", "sum", "min", "max"))

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import schemas
-from analyzer.store.event_batches import chunk_batches
+from analyzer.store.event_batches import column_batches
 from analyzer.store.interface import Store
 from base.errors import IotapeError
 from recorder.tracefile import content_sha256, open_trace
@@ -100,7 +100,7 @@ class TraceSource(TraceLike):
         self.extra: dict[str, Any] = {}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return _prefetch(chunk_batches(self.trace.iter_chunks(), BATCH_ROWS))
+        return _prefetch(column_batches(self.trace.iter_columns(), BATCH_ROWS))
 
     def close(self) -> None:
         self.trace.close()

@@ -24,6 +24,7 @@ from recorder.tracefile.blocks import (
     Unsupported,
     check_chunk,
     check_trailer,
+    chunk_columns,
     chunk_records,
     declared_gaps,
     footer_from_trailer,
@@ -115,7 +116,15 @@ class Trace:
         return TraceFormatError(self.path, d.offset, d.reason)
 
     def _walk(self) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
-        """Valid chunks in order; on a fault, raise or record it per `strict`."""
+        """Valid chunks in order with their records; on a fault, raise or record it
+        per `strict`."""
+        mm = self.mapped
+        for info in self._infos():
+            yield info, chunk_records(mm, info)
+
+    def _infos(self, decode: bool = True) -> Iterator[ChunkInfo]:
+        """`_walk`'s chunks; `decode` False leaves delta-split chunks as planes
+        (ChunkInfo.planes)."""
         if self._mm is None:
             raise ValueError(f"{self.path}: trace is closed")
         self.problem = None
@@ -127,6 +136,7 @@ class Trace:
                 self._set_footer,
                 self.gaps,
                 self.header.get("version") == VERSION,
+                decode,
             )
         except Unsupported as d:
             # Not damage: the file is intact, and repair would not help.
@@ -150,6 +160,14 @@ class Trace:
         """Each chunk's records as a read-only numpy view of the mapped file."""
         for _, records in self._walk():
             yield records
+
+    def iter_columns(self) -> Iterator[dict[str, np.ndarray]]:
+        """Each chunk's records as one contiguous array per field (name: array), the
+        values `iter_chunks` gives; a compressed chunk is decoded a column at a time
+        from its planes, with no record array between (codec.decode_columns)."""
+        mm = self.mapped
+        for info in self._infos(decode=False):
+            yield chunk_columns(mm, info)
 
     def read_all(self) -> np.ndarray:
         """All records in one (copied) array."""
@@ -274,9 +292,10 @@ def _walk_chunks(
     on_footer: Callable[[TraceFooter], None],
     gaps: dict[int, int],
     compressed: bool,
-) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
+    decode: bool = True,
+) -> Iterator[ChunkInfo]:
     """Chunks from `pos` to the footer; `compressed` when the file's version allows
-    compressed chunks."""
+    compressed chunks; `decode` as check_chunk's."""
     seq = 0
     chunks = 0
     events = 0
@@ -294,8 +313,8 @@ def _walk_chunks(
                 raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
             (magic,) = struct.unpack_from("<I", mm, pos)
             if magic == CHUNK_MAGIC or (magic == ZCHUNK_MAGIC and compressed):
-                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0))
-                yield info, chunk_records(mm, info)
+                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0), decode)
+                yield info
                 events += info.count
                 chunks += 1
                 seq = info.seq + 1

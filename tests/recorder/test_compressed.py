@@ -59,6 +59,15 @@ def test_real_traces_round_trip_compressed(tmp_path: Path, real_traces, name: st
         with open_trace(path) as t:
             assert t.header["version"] == (1 if compression == "none" else 2)
         assert _records(path).tobytes() == records.tobytes(), compression
+        # Ingest's reader: each chunk a column at a time (from the planes when
+        # compressed) gives every field's values as the records do.
+        with open_trace(path) as t:
+            cols = list(t.iter_columns())
+        assert sum(len(c["op"]) for c in cols) == len(records)
+        for f in records.dtype.names:
+            got = np.concatenate([c[f] for c in cols])
+            assert got.dtype == records.dtype[f] and got.flags.c_contiguous, f
+            assert got.tobytes() == np.ascontiguousarray(records[f]).tobytes(), (compression, f)
         assert check(path).complete
         sizes[compression] = path.stat().st_size
     assert sizes["zstd"] < sizes["none"] / 4 and sizes["lz4"] < sizes["none"] / 3, sizes
