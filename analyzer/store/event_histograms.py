@@ -12,7 +12,11 @@ scanned as before.
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,9 +38,67 @@ UNSEEN = np.uint16(1 << schemas.bits("flag")["complete_unseen"])
 LIMIT_NS = 1 << 47
 
 
+LIBRARY = Path(__file__).resolve().parent / "build" / "libhist.so"
+# Table entries of the C path; a row group with more keys takes numpy's.
+_CAP = 1 << 15
+_FULL = object()
+
+
+@cache
+def _lib() -> ctypes.CDLL | None:
+    """histograms.c (`make native`), or None: numpy's way then, the same rows
+    (IOTAPE_HIST_PURE=1 takes it always: the reference the tests hold C to)."""
+    if os.environ.get("IOTAPE_HIST_PURE") or not LIBRARY.exists():
+        return None
+    try:
+        so = ctypes.CDLL(str(LIBRARY))
+    except OSError:
+        return None
+    p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+    so.iot_hist_add.argtypes = [i64, p, p, p, p, p, p, p, ctypes.c_uint16, i64, u64, u64]
+    so.iot_hist_add.argtypes += [p, p, p, p, p, i64, i64, p]
+    so.iot_hist_add.restype = i64
+    return so
+
+
+def _partial_c(so: ctypes.CDLL, t: pa.Table) -> pa.Table | object | None:
+    """`partial` in C, a record batch at a time (no copy of the columns); _FULL
+    where the keys do not fit its table."""
+    keys = np.zeros(_CAP, np.uint64)
+    n, s, lo, hi = (np.zeros(_CAP, np.int64) for _ in range(4))
+    slots = np.full(2 * _CAP, -1, np.int64)
+    out = [a.ctypes.data for a in (keys, n, s, lo, hi)]
+    batches = t.to_batches()
+    cols = [{c: np.ascontiguousarray(b.column(c).to_numpy()) for c in _COLUMNS} for b in batches]
+    used = 0
+    for i, (later, earlier) in enumerate(_SPANS.values()):
+        for c in cols:
+            flags = c["flags"].ctypes.data if later == "ts_complete_ns" else None
+            used = so.iot_hist_add(
+                len(c["dev"]), c["dev"].ctypes.data, c["op"].ctypes.data,
+                c["stream"].ctypes.data, c[later].ctypes.data, c[earlier].ctypes.data,
+                c["ts_complete_ns"].ctypes.data, flags, int(UNSEEN), i, MAX_NS, LIMIT_NS,
+                *out, used, _CAP, slots.ctypes.data,
+            )  # fmt: skip
+            if used == -1:
+                return None
+            if used == -2:
+                return _FULL
+    return pa.table({"k": keys[:used], "n": n[:used], "s": s[:used], "lo": lo[:used],
+                     "hi": hi[:used]})  # fmt: skip
+
+
+_COLUMNS = ("dev", "op", "stream", "flags", "ts_queue_ns", "ts_issue_ns", "ts_complete_ns")
+
+
 def partial(t: pa.Table) -> pa.Table | None:
     """One row group's histograms: a key (dev, op, stream, metric, bucket packed in 64
     bits) with count, sum, min and max; None past LIMIT_NS."""
+    so = _lib()
+    if so is not None:
+        got = _partial_c(so, t)
+        if got is not _FULL:
+            return cast(pa.Table | None, got)
     base = (
         (t["dev"].to_numpy().astype(np.uint64) << np.uint64(32))
         | (t["op"].to_numpy().astype(np.uint64) << np.uint64(24))

@@ -100,7 +100,7 @@ class TraceSource(TraceLike):
         self.extra: dict[str, Any] = {}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return _prefetch(column_batches(self.trace.iter_columns(), BATCH_ROWS))
+        return _prefetch(column_batches(self.trace.iter_columns(BATCH_ROWS), BATCH_ROWS))
 
     def close(self) -> None:
         self.trace.close()

@@ -80,14 +80,21 @@ def chunk_records(mm: Any, info: ChunkInfo) -> np.ndarray:
     )
 
 
-def chunk_columns(mm: Any, info: ChunkInfo) -> dict[str, np.ndarray]:
-    """A checked chunk's records as one contiguous array per field (copies)."""
-    if info.planes is not None:
-        return codec.decode_columns(info.planes, info.count)
-    records = chunk_records(mm, info)
+def chunk_columns(mm: Any, infos: list[ChunkInfo], count: int) -> dict[str, np.ndarray]:
+    """Checked chunks' records (`count` in all) as one contiguous array per field."""
     fields = RECORD_DTYPE.fields
     assert fields is not None  # a record dtype
-    return {name: np.ascontiguousarray(records[name]) for name in fields}
+    out = {name: np.empty(count, f[0]) for name, f in fields.items()}
+    at = 0
+    for info in infos:
+        if info.planes is not None:
+            codec.decode_columns(info.planes, info.count, out, at)
+        else:
+            records = chunk_records(mm, info)
+            for name in fields:
+                out[name][at : at + info.count] = records[name]
+        at += info.count
+    return out
 
 
 def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:

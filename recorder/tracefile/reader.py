@@ -161,13 +161,23 @@ class Trace:
         for _, records in self._walk():
             yield records
 
-    def iter_columns(self) -> Iterator[dict[str, np.ndarray]]:
-        """Each chunk's records as one contiguous array per field (name: array), the
-        values `iter_chunks` gives; a compressed chunk is decoded a column at a time
-        from its planes, with no record array between (codec.decode_columns)."""
+    def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        """The records as one contiguous array per field (name: array), the values
+        `iter_chunks` gives, about `rows` records at a time (whole chunks; 0: each
+        chunk on its own). Compressed chunks are decoded a column at a time from
+        their planes straight into the arrays handed out (codec.decode_columns),
+        with no record array and no copy between."""
         mm = self.mapped
+        held: list[ChunkInfo] = []
+        n = 0
         for info in self._infos(decode=False):
-            yield chunk_columns(mm, info)
+            held.append(info)
+            n += info.count
+            if n >= rows:
+                yield chunk_columns(mm, held, n)
+                held, n = [], 0
+        if held:
+            yield chunk_columns(mm, held, n)
 
     def read_all(self) -> np.ndarray:
         """All records in one (copied) array."""

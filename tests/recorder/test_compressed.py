@@ -213,3 +213,35 @@ def test_bytes_that_do_not_decompress_are_damage(tmp_path: Path, compression: st
     r = repair(path)
     assert (r.kept_events, r.dropped_events) == (400, 100)
     assert _records(path).tobytes() == records[:100].tobytes() + records[200:].tobytes()
+
+
+def test_planes_decode_in_c_as_in_numpy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    from recorder.tracefile import codec, planes
+
+    if planes.lib() is None:
+        assert os.environ.get("CI") != "true", "build/libplanes.so missing: run `make native`"
+        pytest.skip("build/libplanes.so not built (`make native`)")
+    records = workload_records(20_000, seed=8)
+    records["offset"][::9] = 0  # backwards: negative deltas
+    records["ts_queue_ns"][::5] = records["ts_issue_ns"][::5] + 3  # queued after issue
+    got = codec.decode_columns(codec.encode_records(records), len(records))
+    monkeypatch.setenv("IOTAPE_PLANES_PURE", "1")
+    planes.lib.cache_clear()
+    try:
+        want = codec.decode_columns(codec.encode_records(records), len(records))
+    finally:
+        monkeypatch.delenv("IOTAPE_PLANES_PURE")
+        planes.lib.cache_clear()
+    assert list(got) == list(want) == list(records.dtype.names)
+    for f in records.dtype.names:
+        assert got[f].tobytes() == want[f].tobytes() == np.ascontiguousarray(records[f]).tobytes()
+    # Gathered across chunks of both kinds (a repaired file may mix them).
+    path = make_trace(tmp_path / "z.iot", records, 3_000, None, "zstd")
+    with open_trace(path) as t:
+        parts = list(t.iter_columns(7_000))
+    assert [len(p["op"]) for p in parts] == [9_000, 9_000, 2_000]
+    for f in records.dtype.names:
+        col = np.concatenate([p[f] for p in parts])
+        assert col.tobytes() == np.ascontiguousarray(records[f]).tobytes(), f
