@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import schemas
+from analyzer.store import catalog
 from analyzer.store.event_batches import column_batches
 from analyzer.store.interface import Store
 from base.errors import IotapeError
@@ -153,8 +154,6 @@ def open_trace_source(path: Path) -> TraceSource:
 
 def trace_fields(src: TraceLike) -> dict[str, Any]:
     """The run fields a trace's header gives."""
-    from analyzer.store.ingest_workload import sequence_tags
-
     h = src.header
     backend = str((h.get("recorder") or {}).get("backend") or "")
     return {
@@ -176,7 +175,7 @@ def trace_fields(src: TraceLike) -> dict[str, Any]:
         },
         "header": h,
         # A phase of an ESRP sequence (`iotape workload esrp --record`): linked by tag.
-        "tags": sequence_tags(h.get("metadata")),
+        "tags": catalog.sequence_tags(h.get("metadata")),
     }
 
 
