@@ -78,3 +78,40 @@ int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
     }
     return 0;
 }
+
+/* codec.decode_records in C: the planes of `count` records of `size` bytes
+ * transposed back into records at `out`, then the deltas undone in place.
+ * delta = the byte offsets in a record of ts_queue_ns, ts_issue_ns,
+ * ts_complete_ns, offset and bytes. */
+static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+int iot_decode_records(const uint8_t *planes, int64_t count, int64_t size, uint8_t *out,
+                       const int64_t *delta) {
+    /* A block of records at a time, so that its rows stay in cache while every
+     * plane is written into them. */
+    enum { BLOCK = 256 };
+    for (int64_t i0 = 0; i0 < count; i0 += BLOCK) {
+        int64_t n = count - i0 < BLOCK ? count - i0 : BLOCK;
+        for (int64_t k = 0; k < size; k++) {
+            const uint8_t *p = planes + k * count + i0;
+            uint8_t *o = out + i0 * size + k;
+            for (int64_t i = 0; i < n; i++) o[i * size] = p[i];
+        }
+    }
+    uint64_t t = 0, pos = 0, prev_bytes = 0;
+    for (int64_t i = 0; i < count; i++) {
+        uint8_t *r = out + i * size;
+        t += unzigzag(get64(r + delta[2]));
+        uint64_t is = t - unzigzag(get64(r + delta[1]));
+        put64(r + delta[0], is - unzigzag(get64(r + delta[0])));
+        put64(r + delta[1], is);
+        put64(r + delta[2], t);
+        pos += unzigzag(get64(r + delta[3])) + prev_bytes;
+        put64(r + delta[3], pos);
+        uint32_t b;
+        memcpy(&b, r + delta[4], 4);
+        prev_bytes = b;
+    }
+    return 0;
+}

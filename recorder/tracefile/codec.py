@@ -81,8 +81,14 @@ def encode_records(records: np.ndarray) -> bytes:
 
 
 def decode_records(planes: bytes | memoryview | np.ndarray, count: int) -> np.ndarray:
-    """Inverse of `encode_records`: `count` records from their planes."""
+    """Inverse of `encode_records`: `count` records from their planes (in C where
+    planes.py's library is built: every read of a compressed trace goes through
+    here, 0.5 us a record in numpy)."""
     out = np.empty(count, dtype=RECORD_DTYPE)
+    so = planes_c.lib()
+    if so is not None:
+        planes_c.decode_records_into(so, _LAYOUT, np.frombuffer(planes, np.uint8), out)
+        return out
     raw = np.frombuffer(planes, dtype=np.uint8).reshape(RECORD_SIZE, count)
     out.view(np.uint8).reshape(count, RECORD_SIZE)[:] = raw.T
     with np.errstate(over="ignore"):

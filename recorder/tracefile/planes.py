@@ -33,6 +33,8 @@ def lib() -> ctypes.CDLL | None:
     i64 = ctypes.c_int64
     so.iot_decode_columns.argtypes = [p, i64, i64, p, p, i64, p]
     so.iot_decode_columns.restype = ctypes.c_int
+    so.iot_decode_records.argtypes = [p, i64, i64, p, p]
+    so.iot_decode_records.restype = ctypes.c_int
     return so
 
 
@@ -49,6 +51,8 @@ class Layout:
             [(fields[n][1], fields[n][0].itemsize) for n in self.names], dtype=np.int64
         )
         self.delta = np.array([self.names.index(n) for n in DELTA_FIELDS], dtype=np.int64)
+        self.delta_offsets = np.array([fields[n][1] for n in DELTA_FIELDS], dtype=np.int64)
+        self.itemsize = dtype.itemsize
 
 
 def decode_into(
@@ -68,3 +72,14 @@ def decode_into(
     )
     if rc != 0:
         raise ValueError("a record field of a size the column decoder does not gather")
+
+
+def decode_records_into(
+    so: ctypes.CDLL, layout: Layout, planes: np.ndarray, out: np.ndarray
+) -> None:
+    """Decode the planes of len(`out`) records into `out` (contiguous records of
+    `layout`'s dtype)."""
+    so.iot_decode_records(
+        planes.ctypes.data, len(out), layout.itemsize, out.ctypes.data,
+        layout.delta_offsets.ctypes.data,
+    )  # fmt: skip

@@ -226,14 +226,19 @@ def test_planes_decode_in_c_as_in_numpy(monkeypatch: pytest.MonkeyPatch, tmp_pat
     records = workload_records(20_000, seed=8)
     records["offset"][::9] = 0  # backwards: negative deltas
     records["ts_queue_ns"][::5] = records["ts_issue_ns"][::5] + 3  # queued after issue
-    got = codec.decode_columns(codec.encode_records(records), len(records))
+    encoded = codec.encode_records(records)
+    got = codec.decode_columns(encoded, len(records))
+    got_records = codec.decode_records(encoded, len(records))
     monkeypatch.setenv("IOTAPE_PLANES_PURE", "1")
     planes.lib.cache_clear()
     try:
-        want = codec.decode_columns(codec.encode_records(records), len(records))
+        want = codec.decode_columns(encoded, len(records))
+        want_records = codec.decode_records(encoded, len(records))
     finally:
         monkeypatch.delenv("IOTAPE_PLANES_PURE")
         planes.lib.cache_clear()
+    # Whole records, padding included, as numpy decodes them and as they were.
+    assert got_records.tobytes() == want_records.tobytes() == records.tobytes()
     assert list(got) == list(want) == list(records.dtype.names)
     for f in records.dtype.names:
         assert got[f].tobytes() == want[f].tobytes() == np.ascontiguousarray(records[f]).tobytes()
