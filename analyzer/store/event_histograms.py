@@ -39,8 +39,11 @@ LIMIT_NS = 1 << 47
 
 
 LIBRARY = Path(__file__).resolve().parent / "build" / "libhist.so"
-# Table entries of the C path; a row group with more keys takes numpy's.
-_CAP = 1 << 15
+# Table entries of the C path to start with (a real capture has ~1,200 keys, a
+# synthetic trace of every size, op and stream ~34,000), doubled while a row group
+# has more, up to _MAX_CAP; past it, numpy's way.
+_CAP = 1 << 16
+_MAX_CAP = 1 << 22
 _FULL = object()
 
 
@@ -63,10 +66,20 @@ def _lib() -> ctypes.CDLL | None:
 
 def _partial_c(so: ctypes.CDLL, t: pa.Table) -> pa.Table | object | None:
     """`partial` in C, a record batch at a time (no copy of the columns); _FULL
-    where the keys do not fit its table."""
-    keys = np.zeros(_CAP, np.uint64)
-    n, s, lo, hi = (np.zeros(_CAP, np.int64) for _ in range(4))
-    slots = np.full(2 * _CAP, -1, np.int64)
+    where the keys do not fit a table of _MAX_CAP."""
+    cap = _CAP
+    while cap <= _MAX_CAP:
+        got = _partial_cap(so, t, cap)
+        if got is not _FULL:
+            return got
+        cap *= 2
+    return _FULL
+
+
+def _partial_cap(so: ctypes.CDLL, t: pa.Table, cap: int) -> pa.Table | object | None:
+    keys = np.zeros(cap, np.uint64)
+    n, s, lo, hi = (np.zeros(cap, np.int64) for _ in range(4))
+    slots = np.full(2 * cap, -1, np.int64)
     out = [a.ctypes.data for a in (keys, n, s, lo, hi)]
     batches = t.to_batches()
     cols = [{c: np.ascontiguousarray(b.column(c).to_numpy()) for c in _COLUMNS} for b in batches]
@@ -78,7 +91,7 @@ def _partial_c(so: ctypes.CDLL, t: pa.Table) -> pa.Table | object | None:
                 len(c["dev"]), c["dev"].ctypes.data, c["op"].ctypes.data,
                 c["stream"].ctypes.data, c[later].ctypes.data, c[earlier].ctypes.data,
                 c["ts_complete_ns"].ctypes.data, flags, int(UNSEEN), i, MAX_NS, LIMIT_NS,
-                *out, used, _CAP, slots.ctypes.data,
+                *out, used, cap, slots.ctypes.data,
             )  # fmt: skip
             if used == -1:
                 return None
