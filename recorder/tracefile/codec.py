@@ -9,6 +9,8 @@ rules and the measurements that chose zstd.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -80,6 +82,19 @@ def encode_records(records: np.ndarray) -> bytes:
     return np.ascontiguousarray(raw.T).tobytes()
 
 
+def _undelta(out: Any) -> None:
+    """The deltas of `encode_records` undone in place, on records or on columns
+    (anything indexed by field name)."""
+    with np.errstate(over="ignore"):
+        done = np.cumsum(_unzigzag(out["ts_complete_ns"]), dtype=_U64)
+        issue = done - _unzigzag(out["ts_issue_ns"])
+        out["ts_queue_ns"] = issue - _unzigzag(out["ts_queue_ns"])
+        out["ts_issue_ns"] = issue
+        out["ts_complete_ns"] = done
+        step = _unzigzag(out["offset"]) + _shift(out["bytes"].astype(_U64))
+        out["offset"] = np.cumsum(step, dtype=_U64)
+
+
 def decode_records(planes: bytes | memoryview | np.ndarray, count: int) -> np.ndarray:
     """Inverse of `encode_records`: `count` records from their planes (in C where
     planes.py's library is built: every read of a compressed trace goes through
@@ -91,14 +106,7 @@ def decode_records(planes: bytes | memoryview | np.ndarray, count: int) -> np.nd
         return out
     raw = np.frombuffer(planes, dtype=np.uint8).reshape(RECORD_SIZE, count)
     out.view(np.uint8).reshape(count, RECORD_SIZE)[:] = raw.T
-    with np.errstate(over="ignore"):
-        done = np.cumsum(_unzigzag(out["ts_complete_ns"]), dtype=_U64)
-        issue = done - _unzigzag(out["ts_issue_ns"])
-        out["ts_queue_ns"] = issue - _unzigzag(out["ts_queue_ns"])
-        out["ts_issue_ns"] = issue
-        out["ts_complete_ns"] = done
-        step = _unzigzag(out["offset"]) + _shift(out["bytes"].astype(_U64))
-        out["offset"] = np.cumsum(step, dtype=_U64)
+    _undelta(out)
     return out
 
 
@@ -133,20 +141,13 @@ def decode_columns(
     assert fields is not None  # a record dtype
     out = {}
     for name, field in fields.items():
-        dt, at = field[0], field[1]
+        dt, pos = field[0], field[1]
         size = dt.itemsize
         if size == 1:
-            out[name] = raw[at].copy().view(dt)
+            out[name] = raw[pos].copy().view(dt)
         else:
-            out[name] = np.ascontiguousarray(raw[at : at + size].T).view(dt).reshape(count)
-    with np.errstate(over="ignore"):
-        done = np.cumsum(_unzigzag(out["ts_complete_ns"]), dtype=_U64)
-        issue = done - _unzigzag(out["ts_issue_ns"])
-        out["ts_queue_ns"] = issue - _unzigzag(out["ts_queue_ns"])
-        out["ts_issue_ns"] = issue
-        out["ts_complete_ns"] = done
-        step = _unzigzag(out["offset"]) + _shift(out["bytes"].astype(_U64))
-        out["offset"] = np.cumsum(step, dtype=_U64)
+            out[name] = np.ascontiguousarray(raw[pos : pos + size].T).view(dt).reshape(count)
+    _undelta(out)
     return out
 
 
