@@ -41,6 +41,7 @@ python: $(UV)
 
 native:
 	$(MAKE) -C recorder
+	$(MAKE) -C analyzer/store
 	$(MAKE) -C analyzer/tiering
 	$(MAKE) -C analyzer/lab
 	$(MAKE) -C replayer
@@ -77,6 +78,7 @@ lint: python native
 
 clean:
 	$(MAKE) -C recorder clean
+	$(MAKE) -C analyzer/store clean
 	$(MAKE) -C analyzer/tiering clean
 	$(MAKE) -C analyzer/lab clean
 	$(MAKE) -C replayer clean

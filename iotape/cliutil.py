@@ -1,6 +1,9 @@
-"""What every sub-command group shares: how a group is made, how KEY=VALUE options parse."""
+"""What every sub-command group shares: how a group is made, how KEY=VALUE
+options parse, how --json prints."""
 
 from __future__ import annotations
+
+import json
 
 import typer
 
@@ -23,3 +26,8 @@ def key_values(option: str, pairs: list[str], what: str = "KEY=VALUE") -> dict[s
             raise IotapeError(f"{option} {pair!r}: expected {what}")
         out[key] = value
     return out
+
+
+def print_json(obj: object) -> None:
+    """A command's --json answer (`iotape ingest` prints it without loading `runs`)."""
+    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))

@@ -16,6 +16,7 @@ from typing import Any
 from analyzer.store import queries
 from analyzer.store.interface import Reader, Store
 from base.errors import IotapeError
+from schemas import workload_header
 from schemas.tables import table
 
 RUN_COLUMNS = table("runs").column_names()
@@ -122,3 +123,12 @@ def parse_tags(items: list[str]) -> dict[str, str]:
             raise IotapeError(f"tag {item!r}: expected KEY=VALUE")
         out[key.strip()] = value
     return out
+
+
+def sequence_tags(metadata: dict | None) -> dict[str, str]:
+    """The tag linking the phases of one ESRP sequence, from a workload run's
+    config or a trace header's metadata; empty for a run of its own. Here, not in
+    ingest_workload.py: a trace's ingest needs it, and not the workload report's
+    model (pydantic, 0.1 s of imports)."""
+    seq = (metadata or {}).get(workload_header.SEQUENCE)
+    return {"sequence": seq} if isinstance(seq, str) and seq else {}

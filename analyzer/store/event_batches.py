@@ -31,43 +31,42 @@ def ingest_schema() -> pa.Schema:
 
 def chunk_batches(chunks: Iterator[np.ndarray], rows: int) -> Iterator[pa.RecordBatch]:
     """Trace chunks (structured record views) gathered into batches of about `rows`
-    records, with `ingest_schema()`. Every batch's `comm` indexes one dictionary that
-    only grows: batches whose dictionaries are equal go to Parquet as dictionary pages,
-    where a dictionary that changed from one batch to the next made the writer fall
-    back to plain strings (8x the bytes, twice the time)."""
+    records, with `ingest_schema()` (`column_batches` of each chunk's fields)."""
+    names = ingest_schema().names
+    return column_batches(({n: c[n] for n in names} for c in chunks), rows)
+
+
+def column_batches(chunks: Iterator[dict[str, np.ndarray]], rows: int) -> Iterator[pa.RecordBatch]:
+    """Trace chunks as columns (`Trace.iter_columns`) gathered into batches of about
+    `rows` records, with `ingest_schema()`: one copy per column, into the batch.
+    Every batch's `comm` indexes one dictionary that only grows: batches whose
+    dictionaries are equal go to Parquet as dictionary pages, where a dictionary that
+    changed from one batch to the next made the writer fall back to plain strings
+    (8x the bytes, twice the time)."""
     schema = ingest_schema()
     names = schema.names
-    dtype = schemas.record_dtype()
     seen = Names()
-    pending: list[np.ndarray] = []
+    pending: list[dict[str, np.ndarray]] = []
     n = 0
-    for records in chunks:
-        pending.append(records)
-        n += len(records)
+    for cols in chunks:
+        pending.append(cols)
+        n += len(cols["comm"])
         if n >= rows:
-            yield _batch(pending, n, names, dtype, schema, seen)
+            yield _batch(pending, names, schema, seen)
             pending, n = [], 0
     if pending:
-        yield _batch(pending, n, names, dtype, schema, seen)
+        yield _batch(pending, names, schema, seen)
 
 
 def _batch(
-    parts: list[np.ndarray],
-    n: int,
-    names: list[str],
-    dtype: np.dtype,
-    schema: pa.Schema,
-    seen: Names,
+    parts: list[dict[str, np.ndarray]], names: list[str], schema: pa.Schema, seen: Names
 ) -> pa.RecordBatch:
-    fields = dtype.fields
-    assert fields is not None  # a record dtype
     arrays = []
     for name in names:
-        col = np.empty(n, dtype=fields[name][0])
-        at = 0
-        for p in parts:
-            col[at : at + len(p)] = p[name]
-            at += len(p)
+        if len(parts) == 1:
+            col = np.ascontiguousarray(parts[0][name])
+        else:
+            col = np.concatenate([p[name] for p in parts])
         arrays.append(comm_dictionary(col, seen) if name == "comm" else pa.array(col))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

@@ -12,7 +12,11 @@ scanned as before.
 
 from __future__ import annotations
 
-from typing import Any
+import ctypes
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -34,9 +38,80 @@ UNSEEN = np.uint16(1 << schemas.bits("flag")["complete_unseen"])
 LIMIT_NS = 1 << 47
 
 
+LIBRARY = Path(__file__).resolve().parent / "build" / "libhist.so"
+# Table entries of the C path to start with (a real capture has ~1,200 keys, a
+# synthetic trace of every size, op and stream ~34,000), doubled while a row group
+# has more, up to _MAX_CAP; past it, numpy's way.
+_CAP = 1 << 16
+_MAX_CAP = 1 << 22
+_FULL = object()
+
+
+@cache
+def _lib() -> ctypes.CDLL | None:
+    """histograms.c (`make native`), or None: numpy's way then, the same rows
+    (IOTAPE_HIST_PURE=1 takes it always: the reference the tests hold C to)."""
+    if os.environ.get("IOTAPE_HIST_PURE") or not LIBRARY.exists():
+        return None
+    try:
+        so = ctypes.CDLL(str(LIBRARY))
+    except OSError:
+        return None
+    p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
+    so.iot_hist_add.argtypes = [i64, p, p, p, p, p, p, p, ctypes.c_uint16, i64, u64, u64]
+    so.iot_hist_add.argtypes += [p, p, p, p, p, i64, i64, p]
+    so.iot_hist_add.restype = i64
+    return so
+
+
+def _partial_c(so: ctypes.CDLL, t: pa.Table) -> pa.Table | object | None:
+    """`partial` in C, a record batch at a time (no copy of the columns); _FULL
+    where the keys do not fit a table of _MAX_CAP."""
+    cap = _CAP
+    while cap <= _MAX_CAP:
+        got = _partial_cap(so, t, cap)
+        if got is not _FULL:
+            return got
+        cap *= 2
+    return _FULL
+
+
+def _partial_cap(so: ctypes.CDLL, t: pa.Table, cap: int) -> pa.Table | object | None:
+    keys = np.zeros(cap, np.uint64)
+    n, s, lo, hi = (np.zeros(cap, np.int64) for _ in range(4))
+    slots = np.full(2 * cap, -1, np.int64)
+    out = [a.ctypes.data for a in (keys, n, s, lo, hi)]
+    batches = t.to_batches()
+    cols = [{c: np.ascontiguousarray(b.column(c).to_numpy()) for c in _COLUMNS} for b in batches]
+    used = 0
+    for i, (later, earlier) in enumerate(_SPANS.values()):
+        for c in cols:
+            flags = c["flags"].ctypes.data if later == "ts_complete_ns" else None
+            used = so.iot_hist_add(
+                len(c["dev"]), c["dev"].ctypes.data, c["op"].ctypes.data,
+                c["stream"].ctypes.data, c[later].ctypes.data, c[earlier].ctypes.data,
+                c["ts_complete_ns"].ctypes.data, flags, int(UNSEEN), i, MAX_NS, LIMIT_NS,
+                *out, used, cap, slots.ctypes.data,
+            )  # fmt: skip
+            if used == -1:
+                return None
+            if used == -2:
+                return _FULL
+    return pa.table({"k": keys[:used], "n": n[:used], "s": s[:used], "lo": lo[:used],
+                     "hi": hi[:used]})  # fmt: skip
+
+
+_COLUMNS = ("dev", "op", "stream", "flags", "ts_queue_ns", "ts_issue_ns", "ts_complete_ns")
+
+
 def partial(t: pa.Table) -> pa.Table | None:
     """One row group's histograms: a key (dev, op, stream, metric, bucket packed in 64
     bits) with count, sum, min and max; None past LIMIT_NS."""
+    so = _lib()
+    if so is not None:
+        got = _partial_c(so, t)
+        if got is not _FULL:
+            return cast(pa.Table | None, got)
     base = (
         (t["dev"].to_numpy().astype(np.uint64) << np.uint64(32))
         | (t["op"].to_numpy().astype(np.uint64) << np.uint64(24))
@@ -52,15 +127,30 @@ def partial(t: pa.Table) -> pa.Table | None:
         if later == "ts_complete_ns":
             # An upper bound, not a measurement (queries.METRICS).
             ok &= (t["flags"].to_numpy() & UNSEEN) == 0
-        d = hi[ok] - lo[ok]
+        # Most row groups keep every row: no gathered copies then.
+        every = bool(ok.all())
+        d = hi - lo if every else hi[ok] - lo[ok]
         if len(d) and d.max() >= LIMIT_NS:
             return None
-        v = d.astype(np.int64)
+        v = d.view(np.int64)  # below LIMIT_NS: the same value
         # floor(log2 v): the exponent bits of v as a double (exact below 2^53).
-        e = (np.maximum(v, 1).astype(np.float64).view(np.int64) >> 52) - 1023
-        b = np.where(v < 64, v, (e - 5) * 64 + (v >> np.maximum(e - 6, 0)) - 64)
+        e = np.maximum(v, 1).astype(np.float64).view(np.int64)
+        e >>= 52
+        e -= 1023
+        # The bucket: v below 64, else (e - 5) * 64 + (v >> (e - 6)) - 64 (e >= 6).
+        sh = e - 6
+        np.maximum(sh, 0, out=sh)
+        b = v >> sh
+        e -= 6
+        e <<= 6
+        b += e
+        small = v < 64
+        b[small] = v[small]
         # Buckets stay under 2^12 for any int64; bit 15 tells the metrics apart.
-        keys.append(base[ok] | b.astype(np.uint64) | np.uint64(i << 15))
+        k = b.view(np.uint64)
+        k |= base if every else base[ok]
+        k |= np.uint64(i << 15)
+        keys.append(k)
         vals.append(v)
     g = pa.table({"k": np.concatenate(keys), "v": np.concatenate(vals)})
     return _agg(g, "v", ("count", "sum", "min", "max"))

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.store import catalog
+from analyzer.store.catalog import sequence_tags
 from analyzer.store.interface import Store
-from schemas import workload_header
 from schemas.documents import workload_report
 from schemas.documents.workload_report import DatabaseRow, StreamFigures, WorkloadReport
 
@@ -97,13 +97,6 @@ class WorkloadSource:
 
     def close(self) -> None:
         pass
-
-
-def sequence_tags(metadata: dict | None) -> dict[str, str]:
-    """The tag linking the phases of one ESRP sequence, from a workload run's
-    config or a trace header's metadata; empty for a run of its own."""
-    seq = (metadata or {}).get(workload_header.SEQUENCE)
-    return {"sequence": seq} if isinstance(seq, str) and seq else {}
 
 
 # --------------------------------------------------------------------------- reading

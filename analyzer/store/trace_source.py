@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import schemas
-from analyzer.store.event_batches import chunk_batches
+from analyzer.store import catalog
+from analyzer.store.event_batches import column_batches
 from analyzer.store.interface import Store
 from base.errors import IotapeError
 from recorder.tracefile import content_sha256, open_trace
@@ -100,7 +101,7 @@ class TraceSource(TraceLike):
         self.extra: dict[str, Any] = {}
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return _prefetch(chunk_batches(self.trace.iter_chunks(), BATCH_ROWS))
+        return _prefetch(column_batches(self.trace.iter_columns(BATCH_ROWS), BATCH_ROWS))
 
     def close(self) -> None:
         self.trace.close()
@@ -153,8 +154,6 @@ def open_trace_source(path: Path) -> TraceSource:
 
 def trace_fields(src: TraceLike) -> dict[str, Any]:
     """The run fields a trace's header gives."""
-    from analyzer.store.ingest_workload import sequence_tags
-
     h = src.header
     backend = str((h.get("recorder") or {}).get("backend") or "")
     return {
@@ -176,7 +175,7 @@ def trace_fields(src: TraceLike) -> dict[str, Any]:
         },
         "header": h,
         # A phase of an ESRP sequence (`iotape workload esrp --record`): linked by tag.
-        "tags": sequence_tags(h.get("metadata")),
+        "tags": catalog.sequence_tags(h.get("metadata")),
     }
 
 

@@ -46,7 +46,7 @@ def ingest(
     from analyzer.store.ingest import ingest as ingest_file
     from analyzer.store.opener import opened
     from base.arrow_probe import skip_pandas
-    from iotape.commands.runs import print_json
+    from iotape.cliutil import print_json
 
     if name is not None and len(files) > 1:
         raise IotapeError("--name names one run: give one file with it")

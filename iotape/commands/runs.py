@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Annotated, cast
 
@@ -15,6 +14,7 @@ from analyzer.store.ingest import DATA_TABLES
 from analyzer.store.opener import opened
 from base.errors import IotapeError
 from iotape.cliopts import AsJson, Db, RunRef
+from iotape.cliutil import print_json
 from schemas.documents.api import RunEntry
 from schemas.percentiles import LEVELS
 
@@ -26,10 +26,6 @@ runs_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def print_json(obj: object) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def _when(ns: int) -> str:

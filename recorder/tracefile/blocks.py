@@ -57,6 +57,9 @@ class ChunkInfo:
     records: np.ndarray | None = None
     # Its codec's name ("none" for a plain chunk).
     codec: str = "none"
+    # A delta-split chunk checked without decoding its records: its planes
+    # (codec.decode_columns); then `records` is None.
+    planes: np.ndarray | None = None
 
 
 class Unsupported(Defect):
@@ -68,9 +71,30 @@ def chunk_records(mm: Any, info: ChunkInfo) -> np.ndarray:
     """A checked chunk's records: a read-only view of the map for a plain chunk."""
     if info.records is not None:
         return info.records
+    if info.planes is not None:
+        records = codec.decode_records(info.planes, info.count)
+        records.flags.writeable = False
+        return records
     return np.frombuffer(
         mm, dtype=RECORD_DTYPE, count=info.count, offset=info.offset + CHUNK_HEADER_SIZE
     )
+
+
+def chunk_columns(mm: Any, infos: list[ChunkInfo], count: int) -> dict[str, np.ndarray]:
+    """Checked chunks' records (`count` in all) as one contiguous array per field."""
+    fields = RECORD_DTYPE.fields
+    assert fields is not None  # a record dtype
+    out = {name: np.empty(count, f[0]) for name, f in fields.items()}
+    at = 0
+    for info in infos:
+        if info.planes is not None:
+            codec.decode_columns(info.planes, info.count, out, at)
+        else:
+            records = chunk_records(mm, info)
+            for name in fields:
+                out[name][at : at + info.count] = records[name]
+        at += info.count
+    return out
 
 
 def parse_header(mm: mmap.mmap | None, size: int) -> tuple[TraceHeader, int]:
@@ -221,12 +245,15 @@ def peek_head(mv: memoryview, pos: int, stop: int) -> tuple[int, int] | None:
     return seq, count
 
 
-def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0) -> ChunkInfo:
+def check_chunk(
+    mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0, decode: bool = True
+) -> ChunkInfo:
     """The chunk at `pos` (plain or compressed), checked whole. Chunk `seq` is expected
     there; chunk `seq + jump` is accepted too (the chunks between are known to be
-    missing), and with `jump=None` any later one (a scan that goes on past damage)."""
+    missing), and with `jump=None` any later one (a scan that goes on past damage).
+    `decode` False leaves a delta-split chunk's planes undecoded (ChunkInfo.planes)."""
     if size - pos >= 4 and struct.unpack_from("<I", mv, pos)[0] == ZCHUNK_MAGIC:
-        return _check_zchunk(mv, pos, size, seq, jump)
+        return _check_zchunk(mv, pos, size, seq, jump, decode)
     if size - pos < CHUNK_HEADER_SIZE:
         raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
     _, count, file_seq, payload_crc, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
@@ -250,7 +277,9 @@ def check_chunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None 
     return ChunkInfo(offset=pos, seq=file_seq, count=count, end=end)
 
 
-def _check_zchunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | None) -> ChunkInfo:
+def _check_zchunk(
+    mv: memoryview, pos: int, size: int, seq: int, jump: int | None, decode: bool = True
+) -> ChunkInfo:
     if size - pos < ZCHUNK_HEADER_SIZE:
         raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
     _, count, file_seq, stored, cid, tid, zero, payload_crc, head_crc = ZCHUNK_HEAD.unpack_from(
@@ -282,9 +311,16 @@ def _check_zchunk(mv: memoryview, pos: int, size: int, seq: int, jump: int | Non
     why = codec.known(cid, tid)
     if why is not None:
         raise Unsupported(pos + 20, f"chunk {seq}: {why}; a newer iotape wrote this file")
-    records = codec.decompress(cid, tid, mv[start:end], count, pos, seq)
+    got = codec.decompress(cid, tid, mv[start:end], count, pos, seq, decode)
+    planes = got if got.dtype == np.uint8 else None
     return ChunkInfo(
-        offset=pos, seq=file_seq, count=count, end=padded, records=records, codec=codec.CODECS[cid]
+        offset=pos,
+        seq=file_seq,
+        count=count,
+        end=padded,
+        records=None if planes is not None else got,
+        codec=codec.CODECS[cid],
+        planes=planes,
     )
 
 

@@ -24,6 +24,7 @@ from recorder.tracefile.blocks import (
     Unsupported,
     check_chunk,
     check_trailer,
+    chunk_columns,
     chunk_records,
     declared_gaps,
     footer_from_trailer,
@@ -117,7 +118,15 @@ class Trace:
         return TraceFormatError(self.path, d.offset, d.reason)
 
     def _walk(self) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
-        """Valid chunks in order; on a fault, raise or record it per `strict`."""
+        """Valid chunks in order with their records; on a fault, raise or record it
+        per `strict`."""
+        mm = self.mapped
+        for info in self._infos():
+            yield info, chunk_records(mm, info)
+
+    def _infos(self, decode: bool = True) -> Iterator[ChunkInfo]:
+        """`_walk`'s chunks; `decode` False leaves delta-split chunks as planes
+        (ChunkInfo.planes)."""
         if self._mm is None:
             raise ValueError(f"{self.path}: trace is closed")
         self.problem = None
@@ -129,6 +138,7 @@ class Trace:
                 self._set_footer,
                 self.gaps,
                 self.header.get("version") in (VERSION, WAKE_VERSION),
+                decode,
             )
         except Unsupported as d:
             # Not damage: the file is intact, and repair would not help.
@@ -176,6 +186,29 @@ class Trace:
             woke = records["op"] == WAKE_OP
             if woke.any():
                 yield records[woke]
+
+    def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        """The records as one contiguous array per field (name: array), the values
+        `iter_chunks` gives, about `rows` records at a time (whole chunks; 0: each
+        chunk on its own). Compressed chunks are decoded a column at a time from
+        their planes straight into the arrays handed out (codec.decode_columns),
+        with no record array and no copy between."""
+        if self.has_wakes:
+            # Wake records share the chunks: the requests are picked out of
+            # decoded records (iter_chunks) instead of decoded per column.
+            yield from _columns_of(self.iter_chunks(), rows)
+            return
+        mm = self.mapped
+        held: list[ChunkInfo] = []
+        n = 0
+        for info in self._infos(decode=False):
+            held.append(info)
+            n += info.count
+            if n >= rows:
+                yield chunk_columns(mm, held, n)
+                held, n = [], 0
+        if held:
+            yield chunk_columns(mm, held, n)
 
     def read_all(self) -> np.ndarray:
         """All records in one (copied) array."""
@@ -300,9 +333,10 @@ def _walk_chunks(
     on_footer: Callable[[TraceFooter], None],
     gaps: dict[int, int],
     compressed: bool,
-) -> Iterator[tuple[ChunkInfo, np.ndarray]]:
+    decode: bool = True,
+) -> Iterator[ChunkInfo]:
     """Chunks from `pos` to the footer; `compressed` when the file's version allows
-    compressed chunks."""
+    compressed chunks; `decode` as check_chunk's."""
     seq = 0
     chunks = 0
     events = 0
@@ -320,8 +354,8 @@ def _walk_chunks(
                 raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
             (magic,) = struct.unpack_from("<I", mm, pos)
             if magic == CHUNK_MAGIC or (magic == ZCHUNK_MAGIC and compressed):
-                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0))
-                yield info, chunk_records(mm, info)
+                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0), decode)
+                yield info
                 events += info.count
                 chunks += 1
                 seq = info.seq + 1
@@ -345,3 +379,19 @@ def _walk_chunks(
                     f"chunk {seq}: expected a chunk or footer, found bytes "
                     f"{bytes(mv[pos : pos + 4]).hex(' ')} ({what})",
                 )
+
+
+def _columns_of(chunks: Iterator[np.ndarray], rows: int) -> Iterator[dict[str, np.ndarray]]:
+    """Record arrays regrouped as one array per field, about `rows` at a time."""
+    held: list[np.ndarray] = []
+    n = 0
+    for records in chunks:
+        held.append(records)
+        n += len(records)
+        if n >= rows:
+            whole = np.concatenate(held)
+            yield {name: np.ascontiguousarray(whole[name]) for name in whole.dtype.names or ()}
+            held, n = [], 0
+    if held:
+        whole = np.concatenate(held)
+        yield {name: np.ascontiguousarray(whole[name]) for name in whole.dtype.names or ()}

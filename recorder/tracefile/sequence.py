@@ -190,6 +190,15 @@ class TraceSequence(Trace):
             done += part.file_size
         self.footer = _footer(self.parts)
 
+    def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        self.problem = None
+        for part in self.parts:
+            yield from part.iter_columns(rows)
+            if part.problem is not None:
+                self.problem = part.problem
+                return
+        self.footer = _footer(self.parts)
+
 
 def _index(t: Trace) -> int:
     seg = t.header.get("segment")

@@ -59,6 +59,15 @@ def test_real_traces_round_trip_compressed(tmp_path: Path, real_traces, name: st
         with open_trace(path) as t:
             assert t.header["version"] == (1 if compression == "none" else 2)
         assert _records(path).tobytes() == records.tobytes(), compression
+        # Ingest's reader: each chunk a column at a time (from the planes when
+        # compressed) gives every field's values as the records do.
+        with open_trace(path) as t:
+            cols = list(t.iter_columns())
+        assert sum(len(c["op"]) for c in cols) == len(records)
+        for f in records.dtype.names:
+            got = np.concatenate([c[f] for c in cols])
+            assert got.dtype == records.dtype[f] and got.flags.c_contiguous, f
+            assert got.tobytes() == np.ascontiguousarray(records[f]).tobytes(), (compression, f)
         assert check(path).complete
         sizes[compression] = path.stat().st_size
     assert sizes["zstd"] < sizes["none"] / 4 and sizes["lz4"] < sizes["none"] / 3, sizes
@@ -204,3 +213,40 @@ def test_bytes_that_do_not_decompress_are_damage(tmp_path: Path, compression: st
     r = repair(path)
     assert (r.kept_events, r.dropped_events) == (400, 100)
     assert _records(path).tobytes() == records[:100].tobytes() + records[200:].tobytes()
+
+
+def test_planes_decode_in_c_as_in_numpy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    from recorder.tracefile import codec, planes
+
+    if planes.lib() is None:
+        assert os.environ.get("CI") != "true", "build/libplanes.so missing: run `make native`"
+        pytest.skip("build/libplanes.so not built (`make native`)")
+    records = workload_records(20_000, seed=8)
+    records["offset"][::9] = 0  # backwards: negative deltas
+    records["ts_queue_ns"][::5] = records["ts_issue_ns"][::5] + 3  # queued after issue
+    encoded = codec.encode_records(records)
+    got = codec.decode_columns(encoded, len(records))
+    got_records = codec.decode_records(encoded, len(records))
+    monkeypatch.setenv("IOTAPE_PLANES_PURE", "1")
+    planes.lib.cache_clear()
+    try:
+        want = codec.decode_columns(encoded, len(records))
+        want_records = codec.decode_records(encoded, len(records))
+    finally:
+        monkeypatch.delenv("IOTAPE_PLANES_PURE")
+        planes.lib.cache_clear()
+    # Whole records, padding included, as numpy decodes them and as they were.
+    assert got_records.tobytes() == want_records.tobytes() == records.tobytes()
+    assert list(got) == list(want) == list(records.dtype.names)
+    for f in records.dtype.names:
+        assert got[f].tobytes() == want[f].tobytes() == np.ascontiguousarray(records[f]).tobytes()
+    # Gathered across chunks of both kinds (a repaired file may mix them).
+    path = make_trace(tmp_path / "z.iot", records, 3_000, None, "zstd")
+    with open_trace(path) as t:
+        parts = list(t.iter_columns(7_000))
+    assert [len(p["op"]) for p in parts] == [9_000, 9_000, 2_000]
+    for f in records.dtype.names:
+        col = np.concatenate([p[f] for p in parts])
+        assert col.tobytes() == np.ascontiguousarray(records[f]).tobytes(), f

@@ -73,6 +73,10 @@ def test_sequence_reads_as_one_trace(tmp_path: Path) -> None:
         assert t.header["sequence"]["first_index"] == 0
     # Nothing doubled or missing at the seams, in time order.
     assert recs["offset"].tolist() == [i * 4096 for i in range(12)]
+    with open_trace(out) as t:
+        cols = list(t.iter_columns())
+        assert t.footer is not None and t.footer["events"] == 12
+    assert [int(x) for c in cols for x in c["offset"]] == [i * 4096 for i in range(12)]
     with open_trace(str(tmp_path / "run-00000[12].iot")) as t:
         assert len(t.read_all()) == 7
     assert content_sha256(out) == content_sha256(str(tmp_path / "run-*.iot"))

@@ -81,6 +81,20 @@ def test_wake_records_are_read_apart_from_the_requests(tmp_path: Path, compressi
     assert len(woke) == 10 and (woke["offset"] == SESSION).all() and (woke["tid"] == FLUSHER).all()
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_columns_for_ingest_hold_the_requests_only(tmp_path: Path, compression: str) -> None:
+    # iter_columns decodes compressed chunks per column (ingest's path); a chunk
+    # that also holds wake records must still give the requests alone.
+    path = _write(tmp_path / "t.iot", _woken_flusher(10), compression)
+    with open_trace(path) as t:
+        parts = list(t.iter_columns(7))
+        want = t.read_all()
+    got = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    assert len(got["op"]) == 20 and not (got["op"] == WAKE_OP).any()
+    for name in want.dtype.names or ():
+        assert (got[name] == want[name]).all(), name
+
+
 def test_only_a_version_3_file_sets_wake_records_apart(tmp_path: Path) -> None:
     h = header()
     h["devices"] = h["devices"][:1]

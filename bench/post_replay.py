@@ -1,0 +1,116 @@
+"""Every step after a replay (issue 36), each as users run it: a fresh process,
+on a full-rate capture kept by `bench/relabel_rate.py --keep DIR`.
+
+In turn, --rounds times, each step's wall time and requests/s:
+
+- relabel: `replay run --record`'s relabelling (replayer.run.relabel.relabel) of
+  a copy of the replay as recorded (relabel_rate.py's child);
+- fidelity: `iotape replay fidelity SRC REP --json` (pairing, fidelity, locality)
+  of the source capture and the relabelled replay;
+- ingest-jobdir: `iotape ingest JOBDIR` into a store that holds the source
+  trace (the replay's run, its fio results and its re-recorded events);
+- peer-rewrite: the recording read and rewritten unchanged, chunk by chunk (the
+  floor of any step that reads the recording whole).
+
+Goal: each step >= 1 M requests/s. Writes JSON (--out, default
+bench/results/post_replay.json).
+
+Run: `flock /tmp/iotape-bench.lock .venv/bin/python bench/post_replay.py --from DIR
+[--rounds 3]` (DIR from `bench/relabel_rate.py --keep DIR`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from relabel_rate import measure  # noqa: E402
+
+
+def timed(cmd: list[str]) -> dict:
+    """Wall seconds and peak RSS (MiB) of `cmd` in a process of its own."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(cmd)}: {err.read()[-2000:]!r}")
+    return {"seconds": wall, "peak_rss_mib": usage.ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from", dest="source", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/post_replay.json")
+    a = ap.parse_args()
+    src, pre, jobdir = a.source / "src.iot", a.source / "rep.pre.iot", a.source / "jobs"
+    iotape = [sys.executable, "-m", "iotape"]
+    work = Path(tempfile.mkdtemp(prefix="iotape-post-replay-", dir="/dev/shm"))
+    try:
+        # The relabelled replay, as `replay run --record` leaves it (not timed).
+        rep = work / "rep.iot"
+        shutil.copy(pre, rep)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run(
+            [sys.executable, "-c", "import sys; from pathlib import Path; "
+             "from replayer.run.execute import load_manifest; "
+             "from replayer.run.relabel import relabel; "
+             "relabel(Path(sys.argv[1]), Path(sys.argv[2]), load_manifest(Path(sys.argv[2])))",
+             str(rep), str(jobdir)],
+            check=True, env=env, cwd=ROOT,
+        )  # fmt: skip
+        # The job directory's ingest wants its recording where the summary says.
+        jobs = work / "jobs"
+        shutil.copytree(jobdir, jobs)
+        summary = json.loads((jobs / "results" / "summary.json").read_text())
+        summary["record"] = str(rep)
+        (jobs / "results" / "summary.json").write_text(json.dumps(summary))
+        runs: dict[str, list[dict]] = {
+            "relabel": [], "fidelity": [], "ingest-jobdir": [], "peer-rewrite": []
+        }  # fmt: skip
+        for _ in range(a.rounds):
+            runs["relabel"].append(measure("relabel", pre, jobdir))
+            runs["fidelity"].append(
+                timed([*iotape, "replay", "fidelity", str(src), str(rep), "--json"])
+            )
+            db = work / "store" / "s.duckdb"
+            shutil.rmtree(db.parent, ignore_errors=True)
+            db.parent.mkdir()
+            subprocess.run([*iotape, "ingest", str(src), "--db", str(db)], check=True,
+                           env=env, cwd=ROOT, capture_output=True)  # fmt: skip
+            runs["ingest-jobdir"].append(timed([*iotape, "ingest", str(jobs), "--db", str(db)]))
+            runs["peer-rewrite"].append(measure("peer-rewrite", pre, jobdir))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n = runs["relabel"][0]["requests"]
+    out: dict = {"requests": n, "load_1min": os.getloadavg()[0], "steps": {}}
+    for step, rs in runs.items():
+        s = statistics.median(r["seconds"] for r in rs)
+        out["steps"][step] = {
+            "seconds": round(s, 3),
+            "requests_per_s": round(n / s),
+            "peak_rss_mib": round(max(r["peak_rss_mib"] for r in rs), 1),
+            "rounds": [round(r["seconds"], 3) for r in rs],
+        }
+        print(f"{step}: {s:.2f} s, {n / s:,.0f} requests/s (goal >= 1 M/s)", file=sys.stderr)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
