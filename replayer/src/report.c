@@ -7,7 +7,7 @@
 
 #include "lanes.h"
 
-static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
+const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
 
 static double bucket_ns(int b) {
     if (b < SUB)
@@ -120,6 +120,12 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         if (j->first_ns)
             printf(", \"first_ns\": %lld, \"last_ns\": %lld", j->first_ns - g0,
                    j->last_ns - g0);
+        /* An async lane (async.c): its ring's depth, the most it had in flight, and
+         * how many submits (io_uring_enter calls) carried its requests. */
+        if (j->async && !j->reqs)
+            printf(", \"async\": {\"depth\": %d, \"max_in_flight\": %llu, \"submits\": %llu}",
+                   j->depth, (unsigned long long)j->max_in_flight,
+                   (unsigned long long)j->submits);
         for (int d = 0; d < NDIR; d++)
             dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
         printf("}");
