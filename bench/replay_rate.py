@@ -130,6 +130,10 @@ def one(work: Path, orig: Path, dst: str, lanes: str) -> dict:
         "iops_mape_pct": fid["iops_mape_pct"],
         "match_share": fid["match_share"],
         "issue_late_ms": summary.get("issue_late_ms"),
+        # iotape-lanes' own CPU over the replay (2 vCPUs; the loop device's kernel
+        # workers are not in it).
+        "lanes_cpu_s": lanes_run.get("cpu_s"),
+        "lanes_elapsed_ms": lanes_run.get("elapsed_ms"),
         "steps": steps,
         "total_wall_s": round(sum(s["wall_s"] for s in steps.values()), 1),
         "peak_rss_mib": max(s["peak_rss_mib"] for s in steps.values()),

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "lanes.h"
 
@@ -140,6 +141,13 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
                hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
     printf(", \"max\": %llu}", (unsigned long long)late_max);
+    /* The CPU the replay took (every thread; the kernel's work for the device,
+     * such as a loop device's workers, is not in it): what limits a lane. */
+    struct rusage ru;
+    if (!getrusage(RUSAGE_SELF, &ru))
+        printf(",\n\"cpu_s\": {\"user\": %.3f, \"system\": %.3f}",
+               (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
     deps_report();
     printf("\n}\n");
     free(late);
