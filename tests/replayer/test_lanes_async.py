@@ -11,7 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_replay_plan import _iolog_counts, _targets, _trace
+from typer.testing import CliRunner
 
+from base.errors import IotapeError
+from iotape.commands.replay import app
 from recorder.capture import record as rec
 from recorder.tracefile import open_trace
 from replayer.plan import iolog, lanes
@@ -181,3 +185,32 @@ def test_a_stem_once_async_stays_async_and_takes_the_deepest_depth() -> None:
     assert (deal(10, 1) == -1).all()
     deal(10_000, 20)
     assert dealer.async_depth["s"] == 40 and dealer.lane_name("s", -1) == "s.a000"
+
+
+def test_the_plan_names_its_async_lanes_and_keeps_every_request(tmp_path: Path) -> None:
+    """`replay plan --layout lanes --lanes async`: every stream piece one NAME.a000
+    job (io_uring, its depth) holding all its requests, said in the job file's
+    header; --lanes sync the same requests on synchronous lanes; a bad value
+    one line, no job directory."""
+    orig = _trace(tmp_path / "orig.iot")
+    counts = {}
+    for lane_io in ("async", "sync"):
+        jobs = tmp_path / lane_io
+        args = ["plan", str(orig), "--mode", "exact", "--layout", "lanes", "--lanes", lane_io]
+        args += [a for t in _targets(tmp_path, 1) for a in ("--target", t)]
+        res = CliRunner().invoke(app, [*args, "-o", str(jobs)])
+        assert res.exit_code == 0, res.output
+        text = (jobs / "replay.fio").read_text()
+        names = [x[1:-1] for x in text.splitlines() if x.startswith("[") and x != "[global]"]
+        if lane_io == "async":
+            assert names and all(n.endswith(".a000") for n in names)
+            assert text.count("\nioengine=io_uring\n") == len(names)
+            assert f"async lanes: {len(names)} (NAME.aK" in text
+        else:
+            assert all(".g" in n for n in names) and "\nioengine=io_uring" not in text
+            assert "async lanes: none" in text
+        counts[lane_io] = _iolog_counts(jobs)
+    assert counts["async"] == counts["sync"] and sum(counts["async"].values()) > 0
+    res = CliRunner().invoke(app, ["plan", str(orig), "--lanes", "x", "-o", str(tmp_path / "x")])
+    assert isinstance(res.exception, IotapeError) and "--lanes x" in str(res.exception)
+    assert not (tmp_path / "x").exists()
