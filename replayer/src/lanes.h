@@ -35,6 +35,7 @@ typedef struct {
     int depth, dsync;
     int async; /* ioengine io_uring or libaio: one thread, `depth` in flight (async.c) */
     uint64_t max_in_flight, submits; /* an async lane's, for the report */
+    int fixed_bufs;                  /* its buffers registered with its ring */
     long long first_ns, last_ns; /* first issue, last completion */
     dirstat_t dir[NDIR];
     hist_t late;

@@ -124,9 +124,10 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         /* An async lane (async.c): its ring's depth, the most it had in flight, and
          * how many submits (io_uring_enter calls) carried its requests. */
         if (j->async && !j->reqs)
-            printf(", \"async\": {\"depth\": %d, \"max_in_flight\": %llu, \"submits\": %llu}",
+            printf(", \"async\": {\"depth\": %d, \"max_in_flight\": %llu, \"submits\": %llu, "
+                   "\"fixed_buffers\": %s}",
                    j->depth, (unsigned long long)j->max_in_flight,
-                   (unsigned long long)j->submits);
+                   (unsigned long long)j->submits, j->fixed_bufs ? "true" : "false");
         for (int d = 0; d < NDIR; d++)
             dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
         printf("}");

@@ -78,6 +78,7 @@ def test_an_async_lane_issues_each_request_once_at_its_depth(loop_factory, tmp_p
     doc, reads = _recorded(tmp_path, dev.path)
     job = doc["jobs"][0]
     assert job["async"]["depth"] == 8 and job["async"]["max_in_flight"] == 8
+    assert job["async"]["fixed_buffers"] is True  # root: no memlock limit in the way
     assert job["read"]["total_ios"] == 3000 == _hist_count(job["read"])
     assert doc["issue_late_ns"]["requests"] == 3000
     assert len(reads) == 3000
