@@ -52,10 +52,10 @@ def _timed(cmd: list[str], out: Path | None = None) -> dict:
     return {"wall_s": round(time.monotonic() - t0, 2), "peak_rss_mib": round(ru.ru_maxrss / 1024)}
 
 
-def _job(path: Path, dev: str, seconds: int) -> Path:
+def _job(path: Path, dev: str, seconds: int, body: str = JOB) -> Path:
     path.write_text(
         f"[global]\nfilename={dev}\ndirect=1\nioengine=io_uring\ntime_based=1\n"
-        f"runtime={seconds}\n{JOB}"
+        f"runtime={seconds}\n{body}"
     )
     return path
 
@@ -85,10 +85,10 @@ def trace_rate(path: Path) -> dict:
     return {"requests": len(r), "span_s": round(span, 3), "iops": round(len(issue) / span)}
 
 
-def record(work: Path, src: str, seconds: int) -> tuple[Path, dict]:
+def record(work: Path, src: str, seconds: int, body: str = JOB) -> tuple[Path, dict]:
     """`iotape record` of fio's full-rate job on `src`: the trace, the step's figures."""
     orig = work / "orig.iot"
-    job = _job(work / "orig.fio", src, seconds)
+    job = _job(work / "orig.fio", src, seconds, body)
     rec = [
         IOTAPE,
         "record",
@@ -115,7 +115,7 @@ def one(work: Path, orig: Path, dst: str, lanes: str) -> dict:
                            work / f"fidelity-{lanes}.json"),
     }  # fmt: skip
     summary = json.loads((jobs / "results" / "summary.json").read_text())
-    fid = json.loads((work / f"fidelity-{lanes}.json").read_text())["overall"]
+    fid = json.loads((work / f"fidelity-{lanes}.json").read_text())["iotape"]["overall"]
     recorded, replayed = trace_rate(orig), trace_rate(rep)
     lanes_run = json.loads((jobs / "results" / "fio.json").read_text())
     return {
@@ -129,6 +129,7 @@ def one(work: Path, orig: Path, dst: str, lanes: str) -> dict:
         "replay_vs_recorded": round(replayed["iops"] / recorded["iops"], 3),
         "iops_mape_pct": fid["iops_mape_pct"],
         "match_share": fid["match_share"],
+        "issue_error_ms": fid.get("issue_error"),
         "issue_late_ms": summary.get("issue_late_ms"),
         # iotape-lanes' own CPU over the replay (2 vCPUs; the loop device's kernel
         # workers are not in it).
@@ -150,7 +151,10 @@ def main_rate(a: argparse.Namespace) -> None:
         orig, rec = record(work, src, a.rate_seconds)
         print("recorded", json.dumps(rec), flush=True)
         for lanes in ["auto", *([a.lanes_compare] if a.lanes_compare else [])]:
-            res[lanes] = one(work, orig, dst, lanes)
+            try:
+                res[lanes] = one(work, orig, dst, lanes)
+            except (SystemExit, KeyError, OSError) as e:  # the other variant still runs
+                res[lanes] = {"error": str(e)}
             print(lanes, json.dumps(res[lanes]), flush=True)
         peer_after = fio_peer(work, dst, a.rate_seconds)
     auto = res["auto"]
@@ -165,7 +169,11 @@ def main_rate(a: argparse.Namespace) -> None:
         "seconds": a.rate_seconds,
         "record": rec,
         "peer_fio_iops": [peer_before, peer_after],
-        "replay_vs_peer": round(auto["replayed"]["iops"] / max(peer_before, peer_after), 3),
+        "replay_vs_peer": (
+            round(auto["replayed"]["iops"] / max(peer_before, peer_after), 3)
+            if "replayed" in auto
+            else None
+        ),
         "runs": res,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
