@@ -12,9 +12,11 @@
  *
  * Usage: iotape-lanes JOBFILE   (run in the plan's directory; JSON on stdout)
  *
- * Each job runs as `iodepth` synchronous threads, thread k issuing the job's
- * requests k, k + iodepth, ... (a lane's requests are dealt >= 20 ms apart, so a
- * thread is free well before its next one). Output: fio's JSON shape for what
+ * A synchronous job (ioengine psync, the default) runs as `iodepth` threads,
+ * thread k issuing the job's requests k, k + iodepth, ... (a lane's requests are
+ * dealt >= 20 ms apart, so a thread is free well before its next one). An async
+ * lane (ioengine io_uring or libaio) is one thread and one io_uring of `iodepth`
+ * (async.c). A dependent plan's job: deps.c. Output: fio's JSON shape for what
  * `iotape replay run` reads (jobname, job_runtime, per direction total_ios,
  * iops, clat_ns mean and percentiles) plus "issue_late_ns": how late requests
  * were issued against their times, as this program saw it. */
