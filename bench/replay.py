@@ -213,6 +213,12 @@ def main() -> None:
         help="with --full-rate: also replay with --lanes sync (or async)",
     )
     ap.add_argument(
+        "--ceiling-scale",
+        type=float,
+        default=0.5,
+        help="with --full-rate: also replay unrecorded at this time scale (0: not)",
+    )
+    ap.add_argument(
         "--plan-hour",
         action="store_true",
         help="plan (only) a 1-hour trace tiled from a 60 s recording: time and peak RSS",

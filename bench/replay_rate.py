@@ -15,7 +15,11 @@ issue lateness, each step's wall and peak RSS (goal: plan + run + relabel +
 fidelity < 60 s, < 1 GiB), and the replay against fio's own rate.
 
 `--lanes-compare sync` also replays the same trace with `--lanes sync` (the
-layout before async lanes: up to 2,000 synchronous threads).
+layout before async lanes: up to 2,000 synchronous threads). `--ceiling-scale
+0.5` (the default) then replays it unrecorded at half its durations (twice the
+recorded rate): what the async lanes reach when asked for more than the device
+gives, their CPU and both vCPUs' busy share, beside fio's own (the second fio
+run's busy share).
 Writes bench/results/replay-rate.json. Run as root, under the bench lock:
 `flock /tmp/iotape-bench.lock .venv/bin/python bench/replay.py --full-rate`.
 """
@@ -141,6 +145,36 @@ def one(work: Path, orig: Path, dst: str, lanes: str) -> dict:
     }  # fmt: skip
 
 
+def _cpu_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU so far (/proc/stat)."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)  # idle and iowait are not busy
+
+
+def ceiling(work: Path, orig: Path, dst: str, scale: float) -> dict:
+    """What limits a replay here: the same trace at `scale` x its durations (it
+    asks for 1/scale x the recorded rate), unrecorded: the IOPS iotape-lanes
+    reached, its own CPU and the machine's (both vCPUs) meanwhile."""
+    jobs = work / "jobs-ceiling"
+    _timed([IOTAPE, "replay", "plan", str(orig), "--mode", "exact", "--target", f"all={dst}",
+            "--layout", "lanes", "--time-scale", str(scale), "-o", str(jobs)])  # fmt: skip
+    b0, t0 = _cpu_busy()
+    step = _timed([IOTAPE, "replay", "run", str(jobs)])
+    b1, t1 = _cpu_busy()
+    doc = json.loads((jobs / "results" / "fio.json").read_text())
+    ios = sum(j["read"]["total_ios"] for j in doc["jobs"])
+    return {
+        "time_scale": scale,
+        "asked_iops": round(trace_rate(orig)["iops"] / scale),
+        "iops": round(ios / (doc["elapsed_ms"] / 1000)),
+        "lanes_cpu_s": doc.get("cpu_s"),
+        "async_lanes": [j.get("async") for j in doc["jobs"]],
+        "issue_late_ns": doc.get("issue_late_ns"),
+        "machine_cpu_busy": round((b1 - b0) / max(t1 - t0, 1), 3),
+        "run": step,
+    }
+
+
 def main_rate(a: argparse.Namespace) -> None:
     out = a.output or ROOT / "bench" / "results" / "replay-rate.json"
     res: dict = {}
@@ -156,7 +190,12 @@ def main_rate(a: argparse.Namespace) -> None:
             except (SystemExit, KeyError, OSError) as e:  # the other variant still runs
                 res[lanes] = {"error": str(e)}
             print(lanes, json.dumps(res[lanes]), flush=True)
+        b0, t0 = _cpu_busy()
         peer_after = fio_peer(work, dst, a.rate_seconds)
+        b1, t1 = _cpu_busy()
+        fio_busy = round((b1 - b0) / max(t1 - t0, 1), 3)
+        top = ceiling(work, orig, dst, a.ceiling_scale) if a.ceiling_scale else None
+        print("ceiling", json.dumps(top), flush=True)
     auto = res["auto"]
     doc = {
         "what": "a full-rate capture (fio 4 KiB random reads, io_uring, 2 jobs x QD32) "
@@ -169,6 +208,8 @@ def main_rate(a: argparse.Namespace) -> None:
         "seconds": a.rate_seconds,
         "record": rec,
         "peer_fio_iops": [peer_before, peer_after],
+        "peer_fio_machine_cpu_busy": fio_busy,
+        "ceiling": top,
         "replay_vs_peer": (
             round(auto["replayed"]["iops"] / max(peer_before, peer_after), 3)
             if "replayed" in auto
