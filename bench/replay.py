@@ -184,7 +184,7 @@ def one(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> d
     return out
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
@@ -238,7 +238,11 @@ def main() -> None:
     ap.add_argument(
         "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"
     )
-    a = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    a = _parser().parse_args()
     if a.full_rate:
         replay_rate.main_rate(a)
         return
