@@ -49,6 +49,8 @@ typedef struct {
     tally_t *ty;
 } lane_t;
 
+static int wait_one(lane_t *l, long long until_ns);
+
 static int submit(lane_t *l) {
     if (!l->nqueued)
         return 0;
@@ -58,7 +60,13 @@ static int submit(lane_t *l) {
     int left = l->nqueued;
     while (left > 0) {
         int r = io_uring_submit(&l->ring);
-        if (r < 0 && r != -EINTR && r != -EAGAIN) {
+        if (r == -EAGAIN || r == -EBUSY) {
+            /* The kernel is short of something a completion frees: take them. */
+            if (l->in_flight && wait_one(l, now_ns() + 1000000LL))
+                return -1;
+            continue;
+        }
+        if (r < 0 && r != -EINTR) {
             fail(l->job, "io_uring submit: %s", strerror(-r));
             return -1;
         }
