@@ -36,6 +36,11 @@ same trace in the same run, each judged against the wake-up floor `replay run`
 measured while it ran (overall p99 within 3x the floor's p99, no 5 s window
 beyond 5x; per-second IOPS error <= 1 %). Writes replay-long.json.
 
+`--full-rate` (issue 36, replay_rate.py) records a full-rate capture (fio, 4 KiB
+random reads, io_uring, 2 jobs x QD32 on a loop device over /dev/shm) and
+replays it through the CLI (plan, run --record, fidelity), against fio's own
+rate on the destination in the same run. Writes replay-rate.json.
+
 Writes bench/results/replay.json (replay-locality.json for --parts locality).
 The locality and long parts live in replay_locality.py and replay_long.py, what
 all three share (loop devices, recording) in replay_lab.py.
@@ -55,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import replay_locality
 import replay_long
+import replay_rate
 from replay_lab import PRODUCTION, ROOT, fio_version, machine, record, two_loops
 
 from replayer.plan.build import PlanOptions, plan
@@ -178,7 +184,7 @@ def one(name: str, body: str, seconds: int, work: Path, src: str, dst: str) -> d
     return out
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
@@ -194,6 +200,24 @@ def main() -> None:
         help="long traces: comma-separated lengths in s (default 60,600)",
     )
     ap.add_argument("--hour", action="store_true", help="with --long: also a 1-hour trace")
+    ap.add_argument(
+        "--full-rate",
+        action="store_true",
+        help="a full-rate capture (2 x QD32 4 KiB reads) replayed at its rate: replay_rate.py",
+    )
+    ap.add_argument("--rate-seconds", type=int, default=6, help="with --full-rate")
+    ap.add_argument(
+        "--lanes-compare",
+        choices=("sync", "async"),
+        default=None,
+        help="with --full-rate: also replay with --lanes sync (or async)",
+    )
+    ap.add_argument(
+        "--ceiling-scale",
+        type=float,
+        default=0.5,
+        help="with --full-rate: also replay unrecorded at this time scale (0: not)",
+    )
     ap.add_argument(
         "--plan-hour",
         action="store_true",
@@ -214,7 +238,14 @@ def main() -> None:
     ap.add_argument(
         "--others-up-to", type=int, default=60, help="with --long: other layouts up to N s"
     )
-    a = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    a = _parser().parse_args()
+    if a.full_rate:
+        replay_rate.main_rate(a)
+        return
     if a.plan_hour:
         replay_long.main_plan_hour(a)
         return

@@ -176,7 +176,7 @@ def _chunked(inp: sources.Chunked, fr: Frame, predict: Predict | None) -> PlanRe
     """JOBDIR written as the trace is read: its logs appended chunk by chunk."""
     laid = _lay_out(fr, inp)
     with write.staged(_jobdir(fr.opts), fr.opts.force) as tmp:
-        sink = sinks.LaneLogs(tmp, sorted({g.path for g in laid.groups}))
+        sink = sinks.LaneLogs(tmp, sorted({g.path for g in laid.groups}), fr.opts.lane_io)
         return _result(_run(inp, fr, laid, sink), tmp, logs=False, predict=predict)
 
 

@@ -256,7 +256,8 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
     for part, sel in parts:
         if not sel.any():
             continue
-        depth = 1 if timing == "none" else min(256, 2 * max_in_flight(r[sel], t_ns[sel]))
+        in_flight = 1 if timing == "none" else max_in_flight(r[sel], t_ns[sel])
+        depth = min(256, 2 * in_flight)
         depth = max(depth, 2 if timing != "none" else 1)
         # A synchronous engine issues one request at a time per job anyway.
         o = {"iodepth": str(1 if opts.engine in SYNC_ENGINES else depth)}
@@ -272,6 +273,7 @@ def slice_jobs(s: Slice, timing: str, opts: PlanOptions) -> list[Job]:
             # otherwise ask for a lane per request in flight).
             share = 1 if opts.engine in SYNC_ENGINES else lanes.ASYNC_DEPTH
             job.busy_us = _busy_us(r[sel], ent[0], opts.time_scale) // share
+            job.in_flight = in_flight
         out.append(job)
     return out
 
@@ -303,7 +305,7 @@ def arrange(
     layout: "pieces" or "lanes") of exact jobs."""
     jobs = fold_sync_only(jobs)
     if opts.layout == "lanes":
-        out = sorted(lanes.split(jobs), key=_first_us)
+        out = sorted(lanes.split(jobs, lane_io=opts.lane_io), key=_first_us)
         start = lanes.start_us(len(out))
         return out, 0, [Window(0, out, start, 0)], start, "lanes"
     jobs, per_segment = segments(jobs, opts.segment, opts.windows)

@@ -26,6 +26,30 @@ def _lanes_lines(p: Plan) -> list[str]:
         " a request goes out",
         "  within ~1 ms after its time (fio wakes at the millisecond plus the job's phase).",
         "  read_iolog_chunked=1: fio reads each log as it goes, not all at set-up.",
+        *_async_lines(p),
+    ]
+
+
+def _async_lines(p: Plan) -> list[str]:
+    """Which lanes are asynchronous (NAME.aK), and why."""
+    a = [j for j in p.jobs if j.options.get("ioengine") == "io_uring" and ".a" in j.name]
+    if not a:
+        return [
+            f"  async lanes: none (--lanes {p.opts.lane_io}; auto makes one for a submitter"
+            f" that kept",
+            f"  several requests in flight past {lanes.ASYNC_MIN_IOPS:,} IOPS).",
+        ]
+    return [
+        f"  async lanes: {len(a)} (NAME.aK, ioengine=io_uring, --lanes {p.opts.lane_io}): each"
+        " a submitter that kept",
+        f"  several requests in flight (auto: past {lanes.ASYNC_MIN_IOPS:,} IOPS). iotape-lanes"
+        " runs such a lane as one",
+        "  thread and one io_uring that submits each request at its microsecond without",
+        "  waiting for those before it, up to iodepth in flight"
+        f" ({lanes.ASYNC_HEADROOM}x the most the submitter had):",
+        "  "
+        + ", ".join(f"{j.name} iodepth={j.options['iodepth']}" for j in a[:4])
+        + (", ..." if len(a) > 4 else ""),
     ]
 
 

@@ -57,6 +57,7 @@ class Job:
     entries: Entries | None = None  # exact mode only
     segment: int | None = None  # exact: which piece of its stream's requests this job is
     busy_us: np.ndarray | None = None  # exact, for lanes: each entry's latency in the trace
+    in_flight: int = 1  # exact, for lanes: the most requests its submitter had outstanding
 
 
 @dataclass

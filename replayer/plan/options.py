@@ -39,6 +39,9 @@ class PlanOptions:
     # (long jobs whose every request waits until an absolute millisecond: lanes.py)
     # or "auto" (lanes where pieces would pass fio's job limit: exact.use_lanes).
     layout: str = "auto"
+    # Lanes: "auto" (a busy submitter with more than one request in flight to one
+    # async lane, the rest to synchronous lanes), "sync" or "async": lanes.py.
+    lane_io: str = "auto"
     create_file: int | None = None  # bytes: create each target file that does not exist
     destroy: list[str] = field(default_factory=list)  # --destroy-data-on
     hosts: list[str] = field(default_factory=list)  # --host NAME=ADDRESS[:PORT] (hosts/spec.py)

@@ -71,11 +71,11 @@ class LaneLogs:
     """The lanes' logs and the anchor log under `jobdir` (being made), appended
     chunk by chunk; `targets`: every target the plan writes to."""
 
-    def __init__(self, jobdir: Path, targets: list[str]) -> None:
+    def __init__(self, jobdir: Path, targets: list[str], lane_io: str = "auto") -> None:
         self.dir = jobdir / "iologs"
         self.dir.mkdir()
         self.start_us = lanes.start_us(lanes.MAX_LANES)
-        self.dealer = lanes.Lanes()
+        self.dealer = lanes.Lanes(lane_io=lane_io)
         self.lanes: dict[str, Job] = {}  # lane name -> its job (entries empty)
         self.reach: dict[str, int] = {}
         self.end_us = 0
@@ -93,7 +93,8 @@ class LaneLogs:
         self._add_anchor(jobs)
         for j in jobs:
             assert j.entries is not None and j.busy_us is not None  # lanes
-            self._add(j, self.dealer.deal(j.name, j.entries[0], j.entries[1], j.busy_us))
+            lane = self.dealer.deal(j.name, j.entries[0], j.entries[1], j.busy_us, j.in_flight)
+            self._add(j, lane)
 
     def _add(self, j: Job, lane: np.ndarray) -> None:
         """Append job `j`'s entries to their lanes' logs."""
@@ -107,15 +108,18 @@ class LaneLogs:
         path = hosts.local_path(j.target)
         for k in np.unique(lane).tolist():
             sel = lane == k
-            name = f"{j.name}.g{k:03d}"
+            name = self.dealer.lane_name(j.name, k)
             new = name not in self.lanes
             if new:
                 empty = np.zeros(0, np.int64)
+                depth = self.dealer.async_depth.get(j.name) if k < 0 else None
                 self.lanes[name] = Job(
-                    name, j.target, j.stream, j.owner, lanes.lane_options(j), 0, j.writes,
-                    entries=(empty, empty, empty, empty), segment=k,
+                    name, j.target, j.stream, j.owner, lanes.lane_options(j, depth), 0,
+                    j.writes, entries=(empty, empty, empty, empty), segment=k,
                 )  # fmt: skip
             lane_job = self.lanes[name]
+            if k < 0:  # the deepest any chunk asked for
+                lane_job.options["iodepth"] = str(self.dealer.async_depth[j.name])
             lane_job.requests += int((a[sel] != iolog.SYNC).sum())
             lane_job.writes = lane_job.writes or j.writes
             with open(self.dir / f"{name}.log", "a") as f:

@@ -86,12 +86,17 @@ def _note(s: Scan, r: np.ndarray, t: np.ndarray, seen_max: int) -> int:
         s.timing = "issue" if lat.any() else "arrival"
     other = r["stream"] == _other_id()
     pid = np.where(other, r["pid"].astype(np.int64), -1)
-    writes = r["op"] != OP["read"]
-    key = np.stack([r["dev"].astype(np.int64), r["stream"].astype(np.int64), pid, writes], 1)
-    for row in np.unique(key, axis=0).tolist():
-        k = (row[0], row[1], row[2], bool(row[3]))
-        if k not in s.kinds and (k[2] < 0 or _pids(s, k[0]) < SUBMITTERS_KEPT):
-            s.kinds[k] = len(s.kinds)
+    writes = (r["op"] != OP["read"]).astype(np.int64)
+    # (stream, pid + 1, writes) packed in one int64 (8 + 33 + 1 bits), unique per
+    # device: the rows of np.unique(axis=0) in the same order, at a tenth of its
+    # sort (it was most of a 3 M-request scan).
+    key = (r["stream"].astype(np.int64) << 34) | ((pid + 1) << 1) | writes
+    dev = r["dev"].astype(np.int64)
+    for d in np.unique(dev).tolist():
+        for x in np.unique(key[dev == d]).tolist():
+            k = (d, x >> 34, ((x >> 1) & ((1 << 33) - 1)) - 1, bool(x & 1))
+            if k not in s.kinds and (k[2] < 0 or _pids(s, k[0]) < SUBMITTERS_KEPT):
+                s.kinds[k] = len(s.kinds)
     return max(seen_max, hi)
 
 

@@ -12,9 +12,11 @@
  *
  * Usage: iotape-lanes JOBFILE   (run in the plan's directory; JSON on stdout)
  *
- * Each job runs as `iodepth` synchronous threads, thread k issuing the job's
- * requests k, k + iodepth, ... (a lane's requests are dealt >= 20 ms apart, so a
- * thread is free well before its next one). Output: fio's JSON shape for what
+ * A synchronous job (ioengine psync, the default) runs as `iodepth` threads,
+ * thread k issuing the job's requests k, k + iodepth, ... (a lane's requests are
+ * dealt >= 20 ms apart, so a thread is free well before its next one). An async
+ * lane (ioengine io_uring or libaio) is one thread and one io_uring of `iodepth`
+ * (async.c). A dependent plan's job: deps.c. Output: fio's JSON shape for what
  * `iotape replay run` reads (jobname, job_runtime, per direction total_ios,
  * iops, clat_ns mean and percentiles) plus "issue_late_ns": how late requests
  * were issued against their times, as this program saw it. */
@@ -51,58 +53,48 @@ static void die(int code, const char *fmt, ...) {
     exit(code);
 }
 
-static int dir_of(const char *act) {
-    if (!strcmp(act, "read"))
-        return READ;
-    if (!strcmp(act, "write"))
-        return WRITE;
-    if (!strcmp(act, "trim"))
-        return TRIM;
-    if (!strcmp(act, "sync") || !strcmp(act, "datasync"))
-        return SYNC;
-    return -1;
-}
-
 /* One line of a lane's log; returns 0 or stops the run. `t` is the time of the
  * last wait; `fd` the lane's open file; `idx` counts requests. */
 static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long *t, int *fd,
                 uint64_t *idx) {
     job_t *job = w->job;
-    char file[4096], act[32];
-    long long a = 0, b = 0;
-    int n = sscanf(ln, "%4095s %31s %lld %lld", file, act, &a, &b);
-    if (n == 2 && (!strcmp(act, "add") || !strcmp(act, "close"))) {
-        if (!strcmp(act, "close") && *fd >= 0) {
+    v2line_t l;
+    switch (v2_parse(ln, &l)) {
+    case V2_ADD:
+        return 0;
+    case V2_CLOSE:
+        if (*fd >= 0) {
             close(*fd);
             *fd = -1;
         }
         return 0;
-    }
-    if (n == 2 && !strcmp(act, "open")) {
+    case V2_OPEN: {
         int flags = O_RDWR | O_DIRECT | (job->dsync ? O_DSYNC : 0);
         if (*fd >= 0)
             close(*fd);
-        *fd = open(file, flags);
+        *fd = open(l.file, flags);
         if (*fd < 0) {
-            fail(job, "%s: %s", file, strerror(errno));
+            fail(job, "%s: %s", l.file, strerror(errno));
             return -1;
         }
         return 0;
     }
-    if (n == 4 && !strcmp(act, "wait")) {
-        *t = a * 1000000LL + b * 1000LL;
+    case V2_WAIT:
+        *t = l.a * 1000000LL + l.b * 1000LL;
         return 0;
-    }
-    int dir = n == 4 ? dir_of(act) : -1;
-    if (dir < 0 || a < 0 || b < 0 || (dir == READ || dir == WRITE ? b > max_bs : 0)) {
+    case V2_IO:
+        break;
+    default:
         fail(job, "%s:%ld: not an iolog v2 line this program replays: %.80s", job->log, ln_no,
              ln);
         return -1;
     }
+    int dir = l.dir;
+    long long a = l.a, b = l.b;
     if ((*idx)++ % (uint64_t)job->depth != (uint64_t)w->sub)
         return 0;
     if (*fd < 0) {
-        fail(job, "%s:%ld: %s before the file's open", job->log, ln_no, act);
+        fail(job, "%s:%ld: %s before the file's open", job->log, ln_no, DIR_NAME[dir]);
         return -1;
     }
     long long due = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec + *t;
@@ -113,7 +105,8 @@ static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long 
     int err = issue(*fd, dir, a, b);
     long long done = now_ns();
     if (err) {
-        fail(job, "%s of %lld bytes at %lld in %s: %s", act, b, a, file, strerror(err));
+        fail(job, "%s of %lld bytes at %lld in %s: %s", DIR_NAME[dir], b, a, l.file,
+             strerror(err));
         return -1;
     }
     tally_io(ty, dir, b, due, at, done);
@@ -145,6 +138,10 @@ static void *worker(void *arg) {
             if (strncmp(ln, "fio version 2 iolog", 19)) {
                 fail(job, "%s: not a version-2 iolog (iotape-lanes replays lanes plans)",
                      job->log);
+                break;
+            }
+            if (job->async) {
+                async_worker(w, ty, f);
                 break;
             }
             continue;
@@ -197,7 +194,7 @@ static long long number(const char *path, long ln_no, const char *key, const cha
 
 /* Global and per-job options of a lanes plan; anything else could change what
  * fio would do, so it is refused rather than ignored. */
-static const char *const IGNORED[] = {"ioengine",  "thread",     "clocksource",
+static const char *const IGNORED[] = {"thread",     "clocksource",
                                       "allow_file_create", "invalidate",
                                       "read_iolog_chunked", NULL};
 
@@ -215,10 +212,19 @@ static void option(job_t *g, job_t *j, const char *path, long ln_no, char *key, 
     if (!strcmp(key, "direct")) {
         if (strcmp(v, "1"))
             die(2, "%s:%ld: direct=%s: iotape-lanes replays with direct I/O only", path, ln_no, v);
+    } else if (!strcmp(key, "ioengine")) {
+        if (!strcmp(v, "io_uring") || !strcmp(v, "libaio"))
+            o->async = 1;
+        else if (!strcmp(v, "psync") || !strcmp(v, "sync") || !strcmp(v, "pvsync") ||
+                 !strcmp(v, "pvsync2") || !strcmp(v, "vsync"))
+            o->async = 0;
+        else
+            die(2, "%s:%ld: ioengine=%s: iotape-lanes replays psync (a thread per request "
+                "in flight) or io_uring / libaio (one io_uring a lane)", path, ln_no, v);
     } else if (!strcmp(key, "iodepth")) {
         o->depth = (int)number(path, ln_no, key, v);
-        if (o->depth < 1 || o->depth > 64)
-            die(2, "%s:%ld: iodepth=%s: 1 to 64", path, ln_no, v);
+        if (o->depth < 1 || o->depth > MAX_ASYNC_DEPTH)
+            die(2, "%s:%ld: iodepth=%s: 1 to %d", path, ln_no, v, MAX_ASYNC_DEPTH);
     } else if (!strcmp(key, "bs")) {
         long long bs = number(path, ln_no, key, v);
         if (bs > max_bs)
@@ -272,7 +278,7 @@ static job_t *parse(const char *path, int *njobs) {
                     die(1, "out of memory");
             }
             job_t *j = &jobs[n++];
-            *j = (job_t){.depth = g.depth, .dsync = g.dsync};
+            *j = (job_t){.depth = g.depth, .dsync = g.dsync, .async = g.async};
             snprintf(j->name, sizeof j->name, "%s", s + 1);
             continue;
         }
@@ -294,13 +300,24 @@ static job_t *parse(const char *path, int *njobs) {
     return jobs;
 }
 
+/* A dependent plan's job (deps.c) and a synchronous lane: a thread per request
+ * in flight; an async lane: one thread and its io_uring. */
+static int threads_of(const job_t *j) {
+    return j->async && !j->reqs ? 1 : j->depth;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-')
         die(2, "usage: iotape-lanes JOBFILE (in the plan's directory; JSON on stdout)");
     int n;
     job_t *jobs = parse(argv[1], &n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         deps_load(&jobs[i]);
+        if (threads_of(&jobs[i]) > MAX_SYNC_DEPTH)
+            die(2, "%s: job %s: iodepth=%d where each request in flight is a thread "
+                "(a synchronous ioengine, or a dependent plan): 1 to %d",
+                argv[1], jobs[i].name, jobs[i].depth, MAX_SYNC_DEPTH);
+    }
     deps_start(jobs, n);
     /* Each lane holds its log and its target open: raise the file limit. */
     struct rlimit rl;
@@ -323,7 +340,7 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     int total = 0;
     for (int i = 0; i < n; i++)
-        total += jobs[i].depth;
+        total += threads_of(&jobs[i]);
     worker_t *ws = calloc((size_t)total, sizeof *ws);
     pthread_t *ts = calloc((size_t)total, sizeof *ts);
     if (!ws || !ts)
@@ -339,7 +356,7 @@ int main(int argc, char **argv) {
     long long epoch_ms = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
     int started = 0;
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < jobs[i].depth; k++) {
+        for (int k = 0; k < threads_of(&jobs[i]); k++) {
             ws[started] = (worker_t){&jobs[i], k};
             int err = pthread_create(&ts[started], &attr, worker, &ws[started]);
             if (err) {

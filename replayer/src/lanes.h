@@ -5,9 +5,13 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 enum { READ, WRITE, TRIM, SYNC, NDIR };
+/* iodepth: threads of a synchronous lane, requests in flight of an async one. */
+#define MAX_SYNC_DEPTH 64
+#define MAX_ASYNC_DEPTH 4096
 
 /* Latency histograms: 16 buckets per power of two of nanoseconds (<= 4.5 %
  * error, finer than the 1 ms step this replaces), 2^0 .. 2^42 ns (73 min). */
@@ -29,6 +33,9 @@ struct dreq; /* a dependent plan's request (deps.c) */
 typedef struct {
     char name[256], log[4096];
     int depth, dsync;
+    int async; /* ioengine io_uring or libaio: one thread, `depth` in flight (async.c) */
+    uint64_t max_in_flight, submits; /* an async lane's, for the report */
+    int fixed_bufs;                  /* its buffers registered with its ring */
     long long first_ns, last_ns; /* first issue, last completion */
     dirstat_t dir[NDIR];
     hist_t late;
@@ -64,7 +71,20 @@ int issue(int fd, int dir, long long off, long long len);
 void fail(const job_t *job, const char *fmt, ...);
 void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);
 
+/* v2log.c: a version-2 iolog line */
+enum { V2_BAD, V2_ADD, V2_OPEN, V2_CLOSE, V2_WAIT, V2_IO };
+typedef struct {
+    int kind, dir;    /* dir: READ .. SYNC for V2_IO */
+    long long a, b;   /* wait: ms, us; an I/O: offset, length */
+    char file[4096];
+} v2line_t;
+int v2_parse(const char *ln, v2line_t *out); /* its kind */
+
+/* async.c: an async lane's thread, from its log's second line on */
+void async_worker(worker_t *w, tally_t *ty, FILE *f);
+
 /* report.c */
+extern const char *const DIR_NAME[NDIR];
 double hist_pct(const hist_t *h, double pct);
 void hist_merge(hist_t *into, const hist_t *from);
 void report(const job_t *jobs, int n, long long epoch_ms);

@@ -4,10 +4,11 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "lanes.h"
 
-static const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
+const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
 
 static double bucket_ns(int b) {
     if (b < SUB)
@@ -120,6 +121,13 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         if (j->first_ns)
             printf(", \"first_ns\": %lld, \"last_ns\": %lld", j->first_ns - g0,
                    j->last_ns - g0);
+        /* An async lane (async.c): its ring's depth, the most it had in flight, and
+         * how many submits (io_uring_enter calls) carried its requests. */
+        if (j->async && !j->reqs)
+            printf(", \"async\": {\"depth\": %d, \"max_in_flight\": %llu, \"submits\": %llu, "
+                   "\"fixed_buffers\": %s}",
+                   j->depth, (unsigned long long)j->max_in_flight,
+                   (unsigned long long)j->submits, j->fixed_bufs ? "true" : "false");
         for (int d = 0; d < NDIR; d++)
             dir_json(&j->dir[d], DIR_NAME[d], run_ms, secs);
         printf("}");
@@ -134,6 +142,13 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
         printf(", \"p50\": %.0f, \"p90\": %.0f, \"p99\": %.0f, \"p999\": %.0f",
                hist_pct(late, 50), hist_pct(late, 90), hist_pct(late, 99), hist_pct(late, 99.9));
     printf(", \"max\": %llu}", (unsigned long long)late_max);
+    /* The CPU the replay took (every thread; the kernel's work for the device,
+     * such as a loop device's workers, is not in it): what limits a lane. */
+    struct rusage ru;
+    if (!getrusage(RUSAGE_SELF, &ru))
+        printf(",\n\"cpu_s\": {\"user\": %.3f, \"system\": %.3f}",
+               (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
     deps_report();
     printf("\n}\n");
     free(late);

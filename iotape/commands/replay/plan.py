@@ -117,6 +117,14 @@ def plan(
             "and fio memory) or auto (lanes where pieces would pass 2,000 jobs).",
         ),
     ] = "auto",
+    lanes: Annotated[
+        str,
+        typer.Option(
+            help="Lanes: auto (a submitter that kept several requests in flight, past "
+            "2,000 IOPS, to one async lane: io_uring at its depth; the rest to "
+            "synchronous lanes), sync or async.",
+        ),
+    ] = "auto",
     timing: Annotated[
         str,
         typer.Option(
@@ -181,6 +189,9 @@ def _options(args: dict[str, Any]) -> PlanOptions:
     kw["remap_unit"] = _size(kw["remap_unit"], "--remap-unit")
     if kw["layout"] not in ("auto", "pieces", "lanes"):
         raise IotapeError(f"--layout {kw['layout']}: not auto, pieces or lanes")
+    kw["lane_io"] = kw.pop("lanes")
+    if kw["lane_io"] not in ("auto", "sync", "async"):
+        raise IotapeError(f"--lanes {kw['lane_io']}: not auto, sync or async")
     for k in ("targets", "destroy", "hosts"):
         kw[k] = kw[k] or []
     return PlanOptions(**kw)
