@@ -81,8 +81,15 @@ def array(kernel: None, lab_state: Path) -> Iterator[Any]:
         blockdev.down(name)
 
 
-def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
-    return {k: b[k] - a[k] for k in a}
+def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The counters' change; a list (a histogram) element by element."""
+    out: dict[str, Any] = {}
+    for k, x in a.items():
+        if isinstance(x, list):
+            out[k] = [q - p for p, q in zip(x, b[k], strict=True)]
+        elif isinstance(x, int | float):
+            out[k] = b[k] - x
+    return out
 
 
 def test_random_reads_take_a_disks_time_and_reordering_shortens_seeks(array: Any) -> None:
@@ -99,14 +106,25 @@ def test_random_reads_take_a_disks_time_and_reordering_shortens_seeks(array: Any
     assert qd1["read_latency_s_sum"] == pytest.approx(qd1["host_disk_read_service_s"], rel=1e-6)
     # fio sees at least the modelled time (a lower bound: load only adds).
     assert job["read"]["clat_ns"]["mean"] / 1e6 >= 0.95 * mean
-    # At depth 32 on 4 disks each disk picks the nearest of its queue: shorter seeks.
+    # At depth 32 on 4 disks each disk takes the request its head reaches first
+    # (seek and the sector's turn): shorter positioning.
     s1 = d.stats()
     d.fio("--rw=randread", "--bs=8k", "--iodepth=32", "--number_ios=1600", "--size=512m")
     qd32 = _delta(s1, d.stats())
     assert qd32["reads"] == 1600
-    seek1 = qd1["disk_seek_s"] / qd1["disk_reads"]
-    seek32 = qd32["disk_seek_s"] / qd32["disk_reads"]
-    assert seek32 < 0.75 * seek1, (seek1, seek32)
+    pos1 = (qd1["disk_seek_s"] + qd1["disk_rotation_s"]) / qd1["disk_reads"]
+    pos32 = (qd32["disk_seek_s"] + qd32["disk_rotation_s"]) / qd32["disk_reads"]
+    assert pos32 < 0.75 * pos1, (pos1, pos32)
+    # Every host read's queue wait is in the histogram.
+    assert sum(qd32["read_wait_hist"]) == 1600
+    # The aging weight acts: at a weight that makes the queue first-come first-served
+    # the same load positions as long as at depth 1.
+    f = array(disks=4, age_weight=1e6)
+    s2 = f.stats()
+    f.fio("--rw=randread", "--bs=8k", "--iodepth=32", "--number_ios=1600", "--size=512m")
+    fifo = _delta(s2, f.stats())
+    pos_fifo = (fifo["disk_seek_s"] + fifo["disk_rotation_s"]) / fifo["disk_reads"]
+    assert pos_fifo > 0.9 * pos1 and pos_fifo > 1.3 * pos32, (pos1, pos32, pos_fifo)
     # Little's law on the model's own times: 32 outstanding on 4 disks queue.
     assert qd32["read_latency_s_sum"] > 3 * qd32["host_disk_read_service_s"] / 4
 

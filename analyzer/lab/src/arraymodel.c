@@ -15,11 +15,12 @@
  * - Reads of pages dirty in the cache are served at the cache's time; the rest go to
  *   the disk holding each chunk (RAID-6 left-symmetric rotation: data on every disk).
  * - Each disk has its own head and queue: service = seek (SETTLE + (FULL - SETTLE) *
- *   sqrt(distance / span), FULL from the data sheet's average) + rotation (uniform
- *   in a turn) + transfer; none of seek and rotation when the request starts where
- *   the head is; a write over what the head just read waits one turn. The queue is
- *   reordered, NCQ-like: among the NCQ_WINDOW oldest, the shortest seek first, unless
- *   the oldest has waited MAX_WAIT_MS.
+ *   sqrt(distance / span), FULL from the data sheet's average) + rotation (until the
+ *   sector comes round: its angle is its place in a track of the bytes one turn
+ *   passes at the media rate) + transfer; none of seek and rotation when the request
+ *   starts where the head is; a write over what the head just read waits one turn.
+ *   The queue is reordered, NCQ-like: among the NCQ_WINDOW oldest, the least
+ *   positioning time less AGE_WEIGHT x time queued (aged SPTF).
  *
  * The model runs as a discrete-event simulation on the real clock: request arrivals
  * are stamped when read from /dev/fuse; every later time is the model's own
@@ -65,7 +66,7 @@ struct array_params P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64
 
 /* derived */
 static int ndisks, ndata;
-static uint64_t chunk, ppc, span, dirty_limit;
+static uint64_t chunk, ppc, span, dirty_limit, track_bytes;
 static double rot_s, full_read_s, full_write_s;
 
 static uint64_t rng;
@@ -93,6 +94,7 @@ struct dop {
 	uint64_t off;
 	uint32_t len;
 	double queued;
+	unsigned passed, overtaken, by_host; /* served before it while it queued; of those, arrived after it; host reads */
 	struct host *host;
 	struct job *job;
 	struct move *move;
@@ -109,6 +111,7 @@ struct move {
 
 struct disk {
 	uint64_t head, last_start;
+	double phase; /* the spindle's angle at time 0, in turns (the disks turn unsynchronised) */
 	int last_write, busy;
 	struct dop *q;
 	unsigned qlen;
@@ -168,7 +171,13 @@ static struct {
 	uint64_t tier_read_pieces, tier_destages, ssd_reads, ssd_writes, ssd_read_bytes, ssd_write_bytes;
 	uint64_t migrations, promoted, demoted, migrated_bytes, windows;
 	uint64_t rcache_hits, rcache_misses, fills, evictions, rcache_updates;
+	/* a host read's wait in its disk's queue: a histogram (WAIT_EDGES_MS) and the
+	 * longest one's anatomy, to tell a FIFO queue from starvation by the reordering */
+	uint64_t read_wait_hist[8];
+	double worst_wait;
+	unsigned worst_passed, worst_overtaken, worst_by_host;
 } S;
+static const double WAIT_EDGES_MS[7] = {5, 10, 25, 50, 100, 150, 200};
 
 static double uniform(void)
 {
@@ -317,35 +326,68 @@ static uint64_t distance(uint64_t a, uint64_t b)
 	return a > b ? a - b : b - a;
 }
 
+/* The time from t until the head is over `off` and can start on it: the seek, then
+ * the wait for the sector to come round (a sector's angle is its place in its track
+ * of track_bytes, the bytes that pass the head in one turn at the media rate; the
+ * head's angle is the spindle's, its phase per disk). A write over what the head
+ * just read waits one whole turn; a request that starts where the head is, none. */
+static double position_s(const struct disk *k, const struct dop *op, double t, double *seek)
+{
+	*seek = 0;
+	if (op->write && !k->last_write && op->off == k->last_start && op->off + op->len == k->head)
+		return rot_s - op->len / (P.mb_s * 1e6);
+	if (op->off == k->head)
+		return 0;
+	*seek = seek_s(distance(op->off, k->head), op->write);
+	double head = (t + *seek) / rot_s + k->phase;
+	double sector = (double)(op->off % track_bytes) / (double)track_bytes;
+	double wait = sector - (head - floor(head));
+	return *seek + (wait - floor(wait)) * rot_s;
+}
+
 static void disk_start(int d, double t)
 {
 	struct disk *k = &disk[d];
 	if (k->busy || !k->q)
 		return;
-	/* NCQ-like: the shortest seek among the oldest ncq_window, unless the oldest is
-	 * overdue. The queue is in arrival order. */
+	/* NCQ-like, aged shortest positioning time first (Jacobson & Wilkes 1991, ASATF;
+	 * Worthington, Ganger & Patt 1994, ASPTF): among the oldest ncq_window, the one
+	 * whose positioning time less AGE_WEIGHT x its time queued is least. Pure
+	 * positioning order (weight 0) starves a request far from the head while nearer
+	 * ones keep arriving; the weight bounds that. The queue is in arrival order. */
 	struct dop **pick = &k->q;
-	if (t - k->q->queued < P.max_wait_ms / 1e3) {
-		uint64_t best = UINT64_MAX;
-		unsigned i = 0;
-		for (struct dop **o = &k->q; *o && i < (unsigned)P.ncq_window; o = &(*o)->next, i++) {
-			uint64_t dd = distance((*o)->off, k->head);
-			if (dd < best) {
-				best = dd;
-				pick = o;
-			}
+	double best = INFINITY, sk;
+	unsigned i = 0;
+	for (struct dop **o = &k->q; *o && i < (unsigned)P.ncq_window; o = &(*o)->next, i++) {
+		double eff = position_s(k, *o, t, &sk) - P.age_weight * (t - (*o)->queued);
+		if (eff < best) {
+			best = eff;
+			pick = o;
 		}
 	}
 	struct dop *op = *pick;
 	*pick = op->next;
 	k->qlen--;
-	double xfer = op->len / (P.mb_s * 1e6), seek = 0, rot = 0;
-	if (op->write && !k->last_write && op->off == k->last_start && op->off + op->len == k->head) {
-		rot = rot_s - xfer; /* a write over what was just read: one turn back to it */
-	} else if (op->off != k->head) {
-		seek = seek_s(distance(op->off, k->head), op->write);
-		rot = rot_s * uniform();
+	for (struct dop *o = k->q; o; o = o->next) {
+		o->passed++;
+		o->overtaken += op->queued > o->queued;
+		o->by_host += op->host != NULL;
 	}
+	if (op->host) {
+		double w = t - op->queued;
+		int b = 0;
+		while (b < 7 && w * 1e3 >= WAIT_EDGES_MS[b])
+			b++;
+		S.read_wait_hist[b]++;
+		if (w > S.worst_wait) {
+			S.worst_wait = w;
+			S.worst_passed = op->passed;
+			S.worst_overtaken = op->overtaken;
+			S.worst_by_host = op->by_host;
+		}
+	}
+	double xfer = op->len / (P.mb_s * 1e6), seek;
+	double rot = position_s(k, op, t, &seek) - seek;
 	double service = seek + rot + xfer;
 	k->busy = 1;
 	k->busy_s += service;
@@ -956,7 +998,10 @@ size_t model_stats(char *buf, size_t n)
 		"\"tier_windows\": %llu, \"migrations\": %llu, \"promoted\": %llu, \"demoted\": %llu, "
 		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld, "
 		"\"rcache_hits\": %llu, \"rcache_misses\": %llu, \"fills\": %llu, \"evictions\": %llu, "
-		"\"rcache_updates\": %llu}\n",
+		"\"rcache_updates\": %llu, \"read_wait_ms_edges\": [5, 10, 25, 50, 100, 150, 200], "
+		"\"read_wait_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], "
+		"\"worst_read_wait_s\": %.6f, \"worst_read_passed\": %u, \"worst_read_overtaken\": %u, "
+		"\"worst_read_passed_by_host\": %u}\n",
 		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
@@ -974,7 +1019,12 @@ size_t model_stats(char *buf, size_t n)
 		(unsigned long long)S.migrations, (unsigned long long)S.promoted, (unsigned long long)S.demoted,
 		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier,
 		(unsigned long long)S.rcache_hits, (unsigned long long)S.rcache_misses, (unsigned long long)S.fills,
-		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates);
+		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates,
+		(unsigned long long)S.read_wait_hist[0], (unsigned long long)S.read_wait_hist[1],
+		(unsigned long long)S.read_wait_hist[2], (unsigned long long)S.read_wait_hist[3],
+		(unsigned long long)S.read_wait_hist[4], (unsigned long long)S.read_wait_hist[5],
+		(unsigned long long)S.read_wait_hist[6], (unsigned long long)S.read_wait_hist[7],
+		S.worst_wait, S.worst_passed, S.worst_overtaken, S.worst_by_host);
 	pthread_mutex_unlock(&mu);
 	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }
@@ -1000,6 +1050,9 @@ int model_setup(uint64_t size)
 	full_write_s = (P.settle_write_ms + (P.avg_write_ms - P.settle_write_ms) * 15 / 8) / 1e3;
 	dirty_limit = (uint64_t)(P.dirty_mb * 1048576);
 	rng = (uint64_t)P.seed;
+	track_bytes = (uint64_t)(P.mb_s * 1e6 * rot_s); /* one turn at the media rate */
+	for (int d = 0; d < ndisks; d++)
+		disk[d].phase = uniform();
 	uint64_t stripe_bytes = (uint64_t)ndata * chunk;
 	span = (size + stripe_bytes - 1) / stripe_bytes * chunk; /* each disk's share */
 	if (P.tier_mb > 0) {
