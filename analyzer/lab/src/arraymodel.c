@@ -1,7 +1,9 @@
 /* The array's model, driven by its server (array.c; analyzer/lab/array.py): one
  * controller of an MSA-like array, a write-back cache in front of a RAID-6 set of N
  * HDD-like disks. Its parameters and their sources: analyzer/lab/array_model.toml
- * and docs/hybrid.md.
+ * and docs/hybrid.md. This file is the controller's front (a request's arrival and
+ * reply), the event loop and the counters' JSON; the parts below it, one way
+ * (arrayparts.h): arraycache.c, arraytier.c, arraydisk.c, arraybase.c.
  *
  * - Writes are acknowledged after the cache's own time (ACK_MS + bytes at
  *   CACHE_MB_S) while the dirty data stays under DIRTY_MB; past it a write waits,
