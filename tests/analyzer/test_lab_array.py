@@ -306,3 +306,34 @@ def test_the_read_cache_fills_missed_units_and_evicts_the_least_recent(array: An
     _pwrite(d.dev, 9 * mib + 8 * KIB, os.urandom(8 * KIB))
     w = _delta(s2, d.drained())
     assert w["rcache_updates"] == 1 and w["destage_rmw"] == 1
+
+
+def test_the_read_cache_decides_as_the_simulators_lru_on_one_sequence(array: Any) -> None:
+    """Differential: one sequence of reads (skewed over 12 units, a cache of 4) on the
+    array, each read after the previous one's fill is done, and through the offline
+    simulator's `lru` (analyzer.tiering.native): the same hit or miss at every read,
+    the same evictions. The array's hit is read off its counters read by read."""
+    import numpy as np
+
+    from analyzer.tiering import native
+
+    mib = 1 << 20
+    d = array(size_mb=64, disks=6, chunk_kb=64, cache_ssd_mb=4, tier_unit_kb=1024)
+    rng = np.random.default_rng(38)
+    units = np.minimum(rng.zipf(1.4, size=150) - 1, 11)  # skewed: a few hot units
+    s0 = prev = d.stats()
+    array_hits: list[bool] = []
+    for u in units.tolist():
+        _pread(d.dev, u * mib + int(rng.integers(0, 16)) * 64 * KIB, 8 * KIB)
+        s = d.stats()
+        hit = s["rcache_hits"] > prev["rcache_hits"]
+        array_hits.append(hit)
+        if not hit:  # its fill done before the next read, as the simulator admits at once
+            s = _until(d, "fills", s["rcache_misses"] - s0["rcache_misses"] + s0["fills"])
+        prev = s
+    flags = native.lru(units.astype(np.int32), 64, 4)
+    sim_hits = [bool(f & native.HIT) for f in flags.tolist()]
+    assert 20 < sum(sim_hits) < len(units) - 20  # both outcomes are exercised
+    assert array_hits == sim_hits
+    sim_evictions = sum(bool(f & native.EVICTED) for f in flags.tolist())
+    assert d.stats()["evictions"] - s0["evictions"] == sim_evictions
