@@ -337,3 +337,52 @@ def test_the_read_cache_decides_as_the_simulators_lru_on_one_sequence(array: Any
     assert array_hits == sim_hits
     sim_evictions = sum(bool(f & native.EVICTED) for f in flags.tolist())
     assert d.stats()["evictions"] - s0["evictions"] == sim_evictions
+
+
+def _settled(d: Device, fresh: bool = False) -> dict[str, Any]:
+    """The array's counters at a time 0.3-0.9 s into a 1 s window of its clock (a
+    migration's copies done, the next boundary not near), waiting for one if need be;
+    `fresh`: in the next window. Waits, not assertions: load only delays it."""
+    s = d.stats()
+    start = int(s["now_s"])
+    while True:
+        frac = s["now_s"] - int(s["now_s"])
+        if 0.3 <= frac < 0.9 and (not fresh or int(s["now_s"]) > start):
+            return s
+        time.sleep(0.02)
+        s = d.stats()
+
+
+def test_the_tier_decides_as_the_simulators_tiering_on_one_sequence(array: Any) -> None:
+    """Differential: reads in bursts, each from a new 1 s window of the array's clock
+    (its stats' now_s), first to units 0-2, then more to units 5-7, none near a
+    boundary; the same accesses, at their times from the array's start, through the
+    offline simulator's `tiering` (analyzer.tiering.migration, the policy in Python):
+    the same placement at every read (the array's read served by the SSDs exactly
+    where the simulator's hit)."""
+    import numpy as np
+
+    from analyzer.tiering.migration import tiering
+    from analyzer.tiering.params import Params
+
+    mib = 1 << 20
+    d = array(size_mb=64, disks=6, chunk_kb=64, tier_mb=3, tier_unit_kb=1024,
+              tier_stats_s=1, tier_migrate_s=1)  # fmt: skip
+    plan = [[0, 1, 2, 0, 1, 2, 0, 1, 3]] * 3 + [[5, 6, 7, 5, 6, 7, 5, 6, 7, 5, 6, 7, 4]] * 3
+    t_acc: list[int] = []
+    uids: list[int] = []
+    served: list[bool] = []
+    for burst in plan:
+        _settled(d, fresh=True)
+        for u in burst:
+            s = _settled(d)
+            _pread(d.dev, u * mib, 8 * KIB)
+            after = d.stats()
+            t_acc.append(int(s["now_s"] * 1e9))
+            uids.append(u)
+            served.append(after["tier_read_pieces"] > s["tier_read_pieces"])
+    p = Params(unit=mib, capacity=3 * mib, stats_interval_s=1, migrate_interval_s=1, half_life_s=60)
+    n = len(uids)
+    hit, moves = tiering(p, np.array(t_acc), np.array(uids), np.ones(n, dtype=bool), 64, 3, 0)
+    assert sum(m.promoted for m in moves) > 3 and sum(m.demoted for m in moves) > 0
+    assert served == [bool(h) for h in hit.tolist()]
