@@ -9,7 +9,7 @@
 
 struct disk disk[MAX_DISKS];
 struct ssd_pair ssd;
-static const double WAIT_EDGES_MS[7] = {5, 10, 25, 50, 100, 150, 200};
+const double WAIT_EDGES_MS[7] = {5, 10, 25, 50, 100, 150, 200};
 
 static double seek_s(uint64_t dist, int write)
 {

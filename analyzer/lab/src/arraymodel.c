@@ -260,7 +260,7 @@ size_t model_stats(char *buf, size_t n)
 		"\"tier_windows\": %llu, \"migrations\": %llu, \"promoted\": %llu, \"demoted\": %llu, "
 		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld, "
 		"\"rcache_hits\": %llu, \"rcache_misses\": %llu, \"fills\": %llu, \"evictions\": %llu, "
-		"\"rcache_updates\": %llu, \"read_wait_ms_edges\": [5, 10, 25, 50, 100, 150, 200], "
+		"\"rcache_updates\": %llu, \"read_wait_ms_edges\": [%g, %g, %g, %g, %g, %g, %g], "
 		"\"read_wait_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], "
 		"\"worst_read_wait_s\": %.6f, \"worst_read_passed\": %u, \"worst_read_overtaken\": %u, "
 		"\"worst_read_passed_by_host\": %u}\n",
@@ -282,7 +282,8 @@ size_t model_stats(char *buf, size_t n)
 		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier,
 		(unsigned long long)S.rcache_hits, (unsigned long long)S.rcache_misses, (unsigned long long)S.fills,
 		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates,
-		(unsigned long long)S.read_wait_hist[0], (unsigned long long)S.read_wait_hist[1],
+		WAIT_EDGES_MS[0], WAIT_EDGES_MS[1], WAIT_EDGES_MS[2], WAIT_EDGES_MS[3], WAIT_EDGES_MS[4],
+		WAIT_EDGES_MS[5], WAIT_EDGES_MS[6], (unsigned long long)S.read_wait_hist[0], (unsigned long long)S.read_wait_hist[1],
 		(unsigned long long)S.read_wait_hist[2], (unsigned long long)S.read_wait_hist[3],
 		(unsigned long long)S.read_wait_hist[4], (unsigned long long)S.read_wait_hist[5],
 		(unsigned long long)S.read_wait_hist[6], (unsigned long long)S.read_wait_hist[7],

@@ -92,7 +92,7 @@ struct array_stats {
 	uint64_t tier_read_pieces, tier_destages, ssd_reads, ssd_writes, ssd_read_bytes, ssd_write_bytes;
 	uint64_t migrations, promoted, demoted, migrated_bytes, windows;
 	uint64_t rcache_hits, rcache_misses, fills, evictions, rcache_updates;
-	/* a host read's wait in its disk's queue: a histogram (edges in arraydisk.c) and
+	/* a host read's wait in its disk's queue: a histogram (WAIT_EDGES_MS) and
 	 * the longest one's anatomy, to tell a FIFO queue from starvation by the reordering */
 	uint64_t read_wait_hist[8];
 	double worst_wait;
@@ -120,6 +120,7 @@ void admit(struct host *h, double t);
 
 /* arraydisk.c: the disks' and the SSD pair's queues */
 extern struct disk disk[MAX_DISKS];
+extern const double WAIT_EDGES_MS[7]; /* read_wait_hist's edges: 8 bins */
 extern struct ssd_pair {
 	struct dop *q;
 	int busy;
