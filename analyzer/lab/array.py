@@ -41,7 +41,7 @@ class ArrayModel:
     destage_delay_ms: float
     destage_depth: int
     ncq_window: int
-    max_wait_ms: float
+    age_weight: float
     seed: int
     tier_mb: float
     tier_unit_kb: int

@@ -196,7 +196,16 @@ def _array_delta(
     now = _array_stats(lab)
     if now is None or before is None:
         return None, now
-    d = {k: now[k] - before[k] for k in now if k not in ("dirty_limit", "dirty_peak")}
+    d: dict[str, Any] = {}
+    for k, v in now.items():
+        if k in ("dirty_limit", "dirty_peak", "read_wait_ms_edges") or k.startswith("worst_"):
+            continue
+        if k.endswith("_max"):
+            d[k] = v  # a maximum: since the server's start (a warm-up's included)
+        elif isinstance(v, list):  # a histogram
+            d[k] = [a - b for a, b in zip(v, before[k], strict=True)]
+        else:
+            d[k] = v - before[k]
     d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
     d["units_at_start"] = before["tier_units"]  # in the tier or cache (warmed: not 0)
     return d, now

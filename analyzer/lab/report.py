@@ -256,6 +256,10 @@ def render(rep: dict[str, Any]) -> str:
         a = {k: c[k]["array"] for k in keys}
         rows += [
             ("array: model read ms", [_x(a[k]["model_read_ms_avg"], "{:.2f}") for k in keys]),
+            (
+                "array: model read ms highest",
+                [f"{a[k]['read_latency_s_max'] * 1e3:.1f}" for k in keys],
+            ),
             ("array: model write ms", [_x(a[k]["model_write_ms_avg"], "{:.2f}") for k in keys]),
             ("array: writes waited", [str(a[k]["writes_waited"]) for k in keys]),
             ("array: destaged MiB", [f"{a[k]['destaged_bytes'] / MIB:.0f}" for k in keys]),

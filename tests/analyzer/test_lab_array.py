@@ -81,8 +81,15 @@ def array(kernel: None, lab_state: Path) -> Iterator[Any]:
         blockdev.down(name)
 
 
-def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
-    return {k: b[k] - a[k] for k in a}
+def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The counters' change; a list (a histogram) element by element."""
+    out: dict[str, Any] = {}
+    for k, x in a.items():
+        if isinstance(x, list):
+            out[k] = [q - p for p, q in zip(x, b[k], strict=True)]
+        elif isinstance(x, int | float):
+            out[k] = b[k] - x
+    return out
 
 
 def test_random_reads_take_a_disks_time_and_reordering_shortens_seeks(array: Any) -> None:
@@ -99,14 +106,25 @@ def test_random_reads_take_a_disks_time_and_reordering_shortens_seeks(array: Any
     assert qd1["read_latency_s_sum"] == pytest.approx(qd1["host_disk_read_service_s"], rel=1e-6)
     # fio sees at least the modelled time (a lower bound: load only adds).
     assert job["read"]["clat_ns"]["mean"] / 1e6 >= 0.95 * mean
-    # At depth 32 on 4 disks each disk picks the nearest of its queue: shorter seeks.
+    # At depth 32 on 4 disks each disk takes the request its head reaches first
+    # (seek and the sector's turn): shorter positioning.
     s1 = d.stats()
     d.fio("--rw=randread", "--bs=8k", "--iodepth=32", "--number_ios=1600", "--size=512m")
     qd32 = _delta(s1, d.stats())
     assert qd32["reads"] == 1600
-    seek1 = qd1["disk_seek_s"] / qd1["disk_reads"]
-    seek32 = qd32["disk_seek_s"] / qd32["disk_reads"]
-    assert seek32 < 0.75 * seek1, (seek1, seek32)
+    pos1 = (qd1["disk_seek_s"] + qd1["disk_rotation_s"]) / qd1["disk_reads"]
+    pos32 = (qd32["disk_seek_s"] + qd32["disk_rotation_s"]) / qd32["disk_reads"]
+    assert pos32 < 0.75 * pos1, (pos1, pos32)
+    # Every host read's queue wait is in the histogram.
+    assert sum(qd32["read_wait_hist"]) == 1600
+    # The aging weight acts: at a weight that makes the queue first-come first-served
+    # the same load positions as long as at depth 1.
+    f = array(disks=4, age_weight=1e6)
+    s2 = f.stats()
+    f.fio("--rw=randread", "--bs=8k", "--iodepth=32", "--number_ios=1600", "--size=512m")
+    fifo = _delta(s2, f.stats())
+    pos_fifo = (fifo["disk_seek_s"] + fifo["disk_rotation_s"]) / fifo["disk_reads"]
+    assert pos_fifo > 0.9 * pos1 and pos_fifo > 1.3 * pos32, (pos1, pos32, pos_fifo)
     # Little's law on the model's own times: 32 outstanding on 4 disks queue.
     assert qd32["read_latency_s_sum"] > 3 * qd32["host_disk_read_service_s"] / 4
 
@@ -288,3 +306,83 @@ def test_the_read_cache_fills_missed_units_and_evicts_the_least_recent(array: An
     _pwrite(d.dev, 9 * mib + 8 * KIB, os.urandom(8 * KIB))
     w = _delta(s2, d.drained())
     assert w["rcache_updates"] == 1 and w["destage_rmw"] == 1
+
+
+def test_the_read_cache_decides_as_the_simulators_lru_on_one_sequence(array: Any) -> None:
+    """Differential: one sequence of reads (skewed over 12 units, a cache of 4) on the
+    array, each read after the previous one's fill is done, and through the offline
+    simulator's `lru` (analyzer.tiering.native): the same hit or miss at every read,
+    the same evictions. The array's hit is read off its counters read by read."""
+    import numpy as np
+
+    from analyzer.tiering import native
+
+    mib = 1 << 20
+    d = array(size_mb=64, disks=6, chunk_kb=64, cache_ssd_mb=4, tier_unit_kb=1024)
+    rng = np.random.default_rng(38)
+    units = np.minimum(rng.zipf(1.4, size=150) - 1, 11)  # skewed: a few hot units
+    s0 = prev = d.stats()
+    array_hits: list[bool] = []
+    for u in units.tolist():
+        _pread(d.dev, u * mib + int(rng.integers(0, 16)) * 64 * KIB, 8 * KIB)
+        s = d.stats()
+        hit = s["rcache_hits"] > prev["rcache_hits"]
+        array_hits.append(hit)
+        if not hit:  # its fill done before the next read, as the simulator admits at once
+            s = _until(d, "fills", s["rcache_misses"] - s0["rcache_misses"] + s0["fills"])
+        prev = s
+    flags = native.lru(units.astype(np.int32), 64, 4)
+    sim_hits = [bool(f & native.HIT) for f in flags.tolist()]
+    assert 20 < sum(sim_hits) < len(units) - 20  # both outcomes are exercised
+    assert array_hits == sim_hits
+    sim_evictions = sum(bool(f & native.EVICTED) for f in flags.tolist())
+    assert d.stats()["evictions"] - s0["evictions"] == sim_evictions
+
+
+def _settled(d: Device, fresh: bool = False) -> dict[str, Any]:
+    """The array's counters at a time 0.3-0.9 s into a 1 s window of its clock (a
+    migration's copies done, the next boundary not near), waiting for one if need be;
+    `fresh`: in the next window. Waits, not assertions: load only delays it."""
+    s = d.stats()
+    start = int(s["now_s"])
+    while True:
+        frac = s["now_s"] - int(s["now_s"])
+        if 0.3 <= frac < 0.9 and (not fresh or int(s["now_s"]) > start):
+            return s
+        time.sleep(0.02)
+        s = d.stats()
+
+
+def test_the_tier_decides_as_the_simulators_tiering_on_one_sequence(array: Any) -> None:
+    """Differential: reads in bursts, each from a new 1 s window of the array's clock
+    (its stats' now_s), first to units 0-2, then more to units 5-7, none near a
+    boundary; the same accesses, at their times from the array's start, through the
+    offline simulator's `tiering` (analyzer.tiering.migration, the policy in Python):
+    the same placement at every read (the array's read served by the SSDs exactly
+    where the simulator's hit)."""
+    import numpy as np
+
+    from analyzer.tiering.migration import tiering
+    from analyzer.tiering.params import Params
+
+    mib = 1 << 20
+    d = array(size_mb=64, disks=6, chunk_kb=64, tier_mb=3, tier_unit_kb=1024,
+              tier_stats_s=1, tier_migrate_s=1)  # fmt: skip
+    plan = [[0, 1, 2, 0, 1, 2, 0, 1, 3]] * 3 + [[5, 6, 7, 5, 6, 7, 5, 6, 7, 5, 6, 7, 4]] * 3
+    t_acc: list[int] = []
+    uids: list[int] = []
+    served: list[bool] = []
+    for burst in plan:
+        _settled(d, fresh=True)
+        for u in burst:
+            s = _settled(d)
+            _pread(d.dev, u * mib, 8 * KIB)
+            after = d.stats()
+            t_acc.append(int(s["now_s"] * 1e9))
+            uids.append(u)
+            served.append(after["tier_read_pieces"] > s["tier_read_pieces"])
+    p = Params(unit=mib, capacity=3 * mib, stats_interval_s=1, migrate_interval_s=1, half_life_s=60)
+    n = len(uids)
+    hit, moves = tiering(p, np.array(t_acc), np.array(uids), np.ones(n, dtype=bool), 64, 3, 0)
+    assert sum(m.promoted for m in moves) > 3 and sum(m.demoted for m in moves) > 0
+    assert served == [bool(h) for h in hit.tolist()]

@@ -37,7 +37,7 @@ static const struct {
 	{"mb_s", &P.mb_s}, {"ack_ms", &P.ack_ms}, {"cache_mb_s", &P.cache_mb_s},
 	{"dirty_mb", &P.dirty_mb}, {"watermark", &P.watermark},
 	{"destage_delay_ms", &P.destage_delay_ms}, {"destage_depth", &P.destage_depth},
-	{"ncq_window", &P.ncq_window}, {"max_wait_ms", &P.max_wait_ms}, {"seed", &P.seed},
+	{"ncq_window", &P.ncq_window}, {"age_weight", &P.age_weight}, {"seed", &P.seed},
 	{"tier_mb", &P.tier_mb}, {"tier_unit_kb", &P.tier_unit_kb}, {"tier_stats_s", &P.tier_stats_s},
 	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
 	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},

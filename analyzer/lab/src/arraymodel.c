@@ -1,7 +1,9 @@
 /* The array's model, driven by its server (array.c; analyzer/lab/array.py): one
  * controller of an MSA-like array, a write-back cache in front of a RAID-6 set of N
  * HDD-like disks. Its parameters and their sources: analyzer/lab/array_model.toml
- * and docs/hybrid.md.
+ * and docs/hybrid.md. This file is the controller's front (a request's arrival and
+ * reply), the event loop and the counters' JSON; the parts below it, one way
+ * (arrayparts.h): arraycache.c, arraytier.c, arraydisk.c, arraybase.c.
  *
  * - Writes are acknowledged after the cache's own time (ACK_MS + bytes at
  *   CACHE_MB_S) while the dirty data stays under DIRTY_MB; past it a write waits,
@@ -15,11 +17,12 @@
  * - Reads of pages dirty in the cache are served at the cache's time; the rest go to
  *   the disk holding each chunk (RAID-6 left-symmetric rotation: data on every disk).
  * - Each disk has its own head and queue: service = seek (SETTLE + (FULL - SETTLE) *
- *   sqrt(distance / span), FULL from the data sheet's average) + rotation (uniform
- *   in a turn) + transfer; none of seek and rotation when the request starts where
- *   the head is; a write over what the head just read waits one turn. The queue is
- *   reordered, NCQ-like: among the NCQ_WINDOW oldest, the shortest seek first, unless
- *   the oldest has waited MAX_WAIT_MS.
+ *   sqrt(distance / span), FULL from the data sheet's average) + rotation (until the
+ *   sector comes round: its angle is its place in a track of the bytes one turn
+ *   passes at the media rate) + transfer; none of seek and rotation when the request
+ *   starts where the head is; a write over what the head just read waits one turn.
+ *   The queue is reordered, NCQ-like: among the NCQ_WINDOW oldest, the least
+ *   positioning time less AGE_WEIGHT x time queued (aged SPTF).
  *
  * The model runs as a discrete-event simulation on the real clock: request arrivals
  * are stamped when read from /dev/fuse; every later time is the model's own
@@ -52,585 +55,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "arraymodel.h"
-#include "cachepolicy.h"
+#include "arrayparts.h"
 #include "fusefile.h"
-#include "tierpolicy.h"
-
-#define PAGE 4096u
-#define MAX_DISKS 64
-
-struct array_params P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 200, 1,
-       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4, 0};
-
-/* derived */
-static int ndisks, ndata;
-static uint64_t chunk, ppc, span, dirty_limit;
-static double rot_s, full_read_s, full_write_s;
-
-static uint64_t rng;
-
-/* ---- the model's objects ---- */
-struct stripe {
-	uint64_t no;
-	uint64_t *dirty, *flight; /* pages dirty (waiting) and being destaged */
-	unsigned ndirty, nflight;
-	double since;
-	int queued, destaging;
-	struct stripe *hnext, *qnext;
-};
-
-struct job {
-	struct stripe *st;
-	int phase, pending;
-	struct dop *writes; /* phase 2's operations, issued when phase 1's are done */
-};
-
-struct move;
-
-struct dop {
-	int disk, write; /* disk: an HDD of the set, or SSD (the tier's mirrored pair) */
-	uint64_t off;
-	uint32_t len;
-	double queued;
-	struct host *host;
-	struct job *job;
-	struct move *move;
-	struct dop *next;
-};
-#define SSD (-1)
-
-/* One unit copied between the tier and the set by the mover: read all, write all. */
-struct move {
-	int64_t unit;
-	int promote, fill, phase, pending; /* fill: a read cache's copy in (promote too) */
-	struct move *next;
-};
-
-struct disk {
-	uint64_t head, last_start;
-	int last_write, busy;
-	struct dop *q;
-	unsigned qlen;
-	double busy_s, seek_s, rot_s_sum;
-	uint64_t reads, writes, read_bytes, write_bytes;
-};
-
-struct event {
-	double t;
-	uint64_t seq;
-	int kind;
-	void *p;
-};
-enum { EV_DISK, EV_HOST, EV_TICK, EV_STATS };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct host *inbox, **inbox_tail = &inbox;
-static struct event *heap;
-static size_t nheap, capheap;
-static uint64_t evseq;
-static double mnow, t0, tick_at = -1;
-static struct disk disk[MAX_DISKS];
-#define NBUCKET 65536
-static struct stripe *bucket[NBUCKET];
-static struct stripe *fifo, **fifo_tail = &fifo;
-static struct host *waitq, **waitq_tail = &waitq;
-static uint64_t dirty_bytes;
-static int jobs_inflight;
-
-/* The SSD tier: the policy's placement decided (tp.fast), the data's place (where,
- * switched when a unit's copy is done), this window's accesses, the mover's queue. */
-static int tiered, rcache; /* an SSD tier, or an SSD read cache (cachepolicy.c) */
-static struct cp cp;
-static uint8_t *filled; /* the read cache's units whose copy is done */
-static uint64_t unit_bytes;
-static int64_t nunits;
-static struct tp tp;
-static uint8_t *where;
-static uint32_t *window;
-static int64_t *promote_buf, *demote_buf;
-static struct move *moves, **moves_tail = &moves;
-static int moving;
-static struct {
-	struct dop *q;
-	int busy;
-	double busy_s;
-} ssd;
-
-static struct {
-	uint64_t reads, writes, read_bytes, write_bytes, writes_waited, cache_read_pieces, disk_read_pieces;
-	uint64_t dirty_peak, destaged_bytes, destage_full, destage_rmw, destage_reconstruct;
-	uint64_t disk_read_ops_host, disk_read_ops_destage, disk_write_ops_destage;
-	double read_lat_sum, read_lat_max, write_lat_sum, write_lat_max, wait_sum;
-	double host_disk_read_service_s; /* the disks' service of host reads (no queueing) */
-	uint64_t host_disk_reads_timed;
-	uint64_t tier_read_pieces, tier_destages, ssd_reads, ssd_writes, ssd_read_bytes, ssd_write_bytes;
-	uint64_t migrations, promoted, demoted, migrated_bytes, windows;
-	uint64_t rcache_hits, rcache_misses, fills, evictions, rcache_updates;
-} S;
-
-static double uniform(void)
-{
-	/* splitmix64, under the model's lock */
-	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-
-/* ---- the event heap ---- */
-static int before(const struct event *a, const struct event *b)
-{
-	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
-}
-
-static void schedule(double t, int kind, void *p)
-{
-	if (nheap == capheap) {
-		capheap = capheap ? 2 * capheap : 1024;
-		heap = realloc(heap, capheap * sizeof *heap);
-		if (!heap)
-			exit(1);
-	}
-	size_t i = nheap++;
-	heap[i] = (struct event){t, evseq++, kind, p};
-	while (i && before(&heap[i], &heap[(i - 1) / 2])) {
-		struct event x = heap[i];
-		heap[i] = heap[(i - 1) / 2];
-		heap[(i - 1) / 2] = x;
-		i = (i - 1) / 2;
-	}
-}
-
-static struct event pop(void)
-{
-	struct event top = heap[0];
-	heap[0] = heap[--nheap];
-	for (size_t i = 0;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < nheap && before(&heap[l], &heap[m]))
-			m = l;
-		if (r < nheap && before(&heap[r], &heap[m]))
-			m = r;
-		if (m == i)
-			break;
-		struct event x = heap[i];
-		heap[i] = heap[m];
-		heap[m] = x;
-		i = m;
-	}
-	return top;
-}
-
-/* ---- layout: stripe s holds ndata chunks and P, Q, rotating (left-symmetric) ---- */
-static int disk_of(uint64_t s, int role) /* role: data 0..ndata-1, ndata = P, ndata+1 = Q */
-{
-	int p = ndisks - 1 - (int)(s % (uint64_t)ndisks), q = (p + 1) % ndisks;
-	if (role == ndata)
-		return p;
-	if (role == ndata + 1)
-		return q;
-	return (q + 1 + role) % ndisks;
-}
-
-/* ---- the cache's dirty pages, per stripe ---- */
-static struct stripe *stripe_get(uint64_t no, int make)
-{
-	struct stripe **b = &bucket[no % NBUCKET];
-	for (struct stripe *s = *b; s; s = s->hnext)
-		if (s->no == no)
-			return s;
-	if (!make)
-		return NULL;
-	size_t words = (ndata * ppc + 63) / 64;
-	struct stripe *s = calloc(1, sizeof *s);
-	if (!s || !(s->dirty = calloc(words, 8)) || !(s->flight = calloc(words, 8)))
-		exit(1);
-	s->no = no;
-	s->hnext = *b;
-	*b = s;
-	return s;
-}
-
-static void stripe_drop(struct stripe *s)
-{
-	struct stripe **b = &bucket[s->no % NBUCKET];
-	while (*b != s)
-		b = &(*b)->hnext;
-	*b = s->hnext;
-	free(s->dirty);
-	free(s->flight);
-	free(s);
-}
-
-static int bit(const uint64_t *m, uint64_t i)
-{
-	return (int)((m[i / 64] >> (i % 64)) & 1);
-}
-
-/* Calls fn(stripe, page index within the stripe) for each page of [off, off + len). */
-#define FOR_PAGES(off, len, s, pg)                                                    \
-	for (uint64_t _p = (off) / PAGE, _e = ((off) + (len) + PAGE - 1) / PAGE, s, pg; \
-	     _p < _e && ((s = _p / (ndata * ppc)), (pg = _p % (ndata * ppc)), 1); _p++)
-
-static uint64_t new_dirty_bytes(uint64_t off, uint32_t len)
-{
-	uint64_t n = 0;
-	FOR_PAGES(off, len, s, pg)
-	{
-		struct stripe *st = stripe_get(s, 0);
-		n += !st || !bit(st->dirty, pg);
-	}
-	return n * PAGE;
-}
-
-static void fifo_push(struct stripe *st, double t)
-{
-	st->since = t;
-	st->queued = 1;
-	st->qnext = NULL;
-	*fifo_tail = st;
-	fifo_tail = &st->qnext;
-}
-
-static struct stripe *fifo_pop(void)
-{
-	struct stripe *st = fifo;
-	fifo = st->qnext;
-	if (!fifo)
-		fifo_tail = &fifo;
-	st->queued = 0;
-	return st;
-}
-
-/* ---- disks ---- */
-static double seek_s(uint64_t dist, int write)
-{
-	double settle = (write ? P.settle_write_ms : P.settle_read_ms) / 1e3;
-	double full = write ? full_write_s : full_read_s;
-	return settle + (full - settle) * sqrt((double)dist / (double)span);
-}
-
-static uint64_t distance(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : b - a;
-}
-
-static void disk_start(int d, double t)
-{
-	struct disk *k = &disk[d];
-	if (k->busy || !k->q)
-		return;
-	/* NCQ-like: the shortest seek among the oldest ncq_window, unless the oldest is
-	 * overdue. The queue is in arrival order. */
-	struct dop **pick = &k->q;
-	if (t - k->q->queued < P.max_wait_ms / 1e3) {
-		uint64_t best = UINT64_MAX;
-		unsigned i = 0;
-		for (struct dop **o = &k->q; *o && i < (unsigned)P.ncq_window; o = &(*o)->next, i++) {
-			uint64_t dd = distance((*o)->off, k->head);
-			if (dd < best) {
-				best = dd;
-				pick = o;
-			}
-		}
-	}
-	struct dop *op = *pick;
-	*pick = op->next;
-	k->qlen--;
-	double xfer = op->len / (P.mb_s * 1e6), seek = 0, rot = 0;
-	if (op->write && !k->last_write && op->off == k->last_start && op->off + op->len == k->head) {
-		rot = rot_s - xfer; /* a write over what was just read: one turn back to it */
-	} else if (op->off != k->head) {
-		seek = seek_s(distance(op->off, k->head), op->write);
-		rot = rot_s * uniform();
-	}
-	double service = seek + rot + xfer;
-	k->busy = 1;
-	k->busy_s += service;
-	k->seek_s += seek;
-	k->rot_s_sum += rot;
-	k->head = op->off + op->len;
-	k->last_start = op->off;
-	k->last_write = op->write;
-	if (op->write) {
-		k->writes++;
-		k->write_bytes += op->len;
-	} else {
-		k->reads++;
-		k->read_bytes += op->len;
-	}
-	if (op->host) {
-		S.host_disk_read_service_s += service;
-		S.host_disk_reads_timed++;
-	}
-	schedule(t + service, EV_DISK, op);
-}
-
-static void ssd_start(double t)
-{
-	/* ssd_parallel requests at once (the pair's channels), FIFO: no seek to reorder */
-	while (ssd.q && ssd.busy < (int)P.ssd_parallel) {
-		struct dop *op = ssd.q;
-		ssd.q = op->next;
-		double service = (op->write ? P.ssd_write_ms : P.ssd_read_ms) / 1e3 + op->len / (P.ssd_mb_s * 1e6);
-		ssd.busy++;
-		ssd.busy_s += service;
-		if (op->write) {
-			S.ssd_writes++;
-			S.ssd_write_bytes += op->len;
-		} else {
-			S.ssd_reads++;
-			S.ssd_read_bytes += op->len;
-		}
-		schedule(t + service, EV_DISK, op);
-	}
-}
-
-static void submit(struct dop *op, double t)
-{
-	if (op->disk == SSD) {
-		op->queued = t;
-		op->next = NULL;
-		struct dop **o = &ssd.q;
-		while (*o)
-			o = &(*o)->next;
-		*o = op;
-		ssd_start(t);
-		return;
-	}
-	op->queued = t;
-	op->next = NULL;
-	struct dop **o = &disk[op->disk].q;
-	while (*o)
-		o = &(*o)->next;
-	*o = op;
-	disk[op->disk].qlen++;
-	disk_start(op->disk, t);
-}
-
-static struct dop *new_op(int d, uint64_t off, uint32_t len, int write)
-{
-	struct dop *op = calloc(1, sizeof *op);
-	if (!op)
-		exit(1);
-	op->disk = d;
-	op->off = off;
-	op->len = len;
-	op->write = write;
-	return op;
-}
-
-/* ---- destaging ---- */
-static void start_destage(struct stripe *st, double t);
-
-static void try_destage(double t)
-{
-	while (fifo && jobs_inflight < (int)P.destage_depth) {
-		struct stripe *st = fifo;
-		int full = st->ndirty == ndata * ppc;
-		int pressed = dirty_bytes >= P.watermark * (double)dirty_limit || waitq;
-		/* Compared as the tick's own time: t - since < delay can hold at t == at
-		 * (rounding), and the tick would reschedule itself at once, forever. */
-		double at = st->since + P.destage_delay_ms / 1e3;
-		if (!full && !pressed && t < at) {
-			if (tick_at < 0 || at < tick_at) {
-				tick_at = at;
-				schedule(at, EV_TICK, NULL);
-			}
-			return;
-		}
-		start_destage(fifo_pop(), t);
-	}
-}
-
-/* The pages [lo, hi] of chunk c dirty in the in-flight bitmap; 0 if none. */
-static int chunk_range(const struct stripe *st, int c, uint64_t *lo, uint64_t *hi)
-{
-	int any = 0;
-	for (uint64_t i = 0; i < ppc; i++)
-		if (bit(st->flight, c * ppc + i)) {
-			if (!any)
-				*lo = i;
-			*hi = i;
-			any = 1;
-		}
-	return any;
-}
-
-static void add_op(struct job *j, struct dop **list, int role, uint64_t lo, uint64_t hi, int write)
-{
-	struct dop *op = new_op(disk_of(j->st->no, role), j->st->no * chunk + lo * PAGE, (uint32_t)((hi - lo + 1) * PAGE), write);
-	op->job = j;
-	op->next = *list;
-	*list = op;
-}
-
-static void issue(struct dop *list, double t)
-{
-	while (list) {
-		struct dop *next = list->next;
-		submit(list, t);
-		list = next;
-	}
-}
-
-static void start_destage(struct stripe *st, double t)
-{
-	memcpy(st->flight, st->dirty, (ndata * ppc + 63) / 64 * 8);
-	memset(st->dirty, 0, (ndata * ppc + 63) / 64 * 8);
-	st->nflight = st->ndirty;
-	st->ndirty = 0;
-	st->destaging = 1;
-	struct job *j = calloc(1, sizeof *j);
-	if (!j)
-		exit(1);
-	j->st = st;
-	jobs_inflight++;
-	uint64_t lo[MAX_DISKS], hi[MAX_DISKS], ulo = ppc, uhi = 0;
-	int dirty[MAX_DISKS], k = 0;
-	for (int c = 0; c < ndata; c++) {
-		dirty[c] = chunk_range(st, c, &lo[c], &hi[c]);
-		if (dirty[c]) {
-			k++;
-			ulo = lo[c] < ulo ? lo[c] : ulo;
-			uhi = hi[c] > uhi ? hi[c] : uhi;
-		}
-	}
-	struct dop *reads = NULL, *writes = NULL;
-	if (tiered && where[st->no * ndata * chunk / unit_bytes]) {
-		/* The unit is on the SSD pair: each dirty chunk's range written there (both
-		 * mirrors at once), no parity. */
-		S.tier_destages++;
-		for (int c = 0; c < ndata; c++)
-			if (dirty[c]) {
-				struct dop *op = new_op(SSD, (st->no * ndata + c) * chunk + lo[c] * PAGE,
-							(uint32_t)((hi[c] - lo[c] + 1) * PAGE), 1);
-				op->job = j;
-				op->next = writes;
-				writes = op;
-			}
-		j->phase = 2;
-		for (struct dop *o = writes; o; o = o->next)
-			j->pending++;
-		issue(writes, t);
-		return;
-	}
-	if (st->nflight == ndata * ppc) {
-		S.destage_full++; /* full stripe: new P and Q from the data alone */
-	} else if (k + 2 <= ndata - k) {
-		S.destage_rmw++; /* old data, P and Q read; the new parity from their difference */
-		for (int c = 0; c < ndata; c++)
-			if (dirty[c])
-				add_op(j, &reads, c, lo[c], hi[c], 0);
-		add_op(j, &reads, ndata, ulo, uhi, 0);
-		add_op(j, &reads, ndata + 1, ulo, uhi, 0);
-	} else {
-		S.destage_reconstruct++; /* the clean chunks read; parity from the whole stripe */
-		for (int c = 0; c < ndata; c++)
-			if (!dirty[c])
-				add_op(j, &reads, c, ulo, uhi, 0);
-	}
-	for (int c = 0; c < ndata; c++)
-		if (dirty[c]) {
-			add_op(j, &writes, c, lo[c], hi[c], 1);
-			if (rcache && filled[st->no * ndata * chunk / unit_bytes]) {
-				/* the cached copy updated, not dropped (as the engine's cache) */
-				S.rcache_updates++;
-				struct dop *op = new_op(SSD, (st->no * ndata + c) * chunk + lo[c] * PAGE,
-							(uint32_t)((hi[c] - lo[c] + 1) * PAGE), 1);
-				op->job = j;
-				op->next = writes;
-				writes = op;
-			}
-		}
-	add_op(j, &writes, ndata, ulo, uhi, 1);
-	add_op(j, &writes, ndata + 1, ulo, uhi, 1);
-	j->writes = writes;
-	j->phase = reads ? 1 : 2;
-	struct dop *now = reads ? reads : writes;
-	if (!reads)
-		j->writes = NULL;
-	for (struct dop *o = now; o; o = o->next)
-		j->pending++;
-	if (j->phase == 1)
-		for (struct dop *o = reads; o; o = o->next)
-			S.disk_read_ops_destage++;
-	for (struct dop *o = writes; o; o = o->next)
-		S.disk_write_ops_destage++;
-	issue(now, t);
-}
-
-static void admit(struct host *h, double t);
-
-static void destage_done(struct job *j, double t)
-{
-	struct stripe *st = j->st;
-	dirty_bytes -= (uint64_t)st->nflight * PAGE;
-	S.destaged_bytes += (uint64_t)st->nflight * PAGE;
-	memset(st->flight, 0, (ndata * ppc + 63) / 64 * 8);
-	st->nflight = 0;
-	st->destaging = 0;
-	jobs_inflight--;
-	free(j);
-	if (st->ndirty && !st->queued)
-		fifo_push(st, t);
-	else if (!st->ndirty && !st->queued)
-		stripe_drop(st);
-	while (waitq) {
-		struct host *h = waitq;
-		if (dirty_bytes && dirty_bytes + new_dirty_bytes(h->off, h->len) > dirty_limit)
-			break;
-		waitq = h->next;
-		if (!waitq)
-			waitq_tail = &waitq;
-		S.wait_sum += t - h->arrive;
-		admit(h, t);
-	}
-	try_destage(t);
-}
-
-/* ---- host requests ---- */
-static double cache_s(uint32_t len)
-{
-	return P.ack_ms / 1e3 + len / (P.cache_mb_s * 1e6);
-}
-
-static void admit(struct host *h, double t)
-{
-	FOR_PAGES(h->off, h->len, s, pg)
-	{
-		struct stripe *st = stripe_get(s, 1);
-		if (!bit(st->dirty, pg)) {
-			st->dirty[pg / 64] |= 1ull << (pg % 64);
-			st->ndirty++;
-			dirty_bytes += PAGE;
-		}
-		if (!st->queued && !st->destaging)
-			fifo_push(st, t);
-	}
-	if (dirty_bytes > S.dirty_peak)
-		S.dirty_peak = dirty_bytes;
-	schedule(t + cache_s(h->len), EV_HOST, h);
-	try_destage(t);
-}
-
-static void fill_next(double t);
-
-/* A read of unit u in the read cache: a hit when its copy is there (the LRU's most
- * recent now), else a miss queued for a fill (cachepolicy.c: the simulator's lru). */
-static int rcache_read(int64_t u)
-{
-	if (u >= nunits)
-		return 0;
-	if (cp_read(&cp, u) && filled[u]) {
-		S.rcache_hits++;
-		return 1;
-	}
-	S.rcache_misses++;
-	return 0;
-}
 
 static void host_arrive(struct host *h, double t)
 {
@@ -714,9 +144,6 @@ static void host_done(struct host *h, double t)
 	free(h);
 }
 
-static void move_next(double t);
-static void move_op_done(struct move *m, double t);
-
 static void disk_done(struct dop *op, double t)
 {
 	if (op->disk == SSD)
@@ -748,129 +175,6 @@ static void disk_done(struct dop *op, double t)
 		ssd_start(t);
 	else
 		disk_start(d, t);
-}
-
-/* ---- the tier's mover: one unit at a time, demotions first (as the engine's) ---- */
-static struct move *move_add(int64_t unit, int promote)
-{
-	struct move *m = calloc(1, sizeof *m);
-	if (!m)
-		exit(1);
-	m->unit = unit;
-	m->promote = promote;
-	*moves_tail = m;
-	moves_tail = &m->next;
-	return m;
-}
-
-/* The unit on the set: per stripe, each data chunk (reads) or all N chunks (a full
- * stripe written: data, P and Q). */
-static void move_set_ops(struct move *m, int write, double t)
-{
-	uint64_t first = (uint64_t)m->unit * unit_bytes / (ndata * chunk), n = unit_bytes / (ndata * chunk);
-	struct dop *list = NULL;
-	for (uint64_t s = first; s < first + n; s++)
-		for (int role = 0; role < (write ? ndata + 2 : ndata); role++) {
-			struct dop *op = new_op(disk_of(s, role), s * chunk, (uint32_t)chunk, write);
-			op->move = m;
-			op->next = list;
-			list = op;
-			m->pending++;
-		}
-	issue(list, t);
-}
-
-static void move_ssd_op(struct move *m, int write, double t)
-{
-	struct dop *op = new_op(SSD, (uint64_t)m->unit * unit_bytes, (uint32_t)unit_bytes, write);
-	op->move = m;
-	m->pending = 1;
-	issue(op, t);
-}
-
-static void move_next(double t)
-{
-	if (moving || !moves)
-		return;
-	struct move *m = moves;
-	moves = m->next;
-	if (!moves)
-		moves_tail = &moves;
-	moving = 1;
-	m->phase = 1;
-	if (m->promote)
-		move_set_ops(m, 0, t);
-	else
-		move_ssd_op(m, 0, t);
-}
-
-static void move_op_done(struct move *m, double t)
-{
-	if (--m->pending)
-		return;
-	if (m->phase == 1) {
-		m->phase = 2;
-		if (m->promote)
-			move_ssd_op(m, 1, t);
-		else
-			move_set_ops(m, 1, t);
-		return;
-	}
-	S.migrated_bytes += unit_bytes;
-	if (m->fill) {
-		cp_admitted(&cp, m->unit);
-		filled[m->unit] = 1;
-		S.fills++;
-	} else {
-		where[m->unit] = (uint8_t)m->promote; /* the data's place switches when copied */
-		if (m->promote)
-			S.promoted++;
-		else
-			S.demoted++;
-	}
-	free(m);
-	moving = 0;
-	if (rcache)
-		fill_next(t);
-	else
-		move_next(t);
-}
-
-/* The read cache's next fill, one at a time: the victim leaves at once (its copy is
- * clean: nothing to write back), the unit is read from the disks and written to the
- * SSDs, and is a hit once that is done. */
-static void fill_next(double t)
-{
-	int64_t u, victim;
-	if (moving || !cp_next(&cp, &u, &victim))
-		return;
-	if (victim >= 0) {
-		filled[victim] = 0;
-		S.evictions++;
-	}
-	move_add(u, 1)->fill = 1;
-	move_next(t);
-}
-
-/* A statistics boundary (t0 + n x tier_stats_s): the window's accesses to the
- * policy (workload/src/tierpolicy.c, the simulator's arithmetic); a migration's
- * decisions queued for the mover. */
-static void stats_boundary(double t)
-{
-	S.windows++;
-	if (tp_window(&tp, window)) {
-		int64_t np, nd;
-		tp_migrate(&tp, promote_buf, &np, demote_buf, &nd);
-		if (np || nd)
-			S.migrations++;
-		for (int64_t i = 0; i < nd; i++)
-			move_add(demote_buf[i], 0);
-		for (int64_t i = 0; i < np; i++)
-			move_add(promote_buf[i], 1);
-		move_next(t);
-	}
-	memset(window, 0, (size_t)nunits * sizeof *window);
-	schedule(t0 + (double)(S.windows + 1) * P.tier_stats_s, EV_STATS, NULL);
 }
 
 /* ---- the model's thread: events and arrivals in time order, on the real clock ---- */
@@ -956,7 +260,10 @@ size_t model_stats(char *buf, size_t n)
 		"\"tier_windows\": %llu, \"migrations\": %llu, \"promoted\": %llu, \"demoted\": %llu, "
 		"\"migrated_bytes\": %llu, \"tier_units\": %lld, \"tier_units_wanted\": %lld, "
 		"\"rcache_hits\": %llu, \"rcache_misses\": %llu, \"fills\": %llu, \"evictions\": %llu, "
-		"\"rcache_updates\": %llu}\n",
+		"\"rcache_updates\": %llu, \"read_wait_ms_edges\": [%g, %g, %g, %g, %g, %g, %g], "
+		"\"read_wait_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], "
+		"\"worst_read_wait_s\": %.6f, \"worst_read_passed\": %u, \"worst_read_overtaken\": %u, "
+		"\"worst_read_passed_by_host\": %u}\n",
 		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
@@ -974,7 +281,13 @@ size_t model_stats(char *buf, size_t n)
 		(unsigned long long)S.migrations, (unsigned long long)S.promoted, (unsigned long long)S.demoted,
 		(unsigned long long)S.migrated_bytes, (long long)in_tier, (long long)tp.in_tier,
 		(unsigned long long)S.rcache_hits, (unsigned long long)S.rcache_misses, (unsigned long long)S.fills,
-		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates);
+		(unsigned long long)S.evictions, (unsigned long long)S.rcache_updates,
+		WAIT_EDGES_MS[0], WAIT_EDGES_MS[1], WAIT_EDGES_MS[2], WAIT_EDGES_MS[3], WAIT_EDGES_MS[4],
+		WAIT_EDGES_MS[5], WAIT_EDGES_MS[6], (unsigned long long)S.read_wait_hist[0], (unsigned long long)S.read_wait_hist[1],
+		(unsigned long long)S.read_wait_hist[2], (unsigned long long)S.read_wait_hist[3],
+		(unsigned long long)S.read_wait_hist[4], (unsigned long long)S.read_wait_hist[5],
+		(unsigned long long)S.read_wait_hist[6], (unsigned long long)S.read_wait_hist[7],
+		S.worst_wait, S.worst_passed, S.worst_overtaken, S.worst_by_host);
 	pthread_mutex_unlock(&mu);
 	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }
@@ -1000,6 +313,9 @@ int model_setup(uint64_t size)
 	full_write_s = (P.settle_write_ms + (P.avg_write_ms - P.settle_write_ms) * 15 / 8) / 1e3;
 	dirty_limit = (uint64_t)(P.dirty_mb * 1048576);
 	rng = (uint64_t)P.seed;
+	track_bytes = (uint64_t)(P.mb_s * 1e6 * rot_s); /* one turn at the media rate */
+	for (int d = 0; d < ndisks; d++)
+		disk[d].phase = uniform();
 	uint64_t stripe_bytes = (uint64_t)ndata * chunk;
 	span = (size + stripe_bytes - 1) / stripe_bytes * chunk; /* each disk's share */
 	if (P.tier_mb > 0) {

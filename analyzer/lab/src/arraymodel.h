@@ -12,7 +12,7 @@
 struct array_params {
 	double disks, chunk_kb, rpm, settle_read_ms, avg_read_ms, settle_write_ms, avg_write_ms, mb_s;
 	double ack_ms, cache_mb_s, dirty_mb, watermark, destage_delay_ms, destage_depth;
-	double ncq_window, max_wait_ms, seed;
+	double ncq_window, age_weight, seed;
 	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
 	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel, cache_ssd_mb;
 };
