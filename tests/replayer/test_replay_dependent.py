@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +214,33 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "timing dependent (runs with iotape-lanes)" in out.output
     assert "db0.other: 98/100 requests after a predecessor (2 submitter(s) by tid)" in out.output
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--mode", "synthetic"], "--timing dependent with --mode synthetic: "),
+        (["--host", "b=10.0.0.2"], "--timing dependent with --host: "),
+        (["--layout", "pieces"], "--timing dependent with --layout pieces: "),
+        (["--windows"], "--timing dependent with --windows: "),
+        (["--timing", "afap", "--think-scale", "2"], "--think-scale with --timing afap: "),
+    ],
+)
+def test_options_a_closed_loop_plan_cannot_honour_are_refused(
+    tmp_path: Path, extra: list[str], says: str
+) -> None:
+    """One line naming the pair, a non-zero exit and no job directory."""
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    jobdir = tmp_path / "j"
+    args = ["plan", str(trace), "-o", str(jobdir), "--target", f"all={target}"]
+    cmd = [sys.executable, "-m", "iotape", "replay", *args, "--timing", "dependent", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and not out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"iotape: error: {says}"), out.stderr
+    assert not jobdir.exists()
 
 
 def test_a_dependent_plan_runs_with_iotape_lanes_only_and_can_be_recorded(tmp_path: Path) -> None:
