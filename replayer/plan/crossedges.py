@@ -111,14 +111,13 @@ def cross_edges(
             rows = np.flatnonzero((stream == t) & (thread == u))
             if not len(rows):
                 continue
-            j = latest_before(end, rows, start)
+            j, k = around(end, rows, start)
             g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
             # another thread's, finished before the issue of a request issued after it
             ok = (thread != u) & (j >= 0) & (start[np.maximum(j, 0)] < start) & (j != idx)
             upd = ok & (g < gap)
             gap = np.where(upd, g, gap)
             gj = np.where(upd, j, gj)
-            k = first_after(end, rows, start)
             ahead = np.where((k >= 0) & (thread != u), end[np.maximum(k, 0)] - start, big)
             lead = np.minimum(lead, ahead)
         cand = (gap <= window) & (gap < own)
@@ -155,12 +154,15 @@ def ordered(after: int, before: int) -> bool:
     return after - before >= CROSS_Z * math.sqrt(after + before)
 
 
-def first_after(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each time in `at`, the row (of `rows`) with the earliest completion
-    after it (latest_before's mirror); -1 where none."""
+def around(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time in `at`, the rows (of `rows`) with the latest completion at
+    or before it (deps.latest_before) and with the earliest after it; -1 where
+    none."""
     by_end = rows[np.argsort(end[rows], kind="stable")]
     k = np.searchsorted(end[by_end], at, side="right")
-    return np.where(k < len(by_end), by_end[np.minimum(k, len(by_end) - 1)], -1)
+    before = np.where(k > 0, by_end[np.maximum(k - 1, 0)], -1)
+    after = np.where(k < len(by_end), by_end[np.minimum(k, len(by_end) - 1)], -1)
+    return before, after
 
 
 def _long_think(
