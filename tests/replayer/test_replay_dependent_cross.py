@@ -21,6 +21,16 @@ from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 
 
+def _edges(r: np.ndarray, by_stream: bool = False) -> tuple[crossedges.Cross, np.ndarray]:
+    """cross_edges over a trace's requests (one stream unless `by_stream`), and
+    each request's own think time (int64 max without a predecessor)."""
+    start, end = deps.times(r)
+    d = deps.infer(r)
+    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
+    stream = r["stream"].astype(np.int64) if by_stream else np.zeros(len(r), np.int64)
+    return crossedges.cross_edges(start, end, r["tid"].astype(np.int64), stream, own), own
+
+
 def _commit_loop(n: int = 40) -> np.ndarray:
     """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
     log write 10 us after each read completed, the next read 5 us after the log
@@ -77,12 +87,7 @@ def test_independent_threads_get_no_cross_thread_edges() -> None:
         r["ts_queue_ns"][s], r["ts_issue_ns"][s], r["ts_complete_ns"][s] = q, q + 1_000, q + 100_000
         r["tid"][s] = 500 + t
     r = r[np.argsort(r["ts_queue_ns"], kind="stable")]
-    start, end = deps.times(r)
-    d = deps.infer(r)
-    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    c = crossedges.cross_edges(
-        start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own
-    )
+    c, own = _edges(r)
     candidates, chance, mirror = c.pairs[(0, 0)]
     assert candidates > 50 and candidates < crossedges.CROSS_EVIDENCE * max(chance, mirror)
     # nor a long-think one: a think over 2 ms is rare here (the host's stall)
@@ -132,16 +137,11 @@ def test_threads_the_host_wakes_together_get_no_cross_thread_edges(threads: int,
     completion just before an issue far more often than Poisson gives, and just
     after it as often (the mirror count), which a wait would not."""
     r = _batched_host(threads, seed)
-    start, end = deps.times(r)
-    d = deps.infer(r)
-    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    c = crossedges.cross_edges(
-        start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own
-    )
+    c, _ = _edges(r)
     candidates, chance, mirror = c.pairs[(0, 0)]
     # Poisson alone would call them dependent (the rule before the mirror count)
     assert candidates >= crossedges.CROSS_MIN and candidates >= crossedges.CROSS_EVIDENCE * chance
-    assert candidates < crossedges.CROSS_EVIDENCE * mirror
+    assert not crossedges.ordered(candidates, mirror)
     assert len(c.i) == 0
 
 
@@ -149,15 +149,12 @@ def test_a_wait_for_another_threads_commit_shows_no_mirror() -> None:
     """The session's reads after the log writer's completions: none just before
     one (the session waits for it), so the evidence stands."""
     r = _commit_loop(200)
-    start, end = deps.times(r)
-    d = deps.infer(r)
-    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    stream = r["stream"].astype(np.int64)
-    c = crossedges.cross_edges(start, end, r["tid"].astype(np.int64), stream, own)
+    c, _ = _edges(r, by_stream=True)
+    stream = r["stream"][c.i]
     db, log = (schemas.enum("stream")[s] for s in ("db-read", "log-write"))
     candidates, _, mirror = c.pairs[(db, log)]
     assert candidates == 199 and mirror == 0
-    assert set(r["tid"][c.i[stream[c.i] == db]].tolist()) == {500}
+    assert set(r["tid"][c.i[stream == db]].tolist()) == {500}
 
 
 def _flusher_loop() -> np.ndarray:
