@@ -4,6 +4,7 @@ above chance, each such request also waits for that completion."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ CROSS_EDGE_NS = 2_000_000
 # 50 us) and tens of us on a slow one (the HDD-like: 31 within 30 us, 1 by chance).
 CROSS_EVIDENCE_NS = (5_000, 10_000, 20_000, 50_000, 100_000)
 CROSS_MIN = 20  # and at least this many candidates: fewer are no evidence
+CROSS_Z = 4.0  # the sign test's (ordered): 3e-5 for one window of independent threads
 # A think time longer than this, where no evidence gave an edge, is a wait for
 # another thread's event the trace does not show (_long_think). In an HDD-like
 # engine trace the flusher's 10-90 ms between passes (a 5 ms poll for the
@@ -51,7 +53,9 @@ class Cross:
     i: np.ndarray
     j: np.ndarray
     gap_ns: np.ndarray
-    pairs: dict[tuple[int, int], tuple[int, int]]  # (stream, other) -> (candidates, chance)
+    # (stream, other) -> (candidates, chance, mirror) at the window with the
+    # highest ratio of candidates to chance (cross_edges)
+    pairs: dict[tuple[int, int], tuple[int, int, int]]
     long_think: np.ndarray  # per edge: a long think's (_long_think), not the evidence's
 
 
@@ -70,13 +74,21 @@ def cross_edges(
     of a T request before its issue; a candidate where it came `window_ns` or less
     before the issue and after the request's own predecessor completed (`own`: its
     think time, int64 max without one). A pair of streams (S, T) is dependent
-    where S's candidates on T within one of `evidence_ns` are at least
-    CROSS_EVIDENCE times what independent threads would show by chance (T's
-    other-thread completions as a Poisson stream at their mean rate) and at least
-    CROSS_MIN (`pairs` keeps the window with the highest ratio). A
-    request of S then waits for its nearest candidate of a dependent pair. An edge
-    points to a completion before the request's issue, so to an earlier issue: the
-    plan's ids (issue order) keep every edge backwards."""
+    where, within one of `evidence_ns`, S's candidates on T are at least
+    CROSS_MIN and CROSS_EVIDENCE times what independent threads would show by
+    chance (T's other-thread completions as a Poisson stream at their mean
+    rate), and in order (`ordered`): more than a coin flip gives against
+    `mirror`, S's requests issued as soon BEFORE another thread's T completion
+    (at the same lags, each under its own think time). A thread that waits for a completion
+    issues after it; threads the host wakes together (its wake-up batching, a
+    vCPU stall) issue just before another's completion as often as just after
+    it, which Poisson does not model: fio's independent processes in an
+    SSD-like trace recorded under load, 752 candidates within 10 us against
+    196 by Poisson and 913 in mirror. `pairs` keeps, per pair, the window with
+    the highest ratio of candidates to chance. A request of S then waits for
+    its nearest candidate of a dependent
+    pair. An edge points to a completion before the request's issue, so to an
+    earlier issue: the plan's ids (issue order) keep every edge backwards."""
     n = len(start)
     big = np.iinfo(np.int64).max
     e = np.empty(0, np.int64)
@@ -89,35 +101,42 @@ def cross_edges(
     streams = np.unique(stream).tolist()
     best = np.full(n, big, np.int64)
     best_j = np.full(n, -1, np.int64)
-    pairs: dict[tuple[int, int], tuple[int, int]] = {}
+    pairs: dict[tuple[int, int], tuple[int, int, int]] = {}
     idx = np.arange(n)
     for t in streams:
         gap = np.full(n, big, np.int64)
         gj = np.full(n, -1, np.int64)
+        lead = np.full(n, big, np.int64)  # to another thread's next T completion
         for u in threads.tolist():
             rows = np.flatnonzero((stream == t) & (thread == u))
             if not len(rows):
                 continue
-            j = latest_before(end, rows, start)
+            j, k = around(end, rows, start)
             g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
             # another thread's, finished before the issue of a request issued after it
             ok = (thread != u) & (j >= 0) & (start[np.maximum(j, 0)] < start) & (j != idx)
             upd = ok & (g < gap)
             gap = np.where(upd, g, gap)
             gj = np.where(upd, j, gj)
+            ahead = np.where((k >= 0) & (thread != u), end[np.maximum(k, 0)] - start, big)
+            lead = np.minimum(lead, ahead)
         cand = (gap <= window) & (gap < own)
+        mirror = (lead <= window) & (lead < own)
         rate = int((stream == t).sum()) / span
         for s in streams:
             m = stream == s
             found = False
             for ev in evidence_ns:
                 c = int((cand & m & (gap <= ev)).sum())
+                mc = int((mirror & m & (lead <= ev)).sum())
                 w = np.minimum(window[m], ev).astype(float)
                 chance = float((1 - np.exp(-rate * w)).sum())
-                best_pair = pairs.get((int(s), int(t)))
-                if best_pair is None or c * max(best_pair[1], 1) > best_pair[0] * max(chance, 1):
-                    pairs[(int(s), int(t))] = (c, round(chance))
-                found = found or (c >= CROSS_MIN and c >= CROSS_EVIDENCE * chance)
+                kept = pairs.get((int(s), int(t)))
+                if kept is None or c * max(kept[1], 1) > kept[0] * max(chance, 1):
+                    pairs[(int(s), int(t))] = (c, round(chance), mc)
+                found = found or (
+                    c >= CROSS_MIN and c >= CROSS_EVIDENCE * chance and ordered(c, mc)
+                )
             if found:
                 take = cand & m & (gap < best)
                 best = np.where(take, gap, best)
@@ -126,6 +145,24 @@ def cross_edges(
     _long_think(start, end, thread, own, best, best_j)
     has = best_j >= 0
     return Cross(np.flatnonzero(has), best_j[has], best[has], pairs, ~evident[has])
+
+
+def ordered(after: int, before: int) -> bool:
+    """Whether `after` requests issued just after another thread's completion
+    against `before` issued as soon before one are more than a coin flip gives
+    (a sign test: at least CROSS_Z standard deviations over an even split)."""
+    return after - before >= CROSS_Z * math.sqrt(after + before)
+
+
+def around(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time in `at`, the rows (of `rows`) with the latest completion at
+    or before it (deps.latest_before) and with the earliest after it; -1 where
+    none."""
+    by_end = rows[np.argsort(end[rows], kind="stable")]
+    k = np.searchsorted(end[by_end], at, side="right")
+    before = np.where(k > 0, by_end[np.maximum(k - 1, 0)], -1)
+    after = np.where(k < len(by_end), by_end[np.minimum(k, len(by_end) - 1)], -1)
+    return before, after
 
 
 def _long_think(

@@ -97,12 +97,29 @@ def check(opts: PlanOptions) -> None:
         if opts.think_scale != 1.0:
             raise IotapeError("--think-scale: only with --timing dependent")
         return
+    # A closed-loop plan is iotape-lanes' jobs, one per submitter, over the trace's
+    # own requests: the options that shape fio's plans have no meaning there, and
+    # each one given is refused rather than ignored.
+    t = f"--timing {opts.timing}"
     if opts.mode == "synthetic":
-        raise IotapeError(f"--timing {opts.timing}: an exact plan only (not --mode synthetic)")
+        raise IotapeError(
+            f"{t} with --mode synthetic: a closed-loop plan replays the trace's own "
+            "requests (--mode exact or auto)"
+        )
     if opts.hosts:
-        raise IotapeError(f"--timing {opts.timing}: one host only (iotape-lanes runs it)")
+        raise IotapeError(
+            f"{t} with --host: a closed-loop plan runs on this host (iotape-lanes; "
+            "fio --server cannot wait for a completion)"
+        )
     if opts.layout != "auto":
-        raise IotapeError(f"--timing {opts.timing}: its layout is a job per submitter")
+        raise IotapeError(
+            f"{t} with --layout {opts.layout}: a closed-loop plan has one job per "
+            "submitter (leave --layout auto)"
+        )
+    if opts.windows:
+        raise IotapeError(f"{t} with --windows: a closed-loop plan runs one iotape-lanes")
+    if opts.timing == "afap" and opts.think_scale != 1.0:
+        raise IotapeError("--think-scale with --timing afap: afap has no think time")
 
 
 def _actions(r: np.ndarray) -> np.ndarray:

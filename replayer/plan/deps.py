@@ -39,7 +39,9 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   requests come soon after another stream's completions (by another thread) at
   least CROSS_EVIDENCE times as often as chance gives (a log writer's write
   right after a session's read, the session's next read right after that
-  write: its commit), each such request also waits for that completion, its
+  write: its commit), and in that order more often than a coin flip gives
+  (crossedges.ordered: threads the host wakes together are in either order),
+  each such request also waits for that completion, its
   think time counted from it. A think time over LONG_THINK_NS (crossedges.py) that no evidence
   explains (the trace does not show what the thread waited for: a flusher
   polling for progress, a log writer for a commit) waits, by hfplayer's rule,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
 from recorder.tracefile import open_trace, write_trace
-from replayer.plan import crossedges, deps
+from replayer.plan import deps
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 from replayer.run.local import LocalRunner
@@ -214,6 +215,33 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
 
 
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--mode", "synthetic"], "--timing dependent with --mode synthetic: "),
+        (["--host", "b=10.0.0.2"], "--timing dependent with --host: "),
+        (["--layout", "pieces"], "--timing dependent with --layout pieces: "),
+        (["--windows"], "--timing dependent with --windows: "),
+        (["--timing", "afap", "--think-scale", "2"], "--think-scale with --timing afap: "),
+    ],
+)
+def test_options_a_closed_loop_plan_cannot_honour_are_refused(
+    tmp_path: Path, extra: list[str], says: str
+) -> None:
+    """One line naming the pair, a non-zero exit and no job directory."""
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    trace = _write(tmp_path / "t.iot", _closed_loop())
+    jobdir = tmp_path / "j"
+    args = ["plan", str(trace), "-o", str(jobdir), "--target", f"all={target}"]
+    cmd = [sys.executable, "-m", "iotape", "replay", *args, "--timing", "dependent", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and not out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"iotape: error: {says}"), out.stderr
+    assert not jobdir.exists()
+
+
 def test_a_dependent_plan_runs_with_iotape_lanes_only_and_can_be_recorded(tmp_path: Path) -> None:
     jobdir, _ = _plan(tmp_path, "dependent")
     man = load_plan(jobdir / "plan.json")
@@ -285,121 +313,3 @@ def test_scaling_keeps_working_each_copy_its_own_chains(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
-
-
-def _commit_loop(n: int = 40) -> np.ndarray:
-    """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
-    log write 10 us after each read completed, the next read 5 us after the log
-    write completed. Each thread's own think time hides the other's I/O in it."""
-    ids = schemas.enum("stream")
-    r = np.zeros(2 * n, dtype=DT)
-    for k in range(n):
-        q = 1_000_000 + k * 415_000
-        r[2 * k] = r[2 * k + 1] = np.zeros(1, DT)[0]
-        for i, (t0, lat, tid, s, op) in enumerate(
-            [
-                (q, 300_000, 500, "db-read", "read"),
-                (q + 310_000, 100_000, 501, "log-write", "write"),
-            ]
-        ):
-            x = r[2 * k + i : 2 * k + i + 1]
-            x["ts_queue_ns"], x["ts_issue_ns"], x["ts_complete_ns"] = t0, t0 + 1_000, t0 + lat
-            x["tid"], x["pid"], x["stream"], x["op"] = tid, 400, ids[s], OP[op]
-            x["offset"], x["bytes"], x["dev"] = (2 * k + i) * 8192, 8192, SDA
-    return r
-
-
-def test_a_thread_waiting_for_another_threads_io_waits_for_it_in_the_plan(tmp_path: Path) -> None:
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\0" * MIB)
-    jobdir = tmp_path / "jobs"
-    opts = PlanOptions(
-        trace=_write(tmp_path / "t.iot", _commit_loop()), jobdir=jobdir,
-        targets=[f"all={target}"], timing="dependent",
-    )  # fmt: skip
-    man = plan(opts)
-    got = {d["stream"]: d["cross_edges"] for d in man["dependencies"]}
-    assert got == {"db0.db-read": 39, "db0.log-write": 40}
-    reads = (jobdir / "iologs" / "db0.db-read.t500.log").read_text().splitlines()[2:]
-    ident, after, think = reads[1].split()[:3]
-    # its own previous read and the log write between: 5 us after the latter
-    assert len(after.split(",")) == 2 and think == "5"
-    assert all(int(a) < int(ident) for a in after.split(","))
-    out = subprocess.run(
-        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
-
-
-def test_independent_threads_get_no_cross_thread_edges() -> None:
-    """Four synchronous threads with random think times: some requests come soon
-    after another thread's completion, about as many as chance gives, none waits."""
-    rng = np.random.default_rng(7)
-    r = np.zeros(4 * 500, dtype=DT)
-    for t in range(4):
-        q = 1_000_000 + np.cumsum(100_000 + rng.exponential(300_000, 500)).astype(np.int64)
-        s = slice(t * 500, (t + 1) * 500)
-        r["ts_queue_ns"][s], r["ts_issue_ns"][s], r["ts_complete_ns"][s] = q, q + 1_000, q + 100_000
-        r["tid"][s] = 500 + t
-    r = r[np.argsort(r["ts_queue_ns"], kind="stable")]
-    start, end = deps.times(r)
-    d = deps.infer(r)
-    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    c = crossedges.cross_edges(
-        start, end, r["tid"].astype(np.int64), np.zeros(len(r), np.int64), own
-    )
-    candidates, chance = c.pairs[(0, 0)]
-    assert candidates > 50 and candidates < crossedges.CROSS_EVIDENCE * chance
-    # nor a long-think one: a think over 2 ms is rare here (the host's stall)
-    assert (own[own < np.iinfo(np.int64).max] > crossedges.LONG_THINK_NS).any()
-    assert len(c.i) == 0
-
-
-def _flusher_loop() -> np.ndarray:
-    """An HDD-like trace: a session (sync, 1-9 ms service, 30 us think), a flusher
-    whose writes come 0.2-4 ms after one of the session's completions but tens of
-    ms after its own (it polls for the session's progress), and a maintenance
-    thread reading every 40 ms on its own clock."""
-    rng = np.random.default_rng(11)
-    rows = []
-    t = 1_000_000
-    done = []
-    for _ in range(400):  # the session
-        svc = int(rng.integers(1_000_000, 9_000_000))
-        rows.append((t, t + svc, 500, OP["read"]))
-        done.append(t + svc)
-        t += svc + 30_000
-    for k in range(8, 400, 8):  # the flusher: after every 8th session completion
-        q = done[k] + int(rng.integers(200_000, 4_000_000))
-        rows.append((q, q + 8_000_000, 501, OP["write"]))
-    for k in range(45):  # maintenance: a read every 40 ms
-        q = 1_500_000 + k * 40_000_000
-        rows.append((q, q + 6_000_000, 502, OP["read"]))
-    r = np.zeros(len(rows), dtype=DT)
-    a = np.array(rows, dtype=np.int64)
-    r["ts_queue_ns"], r["ts_complete_ns"], r["tid"], r["op"] = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
-    r["ts_issue_ns"] = r["ts_queue_ns"] + 1_000
-    r["bytes"], r["dev"] = 8192, SDA
-    r["offset"] = rng.integers(0, 64, len(r)) * 8192
-    return r[np.argsort(r["ts_queue_ns"], kind="stable")]
-
-
-def test_a_long_think_waits_for_the_latest_completion_of_an_io_bound_thread() -> None:
-    r = _flusher_loop()
-    start, end = deps.times(r)
-    d = deps.infer(r)
-    own = np.where(d.pred >= 0, d.think_ns, np.iinfo(np.int64).max)
-    tid = r["tid"].astype(np.int64)
-    c = crossedges.cross_edges(start, end, tid, np.zeros(len(r), np.int64), own)
-    # every write of the flusher, its first too: without a predecessor, its start
-    # (after the session's first 8 reads) is the longest of its waits
-    flusher = np.flatnonzero(tid == 501)
-    assert d.pred[flusher[0]] < 0
-    assert set(c.i.tolist()) == set(flusher.tolist()) and c.long_think.all()
-    # each waits for the session's completion before it, the gap its think time
-    assert (tid[c.j] == 500).all()
-    assert (end[c.j] < start[c.i]).all() and (start[c.i] - end[c.j] == c.gap_ns).all()
-    assert (c.gap_ns < 4_000_000).all() and (own[c.i] > 10_000_000).all()
-    # the maintenance thread keeps its clock, the session its own chain
-    assert crossedges.periodic(start[tid == 502]) and not crossedges.periodic(start[tid == 501])
