@@ -37,7 +37,11 @@ PAIRS = 3
 # +36 % in most runs, and one run in five failed at a 100 % threshold while other
 # benchmarks held the cores; the throttle multiplies the writes' p50 by thousands
 # (asserted below), so the gate still tells the two apart by orders of magnitude.
-GATE = ["--metric", "p50", "--threshold", "300%"]
+# And an absolute minimum effect of 1 ms, as a user would gate a device: a fresh-clone
+# CI run beside six engineers' benchmarks (load 30+) took an unchanged-device read's
+# p50 from 7.8 to 31.6 us (+303 %), CPU time on a request that is mostly CPU; a
+# throttled write waits for the cap's budget, milliseconds.
+GATE = ["--metric", "p50", "--threshold", "300%", "--min-effect", "1ms"]
 
 
 @pytest.fixture
