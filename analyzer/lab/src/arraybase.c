@@ -23,7 +23,7 @@ static uint64_t evseq;
 double mnow, t0;
 struct array_stats S;
 
-double uniform(void)
+double spindle_uniform(void)
 {
 	/* splitmix64, under the model's lock */
 	uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
@@ -38,7 +38,7 @@ static int before(const struct event *a, const struct event *b)
 	return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-void schedule(double t, int kind, void *p)
+void ev_schedule(double t, int kind, void *p)
 {
 	if (nheap == capheap) {
 		capheap = capheap ? 2 * capheap : 1024;
@@ -56,7 +56,7 @@ void schedule(double t, int kind, void *p)
 	}
 }
 
-struct event pop(void)
+struct event ev_pop(void)
 {
 	struct event top = heap[0];
 	heap[0] = heap[--nheap];

@@ -102,7 +102,7 @@ void try_destage(double t)
 		if (!full && !pressed && t < at) {
 			if (tick_at < 0 || at < tick_at) {
 				tick_at = at;
-				schedule(at, EV_TICK, NULL);
+				ev_schedule(at, EV_TICK, NULL);
 			}
 			return;
 		}
@@ -266,6 +266,6 @@ void admit(struct host *h, double t)
 	}
 	if (dirty_bytes > S.dirty_peak)
 		S.dirty_peak = dirty_bytes;
-	schedule(t + cache_s(h->len), EV_HOST, h);
+	ev_schedule(t + cache_s(h->len), EV_HOST, h);
 	try_destage(t);
 }

@@ -104,7 +104,7 @@ void disk_start(int d, double t)
 		S.host_disk_read_service_s += service;
 		S.host_disk_reads_timed++;
 	}
-	schedule(t + service, EV_DISK, op);
+	ev_schedule(t + service, EV_DISK, op);
 }
 
 void ssd_start(double t)
@@ -123,7 +123,7 @@ void ssd_start(double t)
 			S.ssd_reads++;
 			S.ssd_read_bytes += op->len;
 		}
-		schedule(t + service, EV_DISK, op);
+		ev_schedule(t + service, EV_DISK, op);
 	}
 }
 

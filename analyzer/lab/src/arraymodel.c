@@ -117,7 +117,7 @@ static void host_arrive(struct host *h, double t)
 		off = next;
 	}
 	if (!ops)
-		schedule(h->cache_done, EV_HOST, h);
+		ev_schedule(h->cache_done, EV_HOST, h);
 	issue(ops, t);
 	if (rcache)
 		fill_next(t);
@@ -155,7 +155,7 @@ static void disk_done(struct dop *op, double t)
 	} else if (op->host) {
 		struct host *h = op->host;
 		if (--h->pending == 0)
-			schedule(t > h->cache_done ? t : h->cache_done, EV_HOST, h);
+			ev_schedule(t > h->cache_done ? t : h->cache_done, EV_HOST, h);
 	} else if (--op->job->pending == 0) {
 		struct job *j = op->job;
 		if (j->phase == 1) {
@@ -196,7 +196,7 @@ static void *model(void *arg)
 				h->arrive = ta;
 				host_arrive(h, ta);
 			} else if (te <= now) {
-				struct event e = pop();
+				struct event e = ev_pop();
 				mnow = e.t > mnow ? e.t : mnow;
 				if (e.kind == EV_DISK)
 					disk_done(e.p, e.t);
@@ -315,7 +315,7 @@ int model_setup(uint64_t size)
 	rng = (uint64_t)P.seed;
 	track_bytes = (uint64_t)(P.mb_s * 1e6 * rot_s); /* one turn at the media rate */
 	for (int d = 0; d < ndisks; d++)
-		disk[d].phase = uniform();
+		disk[d].phase = spindle_uniform();
 	uint64_t stripe_bytes = (uint64_t)ndata * chunk;
 	span = (size + stripe_bytes - 1) / stripe_bytes * chunk; /* each disk's share */
 	if (P.tier_mb > 0) {
@@ -362,7 +362,7 @@ int model_start(void)
 {
 	t0 = mnow = mono();
 	if (tiered)
-		schedule(t0 + P.tier_stats_s, EV_STATS, NULL);
+		ev_schedule(t0 + P.tier_stats_s, EV_STATS, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

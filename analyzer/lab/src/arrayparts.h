@@ -79,7 +79,7 @@ extern double mnow, t0;
 extern uint64_t rng;
 extern struct event *heap;
 extern size_t nheap;
-struct event pop(void);
+struct event ev_pop(void);
 
 /* the counters (arraybase.c), model_stats's JSON (arraymodel.c) */
 struct array_stats {
@@ -101,8 +101,8 @@ struct array_stats {
 extern struct array_stats S;
 
 /* arraybase.c: the random stream, the event heap, the layout */
-double uniform(void);
-void schedule(double t, int kind, void *p);
+double spindle_uniform(void);
+void ev_schedule(double t, int kind, void *p);
 int disk_of(uint64_t s, int role);
 
 /* arraycache.c: the write-back cache */

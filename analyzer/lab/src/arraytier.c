@@ -154,5 +154,5 @@ void stats_boundary(double t)
 		move_next(t);
 	}
 	memset(window, 0, (size_t)nunits * sizeof *window);
-	schedule(t0 + (double)(S.windows + 1) * P.tier_stats_s, EV_STATS, NULL);
+	ev_schedule(t0 + (double)(S.windows + 1) * P.tier_stats_s, EV_STATS, NULL);
 }
