@@ -372,11 +372,11 @@ retry:
 		struct iocomp comp[64];
 		for (int got = 0; got < nrq;) {
 			int r = w_reap(w, comp, 1, nrq - got);
-			uint64_t lat = now_ns() - t0;
+			uint64_t t1 = now_ns();
 			for (int i = 0; i < r; i++) {
 				if (comp[i].res < 0)
 					die("%s: database read failed: %s", w->name, strerror((int)-comp[i].res));
-				stat_add(&w->st[S_DB_READ], (uint64_t)comp[i].res, lat);
+				stat_add(&w->st[S_DB_READ], (uint64_t)comp[i].res, iocomp_latency(&comp[i], t0, t1));
 			}
 			got += r;
 		}

@@ -211,7 +211,7 @@ void *ckpt_main(void *arg)
 		for (int i = 0; i < r; i++) {
 			if (comp[i].res < 0)
 				die("%s: database write failed: %s", w->name, strerror((int)-comp[i].res));
-			stat_add(&w->st[S_DB_WRITE], (uint64_t)comp[i].res, t - t_sub[comp[i].tag]);
+			stat_add(&w->st[S_DB_WRITE], (uint64_t)comp[i].res, iocomp_latency(&comp[i], t_sub[comp[i].tag], t));
 		}
 		atomic_fetch_add(&d->tx_ios, (uint64_t)r);
 		inflight -= r;

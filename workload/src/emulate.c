@@ -47,8 +47,9 @@ static int take_due(struct worker *w, struct iocomp *out, int max, uint64_t now,
 	*next = 0;
 	for (int i = 0; i < w->emu_n; i++) {
 		if (got < max && w->emu_held[i].due <= now) {
-			out[got].tag = w->emu_held[i].tag;
-			out[got].res = w->emu_held[i].res;
+			/* Its own start kept; it ends when handed back (t_end 0). */
+			out[got] = (struct iocomp){.tag = w->emu_held[i].tag, .res = w->emu_held[i].res,
+						   .t_start_ns = w->emu_held[i].start};
 			got++;
 			continue;
 		}
@@ -74,9 +75,13 @@ int w_reap(struct worker *w, struct iocomp *out, int min, int max)
 		int block = got < min && w->emu_n == 0;
 		int r = room > 0 ? w->ops->reap(w->io, tmp, block ? 1 : 0, room) : 0;
 		for (int i = 0; i < r; i++) {
-			uint64_t sub = tmp[i].tag < IOE_MAX_DEPTH ? w->emu_sub[tmp[i].tag] : 0;
+			/* The floor counts from the request's own start where a
+			 * synchronous backend gave it, not from the batch's submit. */
+			uint64_t sub = tmp[i].t_start_ns ? tmp[i].t_start_ns
+				       : tmp[i].tag < IOE_MAX_DEPTH ? w->emu_sub[tmp[i].tag] : 0;
 			w->emu_held[w->emu_n].tag = tmp[i].tag;
 			w->emu_held[w->emu_n].res = tmp[i].res;
+			w->emu_held[w->emu_n].start = sub;
 			w->emu_held[w->emu_n].due = sub + w->emu_ns;
 			w->emu_n++;
 		}

@@ -79,7 +79,7 @@ struct worker {
 	uint64_t emu_ns;
 	uint64_t emu_sub[IOE_MAX_DEPTH];
 	struct {
-		uint64_t tag, due;
+		uint64_t tag, due, start;
 		int64_t res;
 	} emu_held[IOE_MAX_DEPTH];
 	int emu_n;

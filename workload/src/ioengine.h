@@ -21,10 +21,26 @@ struct ioreq {
 	uint64_t t_submit_ns; /* filled by the caller, read back on completion */
 };
 
+/* t_start_ns/t_end_ns: when a backend that serves requests one after another
+ * (psync, tiered) began and finished this one; 0 where the backend cannot tell
+ * (io_uring: the batch is in flight at once, so submit to reap is the request's
+ * own latency, queueing included). Without them a caller that stamps a batch
+ * once would charge every synchronous request the time of the requests served
+ * before it in the same batch. */
 struct iocomp {
 	uint64_t tag;
 	int64_t res; /* bytes or -errno */
+	uint64_t t_start_ns, t_end_ns;
 };
+
+/* The request's own latency: the backend's times where it gave them, else from
+ * the caller's submit stamp to the caller's reap. */
+static inline uint64_t iocomp_latency(const struct iocomp *c, uint64_t t_submit, uint64_t t_reap)
+{
+	uint64_t s = c->t_start_ns ? c->t_start_ns : t_submit;
+	uint64_t e = c->t_end_ns ? c->t_end_ns : t_reap;
+	return e > s ? e - s : 0;
+}
 
 /* Backends that finish a request inside submit (psync, null) hand the
  * completions back at reap from this queue. */
@@ -33,12 +49,12 @@ struct iocomp_queue {
 	int n;
 };
 
-static inline int iocomp_queue_push(struct iocomp_queue *q, uint64_t tag, int64_t res)
+static inline int iocomp_queue_push(struct iocomp_queue *q, uint64_t tag, int64_t res, uint64_t t_start,
+				   uint64_t t_end)
 {
 	if (q->n >= IOE_MAX_DEPTH)
 		return -1;
-	q->done[q->n].tag = tag;
-	q->done[q->n].res = res;
+	q->done[q->n] = (struct iocomp){.tag = tag, .res = res, .t_start_ns = t_start, .t_end_ns = t_end};
 	q->n++;
 	return 0;
 }

@@ -20,7 +20,7 @@ static int null_submit(struct ioengine *e, struct ioreq *reqs, int n)
 		int64_t bytes = 0;
 		for (int v = 0; v < reqs[i].iovcnt; v++)
 			bytes += (int64_t)reqs[i].iov[v].iov_len;
-		if (iocomp_queue_push(&e->q, reqs[i].tag, bytes))
+		if (iocomp_queue_push(&e->q, reqs[i].tag, bytes, 0, 0))
 			break;
 	}
 	return 0;

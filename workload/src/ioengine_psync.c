@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
+#include "ese.h"
 #include "ioengine.h"
 
 struct ioengine {
@@ -22,9 +23,12 @@ static int psync_submit(struct ioengine *e, struct ioreq *reqs, int n)
 	for (int i = 0; i < n; i++) {
 		if (e->q.n >= IOE_MAX_DEPTH)
 			return -EBUSY;
+		/* Each request stamped on its own: they are served one after another. */
+		uint64_t t0 = now_ns();
 		ssize_t r = reqs[i].write ? pwritev(reqs[i].fd, reqs[i].iov, reqs[i].iovcnt, (off_t)reqs[i].off)
 					  : preadv(reqs[i].fd, reqs[i].iov, reqs[i].iovcnt, (off_t)reqs[i].off);
-		iocomp_queue_push(&e->q, reqs[i].tag, r < 0 ? -errno : r);
+		int64_t res = r < 0 ? -errno : r;
+		iocomp_queue_push(&e->q, reqs[i].tag, res, t0, now_ns());
 	}
 	return 0;
 }

@@ -23,8 +23,9 @@ static int tiered_submit(struct ioengine *e, struct ioreq *reqs, int n)
 	for (int i = 0; i < n; i++) {
 		if (e->q.n >= IOE_MAX_DEPTH)
 			return -EBUSY;
+		uint64_t t0 = now_ns(); /* served one after another: each stamped on its own */
 		int64_t r = tier_rw(reqs[i].fd, reqs[i].write, reqs[i].iov, reqs[i].iovcnt, reqs[i].off);
-		iocomp_queue_push(&e->q, reqs[i].tag, r);
+		iocomp_queue_push(&e->q, reqs[i].tag, r, t0, now_ns());
 	}
 	return 0;
 }

@@ -104,8 +104,8 @@ static int uring_reap(struct ioengine *e, struct iocomp *out, int min, int max)
 			continue;
 		if (r < 0)
 			break;
-		out[got].tag = io_uring_cqe_get_data64(cqe);
-		out[got].res = cqe->res;
+		/* In flight together: the caller's submit-to-reap is the latency. */
+		out[got] = (struct iocomp){.tag = io_uring_cqe_get_data64(cqe), .res = cqe->res};
 		io_uring_cqe_seen(&e->ring, cqe);
 		got++;
 	}

@@ -95,7 +95,7 @@ int64_t io_sync(struct worker *w, int stream, int fd, const struct iovec *iov, i
 		die("%s: submit failed: %s", w->name, strerror(-r));
 	if (w_reap(w, &c, 1, 1) != 1)
 		die("%s: no completion", w->name);
-	uint64_t lat = now_ns() - t;
+	uint64_t lat = iocomp_latency(&c, t, now_ns());
 	if (c.res < 0)
 		die("%s: %s at offset %llu failed: %s", w->name, write ? "write" : "read",
 		    (unsigned long long)off, strerror((int)-c.res));
