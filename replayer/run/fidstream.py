@@ -168,7 +168,15 @@ def figures(g: Group, shift: int, timed: bool) -> dict:
 
 
 class Sink:
-    """What one read of both traces feeds; the first read needs only the gaps."""
+    """What one read of both traces feeds; the first read needs only the gaps.
+
+    `ordered`: `paired` must see the pairs in the original's time order. A sink
+    whose answer does not depend on that order (the gaps' percentiles, the
+    relabelling's labels) gets each batch's pairs at once: an original request
+    left unpaired (lost in the replay) holds back every later pair of an ordered
+    sink until the horizon has passed it, the whole trace at NVMe rates."""
+
+    ordered = True
 
     def orig(self, o: np.ndarray) -> None: ...
     def rep(self, r: np.ndarray) -> None: ...
@@ -215,6 +223,10 @@ def drive_batches(
 
     def settle(step, before: int | None) -> None:
         sink.lost_rep(step.lost_rep)
+        if not sink.ordered:
+            if len(step.orig):
+                sink.paired(step.orig, step.rep)
+            return
         if len(step.orig):
             waiting.append((step.orig, step.rep))
         if not waiting:
@@ -231,23 +243,36 @@ def drive_batches(
         keep[done] = False
         waiting[:] = [(ordered.take(o, keep), ordered.take(r, keep))] if keep.any() else []
 
+    def final(bound: int) -> int:
+        """Pairs whose original is before this time are final: a later pair's
+        original is still held unpaired or comes in a later batch (at or after
+        `bound`). Settling at `bound - horizon_ns` instead held every pair of
+        the last horizon, a whole minute-long trace at NVMe rates."""
+        h = pairer.earliest_held()
+        return bound if h is None else min(h, bound)
+
     for ob in origs:
         bound = int(ob["t"][-1])
         rb = _replay_upto(reps, held, bound)
         sink.orig(ob)
         sink.rep(rb)
-        settle(pairer.step(ob, rb, bound), bound - horizon_ns)
+        step = pairer.step(ob, rb, bound)
+        settle(step, final(bound))
     empty = np.empty(0, ordered.COMPACT)
     for rb in itertools.chain(held, reps):
         if len(rb):
             sink.rep(rb)
             b = int(rb["t"][-1])
-            settle(pairer.step(empty, rb, b), b - horizon_ns)
+            step = pairer.step(empty, rb, b)
+            settle(step, final(b))
     settle(pairer.step(empty, empty, None), None)
 
 
 class Gaps(Sink):
-    """The first read: each pair's gap (replay time - original time, ns)."""
+    """The first read: each pair's gap (replay time - original time, ns); its
+    percentiles are the same in any order."""
+
+    ordered = False
 
     def __init__(self) -> None:
         self.spill = Spill()
