@@ -197,6 +197,23 @@ def _replay_upto(batches: Iterator[np.ndarray], held: list[np.ndarray], bound: i
     return a[:cut]
 
 
+def _at_least(batches: Iterator[np.ndarray], held) -> Iterator[np.ndarray]:
+    """The batches, consecutive ones joined until they are as many requests as the
+    pairer holds: it matches what it holds again at every step, so a replay slower
+    than its original (most of the original held, up to the horizon) would cost
+    a match of all of it per batch, however small the batches."""
+    part: list[np.ndarray] = []
+    n = 0
+    for b in batches:
+        part.append(b)
+        n += len(b)
+        if n >= held():
+            yield ordered.cat(part) if len(part) > 1 else part[0]
+            part, n = [], 0
+    if part:
+        yield ordered.cat(part) if len(part) > 1 else part[0]
+
+
 def drive(
     so: ordered.Scan,
     sr: ordered.Scan,
@@ -251,7 +268,7 @@ def drive_batches(
         h = pairer.earliest_held()
         return bound if h is None else min(h, bound)
 
-    for ob in origs:
+    for ob in _at_least(origs, lambda: pairer.held):
         bound = int(ob["t"][-1])
         rb = _replay_upto(reps, held, bound)
         sink.orig(ob)

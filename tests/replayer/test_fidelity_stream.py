@@ -344,3 +344,19 @@ def test_unordered_sinks_get_pairs_as_they_form(tmp_path: Path) -> None:
     assert early > 0.3 * len(got_o)
     back = np.lexsort((got_o["n"], got_o["t"]))
     assert np.array_equal(got_o[back], ref_o) and np.array_equal(got_r[back], ref_r)
+
+
+def test_batches_join_until_as_many_as_the_pairing_holds() -> None:
+    """A replay slower than its original leaves the pairing holding much of it, which
+    it matches again at every step: batches then join up to what it holds."""
+    from replayer.run.fidstream import _at_least
+
+    parts = []
+    for i in range(10):
+        b = np.zeros(10, ordered.COMPACT)
+        b["t"] = np.arange(i * 10, i * 10 + 10)
+        parts.append(b)
+    held = iter([0, 25, 25, 25, 25, 25, 25, 25, 25, 25])
+    got = list(_at_least(iter(parts), lambda: next(held)))
+    assert [len(g) for g in got] == [10, 30, 30, 30]
+    assert np.array_equal(np.concatenate(got)["t"], np.arange(100))
