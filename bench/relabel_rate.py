@@ -73,7 +73,9 @@ def child(mode: str, trace: str, jobdir: str) -> dict:
 
 def measure(mode: str, trace: Path, jobdir: Path) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, str(trace), str(jobdir)]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    # This checkout's code, not whichever the environment's install points at.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     if p.returncode != 0:
         raise SystemExit(f"{mode}: {p.stderr[-2000:]}")
     return json.loads(p.stdout)

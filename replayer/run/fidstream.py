@@ -168,7 +168,15 @@ def figures(g: Group, shift: int, timed: bool) -> dict:
 
 
 class Sink:
-    """What one read of both traces feeds; the first read needs only the gaps."""
+    """What one read of both traces feeds; the first read needs only the gaps.
+
+    `ordered`: `paired` must see the pairs in the original's time order. A sink
+    whose answer does not depend on that order (the gaps' percentiles, the
+    relabelling's labels) gets each batch's pairs at once: an original request
+    left unpaired (lost in the replay) holds back every later pair of an ordered
+    sink until the horizon has passed it, the whole trace at NVMe rates."""
+
+    ordered = True
 
     def orig(self, o: np.ndarray) -> None: ...
     def rep(self, r: np.ndarray) -> None: ...
@@ -187,6 +195,23 @@ def _replay_upto(batches: Iterator[np.ndarray], held: list[np.ndarray], bound: i
     cut = int(np.searchsorted(a["t"], bound, "left"))
     held[:] = [a[cut:]]
     return a[:cut]
+
+
+def _at_least(batches: Iterator[np.ndarray], held) -> Iterator[np.ndarray]:
+    """The batches, consecutive ones joined until they are as many requests as the
+    pairer holds: it matches what it holds again at every step, so a replay slower
+    than its original (most of the original held, up to the horizon) would cost
+    a match of all of it per batch, however small the batches."""
+    part: list[np.ndarray] = []
+    n = 0
+    for b in batches:
+        part.append(b)
+        n += len(b)
+        if n >= held():
+            yield ordered.cat(part) if len(part) > 1 else part[0]
+            part, n = [], 0
+    if part:
+        yield ordered.cat(part) if len(part) > 1 else part[0]
 
 
 def drive(
@@ -215,6 +240,10 @@ def drive_batches(
 
     def settle(step, before: int | None) -> None:
         sink.lost_rep(step.lost_rep)
+        if not sink.ordered:
+            if len(step.orig):
+                sink.paired(step.orig, step.rep)
+            return
         if len(step.orig):
             waiting.append((step.orig, step.rep))
         if not waiting:
@@ -231,23 +260,36 @@ def drive_batches(
         keep[done] = False
         waiting[:] = [(ordered.take(o, keep), ordered.take(r, keep))] if keep.any() else []
 
-    for ob in origs:
+    def final(bound: int) -> int:
+        """Pairs whose original is before this time are final: a later pair's
+        original is still held unpaired or comes in a later batch (at or after
+        `bound`). Settling at `bound - horizon_ns` instead held every pair of
+        the last horizon, a whole minute-long trace at NVMe rates."""
+        h = pairer.earliest_held()
+        return bound if h is None else min(h, bound)
+
+    for ob in _at_least(origs, lambda: pairer.held):
         bound = int(ob["t"][-1])
         rb = _replay_upto(reps, held, bound)
         sink.orig(ob)
         sink.rep(rb)
-        settle(pairer.step(ob, rb, bound), bound - horizon_ns)
+        step = pairer.step(ob, rb, bound)
+        settle(step, final(bound))
     empty = np.empty(0, ordered.COMPACT)
     for rb in itertools.chain(held, reps):
         if len(rb):
             sink.rep(rb)
             b = int(rb["t"][-1])
-            settle(pairer.step(empty, rb, b), b - horizon_ns)
+            step = pairer.step(empty, rb, b)
+            settle(step, final(b))
     settle(pairer.step(empty, empty, None), None)
 
 
 class Gaps(Sink):
-    """The first read: each pair's gap (replay time - original time, ns)."""
+    """The first read: each pair's gap (replay time - original time, ns); its
+    percentiles are the same in any order."""
+
+    ordered = False
 
     def __init__(self) -> None:
         self.spill = Spill()

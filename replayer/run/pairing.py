@@ -98,6 +98,11 @@ class Pairer:
     def held(self) -> int:
         return len(self._o) + len(self._r)
 
+    def earliest_held(self) -> int | None:
+        """The earliest time of an original request still unpaired (None: none):
+        every later pair's original is one of these or comes in a later batch."""
+        return int(self._o["t"].min()) if len(self._o) else None
+
     def step(self, o: np.ndarray, r: np.ndarray, bound: int | None) -> Step:
         """Add the next requests of each trace, all of them before `bound` (ns;
         None: the end of both traces)."""

@@ -204,19 +204,35 @@ def planned_batches(
 
 class _Labels(fidstream.Sink):
     """Each paired request's plan stream (by its place among the replayable
-    requests), and each thread's stream: its first paired request's."""
+    requests), and each thread's stream: that of its pair whose plan entry
+    comes first (time, then place). Neither depends on the order the pairs come
+    in, so they come as soon as they form (fidstream.Sink.ordered)."""
+
+    ordered = False
 
     def __init__(self, n: int, sid: np.ndarray) -> None:
         self.label = np.full(n, -1, np.int16)
         self.sid = sid
-        self.tid: dict[int, int] = {}
+        self._first: dict[int, tuple[int, int, int]] = {}  # tid: (t, n, stream)
+
+    @property
+    def tid(self) -> dict[int, int]:
+        return {t: v[2] for t, v in self._first.items()}
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         s = self.sid[o["stream"]]
         self.label[r["n"]] = s
-        tids, first = np.unique(r["tid"], return_index=True)
-        for t, k in zip(tids.tolist(), s[first].tolist(), strict=True):
-            self.tid.setdefault(t, k)
+        order = np.lexsort((o["n"], o["t"], r["tid"]))
+        tids = r["tid"][order]
+        first = order[np.r_[True, tids[1:] != tids[:-1]]] if len(order) else order
+        rows = zip(
+            r["tid"][first].tolist(), o["t"][first].tolist(), o["n"][first].tolist(),
+            s[first].tolist(), strict=True,
+        )  # fmt: skip
+        for t, tt, n, k in rows:
+            held = self._first.get(t)
+            if held is None or (tt, n) < held[:2]:
+                self._first[t] = (tt, n, k)
 
 
 def _stream_ids(header: dict, names: list[str]) -> tuple[dict[str, int], np.ndarray]:
@@ -254,10 +270,11 @@ def relabel(trace: Path, jobdir: Path, man: Manifest, horizon_ns: int = HORIZON_
     by_name, sid = _stream_ids(header, names)
     labels = _Labels(scan.count if scan else 0, sid)
     if scan is not None:
-        # Batches 4x fidelity's: the pairing re-matches what it holds at every batch,
-        # and a replay slower than its plan leaves most of the plan held (15 % less
-        # time on a 1.5 M-request full-rate replay, the same peak memory).
-        batch = 4 * ordered.BATCH
+        # Small batches: what a step holds is a few times its batch (898 MiB peak at
+        # 4x fidelity's on a 2.1 M-request full-rate replay, ~320 MiB at 1/4, no
+        # slower). A replay slower than its plan still steps by what the pairing
+        # holds (fidstream._at_least).
+        batch = ordered.BATCH // 4
         plan_b, rec_b = planned_batches(logs, batch), ordered.batches(scan, batch)
         fidstream.drive_batches(plan_b, rec_b, labels, horizon_ns)
     header["streams"] = {str(v): k for k, v in sorted(by_name.items(), key=lambda kv: kv[1])}
@@ -288,6 +305,7 @@ def _rewrite(
     stop): rewriting the labels must not lose it."""
     tmp = Path(str(trace) + ".relabel")
     n = done = at = 0
+    tid = labels.tid if labels is not None else {}
     try:
         with open_trace(trace) as t, TraceWriter(tmp, header) as w:
             footer = dict(t.footer or {})
@@ -298,7 +316,7 @@ def _rewrite(
                     continue
                 keep = ordered._keep(c, scan.app_flush) if scan else np.zeros(len(c), bool)
                 k = int(keep.sum())
-                out, d = _relabelled(c, keep, labels.label[at : at + k], labels.tid)
+                out, d = _relabelled(c, keep, labels.label[at : at + k], tid)
                 at, done = at + k, done + d
                 w.write(out)
             # Read the footer only after iterating: iteration checks it.

@@ -122,3 +122,23 @@ def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch, block: int) -
     assert got_n == relabel.relabel_in_memory(ref_rec, jobdir, man)
     assert got_n.relabelled > 0.9 * got_n.requests
     assert np.array_equal(_read(rec)[2], _read(ref_rec)[2])
+
+
+def test_a_threads_stream_is_its_earliest_plan_entrys_whatever_order_pairs_come() -> None:
+    """Pairs reach the labels as they form, not in the plan's order: a thread still
+    takes the stream of its pair whose plan entry comes first (time, then place)."""
+    sid = np.array([10, 20, 30])
+
+    def pairs(t: list[int], n: list[int], stream: list[int], rn: list[int], tid: int):
+        o = np.zeros(len(t), ordered.COMPACT)
+        o["t"], o["n"], o["stream"] = t, n, stream
+        r = np.zeros(len(t), ordered.COMPACT)
+        r["n"], r["tid"] = rn, tid
+        return o, r
+
+    lab = relabel._Labels(9, sid)
+    lab.paired(*pairs([500, 400], [5, 4], [0, 0], [0, 1], tid=1))
+    lab.paired(*pairs([300, 300], [7, 6], [1, 2], [2, 3], tid=1))  # later, yet earlier
+    lab.paired(*pairs([100, 200], [1, 0], [0, 1], [4, 5], tid=2))
+    assert lab.tid == {1: 30, 2: 10}
+    assert lab.label[:6].tolist() == [10, 10, 20, 30, 10, 20]
