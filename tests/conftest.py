@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,27 @@ def need(condition: bool, why: str) -> None:
     if IN_CI:
         pytest.fail(f"CI=true and this test needs {why}")
     pytest.skip(f"needs {why}")
+
+
+def wait_block_nodes(paths: list[str], timeout_s: float = 10.0) -> None:
+    """Wait for device nodes (a partition's node may lag its scan). A regular file
+    at such a path is no node that will appear: devtmpfs does not replace it. One
+    was found at /dev/loop2p1 (32 KiB), written by some earlier command while the
+    node was missing, and it failed every partition test that drew loop2 after."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        waiting = []
+        for path in paths:
+            try:
+                mode = os.stat(path).st_mode
+            except FileNotFoundError:
+                waiting.append(path)
+                continue
+            assert stat.S_ISBLK(mode), f"{path} is not a device node but a stale file: remove it"
+        if not waiting:
+            return
+        assert time.monotonic() < deadline, f"{', '.join(waiting)}: the device node did not appear"
+        time.sleep(0.05)
 
 
 def _kernel_ready() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import threading
@@ -12,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import wait_block_nodes
 from helpers import IOTAPE, fio_args, fio_multiset, iotape, trace_multiset, trace_records
 
 import schemas
@@ -194,10 +194,7 @@ def test_partition_maps_to_disk(loop, tmp_path: Path) -> None:
     subprocess.run(["partx", "-u", loop.path], check=False)
     subprocess.run(["losetup", "-c", loop.path], check=False)
     p1, p2 = f"{loop.path}p1", f"{loop.path}p2"
-    for _ in range(50):
-        if os.path.exists(p1) and os.path.exists(p2):
-            break
-        time.sleep(0.1)
+    wait_block_nodes([p1, p2])
     out = tmp_path / "part.iot"
     script = (
         f"dd if={p1} of=/dev/null bs=4k count=10 skip=5 iflag=direct status=none; "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import need
+from conftest import need, wait_block_nodes
 from helpers import iotape
 from trace_helpers import DT, SDA, header
 
@@ -262,9 +262,10 @@ class PartitionedLoop:
         # The kernel's partitions first, then their device nodes: a node may lag
         # (or be left from an earlier device of that name) when the scan is slow.
         deadline = time.monotonic() + 10
-        while not all(os.path.exists(x) for x in [*parts, self.p1, self.p2]):
+        while not all(os.path.exists(x) for x in parts):
             assert time.monotonic() < deadline, f"{self.path}: its partitions did not appear"
             time.sleep(0.05)
+        wait_block_nodes([self.p1, self.p2])
         mk = subprocess.run(["mkfs.ext4", "-q", "-F", self.p1], capture_output=True, text=True)
         assert mk.returncode == 0, f"mkfs.ext4 {self.p1}: {mk.stderr.strip()}"
         self.mnt = tempfile.mkdtemp(prefix="iotape-mnt-")
