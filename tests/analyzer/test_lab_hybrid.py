@@ -111,6 +111,12 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             assert rp["reference"]["issued_before_predecessor"] == 0
             assert rp[key]["issued_before_predecessor"] == 0
             assert rp["read_throughput_gain"] > 0 and t["predicted"]["replayed_gain"] > 0
+            # The closed loop of the replays' read latencies, their own rates beside.
+            ref_ms = rp["reference"]["streams"]["db-read"]["read_ms_mean"]
+            got_ms = rp[key]["streams"]["db-read"]["read_ms_mean"]
+            other = rp["other_time_per_read_ms"]
+            assert rp["read_throughput_gain"] == pytest.approx((ref_ms + other) / (got_ms + other))
+            assert rp["replayed_rate_gain"] > 0 and t["predicted"]["replayed_rate_gain"] > 0
         # The database writes took the cache's time at the device (the recorder's
         # issue-to-completion), not the disks'.
         ack = rep["devices"]["array_model"]["ack_ms"]
