@@ -230,12 +230,19 @@ def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
 
 
 def _replayed(
-    o: LabOptions, lab: HybridLab, base: dict, model: ArrayModel, out: Path, say: Say
+    o: LabOptions,
+    lab: HybridLab,
+    base: dict,
+    model: ArrayModel,
+    out: Path,
+    say: Say,
+    other_ms: float,
 ) -> dict[str, Any]:
     """A configuration's gain from the baseline's trace alone: its dependent replay on
     the array as the baseline had it and as the configuration has it (cold, as the
-    measured run starts). The replays write over the databases: the caller makes them
-    again."""
+    measured run starts), the replays' read latencies in the closed loop with the
+    baseline's `other_ms` per read (replayed.py). The replays write over the databases:
+    the caller makes them again."""
     trace = Path(base["trace"])
     assert lab.array_model is not None
     key = "tier" if model.tier_mb else "cache"
@@ -251,7 +258,13 @@ def _replayed(
         replayed.replay(trace, lab.slow, out / f"replay-{key}-warm")
     say(f"prediction by replay: the same on the array with its {key}")
     got = replayed.replay(trace, lab.slow, out / f"replay-{key}")
-    return {"reference": ref, key: got, "read_throughput_gain": replayed.gain(ref, got)}
+    return {
+        "reference": ref,
+        key: got,
+        "other_time_per_read_ms": other_ms,
+        "read_throughput_gain": replayed.gain(ref, got, other_ms),
+        "replayed_rate_gain": replayed.rate_gain(ref, got),
+    }
 
 
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
@@ -293,7 +306,10 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             assert array is not None
             ssd = _array_ssd(o, array)
             for key, model in ssd.items():
-                prediction[key]["replayed"] = _replayed(o, lab, runs["baseline"], model, out, say)
+                other = prediction[key]["littles_law"]["other_time_per_read_ms"]
+                prediction[key]["replayed"] = _replayed(
+                    o, lab, runs["baseline"], model, out, say, other
+                )
             lab.restart_array(array)  # the databases made again after the replays
             disk = lab.hdd
             assert disk is not None

@@ -202,6 +202,11 @@ def _versus(p: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
         "replayed_gain_error": _err(
             (p.get("replayed") or {}).get("read_throughput_gain"), row["gain"]["db_reads_per_s"]
         ),
+        # The replays' own rates (waits on the log writer's replayed clock included).
+        "replayed_rate_gain": (p.get("replayed") or {}).get("replayed_rate_gain"),
+        "replayed_rate_gain_error": _err(
+            (p.get("replayed") or {}).get("replayed_rate_gain"), row["gain"]["db_reads_per_s"]
+        ),
     }
 
 
@@ -244,6 +249,8 @@ def render(rep: dict[str, Any]) -> str:
         ("  error", "migrated_bytes_error", "{:+.0%}"),
         ("replayed reads/s gain", "replayed_gain", "{:.2f}x"),
         ("  error", "replayed_gain_error", "{:+.0%}"),
+        ("  the replays' own rates", "replayed_rate_gain", "{:.2f}x"),
+        ("  error", "replayed_rate_gain_error", "{:+.0%}"),
     ):
         rows.append((label, [_x(c[k].get("predicted", {}).get(field), fmt) for k in keys]))
     ok = [

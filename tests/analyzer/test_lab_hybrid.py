@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import need
 
-from analyzer.lab import predict
+from analyzer.lab import predict, replayed
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
 from base.errors import IotapeError
@@ -111,6 +111,12 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             assert rp["reference"]["issued_before_predecessor"] == 0
             assert rp[key]["issued_before_predecessor"] == 0
             assert rp["read_throughput_gain"] > 0 and t["predicted"]["replayed_gain"] > 0
+            # The closed loop of the replays' read latencies, their own rates beside.
+            ref_ms = rp["reference"]["streams"]["db-read"]["read_ms_mean"]
+            got_ms = rp[key]["streams"]["db-read"]["read_ms_mean"]
+            other = rp["other_time_per_read_ms"]
+            assert rp["read_throughput_gain"] == pytest.approx((ref_ms + other) / (got_ms + other))
+            assert rp["replayed_rate_gain"] > 0 and t["predicted"]["replayed_rate_gain"] > 0
         # The database writes took the cache's time at the device (the recorder's
         # issue-to-completion), not the disks'.
         ack = rep["devices"]["array_model"]["ack_ms"]
@@ -173,6 +179,50 @@ def test_littles_law_gain_from_the_projection() -> None:
     assert got["littles_law"]["other_time_per_read_ms"] == pytest.approx(10.0)
     assert got["littles_law"]["read_throughput_gain"] == pytest.approx(20 / (r_new + 10))
     assert p.unit == mib and not p.count_writes
+
+
+def _lanes(jobs: list[tuple[str, int, float, int, float]], elapsed_ms: int) -> dict:
+    """iotape-lanes' JSON: (job name, reads, their mean ms, writes, runtime ms) each."""
+
+    def side(n: int, mean_ms: float) -> dict:
+        pct = {"50.000000": mean_ms * 1e6}
+        return {"total_ios": n, "iops": 0.0, "clat_ns": {"mean": mean_ms * 1e6, "percentile": pct}}
+
+    return {
+        "fio version": "iotape-lanes",
+        "elapsed_ms": elapsed_ms,
+        "jobs": [
+            {"jobname": name, "read": side(r, ms), "write": side(w, 0.5), "job_runtime": rt}
+            for name, r, ms, w, rt in jobs
+        ],
+    }
+
+
+def test_replayed_gain_is_the_closed_loop_of_the_replays_read_latencies() -> None:
+    # Two session threads and a log writer replayed twice: on the slow device reads
+    # take 10 ms, on the faster 3.5 ms; each thread also waits 7 s for the log
+    # writer's replayed clock, on either device (issue 38's cache replay).
+    def replay(ms: float) -> dict:
+        runtime = 5000 * ms + 7000
+        res = _lanes(
+            [
+                ("db0.db-read.t1", 5000, ms, 0, runtime),
+                ("db0.db-read.t2", 5000, ms, 0, runtime - 10),
+                ("db0.log-write.t3", 0, 0.0, 4000, runtime),
+            ],
+            int(runtime),
+        )
+        return {"streams": replayed._streams(res["jobs"])}
+
+    ref, cfg = replay(10.0), replay(3.5)
+    assert ref["streams"]["db-read"]["read_ms_mean"] == pytest.approx(10.0)
+    assert cfg["streams"]["log-write"]["read_ms_mean"] is None
+    # The replays' own rates carry the constant wait: 57 s against 24.5 s.
+    assert replayed.rate_gain(ref, cfg) == pytest.approx(57000 / 24500)
+    # The closed loop: the threads' time per read outside reads from the baseline.
+    assert replayed.gain(ref, cfg) == pytest.approx(10.0 / 3.5)
+    assert replayed.gain(ref, cfg, other_ms=0.5) == pytest.approx(10.5 / 4.0)
+    assert replayed.gain(ref, {"streams": {}}) is None
 
 
 def test_service_times_of_one_fifo_device() -> None:
