@@ -22,7 +22,7 @@ engine's run on the target. The engine is recorded with its wakes
 (`--record-wakes`; `--no-wakes`: without, the edges inferred from timing alone).
 Each plan's edges per stream: `wake_edges` from the recorded wakes, the rest of
 `cross_edges` inferred (`long_think_edges` of them by hfplayer's rule), and
-`cross_candidates` against `cross_by_chance` (deps.py).
+`cross_candidates` against `cross_by_chance` and `cross_mirror` (deps.py).
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def _tx(streams: dict, side: str) -> tuple[int, float]:
 
 def _deps(d: dict) -> dict:
     keep = ("stream", "submitters", "requests", "with_predecessor", "depth", "think_us")
-    return {k: d[k] for k in (*keep, "cross_candidates", "cross_by_chance", "cross_edges",
-                                  "long_think_edges", "wake_edges")}  # fmt: skip
+    cross = ("cross_candidates", "cross_by_chance", "cross_mirror", "cross_edges")
+    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges")}
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replayer.plan.deps import MAX_CROSS_SUBMITTERS, latest_before
+from replayer.plan.deps import MAX_CROSS_SUBMITTERS, around, latest_before
 
 CROSS_EVIDENCE = 3.0  # a pair of streams' candidates over what chance gives
 # How soon after another thread's completion a request counts as waiting for it:
@@ -152,17 +152,6 @@ def ordered(after: int, before: int) -> bool:
     against `before` issued as soon before one are more than a coin flip gives
     (a sign test: at least CROSS_Z standard deviations over an even split)."""
     return after - before >= CROSS_Z * math.sqrt(after + before)
-
-
-def around(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each time in `at`, the rows (of `rows`) with the latest completion at
-    or before it (deps.latest_before) and with the earliest after it; -1 where
-    none."""
-    by_end = rows[np.argsort(end[rows], kind="stable")]
-    k = np.searchsorted(end[by_end], at, side="right")
-    before = np.where(k > 0, by_end[np.maximum(k - 1, 0)], -1)
-    after = np.where(k < len(by_end), by_end[np.minimum(k, len(by_end) - 1)], -1)
-    return before, after
 
 
 def _long_think(

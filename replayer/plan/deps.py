@@ -33,7 +33,9 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   the submitter's own chain), i.e. an upper bound of what is lost; beside it,
   how many of them independent submitters would show by chance (the others'
   completions as a Poisson stream at their mean rate): candidates well above
-  chance are the trace's evidence of cross-thread dependencies. `cross_edges`
+  chance are the trace's evidence of cross-thread dependencies; and the mirror
+  count (requests issued as soon before another submitter's completion), the
+  other side of crossedges.ordered's sign test. `cross_edges`
   (crossedges.py)
   acts on that evidence over a whole plan, every stream: where one stream's
   requests come soon after another stream's completions (by another thread) at
@@ -83,8 +85,9 @@ class Deps:
     think_ns: np.ndarray  # issue minus the predecessor's completion (0 without one)
     covers: list[tuple[int, int]]  # (flush/FUA request, a write it waits for)
     depth: dict[int, int]  # submitter -> its most requests in flight
-    # cross-thread candidates and how many chance would give (None: too many submitters)
-    cross: tuple[int, int] | None
+    # cross-thread candidates, how many chance would give and the mirror count
+    # (_cross; None: too many submitters)
+    cross: tuple[int, int, int] | None
     start: np.ndarray  # each request's app-side issue (times())
     end: np.ndarray  # its completion (an unseen one bounded)
     first: int = 0  # rows before this are the context's
@@ -197,6 +200,16 @@ def latest_before(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> np.ndarr
     return np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
 
 
+def around(end: np.ndarray, rows: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time in `at`, the rows (of `rows`) with the latest completion at
+    or before it (latest_before) and with the earliest after it; -1 where none."""
+    by_end = rows[np.argsort(end[rows], kind="stable")]
+    k = np.searchsorted(end[by_end], at, side="right")
+    before = np.where(k > 0, by_end[np.maximum(k - 1, 0)], -1)
+    after = np.where(k < len(by_end), by_end[np.minimum(k, len(by_end) - 1)], -1)
+    return before, after
+
+
 def _chain(
     start: np.ndarray, end: np.ndarray, rows: np.ndarray, pred: np.ndarray, first: int
 ) -> None:
@@ -241,31 +254,40 @@ def _covers(
 def _cross(
     start: np.ndarray, end: np.ndarray, sub: np.ndarray, think: np.ndarray, has: np.ndarray,
     first: int,
-) -> tuple[int, int] | None:  # fmt: skip
-    """(candidates, how many independent submitters would show by chance) among
-    the requests from `first` on: a request counts where another submitter's
-    completion came CROSS_NS or less before its issue and after its own
-    predecessor's completion. By chance: other submitters' completions as a
-    Poisson stream at their mean rate (over these requests' span)."""
+) -> tuple[int, int, int] | None:  # fmt: skip
+    """(candidates, how many independent submitters would show by chance, mirror)
+    among the requests from `first` on: a request counts where another
+    submitter's completion came CROSS_NS or less before its issue and after its
+    own predecessor's completion. By chance: other submitters' completions as a
+    Poisson stream at their mean rate (over these requests' span). Mirror: the
+    requests issued as soon BEFORE another submitter's completion (under their
+    own think time), crossedges.ordered's other side: threads the host wakes
+    together show as many of these as candidates, a waiting thread far fewer."""
     labels = np.unique(sub)
     if len(labels) > MAX_CROSS_SUBMITTERS:
         return None
     if len(labels) < 2:
-        return 0, 0
-    nearest = np.full(len(start), np.iinfo(np.int64).max, np.int64)
+        return 0, 0, 0
+    big = np.iinfo(np.int64).max
+    nearest = np.full(len(start), big, np.int64)
+    lead = np.full(len(start), big, np.int64)
     rate = np.zeros(len(start))
     span = max(int(end.max() - start[first:].min(initial=int(end.max()))), 1)
     for s in labels.tolist():
         rows = np.flatnonzero(sub == s)
         other = sub != s
-        j = latest_before(end, rows, start)
-        gap = np.where(j >= 0, start - end[np.maximum(j, 0)], nearest)
+        j, k = around(end, rows, start)
+        gap = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
         nearest = np.where(other, np.minimum(nearest, gap), nearest)
+        ahead = np.where(k >= 0, end[np.maximum(k, 0)] - start, big)
+        lead = np.where(other, np.minimum(lead, ahead), lead)
         rate[other] += int((rows >= first).sum()) / span
-    own = np.where(has, think, np.iinfo(np.int64).max)[first:]
+    own = np.where(has, think, big)[first:]
     window = np.minimum(own, CROSS_NS).astype(float)
     chance = float((1 - np.exp(-rate[first:] * window)).sum())
-    return int(((nearest[first:] <= CROSS_NS) & (nearest[first:] < own)).sum()), round(chance)
+    cand = (nearest[first:] <= CROSS_NS) & (nearest[first:] < own)
+    mirror = (lead[first:] <= CROSS_NS) & (lead[first:] < own)
+    return int(cand.sum()), round(chance), int(mirror.sum())
 
 
 def _bound_unseen(start: np.ndarray, end: np.ndarray, rows: np.ndarray, unseen: np.ndarray) -> None:
@@ -355,7 +377,7 @@ class Tally:
     with_predecessor: int = 0
     depth: dict[int, int] = field(default_factory=dict)
     flush_orderings: int = 0
-    cross: tuple[int, int] | None = (0, 0)
+    cross: tuple[int, int, int] | None = (0, 0, 0)
     think: quantiles.Spill = field(default_factory=quantiles.Spill)
 
     def add(self, d: Deps) -> None:
@@ -367,7 +389,7 @@ class Tally:
         self.flush_orderings += len(d.covers)
         self.think.add(d.think_ns[d.first :][has])
         c, dc = self.cross, d.cross
-        self.cross = None if c is None or dc is None else (c[0] + dc[0], c[1] + dc[1])
+        self.cross = None if c is None or dc is None else (c[0] + dc[0], c[1] + dc[1], c[2] + dc[2])
 
     def summary(self) -> dict[str, Any]:
         """plan.json's `dependencies` entry (the think times let go)."""
@@ -386,6 +408,7 @@ class Tally:
             "flush_orderings": self.flush_orderings,
             "cross_candidates": self.cross[0] if self.cross else None,
             "cross_by_chance": self.cross[1] if self.cross else None,
+            "cross_mirror": self.cross[2] if self.cross else None,
         }
 
 

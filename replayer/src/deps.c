@@ -16,7 +16,20 @@
  * The job's `iodepth` threads take its requests in order, so at most iodepth are
  * in flight. Each issue checks that every request it waited for had completed:
  * the count of those that had not (0 unless this program is wrong) is reported
- * as "dependencies": {"issued_before_predecessor": N}. */
+ * as "dependencies": {"issued_before_predecessor": N}.
+ *
+ * Think time net of the host's delay (docs/replay.md "Think time net of the
+ * host"): a recorded think time runs from the block completion to the next block
+ * issue, so it holds the recording host's delay (the completion's interrupt
+ * waking the thread, the next submission) besides the application's think; the
+ * replay pays its own such delay on top. Each job's smallest relative think is an
+ * upper bound of what its log's thinks hold of the recording host's delay (its
+ * "floor"); this program measures its own delay at start (own_floor_ns: two
+ * wake-ups, the completion's and the think's sleep's, each the median lateness
+ * of short sleeps on this host). Each relative think is then replayed less
+ * min(job floor, own floor) (net_think), never below 0: it takes out no more than
+ * the trace shows was there, and no more than the replay adds.
+ * IOTAPE_LANES_OWN_FLOOR_US gives this host's delay instead (0: thinks as logged). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <time.h>
 #include <linux/futex.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,6 +65,38 @@ static atomic_int *done_flag;
 static long long n_ids, n_requests, n_with_pred;
 static atomic_llong early, waited_ns;
 static int dependent;
+static long long own_floor_ns; /* this host's delay in a dependent cycle (calibrate) */
+static const job_t *jobs_of; /* for the report */
+static int n_jobs;
+
+/* A relative think replayed net of the host's delay: less the smaller of the
+ * job's floor (its smallest think) and this host's own, never below 0. */
+long long net_think(long long think_ns, long long job_floor_ns, long long own_ns) {
+    long long less = job_floor_ns < own_ns ? job_floor_ns : own_ns;
+    return think_ns > less ? think_ns - less : 0;
+}
+
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* This host's delay in a dependent cycle: twice the median lateness of 101
+ * short sleeps (timer slack 1 ns, as the workers'), one for the wake-up at a
+ * completion and one for the sleep of the think time. */
+static long long calibrate(void) {
+    enum { N = 101 };
+    long long late[N];
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    for (int i = 0; i < N; i++) {
+        long long due = now_ns() + 100000LL;
+        struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        late[i] = now_ns() - due;
+    }
+    qsort(late, N, sizeof *late, cmp_ll);
+    return 2 * (late[N / 2] > 0 ? late[N / 2] : 0);
+}
 
 static int action(const char *s, int *flags) {
     char base[32];
@@ -166,9 +213,40 @@ int deps_load(job_t *job) {
     return 1;
 }
 
-void deps_start(const job_t *jobs, int n) {
-    (void)jobs;
-    (void)n;
+void deps_start(job_t *jobs, int n) {
+    if (!dependent)
+        return;
+    /* IOTAPE_LANES_OWN_FLOOR_US: this host's delay given instead of measured (0:
+     * the recorded thinks as they are, the replay before think_net). */
+    const char *given = getenv("IOTAPE_LANES_OWN_FLOOR_US");
+    if (given && *given) {
+        char *end;
+        double us = strtod(given, &end);
+        if (*end || !(us >= 0) || us > 1e9) {
+            fprintf(stderr, "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=%s: not microseconds "
+                            "(0 or more)\n", given);
+            exit(2);
+        }
+        own_floor_ns = (long long)(us * 1000);
+    } else
+        own_floor_ns = calibrate();
+    jobs_of = jobs;
+    n_jobs = n;
+    for (int j = 0; j < n; j++) {
+        job_t *job = &jobs[j];
+        long long floor = LLONG_MAX;
+        for (size_t i = 0; i < job->nreq; i++)
+            if (!job->reqs[i].absolute && job->reqs[i].t_ns < floor)
+                floor = job->reqs[i].t_ns;
+        job->think_floor_ns = floor == LLONG_MAX ? 0 : floor;
+        job->think_net_ns = 0;
+        for (size_t i = 0; i < job->nreq; i++)
+            if (!job->reqs[i].absolute) {
+                job->reqs[i].t_ns = net_think(job->reqs[i].t_ns, job->think_floor_ns,
+                                              own_floor_ns);
+                job->think_net_ns += job->reqs[i].t_ns;
+            }
+    }
     if (dependent && (!(done_ns = calloc((size_t)n_ids + 1, sizeof *done_ns)) ||
                       !(done_flag = calloc((size_t)n_ids + 1, sizeof *done_flag)))) {
         fprintf(stderr, "iotape-lanes: out of memory\n");
@@ -254,7 +332,16 @@ void deps_report(void) {
     if (!dependent)
         return;
     printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
-           "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f}",
+           "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, "
+           "\"think_net\": {\"own_floor_us\": %.3f, \"jobs\": {",
            n_requests, n_with_pred, (long long)atomic_load(&early),
-           (double)atomic_load(&waited_ns) / 1e6);
+           (double)atomic_load(&waited_ns) / 1e6, (double)own_floor_ns / 1e3);
+    for (int j = 0, k = 0; j < n_jobs; j++)
+        if (jobs_of[j].nreq) {
+            printf("%s", k++ ? ", " : "");
+            json_str(jobs_of[j].name);
+            printf(": {\"floor_us\": %.3f, \"replayed_think_us\": %.3f}",
+                   (double)jobs_of[j].think_floor_ns / 1e3, (double)jobs_of[j].think_net_ns / 1e3);
+        }
+    printf("}}}");
 }

@@ -45,6 +45,8 @@ typedef struct {
     char target[4096];
     struct dreq *reqs;
     size_t nreq, next;
+    long long think_floor_ns; /* its smallest relative think (deps_start) */
+    long long think_net_ns;   /* the sum of its relative thinks as replayed */
 } job_t;
 
 typedef struct {
@@ -91,8 +93,10 @@ void report(const job_t *jobs, int n, long long epoch_ms);
 
 /* deps.c */
 int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one */
-void deps_start(const job_t *jobs, int n); /* after every job's deps_load */
+void deps_start(job_t *jobs, int n); /* after every job's deps_load */
 void deps_worker(worker_t *w, tally_t *ty);
+long long net_think(long long think_ns, long long job_floor_ns, long long own_ns);
+void json_str(const char *s); /* report.c: a JSON string of s */
 void deps_report(void);               /* its JSON key, if the plan is dependent */
 
 #endif

@@ -47,7 +47,7 @@ void hist_merge(hist_t *into, const hist_t *from) {
         into->n[b] += from->n[b];
 }
 
-static void json_str(const char *s) {
+void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
         if (*s == '"' || *s == '\\')

@@ -93,6 +93,9 @@ class DependencyEntry(Part):
     flush_orderings: int  # flush/FUA requests' waits on writes of other submitters
     cross_candidates: int | None  # issued right after another submitter's completion
     cross_by_chance: int | None = None  # how many independent submitters would show
+    # issued as soon BEFORE another submitter's completion: the sign test's other
+    # side (crossedges.ordered): about as many as the candidates, no edge
+    cross_mirror: int | None = None
     # whose thread's previous completion was of another stream (each stream is chained apart)
     other_stream_predecessors: int = 0
     # requests that also wait for another thread's request (crossedges.cross_edges)

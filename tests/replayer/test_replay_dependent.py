@@ -203,6 +203,27 @@ def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path
     assert sum(j["read"]["total_ios"] for j in res["jobs"]) == 2000
 
 
+def test_requests_issued_just_before_another_threads_completion_are_the_mirror_count() -> None:
+    """Thread 2 issues 3 us before each of thread 1's completions (woken with it,
+    not by it): no candidate, 10 in mirror (crossedges.ordered's other side)."""
+    n = 10
+    r = np.zeros(2 * n, dtype=DT)
+    one = 1_000_000 + np.arange(n) * 200_000
+    r["ts_queue_ns"] = np.concatenate([one, one + 47_000])
+    r["ts_issue_ns"] = r["ts_queue_ns"]
+    r["ts_complete_ns"] = np.concatenate([one + 50_000, one + 52_000])
+    r["tid"] = [1] * n + [2] * n
+    r["op"] = OP["read"]
+    r["bytes"] = 4096
+    r = r[np.argsort(r["ts_issue_ns"], kind="stable")]
+    d = deps.infer(r)
+    assert d.cross is not None and (d.cross[0], d.cross[2]) == (0, n)
+    t = deps.Tally()
+    t.add(d)
+    s = t.summary()
+    assert (s["cross_candidates"], s["cross_mirror"]) == (0, n)
+
+
 def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
@@ -213,6 +234,7 @@ def test_replay_plan_prints_each_streams_dependencies(tmp_path: Path) -> None:
     assert "timing dependent (runs with iotape-lanes)" in out.output
     assert "db0.other: 98/100 requests after a predecessor (2 submitter(s) by tid)" in out.output
     assert "think us p10/p50/p90/p99 1000.0/1000.0/1000.0/1000.0" in out.output
+    assert "cross-thread candidates (by chance " in out.output and ", in mirror " in out.output
 
 
 @pytest.mark.parametrize(

@@ -222,7 +222,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 + "/".join(str(t.get(k, "-")) for k in ("p10", "p50", "p90", "p99"))
                 + f", {d['flush_orderings']} flush/FUA orderings, "
                 f"{d['cross_candidates']} cross-thread candidates (by chance "
-                f"{d.get('cross_by_chance')}) and "
+                f"{d.get('cross_by_chance')}, in mirror {d.get('cross_mirror')}) and "
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request "
                 f"({d.get('wake_edges', 0)} of them from recorded wakes, "

@@ -1,0 +1,139 @@
+"""Think time net of the host's delay (replayer/src/deps.c, docs/replay.md "Think
+time net of the host"): iotape-lanes replays each relative think less the smaller
+of its job's floor (the job's smallest think in the log) and this host's own
+delay, never below 0, and still issues nothing before its predecessor completed.
+No root: the target is a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from trace_helpers import DT, SDA, header
+
+import schemas
+from recorder.tracefile import write_trace
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import runner
+
+OP = schemas.enum("op")
+MIB = 1 << 20
+LAT_NS = 100_000
+
+
+def _trace(path: Path, thinks_us: dict[int, list[int]]) -> Path:
+    """A synchronous submitter per tid, each request issued its think (us) after
+    its thread's previous completion."""
+    rows = []
+    for k, (tid, thinks) in enumerate(thinks_us.items()):
+        t = 1_000_000 + k * 37_000
+        for think in [0, *thinks]:
+            t += think * 1000
+            rows.append((t, tid))
+            t += LAT_NS
+    r = np.zeros(len(rows), dtype=DT)
+    q = np.array([t for t, _ in rows], np.int64)
+    r["ts_queue_ns"] = q
+    r["ts_issue_ns"] = q + 2_000
+    r["ts_complete_ns"] = q + LAT_NS
+    r["tid"] = [tid for _, tid in rows]
+    r["pid"] = 400
+    r["offset"] = np.arange(len(r)) % 64 * 8192
+    r["bytes"] = 8192
+    r["op"] = np.where(np.arange(len(r)) % 3 == 0, OP["write"], OP["read"])
+    r["dev"] = SDA
+    h = header()
+    h["devices"] = h["devices"][:1]
+    return write_trace(path, h, r[np.argsort(r["ts_issue_ns"], kind="stable")])
+
+
+def _plan(tmp_path: Path) -> Path:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    rng = np.random.default_rng(5)
+    # t500: thinks of 300 us and more (a floor above the host's delay given below);
+    # t501: one of 20 us (a floor under it: no more than 20 us may come off).
+    some = lambda lo: rng.integers(lo, 900, 10).tolist()  # noqa: E731
+    thinks = {500: [300, *some(300), *some(300)], 501: [*some(100), 20, *some(100)]}
+    trace = _trace(tmp_path / "t.iot", thinks)
+    jobdir = tmp_path / "jobs"
+    plan(PlanOptions(trace=trace, jobdir=jobdir, targets=[f"all={target}"], timing="dependent"))
+    return jobdir
+
+
+def _lanes(jobdir: Path, own_us: str | None) -> subprocess.CompletedProcess:
+    assert runner.LANES.exists(), f"{runner.LANES}: run `make native`"
+    env = {k: v for k, v in os.environ.items() if k != "IOTAPE_LANES_OWN_FLOOR_US"}
+    if own_us is not None:
+        env["IOTAPE_LANES_OWN_FLOOR_US"] = own_us
+    return subprocess.run([str(runner.LANES), "replay.fio"], cwd=jobdir, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def _logged_thinks(jobdir: Path) -> dict[str, list[int]]:
+    """Each job's relative thinks (us) as the plan wrote them."""
+    out = {}
+    for log in (jobdir / "iologs").glob("*.log"):
+        fields = [ln.split() for ln in log.read_text().splitlines()[2:] if ln and ln[0] != ";"]
+        out[log.stem] = [int(f[2]) for f in fields if not f[2].startswith("@")]
+    return out
+
+
+def test_each_job_replays_its_thinks_less_the_smaller_of_its_floor_and_the_hosts(
+    tmp_path: Path,
+) -> None:
+    jobdir = _plan(tmp_path)
+    out = _lanes(jobdir, "100")
+    assert out.returncode == 0, out.stderr
+    dep = json.loads(out.stdout)["dependencies"]
+    assert dep["issued_before_predecessor"] == 0 and dep["requests"] == 44
+    net = dep["think_net"]
+    assert net["own_floor_us"] == 100.0
+    logged = _logged_thinks(jobdir)
+    assert set(net["jobs"]) == set(logged) and len(logged) == 2
+    floors = {}
+    for name, thinks in logged.items():
+        floor = min(thinks)
+        floors[name] = floor
+        less = min(floor, 100)
+        assert net["jobs"][name]["floor_us"] == floor
+        assert net["jobs"][name]["replayed_think_us"] == sum(max(0, t - less) for t in thinks)
+    # The trace's floors as built: one above the host's delay, one under it.
+    assert sorted(floors.values()) == [20, 300]
+
+
+def test_a_given_host_delay_of_0_replays_the_thinks_as_logged(tmp_path: Path) -> None:
+    jobdir = _plan(tmp_path)
+    out = _lanes(jobdir, "0")
+    assert out.returncode == 0, out.stderr
+    net = json.loads(out.stdout)["dependencies"]["think_net"]
+    for name, thinks in _logged_thinks(jobdir).items():
+        assert net["jobs"][name]["replayed_think_us"] == sum(thinks)
+
+
+def test_the_measured_host_delay_takes_off_no_more_than_each_jobs_floor(tmp_path: Path) -> None:
+    jobdir = _plan(tmp_path)
+    out = _lanes(jobdir, None)
+    assert out.returncode == 0, out.stderr
+    dep = json.loads(out.stdout)["dependencies"]
+    assert dep["issued_before_predecessor"] == 0
+    net = dep["think_net"]
+    own = net["own_floor_us"]
+    assert own >= 0
+    for name, thinks in _logged_thinks(jobdir).items():
+        less = min(min(thinks), own)
+        # The report's microseconds have 3 decimals; each think is whole ns.
+        expect = sum(max(0.0, t - less) for t in thinks)
+        assert abs(net["jobs"][name]["replayed_think_us"] - expect) < 0.01 * len(thinks)
+
+
+def test_a_host_delay_that_is_not_microseconds_is_refused_by_name(tmp_path: Path) -> None:
+    jobdir = _plan(tmp_path)
+    out = _lanes(jobdir, "-3")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=-3: not microseconds (0 or more)"
+    )
