@@ -66,6 +66,9 @@ extern atomic_int stop_all, failed;
 extern char *rbuf, *wbuf;
 extern long long max_bs;
 
+/* json.c: a JSON string of s, to stdout */
+void json_str(const char *s);
+
 /* io.c */
 long long now_ns(void);
 void sleep_until(long long t_ns);
@@ -96,7 +99,6 @@ int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one 
 void deps_start(job_t *jobs, int n); /* after every job's deps_load */
 void deps_worker(worker_t *w, tally_t *ty);
 long long net_think(long long think_ns, long long job_floor_ns, long long own_ns);
-void json_str(const char *s); /* report.c: a JSON string of s */
 void deps_report(void);               /* its JSON key, if the plan is dependent */
 
 #endif

@@ -47,19 +47,6 @@ void hist_merge(hist_t *into, const hist_t *from) {
         into->n[b] += from->n[b];
 }
 
-void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 /* A histogram's non-empty buckets, [lower ns, upper ns, count] each: what `replay
  * fidelity` merges into a stream's percentiles (a stream has several jobs). */
 static void hist_json(const hist_t *h) {
