@@ -92,7 +92,7 @@ static void host_arrive(struct host *h, double t)
 	 * are placed (its pieces dirty in the write-back cache included): one access per
 	 * (request, unit), as the simulator's `lru` counts them (accesses.py), not one per
 	 * chunk piece. */
-	uint64_t u0 = h->off / unit_bytes, nu = rcache ? (end - 1) / unit_bytes - u0 + 1 : 0;
+	uint64_t u0 = rcache ? h->off / unit_bytes : 0, nu = rcache ? (end - 1) / unit_bytes - u0 + 1 : 0;
 	uint8_t few[64], *ssd_hit = nu <= sizeof few ? few : malloc(nu);
 	if (!ssd_hit)
 		exit(1);
