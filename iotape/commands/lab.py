@@ -66,9 +66,10 @@ def hybrid(
             "--tier-in",
             help="engine (the reference engine tiers and caches its own files) or array "
             "(--device array: the array's own tier and read cache; each predicted also by "
-            "a dependent replay of the baseline's trace on it).",
+            "a dependent replay of the baseline's trace on it). Default: array with "
+            "--device array, else engine.",
         ),
-    ] = "engine",
+    ] = "auto",
     warm_s: Annotated[
         float,
         typer.Option(
@@ -98,6 +99,8 @@ def hybrid(
         raise IotapeError(f"--device {device}: hdd, array or throttle")
     if not (4 if device == "array" else 1) <= spindles <= 64:
         raise IotapeError(f"--spindles {spindles}: between {4 if device == 'array' else 1} and 64")
+    if tier_in == "auto":
+        tier_in = "array" if device == "array" else "engine"
     if tier_in not in ("engine", "array") or (tier_in == "array" and device != "array"):
         raise IotapeError(f"--tier-in {tier_in}: engine, or array with --device array")
     if warm_s < 0 or (warm_s and tier_in != "array"):
