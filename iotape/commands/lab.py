@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -31,6 +33,12 @@ app = typer.Typer(
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _timed(start: float) -> Callable[[str], None]:
+    """Progress lines with the seconds since `start` (a lab runs for minutes: where
+    its time goes, phase by phase)."""
+    return lambda msg: _say(f"[{time.monotonic() - start:4.0f} s] {msg}")
 
 
 @app.command("hybrid")
@@ -119,7 +127,7 @@ def hybrid(
     )  # fmt: skip
     try:
         with opened(db) as store:
-            raw = run_lab(o, out, store, _say)
+            raw = run_lab(o, out, store, _timed(time.monotonic()))
     except LabError as e:
         raise IotapeError(str(e)) from None
     rep = report.build(raw)
