@@ -77,9 +77,10 @@ def replay_at_once(trace: Path, runs: list[tuple[str, Path, Path | None]]) -> li
     at the same time, one thread per device (its warm-up replay first where named):
     `replay`'s result for each, in order. Each device is its own (an emulated array
     whose model runs on its own clock: one replay's load does not reach another's).
-    Together they cost little CPU (a replay's lanes and an array's server each well
-    under 0.1 of a core at the lab's load; docs/hybrid.md), so running them at once
-    shortens the lab's prediction without changing what each measures."""
+    Together they cost little CPU (an array's server 0.05-0.13 of a core at the lab's
+    load, the whole lab 0.19 on average at its default size; docs/hybrid.md), so
+    running them at once shortens the lab's prediction without changing what each
+    measures."""
     plans = [
         (planned(trace, dev, job, "dependent"),
          planned(trace, dev, warm, "dependent") if warm is not None else None)
