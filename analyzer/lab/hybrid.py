@@ -30,8 +30,10 @@ report.py turns the runs and the prediction into the side-by-side report.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,8 +42,8 @@ import numpy as np
 
 import schemas
 from analyzer.lab import predict, replayed
-from analyzer.lab.array import ArrayModel
-from analyzer.lab.devices import HybridLab, LabError
+from analyzer.lab.array import ArrayFile, ArrayModel
+from analyzer.lab.devices import HybridLab, LabError, _losetup
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
@@ -229,41 +231,68 @@ def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
     }
 
 
+@contextmanager
+def _replay_arrays(size: int, models: list[ArrayModel]) -> Iterator[list[tuple[ArrayFile, str]]]:
+    """One emulated array per model, each its own server, memory-backed data and
+    direct-I/O loop device, for the prediction's replays (the lab's own slow device,
+    and the databases on it, untouched); all released on every way out."""
+    disks: list[ArrayFile] = []
+    loops: list[str] = []
+    try:
+        for m in models:
+            disks.append(ArrayFile(size, m, prefix="iotape-lab-replay-"))
+            loops.append(_losetup(disks[-1].path, direct=True))
+        yield list(zip(disks, loops, strict=True))
+    finally:
+        for loop in loops:
+            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
+        for d in disks:
+            d.close()
+
+
 def _replayed(
     o: LabOptions,
-    lab: HybridLab,
+    size: int,
     base: dict,
-    model: ArrayModel,
+    models: dict[str, ArrayModel],
     out: Path,
     say: Say,
-    other_ms: float,
-) -> dict[str, Any]:
-    """A configuration's gain from the baseline's trace alone: its dependent replay on
-    the array as the baseline had it and as the configuration has it (cold, as the
-    measured run starts), the replays' read latencies in the closed loop with the
-    baseline's `other_ms` per read (replayed.py). The replays write over the databases:
-    the caller makes them again."""
+    others: dict[str, float],
+) -> dict[str, dict[str, Any]]:
+    """Each configuration's gain from the baseline's trace alone: its dependent replay
+    on the array as the baseline had it (the reference) and as the configuration has
+    it (cold, as the measured run starts; with `--warm-s`, after one replay of the
+    trace), the replays' read latencies in the closed loop with the baseline's
+    `other_ms` per read (replayed.py). The three replays run at once, each on an array
+    of its own (replayed.replay_at_once): a third of the time, each replaying the whole
+    trace as before."""
     trace = Path(base["trace"])
-    assert lab.array_model is not None
-    key = "tier" if model.tier_mb else "cache"
-    if not (out / "replay-baseline").exists():
-        say("prediction by replay: the baseline's trace, dependent timing, on the array")
-        lab.restart_array(replace(model, tier_mb=0, cache_ssd_mb=0))
-        base["replayed"] = replayed.replay(trace, lab.slow, out / "replay-baseline")
-    ref = base["replayed"]
-    lab.restart_array(model)
-    if o.warm_s > 0:
-        # Warmed by the same trace replayed once first (the replay is all it knows).
-        say(f"prediction by replay: warming the array's {key} with one replay")
-        replayed.replay(trace, lab.slow, out / f"replay-{key}-warm")
-    say(f"prediction by replay: the same on the array with its {key}")
-    got = replayed.replay(trace, lab.slow, out / f"replay-{key}")
+    ref_model = replace(next(iter(models.values())), tier_mb=0, cache_ssd_mb=0)
+    keys = list(models)
+    say(f"prediction by replay: the baseline's trace, dependent timing, on {len(keys) + 1} "
+        f"arrays at once (as the baseline's; with its {' and with its '.join(keys)})")  # fmt: skip
+    with _replay_arrays(size, [ref_model, *models.values()]) as arrays:
+        devs = [loop for _, loop in arrays]
+        files = [str(p) for a, loop in arrays for p in (a.backing, a.mount, loop)]
+        warm = [out / f"replay-{k}-warm" if o.warm_s > 0 else None for k in keys]
+        runs = [(devs[0], out / "replay-baseline", None)] + [
+            (dev, out / f"replay-{k}", w) for dev, k, w in zip(devs[1:], keys, warm, strict=True)
+        ]
+        t = time.monotonic()
+        ref, *got = replayed.replay_at_once(trace, runs)
+        wall = time.monotonic() - t
+    base["replayed"] = ref
     return {
-        "reference": ref,
-        key: got,
-        "other_time_per_read_ms": other_ms,
-        "read_throughput_gain": replayed.gain(ref, got, other_ms),
-        "replayed_rate_gain": replayed.rate_gain(ref, got),
+        key: {
+            "reference": ref,
+            key: mine,
+            "other_time_per_read_ms": others[key],
+            "read_throughput_gain": replayed.gain(ref, mine, others[key]),
+            "replayed_rate_gain": replayed.rate_gain(ref, mine),
+            "replays_at_once_wall_s": wall,
+            "replay_devices": files,  # released since: backing files, mounts, loop devices
+        }
+        for key, mine in zip(keys, got, strict=True)
     }
 
 
@@ -305,17 +334,9 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         if o.tier_in == "array":
             assert array is not None
             ssd = _array_ssd(o, array)
-            for key, model in ssd.items():
-                other = prediction[key]["littles_law"]["other_time_per_read_ms"]
-                prediction[key]["replayed"] = _replayed(
-                    o, lab, runs["baseline"], model, out, say, other
-                )
-            lab.restart_array(array)  # the databases made again after the replays
-            disk = lab.hdd
-            assert disk is not None
-            disk.modelled(False)
-            engine.run(replace(_config(o, lab.slow), duration=0.5, create="recreate"))
-            disk.modelled(True)
+            others = {k: prediction[k]["littles_law"]["other_time_per_read_ms"] for k in ssd}
+            for key, rep in _replayed(o, lab.size, runs["baseline"], ssd, out, say, others).items():
+                prediction[key]["replayed"] = rep
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
         for key in ("tier", "cache"):

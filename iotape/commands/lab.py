@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -31,6 +33,12 @@ app = typer.Typer(
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _timed(start: float) -> Callable[[str], None]:
+    """Progress lines with the seconds since `start` (a lab runs for minutes: where
+    its time goes, phase by phase)."""
+    return lambda msg: _say(f"[{time.monotonic() - start:4.0f} s] {msg}")
 
 
 @app.command("hybrid")
@@ -66,9 +74,10 @@ def hybrid(
             "--tier-in",
             help="engine (the reference engine tiers and caches its own files) or array "
             "(--device array: the array's own tier and read cache; each predicted also by "
-            "a dependent replay of the baseline's trace on it).",
+            "a dependent replay of the baseline's trace on it). Default: array with "
+            "--device array, else engine.",
         ),
-    ] = "engine",
+    ] = "auto",
     warm_s: Annotated[
         float,
         typer.Option(
@@ -98,6 +107,8 @@ def hybrid(
         raise IotapeError(f"--device {device}: hdd, array or throttle")
     if not (4 if device == "array" else 1) <= spindles <= 64:
         raise IotapeError(f"--spindles {spindles}: between {4 if device == 'array' else 1} and 64")
+    if tier_in == "auto":
+        tier_in = "array" if device == "array" else "engine"
     if tier_in not in ("engine", "array") or (tier_in == "array" and device != "array"):
         raise IotapeError(f"--tier-in {tier_in}: engine, or array with --device array")
     if warm_s < 0 or (warm_s and tier_in != "array"):
@@ -116,7 +127,7 @@ def hybrid(
     )  # fmt: skip
     try:
         with opened(db) as store:
-            raw = run_lab(o, out, store, _say)
+            raw = run_lab(o, out, store, _timed(time.monotonic()))
     except LabError as e:
         raise IotapeError(str(e)) from None
     rep = report.build(raw)

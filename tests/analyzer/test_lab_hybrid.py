@@ -47,14 +47,15 @@ def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProces
 def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: str) -> None:
     """On the HDD-like disk the engine tiers and caches; on the array the tier and the
     read cache are the array's own (4 disks: 2 data chunks of 512 KiB, one stripe per
-    1 MiB unit), predicted also by a dependent replay of the baseline."""
+    1 MiB unit), predicted also by a dependent replay of the baseline (`--tier-in`'s
+    default on the array; given on the disk)."""
     out = tmp_path / "lab"
     tier_in = "array" if device == "array" else "engine"
     argv = [
         IOTAPE, "lab", "hybrid", "--out", str(out), "--db-mb", "48", "--mailboxes", "24",
         "--seconds", "3", "--unit-kb", "1024", "--stats-s", "0.5", "--migrate-s", "1",
         "--verify", "--json", "--db", str(tmp_path / "store.duckdb"), "--device", device,
-        "--tier-in", tier_in, *(["--warm-s", "2"] if tier_in == "array" else []),
+        *(["--warm-s", "2"] if tier_in == "array" else ["--tier-in", "engine"]),
     ]  # fmt: skip
     r = _run_released(argv, 600)
     if r.returncode != 0 and "blkio" in r.stderr:
@@ -117,6 +118,11 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             other = rp["other_time_per_read_ms"]
             assert rp["read_throughput_gain"] == pytest.approx((ref_ms + other) / (got_ms + other))
             assert rp["replayed_rate_gain"] > 0 and t["predicted"]["replayed_rate_gain"] > 0
+            # The replays ran on arrays of their own, released since.
+            assert len(rp["replay_devices"]) == 9 and not set(made) & set(rp["replay_devices"])
+            backing_and_mounts = rp["replay_devices"][0::3] + rp["replay_devices"][1::3]
+            assert not [f for f in backing_and_mounts if Path(f).exists() or f in mounts]
+            assert not [f for f in rp["replay_devices"][0::3] if f in loops]
         # The database writes took the cache's time at the device (the recorder's
         # issue-to-completion), not the disks'.
         ack = rep["devices"]["array_model"]["ack_ms"]

@@ -9,7 +9,14 @@
  *
  * Usage: iotape-array MOUNTPOINT BACKING KEY=VALUE...  (keys: see `params` below)
  * Prints "ready" once mounted; serves until unmounted. SIGUSR1 serves at memory
- * speed (making a database), SIGUSR2 models again. */
+ * speed (making a database), SIGUSR2 models again.
+ *
+ *        iotape-array --replay SIZE_BYTES KEY=VALUE...
+ * Offline, no FUSE: the model of a disk of SIZE_BYTES fed the requests on stdin, one
+ * "T_NS OP OFFSET BYTES" a line (OP 0 read, 1 write; in arrival order, times from
+ * 0), on its own clock; writes the tier's and read cache's decisions to stdout
+ * (arraybase.c), then the counters. A recorded trace through the array's policies,
+ * for tests/analyzer/test_lab_array_decisions.py. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -127,8 +134,58 @@ static int set_param(const char *kv)
 	return -1;
 }
 
+static int replay(const char *size_arg)
+{
+	char *end;
+	unsigned long long size = strtoull(size_arg, &end, 10);
+	if (*end || !size) {
+		fprintf(stderr, "iotape-array: --replay %s: not a size in bytes\n", size_arg);
+		return 2;
+	}
+	int bad = model_setup(size);
+	if (bad)
+		return bad;
+	decisions = stdout;
+	model_replay_start();
+	unsigned long long t_ns, off, len;
+	int op;
+	double last = 0;
+	for (unsigned long n = 1;; n++) {
+		int got = scanf("%llu %d %llu %llu", &t_ns, &op, &off, &len);
+		if (got == EOF)
+			break;
+		double t = (double)t_ns / 1e9;
+		if (got != 4 || op < 0 || op > 1 || !len || len > UINT32_MAX || off + len > size || t < last) {
+			fprintf(stderr, "iotape-array: stdin line %lu: not T_NS OP OFFSET BYTES in time order, "
+					"inside %llu bytes\n", n, size);
+			return 2;
+		}
+		struct host *h = calloc(1, sizeof *h);
+		if (!h)
+			return 1;
+		h->write = op;
+		h->off = off;
+		h->len = (uint32_t)len;
+		h->arrive = last = t;
+		model_replay_arrive(h);
+	}
+	/* The migrations due at the last request's interval, and the copies under way. */
+	model_replay_until(last + (P.tier_migrate_s > 0 ? P.tier_migrate_s : 0) + 60);
+	char buf[8192];
+	fwrite(buf, 1, model_stats(buf, sizeof buf), stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && !strcmp(argv[1], "--replay")) {
+		for (int i = 3; i < argc; i++)
+			if (set_param(argv[i])) {
+				fprintf(stderr, "iotape-array: %s: not KEY=NUMBER with a known key\n", argv[i]);
+				return 2;
+			}
+		return replay(argv[2]);
+	}
 	if (argc < 3) {
 		fprintf(stderr, "usage: %s MOUNTPOINT BACKING KEY=VALUE...\n", argv[0]);
 		return 2;

@@ -21,6 +21,12 @@ size_t nheap;
 static size_t capheap;
 static uint64_t evseq;
 double mnow, t0;
+/* The tier's and the read cache's decisions, one a line, when set (array.c --replay:
+ * tests/analyzer/test_lab_array_decisions.py holds them to the simulator's):
+ * "a UNIT FAST" an access and the policy's placement of its unit then; "m T NP ND"
+ * a migration at T s, units promoted and demoted; "c UNIT HIT SERVED" a read's look-up
+ * in the read cache (the policy's hit; served by the SSDs: its copy done too); "f UNIT VICTIM" a fill decided, the unit it evicts (-1: none). */
+FILE *decisions;
 struct array_stats S;
 
 double spindle_uniform(void)

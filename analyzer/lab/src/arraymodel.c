@@ -61,12 +61,16 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static struct host *inbox, **inbox_tail = &inbox;
+static int offline; /* replaying a request list (model_replay_*): no FUSE to reply to */
 
 static void host_arrive(struct host *h, double t)
 {
 	if (tiered) /* one access per unit touched, reads and writes alike (accesses.py) */
-		for (uint64_t u = h->off / unit_bytes; u <= (h->off + h->len - 1) / unit_bytes && u < (uint64_t)nunits; u++)
+		for (uint64_t u = h->off / unit_bytes; u <= (h->off + h->len - 1) / unit_bytes && u < (uint64_t)nunits; u++) {
 			window[u]++;
+			if (decisions) /* the policy's placement of the unit now (the data's follows a copy) */
+				fprintf(decisions, "a %llu %d\n", (unsigned long long)u, tp.fast[u]);
+		}
 	if (h->write) {
 		if (waitq || (dirty_bytes && dirty_bytes + new_dirty_bytes(h->off, h->len) > dirty_limit)) {
 			S.writes_waited++;
@@ -84,6 +88,21 @@ static void host_arrive(struct host *h, double t)
 	uint64_t end = h->off + h->len;
 	h->cache_done = t;
 	struct dop *ops = NULL;
+	/* The read cache is looked up once per unit the read touches, before its pieces
+	 * are placed (its pieces dirty in the write-back cache included): one access per
+	 * (request, unit), as the simulator's `lru` counts them (accesses.py), not one per
+	 * chunk piece. */
+	uint64_t u0 = rcache ? h->off / unit_bytes : 0, nu = rcache ? (end - 1) / unit_bytes - u0 + 1 : 0;
+	uint8_t few[64], *ssd_hit = nu <= sizeof few ? few : malloc(nu);
+	if (!ssd_hit)
+		exit(1);
+	for (uint64_t i = 0; i < nu; i++) {
+		ssd_hit[i] = (uint8_t)rcache_read((int64_t)(u0 + i));
+		/* A miss's fill is decided before the next unit's look-up (the victim as the
+		 * simulator evicts it: at the miss), when the mover is free. */
+		if (!ssd_hit[i])
+			fill_next(t);
+	}
 	for (uint64_t off = h->off; off < end;) {
 		uint64_t c = off / chunk, next = (c + 1) * chunk < end ? (c + 1) * chunk : end;
 		uint64_t s = c / (uint64_t)ndata;
@@ -98,7 +117,7 @@ static void host_arrive(struct host *h, double t)
 			S.cache_read_pieces++;
 			double done = t + cache_s((uint32_t)(next - off));
 			h->cache_done = done > h->cache_done ? done : h->cache_done;
-		} else if ((tiered && where[off / unit_bytes]) || (rcache && rcache_read(off / unit_bytes))) {
+		} else if ((tiered && where[off / unit_bytes]) || (rcache && ssd_hit[off / unit_bytes - u0])) {
 			S.tier_read_pieces++;
 			struct dop *op = new_op(SSD, off, (uint32_t)(next - off), 0);
 			op->host = h;
@@ -116,11 +135,11 @@ static void host_arrive(struct host *h, double t)
 		}
 		off = next;
 	}
+	if (ssd_hit != few)
+		free(ssd_hit);
 	if (!ops)
 		ev_schedule(h->cache_done, EV_HOST, h);
 	issue(ops, t);
-	if (rcache)
-		fill_next(t);
 }
 
 static void host_done(struct host *h, double t)
@@ -132,13 +151,15 @@ static void host_done(struct host *h, double t)
 		S.write_lat_sum += lat;
 		S.write_lat_max = lat > S.write_lat_max ? lat : S.write_lat_max;
 		struct fuse_write_out o = {.size = h->len};
-		ff_reply(h->unique, h->err, &o, sizeof o);
+		if (!offline)
+			ff_reply(h->unique, h->err, &o, sizeof o);
 	} else {
 		S.reads++;
 		S.read_bytes += h->len;
 		S.read_lat_sum += lat;
 		S.read_lat_max = lat > S.read_lat_max ? lat : S.read_lat_max;
-		ff_reply(h->unique, h->err, h->data, h->got);
+		if (!offline)
+			ff_reply(h->unique, h->err, h->data, h->got);
 	}
 	free(h->data);
 	free(h);
@@ -177,6 +198,22 @@ static void disk_done(struct dop *op, double t)
 		disk_start(d, t);
 }
 
+/* One event of the heap, due now (the model's clock at its time). */
+static void handle(struct event e)
+{
+	mnow = e.t > mnow ? e.t : mnow;
+	if (e.kind == EV_DISK)
+		disk_done(e.p, e.t);
+	else if (e.kind == EV_HOST)
+		host_done(e.p, e.t);
+	else if (e.kind == EV_STATS)
+		stats_boundary(e.t);
+	else {
+		tick_at = -1;
+		try_destage(e.t);
+	}
+}
+
 /* ---- the model's thread: events and arrivals in time order, on the real clock ---- */
 static void *model(void *arg)
 {
@@ -196,18 +233,7 @@ static void *model(void *arg)
 				h->arrive = ta;
 				host_arrive(h, ta);
 			} else if (te <= now) {
-				struct event e = ev_pop();
-				mnow = e.t > mnow ? e.t : mnow;
-				if (e.kind == EV_DISK)
-					disk_done(e.p, e.t);
-				else if (e.kind == EV_HOST)
-					host_done(e.p, e.t);
-				else if (e.kind == EV_STATS)
-					stats_boundary(e.t);
-				else {
-					tick_at = -1;
-					try_destage(e.t);
-				}
+				handle(ev_pop());
 			} else {
 				break;
 			}
@@ -221,6 +247,32 @@ static void *model(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* ---- offline: a recorded request list on the model's own clock, no FUSE (array.c
+ * --replay): the same arrivals and events in the same order as the thread above
+ * takes them (an arrival before an event of the same time), nothing replied. ---- */
+void model_replay_start(void)
+{
+	offline = 1;
+	t0 = mnow = 0;
+	if (tiered)
+		ev_schedule(P.tier_stats_s, EV_STATS, NULL);
+}
+
+void model_replay_until(double t)
+{
+	while (nheap && heap[0].t <= t)
+		handle(ev_pop());
+}
+
+void model_replay_arrive(struct host *h)
+{
+	while (nheap && heap[0].t < h->arrive)
+		handle(ev_pop());
+	mnow = h->arrive > mnow ? h->arrive : mnow;
+	h->arrive = mnow;
+	host_arrive(h, mnow);
 }
 
 size_t model_stats(char *buf, size_t n)

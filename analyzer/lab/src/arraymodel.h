@@ -4,6 +4,7 @@
 #define IOTAPE_LAB_ARRAYMODEL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -47,6 +48,14 @@ int model_setup(uint64_t size);
 int model_start(void);
 /* Hands a request to the model, stamped with its arrival. */
 void model_submit(struct host *h);
+/* Offline (array.c --replay): the model's clock from 0, no thread; each request
+ * handed over in arrival order (h->arrive in s), the events due before it run
+ * first; then the events up to a time. The policies' decisions are written to
+ * `decisions` when set (arraybase.c). */
+void model_replay_start(void);
+void model_replay_arrive(struct host *h);
+void model_replay_until(double t);
+extern FILE *decisions;
 /* The counters as one JSON line (MOUNT/stats). */
 size_t model_stats(char *buf, size_t n);
 

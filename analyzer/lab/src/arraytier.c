@@ -3,6 +3,7 @@
  * counts the accesses, keeps where each unit's data is and moves units, one at a
  * time, between the set and the SSD pair. Figures: analyzer/lab/array_model.toml. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,13 +21,18 @@ int64_t *promote_buf, *demote_buf;
 static struct move *moves, **moves_tail = &moves;
 static int moving;
 
-/* A read of unit u in the read cache: a hit when its copy is there (the LRU's most
- * recent now), else a miss queued for a fill (cachepolicy.c: the simulator's lru). */
+/* A read of unit u in the read cache (once per read and unit it touches): a hit when
+ * its copy is there (the LRU's most recent now), else a miss queued for a fill
+ * (cachepolicy.c: the simulator's lru). A unit the policy holds whose copy is not
+ * done yet is served by the disks, and counted a miss. */
 int rcache_read(int64_t u)
 {
 	if (u >= nunits)
 		return 0;
-	if (cp_read(&cp, u) && filled[u]) {
+	int hit = cp_read(&cp, u);
+	if (decisions)
+		fprintf(decisions, "c %lld %d %d\n", (long long)u, hit, hit && filled[u]);
+	if (hit && filled[u]) {
 		S.rcache_hits++;
 		return 1;
 	}
@@ -128,6 +134,8 @@ void fill_next(double t)
 	int64_t u, victim;
 	if (moving || !cp_next(&cp, &u, &victim))
 		return;
+	if (decisions)
+		fprintf(decisions, "f %lld %lld\n", (long long)u, (long long)victim);
 	if (victim >= 0) {
 		filled[victim] = 0;
 		S.evictions++;
@@ -147,6 +155,8 @@ void stats_boundary(double t)
 		tp_migrate(&tp, promote_buf, &np, demote_buf, &nd);
 		if (np || nd)
 			S.migrations++;
+		if (decisions)
+			fprintf(decisions, "m %.9f %lld %lld\n", t - t0, (long long)np, (long long)nd);
 		for (int64_t i = 0; i < nd; i++)
 			move_add(demote_buf[i], 0);
 		for (int64_t i = 0; i < np; i++)
