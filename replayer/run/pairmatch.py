@@ -3,55 +3,28 @@
 numpy matched each step's held requests with stable argsorts of both sides'
 keys, an intersection of the unique keys and up to 33 rounds of that: about
 0.4 us a held request per step, the largest cost of relabelling and `replay
-fidelity` at NVMe rates. src/pairmatch.c (build/libpairmatch.so, `make native`)
-puts the keys in one hash table and settles each key on its own, with the same
-rules. The pairs come in another order (grouped by key, not sorted by key):
-every caller's answer is the same in any order. IOTAPE_PAIRING_PURE=1 keeps
-numpy's match (the reference the tests hold the C code to).
+fidelity` at NVMe rates. src/pairmatch.c (run/native.py) puts the keys in one
+hash table and settles each key on its own, with the same rules, and gives the
+pairs in the original's row order (as _match now does). IOTAPE_POSTREPLAY_PURE=1
+keeps numpy's match (the reference the tests hold the C code to).
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
-from functools import cache
-from pathlib import Path
-
 import numpy as np
 
-from base.errors import IotapeError
-
-LIBRARY = Path(__file__).resolve().parents[1] / "build" / "libpairmatch.so"
+from replayer.run import native
 
 Match = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@cache
-def _lib() -> ctypes.CDLL | None:
-    if os.environ.get("IOTAPE_PAIRING_PURE"):
-        return None
-    if not LIBRARY.exists():
-        raise IotapeError(f"the pairing's C library {LIBRARY} is missing: run `make native`")
-    try:
-        lib = ctypes.CDLL(str(LIBRARY))
-    except OSError as e:
-        raise IotapeError(
-            f"the pairing's C library does not load ({e}): run `make native`"
-        ) from None
-    p = ctypes.c_void_p
-    i64 = ctypes.c_int64
-    lib.pair_match.argtypes = [p, p, i64, p, p, i64, i64, p, p, p, p]
-    lib.pair_match.restype = i64
-    return lib
-
-
 def available() -> bool:
-    return _lib() is not None
+    return native.lib() is not None
 
 
 def match(ka: np.ndarray, ta: np.ndarray, kb: np.ndarray, tb: np.ndarray, horizon_ns: int) -> Match:
     """(rows of a, rows of b) paired, (gone of a, gone of b): Pairer._match's answer."""
-    lib = _lib()
+    lib = native.lib()
     assert lib is not None
     ka = np.ascontiguousarray(ka, np.uint64)
     kb = np.ascontiguousarray(kb, np.uint64)

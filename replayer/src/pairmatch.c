@@ -1,5 +1,5 @@
 /* One step's matching of a replay's requests to its original's, for
- * replayer/run/pairing.py (Pairer._match; loaded as build/libpairmatch.so by
+ * replayer/run/pairing.py (Pairer._match; build/libpostreplay.so, through
  * run/pairmatch.py). numpy did it with stable argsorts of both sides' keys, an
  * intersection of the unique keys and up to 33 rounds of each: ~0.4 us a held
  * request per step, the largest cost of relabelling and fidelity at NVMe rates.
