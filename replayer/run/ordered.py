@@ -57,16 +57,19 @@ WORDS = COMPACT.itemsize // 8
 _ROW = np.dtype((np.void, COMPACT.itemsize))
 BATCH = 1 << 18  # requests loaded between two hand-outs (33 s at 8k IOPS)
 # src/compact.c writes COMPACT rows as a C struct of this layout.
-COMPACT_C = COMPACT.itemsize == 40 and [COMPACT.fields[f][1] for f in COMPACT.names] == [
-    0,
-    8,
-    16,
-    24,
-    28,
-    32,
-    36,
-    37,
-]
+_C_LAYOUT = {
+    "t": 0,
+    "n": 8,
+    "offset": 16,
+    "bytes": 24,
+    "dev": 28,
+    "tid": 32,
+    "op": 36,
+    "stream": 37,
+}
+COMPACT_C = (
+    COMPACT.itemsize == 40 and {k: v[1] for k, v in (COMPACT.fields or {}).items()} == _C_LAYOUT
+)
 
 
 @dataclass
@@ -215,7 +218,7 @@ _OP_OK[[OP["read"], OP["write"], OP["flush"], OP["discard"], OP["write-zeroes"]]
 def _c_offsets(dt: np.dtype) -> np.ndarray | None:
     """The offsets of _C_FIELDS in records of `dt`; None where a field is missing
     or of another type (numpy's _compact then)."""
-    fields = dt.fields or {}
+    fields = dict(dt.fields or {})
     out = []
     for name, kind in _C_FIELDS:
         f = fields.get(name)
