@@ -294,16 +294,16 @@ def compare(
         out["floor_goal"] = timewindows.verdict(
             out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
         )
-    out["locality"] = _locality(so, sr)
+    out["locality"] = _locality(*acc.locality)
     return out
 
 
-def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
-    """locality.figures, each trace streamed (localitystream.py)."""
-    po = localitystream.profile(ordered.batches(so))
+def _locality(o: localitystream.Profile, r: localitystream.Profile) -> dict[str, Any]:
+    """locality.figures of both traces, streamed (localitystream.py); the replay's
+    LRU curve at the original's cache sizes."""
+    po = o.figures()
     caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
-    pr = localitystream.profile(ordered.batches(sr), caps)
-    return locality.side_by_side(po, pr)
+    return locality.side_by_side(po, r.figures(caps))
 
 
 def report(

@@ -9,7 +9,8 @@ inter-arrival errors on disk for exact percentiles (quantiles.py).
 
 The replay's clock offset (the median gap over all pairs) is known only once
 every pair is, and the replay's per-second counts depend on it, so the traces
-are read twice: the first time for the pairs' gaps, the second for the figures.
+are read twice: the first time for the pairs' gaps, the second for the figures
+and both traces' locality (localitystream.py).
 The answers are fidelity.compare_in_memory's (the tests compare them) wherever
 its pairs lie within the horizon (pairing.py); a request whose only partner is
 further away is unpaired here.
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replayer.plan.source import OP
-from replayer.run import ordered
+from replayer.run import localitystream, ordered
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
@@ -315,8 +316,12 @@ class Figures(Sink):
             ids = {so.stream_name(s): s for s in so.stream_ids}
             self.own[:] = [ids.get(sr.stream_name(s), -1) for s in range(256)]
         self.windows = Windows(so.duration_ns, window_s)
+        # Both traces' locality, from the same read (each trace's rows all come
+        # here once, in time order): reading them again for it took two more reads.
+        self.locality = (localitystream.Profile(), localitystream.Profile())
 
     def orig(self, o: np.ndarray) -> None:
+        self.locality[0].add(o)
         self.all.o.add(o["t"], o)
         for sid in np.unique(o["stream"]).tolist():
             m = o["stream"] == sid
@@ -324,6 +329,7 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
+        self.locality[1].add(r)
         tr = r["t"] - self.shift
         self.all.r.add(tr, r)
         self.windows.times(1, tr)
