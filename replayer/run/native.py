@@ -1,4 +1,4 @@
-"""The post-replay steps' C code (src/pairmatch.c, src/compact.c), loaded once.
+"""The post-replay steps' C code (src/pairmatch.c, compact.c, planorder.c), loaded once.
 
 `make native` builds build/libpostreplay.so; ctypes loads it here. Each caller
 keeps its numpy version, the reference the tests hold the C code to:
@@ -35,4 +35,6 @@ def lib() -> ctypes.CDLL | None:
     so.compact_rows.argtypes = [p, i64, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, i32, i64,
                                 i64, i32, p]  # fmt: skip
     so.compact_rows.restype = i64
+    so.plan_order.argtypes = [p, i64, p]
+    so.plan_order.restype = ctypes.c_int
     return so

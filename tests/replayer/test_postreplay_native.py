@@ -213,3 +213,26 @@ def test_a_recorded_replay_relabels_and_compares_as_numpy_does(
     (ref, ref_json), (got, got_json) = _relabel_and_fidelity(pure, orig, kept, jobdir, tmp_path)
     assert ref == got and ref_json == got_json
     assert json.loads(got_json)["iotape"]["overall"]["requests"][0] > 10_000
+
+
+@pytest.mark.parametrize("run", [1, 5, 40, 700])
+def test_c_plan_order_is_lexsorts(pure, run: int) -> None:
+    """Runs of entries at one time (a wait line times those after it), repeated
+    keys across streams, rows wholly equal (kept in row order): the plan's order
+    is np.lexsort's."""
+    rng = np.random.default_rng(run)
+    n = 6000
+    a = np.zeros(n, ordered.COMPACT)
+    a["t"] = np.sort(rng.integers(0, n // run + 1, size=n)) * 1000
+    a["n"] = rng.permutation(n)  # not a key: tells equal rows apart
+    a["op"] = rng.integers(0, 3, size=n)
+    a["offset"] = rng.integers(0, 20, size=n) * 4096
+    a["bytes"] = rng.choice([4096, 8192], size=n)
+    a["stream"] = rng.integers(0, 3, size=n)
+    a = a[rng.permutation(n)]
+    a = a[np.argsort(a["t"], kind="stable")]
+    ref = np.lexsort((a["stream"], a["bytes"], a["offset"], a["op"], a["t"]))
+    pure(False)
+    assert np.array_equal(relabel._plan_order(a), ref)
+    pure(True)
+    assert np.array_equal(relabel._plan_order(a), ref)
