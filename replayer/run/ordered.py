@@ -147,19 +147,28 @@ class _Tally:
         self.bad: str | None = None  # the first misaligned request's error
 
     def add(self, path: Path, r: np.ndarray) -> None:
-        if self.bad is None:
-            bad = (r["op"] != OP["flush"]) & (r["offset"] % 512 != 0)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                self.bad = (
-                    f"{path}: record {self.count + i}: field offset: {r['offset'][i]} "
-                    "is not 512-aligned"
-                )
+        bad = (r["op"] != OP["flush"]) & (r["offset"] % 512 != 0)
+        i = int(np.flatnonzero(bad)[0]) if bad.any() else -1
         t = request_times(r)
-        self.tmins.append(int(t.min()) if len(t) else np.iinfo(np.int64).max)
-        self.tmax = max(self.tmax, int(t.max()) if len(t) else 0)
-        self.seen += np.bincount(r["stream"], minlength=256)
-        self.count += len(r)
+        tmin = int(t.min()) if len(t) else np.iinfo(np.int64).max
+        tmax = int(t.max()) if len(t) else 0
+        seen = np.bincount(r["stream"], minlength=256)
+        self.tally(path, len(r), tmin, tmax, i, int(r["offset"][i]) if i >= 0 else 0, seen)
+
+    def tally(
+        self, path: Path, n: int, tmin: int, tmax: int, bad: int, offset: int, seen: np.ndarray
+    ) -> None:
+        """A chunk's `n` kept requests: their least and greatest request time, the
+        place of the first misaligned one among them (-1: none) and its offset,
+        and their count per stream."""
+        if self.bad is None and bad >= 0:
+            self.bad = (
+                f"{path}: record {self.count + bad}: field offset: {offset} is not 512-aligned"
+            )
+        self.tmins.append(tmin)
+        self.tmax = max(self.tmax, tmax)
+        self.seen += seen
+        self.count += n
 
 
 def scan(path: str | Path) -> Scan:
@@ -176,6 +185,10 @@ def scan(path: str | Path) -> Scan:
         header = dict(trace.header)
         for c in trace.iter_chunks():
             total += len(c)
+            in_c = _scan_c(path, c, tallies)
+            if in_c is not None:
+                found = found or in_c
+                continue
             flush = c["op"] == OP["flush"]
             found = found or bool((flush & (c["pid"] != 0)).any())
             base = replayable(c)
@@ -226,6 +239,26 @@ def _c_offsets(dt: np.dtype) -> np.ndarray | None:
             return None
         out.append(f[1])
     return np.array(out, np.int64)
+
+
+def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | None:
+    """Tally chunk `c` under both rules in C (src/compact.c's scan_chunk): whether
+    it holds a flush of a process; None where the library or the records' layout
+    does not allow (numpy tallies it then)."""
+    lib = native.lib()
+    offs = _c_offsets(c.dtype) if lib is not None else None
+    if lib is None or offs is None:
+        return None
+    c = np.ascontiguousarray(c)
+    stats = np.empty(10, np.int64)
+    seen = np.empty((2, 256), np.int64)
+    found = lib.scan_chunk(c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data,
+                           _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH, stats.ctypes.data,
+                           seen.ctypes.data)  # fmt: skip
+    for rule in (False, True):
+        n, tmin, tmax, bad, off = stats[5 * rule : 5 * rule + 5].tolist()
+        tallies[rule].tally(path, n, tmin, tmax, bad, off, seen[int(rule)])
+    return bool(found)
 
 
 def _compact(c: np.ndarray, s: Scan, first: int) -> np.ndarray:

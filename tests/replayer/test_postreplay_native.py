@@ -18,6 +18,7 @@ from test_relabel_stream import _plan_and_recording
 from trace_helpers import make_trace, workload_records
 from typer.testing import CliRunner
 
+from base.errors import IotapeError
 from iotape.commands.replay import app as replay_app
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
@@ -148,13 +149,29 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
         for col in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
             r[col] = 0
     path = make_trace(tmp_path / "t.iot", r, chunk_records=131)
-    got = {}
+    got, scans = {}, {}
     for on in (True, False):
         pure(on)
-        s = ordered.scan(path)
+        scans[on] = s = ordered.scan(path)
         got[on] = np.concatenate(list(ordered.batches(s, 700)))
     assert s.app_flush == app_flush and len(got[True]) > 0.8 * n
     assert np.array_equal(got[True], got[False])
+    a, b = scans[True], scans[False]
+    assert (a.app_flush, a.count, a.t0, a.timed, a.t_last, a.stream_ids) == (
+        b.app_flush, b.count, b.t0, b.timed, b.t_last, b.stream_ids)  # fmt: skip
+    assert np.array_equal(a.tmin, b.tmin)
+    # A misaligned request (past the first chunk): the same error in C.
+    late = int(np.flatnonzero(r["op"] != OP["flush"])[-40])
+    r["offset"][late] += 7
+    r["offset"][late + 1 :][r["op"][late + 1 :] != OP["flush"]] += 9
+    bad = make_trace(tmp_path / "bad.iot", r, chunk_records=131)
+    errs = []
+    for on in (True, False):
+        pure(on)
+        with pytest.raises(IotapeError) as e:
+            ordered.scan(bad)
+        errs.append(str(e.value))
+    assert errs[0] == errs[1] and "not 512-aligned" in errs[0]
 
 
 def _relabel_and_fidelity(pure, src: Path, rec: Path, jobdir: Path, tmp: Path) -> list:
