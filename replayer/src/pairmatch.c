@@ -3,8 +3,10 @@
  * run/pairmatch.py). numpy did it with stable argsorts of both sides' keys, an
  * intersection of the unique keys and up to 33 rounds of each: ~0.4 us a held
  * request per step, the largest cost of relabelling and fidelity at NVMe rates.
- * Here one hash table of the keys, a list of each side's rows per key in row
- * order, and each key settled on its own.
+ * Here one hash table of the keys and one pass over b: each row of b pairs with
+ * its key's next row of a (the i-th with the i-th), which is _match's answer
+ * for every key whose pairs all lie within the horizon. A key with a pair
+ * beyond it is settled again from the start by _match's rounds (below).
  *
  * The rules are _match's, per key (each key's rounds depend on nothing else):
  * the i-th row of a (not yet gone) pairs with the i-th of b; while some pair is
@@ -14,9 +16,8 @@
  * older row and is left out.
  *
  * Writes the pairs (row of a, row of b) in the order of a's rows (a's rows come
- * in time order, so the pairs do too: the ordered sinks' sort is then nearly
- * free), and the gone flags; returns the number of pairs, or -1 when memory
- * runs out. */
+ * in time order, so the pairs do too), and the gone flags; returns the number
+ * of pairs, or -1 when memory runs out. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@
 /* Rows are int32 here (a step holds far fewer than 2^31: the caller checks). */
 typedef struct {
     uint64_t key;
-    int32_t head_a, tail_a, head_b, tail_b; /* -1: none; head_a -1: slot unused */
+    int32_t head_a; /* the key's first row of a; -1: slot unused */
+    int32_t next;   /* the key's next row of a to pair (-1: none left) */
 } slot_t;
 
 static uint64_t mix(uint64_t x) {
@@ -39,10 +41,10 @@ static uint64_t mix(uint64_t x) {
 }
 
 /* The key's slot: where it is, or the free one where it would go. */
-static slot_t *find(slot_t *tab, uint64_t mask, uint64_t key) {
+static int64_t find(const slot_t *tab, uint64_t mask, uint64_t key) {
     uint64_t h = mix(key) & mask;
     while (tab[h].head_a >= 0 && tab[h].key != key) h = (h + 1) & mask;
-    return &tab[h];
+    return (int64_t)h;
 }
 
 static int64_t dist(int64_t x, int64_t y) { return x > y ? x - y : y - x; }
@@ -103,46 +105,65 @@ int64_t pair_match(const uint64_t *ka, const int64_t *ta, int64_t na, const uint
     while (cap < 2 * (uint64_t)na) cap <<= 1;
     slot_t *tab = malloc(cap * sizeof *tab);
     int64_t *next_a = malloc((size_t)na * sizeof *next_a);
-    int64_t *next_b = malloc((size_t)nb * sizeof *next_b);
-    if (!tab || !next_a || !next_b) {
-        free(tab), free(next_a), free(next_b);
-        return -1;
-    }
-    memset(tab, 0xff, cap * sizeof *tab); /* every row field -1 */
-    for (int64_t i = 0; i < na; i++) {
-        slot_t *s = find(tab, cap - 1, ka[i]);
-        next_a[i] = -1;
-        if (s->head_a < 0) {
-            s->key = ka[i];
-            s->head_a = (int32_t)i;
-        } else {
-            next_a[s->tail_a] = i;
-        }
-        s->tail_a = (int32_t)i;
-    }
-    for (int64_t j = 0; j < nb; j++) {
-        slot_t *s = find(tab, cap - 1, kb[j]);
-        next_b[j] = -1;
-        if (s->head_a < 0) continue; /* a key a lacks pairs with nothing */
-        if (s->head_b < 0) s->head_b = (int32_t)j;
-        else next_b[s->tail_b] = j;
-        s->tail_b = (int32_t)j;
-    }
     int64_t *mate = malloc((size_t)na * sizeof *mate);
-    if (!mate) {
-        free(tab), free(next_a), free(next_b);
-        return -1;
+    int32_t *slot_b = malloc((size_t)nb * sizeof *slot_b);
+    uint8_t *far = calloc(cap, 1);
+    int64_t *fars = malloc(cap * sizeof *fars); /* slots of keys with a far pair */
+    int64_t *head_b = NULL, *tail_b = NULL, *next_b = NULL;
+    int64_t n = -1, nfar = 0;
+    if (!tab || !next_a || !mate || !slot_b || !far || !fars) goto out;
+    memset(tab, 0xff, cap * sizeof *tab); /* every head_a -1 */
+    /* Each key's rows of a, chained in row order (pushed on the front from the end). */
+    for (int64_t i = na - 1; i >= 0; i--) {
+        slot_t *s = &tab[find(tab, cap - 1, ka[i])];
+        next_a[i] = s->head_a >= 0 ? s->head_a : -1;
+        s->key = ka[i];
+        s->head_a = s->next = (int32_t)i;
+        mate[i] = -1;
     }
-    for (int64_t i = 0; i < na; i++) mate[i] = -1;
-    for (uint64_t h = 0; h < cap; h++) {
-        if (tab[h].head_a >= 0 && tab[h].head_b >= 0)
-            settle(tab[h].head_a, tab[h].head_b, next_a, next_b, ta, tb, horizon, gone_a, gone_b,
+    /* The j-th row of b of a key with the key's j-th row of a. */
+    for (int64_t j = 0; j < nb; j++) {
+        int64_t h = find(tab, cap - 1, kb[j]);
+        slot_t *s = &tab[h];
+        slot_b[j] = s->head_a >= 0 ? (int32_t)h : -1;
+        if (s->head_a < 0 || far[h] || s->next < 0) continue;
+        int64_t i = s->next;
+        if (dist(ta[i], tb[j]) > horizon) {
+            far[h] = 1;
+            fars[nfar++] = h;
+            continue;
+        }
+        mate[i] = j;
+        s->next = (int32_t)next_a[i];
+    }
+    if (nfar) {
+        /* The keys with a far pair, settled from the start: their rows of b chained. */
+        head_b = malloc(cap * sizeof *head_b);
+        tail_b = malloc(cap * sizeof *tail_b);
+        next_b = malloc((size_t)nb * sizeof *next_b);
+        if (!head_b || !tail_b || !next_b) goto out;
+        for (int64_t k = 0; k < nfar; k++) head_b[fars[k]] = -1;
+        for (int64_t j = 0; j < nb; j++) {
+            int64_t h = slot_b[j];
+            if (h < 0 || !far[h]) continue;
+            next_b[j] = -1;
+            if (head_b[h] < 0) head_b[h] = j;
+            else next_b[tail_b[h]] = j;
+            tail_b[h] = j;
+        }
+        for (int64_t k = 0; k < nfar; k++) {
+            int64_t h = fars[k];
+            for (int64_t i = tab[h].head_a; i >= 0; i = next_a[i]) mate[i] = -1;
+            settle(tab[h].head_a, head_b[h], next_a, next_b, ta, tb, horizon, gone_a, gone_b,
                    mate);
+        }
     }
-    int64_t n = 0;
+    n = 0;
     for (int64_t i = 0; i < na; i++) {
         if (mate[i] >= 0) out_a[n] = i, out_b[n] = mate[i], n++;
     }
-    free(tab), free(next_a), free(next_b), free(mate);
+out:
+    free(tab), free(next_a), free(mate), free(slot_b), free(far), free(fars);
+    free(head_b), free(tail_b), free(next_b);
     return n;
 }
