@@ -35,6 +35,8 @@ def lib() -> ctypes.CDLL | None:
     so.compact_rows.argtypes = [p, i64, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, i32, i64,
                                 i64, i32, p]  # fmt: skip
     so.compact_rows.restype = i64
+    so.keep_rows.argtypes = [p, i64, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, i32, p]
+    so.keep_rows.restype = i64
     so.scan_chunk.argtypes = [p, i64, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, p, p]
     so.scan_chunk.restype = ctypes.c_int
     so.plan_order.argtypes = [p, i64, p]

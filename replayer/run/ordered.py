@@ -131,6 +131,14 @@ def _app_flush(path: Path) -> tuple[dict, bool, int]:
 
 
 def _keep(c: np.ndarray, app_flush: bool) -> np.ndarray:
+    lib = native.lib()
+    offs = _c_offsets(c.dtype) if lib is not None else None
+    if lib is not None and offs is not None and c.flags.c_contiguous:
+        mask = np.empty(len(c), bool)
+        lib.keep_rows(c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data,
+                      _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH, int(app_flush),
+                      mask.ctypes.data)  # fmt: skip
+        return mask
     keep = replayable(c)
     if app_flush:  # replayable() decides per chunk; the whole file decides here
         keep &= ~((c["op"] == OP["flush"]) & (c["pid"] == 0))

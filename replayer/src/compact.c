@@ -16,7 +16,7 @@
  *          pid 0 is dropped too.
  *   t      issue time, else queue time, else completion; minus t0 (0 untimed).
  * compact_rows writes the kept rows (ordered.COMPACT, `n` counting from first)
- * and returns how many; scan_chunk tallies them as ordered.scan does (_Tally),
+ * and returns how many; keep_rows marks them; scan_chunk tallies them as ordered.scan does (_Tally),
  * under both rules of the file's flushes at once. */
 #include <stdint.h>
 #include <string.h>
@@ -108,6 +108,23 @@ int scan_chunk(const uint8_t *recs, int64_t n, int64_t itemsize, const int64_t *
         }
     }
     return found;
+}
+
+/* ordered._keep's mask of the chunk (1: a request the replay issues); returns
+ * how many. */
+int64_t keep_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int64_t *offs,
+                  const uint8_t *op_ok, uint8_t op_flush, uint16_t device_flag, int32_t app_flush,
+                  uint8_t *keep) {
+    int chunk_app = chunk_app_flush(recs, n, itemsize, offs, op_flush, device_flag);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *rec = recs + i * itemsize;
+        uint8_t op = GET(uint8_t, rec, F_OP);
+        keep[i] = replayable(rec, offs, op_ok, op_flush, device_flag, chunk_app) &&
+                  !(app_flush && op == op_flush && GET(uint32_t, rec, F_PID) == 0);
+        k += keep[i];
+    }
+    return k;
 }
 
 int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int64_t *offs,

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from base.errors import IotapeError
 from iotape.commands.replay import app as replay_app
+from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
 from replayer.run import execute, native, ordered, pairing, relabel
@@ -160,6 +161,15 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
     assert (a.app_flush, a.count, a.t0, a.timed, a.t_last, a.stream_ids) == (
         b.app_flush, b.count, b.t0, b.timed, b.t_last, b.stream_ids)  # fmt: skip
     assert np.array_equal(a.tmin, b.tmin)
+    # Relabelling's mask of each chunk (ordered._keep), under either flush rule.
+    with open_trace(path) as t:
+        for c in t.iter_chunks():
+            for rule in (False, True):
+                masks = []
+                for on in (True, False):
+                    pure(on)
+                    masks.append(ordered._keep(c, rule))
+                assert np.array_equal(masks[0], masks[1])
     # A misaligned request (past the first chunk): the same error in C.
     late = int(np.flatnonzero(r["op"] != OP["flush"])[-40])
     r["offset"][late] += 7
