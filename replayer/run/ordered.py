@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,14 +131,22 @@ def _app_flush(path: Path) -> tuple[dict, bool, int]:
     return header, found, total
 
 
-def _keep(c: np.ndarray, app_flush: bool) -> np.ndarray:
+def _in_c(c: np.ndarray) -> tuple[Any, ...] | None:
+    """(library, then the chunk's arguments to src/compact.c: records, count, size,
+    field offsets, kept ops, flush op, device-flush flag); None where numpy does
+    the chunk (IOTAPE_POSTREPLAY_PURE, another record layout, a strided view)."""
     lib = native.lib()
     offs = _c_offsets(c.dtype) if lib is not None else None
-    if lib is not None and offs is not None and c.flags.c_contiguous:
+    if lib is None or offs is None or not c.flags.c_contiguous:
+        return None
+    return (lib, c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data, _OP_OK.ctypes.data,
+            OP["flush"], DEVICE_FLUSH)  # fmt: skip
+
+
+def _keep(c: np.ndarray, app_flush: bool) -> np.ndarray:
+    if (a := _in_c(c)) is not None:
         mask = np.empty(len(c), bool)
-        lib.keep_rows(c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data,
-                      _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH, int(app_flush),
-                      mask.ctypes.data)  # fmt: skip
+        a[0].keep_rows(*a[1:], int(app_flush), mask.ctypes.data)
         return mask
     keep = replayable(c)
     if app_flush:  # replayable() decides per chunk; the whole file decides here
@@ -253,16 +262,11 @@ def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | No
     """Tally chunk `c` under both rules in C (src/compact.c's scan_chunk): whether
     it holds a flush of a process; None where the library or the records' layout
     does not allow (numpy tallies it then)."""
-    lib = native.lib()
-    offs = _c_offsets(c.dtype) if lib is not None else None
-    if lib is None or offs is None:
+    if (a := _in_c(np.ascontiguousarray(c))) is None:
         return None
-    c = np.ascontiguousarray(c)
     stats = np.empty(10, np.int64)
     seen = np.empty((2, 256), np.int64)
-    found = lib.scan_chunk(c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data,
-                           _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH, stats.ctypes.data,
-                           seen.ctypes.data)  # fmt: skip
+    found = a[0].scan_chunk(*a[1:], stats.ctypes.data, seen.ctypes.data)
     for rule in (False, True):
         n, tmin, tmax, bad, off = stats[5 * rule : 5 * rule + 5].tolist()
         tallies[rule].tally(path, n, tmin, tmax, bad, off, seen[int(rule)])
@@ -270,13 +274,12 @@ def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | No
 
 
 def _compact(c: np.ndarray, s: Scan, first: int) -> np.ndarray:
-    lib = native.lib()
-    offs = _c_offsets(c.dtype) if lib is not None else None
-    if lib is not None and offs is not None and COMPACT_C and c.flags.c_contiguous:
+    if COMPACT_C and (a := _in_c(c)) is not None:
         out = np.empty(len(c), COMPACT)
-        k = lib.compact_rows(c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data,
-                             _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH, int(s.app_flush),
-                             first, s.t0, int(s.timed), out.ctypes.data)  # fmt: skip
+        k = a[0].compact_rows(*a[1:], int(s.app_flush), first, s.t0, int(s.timed),
+                              out.ctypes.data)  # fmt: skip
+        if k < 0:
+            raise MemoryError("reading a chunk's requests ran out of memory")
         return out[:k]
     r = c[_keep(c, s.app_flush)]
     out = np.empty(len(r), COMPACT)

@@ -16,9 +16,10 @@
  *          pid 0 is dropped too.
  *   t      issue time, else queue time, else completion; minus t0 (0 untimed).
  * compact_rows writes the kept rows (ordered.COMPACT, `n` counting from first)
- * and returns how many; keep_rows marks them; scan_chunk tallies them as ordered.scan does (_Tally),
+ * and returns how many (-1: out of memory); keep_rows marks them; scan_chunk tallies them as ordered.scan does (_Tally),
  * under both rules of the file's flushes at once. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ordered.COMPACT (run/native.py checks the layout before use). */
@@ -131,13 +132,13 @@ int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int
                      const uint8_t *op_ok, uint8_t op_flush, uint16_t device_flag,
                      int32_t app_flush, int64_t first, int64_t t0, int32_t timed,
                      compact_t *out) {
-    int chunk_app = chunk_app_flush(recs, n, itemsize, offs, op_flush, device_flag);
+    uint8_t *keep = malloc(n > 0 ? (size_t)n : 1);
+    if (!keep) return -1;
+    keep_rows(recs, n, itemsize, offs, op_ok, op_flush, device_flag, app_flush, keep);
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (!keep[i]) continue;
         const uint8_t *rec = recs + i * itemsize;
-        uint8_t op = GET(uint8_t, rec, F_OP);
-        if (!replayable(rec, offs, op_ok, op_flush, device_flag, chunk_app)) continue;
-        if (app_flush && op == op_flush && GET(uint32_t, rec, F_PID) == 0) continue;
         int64_t t = request_time(rec, offs);
         compact_t *o = &out[k];
         memset(o, 0, sizeof *o);
@@ -147,9 +148,10 @@ int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int
         o->bytes = GET(uint32_t, rec, F_BYTES);
         o->dev = GET(uint32_t, rec, F_DEV);
         o->tid = GET(uint32_t, rec, F_TID);
-        o->op = op;
+        o->op = GET(uint8_t, rec, F_OP);
         o->stream = GET(uint8_t, rec, F_STREAM);
         k++;
     }
+    free(keep);
     return k;
 }
