@@ -259,18 +259,17 @@ def compare(
     m = mapped.mapper(plan, so, sr)
     keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
-    gaps = fidstream.Gaps()
-    origs = ordered.batches(so)
-    fidstream.drive_batches(
-        tally.counted(origs) if tally else origs, ordered.batches(sr), gaps, horizon_ns, keys
-    )
-    pairs = gaps.spill.count
-    timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
-    shift = int(gaps.spill.median()) if timed else 0
-    gaps.spill.close()
-    acc = fidstream.Figures(so, sr, shift, timed, window_s)
+    acc = fidstream.Figures(so, sr, window_s)
     try:
-        fidstream.drive(so, sr, acc, horizon_ns, keys)
+        origs = ordered.batches(so)
+        fidstream.drive_batches(
+            tally.counted(origs) if tally else origs, ordered.batches(sr), acc, horizon_ns, keys
+        )
+        pairs = acc.all.pairs
+        timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
+        # The replay's clock offset: the median gap over all pairs.
+        shift = int(acc.all.issue.median()) if timed else 0
+        acc.finish(shift, timed)
         durations = (so.duration_ns, sr.duration_ns)
         out = _report((original, replayed), durations, shift, timed, {})
         out["overall"] = fidstream.figures(acc.all, shift, timed)
@@ -294,16 +293,16 @@ def compare(
         out["floor_goal"] = timewindows.verdict(
             out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
         )
-    out["locality"] = _locality(so, sr)
+    out["locality"] = _locality(*acc.locality)
     return out
 
 
-def _locality(so: ordered.Scan, sr: ordered.Scan) -> dict[str, Any]:
-    """locality.figures, each trace streamed (localitystream.py)."""
-    po = localitystream.profile(ordered.batches(so))
+def _locality(o: localitystream.Profile, r: localitystream.Profile) -> dict[str, Any]:
+    """locality.figures of both traces, streamed (localitystream.py); the replay's
+    LRU curve at the original's cache sizes."""
+    po = o.figures()
     caps = [c // locality.UNIT for c in po["lru_caps_bytes"]]
-    pr = localitystream.profile(ordered.batches(sr), caps)
-    return locality.side_by_side(po, pr)
+    return locality.side_by_side(po, r.figures(caps))
 
 
 def report(

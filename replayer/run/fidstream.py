@@ -8,8 +8,11 @@ counts, the drift's sums, the current window's errors, and the issue-time and
 inter-arrival errors on disk for exact percentiles (quantiles.py).
 
 The replay's clock offset (the median gap over all pairs) is known only once
-every pair is, and the replay's per-second counts depend on it, so the traces
-are read twice: the first time for the pairs' gaps, the second for the figures.
+every pair is, and the replay's per-second counts, the drift and the windows
+depend on it. The traces are read once (with both traces' locality,
+localitystream.py): what needs the offset is kept on disk, in order, and summed
+once it is known (Figures, _Later); reading and pairing both traces a first
+time for the offset alone took a quarter of `replay fidelity`.
 The answers are fidelity.compare_in_memory's (the tests compare them) wherever
 its pairs lie within the horizon (pairing.py); a request whose only partner is
 further away is unpaired here.
@@ -18,13 +21,15 @@ further away is unpaired here.
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 
 from replayer.plan.source import OP
-from replayer.run import ordered
+from replayer.run import localitystream, ordered
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
@@ -111,10 +116,10 @@ class Group:
     last_gap: int | None = None
     drift: Drift = field(default_factory=Drift)
 
-    def paired(self, t_o: np.ndarray, gaps: np.ndarray, shift: int) -> None:
+    def paired(self, gaps: np.ndarray) -> None:
+        """The pairs' figures that do not depend on the replay's clock offset."""
         self.pairs += len(gaps)
         self.issue.add(gaps)
-        self.drift.add(t_o, gaps - shift)
         # |diff(tr) - diff(to)| of consecutive pairs is |diff(gap)|: no offset in it.
         prev = gaps if self.last_gap is None else np.r_[self.last_gap, gaps]
         self.inter.add(np.abs(np.diff(prev)))
@@ -285,27 +290,64 @@ def drive_batches(
     settle(pairer.step(empty, empty, None), None)
 
 
-class Gaps(Sink):
-    """The first read: each pair's gap (replay time - original time, ns); its
-    percentiles are the same in any order."""
+# What Figures keeps of the replay's rows and of each pair until the replay's
+# clock offset is known (_Later): their times, sizes, ops and streams.
+REP = np.dtype([("t", "<i8"), ("bytes", "<u4"), ("op", "u1"), ("stream", "u1")])
+PAIR = np.dtype([("t_o", "<i8"), ("gap", "<i8"), ("stream", "u1")])
+_REP, _LOST, _PAIRED = 0, 1, 2
 
-    ordered = False
+
+class _Later:
+    """The calls of Figures that need the replay's clock offset, kept in order on an
+    unlinked temporary file (~40 bytes a pair and a replayed request: reading both
+    traces and pairing them again, as a first read for the offset did, cost more)
+    and made again, each with the same rows, once the offset is known: the
+    figures summed in floating point (the drift) come out the same."""
 
     def __init__(self) -> None:
-        self.spill = Spill()
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="iotape-fidelity-")  # noqa: SIM115
 
-    def paired(self, o: np.ndarray, r: np.ndarray) -> None:
-        self.spill.add(r["t"] - o["t"])
+    def add(self, kind: int, *parts: np.ndarray) -> None:
+        self._file.write(np.array([kind, *(len(p) for p in parts)], np.int64).tobytes())
+        for p in parts:
+            self._file.write(p.tobytes())
+
+    def calls(self) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(kind, its arrays) of each call, in the order they were added."""
+        f = self._file
+        f.flush()
+        f.seek(0)
+        while head := f.read(8):
+            kind = int(np.frombuffer(head, np.int64)[0])
+            dtypes = (PAIR, REP) if kind == _PAIRED else (REP,)
+            lens = np.frombuffer(f.read(8 * len(dtypes)), np.int64).tolist()
+            yield (
+                kind,
+                [
+                    np.frombuffer(f.read(n * dt.itemsize), dt)
+                    for n, dt in zip(lens, dtypes, strict=True)
+                ],
+            )
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _rows(r: np.ndarray) -> np.ndarray:
+    out = np.empty(len(r), REP)
+    for col in ("t", "bytes", "op", "stream"):
+        out[col] = r[col]
+    return out
 
 
 class Figures(Sink):
-    """The second read, with the replay's clock offset known: every figure."""
+    """Every figure, from one read of both traces. What depends on the replay's
+    clock offset (the median gap over all pairs, known only once every pair is)
+    waits on disk until `finish` (_Later); the rest is summed as the rows pass."""
 
-    def __init__(
-        self, so: ordered.Scan, sr: ordered.Scan, shift: int, timed: bool, window_s: float
-    ) -> None:
+    def __init__(self, so: ordered.Scan, sr: ordered.Scan, window_s: float) -> None:
         nbins = max(1, so.duration_ns // 1_000_000_000)
-        self.shift, self.timed = shift, timed
+        self.shift, self.timed = 0, False
         self.all = Group(Side(nbins), Side(nbins))
         self.streams = {sid: Group(Side(nbins), Side(nbins)) for sid in so.stream_ids}
         # A replay `replay run` labelled by plan job: an unpaired request (a sync, or
@@ -315,8 +357,13 @@ class Figures(Sink):
             ids = {so.stream_name(s): s for s in so.stream_ids}
             self.own[:] = [ids.get(sr.stream_name(s), -1) for s in range(256)]
         self.windows = Windows(so.duration_ns, window_s)
+        # Both traces' locality, from the same read (each trace's rows all come
+        # here once, in time order): reading them again for it took two more reads.
+        self.locality = (localitystream.Profile(), localitystream.Profile())
+        self._later = _Later()
 
     def orig(self, o: np.ndarray) -> None:
+        self.locality[0].add(o)
         self.all.o.add(o["t"], o)
         for sid in np.unique(o["stream"]).tolist():
             m = o["stream"] == sid
@@ -324,33 +371,54 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
-        tr = r["t"] - self.shift
-        self.all.r.add(tr, r)
-        self.windows.times(1, tr)
+        self.locality[1].add(r)
+        self._later.add(_REP, _rows(r))
 
     def lost_rep(self, r: np.ndarray) -> None:
-        own = self.own[r["stream"]]
-        for sid in np.unique(own[own >= 0]).tolist():
-            m = own == sid
-            self.streams[sid].r.add(r["t"] - self.shift, r, m)
+        if (self.own[r["stream"]] >= 0).any():
+            self._later.add(_LOST, _rows(r))
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         gaps = r["t"] - o["t"]
-        self._paired(self.all, o["t"], gaps)
-        if self.timed:
-            self.windows.pairs(o["t"], np.abs(gaps - self.shift))
+        self.all.paired(gaps)
         for sid in np.unique(o["stream"]).tolist():
-            m = o["stream"] == sid
+            self.streams[sid].paired(gaps[o["stream"] == sid])
+        p = np.empty(len(o), PAIR)
+        p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
+        self._later.add(_PAIRED, p, _rows(r))
+
+    def finish(self, shift: int, timed: bool) -> None:
+        """The figures that need the replay's clock offset `shift` (0 where it is
+        not `timed`: too few pairs), from the calls kept in order."""
+        self.shift, self.timed = shift, timed
+        for kind, parts in self._later.calls():
+            if kind == _REP:
+                (r,) = parts
+                tr = r["t"] - shift
+                self.all.r.add(tr, r)
+                self.windows.times(1, tr)
+            elif kind == _LOST:
+                (r,) = parts
+                own = self.own[r["stream"]]
+                for sid in np.unique(own[own >= 0]).tolist():
+                    self.streams[sid].r.add(r["t"] - shift, r, own == sid)
+            else:
+                p, r = parts
+                self._paired(p, r)
+
+    def _paired(self, p: np.ndarray, r: np.ndarray) -> None:
+        t_o, gaps = p["t_o"], p["gap"]
+        if self.timed:
+            self.all.drift.add(t_o, gaps - self.shift)
+            self.windows.pairs(t_o, np.abs(gaps - self.shift))
+        for sid in np.unique(p["stream"]).tolist():
+            m = p["stream"] == sid
             g = self.streams[sid]
             g.r.add(r["t"] - self.shift, r, m)
-            self._paired(g, o["t"][m], gaps[m])
-
-    def _paired(self, g: Group, t_o: np.ndarray, gaps: np.ndarray) -> None:
-        if self.timed:
-            g.paired(t_o, gaps, self.shift)
-        else:
-            g.pairs += len(gaps)
+            if self.timed:
+                g.drift.add(t_o[m], gaps[m] - self.shift)
 
     def close(self) -> None:
+        self._later.close()
         for g in [self.all, *self.streams.values()]:
             g.close()

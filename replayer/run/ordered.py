@@ -22,14 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import schemas
 from base.errors import IotapeError
 from recorder.tracefile import open_trace
-from replayer.plan.source import OP, replayable, request_times
+from replayer.plan.source import DEVICE_FLUSH, OP, replayable, request_times
+from replayer.run import native
 
 # The columns fidelity and relabelling use; `n` is the request's place among the
 # trace's replayable requests in file order, which breaks ties in time.
@@ -54,6 +57,20 @@ COMPACT = np.dtype(
 WORDS = COMPACT.itemsize // 8
 _ROW = np.dtype((np.void, COMPACT.itemsize))
 BATCH = 1 << 18  # requests loaded between two hand-outs (33 s at 8k IOPS)
+# src/compact.c writes COMPACT rows as a C struct of this layout.
+_C_LAYOUT = {
+    "t": 0,
+    "n": 8,
+    "offset": 16,
+    "bytes": 24,
+    "dev": 28,
+    "tid": 32,
+    "op": 36,
+    "stream": 37,
+}
+COMPACT_C = (
+    COMPACT.itemsize == 40 and {k: v[1] for k, v in (COMPACT.fields or {}).items()} == _C_LAYOUT
+)
 
 
 @dataclass
@@ -114,7 +131,23 @@ def _app_flush(path: Path) -> tuple[dict, bool, int]:
     return header, found, total
 
 
+def _in_c(c: np.ndarray) -> tuple[Any, ...] | None:
+    """(library, then the chunk's arguments to src/compact.c: records, count, size,
+    field offsets, kept ops, flush op, device-flush flag); None where numpy does
+    the chunk (IOTAPE_POSTREPLAY_PURE, another record layout, a strided view)."""
+    lib = native.lib()
+    offs = _c_offsets(c.dtype) if lib is not None else None
+    if lib is None or offs is None or not c.flags.c_contiguous:
+        return None
+    return (lib, c.ctypes.data, len(c), c.dtype.itemsize, offs.ctypes.data, _OP_OK.ctypes.data,
+            OP["flush"], DEVICE_FLUSH)  # fmt: skip
+
+
 def _keep(c: np.ndarray, app_flush: bool) -> np.ndarray:
+    if (a := _in_c(c)) is not None:
+        mask = np.empty(len(c), bool)
+        a[0].keep_rows(*a[1:], int(app_flush), mask.ctypes.data)
+        return mask
     keep = replayable(c)
     if app_flush:  # replayable() decides per chunk; the whole file decides here
         keep &= ~((c["op"] == OP["flush"]) & (c["pid"] == 0))
@@ -131,19 +164,28 @@ class _Tally:
         self.bad: str | None = None  # the first misaligned request's error
 
     def add(self, path: Path, r: np.ndarray) -> None:
-        if self.bad is None:
-            bad = (r["op"] != OP["flush"]) & (r["offset"] % 512 != 0)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                self.bad = (
-                    f"{path}: record {self.count + i}: field offset: {r['offset'][i]} "
-                    "is not 512-aligned"
-                )
+        bad = (r["op"] != OP["flush"]) & (r["offset"] % 512 != 0)
+        i = int(np.flatnonzero(bad)[0]) if bad.any() else -1
         t = request_times(r)
-        self.tmins.append(int(t.min()) if len(t) else np.iinfo(np.int64).max)
-        self.tmax = max(self.tmax, int(t.max()) if len(t) else 0)
-        self.seen += np.bincount(r["stream"], minlength=256)
-        self.count += len(r)
+        tmin = int(t.min()) if len(t) else np.iinfo(np.int64).max
+        tmax = int(t.max()) if len(t) else 0
+        seen = np.bincount(r["stream"], minlength=256)
+        self.tally(path, len(r), tmin, tmax, i, int(r["offset"][i]) if i >= 0 else 0, seen)
+
+    def tally(
+        self, path: Path, n: int, tmin: int, tmax: int, bad: int, offset: int, seen: np.ndarray
+    ) -> None:
+        """A chunk's `n` kept requests: their least and greatest request time, the
+        place of the first misaligned one among them (-1: none) and its offset,
+        and their count per stream."""
+        if self.bad is None and bad >= 0:
+            self.bad = (
+                f"{path}: record {self.count + bad}: field offset: {offset} is not 512-aligned"
+            )
+        self.tmins.append(tmin)
+        self.tmax = max(self.tmax, tmax)
+        self.seen += seen
+        self.count += n
 
 
 def scan(path: str | Path) -> Scan:
@@ -160,6 +202,10 @@ def scan(path: str | Path) -> Scan:
         header = dict(trace.header)
         for c in trace.iter_chunks():
             total += len(c)
+            in_c = _scan_c(path, c, tallies)
+            if in_c is not None:
+                found = found or in_c
+                continue
             flush = c["op"] == OP["flush"]
             found = found or bool((flush & (c["pid"] != 0)).any())
             base = replayable(c)
@@ -190,7 +236,51 @@ def scan(path: str | Path) -> Scan:
     return out
 
 
+# The record fields src/compact.c reads, in its order, with the types it reads.
+_C_FIELDS = (("ts_queue_ns", "<u8"), ("ts_issue_ns", "<u8"), ("ts_complete_ns", "<u8"),
+             ("dev", "<u4"), ("offset", "<u8"), ("bytes", "<u4"), ("op", "u1"),
+             ("flags", "<u2"), ("pid", "<u4"), ("tid", "<u4"), ("stream", "u1"))  # fmt: skip
+_OP_OK = np.zeros(256, np.uint8)
+_OP_OK[[OP["read"], OP["write"], OP["flush"], OP["discard"], OP["write-zeroes"]]] = 1
+
+
+@cache
+def _c_offsets(dt: np.dtype) -> np.ndarray | None:
+    """The offsets of _C_FIELDS in records of `dt`; None where a field is missing
+    or of another type (numpy's _compact then)."""
+    fields = dict(dt.fields or {})
+    out = []
+    for name, kind in _C_FIELDS:
+        f = fields.get(name)
+        if f is None or f[0] != np.dtype(kind):
+            return None
+        out.append(f[1])
+    return np.array(out, np.int64)
+
+
+def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | None:
+    """Tally chunk `c` under both rules in C (src/compact.c's scan_chunk): whether
+    it holds a flush of a process; None where the library or the records' layout
+    does not allow (numpy tallies it then)."""
+    if (a := _in_c(np.ascontiguousarray(c))) is None:
+        return None
+    stats = np.empty(10, np.int64)
+    seen = np.empty((2, 256), np.int64)
+    found = a[0].scan_chunk(*a[1:], stats.ctypes.data, seen.ctypes.data)
+    for rule in (False, True):
+        n, tmin, tmax, bad, off = stats[5 * rule : 5 * rule + 5].tolist()
+        tallies[rule].tally(path, n, tmin, tmax, bad, off, seen[int(rule)])
+    return bool(found)
+
+
 def _compact(c: np.ndarray, s: Scan, first: int) -> np.ndarray:
+    if COMPACT_C and (a := _in_c(c)) is not None:
+        out = np.empty(len(c), COMPACT)
+        k = a[0].compact_rows(*a[1:], int(s.app_flush), first, s.t0, int(s.timed),
+                              out.ctypes.data)  # fmt: skip
+        if k < 0:
+            raise MemoryError("reading a chunk's requests ran out of memory")
+        return out[:k]
     r = c[_keep(c, s.app_flush)]
     out = np.empty(len(r), COMPACT)
     out["t"] = request_times(r) - s.t0 if s.timed else 0

@@ -33,10 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replayer.run import pairmatch
 from replayer.run.ordered import COMPACT, cat, take
 
 HORIZON_NS = 60 * 10**9
 MAX_ROUNDS = 32
+PAIRMATCH_ROWS = (1 << 31) - 1  # src/pairmatch.c counts rows in int32
 
 
 def keys(r: np.ndarray) -> np.ndarray:
@@ -128,6 +130,8 @@ class Pairer:
         the requests came one at a time. After MAX_ROUNDS (a key with hundreds
         of chance pairs, as in a synthetic replay) every such pair is dropped."""
         ka, kb = self.orig_keys(a), self.rep_keys(b)
+        if pairmatch.available() and len(a) < PAIRMATCH_ROWS and len(b) < PAIRMATCH_ROWS:
+            return pairmatch.match(ka, a["t"], kb, b["t"], self.horizon_ns)
         gone_a, gone_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
         for round_ in range(MAX_ROUNDS + 1):
             la, lb = np.flatnonzero(~gone_a), np.flatnonzero(~gone_b)
@@ -149,4 +153,6 @@ class Pairer:
                 keep = np.ones(len(ia), bool)
                 keep[bad] = False
                 ia, ib = ia[keep], ib[keep]
-        return ia, ib, gone_a, gone_b
+        # In the original's row order, as the C matcher gives them (pairmatch.py).
+        by_a = np.argsort(ia, kind="stable")
+        return ia[by_a], ib[by_a], gone_a, gone_b

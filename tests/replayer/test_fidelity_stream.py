@@ -164,6 +164,7 @@ def test_scan_takes_the_files_flush_rule_in_one_read(tmp_path: Path, app_flush_a
 
 @pytest.mark.parametrize("dist", ["uniform", "ties", "heavy"])
 def test_spilled_percentiles_are_numpys(monkeypatch, dist: str) -> None:
+    """Ranks narrowed over several reads of the spill (KEEP small), all at once."""
     monkeypatch.setattr(quantiles, "KEEP", 1000)
     monkeypatch.setattr(quantiles, "READ", 777)
     rng = np.random.default_rng(1)
@@ -183,6 +184,8 @@ def test_spilled_percentiles_are_numpys(monkeypatch, dist: str) -> None:
     ref = f(x).astype(np.float64)
     assert vals == [float(np.percentile(ref, q)) for q in qs] and top == ref.max()
     assert s.median() == float(np.median(x))
+    s.add(x[:1])  # an even count: the median of two ranks
+    assert s.median() == float(np.median(np.r_[x, x[:1]]))
     s.close()
 
 

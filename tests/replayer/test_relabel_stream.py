@@ -102,6 +102,7 @@ def test_lanes_plan_streams_in_blocks(tmp_path: Path, monkeypatch, block: int) -
     of each log at a time gives the whole-plan order, and relabels as in memory."""
     monkeypatch.setattr(ordered, "BATCH", 64)
     monkeypatch.setattr(relabel._LogReader, "BYTES", block)  # blocks end on waits too
+    monkeypatch.setattr(relabel._LogReader, "ALL_BYTES", block)
     src = _trace(tmp_path / "src.iot", seconds=3, rate=300)
     jobdir = tmp_path / "jobs"
     opts = PlanOptions(src, jobdir, mode="exact", targets=_targets(tmp_path, 1), layout="lanes")
