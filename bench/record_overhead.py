@@ -5,7 +5,8 @@ file in /dev/shm, at full speed. Each round runs every capture back to back
 (the machine is noisy; ratios within a round are what count), and the result
 is the median over rounds. iotape runs with each chunk compression (issue #35):
 auto (the default: lz4 for full chunks), zstd and none, with the trace's bytes per request and the
-loader's CPU in compression. Writes JSON to bench/results/recorder.json.
+loader's CPU in compression; iotape_stats adds each BPF program's run time per
+request (--bpf-stats). Writes JSON to bench/results/recorder.json.
 
 Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
 """
@@ -64,7 +65,12 @@ def untraced(dev: str, runtime: int, tmp: Path) -> dict:
 
 
 def iotape_traced(
-    dev: str, runtime: int, tmp: Path, compress: str = "auto", wakes: bool = False
+    dev: str,
+    runtime: int,
+    tmp: Path,
+    compress: str = "auto",
+    wakes: bool = False,
+    bpf_stats: bool = False,
 ) -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
     cmd = [
@@ -79,6 +85,7 @@ def iotape_traced(
         "--compress",
         compress,
         *(["--wakes"] if wakes else []),
+        *(["--bpf-stats"] if bpf_stats else []),
         "--",
         *fio_cmd(dev, runtime, out),
     ]
@@ -103,6 +110,23 @@ def iotape_traced(
         "bytes_per_request": size / events if events else None,
         "compress_ns_per_request": packing.get("cpu_ns", 0) / events if events else None,
         "wakes": footer.get("wakes"),
+        "bpf_progs": bpf_per_request(footer.get("cpu", {}).get("bpf_progs"), events),
+    }
+
+
+def bpf_per_request(progs: dict | None, events: int) -> dict | None:
+    """Per BPF program (the footer's kernel BPF_STATS_RUN_TIME counts): ns per run,
+    runs per recorded request and ns per request."""
+    if not progs or not events:
+        return None
+    return {
+        name: {
+            "ns_per_run": p["run_time_ns"] / p["run_cnt"],
+            "runs_per_request": p["run_cnt"] / events,
+            "ns_per_request": p["run_time_ns"] / events,
+        }
+        for name, p in progs.items()
+        if p["run_cnt"]
     }
 
 
@@ -112,6 +136,12 @@ def iotape_zstd(dev: str, runtime: int, tmp: Path) -> dict:
 
 def iotape_plain(dev: str, runtime: int, tmp: Path) -> dict:
     return iotape_traced(dev, runtime, tmp, "none")
+
+
+def iotape_stats(dev: str, runtime: int, tmp: Path) -> dict:
+    """With --bpf-stats: each program's run time (the kernel's BPF_STATS_RUN_TIME,
+    which itself adds two clock reads per run, so its IOPS are not the default's)."""
+    return iotape_traced(dev, runtime, tmp, bpf_stats=True)
 
 
 def iotape_wakes(dev: str, runtime: int, tmp: Path) -> dict:
@@ -203,6 +233,7 @@ CAPTURES = {
     "iotape_zstd": iotape_zstd,
     "iotape_plain": iotape_plain,
     "iotape_wakes": iotape_wakes,
+    "iotape_stats": iotape_stats,
     "bpftrace": bpftrace_traced,
 }
 TRACED = [k for k in CAPTURES if k != "untraced"]
@@ -276,9 +307,26 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
         "compress_ns_per_request": {
             k: statistics.median(r["compress_ns_per_request"] for r in runs[k]) for k in packed
         },
+        # Where the BPF time goes: medians over rounds, per program.
+        "bpf_per_request": {
+            k: bpf_medians([r["bpf_progs"] for r in runs[k] if r.get("bpf_progs")])
+            for k in packed
+            if any(r.get("bpf_progs") for r in runs[k])
+        },
         "goal": "iotape >= 0.95 of untraced with 0 lost",
         "recorder_memory_vs_capture_length": memory,
         "runs": runs,
+    }
+
+
+def bpf_medians(rounds: list[dict]) -> dict:
+    progs = {p for r in rounds for p in r}
+    return {
+        p: {
+            k: statistics.median(r[p][k] for r in rounds if p in r)
+            for k in ("ns_per_run", "runs_per_request", "ns_per_request")
+        }
+        for p in sorted(progs)
     }
 
 
@@ -320,6 +368,7 @@ def main() -> None:
         "iops_ratio_vs_iotape",
         "bytes_per_request",
         "compress_ns_per_request",
+        "bpf_per_request",
     )
     print(json.dumps({k: result[k] for k in keys}, indent=2))
 

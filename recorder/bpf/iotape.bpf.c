@@ -262,7 +262,8 @@ static __always_inline void emit(const struct emit_args *a, const struct iotape_
 	r->offset = a->offset;
 	r->dev = a->dev;
 	r->bytes = a->bytes;
-	r->flags = map_flags(a->opf) | a->extra_flags;
+	/* An entry's flags are map_flags(its opf), and a->opf is the entry's. */
+	r->flags = (e ? e->flags : map_flags(a->opf)) | a->extra_flags;
 	r->error = a->error;		/* raw blk_status_t; user space maps it to -errno */
 	r->op = map_op(a->opf, a->bytes);
 	r->stream = 0;
@@ -310,10 +311,28 @@ static __always_inline void recover(const struct iotape_inflight *old, __u32 dev
 	emit(&a, old);
 }
 
+/* Who submitted the request, read from the task itself: the same values as
+ * bpf_get_current_pid_tgid(), bpf_get_current_cgroup_id() (the default
+ * hierarchy's cgroup) and bpf_get_current_comm() (the kernel keeps comm
+ * NUL-padded: __set_task_comm uses strscpy_pad), without the three helper
+ * calls: ~24 of this program's ~124 ns (docs/benchmarks.md, Recorder). */
+static __always_inline void submitter(struct iotape_inflight *e)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	const __u64 *comm = (const __u64 *)t->comm;
+	__u64 *out = (__u64 *)e->comm;
+
+	e->pid = t->tgid;
+	e->tid = t->pid;
+	e->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
+	out[0] = comm[0];
+	out[1] = comm[1];
+}
+
 static __always_inline int track_start(struct request *rq)
 {
 	struct iotape_inflight *s, e;
-	__u64 key = (__u64)rq, id;
+	__u64 key = (__u64)rq;
 	int devslot;
 	__u32 dev;
 
@@ -330,11 +349,7 @@ static __always_inline int track_start(struct request *rq)
 		if (old)
 			recover(old, dev);
 	}
-	id = bpf_get_current_pid_tgid();
-	e.pid = id >> 32;
-	e.tid = (__u32)id;
-	e.cgroup_id = bpf_get_current_cgroup_id();
-	bpf_get_current_comm(e.comm, sizeof(e.comm));
+	submitter(&e);
 	if (!op_match(rq) || (n_pids && !pid_match(e.pid)) ||
 	    (n_cgroups && !cgroup_match(e.cgroup_id)) || (n_comms && !comm_match(e.comm))) {
 		/* A request merged away is freed without completing and leaves

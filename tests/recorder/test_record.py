@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -187,6 +188,47 @@ def test_thread_name_rules_label_streams(loop, tmp_path: Path) -> None:
     fmt = recs[recs["comm"] == b"ese-logfmt"]
     assert len(bdm) == 8 and set(bdm["stream"].tolist()) == {STREAM["bdm-read"]}
     assert len(fmt) >= 2 and set(fmt["stream"].tolist()) == {STREAM["log-preformat"]}
+
+
+# The submitter's identity is read from its task (recorder/bpf/iotape.bpf.c,
+# submitter()): each thread's own tid and comm, its process's pid. A thread renamed
+# to a shorter name must read back as exactly that name (comm NUL-padded, nothing
+# of the longer name after it).
+THREADS_SCRIPT = """
+import ctypes, json, mmap, os, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+dev, out = sys.argv[1], sys.argv[2]
+tids = {}
+def run(i):
+    libc.prctl(15, b"iotape-longname", 0, 0, 0)  # PR_SET_NAME: 15 chars
+    libc.prctl(15, b"iot-t%d" % i, 0, 0, 0)
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)
+    for k in range(4):
+        os.preadv(fd, [buf], (i * 16 + k) * 4096)
+    os.close(fd)
+    tids[threading.get_native_id()] = "iot-t%d" % i
+threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+with open(out, "w") as f:
+    json.dump({"pid": os.getpid(), "tids": tids}, f)
+"""
+
+
+def test_submitter_identity_per_thread(loop, tmp_path: Path) -> None:
+    script, ids, out = tmp_path / "threads.py", tmp_path / "ids.json", tmp_path / "t.iot"
+    script.write_text(THREADS_SCRIPT)
+    _record(out, "-d", loop.path, "--", sys.executable, str(script), loop.path, str(ids))
+    who = json.loads(ids.read_text())
+    recs = trace_records(out)
+    assert len(recs) == 12
+    assert set(recs["pid"].tolist()) == {who["pid"]}
+    by_tid = Counter(zip(recs["tid"].tolist(), recs["comm"].tolist(), strict=True))
+    assert by_tid == {(int(tid), name.encode()): 4 for tid, name in who["tids"].items()}
+    assert who["pid"] not in {int(tid) for tid in who["tids"]}
 
 
 def test_partition_maps_to_disk(loop, tmp_path: Path) -> None:
