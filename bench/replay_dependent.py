@@ -191,7 +191,10 @@ def measure(args: argparse.Namespace) -> dict:
     ):
         work = Path(tmp)
         pairs = [(lab.slow, lab.fast), (lab.fast, lab.slow)]
-        rounds = [[direction(lab, s, d, work, args) for s, d in pairs] for _ in range(args.rounds)]
+        rounds = []
+        for k in range(args.rounds):
+            (work / f"round{k}").mkdir()
+            rounds.append([direction(lab, s, d, work / f"round{k}", args) for s, d in pairs])
     return {
         "job": job_text(
             "DEV", args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth

@@ -10,14 +10,14 @@
  * itself, before the start: rounds of a chain of reads (read-only; a few of the
  * plan's own blocks, its reads' or else its writes'; never a write) through
  * deps_worker on two threads, each read `CAL_THINK_NS` after the other thread's
- * completed, as a plan's request waits for its predecessor. A round's delay is
- * its mean cycle (first issue to last completion over its reads) less the think
- * and less the device's own mean service time over the same reads (the block
- * layer's accounting, /sys/dev/block/M:m/stat: total milliseconds, so a round
- * reads enough that 1 ms is small against it): the issue's lateness after its
- * predecessor's completion plus the think, and a read's time in the caller
- * beyond the device's. A mean, so this host's stalls count as often as a replay
- * meets them; the delay used is the median round's.
+ * completed, as a plan's request waits for its predecessor. The delay is the
+ * issue's lateness after (completion + think) (a round's mean cycle, first issue
+ * to last completion, less its reads' time in the caller and the thinks: a mean,
+ * so this host's stalls count as often as a replay meets them; the median
+ * round's), plus a read's mean time in the caller beyond the device's own
+ * service time over every round's reads (the block layer's accounting,
+ * /sys/dev/block/M:m/stat, in whole milliseconds: so many reads that 1 ms is
+ * small against them).
  *
  * An earlier estimate, twice the median lateness of short sleeps (the wake-up at
  * a completion and the sleep of the think), came out at 43-47 us on the shared
@@ -126,7 +126,7 @@ static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
     close(fd);
     long long reads = CAL_ROUND_NS / (per_read + CAL_THINK_NS);
     reads = reads < CAL_MIN_READS ? CAL_MIN_READS : reads > CAL_MAX_READS ? CAL_MAX_READS : reads;
-    long long est[CAL_ROUNDS], late[CAL_ROUNDS], wake[CAL_ROUNDS], svc[CAL_ROUNDS];
+    long long late[CAL_ROUNDS], in_caller = 0, svc_ms = 0;
     int r = 0;
     for (long long start = now_ns(); r < CAL_ROUNDS && (!r || now_ns() - start < CAL_MAX_NS);
          r++) {
@@ -140,28 +140,24 @@ static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
             return why(od, "%s: the device completed %llu reads while the calibration issued "
                            "%lld (a sparse file's holes, or another user of it?)",
                        target, r1 - r0, reads);
-        svc[r] = (long long)(ms1 - ms0) * 1000000LL / reads;
-        /* The chain's mean cycle (first issue to last completion, a read's time in
-         * the caller and a think each), the host's stalls included as a replay
-         * pays them: the IOPS a replay reaches are a mean's. */
-        long long in_caller = (long long)(ty.dir[READ].lat_sum_ns / (uint64_t)reads);
-        long long cycle = (ty.last - ty.first + CAL_THINK_NS) / reads;
-        late[r] = cycle - in_caller - CAL_THINK_NS;
-        wake[r] = in_caller - svc[r];
-        est[r] = late[r] + wake[r] > 0 ? late[r] + wake[r] : 0;
+        /* The round's mean cycle (first issue to last completion: a read's time in
+         * the caller and a think each) less those: the issue's lateness. A mean, so
+         * this host's stalls count as often as a replay meets them. */
+        long long caller = (long long)ty.dir[READ].lat_sum_ns;
+        late[r] = (ty.last - ty.first + CAL_THINK_NS - caller) / reads - CAL_THINK_NS;
+        in_caller += caller;
+        svc_ms += (long long)(ms1 - ms0);
     }
-    /* The median round, its parts kept for the report. */
-    long long sorted[CAL_ROUNDS];
-    memcpy(sorted, est, sizeof(long long) * (size_t)r);
-    qsort(sorted, (size_t)r, sizeof *sorted, cmp_ll);
-    int m = 0;
-    while (est[m] != sorted[r / 2])
-        m++;
-    od->ns = est[m];
-    od->late_ns = late[m];
-    od->wake_ns = wake[m];
-    od->service_ns = svc[m];
-    od->resolution_ns = 1000000LL / reads;
+    /* A read's time in the caller beyond the device's, over every round's reads:
+     * the device's total comes in whole milliseconds. The lateness: the median
+     * round's. */
+    long long all = (long long)r * reads;
+    od->service_ns = svc_ms * 1000000LL / all;
+    od->wake_ns = in_caller / all - od->service_ns;
+    qsort(late, (size_t)r, sizeof *late, cmp_ll);
+    od->late_ns = late[r / 2];
+    od->ns = od->late_ns + od->wake_ns > 0 ? od->late_ns + od->wake_ns : 0;
+    od->resolution_ns = 1000000LL / all;
     od->blocks = nb;
     od->rounds = r;
     od->reads = (int)reads;

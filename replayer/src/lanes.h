@@ -108,9 +108,10 @@ typedef struct {
     const char *from;    /* "cycle": timed on the target; "timer": sleeps; "given": the env */
     char reason[320];    /* why not "cycle", where it is not */
     long long timer_ns;  /* the sleeps' estimate (twice a 100 us sleep's median lateness) */
-    /* "cycle": the median round's parts: the issue's lateness after its
-     * predecessor's completion plus the think; a read's time in the caller less
-     * the device's own service time (the block layer's, /sys/dev/block/M:m/stat) */
+    /* "cycle": the issue's lateness after its predecessor's completion plus the
+     * think (the median round's); a read's time in the caller beyond the device's
+     * own service time (the block layer's, /sys/dev/block/M:m/stat), and that
+     * service time, over every round's reads, to resolution_ns */
     long long late_ns, wake_ns, service_ns, resolution_ns;
     int blocks, rounds, reads; /* the plan's blocks read in turn; rounds timed, reads in each */
 } own_delay_t;

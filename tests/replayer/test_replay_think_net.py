@@ -165,8 +165,8 @@ def test_the_own_delay_is_timed_on_a_cycle_of_reads_of_the_target_that_writes_no
     assert net["own_floor_from"] == "cycle", net.get("reason")
     cyc = net["cycle"]
     assert 1 <= cyc["rounds"] <= 5 and 16 <= cyc["reads"] <= 400 and 1 <= cyc["blocks"] <= 8
-    # The delay is the median round's lateness plus its time in the caller beyond
-    # the device's (never below 0), the sleeps' estimate reported beside it.
+    # The delay is the median round's lateness plus a read's time in the caller
+    # beyond the device's (never below 0), the sleeps' estimate reported beside it.
     assert net["own_floor_us"] == pytest.approx(
         max(0.0, cyc["late_us"] + cyc["wake_us"]), abs=0.002
     )
