@@ -140,11 +140,12 @@ static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
             return why(od, "%s: the device completed %llu reads while the calibration issued "
                            "%lld (a sparse file's holes, or another user of it?)",
                        target, r1 - r0, reads);
-        /* The round's mean cycle (first issue to last completion: a read's time in
-         * the caller and a think each) less those: the issue's lateness. A mean, so
-         * this host's stalls count as often as a replay meets them. */
+        /* The round's span (first issue to last completion: every read's time in
+         * the caller, and a think and a lateness between each two) less those: the
+         * issue's mean lateness. A mean, so this host's stalls count as often as a
+         * replay meets them. */
         long long caller = (long long)ty.dir[READ].lat_sum_ns;
-        late[r] = (ty.last - ty.first + CAL_THINK_NS - caller) / reads - CAL_THINK_NS;
+        late[r] = (ty.last - ty.first - caller) / (reads - 1) - CAL_THINK_NS;
         in_caller += caller;
         svc_ms += (long long)(ms1 - ms0);
     }
