@@ -11,12 +11,20 @@ disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 
 Goals (issue 34): dependent replay IOPS within 10 % of the job's own run on B,
 read p50 within 20 %, no request issued before its predecessor completed.
+
+`--rounds N` repeats every run (new traces, new truths) and summarises each
+direction's ratios as median and range: fio's own run on B is one sample a round
+and once came out at half. `--timer-floor` also replays each trace with the own
+delay iotape-lanes estimated from sleeps alone (`timer_us` in its report, given
+as IOTAPE_LANES_OWN_FLOOR_US): the replay before the delay was timed on a cycle.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -72,15 +80,27 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
     return _fio_figures(json.loads(out.read_text()))
 
 
-def replay(trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None) -> dict:
-    """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures."""
-    jobdir = work / f"jobs-{timing}-{Path(dev).name}"
-    man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
+def replay(
+    trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
+    own_floor_us: float | None = None,
+) -> dict:  # fmt: skip
+    """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures
+    (`own_floor_us`: iotape-lanes' own delay given instead of timed)."""
+    tag = "" if own_floor_us is None else "-given"
+    jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
+    env_key = "IOTAPE_LANES_OWN_FLOOR_US"
+    if own_floor_us is not None:
+        os.environ[env_key] = f"{own_floor_us:.3f}"
+    try:
+        man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
+    finally:
+        os.environ.pop(env_key, None)
     fig = _fio_figures(res)
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
+        fig["think_net"] = res.get("dependencies", {}).get("think_net")
         # `replay fidelity JOBDIR --truth`: the report a user gets of this replay.
         rep = closedloop.report(trace, jobdir, execute.load_manifest(jobdir), truth).overall
         fig["fidelity"] = {"speed_up": rep.speed_up} | (rep.error.data() if rep.error else {})
@@ -97,6 +117,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     rec_ = replay(trace, dst, "recorded", work)
     afap = replay(trace, dst, "afap", work)
     afap.pop("dependencies", None)
+    timer = None
+    if args.timer_floor and dep.get("think_net"):
+        timer = replay(trace, dst, "dependent", work, truth_trace, dep["think_net"]["timer_us"])
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
@@ -113,13 +136,30 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             "afap_iops_over_peer": _ratio(afap["iops"], truth["iops"]),
         },
     }
+    if timer is not None:
+        out["dependent_replay_timer_floor"] = timer
+        out["ratios"] |= {
+            "timer_floor_iops_over_peer": _ratio(timer["iops"], truth["iops"]),
+            "timer_floor_read_p50_over_peer": _ratio(timer["read_p50_ms"], truth["read_p50_ms"]),
+        }
     r = out["ratios"]
     print(
         f"{names[src]} -> {names[dst]}: peer {truth['iops']} IOPS (read p50 "
         f"{truth['read_p50_ms']} ms); dependent {dep['iops']} IOPS x{r['dependent_iops_over_peer']}"
         f" (read p50 {dep['read_p50_ms']} ms x{r['dependent_read_p50_over_peer']}, "
         f"{dep['issued_before_predecessor']} early); recorded {rec_['iops']} IOPS "
-        f"x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS",
+        f"x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS"
+        + (
+            f"; own delay {dep['think_net']['own_floor_us']} us "
+            f"({dep['think_net']['own_floor_from']})"
+            if dep.get("think_net")
+            else ""
+        )
+        + (
+            f"; timer floor {timer['iops']} IOPS x{r['timer_floor_iops_over_peer']}"
+            if timer
+            else ""
+        ),
         flush=True,
     )
     return out
@@ -127,6 +167,20 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
+
+
+def _summary(rounds: list[list[dict]]) -> list[dict]:
+    """Each direction's ratios over the rounds: median, lowest and highest."""
+    out = []
+    for k, first in enumerate(rounds[0]):
+        ratios: dict[str, dict] = {}
+        for name in first["ratios"]:
+            got = [r[k]["ratios"][name] for r in rounds if r[k]["ratios"].get(name) is not None]
+            if got:
+                ratios[name] = {"median": statistics.median(got), "min": min(got), "max": max(got)}
+        out.append({"from": first["from"], "to": first["to"], "rounds": len(rounds),
+                    "ratios": ratios})  # fmt: skip
+    return out
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -137,13 +191,18 @@ def measure(args: argparse.Namespace) -> dict:
     ):
         work = Path(tmp)
         pairs = [(lab.slow, lab.fast), (lab.fast, lab.slow)]
-        runs = [direction(lab, s, d, work, args) for s, d in pairs]
+        rounds = []
+        for k in range(args.rounds):
+            (work / f"round{k}").mkdir()
+            rounds.append([direction(lab, s, d, work / f"round{k}", args) for s, d in pairs])
     return {
         "job": job_text(
             "DEV", args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
         ),
         "hdd_model": {"spindles": args.spindles},
-        "runs": runs,
+        "runs": rounds[0],
+        "rounds": rounds,
+        "summary": _summary(rounds),
         "machine": machine(),
         "fio": fio_version(),
     }
@@ -158,6 +217,12 @@ def main() -> None:
     ap.add_argument("--engine", default="psync", help="fio ioengine (libaio: asynchronous)")
     ap.add_argument("--iodepth", type=int, default=1)
     ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=1, help="repeat every run N times")
+    ap.add_argument(
+        "--timer-floor",
+        action="store_true",
+        help="also replay with the sleeps-only own delay (the replay before)",
+    )
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
     result = measure(args)

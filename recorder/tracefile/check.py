@@ -195,6 +195,12 @@ def repair_footer(rep: ScanReport, gaps: list[dict], backup: Path | None) -> dic
         gaps=every,
         repair_reason=f"byte {rep.problem_offset}: {rep.problem_reason}",
     )
+    if rep.wakes is not None:
+        # As the recorder counts them (`events` includes them): the intact chunks'.
+        # The ring's losses are known only where the original footer survived.
+        footer["wakes"] = rep.wakes
+        if isinstance(old.get("wakes_lost"), int):
+            footer["wakes_lost"] = old["wakes_lost"]
     return footer
 
 

@@ -100,6 +100,8 @@ class TraceFooter(TypedDict, total=False):
     duration_ns: int
     stop_reason: str
     cpu: dict[str, Any]
+    wakes: int  # a version 3 file's wake records (within events)
+    wakes_lost: int  # wake records the ring buffer had no room for
     repaired: bool
     original_stop_reason: str | None
     dropped_events: int

@@ -34,6 +34,7 @@ from recorder.tracefile.format import (
     FOOTER_MAGIC,
     TRAILER_MAGIC,
     TRAILER_SIZE,
+    WAKE_OP,
     ZCHUNK_MAGIC,
     Defect,
     TraceFormatError,
@@ -73,6 +74,7 @@ class _Kept:
     count: int
     first_ns: int
     last_ns: int
+    wakes: int  # records with op WAKE_OP: wake records in a version 3 file
 
 
 @dataclass
@@ -99,6 +101,9 @@ class ScanReport:
     valid_end: int = 0
     valid_events: int = 0
     last_complete_ns: int = 0
+    # Wake records in the intact chunks (docs/trace-format.md "Wake records"); None
+    # in a file before version 3, which holds none.
+    wakes: int | None = None
     problem: str | None = None
     problem_offset: int | None = None
     problem_reason: str | None = None
@@ -151,7 +156,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         if t.problem is None:
             rep.footer = t.footer
             rep.footer_present = rep.footer_consistent = True
-            _totals(rep, kept)
+            _totals(rep, kept, t.has_wakes)
             return rep
         rep.problem = str(t.problem)
         rep.problem_offset = t.problem.offset
@@ -167,7 +172,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         footer = dict(hint[0]) if hint and stop < size else _salvage_footer(mm, raws)
         rep.damaged_footer = footer
         rep.footer_present = footer is not None
-        _totals(rep, kept)
+        _totals(rep, kept, t.has_wakes)
         rep.damage = _damage(raws, kept, footer, rep.events)
         rep.dropped_chunks = sum(d.chunks for d in rep.damage)
         rep.dropped_events = sum(d.events for d in rep.damage)
@@ -176,11 +181,15 @@ def scan(path: str | os.PathLike) -> ScanReport:
 
 def _kept(info: ChunkInfo, records: np.ndarray) -> _Kept:
     done = records["ts_complete_ns"]
-    return _Kept(info.offset, info.end, info.seq, info.count, int(done.min()), int(done.max()))
+    wakes = int(np.count_nonzero(records["op"] == WAKE_OP))
+    return _Kept(
+        info.offset, info.end, info.seq, info.count, int(done.min()), int(done.max()), wakes
+    )
 
 
-def _totals(rep: ScanReport, kept: list[_Kept]) -> None:
+def _totals(rep: ScanReport, kept: list[_Kept], has_wakes: bool) -> None:
     rep.chunks = len(kept)
+    rep.wakes = sum(k.wakes for k in kept) if has_wakes else None
     rep.events = sum(k.count for k in kept)
     rep.last_complete_ns = max((k.last_ns for k in kept), default=0)
     rep.kept = [(k.offset, k.end) for k in kept]

@@ -24,11 +24,11 @@
  * waking the thread, the next submission) besides the application's think; the
  * replay pays its own such delay on top. Each job's smallest relative think is an
  * upper bound of what its log's thinks hold of the recording host's delay (its
- * "floor"); this program measures its own delay at start (own_floor_ns: two
- * wake-ups, the completion's and the think's sleep's, each the median lateness
- * of short sleeps on this host). Each relative think is then replayed less
- * min(job floor, own floor) (net_think), never below 0: it takes out no more than
- * the trace shows was there, and no more than the replay adds.
+ * "floor"); calib.c measures this host's own delay before the start (a short
+ * chain of reads of the target through deps_worker, less the device's own
+ * service time). Each relative think is then replayed less min(job floor, own
+ * delay) (net_think), never below 0: it takes out no more than the trace shows
+ * was there, and no more than the replay adds.
  * IOTAPE_LANES_OWN_FLOOR_US gives this host's delay instead (0: thinks as logged). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <time.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -65,7 +66,7 @@ static atomic_int *done_flag;
 static long long n_ids, n_requests, n_with_pred;
 static atomic_llong early, waited_ns;
 static int dependent;
-static long long own_floor_ns; /* this host's delay in a dependent cycle (calibrate) */
+static own_delay_t own; /* this host's delay in a dependent cycle (calib.c) */
 static const job_t *jobs_of; /* for the report */
 static int n_jobs;
 
@@ -74,28 +75,6 @@ static int n_jobs;
 long long net_think(long long think_ns, long long job_floor_ns, long long own_ns) {
     long long less = job_floor_ns < own_ns ? job_floor_ns : own_ns;
     return think_ns > less ? think_ns - less : 0;
-}
-
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-/* This host's delay in a dependent cycle: twice the median lateness of 101
- * short sleeps (timer slack 1 ns, as the workers'), one for the wake-up at a
- * completion and one for the sleep of the think time. */
-static long long calibrate(void) {
-    enum { N = 101 };
-    long long late[N];
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    for (int i = 0; i < N; i++) {
-        long long due = now_ns() + 100000LL;
-        struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        late[i] = now_ns() - due;
-    }
-    qsort(late, N, sizeof *late, cmp_ll);
-    return 2 * (late[N / 2] > 0 ? late[N / 2] : 0);
 }
 
 static int action(const char *s, int *flags) {
@@ -213,23 +192,14 @@ int deps_load(job_t *job) {
     return 1;
 }
 
-void deps_start(job_t *jobs, int n) {
+int deps_any(void) {
+    return dependent;
+}
+
+void deps_start(job_t *jobs, int n, const own_delay_t *od) {
     if (!dependent)
         return;
-    /* IOTAPE_LANES_OWN_FLOOR_US: this host's delay given instead of measured (0:
-     * the recorded thinks as they are, the replay before think_net). */
-    const char *given = getenv("IOTAPE_LANES_OWN_FLOOR_US");
-    if (given && *given) {
-        char *end;
-        double us = strtod(given, &end);
-        if (*end || !(us >= 0) || us > 1e9) {
-            fprintf(stderr, "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=%s: not microseconds "
-                            "(0 or more)\n", given);
-            exit(2);
-        }
-        own_floor_ns = (long long)(us * 1000);
-    } else
-        own_floor_ns = calibrate();
+    own = *od;
     jobs_of = jobs;
     n_jobs = n;
     for (int j = 0; j < n; j++) {
@@ -240,10 +210,12 @@ void deps_start(job_t *jobs, int n) {
                 floor = job->reqs[i].t_ns;
         job->think_floor_ns = floor == LLONG_MAX ? 0 : floor;
         job->think_net_ns = 0;
+        job->reads_only = job->nreq > 0;
+        for (size_t i = 0; i < job->nreq; i++)
+            job->reads_only &= job->reqs[i].dir == READ;
         for (size_t i = 0; i < job->nreq; i++)
             if (!job->reqs[i].absolute) {
-                job->reqs[i].t_ns = net_think(job->reqs[i].t_ns, job->think_floor_ns,
-                                              own_floor_ns);
+                job->reqs[i].t_ns = net_think(job->reqs[i].t_ns, job->think_floor_ns, own.ns);
                 job->think_net_ns += job->reqs[i].t_ns;
             }
     }
@@ -291,7 +263,8 @@ static int issue_dep(int fd, const struct dreq *q) {
 
 void deps_worker(worker_t *w, tally_t *ty) {
     job_t *job = w->job;
-    int fd = open(job->target, O_RDWR | O_DIRECT | (job->dsync ? O_DSYNC : 0));
+    int fd = open(job->target, (job->reads_only ? O_RDONLY : O_RDWR) | O_DIRECT |
+                                   (job->dsync ? O_DSYNC : 0));
     if (fd < 0) {
         fail(job, "%s: %s", job->target, strerror(errno));
         return;
@@ -328,14 +301,126 @@ void deps_worker(worker_t *w, tally_t *ty) {
     close(fd);
 }
 
+int deps_blocks(const job_t *jobs, int n, long long (*blk)[2], int max, const char **target) {
+    for (int want = READ; want <= WRITE; want++) /* reads first: the writes' blocks else */
+        for (int j = 0; j < n; j++) {
+            int nb = 0;
+            for (size_t i = 0; i < jobs[j].nreq && nb < max; i++) {
+                const struct dreq *q = &jobs[j].reqs[i];
+                if (q->dir == want && q->len > 0 && q->len <= max_bs && q->len % 512 == 0 &&
+                    q->off % 512 == 0) {
+                    blk[nb][0] = q->off;
+                    blk[nb++][1] = q->len;
+                }
+            }
+            if (nb) {
+                *target = jobs[j].target;
+                return nb;
+            }
+        }
+    return 0;
+}
+
+struct chain_thread {
+    worker_t w;
+    tally_t ty;
+};
+
+static void *chain_thread(void *arg) {
+    struct chain_thread *c = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* as lanes.c's workers */
+    deps_worker(&c->w, &c->ty);
+    return NULL;
+}
+
+int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
+               tally_t *out) {
+    static job_t cj; /* large (its paths and histograms): not on the stack */
+    cj = (job_t){.depth = 2, .reads_only = 1, .nreq = (size_t)n};
+    snprintf(cj.name, sizeof cj.name, "own-delay calibration");
+    snprintf(cj.target, sizeof cj.target, "%s", target);
+    struct dreq *reqs = calloc((size_t)n, sizeof *reqs);
+    long long *pred = calloc((size_t)n, sizeof *pred);
+    struct chain_thread *th = calloc(2, sizeof *th);
+    long long *saved_done = done_ns;
+    atomic_int *saved_flag = done_flag;
+    done_ns = calloc((size_t)n, sizeof *done_ns);
+    done_flag = calloc((size_t)n, sizeof *done_flag);
+    int rc = -1;
+    if (!reqs || !pred || !th || !done_ns || !done_flag)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        pred[i] = i - 1;
+        reqs[i] = (struct dreq){.id = i, .off = blk[i % nb][0], .len = blk[i % nb][1],
+                                .dir = READ, .absolute = i == 0, .t_ns = i ? think_ns : 0,
+                                .npred = i > 0, .pred = &pred[i]};
+    }
+    cj.reqs = reqs;
+    pthread_mutex_init(&cj.mu, NULL);
+    /* The chain's first read is due at once (its absolute time 0 from now). */
+    clock_gettime(CLOCK_MONOTONIC, &genesis);
+    long long early0 = atomic_load(&early), waited0 = atomic_load(&waited_ns);
+    pthread_t t[2];
+    int started = 0;
+    for (; started < 2; started++) {
+        th[started].w = (worker_t){&cj, started};
+        if (pthread_create(&t[started], NULL, chain_thread, &th[started]))
+            break;
+    }
+    for (int k = 0; k < started; k++)
+        pthread_join(t[k], NULL);
+    pthread_mutex_destroy(&cj.mu);
+    /* Not the plan's: its counters as they were, and a failed read stops nothing. */
+    int early_here = atomic_load(&early) != early0;
+    atomic_store(&early, early0);
+    atomic_store(&waited_ns, waited0);
+    int bad = atomic_exchange(&failed, 0);
+    atomic_store(&stop_all, 0);
+    if (started < 2 || bad || early_here)
+        goto out;
+    for (int k = 0; k < 2; k++) {
+        out->dir[READ].ios += th[k].ty.dir[READ].ios;
+        out->dir[READ].lat_sum_ns += th[k].ty.dir[READ].lat_sum_ns;
+        hist_merge(&out->late, &th[k].ty.late);
+        if (th[k].ty.first && (!out->first || th[k].ty.first < out->first))
+            out->first = th[k].ty.first;
+        if (th[k].ty.last > out->last)
+            out->last = th[k].ty.last;
+    }
+    rc = 0;
+out:
+    free(reqs);
+    free(pred);
+    free(th);
+    free(done_ns);
+    free(done_flag);
+    done_ns = saved_done;
+    done_flag = saved_flag;
+    return rc;
+}
+
 void deps_report(void) {
     if (!dependent)
         return;
     printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
            "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, "
-           "\"think_net\": {\"own_floor_us\": %.3f, \"jobs\": {",
+           "\"think_net\": {\"own_floor_us\": %.3f, \"own_floor_from\": \"%s\"",
            n_requests, n_with_pred, (long long)atomic_load(&early),
-           (double)atomic_load(&waited_ns) / 1e6, (double)own_floor_ns / 1e3);
+           (double)atomic_load(&waited_ns) / 1e6, (double)own.ns / 1e3, own.from);
+    if (strcmp(own.from, "given"))
+        printf(", \"timer_us\": %.3f", (double)own.timer_ns / 1e3);
+    if (own.reason[0]) {
+        printf(", \"reason\": ");
+        json_str(own.reason);
+    }
+    if (own.rounds)
+        printf(", \"cycle\": {\"blocks\": %d, \"rounds\": %d, \"reads\": %d, "
+               "\"late_us\": %.3f, \"wake_us\": %.3f, \"service_us\": %.3f, "
+               "\"service_resolution_us\": %.3f}",
+               own.blocks, own.rounds, own.reads, (double)own.late_ns / 1e3,
+               (double)own.wake_ns / 1e3, (double)own.service_ns / 1e3,
+               (double)own.resolution_ns / 1e3);
+    printf(", \"jobs\": {");
     for (int j = 0, k = 0; j < n_jobs; j++)
         if (jobs_of[j].nreq) {
             printf("%s", k++ ? ", " : "");

@@ -30,21 +30,6 @@ long long now_ns(void) {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static void hist_add(hist_t *h, uint64_t ns) {
-    int b = 0;
-    if (ns >= SUB) {
-        int msb = 63 - __builtin_clzll(ns);
-        int shift = msb - 4; /* log2(SUB) */
-        b = (shift + 1) * SUB + (int)((ns >> shift) & (SUB - 1));
-    } else {
-        b = (int)ns;
-    }
-    if (b >= NBUCKET)
-        b = NBUCKET - 1;
-    h->n[b]++;
-}
-
-/* The upper edge of bucket b, in ns. */
 /* Sleep until the absolute monotonic time t_ns, in steps of at most 200 ms so
  * that a stop is seen. */
 void sleep_until(long long t_ns) {

@@ -318,7 +318,6 @@ int main(int argc, char **argv) {
                 "(a synchronous ioengine, or a dependent plan): 1 to %d",
                 argv[1], jobs[i].name, jobs[i].depth, MAX_SYNC_DEPTH);
     }
-    deps_start(jobs, n);
     /* Each lane holds its log and its target open: raise the file limit. */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl)) {
@@ -335,6 +334,11 @@ int main(int argc, char **argv) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         memcpy(wbuf + i, &x, 8);
     }
+    /* This host's delay in a dependent cycle, timed on the target (its reads use
+     * the buffers), and each think net of it. */
+    own_delay_t od;
+    own_delay(jobs, n, &od);
+    deps_start(jobs, n, &od);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

@@ -1,5 +1,6 @@
-/* What lanes.c (the runner), io.c (issuing and timing a request), deps.c (dependent
- * plans) and report.c (the JSON) share. */
+/* What lanes.c (the runner), io.c (issuing and timing a request), hist.c (latency
+ * histograms), deps.c (dependent plans), calib.c (their host's own delay) and
+ * report.c (the JSON) share. */
 #ifndef IOTAPE_LANES_H
 #define IOTAPE_LANES_H
 #include <pthread.h>
@@ -47,6 +48,7 @@ typedef struct {
     size_t nreq, next;
     long long think_floor_ns; /* its smallest relative think (deps_start) */
     long long think_net_ns;   /* the sum of its relative thinks as replayed */
+    int reads_only;           /* a dependent job of reads alone: its target opened read-only */
 } job_t;
 
 typedef struct {
@@ -88,15 +90,49 @@ int v2_parse(const char *ln, v2line_t *out); /* its kind */
 /* async.c: an async lane's thread, from its log's second line on */
 void async_worker(worker_t *w, tally_t *ty, FILE *f);
 
-/* report.c */
-extern const char *const DIR_NAME[NDIR];
+/* hist.c */
+void hist_add(hist_t *h, uint64_t ns);
+double bucket_ns(int b);    /* a bucket's upper edge, ns */
+double bucket_lo_ns(int b); /* its lower edge */
 double hist_pct(const hist_t *h, double pct);
 void hist_merge(hist_t *into, const hist_t *from);
+
+/* report.c */
+extern const char *const DIR_NAME[NDIR];
 void report(const job_t *jobs, int n, long long epoch_ms);
+
+/* This host's own delay in a dependent cycle (calib.c): what a replayed think
+ * time is net of (deps.c), and how it was found, for the report. */
+typedef struct {
+    long long ns;        /* the delay used */
+    const char *from;    /* "cycle": timed on the target; "timer": sleeps; "given": the env */
+    char reason[320];    /* why not "cycle", where it is not */
+    long long timer_ns;  /* the sleeps' estimate (twice a 100 us sleep's median lateness) */
+    /* "cycle": the issue's lateness after its predecessor's completion plus the
+     * think (the median round's); a read's time in the caller beyond the device's
+     * own service time (the block layer's, /sys/dev/block/M:m/stat), and that
+     * service time, over every round's reads, to resolution_ns */
+    long long late_ns, wake_ns, service_ns, resolution_ns;
+    int blocks, rounds, reads; /* the plan's blocks read in turn; rounds timed, reads in each */
+} own_delay_t;
+
+/* calib.c: after every job's deps_load and with the I/O buffers allocated */
+void own_delay(const job_t *jobs, int n, own_delay_t *od);
 
 /* deps.c */
 int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one */
-void deps_start(job_t *jobs, int n); /* after every job's deps_load */
+int deps_any(void);                   /* 1: some job is a dependent one */
+/* after own_delay: each relative think net of od->ns (od is kept for the report) */
+void deps_start(job_t *jobs, int n, const own_delay_t *od);
+/* Up to `max` (offset, length) of the plan's reads (else its writes), and their
+ * target: the blocks own_delay times. Their count. */
+int deps_blocks(const job_t *jobs, int n, long long (*blk)[2], int max, const char **target);
+/* A chain of n reads of `target` (blk, in turn), each `think_ns` after the previous
+ * one completed, through deps_worker on 2 threads, so each is issued by the thread
+ * the other's completion wakes; their tally into *out. 0, or -1 where one failed
+ * (said on stderr). */
+int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
+               tally_t *out);
 void deps_worker(worker_t *w, tally_t *ty);
 long long net_think(long long think_ns, long long job_floor_ns, long long own_ns);
 void deps_report(void);               /* its JSON key, if the plan is dependent */

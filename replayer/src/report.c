@@ -10,43 +10,6 @@
 
 const char *const DIR_NAME[NDIR] = {"read", "write", "trim", "sync"};
 
-static double bucket_ns(int b) {
-    if (b < SUB)
-        return b + 1;
-    int shift = b / SUB - 1;
-    return (double)((uint64_t)(SUB + b % SUB + 1) << shift);
-}
-
-/* The lower edge of bucket b, in ns (bucket_ns: its upper edge). */
-static double bucket_lo_ns(int b) {
-    if (b < SUB)
-        return b;
-    int shift = b / SUB - 1;
-    return (double)((uint64_t)(SUB + b % SUB) << shift);
-}
-
-double hist_pct(const hist_t *h, double pct) {
-    uint64_t total = 0, seen = 0;
-    for (int b = 0; b < NBUCKET; b++)
-        total += h->n[b];
-    if (!total)
-        return 0;
-    uint64_t want = (uint64_t)(pct / 100.0 * (double)total + 0.999999);
-    if (want < 1)
-        want = 1;
-    for (int b = 0; b < NBUCKET; b++) {
-        seen += h->n[b];
-        if (seen >= want)
-            return bucket_ns(b);
-    }
-    return bucket_ns(NBUCKET - 1);
-}
-
-void hist_merge(hist_t *into, const hist_t *from) {
-    for (int b = 0; b < NBUCKET; b++)
-        into->n[b] += from->n[b];
-}
-
 /* A histogram's non-empty buckets, [lower ns, upper ns, count] each: what `replay
  * fidelity` merges into a stream's percentiles (a stream has several jobs). */
 static void hist_json(const hist_t *h) {

@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trace_helpers import DT, chunk_offsets, make_trace, random_records
+from trace_helpers import DT, chunk_offsets, header, make_trace, random_records
 
 from base.errors import IotapeError
 from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
+from recorder.tracefile.format import WAKE_OP
+from recorder.tracefile.writer import TraceWriter
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -268,3 +270,57 @@ def test_repair_never_loses_a_byte(tmp_path: Path, pristine, flips, cut, tail) -
 def _contains(got: np.ndarray, chunk: np.ndarray) -> bool:
     raw = got.view(np.uint8).tobytes()
     return chunk.view(np.uint8).tobytes() in raw
+
+
+def _wake_trace(path: Path, footer: dict) -> tuple[Path, np.ndarray]:
+    """A version 3 trace (`iotape record --wakes`) of 500 records in chunks of 100,
+    every seventh a wake record (op WAKE_OP), the rest requests."""
+    r0 = random_records(500, seed=11)
+    r0["op"] = np.where(np.arange(500) % 7 == 3, WAKE_OP, 0)
+    with TraceWriter(path, header(), chunk_records=100, wakes=True) as w:
+        w.write(r0)
+        w.close(footer)
+    return path, r0
+
+
+def _wakes_in(path: Path) -> int:
+    with open_trace(path) as t:
+        return sum(len(w) for w in t.iter_wakes())
+
+
+def test_repair_counts_the_wake_records_it_keeps_and_carries_the_ring_losses(
+    tmp_path: Path,
+) -> None:
+    path, r0 = _wake_trace(
+        tmp_path / "t.iot", {"stop_reason": "duration", "lost": {}, "wakes_lost": 3}
+    )
+    offsets = chunk_offsets(path)
+    data = bytearray(path.read_bytes())
+    data[offsets[2] + 500] ^= 0x10
+    path.write_bytes(data)
+    repair(path)
+    _, footer = _read(path)
+    kept = np.concatenate([r0[:200], r0[300:]])
+    # As the recorder counts them: the wake records of the chunks kept (chunk 2's
+    # are in t.iot.damaged with its requests), and the ring's losses as they were.
+    assert footer["wakes"] == int(np.count_nonzero(kept["op"] == WAKE_OP)) == _wakes_in(path)
+    assert footer["wakes"] < int(np.count_nonzero(r0["op"] == WAKE_OP))
+    assert footer["wakes_lost"] == 3
+
+
+def test_repair_of_a_cut_wake_trace_counts_its_wakes_and_claims_no_losses(tmp_path: Path) -> None:
+    path, r0 = _wake_trace(tmp_path / "t.iot", {"stop_reason": "duration", "wakes_lost": 0})
+    path.write_bytes(path.read_bytes()[: chunk_offsets(path)[3]])
+    repair(path)
+    _, footer = _read(path)
+    assert footer["wakes"] == int(np.count_nonzero(r0[:300]["op"] == WAKE_OP)) == _wakes_in(path)
+    # The footer that held the ring's losses is gone: not knowable, so not written.
+    assert "wakes_lost" not in footer
+
+
+def test_repair_of_a_file_before_wake_records_writes_no_wake_count(tmp_path: Path) -> None:
+    path = make_trace(tmp_path / "t.iot", random_records(300, seed=12), chunk_records=100)
+    path.write_bytes(path.read_bytes()[: chunk_offsets(path)[2]])
+    repair(path)
+    _, footer = _read(path)
+    assert "wakes" not in footer and "wakes_lost" not in footer

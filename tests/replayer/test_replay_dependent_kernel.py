@@ -23,14 +23,22 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
     kernel: None, tmp_path: Path
 ) -> None:
     args = argparse.Namespace(
-        threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1
-    )
+        threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1,
+        rounds=1, timer_floor=True,
+    )  # fmt: skip
     try:
         result = measure(args)
     except LabError as e:
         need(False, f"an HDD-like lab: {e}")
+    assert [s["rounds"] for s in result["summary"]] == [1, 1]
     for run in result["runs"]:
         dep = run["dependent_replay"]
+        # Its own delay timed on a cycle of the target (both are loop devices); the
+        # "before" replay was given the sleeps' estimate of the same run.
+        assert dep["think_net"]["own_floor_from"] == "cycle", dep["think_net"].get("reason")
+        before = run["dependent_replay_timer_floor"]["think_net"]
+        assert before["own_floor_from"] == "given"
+        assert before["own_floor_us"] == dep["think_net"]["timer_us"]
         assert dep["ios"] == run["peer_fio_on_target"]["ios"] == 180
         assert dep["issued_before_predecessor"] == 0
         # `replay fidelity JOBDIR --truth`: the speed-up over the original and the
