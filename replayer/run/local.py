@@ -143,11 +143,12 @@ def _one(
     force: bool,
     windows: list | None = None,
     program: str = "fio",
+    ahead: int = 0,
 ) -> dict:
     """Run one job file (a windowed plan: all its windows) and read its JSON."""
     windowed = bool(windows)
     if program == "lanes":
-        cmd = runnermod.lanes_cmd(jobdir, jobfile, output)
+        cmd = runnermod.lanes_cmd(jobdir, jobfile, output, ahead)
     else:
         cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
     wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
@@ -206,6 +207,7 @@ class LocalRunner:
             self.force,
             man.windows or [],
             self.program,
+            runnermod.ahead_us(man) if self.program == "lanes" else 0,
         )
         summary = RunSummary(
             jobdir=str(self.jobdir), mode=man.mode, runner=self.name, jobs=summarize(result)
