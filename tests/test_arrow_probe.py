@@ -28,7 +28,8 @@ def test_arrays_without_pandas_and_pandas_after() -> None:
 
 
 def test_ingest_command_imports_no_pandas(tmp_path) -> None:
-    """Nor pyarrow.compute, .acero or .dataset (~40-60 ms of its start)."""
+    """Nor pyarrow.compute, .acero or .dataset (~40-60 ms of its start), nor rich when
+    stderr is not a terminal (no progress bar to draw: ~30 ms)."""
     from trace_helpers import make_trace, workload_records
 
     trace = make_trace(tmp_path / "t.iot", workload_records(500, seed=3))
@@ -37,7 +38,7 @@ def test_ingest_command_imports_no_pandas(tmp_path) -> None:
         "from iotape import cli\n"
         "try:\n    cli.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('pandas' in sys.modules)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('pyarrow.')"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('pyarrow.')"
         " and m.split('.')[1] in ('compute', 'acero', 'dataset')))"
     )
     p = subprocess.run(
