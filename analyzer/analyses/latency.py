@@ -3,10 +3,7 @@ stream, from the histograms or (`exact=True`) as exact order statistics."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import cast
 
 import schemas
 from analyzer.analyses.filters import stream_names
@@ -30,20 +27,11 @@ def latency(
     ops = schemas.op_names()
     streams = stream_names(store, run_id)
     out: dict[str, MetricLatency] = {}
-    hists: dict[str, list[tuple]] = {}
-    exact_rows: dict[str, list[dict]] = {}
-    if exact:
-        # Both metrics' exact statistics in one query: one read of the events, which
-        # counts the complete_unseen records too where it can (DuckDB). It runs on
-        # this store (the one a server's time limit interrupts) while the
-        # histograms are read and merged beside it (DuckDB lets go of the GIL).
-        with _beside(store, lambda s: _hists(s, run_id, f)) as got:
-            exact_rows = _exact_rows(store, run_id, f)
-        hists = got()
-    else:
-        hists = _hists(store, run_id, f)
+    # Both metrics' exact statistics in one query: one read of the events, which
+    # counts the complete_unseen records too where it can (DuckDB).
+    exact_rows = _exact_rows(store, run_id, f) if exact else {}
     for metric in ("device", "queue"):
-        rows = hists[metric]
+        rows = hist_rows(store, run_id, f, metric)
         groups: dict[tuple[int, int], list[tuple]] = {}
         for r in rows:
             groups.setdefault((r[1], r[2]), []).append(r)
@@ -71,45 +59,6 @@ def latency(
         "queue": out["queue"],
         "excluded": excluded(store, run_id, f, counted=_unseen(exact_rows.get("device"))),
     }
-
-
-def _hists(store: Reader, run_id: str, f: EventFilter) -> dict[str, list[tuple]]:
-    return {m: hist_rows(store, run_id, f, m) for m in ("device", "queue")}
-
-
-@contextlib.contextmanager
-def _beside(store: Reader, fn: Callable[[Any], Any]) -> Iterator[Callable[[], Any]]:
-    """Run fn(store) on a thread with a cursor of its own while the body runs; yields
-    what gives its result (or raises its error) once the body is done. A store that
-    shares one connection between threads (ClickHouse) runs it after the body."""
-    per_request = getattr(store, "per_request", None)
-    if getattr(store, "shared", True) or per_request is None:
-        done: list[Any] = []
-        yield lambda: done[0]
-        done.append(fn(store))
-        return
-    result: list[Any] = []
-    error: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            with per_request() as own:
-                result.append(fn(own))
-        except BaseException as e:  # handed to the caller
-            error.append(e)
-
-    t = threading.Thread(target=work, name="iotape-latency-hists", daemon=True)
-    t.start()
-
-    def get() -> Any:
-        if error:
-            raise error[0]
-        return result[0]
-
-    try:
-        yield get
-    finally:
-        t.join()
 
 
 def _exact_rows(store: Reader, run_id: str, f: EventFilter) -> dict[str, list[dict]]:

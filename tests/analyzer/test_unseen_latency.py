@@ -126,34 +126,3 @@ def test_exact_latency_counts_unseen_in_its_own_read(store, unseen_trace, monkey
     histograms.clear_cache()
     assert latency(store, run_id, f, exact=True)["excluded"] == want
     assert ("unseen_count" in asked) == (store.dialect != "duckdb")
-
-
-def test_exact_latency_reads_histograms_beside_its_query(store, unseen_trace, monkeypatch) -> None:
-    """The histograms are read beside the exact query (DuckDB: on a cursor of their
-    own, another thread; ClickHouse: after it), with the same answer, and an error
-    there reaches the caller."""
-    from analyzer.analyses import latency as latency_mod
-    from analyzer.store.interface import StoreError
-
-    path, _ = unseen_trace
-    run_id = ingest(store, path).run_id
-    histograms.clear_cache()
-    want = latency(store, run_id, EventFilter(), exact=True)
-    seen: list[object] = []
-    real = latency_mod.hist_rows
-
-    def hist_rows(s, *a):
-        seen.append(s)
-        return real(s, *a)
-
-    monkeypatch.setattr(latency_mod, "hist_rows", hist_rows)
-    histograms.clear_cache()
-    assert latency(store, run_id, EventFilter(), exact=True) == want
-    assert len(seen) == 2 and all((s is store) == store.shared for s in seen)
-
-    def broken(s, *a):
-        raise StoreError("hist: broken")
-
-    monkeypatch.setattr(latency_mod, "hist_rows", broken)
-    with pytest.raises(StoreError, match="hist: broken"):
-        latency(store, run_id, EventFilter(), exact=True)
