@@ -12,7 +12,10 @@ client in this process), on a DuckDB store:
 - compare: `GET /compare` of the run with itself, cold (two histograms, bootstrap).
 
 Peer, in the same run: one direct DuckDB query of the exact percentiles over the
-run's events (quantile_disc, no grouping), on the same file.
+run's events (quantile_disc, no grouping), on the same file. Beside it, where the
+exact request's time goes: the store's own exact-statistics query (both metrics,
+per op and stream and overall) run directly on DuckDB (`exact_query_direct`): the
+query's shape against the peer, the rest (histograms, server, JSON) against it.
 
 Goal (issue 6): percentiles over 10 M events well under a second.
 Writes JSON to bench/results/server.json.
@@ -72,11 +75,14 @@ def _api(c: Any, rounds: int) -> tuple[dict[str, dict], dict, dict]:
     return results, c.get("/runs/big/latency?exact=true").json(), c.get("/runs/big/latency").json()
 
 
-def _peer(db: Path, run_id: str, rounds: int) -> dict:
-    """The peer: DuckDB alone, exact percentiles in one query."""
+def _peer(db: Path, run_id: str, rounds: int) -> tuple[dict, dict]:
+    """The peer: DuckDB alone, exact percentiles in one query; and the store's exact
+    query, run the same way (in turn, round by round)."""
     import duckdb
 
     from analyzer.store import event_files
+    from analyzer.store.queries import EventFilter
+    from analyzer.store.queries.core import QUERIES
 
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -87,7 +93,18 @@ def _peer(db: Path, run_id: str, rounds: int) -> dict:
             "[0.5, 0.9, 0.99, 0.999, 0.9999]) FROM events WHERE run_id = $r "
             'AND "ts_issue_ns" > 0 AND "ts_complete_ns" >= "ts_issue_ns"'
         )
-        return timed(lambda: con.execute(peer_sql, {"r": run_id}).fetchall(), rounds)
+        ours = QUERIES["exact_latency"].sql("duckdb")
+        params = EventFilter().params(run_id)
+        peer, direct = [], []
+        for _ in range(rounds):
+            peer.append(timed(lambda: con.execute(peer_sql, {"r": run_id}).fetchall(), 1))
+            direct.append(timed(lambda: con.execute(ours, params).fetchall(), 1))
+
+        def med(rs: list[dict]) -> dict:
+            times = [r["median_s"] for r in rs]
+            return {"median_s": statistics.median(times), "min_s": min(times), "rounds": rounds}
+
+        return med(peer), med(direct)
     finally:
         con.close()
 
@@ -116,7 +133,9 @@ def main() -> None:
         trace.unlink()
         with TestClient(create_app(Settings(db=str(db)))) as c:
             results, body, approx = _api(c, args.rounds)
-        results["peer_duckdb_exact_query"] = _peer(db, run_id, args.rounds)
+        peer, direct = _peer(db, run_id, args.rounds)
+        results["peer_duckdb_exact_query"] = peer
+        results["exact_query_direct"] = direct
 
     exact_p = body["device"]["all"]["percentiles"]
     approx_p = approx["device"]["all"]["percentiles"]
@@ -127,6 +146,11 @@ def main() -> None:
         "results": results,
         "histogram_vs_exact_relative_error": {
             k: abs(approx_p[k] - exact_p[k]) / exact_p[k] for k in exact_p if exact_p[k]
+        },
+        "ratio": {
+            "exact_vs_peer": results["exact"]["median_s"] / peer["median_s"],
+            "query_shape": direct["median_s"] / peer["median_s"],
+            "request_vs_its_query": results["exact"]["median_s"] / direct["median_s"],
         },
         "error_bound": RELATIVE_ERROR,
         "goal": "percentiles over 10 M events well under a second",

@@ -214,12 +214,20 @@ UNSEEN_WHY = (
 
 
 def excluded(
-    store: Reader, run_id: str, f: EventFilter, streams_only: set[int] | None = None
+    store: Reader,
+    run_id: str,
+    f: EventFilter,
+    streams_only: set[int] | None = None,
+    counted: list[tuple[int, int, int]] | None = None,
 ) -> Excluded:
-    """The records of the selection left out of device time (complete_unseen)."""
+    """The records of the selection left out of device time (complete_unseen);
+    `counted`: unseen_count's rows where a query that read the events anyway
+    counted them (the exact percentiles), so that they are not read again."""
     ops = schemas.op_names()
     names = stream_names(store, run_id)
-    rows = queries.run(store, "unseen_count", **f.params(run_id))
+    rows = counted
+    if rows is None:
+        rows = queries.run(store, "unseen_count", **f.params(run_id))
     groups: list[ExcludedGroup] = [
         {
             "op": int(op),

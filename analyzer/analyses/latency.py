@@ -27,7 +27,8 @@ def latency(
     ops = schemas.op_names()
     streams = stream_names(store, run_id)
     out: dict[str, MetricLatency] = {}
-    # Both metrics' exact statistics in one query: one read of the events.
+    # Both metrics' exact statistics in one query: one read of the events, which
+    # counts the complete_unseen records too where it can (DuckDB).
     exact_rows = _exact_rows(store, run_id, f) if exact else {}
     for metric in ("device", "queue"):
         rows = hist_rows(store, run_id, f, metric)
@@ -56,17 +57,26 @@ def latency(
         "queue_time": "issue - queue (in the block layer before dispatch)",
         "device": out["device"],
         "queue": out["queue"],
-        "excluded": excluded(store, run_id, f),
+        "excluded": excluded(store, run_id, f, counted=_unseen(exact_rows.get("device"))),
     }
 
 
 def _exact_rows(store: Reader, run_id: str, f: EventFilter) -> dict[str, list[dict]]:
     """The exact statistics of each metric, by (op, stream), (-1, -1) for all."""
-    cols = ["metric", "op", "stream", "n", "s", "lo", "hi", *(n for _, n in queries.EXACT_LEVELS)]
+    levels = (n for _, n in queries.EXACT_LEVELS)
+    cols = ["metric", "op", "stream", "n", "s", "lo", "hi", *levels, "unseen"]
     out: dict[str, list[dict]] = {"device": [], "queue": []}
     for r in queries.records(store, "exact_latency", cols, **f.params(run_id)):
         out[("device", "queue")[int(r["metric"])]].append(r)
     return out
+
+
+def _unseen(rows: list[dict] | None) -> list[tuple[int, int, int]] | None:
+    """unseen_count's rows (op, stream, n: n > 0, in order) from the exact query's
+    device rows; None where it did not count them (or gave no rows)."""
+    if not rows or any(r["unseen"] is None for r in rows):
+        return None
+    return sorted((r["op"], r["stream"], r["unseen"]) for r in rows if r["op"] >= 0 and r["unseen"])
 
 
 def _exact_into(rows: list[dict], overall: Distribution, per: list[GroupDistribution]) -> None:

@@ -204,12 +204,20 @@ def _agg(t: pa.Table, col: str, fns: tuple[str, ...]) -> pa.Table:
 
 
 def _agg2(t: pa.Table) -> pa.Table:
-    r = t.group_by("k", use_threads=False).aggregate(
-        [("n", "sum"), ("s", "sum"), ("lo", "min"), ("hi", "max")]
-    )
-    return pa.table(
-        {"k": r["k"], "n": r["n_sum"], "s": r["s_sum"], "lo": r["lo_min"], "hi": r["hi_max"]}
-    )
+    """Partials of the same key as one (sums, least and greatest), keys in order of
+    first sight as Arrow's group_by gives them. In numpy: a few thousand keys, and
+    Table.group_by imports pyarrow.acero, .dataset and .compute (~40 ms of a
+    command's start) for them."""
+    k = t["k"].to_numpy()
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.intp)
+    cols: dict[str, np.ndarray] = {"k": ks[starts]}
+    for c, f in (("n", np.add), ("s", np.add), ("lo", np.minimum), ("hi", np.maximum)):
+        v = t[c].to_numpy()[order]
+        cols[c] = f.reduceat(v, starts) if len(v) else v
+    seen = np.argsort(order[starts], kind="stable")  # each key's first row
+    return pa.table({c: v[seen] for c, v in cols.items()})
 
 
 def stored(store: Reader, run_id: str, metric: str) -> list[tuple] | None:

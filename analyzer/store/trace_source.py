@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import schemas
@@ -238,10 +238,11 @@ class _Stats:
         for b in batches:
             if b.num_rows:
                 self.rows += b.num_rows
-                self.bytes += pc.sum(b.column("bytes")).as_py() or 0
-                self.last_complete_ns = max(
-                    self.last_complete_ns, pc.max(b.column("ts_complete_ns")).as_py() or 0
-                )
+                # numpy, not pyarrow.compute (event_batches: its import's cost).
+                size = b.column("bytes").to_numpy(zero_copy_only=False)
+                done = b.column("ts_complete_ns").to_numpy(zero_copy_only=False)
+                self.bytes += int(size.sum(dtype=np.uint64))
+                self.last_complete_ns = max(self.last_complete_ns, int(done.max()))
             if progress:
                 progress(self.rows, total)
             yield b

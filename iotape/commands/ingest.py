@@ -6,13 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from base.errors import IotapeError
 from base.progress import progress as bar
 from iotape.cliopts import AsJson, Db
-
-err = Console(stderr=True)
 
 
 def ingest(
@@ -55,7 +52,7 @@ def ingest(
     results = []
     with opened(db) as store:
         for f in files:
-            with bar(f"ingesting {f.name}", err, "items") as progress:
+            with bar(f"ingesting {f.name}", None, "items") as progress:
                 r = ingest_file(store, f, name=name, tags=tags, progress=progress)
             results.append(r.to_dict())
             if not as_json:

@@ -35,6 +35,7 @@ from replayer.plan import (
     exact,
     fitloc,
     jobfile,
+    lanes,
     mapping,
     scale,
     sinks,
@@ -228,6 +229,9 @@ def manifest(p: Plan) -> Manifest:
         fields["layout"] = _layout_entry(p.scaling.layout)
     if p.layout == "lanes":
         fields["exact_layout"] = "lanes"
+        assert p.start_us is not None  # exact: the logs' zero
+        fields["start_us"] = p.start_us
+        fields["lanes_start_us"] = lanes.lanes_start_us(p.jobs, p.start_us)
     if p.mapping is not None:
         fields["mapping"] = p.mapping
     return Manifest.model_validate(fields)

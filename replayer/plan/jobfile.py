@@ -26,6 +26,9 @@ def _lanes_lines(p: Plan) -> list[str]:
         " a request goes out",
         "  within ~1 ms after its time (fio wakes at the millisecond plus the job's phase).",
         "  read_iolog_chunked=1: fio reads each log as it goes, not all at set-up.",
+        f"  iotape-lanes (`replay run`) puts the trace's 0 at"
+        f" {lanes.lanes_start_us(p.jobs, p.start_us or 0) / 1e6:g} s after its own start:",
+        "  it needs only to start its threads (plan.json lanes_start_us).",
         *_async_lines(p),
     ]
 

@@ -48,6 +48,15 @@ GAP_US = 20_000
 # genesis comes before fio creates its jobs, each then setting itself up.
 START_S = 0.5
 START_PER_JOB_S = 0.002
+# iotape-lanes needs far less than fio before the trace's 0: it creates its
+# threads, each opening its log and target, and then sleeps to the first time.
+# Measured here (2 vCPUs; bench/lanes_start.py: plans of N lanes, each's first
+# request at 0, the latest first issue): 2,000 sync lanes 67 ms, 2,000 x 4
+# threads 335 ms (~40 us a thread), 2,000 async lanes of depth 96 322 ms (an
+# io_uring each). Its start budget: LANES_START_S, then LANES_START_PER_THREAD_S
+# a thread, five times the cost measured, so that a loaded machine still makes it.
+LANES_START_S = 0.2
+LANES_START_PER_THREAD_S = 0.0002
 # Requests in flight per lane with an async engine: a device that holds requests
 # for up to ASYNC_DEPTH x GAP_US does not hold a lane's issues back.
 ASYNC_DEPTH = 4
@@ -194,3 +203,18 @@ def lane_options(j: Job, async_depth: int | None = None) -> dict[str, str]:
 def start_us(n_jobs: int) -> int:
     """Where the trace's 0 falls, in us after fio's genesis."""
     return int((START_S + START_PER_JOB_S * n_jobs) * 1e6)
+
+
+def threads(j: Job) -> int:
+    """iotape-lanes' threads for lane `j`: one for an async lane (one io_uring),
+    else one per request in flight."""
+    if j.options.get("ioengine") in ("io_uring", "libaio"):
+        return 1
+    return int(j.options.get("iodepth", "1"))
+
+
+def lanes_start_us(jobs: list[Job], fio_start_us: int) -> int:
+    """Where iotape-lanes puts the trace's 0, in us after its start (plan.json's
+    lanes_start_us): its set-up budget for these lanes, never later than fio's."""
+    n = sum(threads(j) for j in jobs)
+    return min(fio_start_us, int((LANES_START_S + LANES_START_PER_THREAD_S * n) * 1e6))

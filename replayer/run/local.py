@@ -143,11 +143,12 @@ def _one(
     force: bool,
     windows: list | None = None,
     program: str = "fio",
+    ahead: int = 0,
 ) -> dict:
     """Run one job file (a windowed plan: all its windows) and read its JSON."""
     windowed = bool(windows)
     if program == "lanes":
-        cmd = runnermod.lanes_cmd(jobdir, jobfile, output)
+        cmd = runnermod.lanes_cmd(jobdir, jobfile, output, ahead)
     else:
         cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
     wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
@@ -193,7 +194,9 @@ class LocalRunner:
 
     def replay(self, record_to: Path | None, say: Say) -> RunSummary:
         man = self.man
-        say(f"replaying {man.mode} plan with {self.name}, about {man.duration_s:.1f} s")
+        ahead = runnermod.ahead_us(man) if self.program == "lanes" else 0
+        about = man.duration_s - ahead / 1e6  # iotape-lanes starts sooner than fio
+        say(f"replaying {man.mode} plan with {self.name}, about {about:.1f} s")
         jobfile = man.jobfile
         assert jobfile is not None  # only a multi-host plan has none
         # iotape-lanes writes fio's JSON shape, its "fio version" naming it (runner.py).
@@ -206,6 +209,7 @@ class LocalRunner:
             self.force,
             man.windows or [],
             self.program,
+            ahead,
         )
         summary = RunSummary(
             jobdir=str(self.jobdir), mode=man.mode, runner=self.name, jobs=summarize(result)

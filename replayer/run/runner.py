@@ -43,11 +43,22 @@ def choose(runner: str, man: Manifest, jobdir: Path) -> str:
     return chosen
 
 
-def lanes_cmd(jobdir: Path, jobfile: str, output: str) -> list[str]:
-    """iotape-lanes in the plan's directory: JSON to `output`, messages beside it."""
+def ahead_us(man: Manifest) -> int:
+    """How far ahead of its logs' times iotape-lanes runs a plan: fio's set-up
+    budget less its own (plan.json's start_us, lanes_start_us); 0 for a plan
+    without them (a closed-loop plan, or one from before them)."""
+    if man.start_us is None or man.lanes_start_us is None:
+        return 0
+    return max(0, man.start_us - man.lanes_start_us)
+
+
+def lanes_cmd(jobdir: Path, jobfile: str, output: str, ahead: int = 0) -> list[str]:
+    """iotape-lanes in the plan's directory, `ahead` us ahead of its logs' times
+    (ahead_us): JSON to `output`, messages beside it."""
     err = str(Path(output).with_suffix(".err"))
+    opt = f"--ahead-us {ahead} " if ahead else ""
     inner = (
-        f"cd {shlex.quote(str(jobdir))} && exec {shlex.quote(str(LANES))} "
+        f"cd {shlex.quote(str(jobdir))} && exec {shlex.quote(str(LANES))} {opt}"
         f"{shlex.quote(jobfile)} >{shlex.quote(output)} 2>{shlex.quote(err)}"
     )
     return ["sh", "-c", inner]

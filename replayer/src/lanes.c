@@ -10,7 +10,13 @@
  * genesis + MS ms + US us on CLOCK_MONOTONIC, absolutely, with 1 ns timer slack.
  * The job file stays a stock fio job file; this reads the same files.
  *
- * Usage: iotape-lanes JOBFILE   (run in the plan's directory; JSON on stdout)
+ * Usage: iotape-lanes [--ahead-us N] JOBFILE   (in the plan's directory; JSON on stdout)
+ *
+ * --ahead-us N: the logs' times count from N us before this program's start. A
+ * plan's logs put the trace's 0 where fio would have set up its jobs (seconds
+ * for a plan of thousands of lanes); this program needs far less (its threads
+ * and their files: plan.json's lanes_start_us), and `replay run` passes the
+ * difference so that the replay starts soon after launch.
  *
  * A synchronous job (ioengine psync, the default) runs as `iodepth` threads,
  * thread k issuing the job's requests k, k + iodepth, ... (a lane's requests are
@@ -307,8 +313,19 @@ static int threads_of(const job_t *j) {
 }
 
 int main(int argc, char **argv) {
+    long long ahead_us = 0;
+    if (argc == 4 && !strcmp(argv[1], "--ahead-us")) {
+        char *end;
+        errno = 0;
+        ahead_us = strtoll(argv[2], &end, 10);
+        if (errno || end == argv[2] || *end || ahead_us < 0)
+            die(2, "--ahead-us %s: expected a whole number of microseconds", argv[2]);
+        argv += 2;
+        argc -= 2;
+    }
     if (argc != 2 || argv[1][0] == '-')
-        die(2, "usage: iotape-lanes JOBFILE (in the plan's directory; JSON on stdout)");
+        die(2, "usage: iotape-lanes [--ahead-us N] JOBFILE (in the plan's directory; JSON on "
+               "stdout)");
     int n;
     job_t *jobs = parse(argv[1], &n);
     for (int i = 0; i < n; i++) {
@@ -353,8 +370,11 @@ int main(int argc, char **argv) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
     /* The plan's times count from here, as fio's count from its genesis, which it
-     * takes before it sets its jobs up. */
+     * takes before it sets its jobs up; --ahead-us moves it that far back. */
     clock_gettime(CLOCK_MONOTONIC, &genesis);
+    long long g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec - ahead_us * 1000;
+    genesis.tv_sec = (time_t)(g / 1000000000LL);
+    genesis.tv_nsec = (long)(g % 1000000000LL);
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     long long epoch_ms = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;

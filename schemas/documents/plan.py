@@ -172,6 +172,12 @@ class ReplayPlan(Document):
     jobs: list[JobEntry]
     layout: LayoutEntry | None = None  # a plan with storage groups only
     exact_layout: str | None = None  # "lanes" (a plan of lanes only: v2 iologs)
+    # A plan of lanes: the trace's 0 in its logs, in us after fio's start (fio's
+    # set-up budget), and where iotape-lanes puts it after its own start (`replay
+    # run` tells it to run that much ahead: iotape-lanes --ahead-us). Absent: a
+    # plan from before them, which iotape-lanes runs at fio's times.
+    start_us: int | None = None
+    lanes_start_us: int | None = None
     hosts: list[HostEntry] = Field(default_factory=list)  # a multi-host plan only
     # A dependent or afap plan only (`--timing`; absent: recorded, today's plans).
     timing: str | None = None

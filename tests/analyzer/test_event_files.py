@@ -50,6 +50,24 @@ def test_comm_dictionary_cuts_at_nul_and_escapes_bytes_like_decode_comm() -> Non
     assert len(got.dictionary) == len(set(got.cast(pa.string()).to_pylist()))
 
 
+def test_comm_dictionary_of_one_name_is_the_general_answer() -> None:
+    """A batch of one name takes a shortcut (no hashing); the answer is the same as
+    the general path's, against the same growing dictionary."""
+    from analyzer.store.event_batches import Names
+
+    first = np.array([b"kworker/0:1", b"ese-user0"], dtype="S16")
+    for name in (b"fio", b"\xff\xfeq", b"0123456789abcdef", b"ese-user0"):
+        one = np.full(1000, name, dtype="S16")
+        seen = Names()
+        comm_dictionary(first, seen)
+        got = comm_dictionary(one, seen)
+        assert got.cast(pa.string()).to_pylist() == decode_comm(one).to_pylist()
+        assert got.dictionary.to_pylist() == seen.words
+        # The general path (a second name in the batch) indexes the same entries.
+        mixed = comm_dictionary(np.append(one, first[:1]), seen)
+        assert mixed.indices.to_pylist()[:1000] == got.indices.to_pylist()
+
+
 def _two_traces(tmp_path: Path) -> tuple[Path, Path]:
     r = workload_records(5_000, seed=5)
     a = make_trace(tmp_path / "a.iot", r, chunk_records=1_000)

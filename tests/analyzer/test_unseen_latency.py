@@ -97,3 +97,32 @@ def test_stored_histograms_are_versioned(tmp_path: Path, unseen_trace) -> None:
         assert event_histograms.stored(s, run_id, "device") is None
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        EventFilter(),
+        EventFilter(op=OP["write"]),
+        EventFilter(stream=STREAM["db-read"]),
+        EventFilter(min_bytes=8192),
+    ],
+)
+def test_exact_latency_counts_unseen_in_its_own_read(store, unseen_trace, monkeypatch, f) -> None:
+    """With exact percentiles the events are read anyway: DuckDB's exact query counts
+    the complete_unseen records in that read, and the answer is unseen_count's (no
+    second read); ClickHouse's asks unseen_count as before."""
+    path, _ = unseen_trace
+    run_id = ingest(store, path).run_id
+    want = histograms.excluded(store, run_id, f)
+    asked: list[str] = []
+    real = queries.run
+
+    def run(s, name, **p):
+        asked.append(name)
+        return real(s, name, **p)
+
+    monkeypatch.setattr(queries, "run", run)
+    histograms.clear_cache()
+    assert latency(store, run_id, f, exact=True)["excluded"] == want
+    assert ("unseen_count" in asked) == (store.dialect != "duckdb")

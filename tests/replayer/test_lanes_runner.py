@@ -183,3 +183,63 @@ def test_auto_runs_lanes_with_iotape_lanes_and_pieces_with_fio(tmp_path: Path) -
         runner.choose("lanes", _man(None), tmp_path)
     with pytest.raises(IotapeError, match="--runner spdk: expected one of"):
         runner.choose("spdk", _man("lanes"), tmp_path)
+
+
+def test_ahead_us_starts_the_logs_times_that_much_sooner(tmp_path: Path) -> None:
+    """--ahead-us N: the logs' times count from N us before the start. A request
+    at the trace's 3 s (3.2 s in the log) goes out ~0.2 s after launch with
+    --ahead-us 3000000; its first_ns stays on the plan's clock. Bounds are
+    generous: 3.2 s of the log's time, 2.5 s of wall time."""
+    f = _target(tmp_path)
+    _lanes(tmp_path, f, {"a": [(3_000_000, R, 0, 4096), (3_010_000, R, 4096, 4096)]})
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [str(runner.LANES), "--ahead-us", "3000000", "replay.fio"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    job = json.loads(p.stdout)["jobs"][0]
+    assert job["read"]["total_ios"] == 2
+    assert job["first_ns"] >= 3_200_000_000
+    assert took < 2.5
+
+
+@pytest.mark.parametrize("bad", ["-1", "x", ""])
+def test_a_bad_ahead_us_is_refused(tmp_path: Path, bad: str) -> None:
+    _lanes(tmp_path, _target(tmp_path), {"a": [(0, R, 0, 4096)]})
+    p = subprocess.run(
+        [str(runner.LANES), "--ahead-us", bad, "replay.fio"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 2
+    assert f"--ahead-us {bad}: expected a whole number of microseconds" in p.stderr
+
+
+def test_the_runner_runs_a_plan_of_lanes_ahead_by_the_difference_of_its_starts(
+    tmp_path: Path,
+) -> None:
+    """plan.json's start_us (fio's budget) less lanes_start_us (iotape-lanes'):
+    what iotape-lanes is told; none for a plan without them."""
+    man = _man("lanes").model_copy(update={"start_us": 4_500_000, "lanes_start_us": 200_400})
+    assert runner.ahead_us(man) == 4_299_600
+    cmd = runner.lanes_cmd(tmp_path, "replay.fio", "o", 4_299_600)[2]
+    assert "--ahead-us 4299600 replay.fio" in cmd
+    assert runner.ahead_us(_man("lanes")) == 0
+    assert "--ahead-us" not in runner.lanes_cmd(tmp_path, "replay.fio", "o")[2]
+
+
+def test_lanes_start_budget_counts_threads_and_never_passes_fios() -> None:
+    """A sync lane is a thread per request in flight, an async lane one thread."""
+    from replayer.plan import lanes
+    from replayer.plan.model import Job
+    from replayer.plan.targetmap import Owner
+
+    def job(**o: str) -> Job:
+        return Job("j", "/dev/x", "s", Owner("db", 0), o, 0, False)
+
+    jobs = [job(iodepth="4"), job(iodepth="96", ioengine="io_uring"), job()]
+    assert [lanes.threads(j) for j in jobs] == [4, 1, 1]
+    want = int((lanes.LANES_START_S + 6 * lanes.LANES_START_PER_THREAD_S) * 1e6)
+    assert lanes.lanes_start_us(jobs, 4_500_000) == want
+    assert lanes.lanes_start_us(jobs, 100_000) == 100_000

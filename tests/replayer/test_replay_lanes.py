@@ -221,6 +221,31 @@ def test_a_streamed_plan_is_the_whole_plan_read_in_chunks(tmp_path: Path, monkey
     assert p.returncode == 0, p.stderr
 
 
+def test_a_streamed_plan_run_by_iotape_lanes_starts_soon_after_launch(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A streamed plan's logs put the trace's 0 at fio's set-up budget for the most
+    lanes it could have (4.5 s); iotape-lanes needs only to start its threads, so
+    plan.json declares its own start (lanes_start_us) and `replay run` runs it
+    that far ahead. The run's first issue after launch is well before the old
+    budget (a generous margin: the plan declares ~0.2 s, the bound is 4.5 s)."""
+    t = _rechunk(_trace(tmp_path / "t.iot", seconds=1, rate=200), 64)
+    targets = _targets(tmp_path, 1)
+    monkeypatch.setattr(sources, "STREAM_ABOVE", 10)
+    jobs = tmp_path / "s"
+    man = plan(PlanOptions(t, jobs, mode="exact", targets=targets))
+    assert man["exact_layout"] == "lanes"
+    old = lanes.start_us(lanes.MAX_LANES)
+    assert man["start_us"] == old  # fio's budget: the logs' times as they were
+    assert man["lanes_start_us"] < old / 4
+    summary = runmod.run(jobs, None, [p.split("=", 1)[1] for p in targets])
+    assert summary.runner == "iotape-lanes"
+    doc = json.loads((jobs / "results" / "fio.json").read_text())
+    ahead = man["start_us"] - man["lanes_start_us"]
+    first_us = min(j["first_ns"] for j in doc["jobs"] if "first_ns" in j) / 1000 - ahead
+    assert 0 < first_us < old
+
+
 def test_sorted_chunks_put_late_completions_back_in_time_order(tmp_path: Path) -> None:
     # Written in completion order: a request comes after later ones by its latency.
     t = _rechunk(_trace(tmp_path / "t.iot", seconds=2, rate=300), 40)

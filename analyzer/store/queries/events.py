@@ -176,12 +176,14 @@ def _exact_sql(dialect: str, metric: str, grouped: bool) -> str:
 
 def _exact_latency_sql(dialect: str) -> str:
     """Both metrics' exact statistics, per (op, stream) and over all (op = stream =
-    -1), as rows (metric: 0 device, 1 queue, op, stream, n, s, lo, hi, levels...).
-    DuckDB reads the events once for all four (grouping sets, a metric unknown for
-    a request is NULL there): four queries read them four times."""
+    -1), as rows (metric: 0 device, 1 queue, op, stream, n, s, lo, hi, levels...,
+    unseen: the records left out as complete_unseen, what `unseen_count` gives,
+    NULL where not counted here). DuckDB reads the events once for all four
+    (grouping sets, a metric unknown for a request is NULL there) and counts the
+    unseen records in the same read: separate queries read them five times."""
     if dialect != "duckdb":
         parts = [
-            f"SELECT {m} AS metric, * FROM ({_exact_sql(dialect, metric, g)})"
+            f"SELECT {m} AS metric, *, NULL AS unseen FROM ({_exact_sql(dialect, metric, g)})"
             for m, metric in enumerate(("device", "queue"))
             for g in (False, True)
         ]
@@ -192,7 +194,8 @@ def _exact_latency_sql(dialect: str) -> str:
         expr, known = _metric(dialect, metric)
         cols.append(f"CASE WHEN {known} THEN {expr} END AS {v}")
     inner = (
-        f'SELECT "op" AS op, "stream" AS stream, {", ".join(cols)} '
+        f'SELECT "op" AS op, "stream" AS stream, {", ".join(cols)}, '
+        f"NOT ({seen_sql(dialect)}) AS u "
         f'FROM "events" WHERE {_where(dialect)}'
     )
     aggs = ", ".join(
@@ -200,6 +203,7 @@ def _exact_latency_sql(dialect: str) -> str:
         f"quantile_disc({v}, [{levels}]) AS {v}q"
         for v in ("d", "q")
     )
+    aggs += ", count(*) FILTER (WHERE u) AS un"
     grouped = (
         "SELECT CASE WHEN grouping(op) = 1 THEN -1 ELSE op END AS op, "
         f"CASE WHEN grouping(stream) = 1 THEN -1 ELSE stream END AS stream, {aggs} "
@@ -210,7 +214,7 @@ def _exact_latency_sql(dialect: str) -> str:
         pcts = ", ".join(f"{v}q[{i}] AS {n}" for i, (_, n) in enumerate(EXACT_LEVELS, start=1))
         return (
             f"SELECT {m} AS metric, op, stream, {v}n AS n, {v}s AS s, {v}lo AS lo, "
-            f"{v}hi AS hi, {pcts} FROM x"
+            f"{v}hi AS hi, {pcts}, un AS unseen FROM x"
         )
 
     return (
