@@ -1,0 +1,183 @@
+"""Long thinks on demand (replayer/plan/demand.py, `replay plan --timing dependent
+--long-thinks demand|recorded`): a thread that waits for others and whose long
+wait ended on a timer (woken, then issued long after the wake) or a poll (not
+woken at all) is replayed at its demand plus its short think; a wait that a
+wake ended, and a thread whose long thinks are rare (the host's stalls), keep
+their recorded time. No root: synthetic traces, a file target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from test_wakeedges import FLUSHER, SESSION, _req, _wake, _write
+
+from recorder.tracefile.format import WAKE_OP
+from replayer.plan import crossedges, demand, deps, wakeedges
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import runner
+
+MIB = 1 << 20
+BIG = np.iinfo(np.int64).max
+WRITER = FLUSHER  # the log writer of these traces
+LEAD = 50_000  # a session's commit: its wake of the log writer after its read completed
+PAIR = 40_000  # the log writer's second write (a partial segment) after its first
+TIMER = 3_000_000  # the lazy-commit timer the log writer sleeps out after a lazy commit
+
+
+def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
+    """A session (500, db-read: 0.5 ms reads, 0.2 ms apart) and a log writer (501,
+    log-write: 0.3 ms writes, each followed PAIR later by a second one). Each
+    cycle the session commits LEAD after a read completed, waking the writer: a
+    durable commit every other cycle (the writer writes 20 us after the wake, the
+    session's next read waits for it: woken 30 us after the pair completed), a
+    lazy one the others (the writer sleeps out TIMER after the wake; the session
+    goes on reading: 6 reads a cycle, its next commit after the pair). Returns
+    the records (requests and wakes) and the offsets of the lazy cycles' first
+    writes: the long thinks that ended on a timer."""
+    parts, lazy = [], []
+    t, k = 1_000_000, 0
+    for c in range(n):
+        reads = []
+        for _ in range(6):
+            parts.append(_req(t, 500_000, SESSION, "db-read", "read", k))
+            reads.append(t + 500_000)
+            t, k = t + 700_000, k + 1
+        wake = reads[-1] + LEAD
+        parts.append(_wake(wake, SESSION, WRITER))
+        w0 = wake + (20_000 if c % 2 == 0 else TIMER)
+        if c % 2:
+            lazy.append(k * 8192)
+        parts.append(_req(w0, 300_000, WRITER, "log-write", "write", k))
+        w1 = w0 + 300_000 + PAIR
+        parts.append(_req(w1, 300_000, WRITER, "log-write", "write", k + 1))
+        k += 2
+        if c % 2 == 0:  # durable: the session waits for the pair, woken after it
+            parts.append(_wake(w1 + 300_000 + 30_000, WRITER, SESSION))
+            t = max(t, w1 + 300_000 + 40_000)
+    r = np.zeros(len(parts), parts[0].dtype)
+    for i, x in enumerate(parts):
+        r[i] = x[0]
+    return r[np.argsort(r["ts_complete_ns"], kind="stable")], lazy
+
+
+def _arrays(r: np.ndarray) -> tuple[np.ndarray, ...]:
+    woke = r["op"] == WAKE_OP
+    reqs = r[~woke]
+    reqs = reqs[np.argsort(deps.times(reqs)[0], kind="stable")]
+    start, end = deps.times(reqs)
+    d = deps.infer(reqs)
+    own = np.where(d.pred >= 0, d.think_ns, BIG)
+    return reqs, start, end, reqs["tid"].astype(np.int64), own, wakeedges.Wakes.of([r[woke]])
+
+
+def test_a_wait_woken_by_a_commit_then_ended_by_a_timer_goes_at_its_demand() -> None:
+    r, lazy = _log_writer()
+    reqs, start, end, tid, own, wakes = _arrays(r)
+    assert crossedges.waits_long(start[tid == WRITER], own[tid == WRITER])
+    none = np.full(len(reqs), -1, np.int64)
+    w = wakeedges.wake_edges(start, end, tid, own, wakes)
+    j, gap = none.copy(), np.zeros(len(reqs), np.int64)
+    j[w.i], gap[w.i] = w.j, w.gap_ns
+    dm = demand.demand_thinks(start, end, tid, own, j, gap, wakes)
+    # exactly the lazy cycles' first writes: the durable ones were woken promptly
+    assert sorted(reqs["offset"][dm.i].tolist()) == lazy and dm.woken.all()
+    # each now waits for the session's read before the wake, LEAD after it plus the
+    # writer's short think (its second writes' PAIR), where the trace had the timer
+    assert (tid[dm.j] == SESSION).all()
+    assert (reqs["offset"][dm.j] == reqs["offset"][dm.i] - 8192).all()
+    assert (dm.think_ns == LEAD + PAIR).all()
+    assert (dm.was_ns == LEAD + TIMER).all()
+    assert demand.short_thinks(start, tid, own)[WRITER] == PAIR
+
+
+def test_a_poll_with_no_wake_keeps_its_anchor_and_thinks_short() -> None:
+    # a poller (thread 2): 8 polls of 5 ms with nothing to do, then a write 0.1 ms
+    # after its previous one; its anchor (here its own predecessor) stays
+    start = np.array([0, 5_100_000, 5_300_000, 10_400_000, 10_600_000, 15_700_000], np.int64)
+    end = start + 100_000
+    tid = np.full(6, 2, np.int64)
+    own = np.array([BIG, 5_000_000, 100_000, 5_000_000, 100_000, 5_000_000], np.int64)
+    none = np.full(6, -1, np.int64)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(6, np.int64), None)
+    assert dm.i.tolist() == [1, 3, 5] and (dm.j == -1).all() and not dm.woken.any()
+    assert (dm.think_ns == 100_000).all() and (dm.was_ns == 5_000_000).all()
+
+
+def test_rare_long_thinks_are_the_hosts_stalls_and_keep_their_time() -> None:
+    # 50 thinks of 1 ms (a fio job's thinktime), 2 of them stalled to 5 ms
+    own = np.full(50, 1_000_000, np.int64)
+    own[[10, 30]] = 5_000_000
+    own[0] = BIG
+    start = np.cumsum(own.clip(max=5_000_000) + 100_000)
+    end = start + 100_000
+    tid = np.full(50, 3, np.int64)
+    assert not crossedges.waits_long(start, own)
+    none = np.full(50, -1, np.int64)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(50, np.int64), None)
+    assert len(dm.i) == 0
+
+
+def test_a_threads_late_start_counts_towards_its_long_thinks() -> None:
+    # a pre-formatter: 11 short thinks and one long (1 of 11: under LONG_SHARE), its
+    # first request late: with it, 2 of 12
+    own = np.full(12, 100_000, np.int64)
+    own[0], own[5] = BIG, 40_000_000
+    start = 500_000_000 + np.cumsum(np.where(own < BIG, own, 0) + 300_000 * np.arange(12))
+    assert np.mean(own[1:] > crossedges.LONG_THINK_NS) < crossedges.LONG_SHARE
+    assert not crossedges.periodic(start)
+    assert crossedges.waits_long(start, own)
+
+
+def _plan(tmp_path: Path, r: np.ndarray, long_thinks: str) -> tuple[Path, dict]:
+    target = tmp_path / "target.img"
+    if not target.exists():
+        target.write_bytes(b"\0" * (4 * MIB))
+    jobdir = tmp_path / f"jobs-{long_thinks}"
+    trace = tmp_path / "t.iot"
+    if not trace.exists():
+        _write(trace, r)
+    opts = PlanOptions(trace=trace, jobdir=jobdir, targets=[f"all={target}"],
+                       timing="dependent", long_thinks=long_thinks)  # fmt: skip
+    return jobdir, plan(opts)
+
+
+def _lines(jobdir: Path) -> dict[int, tuple[str, str]]:
+    """The log writer's requests: offset -> (AFTER, THINK)."""
+    out = {}
+    for line in (jobdir / "iologs" / f"db0.log-write.t{WRITER}.log").read_text().splitlines()[2:]:
+        f = line.split()
+        out[int(f[4])] = (f[1], f[2])
+    return out
+
+
+def test_a_plan_says_which_thinks_went_on_demand_and_the_runner_keeps_the_order(
+    tmp_path: Path,
+) -> None:
+    r, lazy = _log_writer()
+    jobdir, man = _plan(tmp_path, r, "demand")
+    got = {d["stream"]: d for d in man["dependencies"]}
+    lw = got["db0.log-write"]
+    assert (lw["long_thinks"], lw["demand_thinks"], lw["demand_woken"]) == ("demand", 15, 15)
+    was, now = lw["demand_think_s"]
+    assert round(was, 4) == round(15 * (LEAD + TIMER) / 1e9, 4)
+    assert round(now, 4) == round(15 * (LEAD + PAIR) / 1e9, 4)
+    assert got["db0.db-read"]["demand_thinks"] == 0
+    lines = _lines(jobdir)
+    for off in lazy:
+        after, think = lines[off]
+        assert think == str((LEAD + PAIR) // 1000)
+        assert len(after.split(",")) == 2  # its own previous write and the session's read
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
+    # turned off: the same trace keeps the timer in the think time
+    jobdir, man = _plan(tmp_path, r, "recorded")
+    lw = {d["stream"]: d for d in man["dependencies"]}["db0.log-write"]
+    assert (lw["long_thinks"], lw["demand_thinks"]) == ("recorded", 0)
+    for off in lazy:
+        assert int(_lines(jobdir)[off][1]) > TIMER // 1000
