@@ -322,12 +322,26 @@ def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> st
         f";   {what}, at each submitter's recorded depth (iodepth threads).\n",
         "; Run with iotape-lanes only (`iotape replay run`): fio 3.33 cannot wait for a\n",
         "; completion. Each log says what every request waits for (replayer/plan/dependent.py).\n",
+        *(
+            [
+                "; --long-thinks demand: a long think that ended on a timer or poll goes at its\n",
+                "; demand plus the thread's short think (replayer/plan/demand.py).\n",
+            ]
+            if opts.timing == "dependent" and opts.long_thinks == "demand"
+            else []
+        ),
         ";\n; per stream: requests with a predecessor, depth, think time p50 (us)\n",
     ]
     for d in summaries:
+        demand_note = ""
+        if d.get("long_thinks") == "demand":
+            was, now = d["demand_think_s"]
+            demand_note = (
+                f", {d['demand_thinks']} long thinks on demand ({was:g} s of think -> {now:g} s)"
+            )
         out.append(
             f";   {d['stream']}: {d['with_predecessor']}/{d['requests']} by {d['submitter']},"
-            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}\n"
+            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}\n"
         )
     out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
     for j in jobs:

@@ -165,6 +165,8 @@ def test_a_plan_says_which_thinks_went_on_demand_and_the_runner_keeps_the_order(
     assert round(was, 4) == round(15 * (LEAD + TIMER) / 1e9, 4)
     assert round(now, 4) == round(15 * (LEAD + PAIR) / 1e9, 4)
     assert got["db0.db-read"]["demand_thinks"] == 0
+    assert "db0.log-write: " in (jobdir / "replay.fio").read_text()
+    assert ", 15 long thinks on demand (" in (jobdir / "replay.fio").read_text()
     lines = _lines(jobdir)
     for off in lazy:
         after, think = lines[off]
