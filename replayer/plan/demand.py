@@ -71,6 +71,13 @@ def short_thinks(start: np.ndarray, thread: np.ndarray, own: np.ndarray) -> dict
     return out
 
 
+def _per(thread: np.ndarray, value: dict[int, int]) -> np.ndarray:
+    """value[t] for each thread t (0 where it has none)."""
+    keys, inv = np.unique(thread, return_inverse=True)
+    per = np.array([value.get(int(k), 0) for k in keys.tolist()], np.int64)
+    return per[inv].reshape(len(thread))
+
+
 def demand_thinks(
     start: np.ndarray,
     end: np.ndarray,
@@ -86,7 +93,7 @@ def demand_thinks(
     n = len(start)
     think = np.where(edge_j >= 0, edge_gap, own)
     short = short_thinks(start, thread, own)
-    sh = np.array([short[int(u)] for u in thread.tolist()], np.int64).reshape(n)
+    sh = _per(thread, short)
     waiting = np.zeros(n, bool)
     for u in np.unique(thread).tolist():
         rows = np.flatnonzero(thread == u)
@@ -104,7 +111,7 @@ def demand_thinks(
     # long: since its own completion (a short edge inferred from timing inside a
     # long wait that no wake ended is a coincidence the wake records rule out)
     long = waiting & ((think > LONG_THINK_NS) | ((own > LONG_THINK_NS) & (own < BIG)))
-    sh_by = np.array([short.get(int(b), 0) for b in by.tolist()], np.int64).reshape(n)
+    sh_by = _per(by, short)
     # woken, then a timer: the demand is the waker's completion before the wake
     d = long & ~prompt & (jw >= 0)
     lead = at - end[np.maximum(jw, 0)]
