@@ -12,10 +12,9 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from test_wakeedges import FLUSHER, SESSION, _req, _wake, _write
+from test_wakeedges import FLUSHER, SESSION, _arrays, _req, _wake, _write
 
-from recorder.tracefile.format import WAKE_OP
-from replayer.plan import crossedges, demand, deps, wakeedges
+from replayer.plan import crossedges, demand, wakeedges
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
 
@@ -61,16 +60,6 @@ def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
     for i, x in enumerate(parts):
         r[i] = x[0]
     return r[np.argsort(r["ts_complete_ns"], kind="stable")], lazy
-
-
-def _arrays(r: np.ndarray) -> tuple[np.ndarray, ...]:
-    woke = r["op"] == WAKE_OP
-    reqs = r[~woke]
-    reqs = reqs[np.argsort(deps.times(reqs)[0], kind="stable")]
-    start, end = deps.times(reqs)
-    d = deps.infer(reqs)
-    own = np.where(d.pred >= 0, d.think_ns, BIG)
-    return reqs, start, end, reqs["tid"].astype(np.int64), own, wakeedges.Wakes.of([r[woke]])
 
 
 def test_a_wait_woken_by_a_commit_then_ended_by_a_timer_goes_at_its_demand() -> None:
