@@ -18,8 +18,14 @@ against ~200-400 I/O/s), so it runs SSD_DURATION, not DURATION: its trace then
 replays onto the HDD-like device in about a minute.
 
 Goal (issue 34): the dependent replay's transactional IOPS within 15 % of the
-engine's run on the target. The engine is recorded with its wakes
-(`--record-wakes`; `--no-wakes`: without, the edges inferred from timing alone).
+engine's run on the target. The engine's run on the SSD-like device swings
+(21k-63k tx IOPS on this shared VM), so `--rounds N` runs the truth and the
+replays N times after one recording and reports medians and the error's range;
+each round replays the trace dependent with each of `--long-thinks`
+(demand,recorded: the first judged, the rest its peers on the same trace) and,
+onto the SSD-like device, afap. `--directions` picks hdd-ssd and/or ssd-hdd.
+The engine is recorded with its wakes (`--record-wakes`; `--no-wakes`: without,
+the edges inferred from timing alone).
 Each plan's edges per stream: `wake_edges` from the recorded wakes, the rest of
 `cross_edges` inferred (`long_think_edges` of them by hfplayer's rule), and
 `cross_candidates` against `cross_by_chance` and `cross_mirror` (deps.py).
