@@ -12,8 +12,10 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_wakeedges import FLUSHER, SESSION, _arrays, _req, _wake, _write
 
+from base.errors import IotapeError
 from replayer.plan import crossedges, demand, wakeedges
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
@@ -172,3 +174,17 @@ def test_a_plan_says_which_thinks_went_on_demand_and_the_runner_keeps_the_order(
     assert (lw["long_thinks"], lw["demand_thinks"]) == ("recorded", 0)
     for off in lazy:
         assert int(_lines(jobdir)[off][1]) > TIMER // 1000
+
+
+def test_long_thinks_is_refused_where_it_has_no_meaning(tmp_path: Path) -> None:
+    r, _ = _log_writer(4)
+    for timing, lt, msg in (
+        ("afap", "recorded", "--long-thinks: only with --timing dependent"),
+        ("recorded", "recorded", "--long-thinks: only with --timing dependent"),
+        ("dependent", "later", "--long-thinks later: not demand or recorded"),
+    ):
+        with pytest.raises(IotapeError, match=msg):
+            plan(PlanOptions(trace=_write(tmp_path / "t.iot", r), jobdir=tmp_path / "j",
+                             targets=[f"all={tmp_path / 'x.img'}"], timing=timing,
+                             long_thinks=lt))  # fmt: skip
+    assert not (tmp_path / "j").exists()
