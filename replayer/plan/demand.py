@@ -29,10 +29,13 @@ requests), never later than its recorded think:
   more than LONG_THINK_NS before it (T itself waited on a timer in between): the
   think counted from that completion becomes T's short think plus the wake-to-issue.
 
-Every request still waits for its own predecessor (the runner counts any issued
-before it). What it costs: a genuine long think (a user's, a rate limiter's) of a
-thread that waits long often is replayed short; `--long-thinks recorded` keeps
-them as recorded.
+Only in a trace with wake records (`iotape record --wakes`): without them a wait
+that a wake ended and one that a timer ended look alike, and the plan keeps its
+long thinks as recorded. Every request still waits for its own predecessor
+(the runner counts any issued before it). What it costs: a timer that a slow
+target would have run out (the demand taken to come at once), and a genuine
+long think (a user's, a rate limiter's) of a thread that waits long often, are
+replayed short; `--long-thinks recorded` keeps them as recorded.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def demand_thinks(
     own: np.ndarray,
     edge_j: np.ndarray,
     edge_gap: np.ndarray,
-    wakes: Wakes | None,
+    wakes: Wakes,
 ) -> Demand:
     """The long thinks replaced (module doc). Per request: `own`, its think after
     its own predecessor (int64 max without one); `edge_j`/`edge_gap`, the
@@ -98,10 +101,7 @@ def demand_thinks(
     for u in np.unique(thread).tolist():
         rows = np.flatnonzero(thread == u)
         waiting[rows] = waits_long(start[rows], own[rows])
-    if wakes is not None and len(wakes):
-        at, by = latest_wakes(start, thread, own, wakes)
-    else:
-        at = by = np.full(n, -1, np.int64)
+    at, by = latest_wakes(start, thread, own, wakes)
     jw = waker_completions(end, thread, at, by)
     jw = np.where((jw >= 0) & (start[np.maximum(jw, 0)] < start), jw, -1)
     prompt = (at >= 0) & (start - at <= PROMPT_NS)

@@ -282,7 +282,9 @@ def _cross(
         # exact where the trace says who woke the thread: in place of an inferred edge
         w = wakeedges.wake_edges(start, end, thread, own, wakes)
         edge_j[w.i], edge_gap[w.i], kind[w.i] = w.j, w.gap_ns, WAKE
-    if opts.timing == "dependent" and opts.long_thinks == "demand":
+    if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
+        # only with wake records: without, a wait a wake ended and one a timer
+        # ended look alike (demand.py)
         dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
         got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
         for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):

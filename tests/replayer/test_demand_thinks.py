@@ -16,6 +16,7 @@ import pytest
 from test_wakeedges import FLUSHER, SESSION, _arrays, _req, _wake, _write
 
 from base.errors import IotapeError
+from recorder.tracefile.format import WAKE_OP
 from replayer.plan import crossedges, demand, wakeedges
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
@@ -26,6 +27,8 @@ WRITER = FLUSHER  # the log writer of these traces
 LEAD = 50_000  # a session's commit: its wake of the log writer after its read completed
 PAIR = 40_000  # the log writer's second write (a partial segment) after its first
 TIMER = 3_000_000  # the lazy-commit timer the log writer sleeps out after a lazy commit
+# a trace with wake records, none of them of these threads
+NO_WAKES = wakeedges.Wakes(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
@@ -92,7 +95,7 @@ def test_a_poll_with_no_wake_keeps_its_anchor_and_thinks_short() -> None:
     tid = np.full(6, 2, np.int64)
     own = np.array([BIG, 5_000_000, 100_000, 5_000_000, 100_000, 5_000_000], np.int64)
     none = np.full(6, -1, np.int64)
-    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(6, np.int64), None)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(6, np.int64), NO_WAKES)
     assert dm.i.tolist() == [1, 3, 5] and (dm.j == -1).all() and not dm.woken.any()
     assert (dm.think_ns == 100_000).all() and (dm.was_ns == 5_000_000).all()
 
@@ -107,7 +110,7 @@ def test_rare_long_thinks_are_the_hosts_stalls_and_keep_their_time() -> None:
     tid = np.full(50, 3, np.int64)
     assert not crossedges.waits_long(start, own)
     none = np.full(50, -1, np.int64)
-    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(50, np.int64), None)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(50, np.int64), NO_WAKES)
     assert len(dm.i) == 0
 
 
@@ -188,3 +191,14 @@ def test_long_thinks_is_refused_where_it_has_no_meaning(tmp_path: Path) -> None:
                              targets=[f"all={tmp_path / 'x.img'}"], timing=timing,
                              long_thinks=lt))  # fmt: skip
     assert not (tmp_path / "j").exists()
+
+
+def test_without_wake_records_long_thinks_stay_as_recorded(tmp_path: Path) -> None:
+    # the same trace without its wakes: a timer and a wake look alike
+    r, lazy = _log_writer()
+    r = r[r["op"] != WAKE_OP]
+    jobdir, man = _plan(tmp_path, r, "demand")
+    lw = {d["stream"]: d for d in man["dependencies"]}["db0.log-write"]
+    assert (lw["wakes_recorded"], lw["demand_thinks"]) == (False, 0)
+    for off in lazy:
+        assert int(_lines(jobdir)[off][1]) > TIMER // 1000

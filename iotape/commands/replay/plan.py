@@ -242,6 +242,8 @@ def _demand_line(d: dict[str, Any]) -> str:
     """What `--long-thinks demand` replaced in a stream (replayer/plan/demand.py)."""
     if d.get("long_thinks") != "demand":
         return ""
+    if not d.get("wakes_recorded"):
+        return "; long thinks as recorded (no wake records to tell a timer from a wake)"
     was, now = d.get("demand_think_s") or (0.0, 0.0)
     return (
         f"; {d.get('demand_thinks', 0)} long thinks on demand ({d.get('demand_woken', 0)} "
