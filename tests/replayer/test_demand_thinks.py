@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,20 @@ def test_without_wake_records_long_thinks_stay_as_recorded(tmp_path: Path) -> No
     assert (lw["wakes_recorded"], lw["demand_thinks"]) == (False, 0)
     for off in lazy:
         assert int(_lines(jobdir)[off][1]) > TIMER // 1000
+
+
+def test_the_critical_path_loses_the_timers(tmp_path: Path) -> None:
+    """bench/dependent_critical_path.py on the two plans of the same trace: at
+    20 us a request the log writer's lazy writes set no pace once on demand."""
+    sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+    from dependent_critical_path import critical_path
+
+    r, lazy = _log_writer()
+    got = {}
+    for lt in ("demand", "recorded"):
+        jobdir, _ = _plan(tmp_path, r, lt)
+        got[lt] = critical_path(jobdir, 20_000)
+    assert got["demand"]["tx_requests"] == got["recorded"]["tx_requests"] == 30 * 6
+    # recorded: the session's durable commits wait for pairs issued after the
+    # timers; on demand each lazy write goes LEAD + PAIR after its session's read
+    assert got["recorded"]["tx_span_ms"] - got["demand"]["tx_span_ms"] > len(lazy) * 2.5
