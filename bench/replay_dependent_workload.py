@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -149,6 +150,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     dur = {lab.fast: args.ssd_duration, lab.slow: args.duration}
     trace = work / f"{names[src]}.iot"
     original = engine(src, args, dur[src], trace)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(trace, args.keep / trace.name)  # for a later look at what was replayed
     label = f"{names[src]}-to-{names[dst]}"
     rounds = []
     for k in range(args.rounds):
@@ -257,6 +261,7 @@ def main() -> None:
         help="dependent replays' --long-thinks, comma-separated: the first is judged, "
         "the rest its peers",
     )
+    ap.add_argument("--keep", type=Path, help="copy each recorded trace into this directory")
     ap.add_argument(
         "--directions",
         type=lambda v: v.split(","),
