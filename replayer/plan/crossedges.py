@@ -175,11 +175,8 @@ def _long_think(
     keep = np.zeros(len(start), bool)  # threads whose long thinks keep their time
     for u in np.unique(thread).tolist():
         rows = np.flatnonzero(thread == u)
-        mine = own[rows][own[rows] < big]
         keep[rows] = not waits_long(start[rows], own[rows])
-        if keep[rows[0]] and periodic(start[rows]):
-            continue
-        if not len(mine) or np.median(mine) > LONG_THINK_NS:
+        if not paces(start[rows], own[rows]):
             continue  # a thread that mostly thinks long: its completions wake nobody
         j = latest_before(end, rows, start)
         g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
@@ -190,6 +187,16 @@ def _long_think(
     take = (best_j < 0) & ~keep & (own > LONG_THINK_NS) & (gap < own)
     best[take] = gap[take]
     best_j[take] = gj[take]
+
+
+def paces(issues: np.ndarray, own: np.ndarray) -> bool:
+    """Whether a thread's completions may be what another waited for: an
+    I/O-bound thread (median think under LONG_THINK_NS), not on its own clock
+    (periodic). A thread that mostly thinks long wakes nobody by its I/O."""
+    mine = own[own < np.iinfo(np.int64).max]
+    if not len(mine) or np.median(mine) > LONG_THINK_NS:
+        return False
+    return not periodic(issues)
 
 
 def waits_long(issues: np.ndarray, own: np.ndarray) -> bool:

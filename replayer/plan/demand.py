@@ -17,7 +17,8 @@ request is issued when its demand is there plus the thread's own short think
 (the median of its think times under LONG_THINK_NS: the CPU between its
 requests), never later than its recorded think:
 
-- woken by another submitter T (after its own predecessor completed) but issued
+- woken by another, I/O-bound submitter T (crossedges.paces; after its own
+  predecessor completed) but issued
   later than PROMPT_NS after the wake (a demand, then a timer): it waits for T's
   latest completion before the wake, the think counted from it being T's time to
   the wake (T's own short think where that was itself over LONG_THINK_NS) plus
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replayer.plan.crossedges import LONG_THINK_NS, waits_long
+from replayer.plan.crossedges import LONG_THINK_NS, paces, waits_long
 from replayer.plan.wakeedges import PROMPT_NS, Wakes, latest_wakes, waker_completions
 
 MODES = ("demand", "recorded")
@@ -98,12 +99,19 @@ def demand_thinks(
     short = short_thinks(start, thread, own)
     sh = _per(thread, short)
     waiting = np.zeros(n, bool)
+    pacers: set[int] = set()
     for u in np.unique(thread).tolist():
         rows = np.flatnonzero(thread == u)
         waiting[rows] = waits_long(start[rows], own[rows])
+        if paces(start[rows], own[rows]):
+            pacers.add(int(u))
     at, by = latest_wakes(start, thread, own, wakes)
     jw = waker_completions(end, thread, at, by)
-    jw = np.where((jw >= 0) & (start[np.maximum(jw, 0)] < start), jw, -1)
+    # a demand comes from an I/O-bound thread, as the long-think rule's anchors
+    # (crossedges.paces): a thread on its own clock (the engine's maintenance
+    # reads) or one that mostly thinks long would tie the request to its pace
+    paced = np.isin(by, np.fromiter(pacers, np.int64, len(pacers)))
+    jw = np.where((jw >= 0) & (start[np.maximum(jw, 0)] < start) & paced, jw, -1)
     prompt = (at >= 0) & (start - at <= PROMPT_NS)
     new_j = np.full(n, -1, np.int64)
     new_t = think.copy()

@@ -33,15 +33,15 @@ NO_WAKES = wakeedges.Wakes(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zero
 
 
 def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
-    """A session (500, db-read: 0.5 ms reads, 0.2 ms apart) and a log writer (501,
-    log-write: 0.3 ms writes, each followed PAIR later by a second one). Each
-    cycle the session commits LEAD after a read completed, waking the writer: a
-    durable commit every other cycle (the writer writes 20 us after the wake, the
-    session's next read waits for it: woken 30 us after the pair completed), a
-    lazy one the others (the writer sleeps out TIMER after the wake; the session
-    goes on reading: 6 reads a cycle, its next commit after the pair). Returns
-    the records (requests and wakes) and the offsets of the lazy cycles' first
-    writes: the long thinks that ended on a timer."""
+    """A session (500, db-read: 0.5 ms reads, 0.2-0.38 ms apart, 6 a cycle) and a
+    log writer (501, log-write: 0.3 ms writes, each followed PAIR later by a
+    second one). Each cycle the session commits LEAD after its last read
+    completed, waking the writer: a durable commit every other cycle (the writer
+    writes 20 us after the wake), a lazy one the others (the writer sleeps out
+    TIMER after the wake); the writer wakes the session 30 us after the pair
+    completed, and its next cycle begins. Returns the records (requests and
+    wakes) and the offsets of the lazy cycles' first writes: the long thinks
+    that ended on a timer."""
     parts, lazy = [], []
     t, k = 1_000_000, 0
     for c in range(n):
@@ -49,7 +49,7 @@ def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
         for _ in range(6):
             parts.append(_req(t, 500_000, SESSION, "db-read", "read", k))
             reads.append(t + 500_000)
-            t, k = t + 700_000, k + 1
+            t, k = t + 700_000 + (k % 3) * 90_000, k + 1  # not on a clock
         wake = reads[-1] + LEAD
         parts.append(_wake(wake, SESSION, WRITER))
         w0 = wake + (20_000 if c % 2 == 0 else TIMER)
@@ -59,9 +59,10 @@ def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
         w1 = w0 + 300_000 + PAIR
         parts.append(_req(w1, 300_000, WRITER, "log-write", "write", k + 1))
         k += 2
-        if c % 2 == 0:  # durable: the session waits for the pair, woken after it
-            parts.append(_wake(w1 + 300_000 + 30_000, WRITER, SESSION))
-            t = max(t, w1 + 300_000 + 40_000)
+        # the session's next cycle when the writer wakes it after the pair (its log
+        # buffer freed)
+        parts.append(_wake(w1 + 300_000 + 30_000, WRITER, SESSION))
+        t = max(t, w1 + 300_000 + 40_000)
     r = np.zeros(len(parts), parts[0].dtype)
     for i, x in enumerate(parts):
         r[i] = x[0]
@@ -220,3 +221,37 @@ def test_the_critical_path_loses_the_timers(tmp_path: Path) -> None:
     # recorded: the session's durable commits wait for pairs issued after the
     # timers; on demand each lazy write goes LEAD + PAIR after its session's read
     assert got["recorded"]["tx_span_ms"] - got["demand"]["tx_span_ms"] > len(lazy) * 2.5
+
+
+def _clocked(jitter: int) -> demand.Demand:
+    """Thread 1 reads every 1 ms (+ `jitter` ns every other read), 0.1 ms each;
+    thread 2, woken by thread 1 0.05 ms after every 10th read completed, writes 3 ms
+    after the wake (a timer), then once more 0.04 ms after that write."""
+    s1 = np.cumsum(np.full(100, 1_000_000) + (np.arange(100) % 2) * jitter)
+    e1 = s1 + 100_000
+    wt = e1[9::10] + LEAD
+    s2 = np.sort(np.concatenate([wt + TIMER, wt + TIMER + 340_000]))
+    start = np.concatenate([s1, s2])
+    end = np.concatenate([e1, s2 + 300_000])
+    tid = np.concatenate([np.full(100, 1), np.full(len(s2), 2)]).astype(np.int64)
+    o = np.argsort(start, kind="stable")
+    start, end, tid = start[o], end[o], tid[o]
+    own = np.full(len(start), BIG)
+    for u in (1, 2):
+        rows = np.flatnonzero(tid == u)
+        own[rows[1:]] = start[rows[1:]] - end[rows[:-1]]
+    w = wakeedges.Wakes(wt, np.full(len(wt), 2), np.full(len(wt), 1))
+    none = np.full(len(start), -1, np.int64)
+    return demand.demand_thinks(start, end, tid, own, none, np.zeros(len(start), np.int64), w)
+
+
+def test_a_thread_on_its_own_clock_is_no_demand() -> None:
+    # a waker that paces (crossedges.paces: I/O-bound, not on a clock) anchors the
+    # timer's wait at its completion; one on its own clock paces nobody, and the
+    # wait keeps its own anchor, on demand all the same
+    paced, clocked = _clocked(137_000), _clocked(0)
+    # every timer; clocked, the first (the thread's start, nothing to anchor it) keeps its time
+    assert len(paced.i) == 10 and len(clocked.i) == 9
+    assert paced.woken.all() and (paced.j >= 0).all()
+    assert not clocked.woken.any() and (clocked.j == -1).all()
+    assert (clocked.think_ns == 40_000).all()
