@@ -36,6 +36,7 @@ from replay_lab import ROOT, fio_version, machine
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.replayed import figures, plan_and_run
 from recorder.capture import record as rec
+from replayer.plan.build import PlanOptions, plan
 from replayer.run import closedloop, execute
 
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
@@ -104,7 +105,22 @@ def replay(
         # `replay fidelity JOBDIR --truth`: the report a user gets of this replay.
         rep = closedloop.report(trace, jobdir, execute.load_manifest(jobdir), truth).overall
         fig["fidelity"] = {"speed_up": rep.speed_up} | (rep.error.data() if rep.error else {})
+    if timing == "dependent":
+        # --long-thinks demand (the default) against recorded: the jobs' logs the same
+        # where no thread of the job waits long for others (demand.py)
+        fig["logs_as_with_long_thinks_recorded"] = _same_logs(trace, dev, jobdir, work)
     return fig
+
+
+def _same_logs(trace: Path, dev: str, jobdir: Path, work: Path) -> bool:
+    other = work / f"jobs-recorded-thinks-{Path(dev).name}"
+    plan(PlanOptions(trace=trace, jobdir=other, targets=[f"all={dev}"], timing="dependent",
+                     destroy=[dev], force=True, long_thinks="recorded"))  # fmt: skip
+    mine = sorted((jobdir / "iologs").iterdir())
+    theirs = sorted((other / "iologs").iterdir())
+    return [p.name for p in mine] == [p.name for p in theirs] and all(
+        a.read_bytes() == b.read_bytes() for a, b in zip(mine, theirs, strict=True)
+    )
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
@@ -147,8 +163,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         f"{names[src]} -> {names[dst]}: peer {truth['iops']} IOPS (read p50 "
         f"{truth['read_p50_ms']} ms); dependent {dep['iops']} IOPS x{r['dependent_iops_over_peer']}"
         f" (read p50 {dep['read_p50_ms']} ms x{r['dependent_read_p50_over_peer']}, "
-        f"{dep['issued_before_predecessor']} early); recorded {rec_['iops']} IOPS "
-        f"x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS"
+        f"{dep['issued_before_predecessor']} early, "
+        f"{sum(d.get('demand_thinks', 0) for d in dep['dependencies'])} long thinks on demand); "
+        f"recorded {rec_['iops']} IOPS x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS"
         + (
             f"; own delay {dep['think_net']['own_floor_us']} us "
             f"({dep['think_net']['own_floor_from']})"

@@ -30,7 +30,18 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan import crossedges, deps, iolog, mapping, scale, sources, steps, wakeedges, write
+from replayer.plan import (
+    crossedges,
+    demand,
+    deps,
+    iolog,
+    mapping,
+    scale,
+    sources,
+    steps,
+    wakeedges,
+    write,
+)
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, request_times
@@ -64,6 +75,12 @@ class SliceState:
     cross_edges: int = 0
     long_think_edges: int = 0  # of them, a long think's (crossedges._long_think)
     wake_edges: int = 0  # of them, from the trace's wake records (wakeedges.py)
+    # long thinks replayed on demand (demand.py): how many, of them anchored at a
+    # demand wake, and the think time they had and have (ns)
+    demand_thinks: int = 0
+    demand_woken: int = 0
+    demand_was_ns: int = 0
+    demand_now_ns: int = 0
 
 
 class Logs:
@@ -93,6 +110,10 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--timing {opts.timing}: not {', '.join(TIMINGS)}")
     if not (opts.think_scale >= 0):
         raise IotapeError(f"--think-scale {opts.think_scale}: must be 0 or more")
+    if opts.long_thinks not in demand.MODES:
+        raise IotapeError(f"--long-thinks {opts.long_thinks}: not {' or '.join(demand.MODES)}")
+    if opts.timing != "dependent" and opts.long_thinks != "demand":
+        raise IotapeError("--long-thinks: only with --timing dependent")
     if opts.timing == "recorded":
         if opts.think_scale != 1.0:
             raise IotapeError("--think-scale: only with --timing dependent")
@@ -136,15 +157,24 @@ def _actions(r: np.ndarray) -> np.ndarray:
     return names
 
 
+Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
+Replaced = tuple[int, int, bool]  # a think on demand: (was ns, now ns, at a demand wake)
+# where a cross-thread edge came from; OWN: none (the request's own think replaced)
+WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
+
+
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
-    cross: dict[int, tuple[int, int, str]], opts: PlanOptions, logs: Logs,
+    cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, Replaced],
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
     first rows are the context's, numbered `before`) and, in `cross`, for another
     thread's request (row -> (its id, the gap after its completion in ns, where
-    the edge came from: WAKE, LONG or EVIDENCE))."""
+    the edge came from: WAKE, LONG, EVIDENCE, DEMAND or OWN; its id -1 where the
+    request waits for nothing more than before, its think time replaced) and,
+    in `thinks`, the long thinks replaced on demand (row -> (the think before,
+    the think now, anchored at a demand wake)): demand.py."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -158,9 +188,14 @@ def _slice_jobs(
     for i, (j_id, gap, _) in cross.items():
         # The other thread's completion came after the request's own predecessor's:
         # the think time counts from it, the latest of what the request waits for.
-        after[i].append(j_id)
+        if j_id >= 0:
+            after[i].append(j_id)
         think_ns[i] = gap
-    st.cross_edges += len(cross)
+    st.cross_edges += sum(j >= 0 for j, _, _ in cross.values())
+    st.demand_thinks += len(thinks)
+    st.demand_woken += sum(w for _, _, w in thinks.values())
+    st.demand_was_ns += sum(a for a, _, _ in thinks.values())
+    st.demand_now_ns += sum(b for _, b, _ in thinks.values())
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     afap = opts.timing == "afap"
@@ -211,24 +246,23 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
     return [gid[cuts[k] : cuts[k + 1]] for k in range(len(slices))]
 
 
-WAKE, LONG, EVIDENCE = "wake", "long", "evidence"  # where a cross-thread edge came from
-
-
 def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
-    traced: int, wakes: wakeedges.Wakes | None,
-) -> list[dict[int, tuple[int, int, str]]]:  # fmt: skip
+    traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions,
+) -> tuple[list[dict[int, Edge]], list[dict[int, Replaced]]]:  # fmt: skip
     """Each slice's cross-thread edges among a chunk's requests: from the trace's
     wake records where it has them (wakeedges.wake_edges), else inferred
     (crossedges.cross_edges); only where each request of the chunk is in one slice
     (no copies: a copy's threads are the original's) and the trace has threads. A
     trace read in chunks finds no edge to a request of an earlier chunk (a few at
-    each seam)."""
-    cross: list[dict[int, tuple[int, int, str]]] = [{} for _ in slices]
+    each seam). Then, with `--long-thinks demand` (a dependent plan), the long
+    thinks replayed on demand (demand.py): each slice's `thinks`."""
+    cross: list[dict[int, Edge]] = [{} for _ in slices]
+    thinks: list[dict[int, Replaced]] = [{} for _ in slices]
     recs = [s.records for s in slices]
     n = sum(len(r) for r in recs)
     if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
-        return cross
+        return cross, thinks
     start = np.concatenate([deps.times(r)[0] for r in recs])
     end = np.concatenate([deps.times(r)[1] for r in recs])
     big = np.iinfo(np.int64).max
@@ -238,16 +272,45 @@ def _cross(
     stream = np.asarray(numbers)[which]
     row = np.concatenate([np.arange(len(r)) for r in recs])
     gid = np.concatenate(ids)
+    edge_j = np.full(n, -1, np.int64)
+    edge_gap = np.zeros(n, np.int64)
+    kind = np.full(n, OWN, dtype=object)
     c = crossedges.cross_edges(start, end, thread, stream, own)
-    for i, j, gap, long in zip(c.i.tolist(), c.j.tolist(), c.gap_ns.tolist(),
-                               c.long_think.tolist(), strict=True):  # fmt: skip
-        cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), LONG if long else EVIDENCE)
+    edge_j[c.i], edge_gap[c.i] = c.j, c.gap_ns
+    kind[c.i] = np.where(c.long_think, LONG, EVIDENCE)
     if wakes is not None:
         # exact where the trace says who woke the thread: in place of an inferred edge
         w = wakeedges.wake_edges(start, end, thread, own, wakes)
-        for i, j, gap in zip(w.i.tolist(), w.j.tolist(), w.gap_ns.tolist(), strict=True):
-            cross[int(which[i])][int(row[i])] = (int(gid[j]), int(gap), WAKE)
-    return cross
+        edge_j[w.i], edge_gap[w.i], kind[w.i] = w.j, w.gap_ns, WAKE
+    if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
+        # only with wake records: without, a wait a wake ended and one a timer
+        # ended look alike (demand.py)
+        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
+        got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
+        for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):
+            thinks[int(which[i])][int(row[i])] = (int(was), int(t), bool(woken))
+            if j >= 0:
+                edge_j[i], kind[i] = j, DEMAND
+            edge_gap[i] = t
+            if edge_j[i] < 0:
+                edge_j[i] = -2  # no edge: its own think replaced
+    for i in np.flatnonzero(edge_j != -1).tolist():
+        j = int(edge_j[i])
+        cross[int(which[i])][int(row[i])] = (int(gid[j]) if j >= 0 else -1, int(edge_gap[i]),
+                                             str(kind[i]))  # fmt: skip
+    return cross, thinks
+
+
+def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
+    """plan.json's word on a slice's long thinks replayed on demand (demand.py)."""
+    if opts.timing != "dependent":
+        return {}
+    return {
+        "long_thinks": opts.long_thinks,
+        "demand_thinks": st.demand_thinks,
+        "demand_woken": st.demand_woken,
+        "demand_think_s": [round(st.demand_was_ns / 1e9, 4), round(st.demand_now_ns / 1e9, 4)],
+    }
 
 
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
@@ -261,12 +324,26 @@ def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> st
         f";   {what}, at each submitter's recorded depth (iodepth threads).\n",
         "; Run with iotape-lanes only (`iotape replay run`): fio 3.33 cannot wait for a\n",
         "; completion. Each log says what every request waits for (replayer/plan/dependent.py).\n",
+        *(
+            [
+                "; --long-thinks demand: a long think that ended on a timer or poll goes at its\n",
+                "; demand plus the thread's short think (replayer/plan/demand.py).\n",
+            ]
+            if opts.timing == "dependent" and opts.long_thinks == "demand"
+            else []
+        ),
         ";\n; per stream: requests with a predecessor, depth, think time p50 (us)\n",
     ]
     for d in summaries:
+        demand_note = ""
+        if d.get("long_thinks") == "demand":
+            was, now = d["demand_think_s"]
+            demand_note = (
+                f", {d['demand_thinks']} long thinks on demand ({was:g} s of think -> {now:g} s)"
+            )
         out.append(
             f";   {d['stream']}: {d['with_predecessor']}/{d['requests']} by {d['submitter']},"
-            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}\n"
+            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}\n"
         )
     out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
     for j in jobs:
@@ -343,9 +420,9 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
             sts.append(st)
             ds.append(d)
         numbers = [st.number for st in sts]
-        cross = _cross(slices, numbers, ds, ids, len(src.records), wakes)
+        cross, thinks = _cross(slices, numbers, ds, ids, len(src.records), wakes, opts)
         for k, s in enumerate(slices):
-            _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs)
+            _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k])
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
     summaries = []
@@ -361,6 +438,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "long_think_edges": st.long_think_edges,
                 "wake_edges": st.wake_edges,
                 "wakes_recorded": wakes is not None,
+                **_demand_summary(st, opts),
                 "other_stream_predecessors": other,
             }
         )

@@ -49,6 +49,9 @@ class PlanOptions:
     # its predecessors' completion plus think time x think_scale) or afap: dependent.py.
     timing: str = "recorded"
     think_scale: float = 1.0
+    # dependent: long thinks of threads that wait for others replayed on demand
+    # ("demand") or as recorded ("recorded"): demand.py.
+    long_thinks: str = "demand"
 
 
 SYNTHETIC_LOSES = (

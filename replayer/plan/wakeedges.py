@@ -90,24 +90,24 @@ class WakeEdges:
     wake_ns: np.ndarray | None = None
 
 
-def wake_edges(
-    start: np.ndarray, end: np.ndarray, thread: np.ndarray, own: np.ndarray, wakes: Wakes
-) -> WakeEdges:
-    """The wake edges of requests (app-side issue `start`, completion `end`, `thread`,
-    `own`: the think time after its own predecessor, int64 max without one). An
-    edge points to a completion before the request's issue, so to an earlier
-    issue: the plan's ids keep every edge backwards."""
+def latest_wakes(
+    start: np.ndarray, thread: np.ndarray, own: np.ndarray, wakes: Wakes
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's latest wake by another submitter after its own predecessor
+    completed (without one: after its thread's previous issue) and before its
+    issue: (when, the waker's tid), -1 for both where none."""
     big = np.iinfo(np.int64).max
-    e = np.empty(0, np.int64)
     n = len(start)
+    at = np.full(n, -1, np.int64)
+    by = np.full(n, -1, np.int64)
     if not n or not len(wakes):
-        return WakeEdges(e, e, e, 0)
-    # Only the wakes PROMPT_NS or less before an issue of these requests can be what
-    # one waited for: a trace planned in chunks looks at each chunk's own.
-    lo = np.searchsorted(wakes.t_ns, int(start.min()) - PROMPT_NS, side="left")
+        return at, by
+    # Only the wakes within the longest think before an issue can be one's: a
+    # trace planned in chunks looks at each chunk's own.
+    back = int(np.max(np.where(own < big, own, 0), initial=0)) + PROMPT_NS
+    lo = np.searchsorted(wakes.t_ns, int(start.min()) - back, side="left")
     hi = np.searchsorted(wakes.t_ns, int(start.max()), side="right")
     t_ns, wakee, waker = wakes.t_ns[lo:hi], wakes.wakee[lo:hi], wakes.waker[lo:hi]
-    cand_i, cand_w, cand_t = [], [], []
     for u in np.unique(thread).tolist():
         mine = wakee == u
         if not mine.any():
@@ -121,19 +121,41 @@ def wake_edges(
         own_u = own[rows]
         lower = np.where(own_u < big, start[rows] - np.minimum(own_u, big // 2), prev)
         w_at = wt[np.maximum(k, 0)]
-        ok = (k >= 0) & (w_at > lower) & (start[rows] - w_at <= PROMPT_NS)
-        cand_i.append(rows[ok])
-        cand_w.append(wr[k[ok]])
-        cand_t.append(wt[k[ok]])
-    if not cand_i:
-        return WakeEdges(e, e, e, 0)
-    ii, ww, tt = np.concatenate(cand_i), np.concatenate(cand_w), np.concatenate(cand_t)
-    jj = np.full(len(ii), -1, np.int64)
-    for t in np.unique(ww).tolist():
-        m = ww == t
+        ok = (k >= 0) & (w_at > lower)
+        at[rows[ok]] = w_at[ok]
+        by[rows[ok]] = wr[k[ok]]
+    return at, by
+
+
+def waker_completions(
+    end: np.ndarray, thread: np.ndarray, at: np.ndarray, by: np.ndarray
+) -> np.ndarray:
+    """For each wake (`at`, by thread `by`; -1: none), the waker's latest completion
+    before it (a row), -1 where none."""
+    jj = np.full(len(at), -1, np.int64)
+    for t in np.unique(by[by >= 0]).tolist():
+        m = by == t
         rows = np.flatnonzero(thread == t)
         if len(rows):
-            jj[m] = latest_before(end, rows, tt[m])
+            jj[m] = latest_before(end, rows, at[m])
+    return jj
+
+
+def wake_edges(
+    start: np.ndarray, end: np.ndarray, thread: np.ndarray, own: np.ndarray, wakes: Wakes
+) -> WakeEdges:
+    """The wake edges of requests (app-side issue `start`, completion `end`, `thread`,
+    `own`: the think time after its own predecessor, int64 max without one). An
+    edge points to a completion before the request's issue, so to an earlier
+    issue: the plan's ids keep every edge backwards."""
+    big = np.iinfo(np.int64).max
+    e = np.empty(0, np.int64)
+    at, by = latest_wakes(start, thread, own, wakes)
+    ii = np.flatnonzero((at >= 0) & (start - at <= PROMPT_NS))
+    if not len(ii):
+        return WakeEdges(e, e, e, 0)
+    tt = at[ii]
+    jj = waker_completions(end, thread, tt, by[ii])
     has = (jj >= 0) & (start[np.maximum(jj, 0)] < start[ii])
     i, j = ii[has], jj[has]
     gap = start[i] - np.maximum(end[j], np.where(own[i] < big, start[i] - own[i], end[j]))

@@ -107,6 +107,13 @@ class DependencyEntry(Part):
     wake_edges: int = 0
     # whether the trace carried wake records (`iotape record --wakes`)
     wakes_recorded: bool = False
+    # dependent only (replayer/plan/demand.py): "demand" where long thinks of a
+    # thread that waits for others, ended by a timer or a poll (no prompt wake),
+    # are replayed as its short think after their demand; "recorded" keeps them
+    long_thinks: str | None = None
+    demand_thinks: int = 0  # think times so replaced
+    demand_woken: int = 0  # of them, anchored at a demand wake (woken, then a timer)
+    demand_think_s: list[float] | None = None  # their think time in all, before and after
 
 
 class PlacementEntry(Part):

@@ -106,16 +106,21 @@ def test_only_a_version_3_file_sets_wake_records_apart(tmp_path: Path) -> None:
         assert t.footer is not None and "wakes" not in t.footer
 
 
-def _edges(r: np.ndarray) -> tuple[wakeedges.WakeEdges, np.ndarray]:
+def _arrays(r: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A trace's requests in issue order, their issue, completion, thread and own
+    think time (int64 max without a predecessor), and its wakes."""
     woke = r["op"] == WAKE_OP
     reqs = r[~woke]
     reqs = reqs[np.argsort(deps.times(reqs)[0], kind="stable")]
     start, end = deps.times(reqs)
     d = deps.infer(reqs)
     own = np.where(d.pred >= 0, d.think_ns, BIG)
-    w = wakeedges.wake_edges(
-        start, end, reqs["tid"].astype(np.int64), own, wakeedges.Wakes.of([r[woke]])
-    )
+    return reqs, start, end, reqs["tid"].astype(np.int64), own, wakeedges.Wakes.of([r[woke]])
+
+
+def _edges(r: np.ndarray) -> tuple[wakeedges.WakeEdges, np.ndarray]:
+    reqs, start, end, tid, own, wakes = _arrays(r)
+    w = wakeedges.wake_edges(start, end, tid, own, wakes)
     return w, reqs
 
 

@@ -135,6 +135,14 @@ def plan(
     think_scale: Annotated[
         float, typer.Option(help="dependent: multiply every think time by F.")
     ] = 1.0,
+    long_thinks: Annotated[
+        str,
+        typer.Option(
+            help="dependent: demand (a long think that ended on a timer or poll, not a "
+            "wake, goes when its demand is there plus the thread's short think) or "
+            "recorded (as the trace has it).",
+        ),
+    ] = "demand",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -226,8 +234,22 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request "
                 f"({d.get('wake_edges', 0)} of them from recorded wakes, "
-                f"{d.get('long_think_edges', 0)} after a long think)"
+                f"{d.get('long_think_edges', 0)} after a long think)" + _demand_line(d)
             )
+
+
+def _demand_line(d: dict[str, Any]) -> str:
+    """What `--long-thinks demand` replaced in a stream (replayer/plan/demand.py)."""
+    if d.get("long_thinks") != "demand":
+        return ""
+    if not d.get("wakes_recorded"):
+        return "; long thinks as recorded (no wake records to tell a timer from a wake)"
+    was, now = d.get("demand_think_s") or (0.0, 0.0)
+    return (
+        f"; {d.get('demand_thinks', 0)} long thinks on demand ({d.get('demand_woken', 0)} "
+        f"after a demand wake): {was:.3f} s of think time -> {now:.3f} s "
+        "(--long-thinks recorded keeps them)"
+    )
 
 
 def _print_prediction(pr: dict[str, Any] | None) -> None:

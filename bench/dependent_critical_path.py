@@ -1,0 +1,116 @@
+"""The critical path of a trace's closed-loop plans (issue 34): `replay plan
+--timing dependent` (with each `--long-thinks`) and `--timing afap` of TRACE,
+each request issued at the latest completion it waits for plus its think time
+(its job's iodepth slots kept), each taking SERVICE_US: how fast the plan could
+replay on a device of that service time, with no cost of the runner's own. The
+transactional requests (db-read, db-write) over their span give tx/s; the
+path's time is split by job, think and service.
+
+    .venv/bin/python bench/dependent_critical_path.py TRACE [--service-us 20] [--think-scale F]
+    (no root; JSON on stdout, or -o FILE)
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from replayer.plan.build import PlanOptions, plan
+from schemas.streams import TRANSACTIONAL
+
+
+def _jobs(jobdir: Path) -> tuple[dict[int, tuple[str, list[int], bool, int]], dict[str, int]]:
+    """Each request by id: (its job, what it waits for, whether THINK is @US, its ns)."""
+    text = (jobdir / "replay.fio").read_text()
+    depth = {k: int(v) for k, v in re.findall(r"\[([^\]]+)\]\nread_iolog=\S+\niodepth=(\d+)", text)}
+    reqs = {}
+    for log in (jobdir / "iologs").glob("*.log"):
+        for line in log.read_text().splitlines()[2:]:
+            f = line.split()
+            after = [] if f[1] == "-" else [int(x) for x in f[1].split(",")]
+            reqs[int(f[0])] = (log.stem, after, f[2].startswith("@"), int(f[2].lstrip("@")) * 1000)
+    return reqs, depth
+
+
+def critical_path(jobdir: Path, service_ns: int) -> dict:
+    reqs, depth = _jobs(jobdir)
+    end: dict[int, int] = {}
+    issue: dict[int, int] = {}
+    why: dict[int, int | None] = {}  # the request whose completion set the issue
+    slots: dict[str, list[tuple[int, int]]] = {}
+    for i in sorted(reqs):
+        job, after, absolute, t = reqs[i]
+        h = slots.setdefault(job, [])
+        free, prev = heapq.heappop(h) if len(h) >= depth.get(job, 1) else (0, None)
+        last = max(after, key=lambda x: end[x]) if after else None
+        at = t if absolute else (end[last] if last is not None else 0) + t
+        issue[i], why[i] = (at, None if absolute else last) if at >= free else (free, prev)
+        end[i] = issue[i] + service_ns
+        heapq.heappush(h, (end[i], i))
+    tx = [i for i in reqs if any(f".{s}" in reqs[i][0] for s in TRANSACTIONAL)]
+    if not tx:
+        return {"requests": len(reqs), "tx_requests": 0}
+    last_tx = max(tx, key=lambda i: end[i])
+    t0 = min(issue[i] for i in tx)
+    spent: Counter[str] = Counter()
+    k = last_tx
+    while True:  # back from the last transactional completion to the first issue
+        job = reqs[k][0]
+        spent[f"{job} service"] += service_ns
+        p = why[k]
+        # the time from what set its issue to its issue: its think after the
+        # latest of what it waits for, or its wait for a free slot of its job
+        start = max(end[p] if p is not None else t0, t0)
+        kind = "think" if p is None or p in reqs[k][1] else "slot"
+        spent[f"{job} {kind}"] += max(0, issue[k] - start)
+        if p is None or end[p] <= t0:
+            break
+        k = p
+    span = end[last_tx] - t0
+    return {
+        "requests": len(reqs),
+        "tx_requests": len(tx),
+        "tx_span_ms": round(span / 1e6, 2),
+        "tx_per_s": round(len(tx) / (span / 1e9)),
+        "path_ms": {k: round(v / 1e6, 2) for k, v in spent.most_common() if v},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--service-us", type=float, default=20.0)
+    ap.add_argument("--think-scale", type=float, default=1.0, help="the dependent plans'")
+    ap.add_argument("-o", "--output", type=Path)
+    args = ap.parse_args()
+    out: dict = {"trace": str(args.trace), "service_us": args.service_us,
+                 "think_scale": args.think_scale, "plans": {}}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="iotape-cpath-") as tmp:
+        target = Path(tmp) / "target.img"
+        target.touch()
+        os.truncate(target, 1 << 40)  # sparse: a plan needs a target that holds it
+        for name, timing, lt in (
+            ("dependent --long-thinks demand", "dependent", "demand"),
+            ("dependent --long-thinks recorded", "dependent", "recorded"),
+            ("afap", "afap", "demand"),
+        ):
+            jobdir = Path(tmp) / name.replace(" ", "_")
+            scale = args.think_scale if timing == "dependent" else 1.0
+            opts = PlanOptions(trace=args.trace, jobdir=jobdir, targets=[f"all={target}"],
+                               timing=timing, long_thinks=lt, think_scale=scale)  # fmt: skip
+            plan(opts)
+            out["plans"][name] = critical_path(jobdir, int(args.service_us * 1000))
+    text = json.dumps(out, indent=2)
+    if args.output:
+        args.output.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

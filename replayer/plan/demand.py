@@ -1,0 +1,144 @@
+"""Demand-driven long thinks of a dependent plan (`replay plan --timing dependent
+--long-thinks demand`, the default; docs/replay.md "Long thinks on demand").
+
+A think time over LONG_THINK_NS (crossedges.py) of a thread that waits long for
+others (crossedges.waits_long: not on its own clock, not the host's rare stalls)
+is a wait for another thread's demand. Where a recorded wake says the thread
+was woken promptly before it issued (within PROMPT_NS, wakeedges.py), the wait
+ended on that wake and a replay keeps it. Otherwise the wait ended on a timer or
+a poll, which leaves no wake record: the engine's log writer, woken by a lazy
+commit, sleeps out its 3 ms lazy-flush timer before it writes; its page flusher
+polls every 5 ms for the sessions' progress. How long such a timer runs is the
+recording device's, not the application's: on a device whose requests take
+microseconds the demand that ends the wait (a durable commit, the sessions'
+dirty pages) comes long before the timer would (the engine on the SSD-like
+device commits every ~100 us; its sessions wake the flusher themselves). So the
+request is issued when its demand is there plus the thread's own short think
+(the median of its think times under LONG_THINK_NS: the CPU between its
+requests), never later than its recorded think:
+
+- woken by another, I/O-bound submitter T (crossedges.paces; after its own
+  predecessor completed) but issued
+  later than PROMPT_NS after the wake (a demand, then a timer): it waits for T's
+  latest completion before the wake, the think counted from it being T's time to
+  the wake (T's own short think where that was itself over LONG_THINK_NS) plus
+  the thread's short think;
+- not woken (a timer or a poll with nothing to say what it waited for): its
+  anchor stays (its own predecessor, or hfplayer's long-think edge: the latest
+  completion of an I/O-bound thread before it), the think becomes its short think;
+- woken promptly by T (a wake edge) whose latest completion before the wake was
+  more than LONG_THINK_NS before it (T itself waited on a timer in between): the
+  think counted from that completion becomes T's short think plus the wake-to-issue.
+
+Only in a trace with wake records (`iotape record --wakes`): without them a wait
+that a wake ended and one that a timer ended look alike, and the plan keeps its
+long thinks as recorded. Every request still waits for its own predecessor
+(the runner counts any issued before it). What it costs: a timer that a slow
+target would have run out (the demand taken to come at once), and a genuine
+long think (a user's, a rate limiter's) of a thread that waits long often, are
+replayed short; `--long-thinks recorded` keeps them as recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replayer.plan.crossedges import LONG_THINK_NS, paces, waits_long
+from replayer.plan.wakeedges import PROMPT_NS, Wakes, latest_wakes, waker_completions
+
+MODES = ("demand", "recorded")
+BIG = np.iinfo(np.int64).max
+
+
+@dataclass
+class Demand:
+    """Think times replaced: request i now waits also for request j (-1: no
+    other request than before) and thinks think_ns after the latest of what it
+    waits for; was_ns its think before."""
+
+    i: np.ndarray
+    j: np.ndarray
+    think_ns: np.ndarray
+    was_ns: np.ndarray
+    woken: np.ndarray  # bool per replaced think: a demand wake (then a timer) anchors it
+
+
+def short_thinks(start: np.ndarray, thread: np.ndarray, own: np.ndarray) -> dict[int, int]:
+    """Each thread's short think: the median of its think times under
+    LONG_THINK_NS (0 where it has none)."""
+    out: dict[int, int] = {}
+    for u in np.unique(thread).tolist():
+        t = own[(thread == u) & (own <= LONG_THINK_NS)]
+        out[int(u)] = int(np.median(t)) if len(t) else 0
+    return out
+
+
+def _per(thread: np.ndarray, value: dict[int, int]) -> np.ndarray:
+    """value[t] for each thread t (0 where it has none)."""
+    keys, inv = np.unique(thread, return_inverse=True)
+    per = np.array([value.get(int(k), 0) for k in keys.tolist()], np.int64)
+    return per[inv].reshape(len(thread))
+
+
+def demand_thinks(
+    start: np.ndarray,
+    end: np.ndarray,
+    thread: np.ndarray,
+    own: np.ndarray,
+    edge_j: np.ndarray,
+    edge_gap: np.ndarray,
+    wakes: Wakes,
+) -> Demand:
+    """The long thinks replaced (module doc). Per request: `own`, its think after
+    its own predecessor (int64 max without one); `edge_j`/`edge_gap`, the
+    cross-thread edge it has (-1 for none) and its think after it."""
+    n = len(start)
+    think = np.where(edge_j >= 0, edge_gap, own)
+    short = short_thinks(start, thread, own)
+    sh = _per(thread, short)
+    waiting = np.zeros(n, bool)
+    pacers: set[int] = set()
+    for u in np.unique(thread).tolist():
+        rows = np.flatnonzero(thread == u)
+        waiting[rows] = waits_long(start[rows], own[rows])
+        if paces(start[rows], own[rows]):
+            pacers.add(int(u))
+    at, by = latest_wakes(start, thread, own, wakes)
+    jw = waker_completions(end, thread, at, by)
+    # a demand comes from an I/O-bound thread, as the long-think rule's anchors
+    # (crossedges.paces): a thread on its own clock (the engine's maintenance
+    # reads) or one that mostly thinks long would tie the request to its pace
+    paced = np.isin(by, np.fromiter(pacers, np.int64, len(pacers)))
+    jw = np.where((jw >= 0) & (start[np.maximum(jw, 0)] < start) & paced, jw, -1)
+    prompt = (at >= 0) & (start - at <= PROMPT_NS)
+    new_j = np.full(n, -1, np.int64)
+    new_t = think.copy()
+    woken = np.zeros(n, bool)
+    # long: since its own completion (a short edge inferred from timing inside a
+    # long wait that no wake ended is a coincidence the wake records rule out)
+    long = waiting & ((think > LONG_THINK_NS) | ((own > LONG_THINK_NS) & (own < BIG)))
+    sh_by = _per(by, short)
+    # woken, then a timer: the demand is the waker's completion before the wake
+    d = long & ~prompt & (jw >= 0)
+    lead = at - end[np.maximum(jw, 0)]
+    lead = np.where(lead > LONG_THINK_NS, sh_by, lead)
+    new_j[d] = jw[d]
+    new_t[d] = lead[d] + sh[d]
+    woken[d] = True
+    # not woken promptly and no demand to anchor it: a timer or a poll; its anchor stays
+    # (with an anchor: a thread's first request without an edge keeps its recorded time)
+    t = long & ~d & ~prompt & ((own < BIG) | (edge_j >= 0))
+    new_t[t] = sh[t]
+    # woken promptly by a thread that had itself waited long since its completion
+    w = waiting & prompt & (edge_j >= 0) & (edge_j == jw) & (think > LONG_THINK_NS)
+    w &= at - end[np.maximum(jw, 0)] > LONG_THINK_NS
+    new_t[w] = sh_by[w] + (start - at)[w]
+    # never later than recorded: the think from the new anchor (a demand wake's
+    # waker, else the one it had) as the trace has it
+    cap = np.where(d, np.minimum(own, start - end[np.maximum(jw, 0)]), think)
+    new_t = np.minimum(new_t, cap)
+    done = (d | t | w) & (new_t < cap)
+    i = np.flatnonzero(done)
+    return Demand(i, new_j[i], new_t[i], cap[i], woken[i])

@@ -1,0 +1,257 @@
+"""Long thinks on demand (replayer/plan/demand.py, `replay plan --timing dependent
+--long-thinks demand|recorded`): a thread that waits for others and whose long
+wait ended on a timer (woken, then issued long after the wake) or a poll (not
+woken at all) is replayed at its demand plus its short think; a wait that a
+wake ended, and a thread whose long thinks are rare (the host's stalls), keep
+their recorded time. No root: synthetic traces, a file target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_wakeedges import FLUSHER, SESSION, _arrays, _req, _wake, _write
+
+from base.errors import IotapeError
+from recorder.tracefile.format import WAKE_OP
+from replayer.plan import crossedges, demand, wakeedges
+from replayer.plan.build import PlanOptions, plan
+from replayer.run import runner
+
+MIB = 1 << 20
+BIG = np.iinfo(np.int64).max
+WRITER = FLUSHER  # the log writer of these traces
+LEAD = 50_000  # a session's commit: its wake of the log writer after its read completed
+PAIR = 40_000  # the log writer's second write (a partial segment) after its first
+TIMER = 3_000_000  # the lazy-commit timer the log writer sleeps out after a lazy commit
+# a trace with wake records, none of them of these threads
+NO_WAKES = wakeedges.Wakes(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _log_writer(n: int = 30) -> tuple[np.ndarray, list[int]]:
+    """A session (500, db-read: 0.5 ms reads, 0.2-0.38 ms apart, 6 a cycle) and a
+    log writer (501, log-write: 0.3 ms writes, each followed PAIR later by a
+    second one). Each cycle the session commits LEAD after its last read
+    completed, waking the writer: a durable commit every other cycle (the writer
+    writes 20 us after the wake), a lazy one the others (the writer sleeps out
+    TIMER after the wake); the writer wakes the session 30 us after the pair
+    completed, and its next cycle begins. Returns the records (requests and
+    wakes) and the offsets of the lazy cycles' first writes: the long thinks
+    that ended on a timer."""
+    parts, lazy = [], []
+    t, k = 1_000_000, 0
+    for c in range(n):
+        reads = []
+        for _ in range(6):
+            parts.append(_req(t, 500_000, SESSION, "db-read", "read", k))
+            reads.append(t + 500_000)
+            t, k = t + 700_000 + (k % 3) * 90_000, k + 1  # not on a clock
+        wake = reads[-1] + LEAD
+        parts.append(_wake(wake, SESSION, WRITER))
+        w0 = wake + (20_000 if c % 2 == 0 else TIMER)
+        if c % 2:
+            lazy.append(k * 8192)
+        parts.append(_req(w0, 300_000, WRITER, "log-write", "write", k))
+        w1 = w0 + 300_000 + PAIR
+        parts.append(_req(w1, 300_000, WRITER, "log-write", "write", k + 1))
+        k += 2
+        # the session's next cycle when the writer wakes it after the pair (its log
+        # buffer freed)
+        parts.append(_wake(w1 + 300_000 + 30_000, WRITER, SESSION))
+        t = max(t, w1 + 300_000 + 40_000)
+    r = np.zeros(len(parts), parts[0].dtype)
+    for i, x in enumerate(parts):
+        r[i] = x[0]
+    return r[np.argsort(r["ts_complete_ns"], kind="stable")], lazy
+
+
+def test_a_wait_woken_by_a_commit_then_ended_by_a_timer_goes_at_its_demand() -> None:
+    r, lazy = _log_writer()
+    reqs, start, end, tid, own, wakes = _arrays(r)
+    assert crossedges.waits_long(start[tid == WRITER], own[tid == WRITER])
+    none = np.full(len(reqs), -1, np.int64)
+    w = wakeedges.wake_edges(start, end, tid, own, wakes)
+    j, gap = none.copy(), np.zeros(len(reqs), np.int64)
+    j[w.i], gap[w.i] = w.j, w.gap_ns
+    dm = demand.demand_thinks(start, end, tid, own, j, gap, wakes)
+    # exactly the lazy cycles' first writes: the durable ones were woken promptly
+    assert sorted(reqs["offset"][dm.i].tolist()) == lazy and dm.woken.all()
+    # each now waits for the session's read before the wake, LEAD after it plus the
+    # writer's short think (its second writes' PAIR), where the trace had the timer
+    assert (tid[dm.j] == SESSION).all()
+    assert (reqs["offset"][dm.j] == reqs["offset"][dm.i] - 8192).all()
+    assert (dm.think_ns == LEAD + PAIR).all()
+    assert (dm.was_ns == LEAD + TIMER).all()
+    assert demand.short_thinks(start, tid, own)[WRITER] == PAIR
+
+
+def test_a_poll_with_no_wake_keeps_its_anchor_and_thinks_short() -> None:
+    # a poller (thread 2): 8 polls of 5 ms with nothing to do, then a write 0.1 ms
+    # after its previous one; its anchor (here its own predecessor) stays
+    start = np.array([0, 5_100_000, 5_300_000, 10_400_000, 10_600_000, 15_700_000], np.int64)
+    end = start + 100_000
+    tid = np.full(6, 2, np.int64)
+    own = np.array([BIG, 5_000_000, 100_000, 5_000_000, 100_000, 5_000_000], np.int64)
+    none = np.full(6, -1, np.int64)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(6, np.int64), NO_WAKES)
+    assert dm.i.tolist() == [1, 3, 5] and (dm.j == -1).all() and not dm.woken.any()
+    assert (dm.think_ns == 100_000).all() and (dm.was_ns == 5_000_000).all()
+
+
+def test_rare_long_thinks_are_the_hosts_stalls_and_keep_their_time() -> None:
+    # 50 thinks of 1 ms (a fio job's thinktime), 2 of them stalled to 5 ms
+    own = np.full(50, 1_000_000, np.int64)
+    own[[10, 30]] = 5_000_000
+    own[0] = BIG
+    start = np.cumsum(own.clip(max=5_000_000) + 100_000)
+    end = start + 100_000
+    tid = np.full(50, 3, np.int64)
+    assert not crossedges.waits_long(start, own)
+    none = np.full(50, -1, np.int64)
+    dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(50, np.int64), NO_WAKES)
+    assert len(dm.i) == 0
+
+
+def test_a_threads_late_start_counts_towards_its_long_thinks() -> None:
+    # a pre-formatter: 11 short thinks and one long (1 of 11: under LONG_SHARE), its
+    # first request late: with it, 2 of 12
+    own = np.full(12, 100_000, np.int64)
+    own[0], own[5] = BIG, 40_000_000
+    start = 500_000_000 + np.cumsum(np.where(own < BIG, own, 0) + 300_000 * np.arange(12))
+    assert np.mean(own[1:] > crossedges.LONG_THINK_NS) < crossedges.LONG_SHARE
+    assert not crossedges.periodic(start)
+    assert crossedges.waits_long(start, own)
+
+
+def _plan(tmp_path: Path, r: np.ndarray, long_thinks: str) -> tuple[Path, dict]:
+    target = tmp_path / "target.img"
+    if not target.exists():
+        target.write_bytes(b"\0" * (4 * MIB))
+    jobdir = tmp_path / f"jobs-{long_thinks}"
+    trace = tmp_path / "t.iot"
+    if not trace.exists():
+        _write(trace, r)
+    opts = PlanOptions(trace=trace, jobdir=jobdir, targets=[f"all={target}"],
+                       timing="dependent", long_thinks=long_thinks)  # fmt: skip
+    return jobdir, plan(opts)
+
+
+def _lines(jobdir: Path) -> dict[int, tuple[str, str]]:
+    """The log writer's requests: offset -> (AFTER, THINK)."""
+    out = {}
+    for line in (jobdir / "iologs" / f"db0.log-write.t{WRITER}.log").read_text().splitlines()[2:]:
+        f = line.split()
+        out[int(f[4])] = (f[1], f[2])
+    return out
+
+
+def test_a_plan_says_which_thinks_went_on_demand_and_the_runner_keeps_the_order(
+    tmp_path: Path,
+) -> None:
+    r, lazy = _log_writer()
+    jobdir, man = _plan(tmp_path, r, "demand")
+    got = {d["stream"]: d for d in man["dependencies"]}
+    lw = got["db0.log-write"]
+    assert (lw["long_thinks"], lw["demand_thinks"], lw["demand_woken"]) == ("demand", 15, 15)
+    was, now = lw["demand_think_s"]
+    assert round(was, 4) == round(15 * (LEAD + TIMER) / 1e9, 4)
+    assert round(now, 4) == round(15 * (LEAD + PAIR) / 1e9, 4)
+    assert got["db0.db-read"]["demand_thinks"] == 0
+    assert "db0.log-write: " in (jobdir / "replay.fio").read_text()
+    assert ", 15 long thinks on demand (" in (jobdir / "replay.fio").read_text()
+    lines = _lines(jobdir)
+    for off in lazy:
+        after, think = lines[off]
+        assert think == str((LEAD + PAIR) // 1000)
+        assert len(after.split(",")) == 2  # its own previous write and the session's read
+    out = subprocess.run(
+        [str(runner.LANES), "replay.fio"], cwd=jobdir, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dependencies"]["issued_before_predecessor"] == 0
+    # turned off: the same trace keeps the timer in the think time
+    jobdir, man = _plan(tmp_path, r, "recorded")
+    lw = {d["stream"]: d for d in man["dependencies"]}["db0.log-write"]
+    assert (lw["long_thinks"], lw["demand_thinks"]) == ("recorded", 0)
+    for off in lazy:
+        assert int(_lines(jobdir)[off][1]) > TIMER // 1000
+
+
+def test_long_thinks_is_refused_where_it_has_no_meaning(tmp_path: Path) -> None:
+    r, _ = _log_writer(4)
+    for timing, lt, msg in (
+        ("afap", "recorded", "--long-thinks: only with --timing dependent"),
+        ("recorded", "recorded", "--long-thinks: only with --timing dependent"),
+        ("dependent", "later", "--long-thinks later: not demand or recorded"),
+    ):
+        with pytest.raises(IotapeError, match=msg):
+            plan(PlanOptions(trace=_write(tmp_path / "t.iot", r), jobdir=tmp_path / "j",
+                             targets=[f"all={tmp_path / 'x.img'}"], timing=timing,
+                             long_thinks=lt))  # fmt: skip
+    assert not (tmp_path / "j").exists()
+
+
+def test_without_wake_records_long_thinks_stay_as_recorded(tmp_path: Path) -> None:
+    # the same trace without its wakes: a timer and a wake look alike
+    r, lazy = _log_writer()
+    r = r[r["op"] != WAKE_OP]
+    jobdir, man = _plan(tmp_path, r, "demand")
+    lw = {d["stream"]: d for d in man["dependencies"]}["db0.log-write"]
+    assert (lw["wakes_recorded"], lw["demand_thinks"]) == (False, 0)
+    for off in lazy:
+        assert int(_lines(jobdir)[off][1]) > TIMER // 1000
+
+
+def test_the_critical_path_loses_the_timers(tmp_path: Path) -> None:
+    """bench/dependent_critical_path.py on the two plans of the same trace: at
+    20 us a request the log writer's lazy writes set no pace once on demand."""
+    sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+    from dependent_critical_path import critical_path
+
+    r, lazy = _log_writer()
+    got = {}
+    for lt in ("demand", "recorded"):
+        jobdir, _ = _plan(tmp_path, r, lt)
+        got[lt] = critical_path(jobdir, 20_000)
+    assert got["demand"]["tx_requests"] == got["recorded"]["tx_requests"] == 30 * 6
+    # recorded: the session's durable commits wait for pairs issued after the
+    # timers; on demand each lazy write goes LEAD + PAIR after its session's read
+    assert got["recorded"]["tx_span_ms"] - got["demand"]["tx_span_ms"] > len(lazy) * 2.5
+
+
+def _clocked(jitter: int) -> demand.Demand:
+    """Thread 1 reads every 1 ms (+ `jitter` ns every other read), 0.1 ms each;
+    thread 2, woken by thread 1 0.05 ms after every 10th read completed, writes 3 ms
+    after the wake (a timer), then once more 0.04 ms after that write."""
+    s1 = np.cumsum(np.full(100, 1_000_000) + (np.arange(100) % 2) * jitter)
+    e1 = s1 + 100_000
+    wt = e1[9::10] + LEAD
+    s2 = np.sort(np.concatenate([wt + TIMER, wt + TIMER + 340_000]))
+    start = np.concatenate([s1, s2])
+    end = np.concatenate([e1, s2 + 300_000])
+    tid = np.concatenate([np.full(100, 1), np.full(len(s2), 2)]).astype(np.int64)
+    o = np.argsort(start, kind="stable")
+    start, end, tid = start[o], end[o], tid[o]
+    own = np.full(len(start), BIG)
+    for u in (1, 2):
+        rows = np.flatnonzero(tid == u)
+        own[rows[1:]] = start[rows[1:]] - end[rows[:-1]]
+    w = wakeedges.Wakes(wt, np.full(len(wt), 2), np.full(len(wt), 1))
+    none = np.full(len(start), -1, np.int64)
+    return demand.demand_thinks(start, end, tid, own, none, np.zeros(len(start), np.int64), w)
+
+
+def test_a_thread_on_its_own_clock_is_no_demand() -> None:
+    # a waker that paces (crossedges.paces: I/O-bound, not on a clock) anchors the
+    # timer's wait at its completion; one on its own clock paces nobody, and the
+    # wait keeps its own anchor, on demand all the same
+    paced, clocked = _clocked(137_000), _clocked(0)
+    # every timer; clocked, the first (the thread's start, nothing to anchor it) keeps its time
+    assert len(paced.i) == 10 and len(clocked.i) == 9
+    assert paced.woken.all() and (paced.j >= 0).all()
+    assert not clocked.woken.any() and (clocked.j == -1).all()
+    assert (clocked.think_ns == 40_000).all()
