@@ -25,8 +25,9 @@ from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute
 
 
-def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
-    """The dependent replay of `trace` onto `dev` (all its devices mapped there): its
+def replay(trace: Path, dev: str | dict[str, str], jobdir: Path) -> dict[str, Any]:
+    """The dependent replay of `trace` onto `dev` (all its devices mapped there; or
+    each recorded device, by name, to a device of its own: two controllers'): its
     requests, their rate over the longest job, read and write p50 (ms), wall time."""
     man, summary, res, wall = plan_and_run(trace, dev, jobdir, "dependent")
     jobs = res["jobs"]
@@ -38,18 +39,21 @@ def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
 
 
 def plan_and_run(
-    trace: Path, dev: str, jobdir: Path, timing: str
+    trace: Path, dev: str | dict[str, str], jobdir: Path, timing: str
 ) -> tuple[dict[str, Any], Any, dict[str, Any], float]:
     """`replay plan --timing TIMING` of `trace` onto `dev` (all its devices mapped
-    there; a recorded plan as lanes) and `replay run`: (the plan, the run's
-    summary, results/fio.json, the run's wall time in s)."""
+    there, or recorded device NAME to dev[NAME]; a recorded plan as lanes) and `replay
+    run`: (the plan, the run's summary, results/fio.json, the run's wall time in s)."""
+    mapping = {"all": dev} if isinstance(dev, str) else dev
+    targets = [f"{name}={path}" for name, path in mapping.items()]
+    devs = list(dict.fromkeys(mapping.values()))
     opts = PlanOptions(
-        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing, destroy=[dev],
+        trace=trace, jobdir=jobdir, targets=targets, timing=timing, destroy=devs,
         force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
     )  # fmt: skip
     man = plan(opts)
     t = time.monotonic()
-    summary = execute.run(jobdir, destroy=[dev], force=True)
+    summary = execute.run(jobdir, destroy=devs, force=True)
     wall = time.monotonic() - t
     return dict(man), summary, json.loads((jobdir / "results" / "fio.json").read_text()), wall
 
