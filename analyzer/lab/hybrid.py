@@ -377,15 +377,8 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         slow = ", ".join(lab.slows)
         say(f"lab: slow {slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
         engine.run(replace(base, duration=0.5))
-        # On the fast device, as many databases as one controller holds (their logs fit).
-        k = s.controller_share(o.controllers)
-        probe_mb = max(0.125, min(s.mailbox_size_mb, s.ssd_mb / 4 / s.mailboxes))
-        probe = _config(
-            o, [lab.fast], duration=o.probe_seconds, mailbox_size_mb=probe_mb, databases=k,
-            mailboxes=max(k, s.mailboxes // o.controllers),
-        )  # fmt: skip
         say(f"probe of the fast device ({o.probe_seconds:g} s)")
-        fast = _run(probe, out, "fast-probe", [lab.fast], store, o.name)
+        fast = _run(_probe(o, lab.fast), out, "fast-probe", [lab.fast], store, o.name)
         if lab.hdd is not None:
             _modelled(lab, True)
         else:
@@ -432,12 +425,7 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
             runs[key]["array"], counts = _array_delta(lab, counts)
-        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
-                   "slows": list(lab.slows), "controllers": o.controllers,
-                   "databases_on": placement(s.databases, ["a", "b"][: o.controllers]),
-                   "hdd_model": asdict(hdd) if hdd else None,
-                   "array_model": asdict(array) if array else None,
-                   "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
+        devices = _devices(o, lab, hdd, array)
     return {
         "options": {**asdict(o), "sizing": asdict(s)},
         "devices": devices,
@@ -446,6 +434,29 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         "prediction": prediction,
         "out": str(out),
     }
+
+
+def _probe(o: LabOptions, fast: str) -> WorkloadConfig:
+    """The fast device's probe: small mailboxes, as many databases as one controller
+    holds (their logs fit on the device, sized for one controller)."""
+    s = o.sizing
+    k = s.controller_share(o.controllers)
+    probe_mb = max(0.125, min(s.mailbox_size_mb, s.ssd_mb / 4 / s.mailboxes))
+    return _config(
+        o, [fast], duration=o.probe_seconds, mailbox_size_mb=probe_mb, databases=k,
+        mailboxes=max(k, s.mailboxes // o.controllers),
+    )  # fmt: skip
+
+
+def _devices(
+    o: LabOptions, lab: HybridLab, hdd: HddModel | None, array: ArrayModel | None
+) -> dict[str, Any]:
+    return {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
+            "slows": list(lab.slows), "controllers": o.controllers,
+            "databases_on": placement(o.sizing.databases, ["a", "b"][: o.controllers]),
+            "hdd_model": asdict(hdd) if hdd else None,
+            "array_model": asdict(array) if array else None,
+            "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
 
 
 def _modelled(lab: HybridLab, on: bool) -> None:

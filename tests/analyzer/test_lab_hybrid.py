@@ -20,6 +20,7 @@ from analyzer.lab import predict, replayed
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
 from base.errors import IotapeError
+from recorder.tracefile import open_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
@@ -43,18 +44,22 @@ def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProces
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("device", ["hdd", "array"])
+@pytest.mark.parametrize("device", ["hdd", "array", "array2"])
 def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: str) -> None:
     """On the HDD-like disk the engine tiers and caches; on the array the tier and the
     read cache are the array's own (4 disks: 2 data chunks of 512 KiB, one stripe per
-    1 MiB unit), predicted also by a dependent replay of the baseline."""
+    1 MiB unit), predicted also by a dependent replay of the baseline. "array2": the
+    array with two controllers, a device each, two databases (one per controller)."""
     out = tmp_path / "lab"
+    controllers = 2 if device == "array2" else 1
+    device = device.rstrip("2")
     tier_in = "array" if device == "array" else "engine"
     argv = [
         IOTAPE, "lab", "hybrid", "--out", str(out), "--db-mb", "48", "--mailboxes", "24",
         "--seconds", "3", "--unit-kb", "1024", "--stats-s", "0.5", "--migrate-s", "1",
         "--verify", "--json", "--db", str(tmp_path / "store.duckdb"), "--device", device,
         "--tier-in", tier_in, *(["--warm-s", "2"] if tier_in == "array" else []),
+        *(["--controllers", "2", "--databases", "2"] if controllers == 2 else []),
     ]  # fmt: skip
     r = _run_released(argv, 600)
     if r.returncode != 0 and "blkio" in r.stderr:
@@ -89,7 +94,8 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     mounts = Path("/proc/mounts").read_text()
     made = rep["devices"]["files"]
-    assert len(made) == 3 and rep["devices"]["kind"] == device
+    # The fast device's file; each controller's backing and mount.
+    assert len(made) == 1 + 2 * controllers and rep["devices"]["kind"] == device
     assert not [f for f in made if Path(f).exists() or f in loops or f in mounts]
     if device == "array":
         # The array's own counters per configuration: the baseline's database reads all
@@ -129,6 +135,33 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             assert a["model_write_ms_avg"] >= rep["devices"]["array_model"]["ack_ms"] * 0.999
     else:
         assert all(row["array"] is None for row in c.values())
+    if controllers == 2:
+        _two_controllers(rep, out)
+
+
+def _two_controllers(rep: dict, out: Path) -> None:
+    """Database 0 and its log on controller A, 1 on B: both recorded, both served in
+    every configuration by their own server, every replay mapped device to device."""
+    assert rep["devices"]["databases_on"] == ["a", "b"] and len(rep["devices"]["slows"]) == 2
+    with open_trace(out / "baseline.iot") as tr:
+        names = [d["name"] for d in tr.header["devices"]]
+        devs = set(np.unique(tr.read_all()["dev"]).tolist())
+    assert len(names) == 2 and len(devs) == 2
+    for key, row in rep["configs"].items():
+        each = row["array"]["controllers"]
+        assert len(each) == 2, key
+        for a in each:
+            assert a["reads"] > 0 and a["writes"] > 0 and a["destaged_bytes"] > 0, key
+        assert row["array"]["writes"] == sum(a["writes"] for a in each)
+        assert row["array"]["cpu_s"] == pytest.approx(sum(a["cpu_s"] for a in each))
+    for key in ("tier", "cache"):
+        # Each controller had its own SSD, half of the lab's (one 1 MiB unit each at least).
+        for a in rep["configs"][key]["array"]["controllers"]:
+            assert a["units_at_start"] + a["promoted"] + a["fills"] > 0, key
+            assert a["tier_read_pieces"] > 0, key
+    for jobdir in ("replay-baseline", "replay-tier", "replay-cache"):
+        plan = json.loads((out / jobdir / "plan.json").read_text())
+        assert len({t["path"] for t in plan["targets"]}) == 2, jobdir
 
 
 def test_sizing_keeps_the_published_proportion() -> None:
