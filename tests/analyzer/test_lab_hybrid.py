@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import need
 
-from analyzer.lab import predict, replayed
+from analyzer.lab import hybrid, predict, replayed
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
 from base.errors import IotapeError
@@ -176,6 +176,25 @@ def test_sizing_keeps_the_published_proportion() -> None:
         size(64, 2, 3)
 
 
+def test_two_controllers_split_the_databases_as_published() -> None:
+    """6 databases and their logs, 3 of each per controller (the published layout);
+    each controller's device holds its share and a log region per database; each its
+    share of the SSD in whole units."""
+    assert reference()["array"]["controllers"] == 2
+    assert hybrid.placement(6, ["A", "B"]) == ["A", "A", "A", "B", "B", "B"]
+    assert hybrid.placement(6, ["A"]) == ["A"] * 6
+    one = size(256, 64, 1)
+    assert one.controller_mb(1) == one.device_mb  # one controller, one database: as before
+    six = size(256, 60, 6)
+    assert six.controller_share(2) == 3 and six.controller_mb(2) == 128 + 8 + 3 * 64 + 32
+    assert six.controller_mb(1) == 256 + 16 + 6 * 64 + 32
+    assert six.ssd_mb == 204 and six.controller_ssd_mb(2) == 100  # 25 units of 4 MiB each
+    with pytest.raises(IotapeError, match="--databases 3: 2 controllers take an equal share"):
+        size(256, 60, 3).controller_share(2)
+    with pytest.raises(IotapeError, match="holds no 4096 KiB unit each"):
+        size(8, 8, 2).controller_ssd_mb(2)
+
+
 def _events(offsets: list[int], ops: list[int], lat_ms: float) -> Events:
     n = len(offsets)
     return Events(
@@ -301,6 +320,11 @@ def test_utilization_bound() -> None:
         (["--seconds", "0"], "--seconds 0.0: must be positive"),
         (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
         (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
+        (["--controllers", "2", "--device", "array"], "--controllers 2: 1, or 2 with --tier-in"),
+        (
+            ["--controllers", "2", "--device", "array", "--tier-in", "array", "--databases", "3"],
+            "--databases 3: 2 controllers take an equal share",
+        ),
     ],
 )
 def test_bad_options_one_line_and_nothing_made(
