@@ -333,7 +333,15 @@ def test_utilization_bound() -> None:
         (["--seconds", "0"], "--seconds 0.0: must be positive"),
         (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
         (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
-        (["--controllers", "2", "--device", "array"], "--controllers 2: 1, or 2 with --tier-in"),
+        (
+            ["--controllers", "2", "--device", "array", "--tier-in", "engine"],
+            "--controllers 2: 1, or 2 with --tier-in",
+        ),
+        (["--controllers", "2"], "--controllers 2: 1, or 2 with --tier-in"),  # hdd: engine
+        (
+            ["--controllers", "2", "--device", "array", "--databases", "3"],  # tier-in: array
+            "--databases 3: 2 controllers take an equal share",
+        ),
         (
             ["--controllers", "2", "--device", "array", "--tier-in", "array", "--databases", "3"],
             "--databases 3: 2 controllers take an equal share",
