@@ -8,6 +8,12 @@ backing, loop); `down` releases each of them by that name. A failure or Ctrl-C d
 `up` releases whatever was made so far: nothing is left behind without a state file
 naming it. The state files are in $IOTAPE_LAB_STATE, else /run/iotape-lab (memory:
 gone at a reboot, as the loop devices are).
+
+An array with two controllers (`up_controllers`, `up array --controllers 2`), as the
+published MSA 2040 had, is two such devices, NAME.a and NAME.b (controllers A and B),
+each its own server: its own write-back cache, RAID 6 set, tier or read cache and model
+thread. They come up together (a failure in B releases A) and go down together
+(`down NAME`; one alone is refused).
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class DeviceState:
     backing: str
     size: int
     model: dict[str, Any]
+    array: str = ""  # a controller of this two-controller array (its `down` name)
+    controller: str = ""  # "a" or "b"
 
     @property
     def stats_path(self) -> Path:
@@ -101,20 +109,59 @@ def _losetup(path: Path) -> str:
     return dev
 
 
+def _check_new(name: str) -> None:
+    for taken in (name, *controllers_of(name)):
+        if _state_file(taken).exists():
+            raise DeviceError(
+                f"{name}: already up ({_state_file(taken)}); `iotape lab device down {name}` first"
+            )
+
+
+def controllers_of(name: str) -> list[str]:
+    """The controllers' names of two-controller array NAME that are up."""
+    d = state_dir()
+    return [c for c in (f"{name}.a", f"{name}.b") if (d / f"{c}.json").exists()]
+
+
+def up_controllers(name: str, size_mb: int, model: ArrayModel) -> list[DeviceState]:
+    """Bring up a two-controller array: NAME.a and NAME.b, each `size_mb` with `model`;
+    on any failure (or Ctrl-C) release both and raise."""
+    if not NAME.fullmatch(name) or len(name) > 62:
+        raise DeviceError(f"--name {name!r}: letters, digits, '_', '.', '-' (62 at most)")
+    _check_new(name)
+    made: list[DeviceState] = []
+    try:
+        for c in "ab":
+            made.append(_up(f"{name}.{c}", "array", size_mb, model, array=name, controller=c))
+    except BaseException:
+        for st in made:
+            _release(st)
+        raise
+    return made
+
+
 def up(
     name: str, kind: str, size_mb: int, model: HddModel | ArrayModel, say: Any = None
 ) -> DeviceState:
     """Bring up NAME; on any failure (or Ctrl-C) release what was made and raise."""
     if not NAME.fullmatch(name):
         raise DeviceError(f"--name {name!r}: letters, digits, '_', '.', '-' (64 at most)")
+    _check_new(name)
+    return _up(name, kind, size_mb, model)
+
+
+def _up(
+    name: str,
+    kind: str,
+    size_mb: int,
+    model: HddModel | ArrayModel,
+    array: str = "",
+    controller: str = "",
+) -> DeviceState:
     if kind not in KINDS:
         raise DeviceError(f"{kind}: a lab device is one of {', '.join(KINDS)}")
     if size_mb < 16:
         raise DeviceError(f"--size-mb {size_mb}: at least 16")
-    if _state_file(name).exists():
-        raise DeviceError(
-            f"{name}: already up ({_state_file(name)}); `iotape lab device down {name}` first"
-        )
     state_dir().mkdir(parents=True, exist_ok=True)
     log = state_dir() / f"{name}.log"
     disk: FuseDisk | None = None
@@ -128,7 +175,8 @@ def up(
         st = DeviceState(
             name=name, kind=kind, loop=loop, pid=disk.pid,
             server=str(ARRAY_SERVER if kind == "array" else HDD_SERVER), mount=str(disk.mount),
-            backing=str(disk.backing), size=size_mb << 20, model=asdict(model),
+            backing=str(disk.backing), size=size_mb << 20, model=asdict(model), array=array,
+            controller=controller,
         )  # fmt: skip
         _write_state(st)
         disk.detach()
@@ -166,8 +214,24 @@ def _loop_backing(loop: str) -> str:
 
 
 def down(name: str) -> list[str]:
-    """Release everything NAME's state names; what was released, in order."""
+    """Release everything NAME's state names (a two-controller array: both
+    controllers'); what was released, in order."""
+    both = [] if _state_file(name).exists() else controllers_of(name)
+    if both:
+        done: list[str] = []
+        for c in both:
+            done += _release(read_state(c))
+        return done
     st = read_state(name)
+    if st.array:
+        raise DeviceError(
+            f"{name}: controller {st.controller.upper()} of {st.array}; "
+            f"`iotape lab device down {st.array}` releases both"
+        )
+    return _release(st)
+
+
+def _release(st: DeviceState) -> list[str]:
     done: list[str] = []
     running = _ours(st.pid, st.server)
     # The loop device only if it is still over this device's file (the number may
@@ -195,8 +259,8 @@ def down(name: str) -> list[str]:
     if Path(st.backing).exists():
         Path(st.backing).unlink()
         done.append(st.backing)
-    (state_dir() / f"{name}.log").unlink(missing_ok=True)
-    _state_file(name).unlink()
+    (state_dir() / f"{st.name}.log").unlink(missing_ok=True)
+    _state_file(st.name).unlink(missing_ok=True)
     return done
 
 
@@ -205,7 +269,11 @@ def _mounts() -> list[str]:
 
 
 def stats(name: str) -> dict[str, Any]:
-    """The device's own counters (the array's model; the HDD-like disk has none)."""
+    """The device's own counters (the array's model; the HDD-like disk has none); a
+    two-controller array's by controller ({"a": ..., "b": ...})."""
+    both = [] if _state_file(name).exists() else controllers_of(name)
+    if both:
+        return {read_state(c).controller: stats(c) for c in both}
     st = read_state(name)
     if st.kind != "array":
         raise DeviceError(f"{name}: a {st.kind} device has no counters")

@@ -20,7 +20,9 @@ With `hdd=HddModel(...)` the slow device is instead a direct-I/O loop device ove
 hdd.py's HDD-like file (FUSE, a stated per-request service time): no throttle
 needed, though the cgroup's limits still apply to that loop device if set. With
 `array=ArrayModel(...)` it is the same over array.py's emulated array (a write-back
-cache in front of a RAID 6 set of such disks).
+cache in front of a RAID 6 set of such disks); with `controllers=2` as well, two such
+arrays, one per controller of an MSA-like array, each its own server, backing file and
+loop device (`slows`, `arrays`; `slow` and `hdd` name controller A's).
 
 Everything made is released by name on exit, also after a failure. Used by
 `iotape lab hybrid` (analyzer/lab/hybrid.py), bench/tiering_check.py,
@@ -87,10 +89,16 @@ class HybridLab:
         nonrot: bool = False,
         hdd: HddModel | None = None,
         array: ArrayModel | None = None,
+        controllers: int = 1,
     ):
+        if controllers not in (1, 2) or (controllers == 2 and array is None):
+            raise LabError(f"controllers={controllers}: 1, or 2 with an array")
         self.hdd_model = hdd
         self.array_model = array
-        self.hdd: FuseDisk | None = None  # the HDD-like disk or the array
+        self.controllers = controllers
+        self.hdd: FuseDisk | None = None  # the HDD-like disk or the array (controller A)
+        self.arrays: list[FuseDisk] = []  # the array's controllers, A first
+        self.slows: list[str] = []  # their loop devices, in the same order
         self.memory_disk = memory_disk
         self.nonrot = nonrot and memory_disk
         self.size = size_mb << 20
@@ -111,19 +119,16 @@ class HybridLab:
             self.fast = self._loop("/dev/shm", direct=False)
             if self.hdd_model is not None or self.array_model is not None:
                 if self.array_model is not None:
-                    # The lab's own backing: restart_array serves the same data anew.
-                    fd, name = tempfile.mkstemp(prefix="iotape-lab-array-", dir="/dev/shm")
-                    os.close(fd)
-                    self._files.append(Path(name))
-                    os.truncate(name, self.size)
-                    self.hdd = ArrayFile(self.size, self.array_model, backing=Path(name))
+                    for c in "ab"[: self.controllers]:
+                        # The lab's own backing: restart_array serves the same data anew.
+                        fd, name = tempfile.mkstemp(prefix=f"iotape-lab-array-{c}-", dir="/dev/shm")
+                        os.close(fd)
+                        self._files.append(Path(name))
+                        os.truncate(name, self.size)
+                        self._serve(ArrayFile(self.size, self.array_model, backing=Path(name)))
                 else:
                     assert self.hdd_model is not None
-                    self.hdd = HddFile(self.size, self.hdd_model)
-                self.slow = _losetup(self.hdd.path, direct=True)
-                self._loops.append(self.slow)
-                st = os.stat(self.slow)
-                self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+                    self._serve(HddFile(self.size, self.hdd_model))
             elif self.memory_disk:
                 disk = self._loop("/dev/shm", direct=False)
                 st = os.stat(disk)
@@ -135,6 +140,7 @@ class HybridLab:
                 self._loops.append(self.slow)
             else:
                 self.slow = self._loop(self.disk_dir, direct=True)
+            self.slows = self.slows or [self.slow]
             self.cgroup = Path(tempfile.mkdtemp(prefix="iotape-lab-", dir=BLKIO))
             self.set_slow_iops(self.slow_iops)
         except HddError as e:
@@ -160,21 +166,30 @@ class HybridLab:
         self._loops.append(dev)
         return dev
 
-    def restart_array(self, model: ArrayModel) -> str:
-        """Serve the array's data with another model (its tier on or off, say): the
-        loop device and the server are replaced, the data kept. The new slow device."""
-        assert self.hdd is not None and self.array_model is not None
-        backing = self.hdd.backing
-        subprocess.run(["losetup", "-d", self.slow], check=False, capture_output=True)
-        self._loops.remove(self.slow)
-        self.hdd.close()
-        self.hdd = None
-        self.array_model = model
-        self.hdd = ArrayFile(self.size, model, backing=backing)
-        self.slow = _losetup(self.hdd.path, direct=True)
-        self._loops.append(self.slow)
+    def _serve(self, disk: FuseDisk) -> None:
+        """A direct-I/O loop device over a served disk: the next of `slows`."""
+        self.arrays.append(disk)
+        dev = _losetup(disk.path, direct=True)
+        self._loops.append(dev)
+        self.slows.append(dev)
+        self.hdd, self.slow = self.arrays[0], self.slows[0]
         st = os.stat(self.slow)
         self._disk = (os.major(st.st_rdev), os.minor(st.st_rdev))
+
+    def restart_array(self, model: ArrayModel) -> str:
+        """Serve the array's data with another model (its tier on or off, say), every
+        controller with the same: the loop devices and the servers are replaced, the
+        data kept. The new slow device (controller A's; all of them in `slows`)."""
+        assert self.hdd is not None and self.array_model is not None
+        backings = [d.backing for d in self.arrays]
+        for dev, disk in zip(self.slows, self.arrays, strict=True):
+            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
+            self._loops.remove(dev)
+            disk.close()
+        self.arrays, self.slows, self.hdd = [], [], None
+        self.array_model = model
+        for backing in backings:
+            self._serve(ArrayFile(self.size, model, backing=backing))
         if self.cgroup is not None:
             self.set_slow_iops(self.slow_iops)
         return self.slow
@@ -211,7 +226,7 @@ class HybridLab:
 
     def files(self) -> list[str]:
         """The files backing this lab's devices (gone after close)."""
-        hdd = [str(self.hdd.backing), str(self.hdd.mount)] if self.hdd is not None else []
+        hdd = [str(p) for d in self.arrays for p in (d.backing, d.mount)]
         return list(dict.fromkeys([str(p) for p in self._files] + hdd))
 
     @property
@@ -260,9 +275,9 @@ class HybridLab:
         for dev in reversed(self._loops):
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
         self._loops.clear()
-        if self.hdd is not None:
-            self.hdd.close()
-            self.hdd = None
+        for disk in self.arrays:
+            disk.close()
+        self.arrays, self.slows, self.hdd = [], [], None
         for path in self._files:
             path.unlink(missing_ok=True)
         self._files.clear()

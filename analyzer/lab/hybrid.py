@@ -22,7 +22,16 @@ the right rate, a bimodal latency; docs/hybrid.md). On it, in this order:
 On the emulated array with `tier_in="array"` (issue 38) the tier and the cache are
 the array's own instead (array.py; the server restarted over the same data for each,
 cold), the engine unchanged, and each is also predicted by a dependent replay of the
-baseline's trace on it (replayed.py) before the measured runs.
+baseline's trace on it (replayed.py) before the measured runs: the three replays at
+once, each on temporary arrays of its own (replay_arrays.py).
+
+With `controllers=2` (device "array") the array has two controllers, as the published
+MSA 2040: two devices, each its own server (cache, RAID 6 set, tier or read cache,
+model thread), the databases and their logs split between them as the published run
+laid them out (the first half on controller A, the rest on B: 3 + 3 of 6; `placement`),
+each configuration's SSD split likewise, and each replay runs on a pair of temporary
+arrays (one per controller, replay_arrays.py), the trace's devices mapped to the
+matching controller's.
 
 report.py turns the runs and the prediction into the side-by-side report.
 """
@@ -30,10 +39,9 @@ report.py turns the runs and the prediction into the side-by-side report.
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,13 +49,14 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict, replayed
-from analyzer.lab.array import ArrayFile, ArrayModel
-from analyzer.lab.devices import HybridLab, LabError, _losetup
+from analyzer.lab import predict, replay_arrays, replayed
+from analyzer.lab.array import ArrayModel
+from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import Store
+from analyzer.tiering.events import Events
 from analyzer.tiering.from_store import load_run
 from recorder.tracefile import open_trace
 from workload import engine
@@ -75,14 +84,23 @@ class LabOptions:
     tier_in: str = "engine"  # or "array": the emulated array's own tier (device "array")
     warm_s: float = 0.0  # tier_in "array": the load run this long, unmeasured, first
     spindles: int = 4
+    controllers: int = 1  # device "array": 2, one device per controller
     probe_seconds: float = 3.0
     name: str = "hybrid"
 
 
-def _config(o: LabOptions, dev: str, **kw: Any) -> WorkloadConfig:
+def placement(databases: int, devs: list[str]) -> list[str]:
+    """Each database's device, in database order (its log goes with it): all on one,
+    or the first half on controller A's and the rest on B's, as the published run had
+    its 6 databases and 6 logs, 3 of each per controller."""
+    return [devs[i * len(devs) // databases] for i in range(databases)]
+
+
+def _config(o: LabOptions, devs: list[str], **kw: Any) -> WorkloadConfig:
     s = o.sizing
+    where = placement(kw.get("databases", s.databases), devs)
     cfg = WorkloadConfig(
-        db_paths=[dev], log_paths=[dev], destroy_data_on=[dev], profile="exchange2013",
+        db_paths=where, log_paths=where, destroy_data_on=list(devs), profile="exchange2013",
         mode="throughput", mailboxes=s.mailboxes, mailbox_size_mb=s.mailbox_size_mb,
         databases=s.databases, threads=o.threads, duration=o.seconds, ioengine="psync",
     )  # fmt: skip
@@ -100,8 +118,40 @@ def _tiered(o: LabOptions, lab: HybridLab, out: Path, policy: str) -> dict[str, 
 
 
 def regions(cfg: WorkloadConfig) -> list[tuple[int, int]]:
-    """The databases' byte ranges on the slow device (the layout the engine gets)."""
-    return [(t.off, t.off + t.size) for t in engine.validate(cfg).dbs]
+    """The databases' byte ranges on the slow device (the layout the engine gets); with
+    several devices, in one space (`SPACE` apart, in `cfg.destroy_data_on`'s order)."""
+    devs = [os.path.realpath(d) for d in cfg.destroy_data_on]
+    return [
+        (t.off + _at(t.path, devs), t.off + t.size + _at(t.path, devs))
+        for t in engine.validate(cfg).dbs
+    ]
+
+
+SPACE = 1 << 50  # one controller's device from the next in `regions` and `one_space`
+
+
+def _at(path: str, devs: list[str]) -> int:
+    real = os.path.realpath(path)
+    return devs.index(real) * SPACE if len(devs) > 1 and real in devs else 0
+
+
+def kernel_dev(path: str) -> int:
+    """A block device's number as the recorder stores it (the kernel's major << 20 | minor)."""
+    rdev = os.stat(path).st_rdev
+    return (os.major(rdev) << 20) | os.minor(rdev)
+
+
+def one_space(ev: Events, devs: list[int]) -> Events:
+    """The controllers' devices laid end to end (device i's offsets + i x SPACE), as
+    `regions` lays their databases: the simulator sees one device. Its tier or cache is
+    then one pool of both controllers' SSDs where the array has one per controller:
+    the simulator's prediction is that approximation (the replay's is not)."""
+    if len(devs) < 2:
+        return ev
+    shift = np.zeros(len(ev), dtype=np.int64)
+    for i, d in enumerate(devs):
+        shift[ev.dev == d] = i * SPACE
+    return replace(ev, offset=ev.offset + shift)
 
 
 def recorded_bytes(trace: Path) -> dict[str, dict[str, float]]:
@@ -162,16 +212,19 @@ def _run(
     }
 
 
-def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) -> dict:
+def _predict(
+    o: LabOptions, store: Store, base: dict, fast_id: str, regs: list, devs: list[int]
+) -> dict:
     s = o.sizing
     _, ev = load_run(store, base["run_id"])
+    ev = one_space(ev, devs)
     _, fast = load_run(store, fast_id)
     unit = s.unit_kb << 10
     db_ev = predict.db_events(ev, regs, unit)
     # The service times from the whole trace, cut as db_events cuts the events.
     # The throttle serves as one device; the hdd model with its spindles; the array
     # with its disks (a read is one disk's, as a spindle's).
-    servers = {"hdd": o.spindles, "array": o.spindles}.get(o.device, 1)
+    servers = {"hdd": o.spindles, "array": o.spindles * o.controllers}.get(o.device, 1)
     svc = predict.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
     dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
@@ -181,23 +234,46 @@ def _predict(o: LabOptions, store: Store, base: dict, fast_id: str, regs: list) 
     threads = o.threads * s.databases
     out = {}
     for key, policy in (("tier", "tier"), ("cache", "cache")):
-        p = predict.params(policy, s.ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
+        ssd_mb = s.controller_ssd_mb(o.controllers) * o.controllers
+        p = predict.params(policy, ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
         out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev)
     return out
 
 
-def _array_stats(lab: HybridLab) -> dict[str, Any] | None:
-    return lab.hdd.stats() if lab.array_model is not None and lab.hdd is not None else None
+def _array_stats(lab: HybridLab) -> list[dict[str, Any]] | None:
+    """Each controller's counters (None on other devices)."""
+    return [d.stats() for d in lab.arrays] if lab.array_model is not None else None
 
 
 def _array_delta(
-    lab: HybridLab, before: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    lab: HybridLab, before: list[dict[str, Any]] | None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
     """The array's own counters over one configuration (None on other devices), its
-    server's CPU per second of it among them; and the counters now."""
+    servers' CPU per second of it among them: with two controllers their sum (maxima:
+    the larger; CPU: both servers' cores), each controller's under `controllers`; and
+    the counters now."""
     now = _array_stats(lab)
     if now is None or before is None:
         return None, now
+    each = [_one_delta(a, b) for a, b in zip(now, before, strict=True)]
+    if len(each) == 1:
+        return each[0], now
+    d: dict[str, Any] = {}
+    for k, v in each[0].items():
+        vs = [e[k] for e in each]
+        if k.endswith("_max") or k == "now_s":
+            d[k] = max(vs)
+        elif isinstance(v, list):
+            d[k] = [sum(x) for x in zip(*vs, strict=True)]
+        else:
+            d[k] = sum(vs)
+    d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
+    d["controllers"] = each
+    return d, now
+
+
+def _one_delta(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """One controller's counters over one configuration."""
     d: dict[str, Any] = {}
     for k, v in now.items():
         if k in ("dirty_limit", "dirty_peak", "read_wait_ms_edges") or k.startswith("worst_"):
@@ -210,13 +286,13 @@ def _array_delta(
             d[k] = v - before[k]
     d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
     d["units_at_start"] = before["tier_units"]  # in the tier or cache (warmed: not 0)
-    return d, now
+    return d
 
 
 def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
     """The array with its own tier, and with its own read cache, as the engine's would
-    be: the lab's SSD size, unit and intervals (the tier's half-life is both sides'
-    default, 60 s)."""
+    be: the lab's SSD size (each controller its share), unit and intervals (the tier's
+    half-life is both sides' default, 60 s)."""
     s = o.sizing
     stripe_kb = array.data_disks * array.chunk_kb
     if s.unit_kb % stripe_kb:
@@ -225,29 +301,11 @@ def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
             f"({array.data_disks} data disks x {array.chunk_kb} KiB)"
         )
     unit = replace(array, tier_unit_kb=s.unit_kb)
+    ssd_mb = s.controller_ssd_mb(o.controllers)
     return {
-        "tier": replace(unit, tier_mb=s.ssd_mb, tier_stats_s=o.stats_s, tier_migrate_s=o.migrate_s),
-        "cache": replace(unit, cache_ssd_mb=s.ssd_mb),
+        "tier": replace(unit, tier_mb=ssd_mb, tier_stats_s=o.stats_s, tier_migrate_s=o.migrate_s),
+        "cache": replace(unit, cache_ssd_mb=ssd_mb),
     }
-
-
-@contextmanager
-def _replay_arrays(size: int, models: list[ArrayModel]) -> Iterator[list[tuple[ArrayFile, str]]]:
-    """One emulated array per model, each its own server, memory-backed data and
-    direct-I/O loop device, for the prediction's replays (the lab's own slow device,
-    and the databases on it, untouched); all released on every way out."""
-    disks: list[ArrayFile] = []
-    loops: list[str] = []
-    try:
-        for m in models:
-            disks.append(ArrayFile(size, m, prefix="iotape-lab-replay-"))
-            loops.append(_losetup(disks[-1].path, direct=True))
-        yield list(zip(disks, loops, strict=True))
-    finally:
-        for loop in loops:
-            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
-        for d in disks:
-            d.close()
 
 
 def _replayed(
@@ -258,29 +316,17 @@ def _replayed(
     out: Path,
     say: Say,
     others: dict[str, float],
+    recorded: list[str],
 ) -> dict[str, dict[str, Any]]:
     """Each configuration's gain from the baseline's trace alone: its dependent replay
     on the array as the baseline had it (the reference) and as the configuration has
     it (cold, as the measured run starts; with `--warm-s`, after one replay of the
     trace), the replays' read latencies in the closed loop with the baseline's
-    `other_ms` per read (replayed.py). The three replays run at once, each on an array
-    of its own (replayed.replay_at_once): a third of the time, each replaying the whole
-    trace as before."""
+    `other_ms` per read (replayed.py). The three replays run at once, each on arrays
+    of its own, one per controller (replay_arrays.py): a third of the time, each
+    replaying the whole trace as before."""
     trace = Path(base["trace"])
-    ref_model = replace(next(iter(models.values())), tier_mb=0, cache_ssd_mb=0)
-    keys = list(models)
-    say(f"prediction by replay: the baseline's trace, dependent timing, on {len(keys) + 1} "
-        f"arrays at once (as the baseline's; with its {' and with its '.join(keys)})")  # fmt: skip
-    with _replay_arrays(size, [ref_model, *models.values()]) as arrays:
-        devs = [loop for _, loop in arrays]
-        files = [str(p) for a, loop in arrays for p in (a.backing, a.mount, loop)]
-        warm = [out / f"replay-{k}-warm" if o.warm_s > 0 else None for k in keys]
-        runs = [(devs[0], out / "replay-baseline", None)] + [
-            (dev, out / f"replay-{k}", w) for dev, k, w in zip(devs[1:], keys, warm, strict=True)
-        ]
-        t = time.monotonic()
-        ref, *got = replayed.replay_at_once(trace, runs)
-        wall = time.monotonic() - t
+    ref, got, ran = replay_arrays.predicted(trace, size, models, recorded, out, o.warm_s > 0, say)
     base["replayed"] = ref
     return {
         key: {
@@ -289,10 +335,9 @@ def _replayed(
             "other_time_per_read_ms": others[key],
             "read_throughput_gain": replayed.gain(ref, mine, others[key]),
             "replayed_rate_gain": replayed.rate_gain(ref, mine),
-            "replays_at_once_wall_s": wall,
-            "replay_devices": files,  # released since: backing files, mounts, loop devices
+            **ran,
         }
-        for key, mine in zip(keys, got, strict=True)
+        for key, mine in got.items()
     }
 
 
@@ -309,33 +354,37 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         if o.device == "array"
         else None
     )
-    with HybridLab(size_mb=s.device_mb, memory_disk=True, hdd=hdd, array=array) as lab:
+    size_mb = s.controller_mb(o.controllers)
+    with HybridLab(
+        size_mb=size_mb, memory_disk=True, hdd=hdd, array=array, controllers=o.controllers
+    ) as lab:
         lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
-        if lab.hdd is not None:
-            lab.hdd.modelled(False)
-        base = _config(o, lab.slow)
-        say(f"lab: slow {lab.slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
+        _modelled(lab, False)
+        base = _config(o, lab.slows)
+        slow = ", ".join(lab.slows)
+        say(f"lab: slow {slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
         engine.run(replace(base, duration=0.5))
-        probe_mb = max(0.125, min(s.mailbox_size_mb, s.ssd_mb / 4 / s.mailboxes))
-        probe = _config(o, lab.fast, duration=o.probe_seconds, mailbox_size_mb=probe_mb)
         say(f"probe of the fast device ({o.probe_seconds:g} s)")
-        fast = _run(probe, out, "fast-probe", [lab.fast], store, o.name)
+        fast = _run(_probe(o, lab.fast), out, "fast-probe", [lab.fast], store, o.name)
         if lab.hdd is not None:
-            lab.hdd.modelled(True)
+            _modelled(lab, True)
         else:
             lab.set_slow_limits(o.read_iops, o.write_iops)
             lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
         say(f"baseline: all on the slow device, {o.seconds:g} s")
         counts = _array_stats(lab)
-        runs["baseline"] = _run(base, out, "baseline", [lab.slow], store, o.name)
+        recorded = list(lab.slows)  # the baseline's devices, controller A's first
+        devs = [kernel_dev(d) for d in recorded]
+        runs["baseline"] = _run(base, out, "baseline", recorded, store, o.name)
         runs["baseline"]["array"], counts = _array_delta(lab, counts)
-        prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base))
+        prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base), devs)
         ssd: dict[str, ArrayModel] = {}
         if o.tier_in == "array":
             assert array is not None
             ssd = _array_ssd(o, array)
             others = {k: prediction[k]["littles_law"]["other_time_per_read_ms"] for k in ssd}
-            for key, rep in _replayed(o, lab.size, runs["baseline"], ssd, out, say, others).items():
+            reps = _replayed(o, lab.size, runs["baseline"], ssd, out, say, others, recorded)
+            for key, rep in reps.items():
                 prediction[key]["replayed"] = rep
         (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
         say("prediction written (prediction.json); now the tier and the read cache")
@@ -347,20 +396,18 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
                 if o.warm_s > 0:
                     # Warmed as the published run was (after hours of load), unrecorded.
                     say(f"{key}: warming the array's own for {o.warm_s:g} s")
-                    engine.run(replace(_config(o, lab.slow), duration=o.warm_s))
-                say(f"{key}: the array's own, {s.ssd_mb} MiB, {o.seconds:g} s")
+                    engine.run(replace(_config(o, lab.slows), duration=o.warm_s))
+                each = s.controller_ssd_mb(o.controllers)
+                say(f"{key}: the array's own, {each} MiB per controller, {o.seconds:g} s")
                 counts = _array_stats(lab)
-                runs[key] = _run(_config(o, lab.slow), out, key, [lab.slow], store, o.name)
+                runs[key] = _run(_config(o, lab.slows), out, key, lab.slows, store, o.name)
                 runs[key]["array"], counts = _array_delta(lab, counts)
                 continue
             cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
             say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
             runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
             runs[key]["array"], counts = _array_delta(lab, counts)
-        devices = {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
-                   "hdd_model": asdict(hdd) if hdd else None,
-                   "array_model": asdict(array) if array else None,
-                   "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
+        devices = _devices(o, lab, hdd, array)
     return {
         "options": {**asdict(o), "sizing": asdict(s)},
         "devices": devices,
@@ -369,3 +416,32 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         "prediction": prediction,
         "out": str(out),
     }
+
+
+def _probe(o: LabOptions, fast: str) -> WorkloadConfig:
+    """The fast device's probe: small mailboxes, as many databases as one controller
+    holds (their logs fit on the device, sized for one controller)."""
+    s = o.sizing
+    k = s.controller_share(o.controllers)
+    probe_mb = max(0.125, min(s.mailbox_size_mb, s.ssd_mb / 4 / s.mailboxes))
+    return _config(
+        o, [fast], duration=o.probe_seconds, mailbox_size_mb=probe_mb, databases=k,
+        mailboxes=max(k, s.mailboxes // o.controllers),
+    )  # fmt: skip
+
+
+def _devices(
+    o: LabOptions, lab: HybridLab, hdd: HddModel | None, array: ArrayModel | None
+) -> dict[str, Any]:
+    return {"slow": lab.slow, "fast": lab.fast, "kind": o.device, "files": lab.files(),
+            "slows": list(lab.slows), "controllers": o.controllers,
+            "databases_on": placement(o.sizing.databases, ["a", "b"][: o.controllers]),
+            "hdd_model": asdict(hdd) if hdd else None,
+            "array_model": asdict(array) if array else None,
+            "hdd_mean_random_4k_ms": hdd.mean_random_ms() if hdd else None}  # fmt: skip
+
+
+def _modelled(lab: HybridLab, on: bool) -> None:
+    """Every controller's disk with its model's times (on) or at memory speed."""
+    for disk in lab.arrays:
+        disk.modelled(on)

@@ -26,8 +26,9 @@ from replayer.plan.build import PlanOptions, plan
 from replayer.run import execute
 
 
-def replay(trace: Path, dev: str, jobdir: Path) -> dict[str, Any]:
-    """The dependent replay of `trace` onto `dev` (all its devices mapped there): its
+def replay(trace: Path, dev: str | dict[str, str], jobdir: Path) -> dict[str, Any]:
+    """The dependent replay of `trace` onto `dev` (all its devices mapped there; or
+    each recorded device, by name, to a device of its own: two controllers'): its
     requests, their rate over the longest job, read and write p50 (ms), wall time."""
     return _result(*plan_and_run(trace, dev, jobdir, "dependent"))
 
@@ -41,46 +42,58 @@ def _result(man: dict[str, Any], summary: Any, res: dict[str, Any], wall: float)
     return out
 
 
+Target = str | dict[str, str]  # one device for all, or recorded device NAME -> device
+
+
 def plan_and_run(
-    trace: Path, dev: str, jobdir: Path, timing: str
+    trace: Path, dev: Target, jobdir: Path, timing: str
 ) -> tuple[dict[str, Any], Any, dict[str, Any], float]:
     """`replay plan --timing TIMING` of `trace` onto `dev` (all its devices mapped
-    there; a recorded plan as lanes) and `replay run`: (the plan, the run's
-    summary, results/fio.json, the run's wall time in s)."""
+    there, or recorded device NAME to dev[NAME]; a recorded plan as lanes) and `replay
+    run`: (the plan, the run's summary, results/fio.json, the run's wall time in s)."""
     return run_planned(planned(trace, dev, jobdir, timing), dev, jobdir)
 
 
-def planned(trace: Path, dev: str, jobdir: Path, timing: str) -> dict[str, Any]:
-    """`replay plan --timing TIMING` of `trace` onto `dev` (all its devices mapped
-    there; a recorded plan as lanes): the plan's manifest."""
+def _devices(dev: Target) -> tuple[list[str], list[str]]:
+    """The plan's targets (NAME=PATH) and the devices the replay may overwrite."""
+    mapping = {"all": dev} if isinstance(dev, str) else dev
+    return [f"{n}={p}" for n, p in mapping.items()], list(dict.fromkeys(mapping.values()))
+
+
+def planned(trace: Path, dev: Target, jobdir: Path, timing: str) -> dict[str, Any]:
+    """`replay plan --timing TIMING` of `trace` onto `dev` (as `plan_and_run`; a
+    recorded plan as lanes): the plan's manifest."""
+    targets, devs = _devices(dev)
     opts = PlanOptions(
-        trace=trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing, destroy=[dev],
+        trace=trace, jobdir=jobdir, targets=targets, timing=timing, destroy=devs,
         force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
     )  # fmt: skip
     return dict(plan(opts))
 
 
 def run_planned(
-    man: dict[str, Any], dev: str, jobdir: Path
+    man: dict[str, Any], dev: Target, jobdir: Path
 ) -> tuple[dict[str, Any], Any, dict[str, Any], float]:
     """`replay run` of a plan made by `planned`: (the plan, the run's summary,
     results/fio.json, the run's wall time in s)."""
     t = time.monotonic()
-    summary = execute.run(jobdir, destroy=[dev], force=True)
+    summary = execute.run(jobdir, destroy=_devices(dev)[1], force=True)
     wall = time.monotonic() - t
     return man, summary, json.loads((jobdir / "results" / "fio.json").read_text()), wall
 
 
-def replay_at_once(trace: Path, runs: list[tuple[str, Path, Path | None]]) -> list[dict[str, Any]]:
-    """The dependent replays of `trace`, one per (device, job directory, a warm-up's
-    job directory or None), all planned first (Python, one after another), then run
-    at the same time, one thread per device (its warm-up replay first where named):
-    `replay`'s result for each, in order. Each device is its own (an emulated array
-    whose model runs on its own clock: one replay's load does not reach another's).
-    Together they cost little CPU (an array's server 0.05-0.13 of a core at the lab's
-    load, the whole lab 0.19 on average at its default size; docs/hybrid.md), so
-    running them at once shortens the lab's prediction without changing what each
-    measures."""
+def replay_at_once(
+    trace: Path, runs: list[tuple[Target, Path, Path | None]]
+) -> list[dict[str, Any]]:
+    """The dependent replays of `trace`, one per (device or mapping of recorded devices
+    to devices, job directory, a warm-up's job directory or None), all planned first
+    (Python, one after another), then run at the same time, one thread per run (its
+    warm-up replay first where named): `replay`'s result for each, in order. Each run's
+    devices are its own (emulated arrays whose models run on their own clocks: one
+    replay's load does not reach another's). Together they cost little CPU (an array's
+    server 0.05-0.13 of a core at the lab's load, the whole lab 0.19 on average at its
+    default size; docs/hybrid.md), so running them at once shortens the lab's
+    prediction without changing what each measures."""
     plans = [
         (planned(trace, dev, job, "dependent"),
          planned(trace, dev, warm, "dependent") if warm is not None else None)

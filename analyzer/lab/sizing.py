@@ -16,8 +16,11 @@ from base.errors import IotapeError
 REFERENCE = Path(__file__).with_name("reference") / "msa2040_hybrid.json"
 MIB = 1 << 20
 # Room on the slow device for the log stream next to the databases: the engine
-# removes closed logs of earlier runs when it needs room (workload docs).
+# removes closed logs of earlier runs when it needs room (workload docs). A log on a
+# block device is a region of 64 files of 1 MiB (workload/layout.py), one per database
+# (exchange2013 has no storage groups); 32 MiB more of slack.
 LOG_MB = 96
+LOG_REGION_MB = 64
 
 
 @cache
@@ -42,6 +45,36 @@ class Sizing:
     @property
     def ssd_ratio(self) -> float:
         return self.ssd_mb / self.db_mb
+
+    def controller_share(self, controllers: int) -> int:
+        """Databases on each controller: the databases split equally (the published
+        run: 6 databases and their 6 logs, 3 of each per controller)."""
+        if self.databases % controllers:
+            raise IotapeError(
+                f"--databases {self.databases}: {controllers} controllers take an equal "
+                "share each (the published run: 6, 3 per controller)"
+            )
+        return self.databases // controllers
+
+    def controller_mb(self, controllers: int = 1) -> int:
+        """Each controller's device (MiB): its share of the databases, a sixteenth more,
+        a log region per database and the slack (one controller, one database:
+        `device_mb`)."""
+        k = self.controller_share(controllers)
+        db = -(-self.db_mb * k // self.databases)
+        return db + db // 16 + k * LOG_REGION_MB + LOG_MB - LOG_REGION_MB
+
+    def controller_ssd_mb(self, controllers: int = 1) -> int:
+        """Each controller's SSD (MiB, whole units): its share of `ssd_mb` (the
+        published: 400 GB per controller, of 800)."""
+        unit_mb = self.unit_kb / 1024
+        each = int(self.ssd_mb / controllers / unit_mb) * unit_mb
+        if each < unit_mb:
+            raise IotapeError(
+                f"--db-mb {self.db_mb}: {controllers} controllers' SSD of {self.ssd_mb} MiB "
+                f"holds no {self.unit_kb} KiB unit each"
+            )
+        return int(each)
 
 
 def size(db_mb: int, mailboxes: int, databases: int, unit_kb: int = 4096) -> Sizing:

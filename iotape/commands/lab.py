@@ -62,6 +62,14 @@ def hybrid(
     spindles: Annotated[
         int, typer.Option("--spindles", help="hdd: disks serving; array: disks in the set.")
     ] = 4,
+    controllers: Annotated[
+        int,
+        typer.Option(
+            "--controllers",
+            help="--tier-in array: 2 for two controllers (a device each: its own cache, "
+            "set and SSD), the databases and logs split equally as the published run's.",
+        ),
+    ] = 1,
     read_iops: Annotated[int, typer.Option("--read-iops", help="throttle: reads/s.")] = 143,
     write_iops: Annotated[int, typer.Option("--write-iops", help="throttle: writes/s.")] = 143,
     mb_per_s: Annotated[int, typer.Option("--mb-per-s", help="Slow device MB/s.")] = 150,
@@ -111,6 +119,8 @@ def hybrid(
         tier_in = "array" if device == "array" else "engine"
     if tier_in not in ("engine", "array") or (tier_in == "array" and device != "array"):
         raise IotapeError(f"--tier-in {tier_in}: engine, or array with --device array")
+    if controllers not in (1, 2) or (controllers == 2 and tier_in != "array"):
+        raise IotapeError(f"--controllers {controllers}: 1, or 2 with --tier-in array")
     if warm_s < 0 or (warm_s and tier_in != "array"):
         raise IotapeError(f"--warm-s {warm_s}: not negative, and only with --tier-in array")
     if seconds <= 0:
@@ -119,8 +129,11 @@ def hybrid(
         raise IotapeError("--read-iops, --write-iops and --mb-per-s: must be positive")
     if out.exists() and any(out.iterdir()):
         raise IotapeError(f"--out {out}: not empty; give a new directory")
+    sizing = size(db_mb, mailboxes, databases, unit_kb)
+    sizing.controller_share(controllers)  # each controller's share: a clear error first
+    sizing.controller_ssd_mb(controllers)
     o = LabOptions(
-        sizing=size(db_mb, mailboxes, databases, unit_kb), threads=threads, seconds=seconds,
+        sizing=sizing, threads=threads, seconds=seconds, controllers=controllers,
         read_iops=read_iops, write_iops=write_iops, mb_per_s=mb_per_s, stats_s=stats_s,
         migrate_s=migrate_s, verify=verify, name=name, device=device, spindles=spindles,
         tier_in=tier_in, warm_s=warm_s,
@@ -203,12 +216,22 @@ def device_up(
         list[str] | None,
         typer.Option("--set", help="array: KEY=NUMBER over analyzer/lab/array_model.toml."),
     ] = None,
+    controllers: Annotated[
+        int,
+        typer.Option(
+            "--controllers",
+            help="array: 2 for two controllers, NAME.a and NAME.b, each its own device "
+            "(cache, set, SSD) of --size-mb with the same model; printed A first.",
+        ),
+    ] = 1,
 ) -> None:
-    """Bring up an emulated disk as a loop device and print its path. It runs until
-    `iotape lab device down NAME`. Needs root.
+    """Bring up an emulated disk as a loop device and print its path (two controllers:
+    one a line, A first). It runs until `iotape lab device down NAME`. Needs root.
 
     Example: iotape lab device up array --name a1 --size-mb 2048 --disks 10 --tier-mb 512
     """
+    if controllers not in (1, 2) or (controllers == 2 and kind != "array"):
+        raise IotapeError(f"--controllers {controllers}: 1, or 2 for an array")
     if kind == "array":
         model: HddModel | ArrayModel = _array_model(disks, dirty_mb, tier_mb, cache_mb, sets or [])
     elif kind == "hdd":
@@ -222,10 +245,17 @@ def device_up(
     else:
         raise IotapeError(f"{kind}: hdd or array")
     try:
-        st = blockdev.up(name, kind, size_mb, model)
+        if controllers == 2:
+            assert isinstance(model, ArrayModel)
+            states = blockdev.up_controllers(name, size_mb, model)
+        else:
+            states = [blockdev.up(name, kind, size_mb, model)]
     except blockdev.DeviceError as e:
         raise IotapeError(str(e)) from None
-    print(st.loop)
+    for st in states:
+        if st.controller:
+            _say(f"{st.name}: {st.loop} (controller {st.controller.upper()})")
+        print(st.loop)
 
 
 @device_app.command("down")
@@ -260,7 +290,8 @@ def device_list(as_json: AsJson = False) -> None:
 
 @device_app.command("stats")
 def device_stats(name: Annotated[str, typer.Argument(help="The device's name.")]) -> None:
-    """An array device's own counters (JSON): cache, destage, disks, modelled latency.
+    """An array device's own counters (JSON): cache, destage, disks, modelled latency;
+    a two-controller array's by controller ({"a": ..., "b": ...}).
 
     Example: iotape lab device stats a1
     """

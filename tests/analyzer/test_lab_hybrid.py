@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from conftest import need
 
-from analyzer.lab import predict, replayed
+from analyzer.lab import hybrid, predict, replayed
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
 from base.errors import IotapeError
+from recorder.tracefile import open_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 IOTAPE = str(ROOT / ".venv" / "bin" / "iotape")
@@ -43,19 +44,23 @@ def _run_released(argv: list[str], timeout: float) -> subprocess.CompletedProces
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("device", ["hdd", "array"])
+@pytest.mark.parametrize("device", ["hdd", "array", "array2"])
 def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: str) -> None:
     """On the HDD-like disk the engine tiers and caches; on the array the tier and the
     read cache are the array's own (4 disks: 2 data chunks of 512 KiB, one stripe per
     1 MiB unit), predicted also by a dependent replay of the baseline (`--tier-in`'s
-    default on the array; given on the disk)."""
+    default on the array; given on the disk). "array2": the array with two controllers,
+    a device each, two databases (one per controller)."""
     out = tmp_path / "lab"
+    controllers = 2 if device == "array2" else 1
+    device = device.rstrip("2")
     tier_in = "array" if device == "array" else "engine"
     argv = [
         IOTAPE, "lab", "hybrid", "--out", str(out), "--db-mb", "48", "--mailboxes", "24",
         "--seconds", "3", "--unit-kb", "1024", "--stats-s", "0.5", "--migrate-s", "1",
         "--verify", "--json", "--db", str(tmp_path / "store.duckdb"), "--device", device,
         *(["--warm-s", "2"] if tier_in == "array" else ["--tier-in", "engine"]),
+        *(["--controllers", "2", "--databases", "2"] if controllers == 2 else []),
     ]  # fmt: skip
     r = _run_released(argv, 600)
     if r.returncode != 0 and "blkio" in r.stderr:
@@ -90,7 +95,8 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     mounts = Path("/proc/mounts").read_text()
     made = rep["devices"]["files"]
-    assert len(made) == 3 and rep["devices"]["kind"] == device
+    # The fast device's file; each controller's backing and mount.
+    assert len(made) == 1 + 2 * controllers and rep["devices"]["kind"] == device
     assert not [f for f in made if Path(f).exists() or f in loops or f in mounts]
     if device == "array":
         # The array's own counters per configuration: the baseline's database reads all
@@ -118,8 +124,15 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             other = rp["other_time_per_read_ms"]
             assert rp["read_throughput_gain"] == pytest.approx((ref_ms + other) / (got_ms + other))
             assert rp["replayed_rate_gain"] > 0 and t["predicted"]["replayed_rate_gain"] > 0
-            # The replays ran on arrays of their own, released since.
-            assert len(rp["replay_devices"]) == 9 and not set(made) & set(rp["replay_devices"])
+            # The replays ran on arrays of their own (a pair each with two controllers),
+            # released since; each recorded device mapped to its controller's own.
+            assert len(rp["replay_devices"]) == 9 * controllers
+            assert not set(made) & set(rp["replay_devices"])
+            where = rp["replay_targets"]  # the baseline's replay first, then tier, cache
+            each = [[w] if controllers == 1 else list(w.values()) for w in where]
+            assert [d for w in each for d in w] == rp["replay_devices"][2::3]
+            if controllers == 2:  # both recorded devices (A's, B's), the same in each
+                assert len({tuple(w) for w in where}) == 1 and len(where[0]) == 2
             backing_and_mounts = rp["replay_devices"][0::3] + rp["replay_devices"][1::3]
             assert not [f for f in backing_and_mounts if Path(f).exists() or f in mounts]
             assert not [f for f in rp["replay_devices"][0::3] if f in loops]
@@ -135,6 +148,33 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
             assert a["model_write_ms_avg"] >= rep["devices"]["array_model"]["ack_ms"] * 0.999
     else:
         assert all(row["array"] is None for row in c.values())
+    if controllers == 2:
+        _two_controllers(rep, out)
+
+
+def _two_controllers(rep: dict, out: Path) -> None:
+    """Database 0 and its log on controller A, 1 on B: both recorded, both served in
+    every configuration by their own server, every replay mapped device to device."""
+    assert rep["devices"]["databases_on"] == ["a", "b"] and len(rep["devices"]["slows"]) == 2
+    with open_trace(out / "baseline.iot") as tr:
+        names = [d["name"] for d in tr.header["devices"]]
+        devs = set(np.unique(tr.read_all()["dev"]).tolist())
+    assert len(names) == 2 and len(devs) == 2
+    for key, row in rep["configs"].items():
+        each = row["array"]["controllers"]
+        assert len(each) == 2, key
+        for a in each:
+            assert a["reads"] > 0 and a["writes"] > 0 and a["destaged_bytes"] > 0, key
+        assert row["array"]["writes"] == sum(a["writes"] for a in each)
+        assert row["array"]["cpu_s"] == pytest.approx(sum(a["cpu_s"] for a in each))
+    for key in ("tier", "cache"):
+        # Each controller had its own SSD, half of the lab's (one 1 MiB unit each at least).
+        for a in rep["configs"][key]["array"]["controllers"]:
+            assert a["units_at_start"] + a["promoted"] + a["fills"] > 0, key
+            assert a["tier_read_pieces"] > 0, key
+    for jobdir in ("replay-baseline", "replay-tier", "replay-cache"):
+        plan = json.loads((out / jobdir / "plan.json").read_text())
+        assert len({t["path"] for t in plan["targets"]}) == 2, jobdir
 
 
 def test_sizing_keeps_the_published_proportion() -> None:
@@ -147,6 +187,25 @@ def test_sizing_keeps_the_published_proportion() -> None:
         size(4, 10, 1)
     with pytest.raises(IotapeError, match="--mailboxes 2: fewer than --databases 3"):
         size(64, 2, 3)
+
+
+def test_two_controllers_split_the_databases_as_published() -> None:
+    """6 databases and their logs, 3 of each per controller (the published layout);
+    each controller's device holds its share and a log region per database; each its
+    share of the SSD in whole units."""
+    assert reference()["array"]["controllers"] == 2
+    assert hybrid.placement(6, ["A", "B"]) == ["A", "A", "A", "B", "B", "B"]
+    assert hybrid.placement(6, ["A"]) == ["A"] * 6
+    one = size(256, 64, 1)
+    assert one.controller_mb(1) == one.device_mb  # one controller, one database: as before
+    six = size(256, 60, 6)
+    assert six.controller_share(2) == 3 and six.controller_mb(2) == 128 + 8 + 3 * 64 + 32
+    assert six.controller_mb(1) == 256 + 16 + 6 * 64 + 32
+    assert six.ssd_mb == 204 and six.controller_ssd_mb(2) == 100  # 25 units of 4 MiB each
+    with pytest.raises(IotapeError, match="--databases 3: 2 controllers take an equal share"):
+        size(256, 60, 3).controller_share(2)
+    with pytest.raises(IotapeError, match="holds no 4096 KiB unit each"):
+        size(8, 8, 2).controller_ssd_mb(2)
 
 
 def _events(offsets: list[int], ops: list[int], lat_ms: float) -> Events:
@@ -274,6 +333,19 @@ def test_utilization_bound() -> None:
         (["--seconds", "0"], "--seconds 0.0: must be positive"),
         (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
         (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
+        (
+            ["--controllers", "2", "--device", "array", "--tier-in", "engine"],
+            "--controllers 2: 1, or 2 with --tier-in",
+        ),
+        (["--controllers", "2"], "--controllers 2: 1, or 2 with --tier-in"),  # hdd: engine
+        (
+            ["--controllers", "2", "--device", "array", "--databases", "3"],  # tier-in: array
+            "--databases 3: 2 controllers take an equal share",
+        ),
+        (
+            ["--controllers", "2", "--device", "array", "--tier-in", "array", "--databases", "3"],
+            "--databases 3: 2 controllers take an equal share",
+        ),
     ],
 )
 def test_bad_options_one_line_and_nothing_made(
