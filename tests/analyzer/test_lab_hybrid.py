@@ -246,6 +246,53 @@ def test_littles_law_gain_from_the_projection() -> None:
     assert p.unit == mib and not p.count_writes
 
 
+def test_loops_of_numbers_each_request_by_its_database() -> None:
+    mib = 1 << 20
+    regs = [(mib, 4 * mib), (5 * mib, 5 * mib + mib // 2 * 3)]
+    ev = predict.db_events(
+        _events([mib, 3 * mib, 5 * mib + 7, 6 * mib], [0, 0, 1, 0], 1.0), regs, mib
+    )
+    assert predict.loops_of(ev, regs, mib).tolist() == [0, 0, 1, 1]
+
+
+def test_per_loop_law_follows_the_heat_to_the_faster_loop() -> None:
+    # Two databases of one thread each, reads at 10 ms, the fast device 1 ms, a tier
+    # of 3 units of 1 MiB. Loop 0 reads units 0, 2, 4 and loop 1 units 1, 3, 5 in
+    # turn, at one rate: equal heat, so the tier first takes two of loop 0's units
+    # and one of loop 1's. Loop 0 then runs faster, its heat counts more, and the
+    # tier gives it all three: at the fixed point loop 1 has no hit (gain 1).
+    mib = 1 << 20
+    n = 12_000  # 1 ms apart: 12 s, two 5 s intervals and the rest
+    base = _events([((i // 2 % 3) * 2 + i % 2) * mib for i in range(n)], [0] * n, 10.0)
+    fast = _events([0] * 10, [0] * 10, 1.0)
+    loops = (np.arange(n) % 2).astype(np.int64)
+    p = predict.params("tier", 3, 1024, 5.0, 5.0)
+    prof = (predict.profile(fast), predict.profile(base))
+    _, first, hit, _ = predict._loop_latencies(base, p, loops, np.array([1, 1]), *prof)
+    assert 0 < hit[1] < hit[0]  # mixed at first
+    one = predict.predict(base, fast, p, threads=2, base_reads_per_s=200.0)
+    got = predict.predict(base, fast, p, threads=2, base_reads_per_s=200.0, loops=loops)
+    law = got["littles_law"]
+    by = law["per_loop"]
+    assert by["converged"] and by["rounds"] >= 2
+    g0, g1 = (x["gain"] for x in by["loops"])
+    assert g1 == pytest.approx(1.0)
+    assert g0 > 10 / (first[0] * 1e3) * 1.2  # above its first round's gain
+    assert law["read_throughput_gain"] == pytest.approx((g0 + g1) / 2)
+    assert law["one_loop_gain"] == pytest.approx(one["littles_law"]["read_throughput_gain"])
+    assert got["read_throughput_gain"] == law["read_throughput_gain"]  # no bound given
+
+
+def test_per_loop_law_of_one_loop_is_the_single_loop_law() -> None:
+    base = _events([0] * 200, [0] * 200, 10.0)
+    fast = _events([0] * 10, [0] * 10, 1.0)
+    p = predict.params("cache", 4, 1024, 5.0, 5.0)
+    one = predict.predict(base, fast, p, threads=2, base_reads_per_s=100.0)
+    same = predict.predict(base, fast, p, 2, 100.0, loops=np.zeros(200, dtype=np.int64))
+    assert same["littles_law"]["per_loop"] is None
+    assert same["read_throughput_gain"] == one["read_throughput_gain"]
+
+
 def _lanes(jobs: list[tuple[str, int, float, int, float]], elapsed_ms: int) -> dict:
     """iotape-lanes' JSON: (job name, reads, their mean ms, writes, runtime ms) each."""
 

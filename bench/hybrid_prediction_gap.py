@@ -1,0 +1,239 @@
+"""Where `iotape lab hybrid`'s predictions part from its measured runs (issue 38), from a
+finished lab output directory (no lab run): per configuration the measured gain and
+each prediction's (the stored one, the simulator's recomputed with one closed loop
+of all threads and with a loop per database, `analyzer.lab.predict`), the closed
+loop's inputs against what the measured run shows, each database's own gain, the
+replay's per-stream latencies and rates against the measured run's, how warm the
+replay and the measured run were, and how many reads follow a write to the same
+page within 0.3 / 1 s (the engine's access pattern at its own rate).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/hybrid_prediction_gap.py DIR [DIR ...] [-o FILE]
+    (no root; JSON on stdout; about 10-60 s a directory)
+
+The database regions are laid out as workload/layout.py does on a raw device (the
+logs at its end, the databases in equal whole MiB parts before them); the logs'
+start is read off the trace (the lowest offset of a log stream, each device's own).
+Devices of a two-controller run are laid end to end (one simulated tier or cache
+over both, where the array has one per controller: stated, not modelled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import schemas
+from analyzer.lab import predict
+from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
+from recorder.tracefile import open_trace
+
+MIB = 1 << 20
+SPACE = 1 << 40  # each device's offsets, end to end
+LOGS = ("log-write", "log-preformat", "log-replication-read")
+PAGE = 32768
+
+
+def _trace(path: Path) -> tuple[Events, np.ndarray, dict[str, np.ndarray]]:
+    """A trace's Events (devices end to end), each event's stream name, raw columns."""
+    with open_trace(str(path)) as tr:
+        r = tr.read_all()
+    ev = events_from_columns(*(r[c] for c in COLUMNS))
+    rows = event_rows(r["op"], r["ts_issue_ns"], r["ts_complete_ns"])
+    names = {v: k for k, v in schemas.enum("stream").items()}
+    stream = np.array([names.get(int(s), "?") for s in r["stream"][rows]])
+    devs = np.unique(ev.dev)
+    ev.offset = ev.offset + np.searchsorted(devs, ev.dev).astype(np.int64) * SPACE
+    return (
+        ev,
+        stream,
+        {k: r[k] for k in ("ts_issue_ns", "ts_complete_ns", "offset", "bytes")}
+        | {
+            "stream": np.array([names.get(int(s), "?") for s in r["stream"]]),
+            "dev": r["dev"],
+        },
+    )
+
+
+def _regions(ev: Events, stream: np.ndarray, on: list[str] | None, n: int) -> list[tuple[int, int]]:
+    """The databases' regions (workload/layout.py's split), per device in order."""
+    devs = sorted({int(o) // SPACE for o in ev.offset})
+    per_dev = [on.count(x) for x in sorted(set(on))] if on else [n]
+    out = []
+    for d, count in zip(devs, per_dev, strict=True):
+        mine = ((ev.offset // SPACE) == d) & np.isin(stream, LOGS)
+        logs = int(ev.offset[mine].min()) - d * SPACE
+        each = (logs >> 20 << 20) // count // MIB * MIB
+        out += [(d * SPACE + i * each, d * SPACE + (i + 1) * each) for i in range(count)]
+    return out
+
+
+def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
+    o, s = rep["options"], rep["options"]["sizing"]
+    res = json.loads((d / "baseline.result.json").read_text())
+    ev, stream, _ = _trace(d / "baseline.iot")
+    fast, _, _ = _trace(d / "fast-probe.iot")
+    regs = _regions(ev, stream, rep["devices"].get("databases_on"), s["databases"])
+    unit = s["unit_kb"] << 10
+    db = predict.db_events(ev, regs, unit)
+    servers = o["spindles"] if o["device"] in ("hdd", "array") else 1
+    svc = predict.db_events(replace(ev, lat_ns=predict.service_times(ev, servers)), regs, unit)
+    dev = predict.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
+    reads = sum(x["streams"]["db-read"]["count"] for x in res["databases"])
+    per_s = reads / (res.get("load_s") or res["elapsed_s"])
+    threads = o["threads"] * s["databases"]
+    loops = predict.loops_of(db, regs, unit)
+    out: dict[str, Any] = {"regions": len(regs), "devices": len({r[0] // SPACE for r in regs})}
+    for key in ("tier", "cache"):
+        p = predict.params(key, s["ssd_mb"], s["unit_kb"], o["stats_s"], o["migrate_s"])
+        one = predict.predict(db, fast, p, threads, per_s, dev)
+        many = predict.predict(db, fast, p, threads, per_s, dev, loops=loops)
+        law = many["littles_law"]
+        out[key] = {
+            "one_loop": one["read_throughput_gain"],
+            "per_loop": many["read_throughput_gain"],
+            "per_loop_law": law["read_throughput_gain"],
+            "bound": (many["utilization_bound"] or {}).get("read_throughput_gain"),
+            "per_loop_gains": [
+                round(x["gain"], 2) for x in (law["per_loop"] or {}).get("loops", [])
+            ],
+            "rounds": (law["per_loop"] or {}).get("rounds"),
+            "converged": (law["per_loop"] or {}).get("converged"),
+        }
+    return out
+
+
+def _read_after_write(raw: dict[str, np.ndarray]) -> dict[str, float]:
+    """Share of db-reads with a db-write to one of their pages within 0.3 s / 1 s."""
+    m = np.isin(raw["stream"], ["db-read", "db-write"])
+    t, done = raw["ts_issue_ns"][m], raw["ts_complete_ns"][m]
+    page = raw["offset"][m] // PAGE + raw["dev"][m].astype(np.int64) * (SPACE // PAGE)
+    n = np.maximum(raw["bytes"][m] // PAGE, 1)
+    w = raw["stream"][m] == "db-write"
+    last: dict[int, int] = {}
+    ages = []
+    for i in np.argsort(t, kind="stable").tolist():
+        pages = range(int(page[i]), int(page[i] + n[i]))
+        if w[i]:
+            for pg in pages:
+                last[pg] = int(done[i])
+        else:
+            a = [int(t[i]) - last[pg] for pg in pages if pg in last]
+            ages.append(min(a) / 1e9 if a else np.inf)
+    age = np.array(ages)
+    return {"within_0.3s": float((age < 0.3).mean()), "within_1s": float((age < 1).mean())}
+
+
+def _fast_share(raw: dict[str, np.ndarray], first_s: float) -> dict[str, float]:
+    """db-reads under 2 ms (hits) in the first `first_s` s and after."""
+    m = raw["stream"] == "db-read"
+    t = (raw["ts_issue_ns"][m] - raw["ts_issue_ns"].min()) / 1e9
+    fast = (raw["ts_complete_ns"][m] - raw["ts_issue_ns"][m]) < 2_000_000
+    early = t < first_s
+    return {
+        "reads_per_s_early": float(early.sum() / first_s),
+        "reads_per_s_after": float((~early).sum() / max(t.max() - first_s, 1e-9)),
+        "under_2ms_early": float(fast[early].mean()) if early.any() else 0.0,
+        "under_2ms_after": float(fast[~early].mean()) if (~early).any() else 0.0,
+    }
+
+
+def gap(d: Path) -> dict[str, Any]:
+    rep = json.loads((d / "report.json").read_text())
+    pred = json.loads((d / "prediction.json").read_text())
+    cfgs = rep["configs"]
+    base = cfgs["baseline"]
+    threads = rep["options"]["threads"] * rep["options"]["sizing"]["databases"]
+    out: dict[str, Any] = {"dir": str(d), "threads": threads, "configs": {}}
+    out["recomputed"] = _recompute(d, rep)
+    per_db = {
+        k: [
+            x["streams"]["db-read"]["count"]
+            for x in json.loads((d / f"{k}.result.json").read_text())["databases"]
+        ]
+        for k in ("baseline", "tier", "cache")
+    }
+    for key in ("baseline", "tier", "cache"):
+        c = cfgs[key]
+        x, r = c["db_reads_per_s"], c["db_read_latency_ms_avg"]
+        arr = c.get("array") or {}
+        pieces = sum(
+            arr.get(k, 0) for k in ("disk_read_pieces", "cache_read_pieces", "tier_read_pieces")
+        )
+        _, _, raw = _trace(d / f"{key}.iot")
+        row: dict[str, Any] = {
+            "reads_per_s": x,
+            "gain": x / base["db_reads_per_s"],
+            "read_ms": r,
+            "cycle_ms": threads / x * 1e3,
+            "other_ms": threads / x * 1e3 - r,
+            "device_ms": {k: round(v, 2) for k, v in (c.get("device_ms") or {}).items()},
+            "per_db_gain": [
+                round(a / b, 2) for a, b in zip(per_db[key], per_db["baseline"], strict=True)
+            ],
+            "migrated_mib": (arr.get("migrated_bytes") or 0) / MIB,
+            "migrations": arr.get("migrations"),
+            "read_pieces": {
+                k: round(arr.get(k, 0) / pieces, 3)
+                for k in ("disk_read_pieces", "cache_read_pieces", "tier_read_pieces")
+            }
+            if pieces
+            else None,
+            "disk_busy_share": arr.get("disk_busy_s", 0) / arr["now_s"] / rep["options"]["spindles"]
+            if arr.get("now_s")
+            else None,
+            "warm": _fast_share(raw, 15.0),
+            "read_after_write": _read_after_write(raw),
+        }
+        if key != "baseline":
+            pr = pred[key]
+            rp = pr.get("replayed") or {}
+            row["predicted"] = {
+                "stored": pr["read_throughput_gain"],
+                "littles_law_other_ms": pr["littles_law"]["other_time_per_read_ms"],
+                "replayed": rp.get("read_throughput_gain"),
+                "replayed_rate": rp.get("replayed_rate_gain"),
+            }
+            ref, conf = rp.get("reference", {}), rp.get(key, {})
+            row["replay"] = {
+                s: {
+                    "reference_ms": (ref.get("streams", {}).get(s) or {}).get("read_ms_mean"),
+                    "config_ms": (conf.get("streams", {}).get(s) or {}).get("read_ms_mean"),
+                    "reference_per_s": (ref.get("streams", {}).get(s) or {}).get("per_s"),
+                    "config_per_s": (conf.get("streams", {}).get(s) or {}).get("per_s"),
+                }
+                for s in ("db-read", "db-write", "log-write", "bdm-read")
+            }
+            row["replay"]["wall_s"] = {"reference": ref.get("wall_s"), "config": conf.get("wall_s")}
+            g = row["gain"]
+            row["error"] = {
+                k: (v / g - 1 if v else None)
+                for k, v in (
+                    ("stored", pr["read_throughput_gain"]),
+                    ("replayed", rp.get("read_throughput_gain")),
+                    ("one_loop", out["recomputed"][key]["one_loop"]),
+                    ("per_loop", out["recomputed"][key]["per_loop"]),
+                )
+            }
+        out["configs"][key] = row
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("-o", type=Path)
+    a = ap.parse_args()
+    text = json.dumps([gap(d) for d in a.dirs], indent=1) + "\n"
+    if a.o:
+        a.o.write_text(text)
+    else:
+        print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
