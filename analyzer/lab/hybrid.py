@@ -232,11 +232,13 @@ def _predict(
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     threads = o.threads * s.databases
+    # Each database's sessions are a closed loop of their own (predict.per_loop_gain).
+    loops = predict.loops_of(db_ev, regs, unit)
     out = {}
     for key, policy in (("tier", "tier"), ("cache", "cache")):
         ssd_mb = s.controller_ssd_mb(o.controllers) * o.controllers
         p = predict.params(policy, ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
-        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev)
+        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev, loops)
     return out
 
 
