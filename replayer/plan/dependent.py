@@ -7,7 +7,7 @@ request waits for (replayer/src/deps.c reads it):
 
     iotape dependent log 1
     open PATH
-    ID AFTER THINK ACTION OFFSET LENGTH
+    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK]
 
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
@@ -17,8 +17,12 @@ records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
-predecessor (afap: @0). fio 3.33 cannot wait for a completion: these plans run
-with iotape-lanes only (plan.json "runner").
+predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
+taken: a long think on demand whose demand edge takes the place of the anchor
+the recorded plan had (demand.py) keeps that plan's way beside it, so that a
+demand the replay brings later than that anchor never makes the request later
+than `--long-thinks recorded` would. fio 3.33 cannot wait for a completion:
+these plans run with iotape-lanes only (plan.json "runner").
 """
 
 from __future__ import annotations
