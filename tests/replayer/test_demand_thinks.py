@@ -273,24 +273,20 @@ def _two_sessions() -> tuple[np.ndarray, list[int]]:
     return x[np.argsort(x["ts_complete_ns"], kind="stable")], lazy
 
 
-def _ways(jobdir: Path) -> dict[int, list[tuple[list[int], str]]]:
-    """Every request of a plan by id: its ways (AFTER ids, THINK), its `or` way second."""
-    out = {}
-    for log in (jobdir / "iologs").glob("*.log"):
-        for line in log.read_text().splitlines()[2:]:
-            f = line.split()
-            ways = [(f[1], f[2])] + ([(f[7], f[8])] if len(f) > 6 else [])
-            out[int(f[0])] = [([int(x) for x in a.split(",")] if a != "-" else [], t)
-                              for a, t in ways]  # fmt: skip
-    return out
+def _ways(jobdir: Path) -> dict[int, list]:
+    """Every request of a plan by id: its ways (bench/dependent_critical_path.py's),
+    its `or` way second."""
+    sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+    from dependent_critical_path import _jobs
+
+    return {i: [w for w in ways if w] for i, (_, *ways) in _jobs(jobdir)[0].items()}
 
 
-def _due(ways: list[tuple[list[int], str]], end: dict[int, int]) -> int:
-    """When a request may go, given every request's completion: the earliest way."""
-    return min(
-        int(t[1:]) if t.startswith("@") else max((end[p] for p in a), default=0) + int(t)
-        for a, t in ways
-    )
+def _due(ways: list, end: dict[int, int]) -> int:
+    """When a request may go, given every request's completion: its earliest way."""
+    from dependent_critical_path import _due as due
+
+    return min(due(w, end)[0] for w in ways)
 
 
 def test_a_demand_never_makes_a_request_later_than_its_recorded_anchor(tmp_path: Path) -> None:
