@@ -282,6 +282,12 @@ static void wait_done(long long p, long long until_ns) {
  * completion of its list plus its think (or its absolute time). It waits on a
  * request of the way not yet ready, no longer than the other's time. */
 static long long due_either(const struct dreq *q, long long g) {
+    /* first what both ways wait for (its own predecessor): no need to look twice */
+    for (int k = 0; k < q->npred && !atomic_load(&stop_all); k++)
+        for (int m = 0; m < q->nalt; m++)
+            while (q->alt_pred[m] == q->pred[k] && !atomic_load(&stop_all) &&
+                   !atomic_load_explicit(&done_flag[q->pred[k]], memory_order_acquire))
+                wait_done(q->pred[k], 0);
     for (;;) {
         long long l1, l2, p1 = -1, p2 = -1, due = LLONG_MAX;
         int a1 = all_done(q->pred, q->npred, &l1, &p1);
