@@ -313,29 +313,31 @@ def test_a_demand_never_makes_a_request_later_than_its_recorded_anchor(tmp_path:
         assert d[i][1] == c[i][0] and d[i][0] != c[i][0]
 
 
-def test_iotape_lanes_takes_the_earlier_way(tmp_path: Path) -> None:
-    """A request that waits for a request issued 3 s after the start, `or` 0 us
-    after its own predecessor: it goes by the second, long before the first
-    completes, and counts as waiting for what it needed (0 early). Order alone
-    is asserted: the 3 s request's job issues after the other job has finished."""
+def _lanes(tmp_path: Path, logs: dict[str, list[str]]) -> subprocess.CompletedProcess:
+    """iotape-lanes on hand-written dependent logs (job -> lines), each job iodepth 1."""
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
     (tmp_path / "iologs").mkdir()
-    logs = {
-        "late": ["0 - @3000000 read 0 4096\n"],
-        "quick": ["1 - @0 read 8192 4096\n", "2 0,1 0 read 16384 4096 or 1 0\n",
-                  "3 2 0 read 24576 4096 or - @0\n"],
-    }  # fmt: skip
     fio = "[global]\nioengine=psync\n"
     for name, lines in logs.items():
         head = f"iotape dependent log 1\nopen {target}\n"
         (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(lines))
         fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth=1\n"
     (tmp_path / "replay.fio").write_text(fio)
-    out = subprocess.run(
-        [str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True, text=True,
-        timeout=60,
-    )  # fmt: skip
+    return subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_iotape_lanes_takes_the_earlier_way(tmp_path: Path) -> None:
+    """A request that waits for a request issued 3 s after the start, `or` 0 us
+    after its own predecessor: it goes by the second, long before the first
+    completes, and counts as waiting for what it needed (0 early). Order alone
+    is asserted: the 3 s request's job issues after the other job has finished."""
+    out = _lanes(tmp_path, {
+        "late": ["0 - @3000000 read 0 4096\n"],
+        "quick": ["1 - @0 read 8192 4096\n", "2 0,1 0 read 16384 4096 or 1 0\n",
+                  "3 2 0 read 24576 4096 or - @0\n"],
+    })  # fmt: skip
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert res["dependencies"]["issued_before_predecessor"] == 0
@@ -345,13 +347,5 @@ def test_iotape_lanes_takes_the_earlier_way(tmp_path: Path) -> None:
 
 
 def test_iotape_lanes_refuses_a_malformed_or(tmp_path: Path) -> None:
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\0" * MIB)
-    (tmp_path / "iologs").mkdir()
-    head = f"iotape dependent log 1\nopen {target}\n"
-    body = "0 - @0 read 0 4096\n1 0 0 read 4096 4096 else 0 0\n"
-    (tmp_path / "iologs" / "a.log").write_text(head + body)
-    (tmp_path / "replay.fio").write_text("[a]\nread_iolog=iologs/a.log\niodepth=1\n")
-    out = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+    out = _lanes(tmp_path, {"a": ["0 - @0 read 0 4096\n", "1 0 0 read 4096 4096 else 0 0\n"]})
     assert out.returncode == 2 and "a.log:4: not a dependent log line" in out.stderr
