@@ -24,18 +24,32 @@ from pathlib import Path
 from replayer.plan.build import PlanOptions, plan
 from schemas.streams import TRANSACTIONAL
 
+Way = tuple[list[int], bool, int]  # what a request waits for, whether THINK is @US, its ns
 
-def _jobs(jobdir: Path) -> tuple[dict[int, tuple[str, list[int], bool, int]], dict[str, int]]:
-    """Each request by id: (its job, what it waits for, whether THINK is @US, its ns)."""
+
+def _way(after: str, think: str) -> Way:
+    return ([] if after == "-" else [int(x) for x in after.split(",")], think.startswith("@"),
+            int(think.lstrip("@")) * 1000)  # fmt: skip
+
+
+def _jobs(jobdir: Path) -> tuple[dict[int, tuple[str, Way, Way | None]], dict[str, int]]:
+    """Each request by id: (its job, its way, its `or` way: deps.c)."""
     text = (jobdir / "replay.fio").read_text()
     depth = {k: int(v) for k, v in re.findall(r"\[([^\]]+)\]\nread_iolog=\S+\niodepth=(\d+)", text)}
     reqs = {}
     for log in (jobdir / "iologs").glob("*.log"):
         for line in log.read_text().splitlines()[2:]:
             f = line.split()
-            after = [] if f[1] == "-" else [int(x) for x in f[1].split(",")]
-            reqs[int(f[0])] = (log.stem, after, f[2].startswith("@"), int(f[2].lstrip("@")) * 1000)
+            alt = _way(f[7], f[8]) if len(f) > 6 else None
+            reqs[int(f[0])] = (log.stem, _way(f[1], f[2]), alt)
     return reqs, depth
+
+
+def _due(way: Way, end: dict[int, int]) -> tuple[int, int | None]:
+    """When a way lets its request go, and the request whose completion sets it."""
+    after, absolute, t = way
+    last = max(after, key=lambda x: end[x]) if after else None
+    return (t, None) if absolute else ((end[last] if last is not None else 0) + t, last)
 
 
 def critical_path(jobdir: Path, service_ns: int) -> dict:
@@ -45,12 +59,13 @@ def critical_path(jobdir: Path, service_ns: int) -> dict:
     why: dict[int, int | None] = {}  # the request whose completion set the issue
     slots: dict[str, list[tuple[int, int]]] = {}
     for i in sorted(reqs):
-        job, after, absolute, t = reqs[i]
+        job, way, alt = reqs[i]
         h = slots.setdefault(job, [])
         free, prev = heapq.heappop(h) if len(h) >= depth.get(job, 1) else (0, None)
-        last = max(after, key=lambda x: end[x]) if after else None
-        at = t if absolute else (end[last] if last is not None else 0) + t
-        issue[i], why[i] = (at, None if absolute else last) if at >= free else (free, prev)
+        at, last = _due(way, end)
+        if alt is not None:  # the earlier of its two ways
+            at, last = min((at, last), _due(alt, end), key=lambda x: x[0])
+        issue[i], why[i] = (at, last) if at >= free else (free, prev)
         end[i] = issue[i] + service_ns
         heapq.heappush(h, (end[i], i))
     tx = [i for i in reqs if any(f".{s}" in reqs[i][0] for s in TRANSACTIONAL)]
@@ -67,7 +82,8 @@ def critical_path(jobdir: Path, service_ns: int) -> dict:
         # the time from what set its issue to its issue: its think after the
         # latest of what it waits for, or its wait for a free slot of its job
         start = max(end[p] if p is not None else t0, t0)
-        kind = "think" if p is None or p in reqs[k][1] else "slot"
+        ways = [reqs[k][1], *([reqs[k][2]] if reqs[k][2] else [])]
+        kind = "think" if p is None or any(p in w[0] for w in ways) else "slot"
         spent[f"{job} {kind}"] += max(0, issue[k] - start)
         if p is None or end[p] <= t0:
             break

@@ -30,6 +30,15 @@ requests), never later than its recorded think:
   more than LONG_THINK_NS before it (T itself waited on a timer in between): the
   think counted from that completion becomes T's short think plus the wake-to-issue.
 
+Never later than recorded, on any target: a think on demand is no longer than
+the one it replaces, and where a demand wake's waker takes the place of the
+request's recorded anchor (a long-think or wake edge to another request), a
+replay may bring that waker's completion later than the anchor, so the plan
+keeps the recorded plan's way beside it and the runner takes the earlier of the
+two (`or` in the job's log: dependent.py, replayer/src/deps.c). Without it, the
+requests so anchored went up to 0.8 ms later than with `--long-thinks
+recorded` on the critical path of kept HDD-like traces (docs/benchmarks.md).
+
 Only in a trace with wake records (`iotape record --wakes`): without them a wait
 that a wake ended and one that a timer ended look alike, and the plan keeps its
 long thinks as recorded. Every request still waits for its own predecessor

@@ -7,7 +7,7 @@ request waits for (replayer/src/deps.c reads it):
 
     iotape dependent log 1
     open PATH
-    ID AFTER THINK ACTION OFFSET LENGTH
+    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK]
 
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
@@ -17,8 +17,12 @@ records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
 completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
-predecessor (afap: @0). fio 3.33 cannot wait for a completion: these plans run
-with iotape-lanes only (plan.json "runner").
+predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
+taken: a long think on demand whose demand edge takes the place of the anchor
+the recorded plan had (demand.py) keeps that plan's way beside it, so that a
+demand the replay brings later than that anchor never makes the request later
+than `--long-thinks recorded` would. fio 3.33 cannot wait for a completion:
+these plans run with iotape-lanes only (plan.json "runner").
 """
 
 from __future__ import annotations
@@ -158,7 +162,11 @@ def _actions(r: np.ndarray) -> np.ndarray:
 
 
 Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
-Replaced = tuple[int, int, bool]  # a think on demand: (was ns, now ns, at a demand wake)
+# A think on demand: (was ns, now ns, at a demand wake, the recorded plan's way
+# where a demand edge takes the place of its anchor: (the other thread's request
+# it waited for and the think after it; -1 for none: its own predecessor's and
+# think), else None)
+Replaced = tuple[int, int, bool, tuple[int, int] | None]
 # where a cross-thread edge came from; OWN: none (the request's own think replaced)
 WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
 
@@ -184,6 +192,9 @@ def _slice_jobs(
     for i, j in d.covers:
         if every[j] < every[i]:
             after[i - k].append(int(every[j]))
+    # where the recorded plan's way goes beside a demand's: what it waits for
+    # without another thread's request
+    base = {i: list(after[i]) for i, x in thinks.items() if x[3] is not None}
     think_ns = d.think_ns[k:].copy()
     for i, (j_id, gap, _) in cross.items():
         # The other thread's completion came after the request's own predecessor's:
@@ -193,9 +204,9 @@ def _slice_jobs(
         think_ns[i] = gap
     st.cross_edges += sum(j >= 0 for j, _, _ in cross.values())
     st.demand_thinks += len(thinks)
-    st.demand_woken += sum(w for _, _, w in thinks.values())
-    st.demand_was_ns += sum(a for a, _, _ in thinks.values())
-    st.demand_now_ns += sum(b for _, b, _ in thinks.values())
+    st.demand_woken += sum(w for _, _, w, _ in thinks.values())
+    st.demand_was_ns += sum(a for a, _, _, _ in thinks.values())
+    st.demand_now_ns += sum(b for _, b, _, _ in thinks.values())
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     afap = opts.timing == "afap"
@@ -217,6 +228,17 @@ def _slice_jobs(
     )  # fmt: skip
     tail_l = [f"{a} {o} {b}" for a, o, b in zip(acts.tolist(), off.tolist(), nbytes.tolist(),
                                                  strict=True)]  # fmt: skip
+    for i, (_, _, _, bound) in thinks.items():
+        # A demand edge in place of the recorded anchor: `or` the recorded plan's
+        # way, whichever comes first (deps.c), so that waiting for a demand that
+        # the replay brings later than the recorded anchor never makes the
+        # request later than the recorded plan would.
+        if bound is not None:
+            was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
+            gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
+            t = round(gap * opts.think_scale * opts.time_scale / 1000)
+            how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
+            tail_l[i] += f" or {how}"
     for who in np.unique(sub).tolist():
         job = st.jobs.get(who)
         if job is None:
@@ -288,7 +310,9 @@ def _cross(
         dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
         got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
         for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):
-            thinks[int(which[i])][int(row[i])] = (int(was), int(t), bool(woken))
+            e = int(edge_j[i])
+            bound = (int(gid[e]) if e >= 0 else -1, int(edge_gap[i])) if j not in (-1, e) else None
+            thinks[int(which[i])][int(row[i])] = (int(was), int(t), bool(woken), bound)
             if j >= 0:
                 edge_j[i], kind[i] = j, DEMAND
             edge_gap[i] = t

@@ -12,9 +12,14 @@
  * after the latest of them completed, or @US: at US after the start (no
  * predecessor); ACTION: read, write, trim or sync, a write with +fua (RWF_DSYNC)
  * and/or +preflush (fdatasync first). Lines starting with ; are comments.
+ * A line may end `or AFTER THINK`: a second way to go, taken where it comes
+ * first: a long think replayed on demand (replayer/plan/demand.py) waits for its
+ * demand (the first AFTER and THINK) but never longer than the recorded plan
+ * would have (the second; `- @US` where that had no predecessor).
  *
  * The job's `iodepth` threads take its requests in order, so at most iodepth are
- * in flight. Each issue checks that every request it waited for had completed:
+ * in flight. Each issue checks that every request it waited for (with `or`: of
+ * one of its ways) had completed:
  * the count of those that had not (0 unless this program is wrong) is reported
  * as "dependencies": {"issued_before_predecessor": N}.
  *
@@ -55,6 +60,9 @@ struct dreq {
     long long id, t_ns, off, len;
     int dir, flags, absolute, npred;
     long long *pred;
+    /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
+    int alt, alt_absolute, nalt;
+    long long alt_t_ns, *alt_pred;
 };
 
 static long long *done_ns; /* by id: completion time, 0 until then */
@@ -98,40 +106,52 @@ static int action(const char *s, int *flags) {
     return -1;
 }
 
-static int preds(struct dreq *q, char *after) {
+static int preds(long long id, char *after, long long **pred, int *npred) {
     if (!strcmp(after, "-"))
         return 0;
     int n = 1;
     for (char *c = after; *c; c++)
         n += *c == ',';
-    q->pred = calloc((size_t)n, sizeof *q->pred);
-    if (!q->pred)
+    *pred = calloc((size_t)n, sizeof **pred);
+    if (!*pred)
         return -1;
     for (char *tok = strtok(after, ","); tok; tok = strtok(NULL, ",")) {
         char *end;
         long long p = strtoll(tok, &end, 10);
-        if (*end || p < 0 || p >= q->id)
+        if (*end || p < 0 || p >= id)
             return -1;
-        q->pred[q->npred++] = p;
+        (*pred)[(*npred)++] = p;
     }
     return 0;
 }
 
-static int request(struct dreq *q, char *ln) {
-    char after[8192], think[64], act[32];
-    if (sscanf(ln, "%lld %8191s %63s %31s %lld %lld", &q->id, after, think, act, &q->off,
-               &q->len) != 6 ||
-        q->id < 0 || q->off < 0 || q->len < 0)
-        return -1;
-    if ((q->dir = action(act, &q->flags)) < 0 || preds(q, after))
-        return -1;
-    q->absolute = think[0] == '@';
+/* THINK: microseconds, or @US where it waits for nothing (npred 0). */
+static int think_of(const char *think, int npred, int *absolute, long long *t_ns) {
+    *absolute = think[0] == '@';
     char *end;
-    long long us = strtoll(think + q->absolute, &end, 10);
-    if (*end || us < 0 || (q->absolute != !q->npred))
+    long long us = strtoll(think + *absolute, &end, 10);
+    if (*end || us < 0 || (*absolute != !npred))
         return -1;
-    q->t_ns = us * 1000LL;
+    *t_ns = us * 1000LL;
     return 0;
+}
+
+static int request(struct dreq *q, char *ln) {
+    char after[8192], think[64], act[32], or_[4], alt_after[8192], alt_think[64];
+    int got = sscanf(ln, "%lld %8191s %63s %31s %lld %lld %3s %8191s %63s", &q->id, after,
+                     think, act, &q->off, &q->len, or_, alt_after, alt_think);
+    if ((got != 6 && got != 9) || q->id < 0 || q->off < 0 || q->len < 0)
+        return -1;
+    if ((q->dir = action(act, &q->flags)) < 0 || preds(q->id, after, &q->pred, &q->npred))
+        return -1;
+    if (think_of(think, q->npred, &q->absolute, &q->t_ns))
+        return -1;
+    if (got == 6)
+        return 0;
+    q->alt = 1;
+    if (strcmp(or_, "or") || q->absolute || preds(q->id, alt_after, &q->alt_pred, &q->nalt))
+        return -1;
+    return think_of(alt_think, q->nalt, &q->alt_absolute, &q->alt_t_ns);
 }
 
 int deps_load(job_t *job) {
@@ -176,7 +196,7 @@ int deps_load(job_t *job) {
             max_bs = q->len; /* the buffers are sized after every log is read */
         if (q->id >= n_ids)
             n_ids = q->id + 1;
-        n_with_pred += q->npred > 0;
+        n_with_pred += q->npred > 0 || q->nalt > 0;
     }
     fclose(f);
     if (ln_no && !job->reqs && job->target[0])
@@ -216,6 +236,9 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
         for (size_t i = 0; i < job->nreq; i++)
             if (!job->reqs[i].absolute) {
                 job->reqs[i].t_ns = net_think(job->reqs[i].t_ns, job->think_floor_ns, own.ns);
+                if (job->reqs[i].alt && !job->reqs[i].alt_absolute)
+                    job->reqs[i].alt_t_ns =
+                        net_think(job->reqs[i].alt_t_ns, job->think_floor_ns, own.ns);
                 job->think_net_ns += job->reqs[i].t_ns;
             }
     }
@@ -226,6 +249,66 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
     }
 }
 
+/* Whether every one of the n requests `p` has completed; *latest: the latest
+ * completion of them (0 for none), *pending: one that has not. */
+static int all_done(const long long *p, int n, long long *latest, long long *pending) {
+    *latest = 0;
+    for (int k = 0; k < n; k++) {
+        if (!atomic_load_explicit(&done_flag[p[k]], memory_order_acquire)) {
+            *pending = p[k];
+            return 0;
+        }
+        long long d = __atomic_load_n(&done_ns[p[k]], __ATOMIC_ACQUIRE);
+        if (d > *latest)
+            *latest = d;
+    }
+    return 1;
+}
+
+/* Wait on request p's word until it completes, or until `until_ns` (0: a while,
+ * to see a stop). */
+static void wait_done(long long p, long long until_ns) {
+    long long wait = 200000000L, now = now_ns(); /* see a stop */
+    if (until_ns && until_ns - now < wait)
+        wait = until_ns > now ? until_ns - now : 0;
+    if (!wait)
+        return;
+    struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
+    /* returns at once where the word is 1 already: no wake-up is lost */
+    syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+}
+
+/* When `q` may go with its `or`: the earlier of its two ways, each the latest
+ * completion of its list plus its think (or its absolute time). It waits on a
+ * request of the way not yet ready, no longer than the other's time. */
+static long long due_either(const struct dreq *q, long long g) {
+    /* first what both ways wait for (its own predecessor): no need to look twice */
+    for (int k = 0; k < q->npred && !atomic_load(&stop_all); k++)
+        for (int m = 0; m < q->nalt; m++)
+            while (q->alt_pred[m] == q->pred[k] && !atomic_load(&stop_all) &&
+                   !atomic_load_explicit(&done_flag[q->pred[k]], memory_order_acquire))
+                wait_done(q->pred[k], 0);
+    for (;;) {
+        long long l1, l2, p1 = -1, p2 = -1, due = LLONG_MAX;
+        int a1 = all_done(q->pred, q->npred, &l1, &p1);
+        int a2 = q->alt_absolute || all_done(q->alt_pred, q->nalt, &l2, &p2);
+        if (a1)
+            due = l1 + q->t_ns;
+        if (a2) {
+            long long d2 = q->alt_absolute ? g + q->alt_t_ns : l2 + q->alt_t_ns;
+            due = d2 < due ? d2 : due;
+        }
+        if ((a1 && a2) || due <= now_ns() || atomic_load(&stop_all))
+            return due;
+        /* neither ready: the first way's request, for a short while (the other's
+         * may complete first); else the one way's, until the other's time */
+        if (!a1 && !a2)
+            wait_done(p1, now_ns() + 100000);
+        else
+            wait_done(a1 ? p2 : p1, due);
+    }
+}
+
 /* When `q` may go: the latest completion of what it waits for plus its think
  * time, or its absolute time. */
 static long long due_of(const struct dreq *q) {
@@ -233,12 +316,15 @@ static long long due_of(const struct dreq *q) {
     if (q->absolute)
         return g + q->t_ns;
     long long latest = 0, t0 = now_ns();
+    if (q->alt) {
+        latest = due_either(q, g);
+        atomic_fetch_add(&waited_ns, now_ns() - t0);
+        return latest;
+    }
     for (int k = 0; k < q->npred && !atomic_load(&stop_all);) {
         long long p = q->pred[k];
         if (!atomic_load_explicit(&done_flag[p], memory_order_acquire)) {
-            struct timespec ts = {0, 200000000L}; /* see a stop */
-            /* returns at once where the word is 1 already: no wake-up is lost */
-            syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+            wait_done(p, 0);
             continue;
         }
         long long d = __atomic_load_n(&done_ns[p], __ATOMIC_ACQUIRE);
@@ -248,6 +334,16 @@ static long long due_of(const struct dreq *q) {
     }
     atomic_fetch_add(&waited_ns, now_ns() - t0);
     return latest + q->t_ns;
+}
+
+/* Whether every request of the n `p` had completed by `at`. */
+static int done_by(const long long *p, int n, long long at) {
+    for (int k = 0; k < n; k++) {
+        long long d = __atomic_load_n(&done_ns[p[k]], __ATOMIC_ACQUIRE);
+        if (!d || d > at)
+            return 0;
+    }
+    return 1;
 }
 
 static int issue_dep(int fd, const struct dreq *q) {
@@ -281,10 +377,15 @@ void deps_worker(worker_t *w, tally_t *ty) {
         if (atomic_load(&stop_all))
             break;
         long long at = now_ns();
-        for (int k = 0; k < q->npred; k++) {
-            long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
-            if (!d || d > at)
-                atomic_fetch_add(&early, 1);
+        if (!q->alt) {
+            for (int k = 0; k < q->npred; k++) {
+                long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
+                if (!d || d > at)
+                    atomic_fetch_add(&early, 1);
+            }
+        } else if (!done_by(q->pred, q->npred, at) &&
+                   !(q->alt_absolute || done_by(q->alt_pred, q->nalt, at))) {
+            atomic_fetch_add(&early, 1); /* neither way's requests had all completed */
         }
         int err = issue_dep(fd, q);
         long long done = now_ns();
