@@ -41,6 +41,7 @@ from replayer.plan import (
     sinks,
     sources,
     steps,
+    timing_options,
     write,
 )
 from replayer.plan.model import HostAddress, Job, Manifest, Plan, PlanResult
@@ -287,7 +288,7 @@ def plan(opts: PlanOptions, predict: Predict | None = None) -> PlanResult:
     manifest, with "jobfile_text" added. A trace read in chunks is planned into
     JOBDIR's logs as it is read; a whole one in memory, then written. A dependent
     or afap plan (--timing) is dependent.py's. `predict`: see Predict."""
-    dependent.check(opts)
+    timing_options.check(opts)
     if opts.timing != "recorded":
         return dependent.plan(opts)
     inp, fr = _open(opts)

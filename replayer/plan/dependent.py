@@ -50,7 +50,6 @@ from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import FUA, OP, PREFLUSH, request_times
 
-TIMINGS = ("recorded", "dependent", "afap")
 HEADER = "iotape dependent log 1"
 RUNNER = "iotape-lanes"
 START_US = 200_000  # the trace's 0, this long after iotape-lanes starts
@@ -107,44 +106,6 @@ class Logs:
                 iolog.check_filename(job.target)
                 f.write(f"{HEADER}\nopen {job.target}\n")
             f.writelines(lines)
-
-
-def check(opts: PlanOptions) -> None:
-    if opts.timing not in TIMINGS:
-        raise IotapeError(f"--timing {opts.timing}: not {', '.join(TIMINGS)}")
-    if not (opts.think_scale >= 0):
-        raise IotapeError(f"--think-scale {opts.think_scale}: must be 0 or more")
-    if opts.long_thinks not in demand.MODES:
-        raise IotapeError(f"--long-thinks {opts.long_thinks}: not {' or '.join(demand.MODES)}")
-    if opts.timing != "dependent" and opts.long_thinks != "demand":
-        raise IotapeError("--long-thinks: only with --timing dependent")
-    if opts.timing == "recorded":
-        if opts.think_scale != 1.0:
-            raise IotapeError("--think-scale: only with --timing dependent")
-        return
-    # A closed-loop plan is iotape-lanes' jobs, one per submitter, over the trace's
-    # own requests: the options that shape fio's plans have no meaning there, and
-    # each one given is refused rather than ignored.
-    t = f"--timing {opts.timing}"
-    if opts.mode == "synthetic":
-        raise IotapeError(
-            f"{t} with --mode synthetic: a closed-loop plan replays the trace's own "
-            "requests (--mode exact or auto)"
-        )
-    if opts.hosts:
-        raise IotapeError(
-            f"{t} with --host: a closed-loop plan runs on this host (iotape-lanes; "
-            "fio --server cannot wait for a completion)"
-        )
-    if opts.layout != "auto":
-        raise IotapeError(
-            f"{t} with --layout {opts.layout}: a closed-loop plan has one job per "
-            "submitter (leave --layout auto)"
-        )
-    if opts.windows:
-        raise IotapeError(f"{t} with --windows: a closed-loop plan runs one iotape-lanes")
-    if opts.timing == "afap" and opts.think_scale != 1.0:
-        raise IotapeError("--think-scale with --timing afap: afap has no think time")
 
 
 def _actions(r: np.ndarray) -> np.ndarray:
