@@ -467,10 +467,14 @@ def predict(
         r_one = float(hit.mean()) if len(hit) else 0.0
         g, f, rho = queued_gains(
             q,
-            *(np.array([x]) for x in (base_reads_per_s, r_base, other, r_new - missed, missed)),
+            np.array([base_reads_per_s]),
+            np.array([r_base]),
+            np.array([other]),
+            np.array([r_new - missed]),
+            np.array([missed]),
             np.array([r_one]),
             np.array([w_one]),
-        )  # type: ignore[call-arg]
+        )
         gain = float(g[0])
         queued = {
             "model": "M/G/c (Allen-Cunneen)",
