@@ -1,7 +1,9 @@
 """Where `iotape lab hybrid`'s predictions part from its measured runs (issue 38), from a
 finished lab output directory (no lab run): per configuration the measured gain and
 each prediction's (the stored one, the simulator's recomputed with one closed loop
-of all threads and with a loop per database, `analyzer.lab.predict`), the closed
+of all threads and with a loop per database with the misses at the baseline's
+latency, and with a loop per database with the misses queued at the slow device's
+predicted load, `analyzer.lab.predict`), the closed
 loop's inputs against what the measured run shows, each database's own gain, the
 replay's per-stream latencies and rates against the measured run's, how warm the
 replay and the measured run were, and how many reads follow a write to the same
@@ -80,9 +82,13 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     regs = _regions(ev, stream, rep["devices"].get("databases_on"), s["databases"])
     unit = s["unit_kb"] << 10
     db = predict.db_events(ev, regs, unit)
-    servers = o["spindles"] if o["device"] in ("hdd", "array") else 1
+    servers = {"hdd": o["spindles"], "array": o["spindles"] * o.get("controllers", 1)}.get(
+        o["device"], 1
+    )  # as hybrid.py's
     svc = predict.db_events(replace(ev, lat_ns=predict.service_times(ev, servers)), regs, unit)
     dev = predict.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
+    # The array's own disk time in the baseline (destages: hybrid.py's wiring).
+    dev = predict.with_disk_busy(dev, rep["configs"]["baseline"].get("array"))
     reads = sum(x["streams"]["db-read"]["count"] for x in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     threads = o["threads"] * s["databases"]
@@ -90,9 +96,11 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"regions": len(regs), "devices": len({r[0] // SPACE for r in regs})}
     for key in ("tier", "cache"):
         p = predict.params(key, s["ssd_mb"], s["unit_kb"], o["stats_s"], o["migrate_s"])
-        one = predict.predict(db, fast, p, threads, per_s, dev)
-        many = predict.predict(db, fast, p, threads, per_s, dev, loops=loops)
+        one = predict.predict(db, fast, p, threads, per_s, dev, queue=False)
+        many = predict.predict(db, fast, p, threads, per_s, dev, loops=loops, queue=False)
+        queued = predict.predict(db, fast, p, threads, per_s, dev, loops=loops)
         law = many["littles_law"]
+        q_loop = queued["littles_law"]["per_loop"] or {}
         out[key] = {
             "one_loop": one["read_throughput_gain"],
             "per_loop": many["read_throughput_gain"],
@@ -103,6 +111,14 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
             ],
             "rounds": (law["per_loop"] or {}).get("rounds"),
             "converged": (law["per_loop"] or {}).get("converged"),
+            "queued": queued["read_throughput_gain"],
+            "queued_law": queued["littles_law"]["read_throughput_gain"],
+            "queue": queued["queue"],
+            "queued_per_loop": {
+                "miss_slowdown": q_loop.get("miss_slowdown"),
+                "utilization": q_loop.get("slow_utilization"),
+                "gains": [round(x["gain"], 2) for x in q_loop.get("loops", [])],
+            },
         }
     return out
 
@@ -217,6 +233,7 @@ def gap(d: Path) -> dict[str, Any]:
                     ("replayed", rp.get("read_throughput_gain")),
                     ("one_loop", out["recomputed"][key]["one_loop"]),
                     ("per_loop", out["recomputed"][key]["per_loop"]),
+                    ("queued", out["recomputed"][key]["queued"]),
                 )
             }
         out["configs"][key] = row

@@ -228,6 +228,7 @@ def _predict(
     svc = predict.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
     dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
+    dev = predict.with_disk_busy(dev, base.get("array"))  # destages: the trace has none
     res = base["result"]
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])

@@ -90,6 +90,10 @@ class DeviceTime:
     write_service_s: float  # their mean service time
     mb_s: float  # stated sequential bandwidth (copies)
     servers: int = 1  # disks serving at once
+    requests: int = 0  # all requests with a service time (0: the database's reads and writes)
+    service_s: float = 0.0  # their mean service time (0: the database reads')
+    service_sq_s2: float = 0.0  # their mean squared service time (0: M/M/c's 2 x mean^2)
+    background_s: float = 0.0  # disk-seconds the trace does not show, held per second
 
 
 def service_times(ev: Events, servers: int = 1) -> np.ndarray:
@@ -116,6 +120,7 @@ def device_time(
     writes = ~reads
     svc = service_times(ev, servers)
     end = ev.t_ns + np.maximum(ev.lat_ns, 0)
+    served = svc[svc > 0].astype(float) / NS
     return DeviceTime(
         busy_s=float(svc.sum()) / NS,
         span_s=float(end.max() - ev.t_ns.min()) / NS if len(ev) else 0.0,
@@ -125,7 +130,24 @@ def device_time(
         write_service_s=float(db_service_ns[writes].mean()) / NS if writes.any() else 0.0,
         mb_s=mb_s,
         servers=servers,
+        requests=len(served),
+        service_s=float(served.mean()) if len(served) else 0.0,
+        service_sq_s2=float((served**2).mean()) if len(served) else 0.0,
     )
+
+
+def with_disk_busy(dev: DeviceTime, array: dict[str, Any] | None) -> DeviceTime:
+    """`dev` with the baseline's own disk time where the array counts it
+    (`disk_busy_s` over `now_s`, the baseline run's counters): a write-back
+    controller acknowledges writes from its cache, so the trace shows no destage
+    (read-modify-write) and its service times miss most of the disks' time (22 %
+    of the disks' busy where the counters say 60 % in `arrayfast-full`). The
+    difference is background: disk time a faster loop is taken not to change (the
+    cache coalesces more writes per destage at a higher rate)."""
+    if not array or not array.get("now_s") or dev.span_s <= 0:
+        return dev
+    busy = float(array["disk_busy_s"]) / float(array["now_s"]) * dev.span_s
+    return replace(dev, background_s=max(busy - dev.busy_s, 0.0))
 
 
 def utilization_bound(
@@ -149,6 +171,137 @@ def utilization_bound(
         "copy_share": share,
         "read_throughput_gain": None if gain is None else max(gain, 0.0),
     }
+
+
+def erlang_c(servers: int, load: float) -> float:
+    """M/M/c's probability that a request waits (Erlang C), `load` = arrivals x
+    mean service (Erlangs, < servers), by the Erlang B recursion."""
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = load * b / (k + load * b)
+    rho = load / servers
+    return b / (1 - rho * (1 - b))
+
+
+def waiting(rho: float, servers: int, residual_s: float) -> float:
+    """Mean wait (s) in the queue of `servers` FIFO servers at utilization `rho`
+    with Poisson arrivals and a service mix of E[S^2] / (2 E[S]) = `residual_s`:
+    the Allen-Cunneen approximation of M/G/c, C(c, c rho) / (c (1 - rho)) x
+    E[S] (1 + scv) / 2 (A. O. Allen, Probability, Statistics, and Queueing
+    Theory, 2nd ed., 1990, section 6.4; exact for M/M/c and, at c = 1, the
+    Pollaczek-Khinchine formula of M/G/1). Infinite at rho >= 1."""
+    if rho >= 1:
+        return float("inf")
+    rho = max(rho, 0.0)
+    return erlang_c(servers, servers * rho) / (servers * (1 - rho)) * residual_s
+
+
+@dataclass(frozen=True)
+class SlowQueue:
+    """The slow device's load under a configuration, from the baseline's trace
+    (`slow_queue`): its requests per database read and their service mix, what a
+    hit takes off, and what the configuration's copies add."""
+
+    servers: int
+    rho0: float  # the baseline's utilization: busy / (span x servers)
+    fixed: float  # the part of rho0 that a faster loop does not change (background)
+    work_s: float  # disk-seconds per database read in the baseline (all requests)
+    requests_per_read: float  # the baseline's requests per database read
+    service_s: float  # their mean service
+    service_sq_s2: float  # their mean squared service
+    read_service_s: float  # a database read's mean service (a read hit takes it off)
+    write_service_s: float  # a database write's (a tier's write hit takes it off)
+    writes_per_read: float
+    copy_s: float  # one copied unit's service: its bytes at the bandwidth + one read
+    copies_per_read: float  # a cache's fills per database read
+    copies_per_s: float  # a tier's migrations per second
+
+
+def slow_queue(dev: DeviceTime, p: Params, migrated: int) -> SlowQueue | None:
+    """The slow device's queue for configuration `p` with the simulator's copies
+    (`migrated` bytes over the baseline's span): each copied unit costs its bytes at
+    the stated bandwidth plus one read's service (as the utilization bound's). A
+    cache fills on a miss, so its fills come per read and a faster loop makes more;
+    the tier migrates every interval, so its copies come per second."""
+    if not dev.reads or dev.span_s <= 0 or dev.servers < 1:
+        return None
+    units = migrated / p.unit
+    per_read = p.policy != "tiering"
+    n = dev.requests or dev.reads + dev.writes
+    mean = dev.service_s or dev.read_service_s
+    return SlowQueue(
+        servers=dev.servers,
+        rho0=(dev.busy_s + dev.background_s) / (dev.span_s * dev.servers),
+        fixed=dev.background_s / (dev.span_s * dev.servers),
+        work_s=dev.busy_s / dev.reads,
+        requests_per_read=n / dev.reads,
+        service_s=mean,
+        service_sq_s2=dev.service_sq_s2 or 2 * mean**2,
+        read_service_s=dev.read_service_s,
+        write_service_s=dev.write_service_s,
+        writes_per_read=dev.writes / dev.reads,
+        copy_s=p.unit / (dev.mb_s * 1e6) + dev.read_service_s,
+        copies_per_read=units / dev.reads if per_read else 0.0,
+        copies_per_s=0.0 if per_read else units / dev.span_s,
+    )
+
+
+def queued_gains(
+    q: SlowQueue,
+    rate: np.ndarray,
+    r_base: np.ndarray,
+    other: np.ndarray,
+    hit_part: np.ndarray,
+    miss_part: np.ndarray,
+    r_hit: np.ndarray,
+    w_hit: np.ndarray,
+) -> tuple[np.ndarray, float, float]:
+    """Each loop's gain when its misses wait in the slow device's queue at the
+    configuration's load. A miss took the baseline's latency, modelled as a read's
+    service plus the wait W(rho0) of the baseline's mix (`waiting`); with the
+    configuration it takes f times that, f = (S_read + W(rho)) / (S_read +
+    W(rho0)), where rho is the device's utilization at the loops' gains: the
+    baseline's rho0 times the work per second against the baseline's (sum_k rate_k
+    g_k x the work per read less the hits'), plus the copies' (a cache's fills per
+    read at the loops' rate, a tier's per second) over the servers, and the wait's
+    service mix adds the copies (long: a unit at the bandwidth) to the baseline's
+    requests less the hits. `miss_part`: a loop's mean read latency's share from
+    misses at the baseline's latency. Faster loops load the device and slow their
+    misses: f is the fixed point (bisection; F(f) - f falls as f rises). Returns
+    the gains, f and rho. `w_hit`: a tier's write hit ratios (zeros for a
+    write-through cache). No copies and no hits leave f at 1: the old law."""
+    per_read = np.maximum(
+        q.work_s - r_hit * q.read_service_s - w_hit * q.writes_per_read * q.write_service_s,
+        0.0,
+    )
+    base_load = float(rate.sum()) * q.work_s
+    t0 = q.read_service_s + waiting(q.rho0, q.servers, q.service_sq_s2 / (2 * q.service_s))
+
+    def gains(f: float) -> np.ndarray:
+        den = hit_part + miss_part * f + other
+        return np.where(den > 0, (r_base + other) / np.where(den > 0, den, 1), 1.0)
+
+    def state(f: float) -> tuple[float, float]:  # utilization, the mix's E[S^2] / (2 E[S])
+        reads = rate * gains(f)
+        load = float((reads * per_read).sum()) / base_load if base_load > 0 else 1.0
+        copies = float(reads.sum()) * q.copies_per_read + q.copies_per_s
+        rho = (q.rho0 - q.fixed) * load + q.fixed + copies * q.copy_s / q.servers
+        asks = float((reads * np.maximum(q.requests_per_read - r_hit, 0.0)).sum())
+        first = asks * q.service_s + copies * q.copy_s
+        second = asks * q.service_sq_s2 + copies * q.copy_s**2
+        return rho, second / (2 * first) if first > 0 else 0.0
+
+    def excess(f: float) -> float:  # F(f) - f, falling in f
+        rho, residual = state(f)
+        return (q.read_service_s + waiting(rho, q.servers, residual)) / t0 - f
+
+    lo, hi = 0.0, 1.0
+    while excess(hi) > 0 and hi < 1e6:
+        lo, hi = hi, hi * 2
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if excess(mid) > 0 else (lo, mid)
+    return gains(hi), hi, state(hi)[0]
 
 
 def params(policy: str, capacity_mb: int, unit_kb: int, stats_s: float, migrate_s: float) -> Params:
@@ -177,19 +330,30 @@ def loops_of(db: Events, regions: list[tuple[int, int]], unit: int) -> np.ndarra
 MAX_ROUNDS = 8  # fixed-point rounds; each is one simulation of the (weighted) trace
 
 
+def _miss_part(reads: Events, hit: np.ndarray, slow: Any) -> float:
+    """The misses' share (s) of `reads`' mean projected latency: each miss at the
+    slow device's profile (as `project`'s), over all the reads."""
+    if not len(reads) or hit.all():
+        return 0.0
+    miss = subset(reads, ~hit)
+    lat = project(miss, np.zeros(len(miss), dtype=bool), slow, slow)
+    return (lat["slow_only"]["mean_ns"] or 0.0) / NS * len(miss) / len(reads)
+
+
 def _loop_latencies(
     base: Events, p: Params, loops: np.ndarray, copies: np.ndarray, fast: Any, slow: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per loop: the baseline's and the projected mean read latency (s, both from the
     devices' profiles, as `predict`'s) when each loop's requests are counted
     `copies[loop]` times by the simulator (each original's hit its first copy's),
-    and its reads' and writes' hit ratios."""
+    its reads' and writes' hit ratios, and the projected latency's share from
+    misses (`_miss_part`)."""
     rep = copies[loops]
     idx = np.repeat(np.arange(len(base)), rep)
     first = np.r_[True, idx[1:] != idx[:-1]] if len(idx) else np.zeros(0, dtype=bool)
     hit = _reads_hit(subset(base, idx), p)[first]
     reads = base.op == READ
-    was, now = np.zeros(len(copies)), np.zeros(len(copies))
+    was, now, missed = np.zeros(len(copies)), np.zeros(len(copies)), np.zeros(len(copies))
     r_hit, w_hit = np.zeros(len(copies)), np.zeros(len(copies))
     for k in range(len(copies)):
         mine = reads & (loops == k)
@@ -201,7 +365,8 @@ def _loop_latencies(
             lat = project(subset(base, mine), hit[mine], fast, slow)
             was[k] = (lat["slow_only"]["mean_ns"] or 0.0) / NS
             now[k] = (lat["projected"]["mean_ns"] or 0.0) / NS
-    return was, now, r_hit, w_hit
+            missed[k] = _miss_part(subset(base, mine), hit[mine], slow)
+    return was, now, r_hit, w_hit, missed
 
 
 def per_loop_gain(
@@ -212,25 +377,35 @@ def per_loop_gain(
     base_reads_per_s: float,
     fast: Any,
     slow: Any,
+    queue: SlowQueue | None = None,
 ) -> dict[str, Any]:
     """Little's law per closed loop (`loops`: each request's loop, 0..n-1; the
     threads split evenly, each loop's baseline rate its share of the reads) at the
-    fixed point of the placement's heat feedback (the module's docstring)."""
+    fixed point of the placement's heat feedback (the module's docstring); with
+    `queue`, each round's gains are `queued_gains`' (the misses slowed by the slow
+    device's load at those gains)."""
     n = int(loops.max()) + 1 if len(loops) else 0
     reads = base.op == READ
     count = np.array([(reads & (loops == k)).sum() for k in range(n)], dtype=float)
     copies = np.ones(n, dtype=np.int64)
-    r_base, r_new, r_hit, w_hit = _loop_latencies(base, p, loops, copies, fast, slow)
+    r_base, r_new, r_hit, w_hit, missed = _loop_latencies(base, p, loops, copies, fast, slow)
     rate = base_reads_per_s * count / count.sum() if count.sum() else count
     per_thread = threads / n if n else 0.0
     other = np.maximum(np.divide(per_thread, rate, out=np.zeros(n), where=rate > 0) - r_base, 0)
     gains = np.ones(n)
+    slowdown, rho = 1.0, None
     rounds, converged = 0, False
     for rounds in range(1, MAX_ROUNDS + 1):
         if rounds > 1:
-            _, r_new, r_hit, w_hit = _loop_latencies(base, p, loops, copies, fast, slow)
-        ok = r_new + other > 0
-        gains = np.where(ok, (r_base + other) / np.where(ok, r_new + other, 1), 1.0)
+            _, r_new, r_hit, w_hit, missed = _loop_latencies(base, p, loops, copies, fast, slow)
+        if queue is not None:
+            w_off = w_hit if p.policy == "tiering" else np.zeros(n)
+            gains, slowdown, rho = queued_gains(
+                queue, rate, r_base, other, r_new - missed, missed, r_hit, w_off
+            )
+        else:
+            ok = r_new + other > 0
+            gains = np.where(ok, (r_base + other) / np.where(ok, r_new + other, 1), 1.0)
         nxt = np.maximum(np.rint(gains), 1).astype(np.int64)
         if np.array_equal(nxt, copies):
             converged = True
@@ -247,6 +422,8 @@ def per_loop_gain(
         ),
         "rounds": rounds,
         "converged": converged,
+        "miss_slowdown": slowdown,
+        "slow_utilization": rho,
         "loops": [
             {"reads": int(c), "baseline_ms": rb * 1e3, "other_ms": o * 1e3, "gain": float(g)}
             for c, rb, o, g in zip(count, r_base, other, gains, strict=True)
@@ -262,13 +439,18 @@ def predict(
     base_reads_per_s: float,
     dev: DeviceTime | None = None,
     loops: np.ndarray | None = None,
+    queue: bool = True,
 ) -> dict[str, Any]:
     """The prediction for one configuration from the baseline's database events,
     the fast device's measured requests, the engine's session threads (all
     databases), the baseline's database reads per second, its slow device's
-    time (None: no utilization bound) and each request's closed loop (`loops_of`;
-    None: one loop of all threads)."""
+    time (None: no utilization bound, no queue) and each request's closed loop
+    (`loops_of`; None: one loop of all threads). `queue`: the misses wait in the
+    slow device's queue at the configuration's load (`queued_gains`); False keeps
+    them at the baseline's latency."""
     sim = simulate(base, p)
+    hr = sim["hit_ratio"]
+    q = slow_queue(dev, p, hr["migrated_bytes"]) if dev is not None and queue else None
     reads = base.op == READ
     hit = _reads_hit(base, p)[reads]
     fast_p, slow_p = profile(fast), profile(subset(base, reads))
@@ -278,12 +460,37 @@ def predict(
     cycle = threads / base_reads_per_s if base_reads_per_s > 0 else 0.0
     other = max(cycle - r_base, 0.0)
     gain = (r_base + other) / (r_new + other) if r_new + other > 0 else None
+    missed = _miss_part(subset(base, reads), hit, slow_p)
+    queued: dict[str, Any] | None = None
+    if q is not None and gain is not None:
+        w_one = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
+        r_one = float(hit.mean()) if len(hit) else 0.0
+        g, f, rho = queued_gains(
+            q,
+            np.array([base_reads_per_s]),
+            np.array([r_base]),
+            np.array([other]),
+            np.array([r_new - missed]),
+            np.array([missed]),
+            np.array([r_one]),
+            np.array([w_one]),
+        )
+        gain = float(g[0])
+        queued = {
+            "model": "M/G/c (Allen-Cunneen)",
+            "servers": q.servers,
+            "baseline_utilization": q.rho0,
+            "utilization": rho,
+            "miss_slowdown": f,
+            "copy_ms": q.copy_s * 1e3,
+            "copies_per_read": q.copies_per_read,
+            "copies_per_s": q.copies_per_s,
+        }
     one_loop = gain
     by_loop = None
     if loops is not None and len(loops) == len(base) and len(np.unique(loops)) > 1:
-        by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p)
+        by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p, q)
         gain = by_loop["read_throughput_gain"]
-    hr = sim["hit_ratio"]
     bound = None
     if dev is not None:
         # A tier serves its writes' hits from the fast device; a cache writes through.
@@ -305,7 +512,9 @@ def predict(
             "baseline": r_base * 1e3,
             "projected": r_new * 1e3,
             "fast_device": (lat["fast_only"]["mean_ns"] or 0.0) / 1e6,
+            "misses_share": missed * 1e3,
         },
+        "queue": queued,
         "littles_law": {
             "threads": threads,
             "baseline_reads_per_s": base_reads_per_s,

@@ -268,7 +268,7 @@ def test_per_loop_law_follows_the_heat_to_the_faster_loop() -> None:
     loops = (np.arange(n) % 2).astype(np.int64)
     p = predict.params("tier", 3, 1024, 5.0, 5.0)
     prof = (predict.profile(fast), predict.profile(base))
-    _, first, hit, _ = predict._loop_latencies(base, p, loops, np.array([1, 1]), *prof)
+    _, first, hit, _, _ = predict._loop_latencies(base, p, loops, np.array([1, 1]), *prof)
     assert 0 < hit[1] < hit[0]  # mixed at first
     one = predict.predict(base, fast, p, threads=2, base_reads_per_s=200.0)
     got = predict.predict(base, fast, p, threads=2, base_reads_per_s=200.0, loops=loops)
