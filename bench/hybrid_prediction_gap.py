@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict
+from analyzer.lab import predict, slowqueue
 from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
 from recorder.tracefile import open_trace
 
@@ -85,10 +85,10 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     servers = {"hdd": o["spindles"], "array": o["spindles"] * o.get("controllers", 1)}.get(
         o["device"], 1
     )  # as hybrid.py's
-    svc = predict.db_events(replace(ev, lat_ns=predict.service_times(ev, servers)), regs, unit)
-    dev = predict.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
+    svc = predict.db_events(replace(ev, lat_ns=slowqueue.service_times(ev, servers)), regs, unit)
+    dev = slowqueue.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
     # The array's own disk time in the baseline (destages: hybrid.py's wiring).
-    dev = predict.with_disk_busy(dev, rep["configs"]["baseline"].get("array"))
+    dev = slowqueue.with_disk_busy(dev, rep["configs"]["baseline"].get("array"))
     reads = sum(x["streams"]["db-read"]["count"] for x in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     threads = o["threads"] * s["databases"]

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict, replay_arrays, replayed
+from analyzer.lab import predict, replay_arrays, replayed, slowqueue
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
@@ -225,10 +225,10 @@ def _predict(
     # The throttle serves as one device; the hdd model with its spindles; the array
     # with its disks (a read is one disk's, as a spindle's).
     servers = {"hdd": o.spindles, "array": o.spindles * o.controllers}.get(o.device, 1)
-    svc = predict.service_times(ev, servers)
+    svc = slowqueue.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
-    dev = predict.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
-    dev = predict.with_disk_busy(dev, base.get("array"))  # destages: the trace has none
+    dev = slowqueue.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
+    dev = slowqueue.with_disk_busy(dev, base.get("array"))  # destages: the trace has none
     res = base["result"]
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import need
 
-from analyzer.lab import hybrid, predict, replayed
+from analyzer.lab import hybrid, predict, replayed, slowqueue
 from analyzer.lab.sizing import reference, size
 from analyzer.tiering.events import Events
 from base.errors import IotapeError
@@ -344,29 +344,29 @@ def test_service_times_of_one_fifo_device() -> None:
     ev = _events([0, 1 << 20, 2 << 20], [0, 0, 1], 0.0)
     ev.t_ns = np.array([0, 0, 10 * ms], dtype=np.int64)
     ev.lat_ns = np.array([5 * ms, 9 * ms, 20 * ms], dtype=np.int64)
-    assert (predict.service_times(ev) // ms).tolist() == [5, 4, 20]
+    assert (slowqueue.service_times(ev) // ms).tolist() == [5, 4, 20]
     # On two disks the second is served from its issue: 9 ms.
-    assert (predict.service_times(ev, 2) // ms).tolist() == [5, 9, 20]
+    assert (slowqueue.service_times(ev, 2) // ms).tolist() == [5, 9, 20]
 
 
 def test_utilization_bound() -> None:
     # Busy 90 of 100 s for 9,000 reads (10 ms each, all of the device's work): 90
     # reads/s. Half of them hit, and copies take 100 MB at 100 MB/s + 10 units x
     # 10 ms = 1.1 s of 100: (1 - 0.011) / (0.010 - 0.5 x 0.010) = 197.8 reads/s.
-    dev = predict.DeviceTime(
+    dev = slowqueue.DeviceTime(
         busy_s=90, span_s=100, reads=9000, read_service_s=0.010, writes=0, write_service_s=0,
         mb_s=100,
     )  # fmt: skip
-    got = predict.utilization_bound(dev, 0.5, 100_000_000, 10_000_000)
+    got = slowqueue.utilization_bound(dev, 0.5, 100_000_000, 10_000_000)
     assert got["copy_share"] == pytest.approx(0.011)
     assert got["read_throughput_gain"] == pytest.approx((1 - 0.011) / 0.005 / 90)
     assert got["baseline_busy_share"] == pytest.approx(0.9)
     # Two disks: twice the room, the copies a share of twice the time.
-    two = predict.utilization_bound(replace(dev, servers=2), 0.5, 100_000_000, 10_000_000)
+    two = slowqueue.utilization_bound(replace(dev, servers=2), 0.5, 100_000_000, 10_000_000)
     assert two["read_throughput_gain"] == pytest.approx(2 * (1 - 0.0055) / 0.005 / 90)
     # A tier's write hits come off too: 4,500 writes of 2 ms, 80 % of them hits.
     w = replace(dev, busy_s=99, writes=4500, write_service_s=0.002)
-    got = predict.utilization_bound(w, 0.5, 100_000_000, 10_000_000, write_hit=0.8)
+    got = slowqueue.utilization_bound(w, 0.5, 100_000_000, 10_000_000, write_hit=0.8)
     assert got["read_throughput_gain"] == pytest.approx(
         (1 - 0.011) / (0.011 - 0.005 - 0.8 * 0.5 * 0.002) / 90
     )

@@ -11,25 +11,25 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from analyzer.lab import predict
+from analyzer.lab import predict, slowqueue
 from analyzer.tiering.events import Events
 
 
 def test_waiting_is_m_m_c_for_exponential_service() -> None:
     s = 0.010  # exponential: E[S^2] / (2 E[S]) = S
     # M/M/1: W = rho / (1 - rho) x S.
-    assert predict.waiting(0.6, 1, s) == pytest.approx(0.6 / 0.4 * s)
+    assert slowqueue.waiting(0.6, 1, s) == pytest.approx(0.6 / 0.4 * s)
     # M/M/2 at rho 0.5 (a = 1 Erlang): C = 1/3, W = C / (2 x 0.5) x S.
-    assert predict.erlang_c(2, 1.0) == pytest.approx(1 / 3)
-    assert predict.waiting(0.5, 2, s) == pytest.approx(s / 3)
+    assert slowqueue.erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert slowqueue.waiting(0.5, 2, s) == pytest.approx(s / 3)
     # M/D/1 (Pollaczek-Khinchine): half the exponential wait.
-    assert predict.waiting(0.6, 1, s / 2) == pytest.approx(0.6 / 0.4 * s / 2)
-    assert predict.waiting(1.0, 4, s) == float("inf")
+    assert slowqueue.waiting(0.6, 1, s / 2) == pytest.approx(0.6 / 0.4 * s / 2)
+    assert slowqueue.waiting(1.0, 4, s) == float("inf")
 
 
-def _queue(**kw: float) -> predict.SlowQueue:
+def _queue(**kw: float) -> slowqueue.SlowQueue:
     # One database read of 10 ms per read is all the device's work; 5 disks half busy.
-    q = predict.SlowQueue(
+    q = slowqueue.SlowQueue(
         servers=5, rho0=0.5, fixed=0.0, work_s=0.010, requests_per_read=1.0,
         service_s=0.010, service_sq_s2=2 * 0.010**2, read_service_s=0.010,
         write_service_s=0.0, writes_per_read=0.0, copy_s=0.020, copies_per_read=0.0,
@@ -38,11 +38,11 @@ def _queue(**kw: float) -> predict.SlowQueue:
     return replace(q, **kw)
 
 
-def _gains(q: predict.SlowQueue, rate: float = 250.0) -> tuple[float, float, float]:
+def _gains(q: slowqueue.SlowQueue, rate: float = 250.0) -> tuple[float, float, float]:
     # One loop at 250 reads/s (the baseline's 0.5 x 5 disks / 10 ms), reads of 10 ms,
     # no time outside reads; half of them hit at no cost: the old law says 2x.
     one = [np.array([x]) for x in (rate, 0.010, 0.0, 0.0, 0.005, 0.5, 0.0)]
-    g, f, rho = predict.queued_gains(q, *one)  # type: ignore[call-arg]
+    g, f, rho = slowqueue.queued_gains(q, *one)  # type: ignore[call-arg]
     return float(g[0]), f, rho
 
 
@@ -101,8 +101,8 @@ def test_predict_with_the_queue_from_constructed_traces() -> None:
     fast = _events([0] * 10, 0.1)
     p = predict.params("cache", 4, 1024, 5.0, 5.0)
     cold = _events([(i % 6) * mib for i in range(600)], 10.0, 20.0)
-    svc = predict.service_times(cold, 2)
-    dev = predict.device_time(cold, cold, svc, 100.0, 2)
+    svc = slowqueue.service_times(cold, 2)
+    dev = slowqueue.device_time(cold, cold, svc, 100.0, 2)
     assert dev.busy_s / (dev.span_s * 2) == pytest.approx(0.25, rel=0.01)
     got = predict.predict(cold, fast, p, 2, 50.0, dev)
     old = predict.predict(cold, fast, p, 2, 50.0, dev, queue=False)
@@ -116,20 +116,20 @@ def test_predict_with_the_queue_from_constructed_traces() -> None:
     # A hot unit read over and over: one fill, the rest hits; the one miss hardly
     # moves the mean: the old law's gain.
     hot = _events([0] * 600, 10.0, 20.0)
-    dev = predict.device_time(hot, hot, predict.service_times(hot, 2), 100.0, 2)
+    dev = slowqueue.device_time(hot, hot, slowqueue.service_times(hot, 2), 100.0, 2)
     got = predict.predict(hot, fast, p, 2, 50.0, dev)
     old = predict.predict(hot, fast, p, 2, 50.0, dev, queue=False)
     assert got["read_throughput_gain"] == pytest.approx(old["read_throughput_gain"], rel=1e-3)
 
 
 def test_with_disk_busy_adds_what_the_trace_does_not_show() -> None:
-    dev = predict.DeviceTime(
+    dev = slowqueue.DeviceTime(
         busy_s=20, span_s=100, reads=1000, read_service_s=0.010, writes=0, write_service_s=0,
         mb_s=100, servers=10,
     )  # fmt: skip
-    assert predict.with_disk_busy(dev, None) is dev
-    got = predict.with_disk_busy(dev, {"disk_busy_s": 120.0, "now_s": 50.0})
+    assert slowqueue.with_disk_busy(dev, None) is dev
+    got = slowqueue.with_disk_busy(dev, {"disk_busy_s": 120.0, "now_s": 50.0})
     assert got.background_s == pytest.approx(120 / 50 * 100 - 20)
-    q = predict.slow_queue(got, predict.params("cache", 4, 1024, 5.0, 5.0), 0)
+    q = slowqueue.slow_queue(got, predict.params("cache", 4, 1024, 5.0, 5.0), 0)
     assert q is not None
     assert q.rho0 == pytest.approx(0.24) and q.fixed == pytest.approx(0.22)
