@@ -363,3 +363,25 @@ def test_batches_join_until_as_many_as_the_pairing_holds() -> None:
     got = list(_at_least(iter(parts), lambda: next(held)))
     assert [len(g) for g in got] == [10, 30, 30, 30]
     assert np.array_equal(np.concatenate(got)["t"], np.arange(100))
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_streamed_locality_of_requests_within_a_unit_is_profiles(
+    tmp_path: Path, monkeypatch, devices: int
+) -> None:
+    """Every request inside one 64 KiB unit (4 KiB aligned, the full-rate captures'
+    shape), which takes the units' short way: still profile()'s figures."""
+    monkeypatch.setattr(ordered, "BATCH", 300)
+    monkeypatch.setattr(localitystream, "PIECE", 50)
+    rng = np.random.default_rng(11)
+    o = _orig(4000, seed=11)
+    o["offset"] = np.minimum(rng.zipf(1.3, size=len(o)), 40000) * 4096
+    o["bytes"] = np.where(o["op"] == OP["flush"], 0, 4096)
+    if devices == 1:
+        o["dev"] = o["dev"][0]
+    o = o[np.argsort(o["ts_complete_ns"], kind="stable")]
+    path = make_trace(tmp_path / "t.iot", o, chunk_records=61)
+    src = load(path)
+    ref = locality.profile(src.records, src.t_ns)
+    assert 0 < ref["lru_hit_ratio"][0] < ref["lru_hit_ratio"][-1]
+    assert localitystream.profile(ordered.batches(ordered.scan(path))) == ref
