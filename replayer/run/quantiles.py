@@ -19,6 +19,8 @@ from typing import IO
 
 import numpy as np
 
+from replayer.run import native
+
 KEEP = 1 << 18  # values held in memory before the rest goes to disk
 BINS = 1 << 16
 READ = 1 << 22  # values per read of the spill
@@ -59,11 +61,14 @@ class Spill:
             return
         self._file.flush()
         self._file.seek(0)
+        # One buffer for every read (a fresh one each time faulted in its pages, as
+        # long as reading them): each chunk is done with before the next is read.
+        buf = np.empty(min(READ, self.count), np.int64)
         while True:
-            b = self._file.read(READ * 8)
-            if not b:
+            got = self._file.readinto(memoryview(buf).cast("B"))
+            if not got:
                 return
-            yield np.frombuffer(b, np.int64)
+            yield buf[: got // 8]
 
     def close(self) -> None:
         if self._file is not None:
@@ -132,10 +137,7 @@ class Spill:
             for c in self._chunks():
                 x = f(c)
                 for sp in spans:
-                    a, b = sp
-                    below[sp] += int((x < a).sum())
-                    y = x[(x >= a) & (x <= b)]
-                    hists[sp] += np.bincount((y - a) // widths[sp], minlength=BINS)
+                    below[sp] += _count(x, sp[0], sp[1], widths[sp], hists[sp])
             gather: dict[int, tuple[int, int, int]] = {}  # k: (lo, hi, rank within)
             for k, sp in list(todo.items()):
                 a, b = sp
@@ -155,8 +157,35 @@ class Spill:
                 for c in self._chunks():
                     x = f(c)
                     for a, b in bins:
-                        vals[(a, b)].append(x[(x >= a) & (x <= b)])
+                        vals[(a, b)].append(_within(x, a, b))
                 ordered = {sp: np.sort(np.concatenate(v)) for sp, v in vals.items()}
                 for k, (a, b, k_in) in gather.items():
                     got[k] = int(ordered[(a, b)][k_in])
         return got, top
+
+
+# Ranges the C passes take: their bins' arithmetic stays within int64.
+_SAFE = 1 << 62
+
+
+def _count(x: np.ndarray, a: int, b: int, width: int, hist: np.ndarray) -> int:
+    """Add the values of `x` in [a, b] to `hist` (BINS bins of `width` from a); return
+    how many are below a. src/select.c where built (one pass), else numpy."""
+    lib = native.lib()
+    if lib is not None and -_SAFE < a <= b < _SAFE:
+        x = np.ascontiguousarray(x, np.int64)
+        return int(lib.range_hist(x.ctypes.data, len(x), a, b, width, hist.ctypes.data))
+    y = x[(x >= a) & (x <= b)]
+    hist += np.bincount((y - a) // width, minlength=BINS)
+    return int((x < a).sum())
+
+
+def _within(x: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The values of `x` in [a, b], in their order."""
+    lib = native.lib()
+    if lib is not None and -_SAFE < a <= b < _SAFE:
+        x = np.ascontiguousarray(x, np.int64)
+        out = np.empty(len(x), np.int64)
+        k = lib.range_take(x.ctypes.data, len(x), a, b, out.ctypes.data)
+        return out[:k].copy() if k < len(x) // 2 else out[:k]
+    return x[(x >= a) & (x <= b)]
