@@ -13,9 +13,10 @@ it is `np.percentile` itself.
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class Spill:
         # long as reading them): each chunk is done with before the next is read.
         buf = np.empty(min(READ, self.count), np.int64)
         while True:
-            got = self._file.readinto(memoryview(buf).cast("B"))
+            got = cast(io.BufferedRandom, self._file).readinto(buf.data.cast("B"))
             if not got:
                 return
             yield buf[: got // 8]
