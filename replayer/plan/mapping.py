@@ -208,7 +208,10 @@ class Mapper:
         """(rows replayed nowhere, rows the first replica is expected to have dropped
         (a share below 1), replayed rows expected beyond the first replica)."""
         key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
-        ks, n = np.unique(key, return_counts=True)
+        if len(key) and int(key.min()) == int(key.max()):  # one device's stream
+            ks, n = key[:1], np.array([len(key)])
+        else:
+            ks, n = np.unique(key, return_counts=True)
         nowhere, thinned, extra = 0, 0.0, 0.0
         for k, c in zip(ks.tolist(), n.tolist(), strict=True):
             p = self.place.get((k >> 8, k & 0xFF))

@@ -381,8 +381,10 @@ class Figures(Sink):
     def orig(self, o: np.ndarray) -> None:
         self.locality[0].add(o)
         self.all.o.add(o["t"], o)
-        for sid in np.unique(o["stream"]).tolist():
-            m = o["stream"] == sid
+        sids = localitystream.distinct(o["stream"])
+        for sid in sids:
+            # One stream (the usual batch): all its rows, without a mask.
+            m = o["stream"] == sid if len(sids) > 1 else None
             self.streams[sid].o.add(o["t"], o, m)
         self.windows.times(0, o["t"])
 
@@ -397,8 +399,9 @@ class Figures(Sink):
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         gaps = r["t"] - o["t"]
         self.all.paired(gaps)
-        for sid in np.unique(o["stream"]).tolist():
-            self.streams[sid].paired(gaps[o["stream"] == sid])
+        sids = localitystream.distinct(o["stream"])
+        for sid in sids:
+            self.streams[sid].paired(gaps[o["stream"] == sid] if len(sids) > 1 else gaps)
         p = np.empty(len(o), PAIR)
         p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
         self._later.add(_PAIRED, p, _rows(r))
@@ -427,9 +430,15 @@ class Figures(Sink):
         if self.timed:
             self.all.drift.add(t_o, gaps - self.shift)
             self.windows.pairs(t_o, np.abs(gaps - self.shift))
-        for sid in np.unique(p["stream"]).tolist():
-            m = p["stream"] == sid
+        sids = localitystream.distinct(p["stream"])
+        for sid in sids:
             g = self.streams[sid]
+            if len(sids) == 1:
+                g.r.add(r["t"] - self.shift, r)
+                if self.timed:
+                    g.drift.add(t_o, gaps - self.shift)
+                continue
+            m = p["stream"] == sid
             g.r.add(r["t"] - self.shift, r, m)
             if self.timed:
                 g.drift.add(t_o[m], gaps[m] - self.shift)

@@ -54,7 +54,7 @@ class Profile:
         r = r[(r["op"] <= OP["write"]) & (r["bytes"] > 0)]
         if not len(r):
             return
-        for d in _distinct(r["dev"]):
+        for d in distinct(r["dev"]):
             self.devs.setdefault(d, len(self.devs))
         # Each device its own address space (profile() ranks the devices; any
         # one-to-one numbering gives the same figures).
@@ -77,7 +77,7 @@ class Profile:
             self._distances()
 
     def _sequential(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> None:
-        for o in _distinct(op):
+        for o in distinct(op):
             m = op == o
             start, end = off[m], off[m] + nb[m]
             prev = end[:-1] if o not in self.last_end else np.r_[self.last_end[o], end[:-1]]
@@ -158,9 +158,11 @@ def factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + lo, ids[x - lo]
 
 
-def _distinct(x: np.ndarray) -> list[int]:
+def distinct(x: np.ndarray) -> list[int]:
     """np.unique(x).tolist(), without its sort where every value is one (the usual
-    batch: one device, one op)."""
+    batch: one device, one op, one stream)."""
+    if not len(x):
+        return []
     lo, hi = int(x.min()), int(x.max())
     return [lo] if lo == hi else np.unique(x).tolist()
 

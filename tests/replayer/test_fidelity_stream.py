@@ -71,15 +71,19 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "keep", "window"), [(ordered.BATCH, quantiles.KEEP, 5.0), (250, 300, 2.5)]
+    ("batch", "keep", "window", "one_stream"),
+    [(ordered.BATCH, quantiles.KEEP, 5.0, False), (250, 300, 2.5, False), (250, 300, 2.5, True)],
 )
 def test_streamed_answers_are_the_in_memory_ones(
-    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float
+    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float, one_stream: bool
 ) -> None:
     # Small batches and spills: every batch boundary and the on-disk selection show.
+    # One stream (a capture of one job): each batch's rows taken without a mask.
     monkeypatch.setattr(ordered, "BATCH", batch)
     monkeypatch.setattr(quantiles, "KEEP", keep)
     o = _orig(6000, seed=11)
+    if one_stream:
+        o["stream"] = o["stream"][0]
     po, pr = _files(tmp_path, o, _replay(o, 11))
     ref = fidelity.compare_in_memory(po, pr, window)
     got = fidelity.compare(po, pr, window)
