@@ -51,17 +51,23 @@ class Profile:
         self.dist = np.zeros(0, np.int64)  # requests by stack distance (first uses apart)
 
     def add(self, r: np.ndarray) -> None:
-        r = r[(r["op"] <= OP["write"]) & (r["bytes"] > 0)]
+        keep = (r["op"] <= OP["write"]) & (r["bytes"] > 0)
+        if not keep.all():  # (a batch of reads and writes alone is taken as it is)
+            r = r[keep]
         if not len(r):
             return
-        for d in distinct(r["dev"]):
+        devs = distinct(r["dev"])
+        for d in devs:
             self.devs.setdefault(d, len(self.devs))
         # Each device its own address space (profile() ranks the devices; any
         # one-to-one numbering gives the same figures).
-        known = np.array(sorted(self.devs), np.int64)
-        ranks = np.array([self.devs[d] for d in known.tolist()], np.int64)
-        rank = ranks[np.searchsorted(known, r["dev"].astype(np.int64))]
-        off = r["offset"].astype(np.int64) + (rank << 50)
+        off = r["offset"].astype(np.int64)
+        if len(devs) == 1:
+            off += self.devs[devs[0]] << 50
+        else:
+            known = np.array(sorted(self.devs), np.int64)
+            ranks = np.array([self.devs[d] for d in known.tolist()], np.int64)
+            off += ranks[np.searchsorted(known, r["dev"].astype(np.int64))] << 50
         nb = r["bytes"].astype(np.int64)
         self.n += len(r)
         self._sequential(r["op"], off, nb)
@@ -77,8 +83,9 @@ class Profile:
             self._distances()
 
     def _sequential(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> None:
-        for o in distinct(op):
-            m = op == o
+        ops = distinct(op)
+        for o in ops:
+            m = op == o if len(ops) > 1 else slice(None)
             start, end = off[m], off[m] + nb[m]
             prev = end[:-1] if o not in self.last_end else np.r_[self.last_end[o], end[:-1]]
             self.seq += int((start[len(start) - len(prev) :] == prev).sum())
