@@ -49,18 +49,19 @@ class Side:
 
     def add(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> None:
         """Requests `r` (those of mask `m`) at aligned times `t` (ns)."""
+        self.merge(self.tally(t, r, m))
+
+    def tally(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> tuple:
+        """What `add` adds (merge): a batch's tally once for two Sides that take
+        the same rows (all streams and the only one)."""
         nbytes, op = (r["bytes"], r["op"]) if m is None else (r["bytes"][m], r["op"][m])
         t = t if m is None else t[m]
-        self.n += len(t)
         sec = t // 1_000_000_000
         ok = (sec >= 0) & (sec < len(self.iops))
-        self.iops += np.bincount(sec[ok], minlength=len(self.iops))
-        self.mb += np.bincount(
-            sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops)
-        )
+        iops = np.bincount(sec[ok], minlength=len(self.iops))
+        mb = np.bincount(sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops))
         d = op != OP["flush"]
-        self.data += int(d.sum())
-        self.reads += int((op[d] == OP["read"]).sum())
+        reads = int((op[d] == OP["read"]).sum())
         sizes = nbytes[d]
         if len(sizes) and int(sizes.max()) < SIZE_TABLE:
             c = np.bincount(sizes, minlength=0)
@@ -68,7 +69,16 @@ class Side:
             c = c[u]
         else:
             u, c = np.unique(sizes, return_counts=True)
-        for k, v in zip(u.tolist(), c.tolist(), strict=True):
+        return len(t), iops, mb, int(d.sum()), reads, u.tolist(), c.tolist()
+
+    def merge(self, tally: tuple) -> None:
+        n, iops, mb, data, reads, u, c = tally
+        self.n += n
+        self.iops += iops
+        self.mb += mb
+        self.data += data
+        self.reads += reads
+        for k, v in zip(u, c, strict=True):
             self.sizes[k] = self.sizes.get(k, 0) + v
 
     def read_fraction(self) -> float | None:
@@ -380,12 +390,14 @@ class Figures(Sink):
 
     def orig(self, o: np.ndarray) -> None:
         self.locality[0].add(o)
-        self.all.o.add(o["t"], o)
+        every = self.all.o.tally(o["t"], o)
+        self.all.o.merge(every)
         sids = localitystream.distinct(o["stream"])
         for sid in sids:
-            # One stream (the usual batch): all its rows, without a mask.
-            m = o["stream"] == sid if len(sids) > 1 else None
-            self.streams[sid].o.add(o["t"], o, m)
+            if len(sids) == 1:  # one stream (the usual batch): all its rows
+                self.streams[sid].o.merge(every)
+            else:
+                self.streams[sid].o.add(o["t"], o, o["stream"] == sid)
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
