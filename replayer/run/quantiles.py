@@ -38,12 +38,15 @@ class Spill:
         self._held = 0
         self._file: IO[bytes] | None = None
         self.count = 0
+        # Answers a caller keeps here (fidstream._pct), dropped as values come.
+        self.answers: dict[tuple, tuple[list[float], float]] = {}
 
     def add(self, v: np.ndarray) -> None:
         if not len(v):
             return
         v = np.ascontiguousarray(v, np.int64)
         self.count += len(v)
+        self.answers.clear()
         if self._file is None and self._held + len(v) <= KEEP:
             self._mem.append(v)
             self._held += len(v)
@@ -56,7 +59,9 @@ class Spill:
             self._mem, self._held = [], 0
         self._file.write(v.tobytes())
 
-    def _chunks(self) -> Iterator[np.ndarray]:
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The values in the order added, a read at a time (each chunk is valid until
+        the next is asked for)."""
         if self._file is None:
             yield from self._mem
             return
@@ -116,7 +121,7 @@ class Spill:
         of the spill serves every rank: one rank at a time, the 25 of `replay
         fidelity` took ~100 reads of it."""
         lo = hi = None
-        for c in self._chunks():
+        for c in self.chunks():
             x = f(c)
             a, b = int(x.min()), int(x.max())
             lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
@@ -135,7 +140,7 @@ class Spill:
             widths = {sp: -(-(sp[1] - sp[0] + 1) // BINS) for sp in spans}
             hists = {sp: np.zeros(BINS, np.int64) for sp in spans}
             below = dict.fromkeys(spans, 0)
-            for c in self._chunks():
+            for c in self.chunks():
                 x = f(c)
                 for sp in spans:
                     below[sp] += _count(x, sp[0], sp[1], widths[sp], hists[sp])
@@ -155,7 +160,7 @@ class Spill:
             if gather:
                 bins = sorted({(a, b) for a, b, _ in gather.values()})
                 vals: dict[tuple[int, int], list[np.ndarray]] = {sp: [] for sp in bins}
-                for c in self._chunks():
+                for c in self.chunks():
                     x = f(c)
                     for a, b in bins:
                         vals[(a, b)].append(_within(x, a, b))

@@ -15,7 +15,7 @@ from trace_helpers import header, make_trace, workload_records
 from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
-from replayer.run import fidelity, localitystream, ordered, quantiles
+from replayer.run import fidelity, fidstream, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
 
@@ -78,7 +78,8 @@ def test_streamed_answers_are_the_in_memory_ones(
     tmp_path: Path, monkeypatch, batch: int, keep: int, window: float, one_stream: bool
 ) -> None:
     # Small batches and spills: every batch boundary and the on-disk selection show.
-    # One stream (a capture of one job): each batch's rows taken without a mask.
+    # One stream (a capture of one job): each batch's rows taken without a mask,
+    # its gaps kept once with all streams' (Figures.mirror).
     monkeypatch.setattr(ordered, "BATCH", batch)
     monkeypatch.setattr(quantiles, "KEEP", keep)
     o = _orig(6000, seed=11)
@@ -88,6 +89,30 @@ def test_streamed_answers_are_the_in_memory_ones(
     ref = fidelity.compare_in_memory(po, pr, window)
     got = fidelity.compare(po, pr, window)
     assert ref["overall"]["match_share"] > 0.9 and len(ref["windows"]) > 3
+    _same(got, ref)
+
+
+def test_a_second_stream_takes_the_gaps_kept_for_the_first(tmp_path: Path, monkeypatch) -> None:
+    """Pairs of one stream first (their gaps kept once, as all streams'), then of
+    several: the first stream's figures are as where every stream kept its own
+    from the start (all pairs settled at once, at the end of one batch)."""
+    monkeypatch.setattr(quantiles, "KEEP", 300)
+    o = _orig(6000, seed=11)
+    late = o["ts_issue_ns"] > np.median(o["ts_issue_ns"])
+    assert len(np.unique(o["stream"][late])) > 1
+    o["stream"][~late] = o["stream"][0]
+    po, pr = _files(tmp_path, o, _replay(o, 11))
+    horizon = 10**9  # every pair within 30 ms: pairs settle batch by batch
+    ref = fidelity.compare(po, pr, 2.5, horizon)
+    unmirrored = []
+    real = fidstream.Group.unmirror
+    monkeypatch.setattr(
+        fidstream.Group, "unmirror", lambda g, of: (unmirrored.append(1), real(g, of))[1]
+    )
+    # Batches of 250 rows (batches() took BATCH as its default when defined).
+    monkeypatch.setattr(ordered.batches, "__defaults__", (250,))
+    got = fidelity.compare(po, pr, 2.5, horizon)
+    assert unmirrored == [1] and got["overall"]["match_share"] > 0.9
     _same(got, ref)
 
 
