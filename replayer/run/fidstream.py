@@ -352,7 +352,7 @@ class _Later:
     def add(self, kind: int, *parts: np.ndarray) -> None:
         self._file.write(np.array([kind, *(len(p) for p in parts)], np.int64).tobytes())
         for p in parts:
-            self._file.write(p.tobytes())
+            self._file.write(np.ascontiguousarray(p).data)  # (its buffer, not a copy)
 
     def calls(self) -> Iterator[tuple[int, list[np.ndarray]]]:
         """(kind, its arrays) of each call, in the order they were added."""

@@ -55,9 +55,9 @@ class Spill:
             # Closed by close(); the file has no name, so nothing is left behind.
             self._file = tempfile.TemporaryFile(prefix="iotape-spill-")  # noqa: SIM115
             for m in self._mem:
-                self._file.write(m.tobytes())
+                self._file.write(m.data)
             self._mem, self._held = [], 0
-        self._file.write(v.tobytes())
+        self._file.write(v.data)  # (its buffer, not a copy)
 
     def chunks(self) -> Iterator[np.ndarray]:
         """The values in the order added, a read at a time (each chunk is valid until
