@@ -86,14 +86,45 @@ int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
 static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
+/* The 8 x 8 bytes in a[0..7] transposed: byte m of a[j] becomes byte j of a[m]
+ * (three rounds of swapping blocks of 1, 2 and 4 bytes; little-endian words). */
+static inline void transpose8(uint64_t a[8]) {
+    static const uint64_t lo[3] = {0x00FF00FF00FF00FFull, 0x0000FFFF0000FFFFull,
+                                   0x00000000FFFFFFFFull};
+    for (int r = 0, w = 1; r < 3; r++, w *= 2) {
+        for (int j = 0; j < 8; j++) {
+            if (j & w) continue;
+            uint64_t x = a[j], y = a[j + w];
+            a[j] = (x & lo[r]) | ((y & lo[r]) << (8 * w));
+            a[j + w] = ((x >> (8 * w)) & lo[r]) | (y & ~lo[r]);
+        }
+    }
+}
+
 int iot_decode_records(const uint8_t *planes, int64_t count, int64_t size, uint8_t *out,
                        const int64_t *delta) {
     /* A block of records at a time, so that its rows stay in cache while every
-     * plane is written into them. */
+     * plane is written into them; 8 planes and 8 records at a time as one 8 x 8
+     * transpose of words (a byte at a time, each record's bytes were stored
+     * one by one, ~0.1 us a record). */
     enum { BLOCK = 256 };
+    int words = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
     for (int64_t i0 = 0; i0 < count; i0 += BLOCK) {
         int64_t n = count - i0 < BLOCK ? count - i0 : BLOCK;
-        for (int64_t k = 0; k < size; k++) {
+        int64_t k = 0;
+        for (; words && k + 8 <= size; k += 8) {
+            int64_t i = 0;
+            for (; i + 8 <= n; i += 8) {
+                uint64_t a[8];
+                for (int j = 0; j < 8; j++) a[j] = get64(planes + (k + j) * count + i0 + i);
+                transpose8(a);
+                for (int m = 0; m < 8; m++) put64(out + (i0 + i + m) * size + k, a[m]);
+            }
+            for (; i < n; i++)
+                for (int j = 0; j < 8; j++)
+                    out[(i0 + i) * size + k + j] = planes[(k + j) * count + i0 + i];
+        }
+        for (; k < size; k++) {
             const uint8_t *p = planes + k * count + i0;
             uint8_t *o = out + i0 * size + k;
             for (int64_t i = 0; i < n; i++) o[i * size] = p[i];

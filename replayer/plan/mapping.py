@@ -141,27 +141,35 @@ class Mapper:
         placed = np.zeros(len(r), bool)
         data = r["op"] != OP["flush"]
         key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
-        for k in np.unique(key).tolist():
+        one = bool(len(key)) and int(key.min()) == int(key.max())  # one device's stream
+        for k in [int(key[0])] if one else np.unique(key).tolist():
             p = self.place.get((k >> 8, k & 0xFF))
             if p is None:
                 continue
-            m = key == k
+            m = np.ones(len(key), bool) if one else key == k
             placed[m] = True
             tgt[m] = self.target_id[p.target]
             m &= data
+            if m.all():
+                # Every row: mapped whole, not gathered and scattered by the mask.
+                o, b = self._placed(p, off, nb)
+                off, nb = p.base + o, b
+                continue
             if not m.any():
                 continue
-            if self.m.mode == "compact":
-                g = self.touched[p.device]
-                o, b = compact.pack(off[m], nb[m], g, p.packed_at or 0, p.block, 0, self.granule)
-            else:
-                # A plan before regions (no `region`) laid every device over the whole range.
-                at, size = p.region or (0, p.size)
-                end = self.end[p.device]
-                o, b = remap.remap(off[m], nb[m], size, p.block, self.m.mode, end)
-                o = o + at
+            o, b = self._placed(p, off[m], nb[m])
             off[m], nb[m] = p.base + o, b
         return off, nb, placed, tgt
+
+    def _placed(self, p: Any, off: np.ndarray, nb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets from the placement's base, sizes) of requests of placement `p`."""
+        if self.m.mode == "compact":
+            g = self.touched[p.device]
+            return compact.pack(off, nb, g, p.packed_at or 0, p.block, 0, self.granule)
+        # A plan before regions (no `region`) laid every device over the whole range.
+        at, size = p.region or (0, p.size)
+        o, b = remap.remap(off, nb, size, p.block, self.m.mode, self.end[p.device])
+        return o + at, b
 
     def keys(self, r: np.ndarray) -> np.ndarray:
         """The original's rows keyed as replayed (pairing.keys of their place in their
@@ -185,8 +193,8 @@ class Mapper:
     def _key(
         self, op: np.ndarray, off: np.ndarray, nb: np.ndarray, tgt: np.ndarray | None
     ) -> np.ndarray:
-        if self.fold:
-            off = off % self.fold
+        if self.fold and len(off) and not (int(off.min()) >= 0 and int(off.max()) < self.fold):
+            off = off % self.fold  # (already in the first range: as it is)
         k: np.ndarray = (
             (op.astype(np.uint64) << np.uint64(56))
             ^ (off.astype(np.uint64) << np.uint64(8))
@@ -200,7 +208,10 @@ class Mapper:
         """(rows replayed nowhere, rows the first replica is expected to have dropped
         (a share below 1), replayed rows expected beyond the first replica)."""
         key = r["dev"].astype(np.int64) << 8 | r["stream"].astype(np.int64)
-        ks, n = np.unique(key, return_counts=True)
+        if len(key) and int(key.min()) == int(key.max()):  # one device's stream
+            ks, n = key[:1], np.array([len(key)])
+        else:
+            ks, n = np.unique(key, return_counts=True)
         nowhere, thinned, extra = 0, 0.0, 0.0
         for k, c in zip(ks.tolist(), n.tolist(), strict=True):
             p = self.place.get((k >> 8, k & 0xFF))

@@ -49,18 +49,19 @@ class Side:
 
     def add(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> None:
         """Requests `r` (those of mask `m`) at aligned times `t` (ns)."""
+        self.merge(self.tally(t, r, m))
+
+    def tally(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> tuple:
+        """What `add` adds (merge): a batch's tally once for two Sides that take
+        the same rows (all streams and the only one)."""
         nbytes, op = (r["bytes"], r["op"]) if m is None else (r["bytes"][m], r["op"][m])
         t = t if m is None else t[m]
-        self.n += len(t)
         sec = t // 1_000_000_000
         ok = (sec >= 0) & (sec < len(self.iops))
-        self.iops += np.bincount(sec[ok], minlength=len(self.iops))
-        self.mb += np.bincount(
-            sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops)
-        )
+        iops = np.bincount(sec[ok], minlength=len(self.iops))
+        mb = np.bincount(sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops))
         d = op != OP["flush"]
-        self.data += int(d.sum())
-        self.reads += int((op[d] == OP["read"]).sum())
+        reads = int((op[d] == OP["read"]).sum())
         sizes = nbytes[d]
         if len(sizes) and int(sizes.max()) < SIZE_TABLE:
             c = np.bincount(sizes, minlength=0)
@@ -68,7 +69,16 @@ class Side:
             c = c[u]
         else:
             u, c = np.unique(sizes, return_counts=True)
-        for k, v in zip(u.tolist(), c.tolist(), strict=True):
+        return len(t), iops, mb, int(d.sum()), reads, u.tolist(), c.tolist()
+
+    def merge(self, tally: tuple) -> None:
+        n, iops, mb, data, reads, u, c = tally
+        self.n += n
+        self.iops += iops
+        self.mb += mb
+        self.data += data
+        self.reads += reads
+        for k, v in zip(u, c, strict=True):
             self.sizes[k] = self.sizes.get(k, 0) + v
 
     def read_fraction(self) -> float | None:
@@ -125,6 +135,18 @@ class Group:
         self.inter.add(np.abs(np.diff(prev)))
         self.last_gap = int(gaps[-1])
 
+    def mirrored(self, of: Group) -> None:
+        """The pairs `of` (all streams) just took, where this stream took them all:
+        counted, their gaps kept once, in `of`'s spills (Figures.paired)."""
+        self.pairs = of.pairs
+
+    def unmirror(self, of: Group) -> None:
+        """Take the gaps kept in `of`'s spills as this stream's own, from here on."""
+        for mine, theirs in ((self.issue, of.issue), (self.inter, of.inter)):
+            for c in theirs.chunks():
+                mine.add(c.copy())  # (a chunk may be a buffer read into again)
+        self.last_gap = of.last_gap
+
     def close(self) -> None:
         self.issue.close()
         self.inter.close()
@@ -144,10 +166,14 @@ def _tv(a: dict[int, int], na: int, b: dict[int, int], nb: int) -> float | None:
     return round(float(0.5 * np.abs(pa - pb).sum()), 4)
 
 
-def _pct(s: Spill, f) -> dict:
+def _pct(s: Spill, f, key: tuple) -> dict:
+    """The percentiles of spill `s` transformed by `f`, which `key` names (a
+    stream's spill that is all streams' is asked the same twice)."""
     if not s.count:
         return {}
-    vals, top = s.percentiles(QS, f)
+    if key not in s.answers:
+        s.answers[key] = s.percentiles(QS, f)
+    vals, top = s.answers[key]
     out = {f"p{q}_ms": round(v / 1e6, 4) for q, v in zip(QS, vals, strict=True)}
     out["max_ms"] = round(top / 1e6, 4)
     return out
@@ -165,10 +191,10 @@ def figures(g: Group, shift: int, timed: bool) -> dict:
         "match_share": round(g.pairs / g.o.n, 4) if g.o.n else None,
     }
     if timed and g.pairs:
-        f["issue_error"] = _pct(g.issue, lambda x: np.abs(x - shift))
+        f["issue_error"] = _pct(g.issue, lambda x: np.abs(x - shift), ("issue", shift))
         f["drift_ms_per_s"] = g.drift.value()
         if g.pairs > 1:
-            f["interarrival_error"] = _pct(g.inter, lambda x: x)
+            f["interarrival_error"] = _pct(g.inter, lambda x: x, ("inter",))
     return f
 
 
@@ -219,6 +245,14 @@ def _at_least(batches: Iterator[np.ndarray], held) -> Iterator[np.ndarray]:
         yield ordered.cat(part) if len(part) > 1 else part[0]
 
 
+def _in_order(t: np.ndarray, n: np.ndarray) -> bool:
+    """Whether rows stand in the original's time order, ties in file order."""
+    if len(t) < 2:
+        return True
+    dt = t[1:] - t[:-1]
+    return bool((dt >= 0).all()) and bool((n[1:][dt == 0] > n[:-1][dt == 0]).all())
+
+
 def drive(
     so: ordered.Scan,
     sr: ordered.Scan,
@@ -256,6 +290,14 @@ def drive_batches(
         o = ordered.cat([w[0] for w in waiting])
         r = ordered.cat([w[1] for w in waiting])
         t = o["t"]
+        if _in_order(t, o["n"]):
+            # Pairs mostly come settled in the original's order: the settled ones
+            # are then a head, handed on as they are (no sort, no copies).
+            cut = len(o) if before is None else int(np.searchsorted(t, before, "left"))
+            if cut:
+                sink.paired(o[:cut], r[:cut])
+            waiting[:] = [(o[cut:], r[cut:])] if cut < len(o) else []
+            return
         done = np.flatnonzero(t < before) if before is not None else np.arange(len(o))
         # The original's time order (ties in file order).
         done = done[np.lexsort((o["n"][done], t[done]))]
@@ -310,7 +352,7 @@ class _Later:
     def add(self, kind: int, *parts: np.ndarray) -> None:
         self._file.write(np.array([kind, *(len(p) for p in parts)], np.int64).tobytes())
         for p in parts:
-            self._file.write(p.tobytes())
+            self._file.write(np.ascontiguousarray(p).data)  # (its buffer, not a copy)
 
     def calls(self) -> Iterator[tuple[int, list[np.ndarray]]]:
         """(kind, its arrays) of each call, in the order they were added."""
@@ -360,14 +402,19 @@ class Figures(Sink):
         # Both traces' locality, from the same read (each trace's rows all come
         # here once, in time order): reading them again for it took two more reads.
         self.locality = (localitystream.Profile(), localitystream.Profile())
+        self.mirror: int | None = None  # the stream that took every pair so far
         self._later = _Later()
 
     def orig(self, o: np.ndarray) -> None:
         self.locality[0].add(o)
-        self.all.o.add(o["t"], o)
-        for sid in np.unique(o["stream"]).tolist():
-            m = o["stream"] == sid
-            self.streams[sid].o.add(o["t"], o, m)
+        every = self.all.o.tally(o["t"], o)
+        self.all.o.merge(every)
+        sids = localitystream.distinct(o["stream"])
+        for sid in sids:
+            if len(sids) == 1:  # one stream (the usual batch): all its rows
+                self.streams[sid].o.merge(every)
+            else:
+                self.streams[sid].o.add(o["t"], o, o["stream"] == sid)
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
@@ -380,9 +427,22 @@ class Figures(Sink):
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         gaps = r["t"] - o["t"]
+        sids = localitystream.distinct(o["stream"])
+        # Every pair so far in one stream (one job's capture): its gaps are all
+        # streams' gaps, kept once (written twice, their percentiles found twice,
+        # they were a tenth of `replay fidelity`'s time); copied out if another
+        # stream's pair comes.
+        if self.mirror is None and not self.all.pairs and len(sids) == 1:
+            self.mirror = sids[0]
+        if self.mirror is not None and sids != [self.mirror]:
+            self.streams[self.mirror].unmirror(self.all)
+            self.mirror = None
         self.all.paired(gaps)
-        for sid in np.unique(o["stream"]).tolist():
-            self.streams[sid].paired(gaps[o["stream"] == sid])
+        if self.mirror is not None:
+            self.streams[self.mirror].mirrored(self.all)
+        else:
+            for sid in sids:
+                self.streams[sid].paired(gaps[o["stream"] == sid] if len(sids) > 1 else gaps)
         p = np.empty(len(o), PAIR)
         p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
         self._later.add(_PAIRED, p, _rows(r))
@@ -391,6 +451,9 @@ class Figures(Sink):
         """The figures that need the replay's clock offset `shift` (0 where it is
         not `timed`: too few pairs), from the calls kept in order."""
         self.shift, self.timed = shift, timed
+        if self.mirror is not None:
+            g = self.streams[self.mirror]
+            g.issue, g.inter, g.last_gap = self.all.issue, self.all.inter, self.all.last_gap
         for kind, parts in self._later.calls():
             if kind == _REP:
                 (r,) = parts
@@ -411,9 +474,15 @@ class Figures(Sink):
         if self.timed:
             self.all.drift.add(t_o, gaps - self.shift)
             self.windows.pairs(t_o, np.abs(gaps - self.shift))
-        for sid in np.unique(p["stream"]).tolist():
-            m = p["stream"] == sid
+        sids = localitystream.distinct(p["stream"])
+        for sid in sids:
             g = self.streams[sid]
+            if len(sids) == 1:
+                g.r.add(r["t"] - self.shift, r)
+                if self.timed:
+                    g.drift.add(t_o, gaps - self.shift)
+                continue
+            m = p["stream"] == sid
             g.r.add(r["t"] - self.shift, r, m)
             if self.timed:
                 g.drift.add(t_o[m], gaps[m] - self.shift)

@@ -51,21 +51,27 @@ class Profile:
         self.dist = np.zeros(0, np.int64)  # requests by stack distance (first uses apart)
 
     def add(self, r: np.ndarray) -> None:
-        r = r[(r["op"] <= OP["write"]) & (r["bytes"] > 0)]
+        keep = (r["op"] <= OP["write"]) & (r["bytes"] > 0)
+        if not keep.all():  # (a batch of reads and writes alone is taken as it is)
+            r = r[keep]
         if not len(r):
             return
-        for d in np.unique(r["dev"]).tolist():
+        devs = distinct(r["dev"])
+        for d in devs:
             self.devs.setdefault(d, len(self.devs))
         # Each device its own address space (profile() ranks the devices; any
         # one-to-one numbering gives the same figures).
-        known = np.array(sorted(self.devs), np.int64)
-        ranks = np.array([self.devs[d] for d in known.tolist()], np.int64)
-        rank = ranks[np.searchsorted(known, r["dev"].astype(np.int64))]
-        off = r["offset"].astype(np.int64) + (rank << 50)
+        off = r["offset"].astype(np.int64)
+        if len(devs) == 1:
+            off += self.devs[devs[0]] << 50
+        else:
+            known = np.array(sorted(self.devs), np.int64)
+            ranks = np.array([self.devs[d] for d in known.tolist()], np.int64)
+            off += ranks[np.searchsorted(known, r["dev"].astype(np.int64))] << 50
         nb = r["bytes"].astype(np.int64)
         self.n += len(r)
         self._sequential(r["op"], off, nb)
-        u, c = np.unique(off >> SHIFT, return_counts=True)
+        u, c = _counts(off >> SHIFT)
         self.units.append(u)
         self.counts.append(c)
         self._kept += len(u)
@@ -77,8 +83,9 @@ class Profile:
             self._distances()
 
     def _sequential(self, op: np.ndarray, off: np.ndarray, nb: np.ndarray) -> None:
-        for o in np.unique(op).tolist():
-            m = op == o
+        ops = distinct(op)
+        for o in ops:
+            m = op == o if len(ops) > 1 else slice(None)
             start, end = off[m], off[m] + nb[m]
             prev = end[:-1] if o not in self.last_end else np.r_[self.last_end[o], end[:-1]]
             self.seq += int((start[len(start) - len(prev) :] == prev).sum())
@@ -97,15 +104,19 @@ class Profile:
         nb = np.concatenate([p[1] for p in self.pending])
         self.pending, self._held = [], 0
         first, last = off >> SHIFT, (off + nb - 1) >> SHIFT
-        k = last - first + 1
-        starts = np.zeros(len(off), np.int64)
-        np.cumsum(k[:-1], out=starts[1:])
-        req = np.repeat(np.arange(len(off)), k)
-        unit = first[req] + (np.arange(int(k.sum())) - starts[req])
+        whole = bool((first == last).all())  # each request in one unit (small I/O)
+        if whole:
+            unit = first
+        else:
+            k = last - first + 1
+            starts = np.zeros(len(off), np.int64)
+            np.cumsum(k[:-1], out=starts[1:])
+            req = np.repeat(np.arange(len(off)), k)
+            unit = first[req] + (np.arange(int(k.sum())) - starts[req])
         seq = np.concatenate([self.stack, unit])
         keys, ids = factorize(seq)
         d = native.stack_distances(ids, len(keys))[len(self.stack) :]
-        per_req = np.maximum.reduceat(d, starts)
+        per_req = d if whole else np.maximum.reduceat(d, starts)
         seen = per_req[per_req != native.NEVER]
         h = np.bincount(seen)
         if len(h) > len(self.dist):
@@ -152,6 +163,28 @@ def factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present[x - lo] = True
     ids = np.cumsum(present, dtype=np.int32) - 1
     return np.flatnonzero(present) + lo, ids[x - lo]
+
+
+def distinct(x: np.ndarray) -> list[int]:
+    """np.unique(x).tolist(), without its sort where every value is one (the usual
+    batch: one device, one op, one stream)."""
+    if not len(x):
+        return []
+    lo, hi = int(x.min()), int(x.max())
+    return [lo] if lo == hi else np.unique(x).tolist()
+
+
+def _counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(x, return_counts=True), by one count per slot of a table where the
+    values span a small range (one device's units); np.unique sorts them."""
+    if not len(x):
+        return np.unique(x, return_counts=True)
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo > max(4 * len(x), 1 << 24):
+        return np.unique(x, return_counts=True)
+    c = np.bincount(x - lo)
+    u = np.flatnonzero(c)
+    return u + lo, c[u]
 
 
 def _hot(counts: np.ndarray) -> tuple[float, float]:

@@ -1,4 +1,5 @@
-"""The post-replay steps' C code (src/pairmatch.c, compact.c, planorder.c), loaded once.
+"""The post-replay steps' C code (src/pairmatch.c, compact.c, planorder.c, select.c),
+loaded once.
 
 `make native` builds build/libpostreplay.so; ctypes loads it here. Each caller
 keeps its numpy version, the reference the tests hold the C code to:
@@ -41,4 +42,8 @@ def lib() -> ctypes.CDLL | None:
     so.scan_chunk.restype = ctypes.c_int
     so.plan_order.argtypes = [p, i64, p]
     so.plan_order.restype = ctypes.c_int
+    so.range_hist.argtypes = [p, i64, i64, i64, i64, p]
+    so.range_hist.restype = i64
+    so.range_take.argtypes = [p, i64, i64, i64, p]
+    so.range_take.restype = i64
     return so

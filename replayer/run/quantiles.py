@@ -13,11 +13,14 @@ it is `np.percentile` itself.
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
+
+from replayer.run import native
 
 KEEP = 1 << 18  # values held in memory before the rest goes to disk
 BINS = 1 << 16
@@ -35,12 +38,15 @@ class Spill:
         self._held = 0
         self._file: IO[bytes] | None = None
         self.count = 0
+        # Answers a caller keeps here (fidstream._pct), dropped as values come.
+        self.answers: dict[tuple, tuple[list[float], float]] = {}
 
     def add(self, v: np.ndarray) -> None:
         if not len(v):
             return
         v = np.ascontiguousarray(v, np.int64)
         self.count += len(v)
+        self.answers.clear()
         if self._file is None and self._held + len(v) <= KEEP:
             self._mem.append(v)
             self._held += len(v)
@@ -49,21 +55,26 @@ class Spill:
             # Closed by close(); the file has no name, so nothing is left behind.
             self._file = tempfile.TemporaryFile(prefix="iotape-spill-")  # noqa: SIM115
             for m in self._mem:
-                self._file.write(m.tobytes())
+                self._file.write(m.data)
             self._mem, self._held = [], 0
-        self._file.write(v.tobytes())
+        self._file.write(v.data)  # (its buffer, not a copy)
 
-    def _chunks(self) -> Iterator[np.ndarray]:
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The values in the order added, a read at a time (each chunk is valid until
+        the next is asked for)."""
         if self._file is None:
             yield from self._mem
             return
         self._file.flush()
         self._file.seek(0)
+        # One buffer for every read (a fresh one each time faulted in its pages, as
+        # long as reading them): each chunk is done with before the next is read.
+        buf = np.empty(min(READ, self.count), np.int64)
         while True:
-            b = self._file.read(READ * 8)
-            if not b:
+            got = cast(io.BufferedRandom, self._file).readinto(buf.data.cast("B"))
+            if not got:
                 return
-            yield np.frombuffer(b, np.int64)
+            yield buf[: got // 8]
 
     def close(self) -> None:
         if self._file is not None:
@@ -110,7 +121,7 @@ class Spill:
         of the spill serves every rank: one rank at a time, the 25 of `replay
         fidelity` took ~100 reads of it."""
         lo = hi = None
-        for c in self._chunks():
+        for c in self.chunks():
             x = f(c)
             a, b = int(x.min()), int(x.max())
             lo, hi = (a, b) if lo is None or hi is None else (min(lo, a), max(hi, b))
@@ -129,13 +140,10 @@ class Spill:
             widths = {sp: -(-(sp[1] - sp[0] + 1) // BINS) for sp in spans}
             hists = {sp: np.zeros(BINS, np.int64) for sp in spans}
             below = dict.fromkeys(spans, 0)
-            for c in self._chunks():
+            for c in self.chunks():
                 x = f(c)
                 for sp in spans:
-                    a, b = sp
-                    below[sp] += int((x < a).sum())
-                    y = x[(x >= a) & (x <= b)]
-                    hists[sp] += np.bincount((y - a) // widths[sp], minlength=BINS)
+                    below[sp] += _count(x, sp[0], sp[1], widths[sp], hists[sp])
             gather: dict[int, tuple[int, int, int]] = {}  # k: (lo, hi, rank within)
             for k, sp in list(todo.items()):
                 a, b = sp
@@ -152,11 +160,38 @@ class Spill:
             if gather:
                 bins = sorted({(a, b) for a, b, _ in gather.values()})
                 vals: dict[tuple[int, int], list[np.ndarray]] = {sp: [] for sp in bins}
-                for c in self._chunks():
+                for c in self.chunks():
                     x = f(c)
                     for a, b in bins:
-                        vals[(a, b)].append(x[(x >= a) & (x <= b)])
+                        vals[(a, b)].append(_within(x, a, b))
                 ordered = {sp: np.sort(np.concatenate(v)) for sp, v in vals.items()}
                 for k, (a, b, k_in) in gather.items():
                     got[k] = int(ordered[(a, b)][k_in])
         return got, top
+
+
+# Ranges the C passes take: their bins' arithmetic stays within int64.
+_SAFE = 1 << 62
+
+
+def _count(x: np.ndarray, a: int, b: int, width: int, hist: np.ndarray) -> int:
+    """Add the values of `x` in [a, b] to `hist` (BINS bins of `width` from a); return
+    how many are below a. src/select.c where built (one pass), else numpy."""
+    lib = native.lib()
+    if lib is not None and -_SAFE < a <= b < _SAFE:
+        x = np.ascontiguousarray(x, np.int64)
+        return int(lib.range_hist(x.ctypes.data, len(x), a, b, width, hist.ctypes.data))
+    y = x[(x >= a) & (x <= b)]
+    hist += np.bincount((y - a) // width, minlength=BINS)
+    return int((x < a).sum())
+
+
+def _within(x: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The values of `x` in [a, b], in their order."""
+    lib = native.lib()
+    if lib is not None and -_SAFE < a <= b < _SAFE:
+        x = np.ascontiguousarray(x, np.int64)
+        out = np.empty(len(x), np.int64)
+        k = lib.range_take(x.ctypes.data, len(x), a, b, out.ctypes.data)
+        return out[:k].copy() if k < len(x) // 2 else out[:k]
+    return x[(x >= a) & (x <= b)]

@@ -15,7 +15,7 @@ from trace_helpers import header, make_trace, workload_records
 from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
-from replayer.run import fidelity, localitystream, ordered, quantiles
+from replayer.run import fidelity, fidstream, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
 
@@ -71,19 +71,48 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "keep", "window"), [(ordered.BATCH, quantiles.KEEP, 5.0), (250, 300, 2.5)]
+    ("batch", "keep", "window", "one_stream"),
+    [(ordered.BATCH, quantiles.KEEP, 5.0, False), (250, 300, 2.5, False), (250, 300, 2.5, True)],
 )
 def test_streamed_answers_are_the_in_memory_ones(
-    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float
+    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float, one_stream: bool
 ) -> None:
     # Small batches and spills: every batch boundary and the on-disk selection show.
+    # One stream (a capture of one job): each batch's rows taken without a mask,
+    # its gaps kept once with all streams' (Figures.mirror).
     monkeypatch.setattr(ordered, "BATCH", batch)
     monkeypatch.setattr(quantiles, "KEEP", keep)
     o = _orig(6000, seed=11)
+    if one_stream:
+        o["stream"] = o["stream"][0]
     po, pr = _files(tmp_path, o, _replay(o, 11))
     ref = fidelity.compare_in_memory(po, pr, window)
     got = fidelity.compare(po, pr, window)
     assert ref["overall"]["match_share"] > 0.9 and len(ref["windows"]) > 3
+    _same(got, ref)
+
+
+def test_a_second_stream_takes_the_gaps_kept_for_the_first(tmp_path: Path, monkeypatch) -> None:
+    """Pairs of one stream first (their gaps kept once, as all streams'), then of
+    several: the first stream's figures are as where every stream kept its own
+    from the start (all pairs settled at once, at the end of one batch)."""
+    monkeypatch.setattr(quantiles, "KEEP", 300)
+    o = _orig(6000, seed=11)
+    late = o["ts_issue_ns"] > np.median(o["ts_issue_ns"])
+    assert len(np.unique(o["stream"][late])) > 1
+    o["stream"][~late] = o["stream"][0]
+    po, pr = _files(tmp_path, o, _replay(o, 11))
+    horizon = 10**9  # every pair within 30 ms: pairs settle batch by batch
+    ref = fidelity.compare(po, pr, 2.5, horizon)
+    unmirrored = []
+    real = fidstream.Group.unmirror
+    monkeypatch.setattr(
+        fidstream.Group, "unmirror", lambda g, of: (unmirrored.append(1), real(g, of))[1]
+    )
+    # Batches of 250 rows (batches() took BATCH as its default when defined).
+    monkeypatch.setattr(ordered.batches, "__defaults__", (250,))
+    got = fidelity.compare(po, pr, 2.5, horizon)
+    assert unmirrored == [1] and got["overall"]["match_share"] > 0.9
     _same(got, ref)
 
 
@@ -363,3 +392,25 @@ def test_batches_join_until_as_many_as_the_pairing_holds() -> None:
     got = list(_at_least(iter(parts), lambda: next(held)))
     assert [len(g) for g in got] == [10, 30, 30, 30]
     assert np.array_equal(np.concatenate(got)["t"], np.arange(100))
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_streamed_locality_of_requests_within_a_unit_is_profiles(
+    tmp_path: Path, monkeypatch, devices: int
+) -> None:
+    """Every request inside one 64 KiB unit (4 KiB aligned, the full-rate captures'
+    shape), which takes the units' short way: still profile()'s figures."""
+    monkeypatch.setattr(ordered, "BATCH", 300)
+    monkeypatch.setattr(localitystream, "PIECE", 50)
+    rng = np.random.default_rng(11)
+    o = _orig(4000, seed=11)
+    o["offset"] = np.minimum(rng.zipf(1.3, size=len(o)), 40000) * 4096
+    o["bytes"] = np.where(o["op"] == OP["flush"], 0, 4096)
+    if devices == 1:
+        o["dev"] = o["dev"][0]
+    o = o[np.argsort(o["ts_complete_ns"], kind="stable")]
+    path = make_trace(tmp_path / "t.iot", o, chunk_records=61)
+    src = load(path)
+    ref = locality.profile(src.records, src.t_ns)
+    assert 0 < ref["lru_hit_ratio"][0] < ref["lru_hit_ratio"][-1]
+    assert localitystream.profile(ordered.batches(ordered.scan(path))) == ref

@@ -23,7 +23,7 @@ from iotape.commands.replay import app as replay_app
 from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
-from replayer.run import execute, native, ordered, pairing, relabel
+from replayer.run import execute, native, ordered, pairing, quantiles, relabel
 from replayer.run.execute import load_manifest
 from replayer.run.pairing import Pairer
 from replayer.run.results import Relabel
@@ -263,3 +263,45 @@ def test_c_plan_order_is_lexsorts(pure, run: int) -> None:
     assert np.array_equal(relabel._plan_order(a), ref)
     pure(True)
     assert np.array_equal(relabel._plan_order(a), ref)
+
+
+@pytest.mark.parametrize("dist", ["wide", "ties", "negative"])
+def test_c_percentile_passes_are_numpys(pure, monkeypatch, dist: str) -> None:
+    """src/select.c's passes over a spill (the count below a range and its
+    histogram, the values within it): numpy's, pass by pass and through a spill's
+    percentiles narrowed over several reads and levels."""
+    rng = np.random.default_rng(7)
+    n = 30_011
+    x = {
+        "wide": rng.integers(-(10**15), 10**15, size=n),
+        "ties": rng.integers(0, 4, size=n) * 10**9,
+        "negative": -(rng.pareto(0.9, size=n) * 1e6).astype(np.int64),
+    }[dist]
+    lo, hi = int(x.min()), int(x.max())
+    for a, b in [(lo, hi), (lo + (hi - lo) // 3, lo + (hi - lo) // 2), (hi, hi), (hi + 1, hi + 9)]:
+        width = -(-(b - a + 1) // quantiles.BINS)
+        got = {}
+        for on in (True, False):
+            pure(on)
+            hist = np.zeros(quantiles.BINS, np.int64)
+            below = quantiles._count(x, a, b, width, hist)
+            got[on] = (below, hist, quantiles._within(x, a, b))
+        assert got[True][0] == got[False][0] == int((x < a).sum())
+        assert np.array_equal(got[True][1], got[False][1])
+        assert got[False][1].sum() == len(got[False][2])
+        assert np.array_equal(got[True][2], got[False][2])
+    monkeypatch.setattr(quantiles, "KEEP", 500)
+    monkeypatch.setattr(quantiles, "READ", 1009)
+    f = lambda v: np.abs(v - 4321)  # noqa: E731
+    answers = []
+    for on in (True, False):
+        pure(on)
+        s = quantiles.Spill()
+        for part in np.array_split(x, 13):
+            s.add(part)
+        answers.append((s.percentiles((0, 50, 99, 99.9, 100), f), s.median()))
+        s.close()
+    ref = f(x).astype(np.float64)
+    assert answers[0] == answers[1]
+    assert answers[1][0][0] == [float(np.percentile(ref, q)) for q in (0, 50, 99, 99.9, 100)]
+    assert answers[1][1] == float(np.median(x))

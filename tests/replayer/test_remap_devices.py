@@ -168,3 +168,25 @@ def test_a_dry_run_sizes_its_placeholder_for_the_devices_side_by_side(tmp_path: 
     reach = {d["device"]: d["end_bytes"] for d in man["mapping"]["devices"]}
     want = -(-reach[SDA] // MiB) * MiB + reach[NVME]
     assert man["targets"][0]["reach_bytes"] == want, man["targets"][0]
+
+
+@pytest.mark.parametrize("remap", ["fit", "wrap", "scale"])
+def test_a_batch_of_one_device_is_mapped_as_in_a_mixed_batch(tmp_path: Path, remap) -> None:
+    """Mapper maps a batch of one device's stream whole (no masks): each row keyed
+    and placed as where the batch mixes devices (each device's rows masked)."""
+    t = same_offsets_trace(tmp_path / "t.iot")
+    size = 10 * GiB if remap == "fit" else 64 * MiB
+    tgt = sparse(tmp_path / "tgt.img", size)
+    jd = tmp_path / "j"
+    _plan(t, jd, remap, [f"all={tgt}"])
+    so = scan(t)
+    m = mapper(jd / "plan.json", so)
+    assert m is not None
+    rows = np.concatenate(list(batches(so)))
+    assert len(np.unique(rows["dev"])) == 2
+    mixed_keys, mixed = m.keys(rows), m.apply_on(rows)
+    for d in (SDA, NVME):
+        sel = rows["dev"] == d
+        one = m.apply_on(rows[sel])
+        assert all(np.array_equal(a[sel], b) for a, b in zip(mixed, one, strict=True))
+        assert np.array_equal(mixed_keys[sel], m.keys(rows[sel]))
