@@ -41,16 +41,17 @@ STARVED = {
 }
 
 
-def _cfg(tmp: Path, **kw) -> engine.WorkloadConfig:
+def _cfg(
+    tmp: Path, duration: float = 2, emulate: dict[str, float] | None = None
+) -> engine.WorkloadConfig:
     for d in ("db", "log"):
         (tmp / d).mkdir(exist_ok=True)
-    base = dict(
-        mode="throughput", mailboxes=20, mailbox_size_mb=2, threads=1, duration=2,
-        cache_min_mb=0.1, cache_max_mb=0.1, ioengine="psync", bdm=False,
-        overrides=dict(STARVED),
+    return engine.WorkloadConfig(
+        db_paths=[str(tmp / "db")], log_paths=[str(tmp / "log")], mode="throughput",
+        mailboxes=20, mailbox_size_mb=2, threads=1, duration=duration, cache_min_mb=0.1,
+        cache_max_mb=0.1, ioengine="psync", bdm=False, overrides=dict(STARVED),
+        emulate_latency_ms=emulate,
     )  # fmt: skip
-    base.update(kw)
-    return engine.WorkloadConfig(db_paths=[str(tmp / "db")], log_paths=[str(tmp / "log")], **base)
 
 
 def _start(cfg: engine.WorkloadConfig, result: Path) -> subprocess.Popen:
@@ -100,7 +101,7 @@ def test_a_signal_ends_the_engine_while_sessions_wait_for_clean_pages(
 ) -> None:
     # Writes held to 200 ms (an emulation: the device is a file) keep the
     # session waiting for the scavenger nearly all the time.
-    cfg = _cfg(tmp_path, duration=600, emulate_latency_ms={"db_write": 200.0})
+    cfg = _cfg(tmp_path, duration=600, emulate={"db_write": 200.0})
     result = tmp_path / "r.json"
     proc = _start(cfg, result)
     _until_tick(proc)
