@@ -124,6 +124,7 @@ static void clean_unlink(struct cache *c, int32_t s)
 	else
 		c->clean_tail = x->cprev;
 	x->in_clean = 0;
+	c->nclean--;
 }
 
 /* Put s on the clean list after `after` (NIL: at the head). */
@@ -141,6 +142,7 @@ static void clean_insert(struct cache *c, int32_t s, int32_t after)
 	else
 		c->clean_head = s;
 	x->in_clean = 1;
+	c->nclean++;
 }
 
 /* A page of the LRU that has just become clean and idle joins the clean list at
@@ -275,9 +277,45 @@ static void stamp(struct slot *x, uint64_t t)
 	memcpy(x->buf + 8, &t, 8);
 }
 
+/* Wait (d->mu held) until `need` pages are free or clean and idle: the
+ * scavenger is told the need (c->want) and woken, and the wait is on d->cv,
+ * which the writer broadcasts when its writes complete, a session when its
+ * reads complete or it gives pages back, and main() when the run stops (a
+ * signal handler cannot). 0 if the run stopped first.
+ *
+ * It waits for the condition, not for a fixed time: a retry that cannot
+ * succeed yet would only take and give back pages again. Before, a session
+ * retried every 5 ms and left only when the checkpoint writer had stopped,
+ * which main() does after joining the sessions: at the end of the run, or on
+ * SIGINT/SIGTERM, it waited for that session forever. */
+static int wait_clean(struct db *d, int need)
+{
+	struct cache *c = &d->c;
+	c->starved++;
+	c->want += need;
+	c->clean_waits++;
+	while (!atomic_load(&E.stop) && c->cap - c->used + c->nclean < need) {
+		pthread_cond_signal(&d->ckpt_cv);
+		pthread_cond_wait(&d->cv, &d->mu);
+	}
+	c->starved--;
+	c->want -= need;
+	return !atomic_load(&E.stop);
+}
+
+/* Wake the sessions that wait for the cache (main(), once the run stops). */
+void cache_wake(struct db *d)
+{
+	pthread_mutex_lock(&d->mu);
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* The pages of `pages` (distinct, at most 64): hits go to the LRU head, misses
  * are read, neighbours with one request; with CA_DIRTY all are dirtied and
- * stamped with one new modification number, which is returned (else 0). */
+ * stamped with one new modification number, which is returned (else 0).
+ * CA_CUT when the run stopped while it waited for clean pages: the pages
+ * from the first that found none on are not in the cache. */
 static uint64_t access_list(struct worker *w, const int64_t *pages, int n, int flags)
 {
 	struct db *d = w->db;
@@ -311,14 +349,22 @@ retry:
 		}
 		s = grab(d);
 		if (s == NIL) {
-			/* Everything is dirty: give back what we took, let the scavenger run. */
+			/* Every page is dirty or busy. Give back what this call took (a
+			 * session holding part of what it needs while it waits for the
+			 * rest could wait on another doing the same), then wait for as
+			 * many clean pages as the call needs. The slots given back are
+			 * free: with more of them than the scavenger's stop threshold it
+			 * saw nothing to do, and only the waiters' need makes it write. */
+			int need = nmiss;
+			for (int k = i; k < n; k++)
+				need += cache_lookup(c, pages[k]) == NIL;
 			for (int k = 0; k < nmiss; k++)
 				release(c, miss[k]);
-			pthread_cond_signal(&d->ckpt_cv);
-			timed_wait(&d->cv, &d->mu, 5);
-			if (atomic_load(&E.ckpt_stop)) { /* no writer left to free a page */
+			if (nmiss)
+				pthread_cond_broadcast(&d->cv); /* another waiter may have enough now */
+			if (!wait_clean(d, need)) {
 				pthread_mutex_unlock(&d->mu);
-				return t;
+				return CA_CUT;
 			}
 			goto retry;
 		}

@@ -117,16 +117,40 @@ static int scavenge_due(struct cache *c)
 int ckpt_has_work(struct db *d)
 {
 	struct cache *c = &d->c;
-	return scavenge_due(c) ||
+	return c->starved || scavenge_due(c) ||
 	       (c->dirty_head != NIL && want_write(d, &c->slots[c->dirty_head], ckpt_depth()));
 }
 
-/* Choose up to `room` runs to write (into the free run slots): scavenge the cold
- * end, then the checkpoint. */
+/* For sessions waiting for clean pages (cache.c wait_clean): write from the
+ * cold end of the LRU until the free pages and those clean or being written
+ * there reach what the waiters need in all. The thresholds cannot see this
+ * need: a session gives back the pages it took before it waits, and with
+ * more free pages than the stop threshold the scavenger is not due, while
+ * the checkpoint has nothing old enough when the log stands still because
+ * the sessions that write it wait. */
+static int choose_starved(struct db *d, struct run **out, int room, int maxp)
+{
+	struct cache *c = &d->c;
+	int n = 0, have = c->cap - c->used;
+	for (int32_t s = c->lru_tail; s != NIL && have < c->want && n < room; s = c->slots[s].prev) {
+		struct slot *x = &c->slots[s];
+		if (x->reading)
+			continue;
+		/* The rest of a run is hotter than s (colder dirty idle pages were
+		 * taken already) and is counted when the walk reaches it. */
+		if (x->dirty && !x->writing)
+			take_run(d, s, out[n++], maxp);
+		have++;
+	}
+	return n;
+}
+
+/* Choose up to `room` runs to write (into the free run slots): what waiting
+ * sessions need, scavenge the cold end, then the checkpoint. */
 static int choose(struct db *d, struct run **out, int room, int maxp, uint64_t depth)
 {
 	struct cache *c = &d->c;
-	int n = 0, seen = 0;
+	int n = c->starved ? choose_starved(d, out, room, maxp) : 0, seen = 0;
 	if (scavenge_due(c)) {
 		for (int32_t s = c->lru_tail; s != NIL && seen < c->stop_pages && n < room;
 		     s = c->slots[s].prev, seen++) {

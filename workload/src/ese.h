@@ -104,8 +104,15 @@ struct cache {
 	 * order: its tail is the page a miss evicts, found without walking past
 	 * the dirty pages that fill most of the cold end under a write-heavy load. */
 	int32_t clean_head, clean_tail;
+	int nclean; /* pages on that list */
+	/* Sessions waiting for clean pages (d->mu held): how many wait and the
+	 * pages they need in all. While any wait, the scavenger writes from the
+	 * cold end until that many are free, clean or being written, whatever its
+	 * thresholds say; the waiters sleep on d->cv, which every completion that
+	 * frees a page, and the stop, broadcast. */
+	int starved, want;
 	uint64_t clock;
-	uint64_t hits, misses;
+	uint64_t hits, misses, clean_waits; /* clean_waits: times a session waited for clean pages */
 };
 
 struct closed_log {
@@ -242,7 +249,9 @@ size_t log_scan(struct loggroup *g, struct log_file *out, size_t max);
 void cache_init(struct db *d, int cap);
 #define CA_DIRTY 1
 #define CA_NEW 2 /* a freshly allocated page: no read, its content is new */
+#define CA_CUT UINT64_MAX /* cache_access: the run stopped before it got its pages */
 uint64_t cache_access(struct worker *w, int64_t page, int n, int flags);
+void cache_wake(struct db *d);
 void cache_preread(struct worker *w, const int64_t *pages, int n);
 int cache_redo(struct worker *w, int64_t page, int n, uint64_t t);
 int32_t cache_lookup(struct cache *c, int64_t page);

@@ -278,6 +278,8 @@ int main(int argc, char **argv)
 	 * dirtied in the last part of the log are left to soft recovery); the log writes
 	 * what is left and closes its file, replication reads it, the rest wind down. */
 	atomic_store(&E.stop, 1);
+	for (int i = 0; i < E.cfg.databases; i++)
+		cache_wake(&E.dbs[i]); /* sessions waiting for clean pages see the stop */
 	for (int k = first; k < E.nworkers; k++)
 		if (!is_tail_worker(E.workers[k]->name))
 			pthread_join(E.workers[k]->tid, NULL);

@@ -98,12 +98,12 @@ static void put_db(FILE *f, int i, double secs)
 	tier_db_stats(i, &st[S_MIGRATION]);
 	fprintf(f, "%s{\"db\":%d,\"mailboxes\":%lld,\"pages\":%lld,\"operations\":%llu,\"commits\":%llu,"
 		   "\"durable_commits\":%llu,\"tx_ios_load\":%llu,\"closed_logs\":%llu,\"log_stream\":%llu,\"logs_kept\":%llu,\"logs_removed\":%llu,"
-		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"dirty_at_end\":%d},",
+		   "\"cache\":{\"pages\":%d,\"hits\":%llu,\"misses\":%llu,\"clean_waits\":%llu,\"dirty_at_end\":%d},",
 		i ? "," : "", i, (long long)d->mailboxes, (long long)d->npages, (unsigned long long)ops,
 		(unsigned long long)commits, (unsigned long long)durable, (unsigned long long)d->tx_ios_load,
 		(unsigned long long)g->closed_logs, (unsigned long long)d->g->log_stream, (unsigned long long)g->logs_kept,
 		(unsigned long long)g->logs_removed, d->c.cap, (unsigned long long)d->c.hits,
-		(unsigned long long)d->c.misses, d->c.ndirty);
+		(unsigned long long)d->c.misses, (unsigned long long)d->c.clean_waits, d->c.ndirty);
 	if (c->mode == M_SOFT_RECOVERY)
 		recovery_result(f, i);
 	put_flushes(f, g);

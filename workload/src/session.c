@@ -60,16 +60,20 @@ static uint32_t uniform(struct worker *w, int lo, int hi)
 	return (uint32_t)lo + (uint32_t)(rng_next(w->rng) % (uint64_t)(hi - lo + 1));
 }
 
-/* Touch a run and note it in the log record. */
-static void touch(struct worker *w, struct rec *r, int64_t page, int n, int flags)
+/* Touch a run and note it in the log record. 0 if the run stopped before the
+ * pages were in the cache: the operation is left unfinished, not logged. */
+static int touch(struct worker *w, struct rec *r, int64_t page, int n, int flags)
 {
 	uint64_t t = cache_access(w, page, n, flags);
+	if (t == CA_CUT)
+		return 0;
 	if ((flags & CA_DIRTY) && r->nruns < MAX_RUNS) {
 		r->run[r->nruns][0] = page;
 		r->run[r->nruns][1] = n;
 		r->dbtime[r->nruns] = t;
 		r->nruns++;
 	}
+	return 1;
 }
 
 /* The mailbox's tail page after appending `bytes`; a new page when it fills. */
@@ -110,23 +114,27 @@ static void one_op(struct worker *w)
 		touch(w, &r, page, n, 0);
 		return;
 	case OP_DELETE:
-		touch(w, &r, page, n, CA_DIRTY);
+		if (!touch(w, &r, page, n, CA_DIRTY))
+			return;
 		r.len = (uint32_t)c->log_delete;
 		break;
 	case OP_REPLACE:
-		touch(w, &r, page, n, CA_DIRTY);
+		if (!touch(w, &r, page, n, CA_DIRTY))
+			return;
 		r.len = uniform(w, c->log_rec_min, c->log_replace_max);
 		break;
 	case OP_INSERT: {
 		r.len = uniform(w, c->log_rec_min, c->log_insert_max);
 		int fresh;
 		int64_t tp = tail_page(d, mb, r.len, &fresh);
-		touch(w, &r, tp, 1, CA_DIRTY | (fresh ? CA_NEW : 0));
+		if (!touch(w, &r, tp, 1, CA_DIRTY | (fresh ? CA_NEW : 0)))
+			return;
 		double k = c->insert_index_runs;
 		int runs = (int)k + (rng_unit(w->rng) < k - floor(k));
 		for (int i = 0; i < runs; i++) {
 			int m = i ? run_len(w) : n;
-			touch(w, &r, i ? random_run(w, mb, m) : page, m, CA_DIRTY);
+			if (!touch(w, &r, i ? random_run(w, mb, m) : page, m, CA_DIRTY))
+				return;
 		}
 		break;
 	}
