@@ -107,8 +107,8 @@ def ingest(
     """Ingest one trace, Parquet file, workload report or replay job directory into
     `store` as one run. Returns what was done. `early`: `path` as `open_early`
     opened it, before the store (this closes it)."""
+    started = time.perf_counter()
     p = Path(path)
-    started = early.started if early is not None else time.perf_counter()
     if early is None:
         early = Early(p, start=False)
     elif early.path != p:
@@ -160,8 +160,6 @@ class Early:
     Other sources are opened by take(). close() when it is not ingested."""
 
     def __init__(self, path: Path, start: bool = True) -> None:
-        # The ingest's time counts from here: its conversion may begin now.
-        self.started = time.perf_counter()
         self.path = path
         self.cls, self.sha = _source_class(path)
         self.source: Source | None = None
