@@ -7,7 +7,8 @@ ingest` included, which uses pydantic for nothing else. Most values need none of
 it: a string stays the string, a path becomes `Path(value)` and is checked by
 typer's own `coerce_cli_path`, a number given as its default is that number.
 
-`install()` puts `build` in the place of typer's `build_runtime_param`: those
+`install()` (iotape/cli.py, where typer's private modules import as in 0.29)
+puts `build` in the place of typer's `build_runtime_param`: those
 plain cases are done here; every other case, and every value these cannot take
 as typer would (a number typed on the line, an enum, a date, a file), goes to the
 runtime parameter typer builds itself, built when the first such value comes.
