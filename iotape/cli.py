@@ -147,12 +147,24 @@ def _root() -> None:
     pass
 
 
+def _plain_coercion() -> None:
+    """Plain values (text, paths, defaults) coerced without pydantic: 45-65 ms of a
+    command (iotape/coercion.py). It hooks typer's private modules of 0.29 (uv.lock);
+    another typer (pyproject allows >= 0.12) keeps its own coercion."""
+    try:
+        from iotape import coercion
+    except ImportError:
+        return
+    coercion.install()
+
+
 def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
     if sys.argv[1:] in ROOT_HELP:
         _register_lines()
     else:
         _register(named if named in COMMANDS else None)
+    _plain_coercion()
     # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
     # it: `iotape ... & kill -INT $!` must stop a capture, a workload or a replay
     # cleanly all the same.

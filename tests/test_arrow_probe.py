@@ -29,16 +29,19 @@ def test_arrays_without_pandas_and_pandas_after() -> None:
 
 def test_ingest_command_imports_no_pandas(tmp_path) -> None:
     """Nor pyarrow.compute, .acero or .dataset (~40-60 ms of its start), nor rich when
-    stderr is not a terminal (no progress bar to draw: ~30 ms)."""
+    stderr is not a terminal (no progress bar to draw: ~30 ms), nor pydantic (typer's
+    coercion of its values: iotape/coercion.py, 45-65 ms)."""
     from trace_helpers import make_trace, workload_records
 
     trace = make_trace(tmp_path / "t.iot", workload_records(500, seed=3))
     code = (
-        "import sys; sys.argv = ['iotape', 'ingest', sys.argv[1], '--db', sys.argv[2]]\n"
+        "import sys; sys.argv = ['iotape', 'ingest', sys.argv[1], '--db', sys.argv[2],"
+        " '--tag', 'k=v']\n"
         "from iotape import cli\n"
         "try:\n    cli.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "print('pandas' in sys.modules)\n"
-        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('pyarrow.')"
+        "print(sorted(m for m in sys.modules if m in ('rich', 'pydantic')"
+        " or m.startswith('pyarrow.')"
         " and m.split('.')[1] in ('compute', 'acero', 'dataset')))"
     )
     p = subprocess.run(

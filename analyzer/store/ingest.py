@@ -102,15 +102,22 @@ def ingest(
     name: str | None = None,
     tags: dict[str, str] | None = None,
     progress: Progress | None = None,
+    early: Early | None = None,
 ) -> IngestResult:
     """Ingest one trace, Parquet file, workload report or replay job directory into
-    `store` as one run. Returns what was done."""
+    `store` as one run. Returns what was done. `early`: `path` as `open_early`
+    opened it, before the store (this closes it)."""
     started = time.perf_counter()
     p = Path(path)
-    opener, sha = _source_opener(p)
+    if early is None:
+        early = Early(p, start=False)
+    elif early.path != p:
+        raise ValueError(f"{early.path} was opened early, not {p}")
+    sha = early.sha
     run_id = sha[:12]
     existing = catalog.get(store, run_id)
     if existing is not None and existing["state"] == "ready":
+        early.close()
         return IngestResult(
             str(p),
             run_id,
@@ -121,7 +128,7 @@ def ingest(
             time.perf_counter() - started,
             f"{p}: already ingested as run {run_id} ({existing['name']}); nothing to do",
         )
-    with opener(p) as src:
+    with early.take() as src:
         run = _new_run(store, src.describe(store), p, sha, run_id, name, tags or {})
         with store.transaction():
             if existing is not None:
@@ -146,8 +153,46 @@ def ingest(
     )
 
 
-def _source_opener(p: Path) -> tuple[Callable[[Path], contextlib.AbstractContextManager], str]:
-    """How to open `p` and its content hash; a one-line error for what cannot be ingested."""
+class Early:
+    """A file to ingest, opened before the store is (`open_early`): its content hash
+    (the run id) and, for a trace, the source with its conversion under way
+    (TraceSource.start), so that the first batches are ready when the store is.
+    Other sources are opened by take(). close() when it is not ingested."""
+
+    def __init__(self, path: Path, start: bool = True) -> None:
+        self.path = path
+        self.cls, self.sha = _source_class(path)
+        self.source: Source | None = None
+        if start and self.cls is TraceSource:
+            src = TraceSource(path)
+            src.start()
+            self.source = src
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[Source]:
+        """The source, opened (here, if not yet), and closed on the way out."""
+        src, self.source = self.source, None
+        src = src if src is not None else self.cls(self.path)
+        try:
+            yield src
+        finally:
+            src.close()
+
+    def close(self) -> None:
+        src, self.source = self.source, None
+        if src is not None:
+            src.close()
+
+
+def open_early(path: str | Path) -> Early:
+    """`path` opened for `ingest` before the store is: a trace starts converting on
+    its helper thread while the caller imports and opens the store (~0.1 s of a
+    command). A file that cannot be ingested fails here, with its one line."""
+    return Early(Path(path))
+
+
+def _source_class(p: Path) -> tuple[Callable[[Path], Source], str]:
+    """What opens `p` and its content hash; a one-line error for what cannot be ingested."""
     if p.is_dir():
         from analyzer.store import ingest_replay
 
@@ -164,16 +209,7 @@ def _source_opener(p: Path) -> tuple[Callable[[Path], contextlib.AbstractContext
             cls = ParquetSource
         else:
             cls = TraceSource
-
-    @contextlib.contextmanager
-    def opener(path: Path) -> Iterator[Source]:
-        src = cls(path)
-        try:
-            yield src
-        finally:
-            src.close()
-
-    return opener, sha
+    return cls, sha
 
 
 # --------------------------------------------------------------------------- the run

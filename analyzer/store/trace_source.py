@@ -28,6 +28,11 @@ from recorder.tracefile import content_sha256, open_trace
 # Rows per Arrow batch: trace chunks (8192 records) are gathered to amortize the
 # per-batch cost of conversion and of the engine's write.
 BATCH_ROWS = 65_536
+# Batches converted ahead of the engine's writes (~5 MB each), and ahead of a store
+# still opening (TraceSource.start(): a command's ~0.1 s of DuckDB's import and the
+# open, in which the helper thread converts a few batches on the other core).
+PREFETCH_BATCHES = 3
+AHEAD_BATCHES = 8
 PARQUET_SUFFIXES = (".parquet", ".pq")
 REPORT_SUFFIXES = (".json",)
 
@@ -99,11 +104,30 @@ class TraceSource(TraceLike):
         self.footer = self.trace.footer
         self.total = self.footer.get("events")
         self.extra: dict[str, Any] = {}
+        self._helpers: list[_Prefetch] = []
+        self._ahead: _Prefetch | None = None
+
+    def start(self) -> None:
+        """Begin converting now, up to AHEAD_BATCHES ahead, while the caller does
+        something else (`iotape ingest` opens the store meanwhile); batches() then
+        hands out what is ready."""
+        if self._ahead is None:
+            self._ahead = self._convert(AHEAD_BATCHES)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        return _prefetch(column_batches(self.trace.iter_columns(BATCH_ROWS), BATCH_ROWS))
+        pre, self._ahead = self._ahead, None
+        return iter(pre or self._convert(PREFETCH_BATCHES))
+
+    def _convert(self, depth: int) -> _Prefetch:
+        pre = _Prefetch(column_batches(self.trace.iter_columns(BATCH_ROWS), BATCH_ROWS), depth)
+        self._helpers.append(pre)
+        return pre
 
     def close(self) -> None:
+        # The helper reads the trace's memory map: it stops before the map goes.
+        for pre in self._helpers:
+            pre.close()
+        self._helpers = []
         self.trace.close()
 
 
@@ -254,14 +278,23 @@ class _Stats:
 _DONE = object()
 
 
-def _prefetch(batches: Iterator[pa.RecordBatch], depth: int = 3) -> Iterator[pa.RecordBatch]:
-    """Run `batches` on a helper thread, `depth` ahead of the consumer: the conversion
-    (numpy, which releases the GIL) overlaps the engine's insert. Errors come through;
-    a consumer that stops early stops the helper."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+class _Prefetch:
+    """`batches` run on a helper thread, started at once, up to `depth` ahead of the
+    consumer: the conversion (numpy, Arrow and the C decoder, which let go of the GIL)
+    overlaps the engine's insert. Errors come through; a consumer that stops early,
+    or close(), stops the helper. Once the consumer takes the first batch, the
+    helper keeps PREFETCH_BATCHES ahead (memory stays flat)."""
 
-    def produce() -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch], depth: int = PREFETCH_BATCHES) -> None:
+        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=self._produce, args=(batches,), name="iotape-ingest-convert", daemon=True
+        )
+        self.thread.start()
+
+    def _produce(self, batches: Iterator[pa.RecordBatch]) -> None:
+        q, stop = self.q, self.stop
         try:
             for b in batches:
                 while not stop.is_set():
@@ -276,21 +309,28 @@ def _prefetch(batches: Iterator[pa.RecordBatch], depth: int = 3) -> Iterator[pa.
         except BaseException as e:
             q.put(e)
 
-    t = threading.Thread(target=produce, name="iotape-ingest-convert", daemon=True)
-    t.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            first = True
+            while True:
+                item = self.q.get()
+                if first:
+                    with self.q.mutex:  # put() reads maxsize under this lock
+                        self.q.maxsize = min(self.q.maxsize, PREFETCH_BATCHES)
+                    first = False
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.stop.set()
         # Drain so a producer blocked on put() sees `stop`, then wait for it: the
         # trace's memory map must outlive every read of it.
-        while t.is_alive():
+        while self.thread.is_alive():
             with contextlib.suppress(queue.Empty):
-                q.get(timeout=0.05)
-        t.join()
+                self.q.get(timeout=0.05)
+        self.thread.join()
