@@ -111,14 +111,18 @@ def _is_group(attr: str) -> bool:
     return attr == "app" or attr.endswith("_app")
 
 
-def _register(only: str | None = None) -> None:
+def _register(only: str | None = None, rest: list[str] | None = None) -> None:
     """Register every command, or only the one named: its module alone is imported
     (each command module imports the components it drives), so `iotape ingest`
-    does not pay for loading the replayer, the workload and the lab (0.1-0.2 s)."""
+    does not pay for loading the replayer, the workload and the lab (0.1-0.2 s).
+    A group with a `build` (iotape.cliutil.lazy_group) gets the words after its
+    name (`rest`) and imports only the command they name."""
     for name, (module, attr, _line) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        obj = getattr(importlib.import_module(f"iotape.commands.{module}"), attr)
+        mod = importlib.import_module(f"iotape.commands.{module}")
+        build = getattr(mod, "build", None)
+        obj = build(rest) if only is not None and rest is not None and build else getattr(mod, attr)
         if isinstance(obj, typer.Typer):
             app.add_typer(obj, name=name)
         else:
@@ -163,7 +167,7 @@ def main() -> None:
     if sys.argv[1:] in ROOT_HELP:
         _register_lines()
     else:
-        _register(named if named in COMMANDS else None)
+        _register(named if named in COMMANDS else None, sys.argv[2:])
     _plain_coercion()
     # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
     # it: `iotape ... & kill -INT $!` must stop a capture, a workload or a replay

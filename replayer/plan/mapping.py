@@ -17,14 +17,16 @@ nowhere maps to nothing (`placed` is False).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from base.errors import IotapeError
 from replayer.plan import compact, remap, scale
 from replayer.plan.source import OP
-from schemas.documents.plan import MappingEntry
+
+if TYPE_CHECKING:  # pydantic's plan documents only where a plan is read (~60 ms)
+    from schemas.documents.plan import MappingEntry
 
 VERSION = 1
 UNPLACED = np.uint64(0xFF) << np.uint64(56)  # a key no replayed request has

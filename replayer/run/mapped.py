@@ -31,7 +31,6 @@ import numpy as np
 from base.errors import IotapeError
 from replayer.plan.mapping import Mapper
 from replayer.run import ordered
-from schemas.documents import plan as plandoc
 
 
 def plan_path(given: Path | None, sr: ordered.Scan) -> Path | None:
@@ -53,6 +52,9 @@ def mapper(path: Path | None, so: ordered.Scan, sr: ordered.Scan | None = None) 
     the replay `sr`'s recorded devices tell which target each request ran on."""
     if path is None:
         return None
+    # Here, not at the top: a replay without a plan reads no plan document (pydantic).
+    from schemas.documents import plan as plandoc
+
     m = plandoc.load(path).mapping
     if m is None:
         return None

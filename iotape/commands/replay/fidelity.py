@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,13 +12,11 @@ from rich.table import Table
 
 from base.errors import IotapeError
 from iotape.cliopts import AsJson
-from iotape.commands.replay.run import start_line
-from replayer.hosts import fidelity as hostfid
-from replayer.run import closedloop
-from replayer.run import execute as runmod
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
-from schemas.documents.closed_loop import ClosedLoopReport, Side
+
+if TYPE_CHECKING:
+    from schemas.documents.closed_loop import ClosedLoopReport, Side
 
 # The rows of the main table, per stream.
 FIGURES = (
@@ -92,33 +90,49 @@ def fidelity(
         raise IotapeError(f"--window {window}: must be a positive number of seconds")
     if not horizon > 0:
         raise IotapeError(f"--horizon {horizon}: must be a positive number of seconds")
-    closed = replayed.is_dir() and runmod.load_manifest(replayed).closed_loop
-    if truth is not None and not closed:
-        raise IotapeError(
-            f"--truth {truth}: only with the JOBDIR of a dependent or afap replay, "
-            f"and {replayed} is not one"
-        )
-    if closed:
-        rep = closedloop.report(original, replayed, runmod.load_manifest(replayed), truth)
-        if as_json:
-            print(json.dumps(rep.data(), indent=2))
-        else:
-            _print_closed(rep)
-        return
     if replayed.is_dir():
-        # A multi-host job directory: figures per host from fio's own logs.
-        starts = hostfid.jobdir_starts(replayed, runmod.load_manifest(replayed))
-        if as_json:
-            print(json.dumps({"hosts": starts}, indent=2))
-            return
-        for name, s in starts.items():
-            print(start_line(name, s))
+        _jobdir(original, replayed, truth, as_json)
         return
+    if truth is not None:
+        raise IotapeError(_NOT_DEPENDENT.format(truth=truth, replayed=replayed))
     res = fid.report(original, replayed, anchor, window, int(horizon * 1e9), plan)
     if as_json:
         print(json.dumps(res, indent=2))
         return
     _print(res)
+
+
+_NOT_DEPENDENT = (
+    "--truth {truth}: only with the JOBDIR of a dependent or afap replay, and {replayed} is not one"
+)
+
+
+def _jobdir(original: Path, replayed: Path, truth: Path | None, as_json: bool) -> None:
+    """A job directory: a dependent or afap replay's figures per stream, or a
+    multi-host replay's per host. The runner's modules are imported here only: a
+    recorded replay (the common case) does not load the plan builder (0.3 s)."""
+    from iotape.commands.replay.run import start_line
+    from replayer.hosts import fidelity as hostfid
+    from replayer.run import closedloop
+    from replayer.run import execute as runmod
+
+    manifest = runmod.load_manifest(replayed)
+    if truth is not None and not manifest.closed_loop:
+        raise IotapeError(_NOT_DEPENDENT.format(truth=truth, replayed=replayed))
+    if manifest.closed_loop:
+        rep = closedloop.report(original, replayed, manifest, truth)
+        if as_json:
+            print(json.dumps(rep.data(), indent=2))
+        else:
+            _print_closed(rep)
+        return
+    # A multi-host job directory: figures per host from fio's own logs.
+    starts = hostfid.jobdir_starts(replayed, manifest)
+    if as_json:
+        print(json.dumps({"hosts": starts}, indent=2))
+        return
+    for name, s in starts.items():
+        print(start_line(name, s))
 
 
 def _cell(v: object) -> str:
