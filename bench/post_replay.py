@@ -10,7 +10,9 @@ In turn, --rounds times, each step's wall time and requests/s:
 - ingest-jobdir: `iotape ingest JOBDIR` into a store that holds the source
   trace (the replay's run, its fio results and its re-recorded events);
 - peer-rewrite: the recording read and rewritten unchanged, chunk by chunk (the
-  floor of any step that reads the recording whole).
+  floor of any step that reads the recording whole);
+- fidelity's start, apart: `iotape replay fidelity --help` (interpreter, imports,
+  typer: the fixed part of the fidelity step, no requests).
 
 Goal: each step >= 1 M requests/s. Writes JSON (--out, default
 bench/results/post_replay.json).
@@ -83,7 +85,9 @@ def main() -> None:
         runs: dict[str, list[dict]] = {
             "relabel": [], "fidelity": [], "ingest-jobdir": [], "peer-rewrite": []
         }  # fmt: skip
+        start: list[dict] = []
         for _ in range(a.rounds):
+            start.append(timed([*iotape, "replay", "fidelity", "--help"]))
             runs["relabel"].append(measure("relabel", pre, jobdir))
             runs["fidelity"].append(
                 timed([*iotape, "replay", "fidelity", str(src), str(rep), "--json"])
@@ -99,6 +103,11 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     n = runs["relabel"][0]["requests"]
     out: dict = {"requests": n, "load_1min": os.getloadavg()[0], "steps": {}}
+    out["fidelity_start"] = {
+        "seconds": round(statistics.median(r["seconds"] for r in start), 3),
+        "rounds": [round(r["seconds"], 3) for r in start],
+    }
+    print(f"fidelity's start: {out['fidelity_start']['seconds']:.2f} s", file=sys.stderr)
     for step, rs in runs.items():
         s = statistics.median(r["seconds"] for r in rs)
         out["steps"][step] = {
