@@ -133,3 +133,22 @@ def test_a_histogram_not_of_the_events_falls_back_to_the_exact_query(
     want = _numpy_rows(r, np.ones(len(r), bool))["device"][(-1, -1)]
     got = latency(duck, run_id, f, exact=True)["device"]["all"]["percentiles"]
     assert [got[n] for _, n in histograms.LEVELS] == want
+
+
+def test_the_servers_guarded_store_answers_by_selection(duck, tmp_path) -> None:
+    """The routes' store (Guarded) reads the candidates too, not only rows: the
+    server selects rather than falling back to the exact query."""
+    import threading
+
+    from analyzer.server.config import Settings
+    from analyzer.server.deps import Guarded
+
+    r = _records(5_000)
+    run_id = ingest(duck, make_trace(tmp_path / "x.iot", r, chunk_records=4096)).run_id
+    g = Guarded(duck, Settings(db=str(tmp_path / "unused.duckdb")), threading.Lock())
+    f = EventFilter()
+    hists = {m: histograms.hist_rows(g, run_id, f, m) for m in ("device", "queue")}
+    found = exact_select.select(g, run_id, f, hists)
+    assert found is not None and found[1] is not None
+    want = _numpy_rows(r, np.ones(len(r), bool))["queue"][(-1, -1)]
+    assert [found[0]["queue"][0][n] for _, n in LEVELS] == want
