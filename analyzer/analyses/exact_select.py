@@ -12,10 +12,10 @@ Why: DuckDB's `quantile_disc` gathers every value into its aggregate state: over
 store asks it for four statistics (two metrics, overall and per op and stream).
 
 The answer is the same order statistic `quantile_disc` gives (rank `rank(n, q)`,
-held to DuckDB's by tests/analyzer/test_exact_select.py). Where the histogram and
-the events disagree (a count inside a bucket that is not the histogram's), or the
-store is not DuckDB, `select` returns None and the caller runs the
-exact query instead.
+held to DuckDB's by tests/analyzer/test_exact_select.py), on either engine. Where
+the histogram and the events disagree (a count inside a bucket that is not the
+histogram's), or the store reads no Arrow (a bare `Reader`), `select` returns None
+and the caller runs the exact query instead.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def select(
     ((dev, op, stream, bucket, n, sum, min, max)), and unseen_count's rows where the
     events were read (else None). None where this cannot answer exactly."""
     arrow = getattr(store, "arrow", None)
-    if store.dialect != "duckdb" or arrow is None:
+    if arrow is None:
         return None
     out: dict[str, list[dict[str, Any]]] = {}
     todo: list[_Target] = []
@@ -101,7 +101,7 @@ def select(
         out[metric] = rows
     if not todo:
         return out, None
-    found = _read(arrow, run_id, f, todo)
+    found = _read(arrow, store.dialect, run_id, f, todo)
     if found is None:
         return None
     values, unseen = found
@@ -114,12 +114,12 @@ def select(
 
 
 def _read(
-    arrow: Any, run_id: str, f: EventFilter, todo: list[_Target]
+    arrow: Any, dialect: str, run_id: str, f: EventFilter, todo: list[_Target]
 ) -> tuple[dict[_Target, int], list[tuple[int, int, int]]] | None:
     """One read of the events: the values inside the targets' buckets, and the
     complete_unseen records per (op, stream); None where a bucket's count differs."""
     kept: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    tab = arrow(queries.QUERIES["exact_candidates"].sql("duckdb"), f.params(run_id))
+    tab = arrow(queries.QUERIES["exact_candidates"].sql(dialect), f.params(run_id))
     op, st = (tab.column(i).to_numpy() for i in (0, 1))
     for col, metric in ((2, "device"), (3, "queue")):
         v = tab.column(col).to_numpy()

@@ -34,7 +34,8 @@ def latency(
     if exact:
         # Selected inside the histograms' buckets where it can (exact_select), else
         # both metrics' exact statistics in one query: one read of the events either
-        # way, which counts the complete_unseen records too (DuckDB).
+        # way, which counts the complete_unseen records too (the
+        # exact query: on DuckDB only).
         found = exact_select.select(store, run_id, f, hists)
         if found is not None:
             exact_rows, unseen = found

@@ -15,7 +15,7 @@ from trace_helpers import make_trace, workload_records
 
 import schemas
 from analyzer.analyses import exact_select, histograms
-from analyzer.analyses.latency import _exact_rows, _unseen, latency
+from analyzer.analyses.latency import _exact_rows, latency
 from analyzer.store import queries
 from analyzer.store.ingest import ingest
 from analyzer.store.opener import open_store
@@ -88,17 +88,19 @@ def _numpy_rows(r: np.ndarray, f_sel: np.ndarray) -> dict[str, dict[tuple[int, i
         (EventFilter(t_from_ns=2 * 10**8), lambda r: r["ts_complete_ns"] >= 2 * 10**8),
     ],
 )
-def test_selection_gives_numpys_and_the_exact_querys_statistics(duck, tmp_path, f, sel) -> None:
+def test_selection_gives_numpys_and_the_exact_querys_statistics(store, tmp_path, f, sel) -> None:
     r = _records(20_000)
-    run_id = ingest(duck, make_trace(tmp_path / "x.iot", r, chunk_records=4096)).run_id
+    run_id = ingest(store, make_trace(tmp_path / "x.iot", r, chunk_records=4096)).run_id
     histograms.clear_cache()
-    hists = {m: histograms.hist_rows(duck, run_id, f, m) for m in ("device", "queue")}
-    found = exact_select.select(duck, run_id, f, hists)
+    hists = {m: histograms.hist_rows(store, run_id, f, m) for m in ("device", "queue")}
+    found = exact_select.select(store, run_id, f, hists)
     assert found is not None  # answered by selection, not by the fallback
     rows, unseen = found
     assert unseen is not None  # the events were read: some level is inside a bucket
-    query = _exact_rows(duck, run_id, f)
-    assert unseen == _unseen(query["device"])
+    query = _exact_rows(store, run_id, f)
+    assert unseen == [
+        tuple(map(int, u)) for u in queries.run(store, "unseen_count", **f.params(run_id))
+    ]
     want = _numpy_rows(r, sel(r))
     names = [n for _, n in LEVELS]
     for metric in ("device", "queue"):
