@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 import schemas
+from analyzer.analyses import exact_select
 from analyzer.analyses.filters import stream_names
 from analyzer.analyses.histograms import LEVELS, SCHEME, excluded, hist_rows, merge, summary
 from analyzer.store import queries
@@ -27,11 +28,22 @@ def latency(
     ops = schemas.op_names()
     streams = stream_names(store, run_id)
     out: dict[str, MetricLatency] = {}
-    # Both metrics' exact statistics in one query: one read of the events, which
-    # counts the complete_unseen records too where it can (DuckDB).
-    exact_rows = _exact_rows(store, run_id, f) if exact else {}
+    hists = {m: hist_rows(store, run_id, f, m) for m in ("device", "queue")}
+    exact_rows: dict[str, list[dict]] = {}
+    unseen: list[tuple[int, int, int]] | None = None
+    if exact:
+        # Selected inside the histograms' buckets where it can (exact_select), else
+        # both metrics' exact statistics in one query: one read of the events either
+        # way, which counts the complete_unseen records too (the
+        # exact query: on DuckDB only).
+        found = exact_select.select(store, run_id, f, hists)
+        if found is not None:
+            exact_rows, unseen = found
+        else:
+            exact_rows = _exact_rows(store, run_id, f)
+            unseen = _unseen(exact_rows.get("device"))
     for metric in ("device", "queue"):
-        rows = hist_rows(store, run_id, f, metric)
+        rows = hists[metric]
         groups: dict[tuple[int, int], list[tuple]] = {}
         for r in rows:
             groups.setdefault((r[1], r[2]), []).append(r)
@@ -57,7 +69,7 @@ def latency(
         "queue_time": "issue - queue (in the block layer before dispatch)",
         "device": out["device"],
         "queue": out["queue"],
-        "excluded": excluded(store, run_id, f, counted=_unseen(exact_rows.get("device"))),
+        "excluded": excluded(store, run_id, f, counted=unseen),
     }
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hmac
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
+import pyarrow as pa
 from fastapi import Depends, HTTPException, Query, Request
 
 from analyzer.analyses import core as analyses
@@ -44,14 +45,27 @@ class Guarded:
             with self._lock:
                 rows = self._store.rows(sql, params)
         else:
-            rows = self._timed(sql, params)
+            rows = cast(list[tuple], self._timed(sql, params))
         if len(rows) > self._settings.row_cap:
             raise QueryLimit(
                 f"a query returned over {self._settings.row_cap:,} rows; narrow the filters"
             )
         return rows
 
-    def _timed(self, sql: str, params: dict[str, Any] | None) -> list[tuple]:
+    def arrow(self, sql: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """A read whose rows the analyses reduce in this process (exact_select's
+        candidates): the time limit holds, the row cap (on answers) does not."""
+        if self._store.shared:
+            with self._lock:
+                return self._store.arrow(sql, params)
+        return self._timed(sql, params, self._store.arrow)
+
+    def _timed(
+        self,
+        sql: str,
+        params: dict[str, Any] | None,
+        read: Callable[[str, dict[str, Any] | None], Any] | None = None,
+    ) -> Any:
         limit = self._settings.query_timeout_s
         fired = threading.Event()
 
@@ -62,7 +76,7 @@ class Guarded:
         timer = threading.Timer(limit, stop)
         timer.start()
         try:
-            return self._store.rows(sql, params)
+            return (read or self._store.rows)(sql, params)
         except StoreError:
             if fired.is_set():
                 raise QueryLimit(f"a query ran past {limit:g} s; narrow the filters") from None

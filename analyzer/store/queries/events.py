@@ -223,6 +223,19 @@ def _exact_latency_sql(dialect: str) -> str:
     )
 
 
+def _candidates_sql(dialect: str) -> str:
+    """The filtered events' (op, stream, device time, queue time, complete_unseen),
+    a metric unknown for a request as -1: what analyses.exact_select reads."""
+    cols = []
+    for v, metric in (("d", "device"), ("q", "queue")):
+        expr, known = _metric(dialect, metric)
+        cols.append(f"CASE WHEN {known} THEN {expr} ELSE -1 END AS {v}")
+    return (
+        f'SELECT "op" AS op, "stream" AS stream, {", ".join(cols)}, '
+        f'NOT ({seen_sql(dialect)}) AS u FROM "events" WHERE {_where(dialect)}'
+    )
+
+
 def _timeseries_sql(dialect: str) -> str:
     expr, known = _metric(dialect, "device")
     if dialect == "duckdb":
@@ -273,6 +286,7 @@ register(
     both("exact_queue_all", lambda d: _exact_sql(d, "queue", False)),
     both("unseen_count", _unseen_sql),
     both("exact_latency", _exact_latency_sql),
+    both("exact_candidates", _candidates_sql),
     both("timeseries", _timeseries_sql),
     both(
         "extent_by_dev",
