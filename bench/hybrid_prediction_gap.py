@@ -33,10 +33,12 @@ import schemas
 from analyzer.lab import predict, slowqueue
 from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
 from recorder.tracefile import open_trace
+from schemas import stream_group
+from schemas.streams import REPORTED, TRANSACTIONAL
 
 MIB = 1 << 20
 SPACE = 1 << 40  # each device's offsets, end to end
-LOGS = ("log-write", "log-preformat", "log-replication-read")
+LOGS = stream_group("per_log")  # the streams on a database's log device
 PAGE = 32768
 
 
@@ -125,7 +127,7 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
 
 def _read_after_write(raw: dict[str, np.ndarray]) -> dict[str, float]:
     """Share of db-reads with a db-write to one of their pages within 0.3 s / 1 s."""
-    m = np.isin(raw["stream"], ["db-read", "db-write"])
+    m = np.isin(raw["stream"], list(TRANSACTIONAL))
     t, done = raw["ts_issue_ns"][m], raw["ts_complete_ns"][m]
     page = raw["offset"][m] // PAGE + raw["dev"][m].astype(np.int64) * (SPACE // PAGE)
     n = np.maximum(raw["bytes"][m] // PAGE, 1)
@@ -222,7 +224,7 @@ def gap(d: Path) -> dict[str, Any]:
                     "reference_per_s": (ref.get("streams", {}).get(s) or {}).get("per_s"),
                     "config_per_s": (conf.get("streams", {}).get(s) or {}).get("per_s"),
                 }
-                for s in ("db-read", "db-write", "log-write", "bdm-read")
+                for s in (*REPORTED, "bdm-read")
             }
             row["replay"]["wall_s"] = {"reference": ref.get("wall_s"), "config": conf.get("wall_s")}
             g = row["gain"]

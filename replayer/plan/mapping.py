@@ -17,6 +17,7 @@ nowhere maps to nothing (`placed` is False).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -253,3 +254,12 @@ def _targets_of(devices: list[dict[str, Any]], target_id: dict[str, int]) -> dic
         if i is not None:
             out[int(d["dev"])] = i
     return out
+
+
+def plan_mapping(path: Path) -> MappingEntry | None:
+    """plan.json's mapping at `path` (None: the plan has none). The plan document is
+    imported here, not at the top: a replay without a plan reads none (pydantic),
+    and replayer/run keeps no function-level imports (tests/replayer/test_runners.py)."""
+    from schemas.documents import plan as plandoc
+
+    return plandoc.load(path).mapping

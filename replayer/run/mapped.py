@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from base.errors import IotapeError
-from replayer.plan.mapping import Mapper
+from replayer.plan.mapping import Mapper, plan_mapping
 from replayer.run import ordered
 
 
@@ -52,10 +52,7 @@ def mapper(path: Path | None, so: ordered.Scan, sr: ordered.Scan | None = None) 
     the replay `sr`'s recorded devices tell which target each request ran on."""
     if path is None:
         return None
-    # Here, not at the top: a replay without a plan reads no plan document (pydantic).
-    from schemas.documents import plan as plandoc
-
-    m = plandoc.load(path).mapping
+    m = plan_mapping(path)
     if m is None:
         return None
     devices = sr.header.get("devices") if sr is not None else None
