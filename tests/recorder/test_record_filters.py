@@ -12,21 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import fio_args, fio_multiset, iotape, trace_multiset, trace_records
-
-import schemas
+from helpers import fio_args, fio_multiset, trace_multiset, trace_records
+from test_record import OP, STREAM, _record
 
 # Every test here needs root and loop devices (conftest `kernel`).
 pytestmark = pytest.mark.kernel
-
-OP = schemas.enum("op")
-STREAM = schemas.enum("stream")
-
-
-def _record(out: Path, *args: str) -> subprocess.CompletedProcess:
-    res = iotape("record", "-o", str(out), *args, timeout=300)
-    assert res.returncode == 0, res.stderr
-    return res
 
 
 def test_filters_comm_and_op(loop, tmp_path: Path) -> None:
