@@ -89,8 +89,10 @@ def iotape_traced(
     compress: str = "auto",
     wakes: bool = False,
     bpf_stats: bool = False,
+    loader: Path | None = None,
 ) -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
+    env = {**os.environ, **({"IOTAPE_REC": str(loader)} if loader else {})}
     cmd = [
         *IOTAPE,
         "record",
@@ -107,7 +109,7 @@ def iotape_traced(
         "--",
         *fio_cmd(dev, runtime, out),
     ]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise SystemExit(f"iotape record failed: {res.stderr.strip()}")
     footer = open_trace(trace).footer or {}
@@ -167,6 +169,19 @@ def iotape_stats(dev: str, runtime: int, tmp: Path) -> dict:
 def iotape_wakes(dev: str, runtime: int, tmp: Path) -> dict:
     """With --wakes: its BPF program runs at every wake-up on the machine."""
     return iotape_traced(dev, runtime, tmp, wakes=True)
+
+
+# --base-loader: an older recorder/build/iotape-rec (kept aside before a change to
+# the loader or its BPF programs), run in the same rounds as the current one.
+BASE_LOADER: list[Path] = []
+
+
+def iotape_base(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, loader=BASE_LOADER[0])
+
+
+def iotape_base_stats(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, bpf_stats=True, loader=BASE_LOADER[0])
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -254,6 +269,8 @@ CAPTURES = {
     "iotape_plain": iotape_plain,
     "iotape_wakes": iotape_wakes,
     "iotape_stats": iotape_stats,
+    "iotape_base": iotape_base,
+    "iotape_base_stats": iotape_base_stats,
     "bpftrace": bpftrace_traced,
 }
 TRACED = [k for k in CAPTURES if k != "untraced"]
@@ -361,7 +378,7 @@ def summarize(
         # What wake records cost, against the default capture of the same round.
         "iops_ratio_vs_iotape": {
             k: {"median": statistics.median(ratios(k, "iotape")), "all": ratios(k, "iotape")}
-            for k in ("iotape_wakes",)
+            for k in ("iotape_wakes", "iotape_base")
             if k in runs and "iotape" in runs
         },
         "capture_completeness": {
@@ -406,10 +423,15 @@ def main() -> None:
     ap.add_argument("--runtime", type=int, default=10)
     ap.add_argument(
         "--captures",
-        default=",".join(CAPTURES),
+        default=",".join(k for k in CAPTURES if "base" not in k),
         help=f"comma-separated, from {', '.join(CAPTURES)} (untraced is always run)",
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
+    ap.add_argument(
+        "--base-loader",
+        type=Path,
+        help="an older iotape-rec for the captures iotape_base and iotape_base_stats",
+    )
     ap.add_argument(
         "--memory",
         action=argparse.BooleanOptionalAction,
@@ -420,6 +442,10 @@ def main() -> None:
     unknown = set(args.captures.split(",")) - set(CAPTURES)
     if unknown:
         raise SystemExit(f"--captures: unknown {', '.join(sorted(unknown))}")
+    if "iotape_base" in args.captures and not args.base_loader:
+        raise SystemExit("--captures iotape_base*: needs --base-loader PATH")
+    if args.base_loader:
+        BASE_LOADER.append(args.base_loader)
     if os.geteuid() != 0:
         raise SystemExit("bench/record_overhead.py: needs root (BPF and loop devices)")
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
