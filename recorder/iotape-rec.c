@@ -152,7 +152,6 @@ static void usage(FILE *f)
 "Records every completed block request on the devices into OUT.iot.\n"
 "Stops on SIGINT/SIGTERM (SIGUSR2: the traced command exited) or after --duration,\n"
 "then waits up to --drain-ms (default 2000) for requests still in flight to complete.\n"
-"--ring-mb (default 32): the ring buffers in all, one per CPU (a power of two each).\n"
 "--rotate-*: OUT-000000.iot, OUT-000001.iot, ... each a complete trace; --keep,\n"
 "--keep-bytes and --keep-ms delete the oldest; --max-bytes stops the capture when its\n"
 "files reach N; SIGHUP starts the next file. --snapshot-*: SIGUSR1, a request on the\n"
