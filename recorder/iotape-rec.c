@@ -25,7 +25,6 @@
 #include "iotape.h"
 #include "iotape.skel.h"
 #include "labels.h"
-#include "merge.h"
 #include "control.h"
 #include "rotation.h"
 #include "snapshot.h"
@@ -73,7 +72,6 @@ static struct state {
 	struct tracewriter tw;
 	uint64_t mono_start;
 	struct labels labels;
-	struct merge merge;		/* the per-CPU rings' records, merged by completion */
 	uint64_t short_records;
 	uint64_t unseen_at_stop;	/* records written by in_flight() at stop */
 	/* The current file of a rotated capture (--rotate-*): its name, start, and
@@ -518,22 +516,16 @@ static uint64_t rel(uint64_t t)
 	return t > st.mono_start ? t - st.mono_start : 0;
 }
 
-/* One ring's record: held until merge_out() hands it to put_record(). */
 static int on_event(void *ctx, void *data, size_t size)
-{
-	if (size < sizeof(struct iotape_record)) {
-		st.short_records++;
-		return 0;
-	}
-	return merge_add(&st.merge, *(const int *)ctx, data);
-}
-
-static int put_record(struct iotape_record *src, void *ctx)
 {
 	struct iotape_record *r = tw_slot(&st.tw);
 
 	(void)ctx;
-	memcpy(r, src, sizeof(*r));
+	if (size < sizeof(*r)) {
+		st.short_records++;
+		return 0;
+	}
+	memcpy(r, data, sizeof(*r));
 	r->ts_queue_ns = rel(r->ts_queue_ns);
 	r->ts_issue_ns = rel(r->ts_issue_ns);
 	r->ts_complete_ns = rel(r->ts_complete_ns);
@@ -804,26 +796,6 @@ static void emit(const char *fmt, ...)
 	fflush(stdout);
 }
 
-/* Rings: one per possible CPU (the BPF programs index them by CPU). */
-static int n_rings(void)
-{
-	int n = libbpf_num_possible_cpus();
-
-	return n > 0 ? n : 1;
-}
-
-/* Each ring's size: --ring-mb in all, shared out in powers of two (the kernel's
- * rule), at least 64 KiB. */
-static uint32_t ring_bytes(void)
-{
-	uint64_t share = ((uint64_t)o.ring_mb << 20) / n_rings();
-	uint32_t b = 64 << 10;
-
-	while ((uint64_t)b * 2 <= share)
-		b *= 2;
-	return b;
-}
-
 static void configure(struct iotape_bpf *skel)
 {
 	struct iotape_bpf__rodata *ro = skel->rodata;
@@ -844,10 +816,10 @@ static void configure(struct iotape_bpf *skel)
 	ro->n_comms = o.n_comms;
 	memcpy((void *)ro->comms, o.comms, sizeof(o.comms));
 	ro->op_mask = o.op_mask;
-	ro->ring_half = ring_bytes() / 2;
+	ro->ring_half = (uint64_t)o.ring_mb << 19;
 	ro->wakes = o.wakes;
 	bpf_program__set_autoload(skel->progs.on_waking, o.wakes);
-	bpf_map__set_max_entries(skel->maps.rings, n_rings());
+	bpf_map__set_max_entries(skel->maps.events, o.ring_mb << 20);
 	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
 	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
 	bpf_program__set_autoload(skel->progs.on_io_start, io_start);
@@ -883,7 +855,6 @@ static int attach(struct iotape_bpf *skel)
 struct run {
 	struct iotape_bpf *skel;
 	struct ring_buffer *rb;
-	int *ring_fd, *ring_idx, n_rings;	/* the per-CPU rings, and their callbacks' ctx */
 	char *meta, *header;
 	size_t meta_len;
 	volatile struct iotape_inflight *slots;
@@ -892,51 +863,6 @@ struct run {
 	bool created;		/* this run made the output file */
 	uint64_t cnt[IOTAPE_CNT_MAX];
 };
-
-/* A ring buffer per CPU, in the programs' `rings`, and one reader for them all. */
-static int make_rings(struct run *r)
-{
-	int outer = bpf_map__fd(r->skel->maps.rings);
-
-	r->n_rings = n_rings();
-	r->ring_fd = calloc(r->n_rings, sizeof(int));
-	r->ring_idx = calloc(r->n_rings, sizeof(int));
-	if (!r->ring_fd || !r->ring_idx || merge_init(&st.merge, r->n_rings)) {
-		errorf("%s", strerror(ENOMEM));
-		return -1;
-	}
-	for (int i = 0; i < r->n_rings; i++)
-		r->ring_fd[i] = -1;
-	for (int i = 0; i < r->n_rings; i++) {
-		__u32 key = i;
-		int err;
-
-		r->ring_idx[i] = i;
-		r->ring_fd[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "iotape_ring", 0, 0,
-					       ring_bytes(), NULL);
-		if (r->ring_fd[i] < 0 ||
-		    bpf_map_update_elem(outer, &key, &r->ring_fd[i], BPF_ANY)) {
-			errorf("creating the ring buffer of CPU %d: %s", i, strerror(errno));
-			return -1;
-		}
-		if (!r->rb)
-			r->rb = ring_buffer__new(r->ring_fd[i], on_event, &r->ring_idx[i], NULL);
-		err = r->rb ? (i ? ring_buffer__add(r->rb, r->ring_fd[i], on_event,
-						    &r->ring_idx[i]) : 0) : -errno;
-		if (err) {
-			errorf("creating the ring buffer reader: %s", strerror(-err));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* The held records completed before CUTOFF into the file, in completion order.
- * Returns 0 or the write's -errno. */
-static int merge_flush(uint64_t cutoff)
-{
-	return merge_out(&st.merge, cutoff, put_record, NULL);
-}
 
 /* The metadata, the extents, signals, and the BPF programs loaded (not attached). */
 static int setup(struct run *r)
@@ -989,7 +915,12 @@ static int setup(struct run *r)
 		errorf("mapping the in-flight table: %s", strerror(errno));
 		return -1;
 	}
-	return make_rings(r);
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_event, NULL, NULL);
+	if (!r->rb) {
+		errorf("creating the ring buffer reader: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 /* Makes PATH with its header. Returns 0, -1 when it could not be made (nothing to
@@ -1338,19 +1269,9 @@ static const char *drain(struct run *r, int *err)
 	while (!stop_signal) {
 		/* The kernel side rarely wakes us (only when the ring is half
 		 * full), so the timeout is the drain timer and consume does the work. */
-		uint64_t cutoff;
-
 		*err = ring_buffer__poll(r->rb, POLL_MS);
-		/* What completed before this is in the rings now: merged, it goes out. */
-		cutoff = clock_ns(CLOCK_MONOTONIC);
 		if (*err >= 0)
 			*err = ring_buffer__consume(r->rb);
-		if (*err >= 0 || *err == -EINTR) {
-			int e = merge_flush(cutoff);
-
-			if (e)
-				*err = e;
-		}
 		if (*err < 0 && *err != -EINTR)
 			break;
 		now = clock_ns(CLOCK_MONOTONIC);
@@ -1410,8 +1331,7 @@ static void drain_in_flight(struct run *r)
 		seen = st.tw.events + st.tw.n;
 		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
 			break;
-		t = clock_ns(CLOCK_MONOTONIC);
-		if (ring_buffer__consume(r->rb) < 0 || merge_flush(t))
+		if (ring_buffer__consume(r->rb) < 0)
 			break;
 	}
 }
@@ -1427,7 +1347,6 @@ static int finish(struct run *r, const char *reason, int err)
 	iotape_bpf__detach(r->skel);
 	if (!st.tw.err) {
 		ring_buffer__consume(r->rb);
-		merge_flush(UINT64_MAX);
 		left = in_flight(r->skel, r->slots, r->n_slots, &st.unseen_at_stop, true);
 		left -= st.unseen_at_stop;
 		tw_flush(&st.tw);
@@ -1484,12 +1403,6 @@ static int finish(struct run *r, const char *reason, int err)
 static void run_free(struct run *r)
 {
 	ring_buffer__free(r->rb);
-	for (int i = 0; r->ring_fd && i < r->n_rings; i++)
-		if (r->ring_fd[i] >= 0)
-			close(r->ring_fd[i]);
-	free(r->ring_fd);
-	free(r->ring_idx);
-	merge_free(&st.merge);
 	if (r->slots != MAP_FAILED)
 		munmap((void *)r->slots, r->n_slots * sizeof(*r->slots));
 	iotape_bpf__destroy(r->skel);

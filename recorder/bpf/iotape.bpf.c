@@ -27,45 +27,16 @@ const volatile __u64 cgroups[IOTAPE_MAX_CGROUPS] = {};
 const volatile __u32 n_comms = 0;
 const volatile __u64 comms[IOTAPE_MAX_COMMS][2] = {};	/* 16 NUL-padded bytes */
 const volatile __u32 op_mask = 0xffffffff;		/* bit (1 << IOTAPE_OP_*) */
-const volatile __u64 ring_half = 0;			/* wake user space past this, per ring */
+const volatile __u64 ring_half = 0;			/* wake user space past this */
 const volatile bool wakes = false;			/* --wakes: wake records */
 
 /* Set by the loader after load and before attach: CLOCK_MONOTONIC at the start. */
 __u64 mono_start = 0;
 
-/* One ring buffer per CPU: a shared ring's reserve takes one lock and bumps one
- * producer position for all CPUs, and records of different CPUs share cache
- * lines, so every completion on one CPU after one on another moved those lines
- * across (docs/benchmarks.md, Recorder). The loader creates the rings, sized
- * from --ring-mb, and merges them back into completion order. */
-struct ring {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);			/* the template; the loader sizes its own */
-};
-
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);				/* the possible CPUs, set by the loader */
-	__type(key, __u32);
-	__array(values, struct ring);
-} rings SEC(".maps");
-
-/* This CPU's ring: the program runs with migration disabled, so it stays this
- * CPU's until the record is submitted. */
-static __always_inline void *cpu_ring(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-
-	return bpf_map_lookup_elem(&rings, &cpu);
-}
-
-/* User space drains on a 10 ms timer; a wake-up per event would cost more than
- * the rest of a program. Wake it only if a ring fills. */
-static __always_inline __u64 wake_flag(void *ring)
-{
-	return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) > ring_half ? BPF_RB_FORCE_WAKEUP
-								       : BPF_RB_NO_WAKEUP;
-}
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20);			/* resized by the loader (--ring-mb) */
+} events SEC(".maps");
 
 /* Fast path: one slot per (device filter, hctx, tag); see iotape.h. */
 struct {
@@ -278,9 +249,9 @@ struct emit_args {
 static __always_inline void emit(const struct emit_args *a, const struct iotape_inflight *e)
 {
 	struct iotape_record *r;
-	void *ring = cpu_ring();
+	__u64 flags;
 
-	r = ring ? bpf_ringbuf_reserve(ring, sizeof(*r), 0) : NULL;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(IOTAPE_CNT_RINGBUF_FULL);
 		return;
@@ -309,7 +280,11 @@ static __always_inline void emit(const struct emit_args *a, const struct iotape_
 		r->tid = 0;
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
 	}
-	bpf_ringbuf_submit(r, wake_flag(ring));
+	/* User space drains on a 10 ms timer; a wake-up per event would cost
+	 * more than the rest of this program. Wake it only if the ring fills. */
+	flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_half ?
+		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
 }
 
 /* OLD still owns the in-flight entry a new request is about to take: the
@@ -619,7 +594,6 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
 	struct iotape_record *r;
 	__u32 wakee, waker;
-	void *ring;
 	__u64 id;
 
 	if (!wakes)
@@ -633,8 +607,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	if (!in_task())
 		return 0;
-	ring = cpu_ring();
-	r = ring ? bpf_ringbuf_reserve(ring, sizeof(*r), 0) : NULL;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(IOTAPE_CNT_WAKE_LOST);
 		return 0;
@@ -647,6 +620,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	r->bytes = id >> 32;
 	r->op = IOTAPE_WAKE_OP;
 	count(IOTAPE_CNT_WAKES);
-	bpf_ringbuf_submit(r, wake_flag(ring));
+	bpf_ringbuf_submit(r, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_half ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
