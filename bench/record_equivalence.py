@@ -9,7 +9,9 @@ the flush linking and the thread-name labels are all exercised). Every record
 must be equal in every field but the three times (each loader's are relative to
 its own start, and the second program runs after the first), as a multiset, and
 the footers must count the same lost, pre_start, in_flight_at_stop,
-device_flushes and completion_unseen. Writes JSON; exits 1 when they differ.
+device_flushes and completion_unseen. It also counts, per loader, the records
+that follow one completed later (the file's completion order). Writes JSON;
+exits 1 when they differ.
 
 Run as root: `.venv/bin/python bench/record_equivalence.py --old /tmp/iotape-rec.old`.
 """
@@ -120,6 +122,11 @@ def main() -> None:
         only_old = sum((sets["old"] - sets["new"]).values())
         only_new = sum((sets["new"] - sets["old"]).values())
         cgroups = {n: sorted({int(c) for c in r["cgroup_id"]}) for n, r in recs.items()}
+        # Records out of completion order in the file (each loader's own times).
+        inversions = {
+            n: int((np.diff(r["ts_complete_ns"].astype(np.int64)) < 0).sum())
+            for n, r in recs.items()
+        }
     result = {
         "benchmark": "recorder-equivalence",
         "old": str(args.old),
@@ -132,6 +139,7 @@ def main() -> None:
         "only_in_new": only_new,
         "footers": footers,
         "cgroup_ids": cgroups,
+        "ts_complete_inversions": inversions,
         "equal": only_old == 0 and only_new == 0 and footers["old"] == footers["new"],
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
