@@ -1,11 +1,16 @@
 """Recorder overhead: fio 4 KiB random reads, untraced vs iotape vs bpftrace.
 
 Setup (issue #2): fio, io_uring, iodepth 32 x 2 jobs, on a loop device over a
-file in /dev/shm, at full speed. Each round runs every capture back to back
-(the machine is noisy; ratios within a round are what count), and the result
-is the median over rounds. iotape runs with each chunk compression (issue #35):
-auto (the default: lz4 for full chunks), zstd and none, with the trace's bytes per request and the
-loader's CPU in compression; iotape_stats adds each BPF program's run time per
+file in /dev/shm, at full speed. The machine is noisy (a shared 2-vCPU VM whose
+throughput drifts by 10 % and more between minutes), so each traced run is
+paired with an untraced run back to back (untraced first in odd rounds, second
+in even ones, so a drift within a pair cancels over rounds); the ratio is taken
+per pair and reported as the median of the pairs with its spread. The
+recorder's CPU per million requests (its user and system time less the fixed
+cost of a capture without I/O: loading, BTF, verifier) is the steady figure.
+iotape runs with each chunk compression (issue #35): auto (the default: lz4 for
+full chunks), zstd and none, with the trace's bytes per request and the loader's
+CPU in compression; iotape_stats adds each BPF program's run time per
 request (--bpf-stats). Writes JSON to bench/results/recorder.json.
 
 Run as root: `make bench` or `.venv/bin/python bench/record_overhead.py [--rounds 3 --runtime 10]`.
@@ -58,6 +63,19 @@ def fio_result(path: Path) -> dict:
     return {"iops": job["read"]["iops"], "total_ios": job["read"]["total_ios"]}
 
 
+def idle_capture(dev: str, tmp: Path) -> dict:
+    """`iotape record` around a command that does no I/O: the capture's fixed CPU
+    (start, BTF, verifier, attach, stop), taken off the per-request figure."""
+    trace = tmp / "idle.iot"
+    cmd = [*IOTAPE, "record", "-d", dev, "-o", str(trace), "--force", "--json", "--", "sleep", "1"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"iotape record failed: {res.stderr.strip()}")
+    trace.unlink()
+    cpu = json.loads(res.stdout.strip().splitlines()[-1]).get("process", {})
+    return {"user_s": cpu.get("user_s", 0.0), "sys_s": cpu.get("sys_s", 0.0)}
+
+
 def untraced(dev: str, runtime: int, tmp: Path) -> dict:
     out = tmp / "fio-none.json"
     subprocess.run(fio_cmd(dev, runtime, out), check=True)
@@ -71,8 +89,10 @@ def iotape_traced(
     compress: str = "auto",
     wakes: bool = False,
     bpf_stats: bool = False,
+    loader: Path | None = None,
 ) -> dict:
     out, trace = tmp / "fio-iotape.json", tmp / "bench.iot"
+    env = {**os.environ, **({"IOTAPE_REC": str(loader)} if loader else {})}
     cmd = [
         *IOTAPE,
         "record",
@@ -89,7 +109,7 @@ def iotape_traced(
         "--",
         *fio_cmd(dev, runtime, out),
     ]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise SystemExit(f"iotape record failed: {res.stderr.strip()}")
     footer = open_trace(trace).footer or {}
@@ -105,6 +125,8 @@ def iotape_traced(
         "events": footer.get("events"),
         "lost": sum(footer.get("lost", {}).values()),
         "recorder_cpu_s": cpu.get("user_s", 0) + cpu.get("sys_s", 0),
+        "recorder_user_s": cpu.get("user_s", 0),
+        "recorder_sys_s": cpu.get("sys_s", 0),
         "recorder_max_rss_kb": rss,
         "file_bytes": size,
         "bytes_per_request": size / events if events else None,
@@ -147,6 +169,19 @@ def iotape_stats(dev: str, runtime: int, tmp: Path) -> dict:
 def iotape_wakes(dev: str, runtime: int, tmp: Path) -> dict:
     """With --wakes: its BPF program runs at every wake-up on the machine."""
     return iotape_traced(dev, runtime, tmp, wakes=True)
+
+
+# --base-loader: an older recorder/build/iotape-rec (kept aside before a change to
+# the loader or its BPF programs), run in the same rounds as the current one.
+BASE_LOADER: list[Path] = []
+
+
+def iotape_base(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, loader=BASE_LOADER[0])
+
+
+def iotape_base_stats(dev: str, runtime: int, tmp: Path) -> dict:
+    return iotape_traced(dev, runtime, tmp, bpf_stats=True, loader=BASE_LOADER[0])
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -234,6 +269,8 @@ CAPTURES = {
     "iotape_plain": iotape_plain,
     "iotape_wakes": iotape_wakes,
     "iotape_stats": iotape_stats,
+    "iotape_base": iotape_base,
+    "iotape_base_stats": iotape_base_stats,
     "bpftrace": bpftrace_traced,
 }
 TRACED = [k for k in CAPTURES if k != "untraced"]
@@ -241,26 +278,74 @@ TRACED = [k for k in CAPTURES if k != "untraced"]
 
 def run_rounds(
     dev: str, rounds: int, runtime: int, tmp: Path, names: list[str]
-) -> dict[str, list[dict]]:
-    """The captures `names` in turn, `rounds` times."""
-    runs: dict[str, list[dict]] = {k: [] for k in names}
+) -> tuple[dict[str, list[dict]], dict[str, list[float]]]:
+    """Per round, each traced capture of `names` next to an untraced run of its
+    own: (untraced, traced) in odd rounds, (traced, untraced) in even ones.
+    Returns every run by capture and each traced capture's IOPS ratio per pair."""
+    runs: dict[str, list[dict]] = {k: [] for k in ["untraced", *names]}
+    pairs: dict[str, list[float]] = {k: [] for k in names}
     for i in range(rounds):
         for name in names:
-            fn = CAPTURES[name]
-            r = fn(dev, runtime, tmp)
-            runs[name].append(r)
-            per = r.get("bytes_per_request")
-            print(
-                f"round {i + 1} {name:12s} {r['iops']:>10,.0f} IOPS  events "
-                f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}"
-                + (f"  {per:.1f} B/request" if per else ""),
-                file=sys.stderr,
-            )
-    return runs
+            order = ["untraced", name] if i % 2 == 0 else [name, "untraced"]
+            got = {}
+            for which in order:
+                r = CAPTURES[which](dev, runtime, tmp)
+                runs[which].append(r)
+                got[which] = r
+                per = r.get("bytes_per_request")
+                print(
+                    f"round {i + 1} {which:12s} {r['iops']:>10,.0f} IOPS  events "
+                    f"{r.get('events')} / {r['total_ios']}  lost {r.get('lost')}"
+                    + (f"  {per:.1f} B/request" if per else ""),
+                    file=sys.stderr,
+                )
+            pairs[name].append(got[name]["iops"] / got["untraced"]["iops"])
+    return runs, pairs
 
 
-def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namespace) -> dict:
-    def ratios(name: str, base: str = "untraced") -> list[float]:
+def spread(values: list[float]) -> dict:
+    """Median, quartiles and range of `values`."""
+    q = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+    return {
+        "median": statistics.median(values),
+        "q1": q[0],
+        "q3": q[2],
+        "min": min(values),
+        "max": max(values),
+        "all": values,
+    }
+
+
+def cpu_per_million(runs: list[dict], idle: dict) -> dict | None:
+    """The recorder's CPU seconds per million recorded requests, less the idle
+    capture's fixed CPU: medians over rounds, user and system apart."""
+    rows = [r for r in runs if r.get("events")]
+    if not rows:
+        return None
+
+    def per_m(r: dict, key: str, fixed: float) -> float:
+        return (r[key] - fixed) / r["events"] * 1e6
+
+    return {
+        "cpu_s": statistics.median(
+            per_m(r, "recorder_cpu_s", idle["user_s"] + idle["sys_s"]) for r in rows
+        ),
+        "user_s": statistics.median(per_m(r, "recorder_user_s", idle["user_s"]) for r in rows),
+        "sys_s": statistics.median(per_m(r, "recorder_sys_s", idle["sys_s"]) for r in rows),
+        "all_cpu_s": [
+            round(per_m(r, "recorder_cpu_s", idle["user_s"] + idle["sys_s"]), 4) for r in rows
+        ],
+    }
+
+
+def summarize(
+    runs: dict[str, list[dict]],
+    pairs: dict[str, list[float]],
+    idle: dict,
+    memory: object,
+    args: argparse.Namespace,
+) -> dict:
+    def ratios(name: str, base: str) -> list[float]:
         return [t["iops"] / u["iops"] for t, u in zip(runs[name], runs[base], strict=True)]
 
     traced = [k for k in TRACED if k in runs]
@@ -275,11 +360,13 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
         "runtime_s": args.runtime,
         "rounds": args.rounds,
         "peer": "bpftrace printf per completed request",
+        "pairing": "each traced run next to its own untraced run; ratio per pair",
         "median_iops": {k: statistics.median(r["iops"] for r in v) for k, v in runs.items()},
-        "iops_ratio_vs_untraced": {
-            k: {"median": statistics.median(ratios(k)), "all": ratios(k)} for k in traced
-        },
-        # What compression costs, paired in each round against the plain capture.
+        "iops_ratio_vs_untraced": {k: spread(pairs[k]) for k in traced},
+        # The recorder's CPU beyond its fixed start/stop cost, per million requests.
+        "idle_capture_cpu_s": idle,
+        "recorder_cpu_s_per_million": {k: cpu_per_million(runs[k], idle) for k in packed},
+        # What compression costs, against the plain capture of the same round.
         "iops_ratio_vs_iotape_plain": {
             k: {
                 "median": statistics.median(ratios(k, "iotape_plain")),
@@ -288,10 +375,10 @@ def summarize(runs: dict[str, list[dict]], memory: object, args: argparse.Namesp
             for k in packed
             if k != "iotape_plain" and "iotape_plain" in runs
         },
-        # What wake records cost, paired in each round against the default capture.
+        # What wake records cost, against the default capture of the same round.
         "iops_ratio_vs_iotape": {
             k: {"median": statistics.median(ratios(k, "iotape")), "all": ratios(k, "iotape")}
-            for k in ("iotape_wakes",)
+            for k in ("iotape_wakes", "iotape_base")
             if k in runs and "iotape" in runs
         },
         "capture_completeness": {
@@ -336,10 +423,15 @@ def main() -> None:
     ap.add_argument("--runtime", type=int, default=10)
     ap.add_argument(
         "--captures",
-        default=",".join(CAPTURES),
+        default=",".join(k for k in CAPTURES if "base" not in k),
         help=f"comma-separated, from {', '.join(CAPTURES)} (untraced is always run)",
     )
     ap.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "recorder.json")
+    ap.add_argument(
+        "--base-loader",
+        type=Path,
+        help="an older iotape-rec for the captures iotape_base and iotape_base_stats",
+    )
     ap.add_argument(
         "--memory",
         action=argparse.BooleanOptionalAction,
@@ -350,20 +442,27 @@ def main() -> None:
     unknown = set(args.captures.split(",")) - set(CAPTURES)
     if unknown:
         raise SystemExit(f"--captures: unknown {', '.join(sorted(unknown))}")
+    if "iotape_base" in args.captures and not args.base_loader:
+        raise SystemExit("--captures iotape_base*: needs --base-loader PATH")
+    if args.base_loader:
+        BASE_LOADER.append(args.base_loader)
     if os.geteuid() != 0:
         raise SystemExit("bench/record_overhead.py: needs root (BPF and loop devices)")
     with tempfile.TemporaryDirectory(prefix="iotape-bench-") as tmpdir, bench_loop() as dev:
         tmp = Path(tmpdir)
-        names = ["untraced"] + [c for c in args.captures.split(",") if c in TRACED]
-        runs = run_rounds(dev, args.rounds, args.runtime, tmp, names)
+        idles = [idle_capture(dev, tmp) for _ in range(3)]
+        idle = {k: statistics.median(i[k] for i in idles) for k in ("user_s", "sys_s")}
+        names = [c for c in args.captures.split(",") if c in TRACED]
+        runs, pairs = run_rounds(dev, args.rounds, args.runtime, tmp, names)
         memory = memory_bound(dev, tmp, 3, 4 * args.runtime) if args.memory else None
         print(f"memory: {memory}", file=sys.stderr)
-    result = summarize(runs, memory, args)
+    result = summarize(runs, pairs, idle, memory, args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     keys = (
         "median_iops",
         "iops_ratio_vs_untraced",
+        "recorder_cpu_s_per_million",
         "iops_ratio_vs_iotape_plain",
         "iops_ratio_vs_iotape",
         "bytes_per_request",

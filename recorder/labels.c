@@ -48,6 +48,9 @@ int labels_add_rule(struct labels *l, const char *spec, char *err, size_t errlen
 	ru->len = r - spec;
 	memset(ru->prefix, 0, sizeof(ru->prefix));
 	memcpy(ru->prefix, spec, ru->len);
+	memcpy(ru->word, ru->prefix, sizeof(ru->word));
+	memset(ru->mask, 0, sizeof(ru->mask));
+	memset(ru->mask, 0xff, ru->len);
 	l->n_rules++;
 	return 0;
 }
@@ -139,13 +142,17 @@ uint8_t labels_stream(const struct labels *l, const struct iotape_record *r)
 {
 	const struct label_rule *best = NULL;
 	const struct label_extent *x;
+	uint64_t comm[2];
 
 	if (l->n_extents && r->bytes && (x = find_extent(l, r->dev, r->offset)))
 		return by_op(r->op, x->read_stream, x->write_stream);
+	_Static_assert(sizeof(comm) == sizeof(r->comm), "comm is two words");
+	memcpy(comm, r->comm, sizeof(comm));
 	for (int i = 0; i < l->n_rules; i++) {
 		const struct label_rule *ru = &l->rules[i];
 
-		if ((!best || ru->len > best->len) && !strncmp(r->comm, ru->prefix, ru->len))
+		if ((comm[0] & ru->mask[0]) == ru->word[0] && (comm[1] & ru->mask[1]) == ru->word[1] &&
+		    (!best || ru->len > best->len))
 			best = ru;
 	}
 	return best ? by_op(r->op, best->read_stream, best->write_stream) : 0;

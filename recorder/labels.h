@@ -13,6 +13,11 @@
 struct label_rule {
 	char prefix[LABELS_PREFIX_LEN];
 	size_t len;
+	/* The prefix as two words and the mask of its LEN bytes: a record's comm
+	 * (16 NUL-padded bytes) starts with it iff (comm & mask) == word, as
+	 * strncmp(comm, prefix, len) == 0 (the prefix holds no NUL), without a
+	 * call per rule and record. */
+	uint64_t word[2], mask[2];
 	uint8_t read_stream, write_stream;
 };
 
