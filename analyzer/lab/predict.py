@@ -368,12 +368,16 @@ def predict(
     bound = _bound(dev, p, hr, by_loop, cl) if dev is not None else None
     bound_gain: float | None = bound["read_throughput_gain"] if bound else None
     gains = [g for g in (gain, bound_gain) if g is not None]
+    # The closed loop's hits and fills are the prediction's (the simulator's on the
+    # baseline's order beside them).
+    ordered = {"read_hit_ratio": hr["count"]["read"], "migrated_bytes": hr["migrated_bytes"]}
     return {
         "policy": p.policy,
         "params": sim["params"],
-        "read_hit_ratio": hr["count"]["read"],
+        "read_hit_ratio": cl["read_hit_ratio"] if cl else hr["count"]["read"],
         "write_hit_ratio": hr["count"]["write"],
-        "migrated_bytes": hr["migrated_bytes"],
+        "migrated_bytes": int(cl["fills"] * p.unit) if cl else hr["migrated_bytes"],
+        "baseline_order": ordered,
         "read_latency_ms": {
             "baseline": r_base * 1e3,
             "projected": r_new * 1e3,

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from analyzer.lab import closedloop, predict, slowqueue
+from analyzer.lab import closedloop, hybrid, predict, slowqueue
 from analyzer.tiering.events import Events
 
 MIB = 1 << 20
@@ -170,3 +170,25 @@ def test_the_arrays_hit_and_copy_from_the_baselines_counters() -> None:
     assert q0 is not None and q is not None
     assert q0.copy_s == pytest.approx(4 * MIB / 150e6 + 0.010)  # one read's service
     assert q.copy_s == pytest.approx(4 * MIB / 150e6 + 8 * 0.006)  # each chunk positioned
+
+
+def test_the_cache_site_of_the_arrays_own_cache() -> None:
+    # Two controllers' devices laid end to end (hybrid.one_space): a database region
+    # on each, a log beyond. The array's cache: each request's controller and its
+    # offset on the array; the engine's cache (--tier-in engine): neither.
+    ev = replace(
+        _events([0, 1, 9, 0, 1]),
+        offset=np.array([0, MIB, 9 * MIB, hybrid.SPACE, hybrid.SPACE + 5], dtype=np.int64),
+        op=np.array([0, 0, 1, 0, 0], dtype=np.int8),  # a log write: the host's path
+    )
+    regs = [(0, 4 * MIB), (hybrid.SPACE, hybrid.SPACE + 4 * MIB)]
+    session = np.array([True, False, True, True])
+    counters = {"writes": 1, "write_latency_s_sum": 0.0}
+    model = {"ssd_read_ms": 0.1, "ssd_write_ms": 0.1, "ssd_mb_s": 500}
+    engine = hybrid.cache_site("engine", ev, session, regs, counters, model)
+    assert engine.hit is None and engine.controller is None and engine.session is session
+    site = hybrid.cache_site("array", ev, session, regs, counters, model)
+    assert site.controller is not None and site.array_offset is not None
+    assert site.controller.tolist() == [0, 0, 1, 1]
+    assert site.array_offset.tolist() == [0, MIB, hybrid.SPACE, hybrid.SPACE + 5]
+    assert site.hit is not None and site.hit.path_s == pytest.approx(0.010)
