@@ -132,9 +132,13 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     threads = o["threads"] * s["databases"]
     loops = predict.loops_of(db, regs, unit)
     session = stream[predict.db_mask(ev, regs)] == "db-read"  # the rest: maintenance
-    site = hybrid.cache_site(
-        o.get("tier_in", ""), ev, session, regs, rep["configs"]["baseline"].get("array"), model
-    )  # as hybrid.py's
+    # The array's own cache where the measured cache run had one (its counters count
+    # the cache's look-ups); `array38-h1`'s cache was still the engine's.
+    looked = rep["configs"]["cache"].get("array") or {}
+    own = (looked.get("rcache_hits") or 0) + (looked.get("rcache_misses") or 0) > 0
+    tier_in = o.get("tier_in", "") if own else "engine"
+    counters = rep["configs"]["baseline"].get("array")
+    site = hybrid.cache_site(tier_in, ev, session, regs, counters, model)  # as hybrid.py's
     hit = site.hit
     out: dict[str, Any] = {
         "regions": len(regs),
