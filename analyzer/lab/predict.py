@@ -356,7 +356,7 @@ def predict(
         by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p, q)
         gain = by_loop["read_throughput_gain"]
     cl = None
-    if closed and p.policy == "lru":
+    if closed and p.policy == "lru" and base_reads_per_s > 0 and reads.any():
         loop_of = loops if loops is not None and len(loops) == len(base) else None
         cl = closed_loop_gain(
             base, p, loop_of, threads, base_reads_per_s, (fast_p, slow_p), q, dev, site
