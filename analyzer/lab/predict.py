@@ -35,7 +35,10 @@ new pages), until the rounded gains repeat. With 6 databases of one thread on th
 array, the measured tier ran three databases 14-17x and three 1.2x (8.9x in all)
 where one loop over all threads predicted 3.9x (docs/hybrid.md, "Why predictions
 miss"). A cache that admits on a miss (LRU) does not count heat: copies at one
-instant change nothing, so its fixed point is the per-loop law's first step.
+instant change nothing, so its fixed point is the per-loop law's first step. A
+read cache is therefore predicted by a closed loop instead (`closed_loop_gain`,
+analyzer/lab/closedloop.py): the session threads issue the baseline's reads and the
+cache, as the array runs it, decides each hit when the read is issued.
 """
 
 from __future__ import annotations
