@@ -2,8 +2,9 @@
 finished lab output directory (no lab run): per configuration the measured gain and
 each prediction's (the stored one, the simulator's recomputed with one closed loop
 of all threads and with a loop per database with the misses at the baseline's
-latency, and with a loop per database with the misses queued at the slow device's
-predicted load, `analyzer.lab.predict`), the closed
+latency, with a loop per database with the misses queued at the slow device's
+predicted load, and, for the read cache, by the closed loop with the array's cache
+deciding each hit as the loops issue their reads, `analyzer.lab.predict`), the closed
 loop's inputs against what the measured run shows, each database's own gain, the
 replay's per-stream latencies and rates against the measured run's, how warm the
 replay and the measured run were, and how many reads follow a write to the same
@@ -30,14 +31,14 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict, slowqueue
+from analyzer.lab import hybrid, predict, slowqueue
 from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
 from recorder.tracefile import open_trace
 from schemas import stream_group
 from schemas.streams import REPORTED, TRANSACTIONAL
 
 MIB = 1 << 20
-SPACE = 1 << 40  # each device's offsets, end to end
+SPACE = hybrid.SPACE  # each device's offsets, end to end, as hybrid.py's
 LOGS = stream_group("per_log")  # the streams on a database's log device
 PAGE = 32768
 
@@ -76,6 +77,35 @@ def _regions(ev: Events, stream: np.ndarray, on: list[str] | None, n: int) -> li
     return out
 
 
+def _summary(one: Any, many: Any, queued: Any, closed: Any) -> dict[str, Any]:
+    """One configuration's recomputed predictions: before (one loop, a loop per
+    database, the queue) and after (hybrid.py's now)."""
+    cl = closed["littles_law"]["closed_loop"] or {}
+    law = many["littles_law"]
+    q_loop = queued["littles_law"]["per_loop"] or {}
+    return {
+        "one_loop": one["read_throughput_gain"],
+        "per_loop": many["read_throughput_gain"],
+        "per_loop_law": law["read_throughput_gain"],
+        "bound": (many["utilization_bound"] or {}).get("read_throughput_gain"),
+        "per_loop_gains": [round(x["gain"], 2) for x in (law["per_loop"] or {}).get("loops", [])],
+        "rounds": (law["per_loop"] or {}).get("rounds"),
+        "converged": (law["per_loop"] or {}).get("converged"),
+        "queued": queued["read_throughput_gain"],
+        "queued_law": queued["littles_law"]["read_throughput_gain"],
+        "queue": queued["queue"],
+        "queued_per_loop": {
+            "miss_slowdown": q_loop.get("miss_slowdown"),
+            "utilization": q_loop.get("slow_utilization"),
+            "gains": [round(x["gain"], 2) for x in q_loop.get("loops", [])],
+        },
+        "after": closed["read_throughput_gain"],
+        "after_queue": closed["queue"],
+        "closed_loop": {k: v for k, v in cl.items() if k != "loops"}
+        | {"gains": [round(x["gain"], 2) for x in cl.get("loops", [])]},
+    }
+
+
 def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     o, s = rep["options"], rep["options"]["sizing"]
     res = json.loads((d / "baseline.result.json").read_text())
@@ -91,37 +121,42 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
     dev = slowqueue.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
     # The array's own disk time in the baseline (destages: hybrid.py's wiring).
     dev = slowqueue.with_disk_busy(dev, rep["configs"]["baseline"].get("array"))
+    base_dev = dev  # the copies as one read each (before the array's striping)
+    model = rep["devices"].get("array_model")
+    if model:  # as hybrid.py's: a unit's copy reads each of its chunks
+        dev = slowqueue.striped(
+            dev, unit, int(model["chunk_kb"]) << 10, rep["configs"]["baseline"].get("array")
+        )
     reads = sum(x["streams"]["db-read"]["count"] for x in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     threads = o["threads"] * s["databases"]
     loops = predict.loops_of(db, regs, unit)
-    out: dict[str, Any] = {"regions": len(regs), "devices": len({r[0] // SPACE for r in regs})}
+    session = stream[predict.db_mask(ev, regs)] == "db-read"  # the rest: maintenance
+    # The array's own cache where the measured cache run had one (its counters count
+    # the cache's look-ups); `array38-h1`'s cache was still the engine's.
+    looked = rep["configs"]["cache"].get("array") or {}
+    own = (looked.get("rcache_hits") or 0) + (looked.get("rcache_misses") or 0) > 0
+    tier_in = o.get("tier_in", "") if own else "engine"
+    counters = rep["configs"]["baseline"].get("array")
+    site = hybrid.cache_site(tier_in, ev, session, regs, counters, model)  # as hybrid.py's
+    hit = site.hit
+    out: dict[str, Any] = {
+        "regions": len(regs),
+        "devices": len({r[0] // SPACE for r in regs}),
+        "array_hit_path_ms": None if hit is None else hit.path_s * 1e3,
+    }
     for key in ("tier", "cache"):
         p = predict.params(key, s["ssd_mb"], s["unit_kb"], o["stats_s"], o["migrate_s"])
-        one = predict.predict(db, fast, p, threads, per_s, dev, queue=False)
-        many = predict.predict(db, fast, p, threads, per_s, dev, loops=loops, queue=False)
-        queued = predict.predict(db, fast, p, threads, per_s, dev, loops=loops)
-        law = many["littles_law"]
-        q_loop = queued["littles_law"]["per_loop"] or {}
-        out[key] = {
-            "one_loop": one["read_throughput_gain"],
-            "per_loop": many["read_throughput_gain"],
-            "per_loop_law": law["read_throughput_gain"],
-            "bound": (many["utilization_bound"] or {}).get("read_throughput_gain"),
-            "per_loop_gains": [
-                round(x["gain"], 2) for x in (law["per_loop"] or {}).get("loops", [])
-            ],
-            "rounds": (law["per_loop"] or {}).get("rounds"),
-            "converged": (law["per_loop"] or {}).get("converged"),
-            "queued": queued["read_throughput_gain"],
-            "queued_law": queued["littles_law"]["read_throughput_gain"],
-            "queue": queued["queue"],
-            "queued_per_loop": {
-                "miss_slowdown": q_loop.get("miss_slowdown"),
-                "utilization": q_loop.get("slow_utilization"),
-                "gains": [round(x["gain"], 2) for x in q_loop.get("loops", [])],
-            },
-        }
+        # Before issue 38's cache fix: copies one read each, the law on the
+        # baseline's order; after: `hybrid.py`'s prediction now.
+        b = base_dev
+        one = predict.predict(db, fast, p, threads, per_s, b, queue=False, closed=False)
+        many = predict.predict(
+            db, fast, p, threads, per_s, b, loops=loops, queue=False, closed=False
+        )
+        queued = predict.predict(db, fast, p, threads, per_s, b, loops=loops, closed=False)
+        closed = predict.predict(db, fast, p, threads, per_s, dev, loops=loops, site=site)
+        out[key] = _summary(one, many, queued, closed)
     return out
 
 
@@ -236,6 +271,7 @@ def gap(d: Path) -> dict[str, Any]:
                     ("one_loop", out["recomputed"][key]["one_loop"]),
                     ("per_loop", out["recomputed"][key]["per_loop"]),
                     ("queued", out["recomputed"][key]["queued"]),
+                    ("after", out["recomputed"][key]["after"]),
                 )
             }
         out["configs"][key] = row

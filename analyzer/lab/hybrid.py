@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import predict, replay_arrays, replayed, slowqueue
+from analyzer.lab import closedloop, predict, replay_arrays, replayed, slowqueue
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
@@ -57,7 +57,7 @@ from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import Store
 from analyzer.tiering.events import Events
-from analyzer.tiering.from_store import load_run
+from analyzer.tiering.from_store import load_events_streams, load_run
 from recorder.tracefile import open_trace
 from workload import engine
 from workload.engine import WorkloadConfig
@@ -213,10 +213,11 @@ def _run(
 
 
 def _predict(
-    o: LabOptions, store: Store, base: dict, fast_id: str, regs: list, devs: list[int]
-) -> dict:
+    o: LabOptions, store: Store, base: dict, fast_id: str, regs: list, devs: list[int],
+    array: ArrayModel | None = None,
+) -> dict:  # fmt: skip
     s = o.sizing
-    _, ev = load_run(store, base["run_id"])
+    ev, streams = load_events_streams(store, base["run_id"])
     ev = one_space(ev, devs)
     _, fast = load_run(store, fast_id)
     unit = s.unit_kb << 10
@@ -229,18 +230,44 @@ def _predict(
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
     dev = slowqueue.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
     dev = slowqueue.with_disk_busy(dev, base.get("array"))  # destages: the trace has none
+    if array is not None:  # a unit's copy reads each of its chunks
+        dev = slowqueue.striped(dev, unit, array.chunk_kb << 10, base.get("array"))
     res = base["result"]
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     threads = o.threads * s.databases
     # Each database's sessions are a closed loop of their own (predict.per_loop_gain).
     loops = predict.loops_of(db_ev, regs, unit)
+    session = streams[predict.db_mask(ev, regs)] == schemas.enum("stream")["db-read"]
+    model = asdict(array) if array is not None else None
+    site = cache_site(o.tier_in, ev, session, regs, base.get("array"), model)
     out = {}
     for key, policy in (("tier", "tier"), ("cache", "cache")):
         ssd_mb = s.controller_ssd_mb(o.controllers) * o.controllers
         p = predict.params(policy, ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
-        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev, loops)
+        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev, loops, site=site)
     return out
+
+
+def cache_site(
+    tier_in: str, ev: Events, session: np.ndarray, regs: list, counters: dict | None,
+    model: dict | None,
+) -> closedloop.CacheSite:  # fmt: skip
+    """What the read cache's closed loop knows of where the cache is (`ev`: the
+    baseline's requests, `one_space`; `session`: which of its database requests are
+    a session's, the rest the maintenance's): with the array's own cache (`model`,
+    `tier_in` "array") its hit latency (served behind FUSE, not by the probe's
+    device), each controller's own cache and the array's units (the device's, not
+    each database's)."""
+    if model is None or tier_in != "array":
+        return closedloop.CacheSite(session=session)
+    mine = predict.db_mask(ev, regs)
+    return closedloop.CacheSite(
+        hit=closedloop.array_hit(ev, counters, model),
+        session=session,
+        controller=ev.offset[mine] // SPACE,
+        array_offset=ev.offset[mine],
+    )
 
 
 def _array_stats(lab: HybridLab) -> list[dict[str, Any]] | None:
@@ -380,7 +407,9 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         devs = [kernel_dev(d) for d in recorded]
         runs["baseline"] = _run(base, out, "baseline", recorded, store, o.name)
         runs["baseline"]["array"], counts = _array_delta(lab, counts)
-        prediction = _predict(o, store, runs["baseline"], fast["run_id"], regions(base), devs)
+        prediction = _predict(
+            o, store, runs["baseline"], fast["run_id"], regions(base), devs, array
+        )
         ssd: dict[str, ArrayModel] = {}
         if o.tier_in == "array":
             assert array is not None

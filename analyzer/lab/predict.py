@@ -35,7 +35,10 @@ new pages), until the rounded gains repeat. With 6 databases of one thread on th
 array, the measured tier ran three databases 14-17x and three 1.2x (8.9x in all)
 where one loop over all threads predicted 3.9x (docs/hybrid.md, "Why predictions
 miss"). A cache that admits on a miss (LRU) does not count heat: copies at one
-instant change nothing, so its fixed point is the per-loop law's first step.
+instant change nothing, so its fixed point is the per-loop law's first step. A
+read cache is therefore predicted by a closed loop instead (`closed_loop_gain`,
+analyzer/lab/closedloop.py): the session threads issue the baseline's reads and the
+cache, as the array runs it, decides each hit when the read is issued.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from analyzer.lab import closedloop
 from analyzer.lab.slowqueue import (
     DeviceTime,
     SlowQueue,
@@ -67,17 +71,25 @@ def subset(ev: Events, keep: np.ndarray) -> Events:
     return Events(*(getattr(ev, f.name)[keep] for f in fields(Events)))
 
 
+def db_mask(ev: Events, regions: list[tuple[int, int]]) -> np.ndarray:
+    """Which of `ev`'s requests are in a database region (`db_events` keeps them, in
+    order)."""
+    keep = np.zeros(len(ev), dtype=bool)
+    for base, end in regions:
+        keep |= (ev.offset >= base) & (ev.offset < end)
+    return keep
+
+
 def db_events(ev: Events, regions: list[tuple[int, int]], unit: int) -> Events:
     """The database regions' requests, each region's offsets from its own start and
     the regions laid end to end on unit boundaries: the engine numbers its units
     per database from the region's base (workload/src/tier.c), the log is not
     tiered."""
-    keep = np.zeros(len(ev), dtype=bool)
+    keep = db_mask(ev, regions)
     offset = ev.offset.copy()
     at = 0
     for base, end in regions:
         inside = (ev.offset >= base) & (ev.offset < end)
-        keep |= inside
         offset[inside] = ev.offset[inside] - base + at
         at += -(-(end - base) // unit) * unit
     out = subset(ev, keep)
@@ -212,6 +224,93 @@ def per_loop_gain(
     }
 
 
+def closed_loop_gain(
+    base: Events,
+    p: Params,
+    loops: np.ndarray | None,
+    threads: int,
+    base_reads_per_s: float,
+    profiles: tuple[Any, Any],
+    q: SlowQueue | None,
+    dev: DeviceTime | None,
+    site: closedloop.CacheSite | None = None,
+) -> dict[str, Any]:
+    """A read cache's gain by the closed loop (analyzer.lab.closedloop): each
+    database's threads (the engine's `threads` split evenly) issue its baseline
+    session reads, the cache deciding each hit when it is issued, the misses
+    queued at the load the run makes (`q`; None: at the baseline's latency, fills
+    instant). `profiles`: the fast and the slow device's; `site`: the array's hit
+    latency, each request's controller and offset on the array, and which are a
+    session's (`closedloop.CacheSite`; None: the fast device's latency, one cache
+    of `base`'s units, every read a session's)."""
+    site = site or closedloop.CacheSite()
+    fast, slow = profiles
+    hit = site.hit
+    reads = base.op == READ
+    rd = subset(base, reads)
+    of = loops[reads] if loops is not None else np.zeros(len(rd), dtype=np.int64)
+    n = int(of.max()) + 1 if len(of) else 0
+    if site.session is not None:
+        of = np.where(site.session[reads], of, -1)
+    count = np.bincount(of[of >= 0], minlength=n).astype(float)
+    span = float(count.sum()) / base_reads_per_s
+    ctl = site.controller[reads] if site.controller is not None else None
+    on = site.array_offset
+    units = replace(rd, offset=on[reads]) if on is not None else rd
+    lp = closedloop.loops_from(rd, of, p.unit, fast, slow, 1, np.zeros(n), span, hit, ctl, units)
+    caches = int(ctl.max()) + 1 if ctl is not None and len(ctl) else 1
+    # The time outside reads as the one-loop law takes it (the baseline's cycle less
+    # its mean read), the same for every loop: per loop it is a small difference of
+    # large numbers (the trace's reads per database differ from the engine's counts
+    # by up to 12 % in twoctl/c1).
+    r_base = float(lp.miss_s[of >= 0].mean()) if count.sum() else 0.0
+    other = max(threads / base_reads_per_s - r_base, 0.0)
+    lp = replace(lp, threads=max(round(threads / n), 1), other_s=np.full(n, other))
+    assert p.capacity is not None
+    mover = closedloop.Mover(
+        p.unit / (dev.mb_s * 1e6) / dev.copy_reads if dev is not None else 0.0,
+        hit.ssd_write_s + p.unit / (hit.ssd_mb_s * 1e6) if hit is not None else 0.0,
+    )
+    r = closedloop.gain(lp, p.units(p.capacity) // caches, base_reads_per_s, q, mover)
+    reads_done = r["reads"].sum()
+    return {
+        "model": "closed loop",
+        "read_throughput_gain": r["gain"],
+        "read_hit_ratio": float(r["hits"].sum() / reads_done) if reads_done else 0.0,
+        "fills": float(r["fills"]),
+        "fills_per_read": float(r["fills"] / reads_done) if reads_done else 0.0,
+        "fill_ms": r["fill_s"] * 1e3,
+        "miss_slowdown": r["slowdown"],
+        "slow_utilization": r.get("utilization"),
+        "rounds": r["rounds"],
+        "loops": [
+            {
+                "reads": int(c),
+                "baseline_ms": r_base * 1e3,
+                "other_ms": other * 1e3,
+                "gain": float(g),
+            }
+            for c, g in zip(count, r["gains"], strict=True)
+        ],
+    }
+
+
+def _bound(
+    dev: DeviceTime, p: Params, hr: Any, by_loop: Any, closed: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The utilization bound with the hits and copies of the prediction's own mix."""
+    # A tier serves its writes' hits from the fast device; a cache writes through.
+    w_hit = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
+    r_hit = hr["count"]["read"] or 0.0
+    if by_loop is not None:  # the hits of the mix the loops' gains make
+        r_hit = by_loop["read_hit_ratio"]
+        w_hit = by_loop["write_hit_ratio"] if p.policy == "tiering" else 0.0
+    copied = hr["migrated_bytes"]
+    if closed is not None:  # the hits and fills of the closed loop's order
+        r_hit, copied = closed["read_hit_ratio"], int(closed["fills"] * p.unit)
+    return utilization_bound(dev, r_hit, copied, p.unit, w_hit)
+
+
 def predict(
     base: Events,
     fast: Events,
@@ -221,6 +320,8 @@ def predict(
     dev: DeviceTime | None = None,
     loops: np.ndarray | None = None,
     queue: bool = True,
+    closed: bool = True,
+    site: closedloop.CacheSite | None = None,
 ) -> dict[str, Any]:
     """The prediction for one configuration from the baseline's database events,
     the fast device's measured requests, the engine's session threads (all
@@ -228,7 +329,10 @@ def predict(
     time (None: no utilization bound, no queue) and each request's closed loop
     (`loops_of`; None: one loop of all threads). `queue`: the misses wait in the
     slow device's queue at the configuration's load (`queued_gains`); False keeps
-    them at the baseline's latency."""
+    them at the baseline's latency. `closed`: a read cache (`lru`) is predicted by
+    the closed loop (`closed_loop_gain`, with what `site` says of the array and
+    the requests), its hits as the loop's order makes them; False: the law on the
+    baseline's order (per loop, at its heat fixed point)."""
     sim = simulate(base, p)
     hr = sim["hit_ratio"]
     q = slow_queue(dev, p, hr["migrated_bytes"]) if dev is not None and queue else None
@@ -245,17 +349,8 @@ def predict(
     queued: dict[str, Any] | None = None
     if q is not None and gain is not None:
         w_one = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
-        r_one = float(hit.mean()) if len(hit) else 0.0
-        g, f, rho = queued_gains(
-            q,
-            np.array([base_reads_per_s]),
-            np.array([r_base]),
-            np.array([other]),
-            np.array([r_new - missed]),
-            np.array([missed]),
-            np.array([r_one]),
-            np.array([w_one]),
-        )
+        one = [base_reads_per_s, r_base, other, r_new - missed, missed, hit.mean(), w_one]
+        g, f, rho = queued_gains(q, *(np.array([float(x)]) for x in one))
         gain = float(g[0])
         queued = queue_report(q, rho, f)
     one_loop = gain
@@ -263,23 +358,29 @@ def predict(
     if loops is not None and len(loops) == len(base) and len(np.unique(loops)) > 1:
         by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p, q)
         gain = by_loop["read_throughput_gain"]
-    bound = None
-    if dev is not None:
-        # A tier serves its writes' hits from the fast device; a cache writes through.
-        w_hit = (hr["count"]["write"] or 0.0) if p.policy == "tiering" else 0.0
-        r_hit = hr["count"]["read"] or 0.0
-        if by_loop is not None:  # the hits of the mix the loops' gains make
-            r_hit = by_loop["read_hit_ratio"]
-            w_hit = by_loop["write_hit_ratio"] if p.policy == "tiering" else 0.0
-        bound = utilization_bound(dev, r_hit, hr["migrated_bytes"], p.unit, w_hit)
+    cl = None
+    if closed and p.policy == "lru" and base_reads_per_s > 0 and reads.any():
+        loop_of = loops if loops is not None and len(loops) == len(base) else None
+        cl = closed_loop_gain(
+            base, p, loop_of, threads, base_reads_per_s, (fast_p, slow_p), q, dev, site
+        )
+        gain = cl["read_throughput_gain"]
+        if q is not None:  # the queue at the closed loop's own load and fills
+            queued = queue_report(q, cl["slow_utilization"], cl["miss_slowdown"])
+            queued["copies_per_read"] = cl["fills_per_read"]
+    bound = _bound(dev, p, hr, by_loop, cl) if dev is not None else None
     bound_gain: float | None = bound["read_throughput_gain"] if bound else None
     gains = [g for g in (gain, bound_gain) if g is not None]
+    # The closed loop's hits and fills are the prediction's (the simulator's on the
+    # baseline's order beside them).
+    ordered = {"read_hit_ratio": hr["count"]["read"], "migrated_bytes": hr["migrated_bytes"]}
     return {
         "policy": p.policy,
         "params": sim["params"],
-        "read_hit_ratio": hr["count"]["read"],
+        "read_hit_ratio": cl["read_hit_ratio"] if cl else hr["count"]["read"],
         "write_hit_ratio": hr["count"]["write"],
-        "migrated_bytes": hr["migrated_bytes"],
+        "migrated_bytes": int(cl["fills"] * p.unit) if cl else hr["migrated_bytes"],
+        "baseline_order": ordered,
         "read_latency_ms": {
             "baseline": r_base * 1e3,
             "projected": r_new * 1e3,
@@ -294,6 +395,7 @@ def predict(
             "read_throughput_gain": gain,
             "one_loop_gain": one_loop,
             "per_loop": by_loop,
+            "closed_loop": cl,
         },
         "utilization_bound": bound,
         "read_throughput_gain": min(gains) if gains else None,

@@ -34,6 +34,8 @@ class DeviceTime:
     service_s: float = 0.0  # their mean service time (0: the database reads')
     service_sq_s2: float = 0.0  # their mean squared service time (0: M/M/c's 2 x mean^2)
     background_s: float = 0.0  # disk-seconds the trace does not show, held per second
+    copy_reads: int = 1  # disk reads a copied unit costs (the array: one per data chunk)
+    position_s: float = 0.0  # each copy read's seek and rotation (0: a read's service)
 
 
 def service_times(ev: Events, servers: int = 1) -> np.ndarray:
@@ -90,11 +92,33 @@ def with_disk_busy(dev: DeviceTime, array: dict[str, Any] | None) -> DeviceTime:
     return replace(dev, background_s=max(busy - dev.busy_s, 0.0))
 
 
+def striped(
+    dev: DeviceTime, unit: int, chunk: int, array: dict[str, Any] | None = None
+) -> DeviceTime:
+    """`dev` as a striped set: a copied unit of `unit` bytes is read as unit / chunk
+    chunks, each its own disk read (analyzer/lab/src/arraytier.c, `move_set_ops`),
+    so it costs that many reads' positioning, not one; each positioning the mean
+    seek and rotation per disk operation by the baseline's `array` counters (6.3 ms
+    in `arrayfast-full`, where the trace's read service, which holds some of each
+    disk's queue, says 10.7)."""
+    if chunk <= 0:
+        return dev
+    ops = (array or {}).get("disk_reads", 0) + (array or {}).get("disk_writes", 0)
+    pos = (array["disk_seek_s"] + array["disk_rotation_s"]) / ops if array and ops else 0.0
+    return replace(dev, copy_reads=max(unit // chunk, 1), position_s=float(pos))
+
+
+def copy_positioning(dev: DeviceTime) -> float:
+    """The disks' time positioning for one copied unit: `copy_reads` seeks and
+    rotations."""
+    return dev.copy_reads * (dev.position_s or dev.read_service_s)
+
+
 def utilization_bound(
     dev: DeviceTime, hit: float, migrated: int, unit: int, write_hit: float = 0.0
 ) -> dict[str, Any]:
     """The gain in reads/s the slow device allows (see the module's docstring)."""
-    copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * dev.read_service_s
+    copy_s = migrated / (dev.mb_s * 1e6) + migrated / unit * copy_positioning(dev)
     span = dev.span_s * dev.servers  # disk-seconds the device has
     share = copy_s / span if span > 0 else 0.0
     per_read = 0.0
@@ -160,7 +184,9 @@ class SlowQueue:
 def slow_queue(dev: DeviceTime, p: Params, migrated: int) -> SlowQueue | None:
     """The slow device's queue for configuration `p` with the simulator's copies
     (`migrated` bytes over the baseline's span): each copied unit costs its bytes at
-    the stated bandwidth plus one read's service (as the utilization bound's). A
+    the stated bandwidth plus `copy_reads` reads' service (as the utilization
+    bound's): on the array a unit is read chunk by chunk from its stripe's data
+    disks, each chunk its own seek and rotation (`striped`). A
     cache fills on a miss, so its fills come per read and a faster loop makes more;
     the tier migrates every interval, so its copies come per second."""
     if not dev.reads or dev.span_s <= 0 or dev.servers < 1:
@@ -180,10 +206,44 @@ def slow_queue(dev: DeviceTime, p: Params, migrated: int) -> SlowQueue | None:
         read_service_s=dev.read_service_s,
         write_service_s=dev.write_service_s,
         writes_per_read=dev.writes / dev.reads,
-        copy_s=p.unit / (dev.mb_s * 1e6) + dev.read_service_s,
+        copy_s=p.unit / (dev.mb_s * 1e6) + copy_positioning(dev),
         copies_per_read=units / dev.reads if per_read else 0.0,
         copies_per_s=0.0 if per_read else units / dev.span_s,
     )
+
+
+def baseline_miss_s(q: SlowQueue) -> float:
+    """A miss's latency in the model at the baseline's load: a read's service plus
+    the wait W(rho0) of the baseline's mix."""
+    return q.read_service_s + waiting(q.rho0, q.servers, q.service_sq_s2 / (2 * q.service_s))
+
+
+def load(
+    q: SlowQueue, rate: np.ndarray, reads: np.ndarray, r_hit: np.ndarray, w_hit: np.ndarray,
+    copies: float,
+) -> tuple[float, float]:  # fmt: skip
+    """The slow device's utilization and its mix's E[S^2] / (2 E[S]) when the loops
+    (baseline reads/s `rate`) do `reads` reads/s with read (write) hit ratios `r_hit`
+    (`w_hit`) and the configuration copies `copies` units a second: the
+    baseline's rho0 scaled by the work per second (every request per read but the
+    hits'), plus the copies."""
+    per_read = np.maximum(
+        q.work_s - r_hit * q.read_service_s - w_hit * q.writes_per_read * q.write_service_s,
+        0.0,
+    )
+    base_load = float(rate.sum()) * q.work_s
+    scale = float((reads * per_read).sum()) / base_load if base_load > 0 else 1.0
+    rho = (q.rho0 - q.fixed) * scale + q.fixed + copies * q.copy_s / q.servers
+    asks = float((reads * np.maximum(q.requests_per_read - r_hit, 0.0)).sum())
+    first = asks * q.service_s + copies * q.copy_s
+    second = asks * q.service_sq_s2 + copies * q.copy_s**2
+    return rho, second / (2 * first) if first > 0 else 0.0
+
+
+def miss_factor(q: SlowQueue, rho: float, residual: float) -> float:
+    """How much longer a miss takes at utilization `rho` (and the mix's residual)
+    than at the baseline's: (S_read + W(rho)) / (S_read + W(rho0))."""
+    return (q.read_service_s + waiting(rho, q.servers, residual)) / baseline_miss_s(q)
 
 
 def queued_gains(
@@ -210,30 +270,18 @@ def queued_gains(
     misses: f is the fixed point (bisection; F(f) - f falls as f rises). Returns
     the gains, f and rho. `w_hit`: a tier's write hit ratios (zeros for a
     write-through cache). No copies and no hits leave f at 1: the old law."""
-    per_read = np.maximum(
-        q.work_s - r_hit * q.read_service_s - w_hit * q.writes_per_read * q.write_service_s,
-        0.0,
-    )
-    base_load = float(rate.sum()) * q.work_s
-    t0 = q.read_service_s + waiting(q.rho0, q.servers, q.service_sq_s2 / (2 * q.service_s))
 
     def gains(f: float) -> np.ndarray:
         den = hit_part + miss_part * f + other
         return np.where(den > 0, (r_base + other) / np.where(den > 0, den, 1), 1.0)
 
-    def state(f: float) -> tuple[float, float]:  # utilization, the mix's E[S^2] / (2 E[S])
+    def state(f: float) -> tuple[float, float]:
         reads = rate * gains(f)
-        load = float((reads * per_read).sum()) / base_load if base_load > 0 else 1.0
         copies = float(reads.sum()) * q.copies_per_read + q.copies_per_s
-        rho = (q.rho0 - q.fixed) * load + q.fixed + copies * q.copy_s / q.servers
-        asks = float((reads * np.maximum(q.requests_per_read - r_hit, 0.0)).sum())
-        first = asks * q.service_s + copies * q.copy_s
-        second = asks * q.service_sq_s2 + copies * q.copy_s**2
-        return rho, second / (2 * first) if first > 0 else 0.0
+        return load(q, rate, reads, r_hit, w_hit, copies)
 
     def excess(f: float) -> float:  # F(f) - f, falling in f
-        rho, residual = state(f)
-        return (q.read_service_s + waiting(rho, q.servers, residual)) / t0 - f
+        return miss_factor(q, *state(f)) - f
 
     lo, hi = 0.0, 1.0
     while excess(hi) > 0 and hi < 1e6:

@@ -14,8 +14,13 @@ import numpy as np
 
 from analyzer.store import catalog
 from analyzer.store.interface import Store
-from analyzer.store.queries import TIERING_COLUMNS, TIERING_DEVICE_QUERY, TIERING_EVENTS_QUERY
-from analyzer.tiering.events import Events, events_from_columns
+from analyzer.store.queries import (
+    TIERING_COLUMNS,
+    TIERING_DEVICE_QUERY,
+    TIERING_EVENTS_QUERY,
+    TIERING_STREAM_QUERY,
+)
+from analyzer.tiering.events import Events, event_rows, events_from_columns
 from analyzer.tiering.params import Params, TieringError, parse_size
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import simulate
@@ -31,6 +36,15 @@ def load_events(store: Store, run_id: str) -> Events:
     t = store.arrow(TIERING_EVENTS_QUERY.sql(store.dialect), {"run_id": run_id})
     cols = [t.column(c).to_numpy() for c in TIERING_COLUMNS]
     return events_from_columns(*cols)
+
+
+def load_events_streams(store: Store, run_id: str) -> tuple[Events, np.ndarray]:
+    """A run's reads and writes and each one's stream code, in Events' order."""
+    t = store.arrow(TIERING_STREAM_QUERY.sql(store.dialect), {"run_id": run_id})
+    cols = [t.column(c).to_numpy() for c in TIERING_COLUMNS]
+    stream = t.column("stream").to_numpy()
+    rows = event_rows(cols[5], cols[0], cols[1])
+    return events_from_columns(*cols), stream[rows]
 
 
 def load_run(store: Store, ref: str) -> tuple[dict[str, Any], Events]:

@@ -50,6 +50,16 @@ def _samples(prof: Profile, op: int, cls: int) -> np.ndarray:
     return prof[(op if op in ops else ops[0], best)]
 
 
+def mean_latency(ev: Events, prof: Profile) -> np.ndarray:
+    """Each request's latency (ns): the profile's mean for its op and size class (the
+    samples `project` draws its mixture from)."""
+    key = ev.op.astype(np.int64) * 64 + size_class(ev.nbytes)
+    out = np.empty(len(ev))
+    for g in np.unique(key):
+        out[key == g] = float(_samples(prof, int(g // 64), int(g % 64)).mean())
+    return out
+
+
 def mixture(groups: list[tuple[float, np.ndarray]]) -> Latency:
     """p50, p99 and mean of a weighted mixture of sample sets (weights: request counts).
     Percentiles are order statistics of the mixture CDF, as PERCENTILE_DISC."""

@@ -36,6 +36,7 @@ from conftest import need
 from analyzer.lab.array import SERVER, ArrayModel
 from analyzer.tiering import native
 from analyzer.tiering.events import Events, load_trace
+from analyzer.tiering.fillqueue import FillQueueLRU
 from analyzer.tiering.params import Params
 from analyzer.tiering.policies import prepare
 
@@ -143,3 +144,57 @@ def test_the_read_caches_copy_time_only_delays_hits(events: Events) -> None:
     assert [int(x[1]) for x in looks] == _units(events, events.op == 0)
     served = np.array([x[3] == "1" for x in looks])
     assert served.sum() > 0 and served.sum() < sim_hit.sum()
+
+
+def _lagged(ev: Events, k: int, fill_s: float) -> tuple[np.ndarray, list[int], int]:
+    """The simulator's array read cache (analyzer.tiering.fillqueue) on the trace's
+    reads at their times from its first request: the hit at each look-up, the units
+    filled in order, and the evictions."""
+    cache = FillQueueLRU(k, fill_s)
+    order: list[int] = []
+    hits: list[bool] = []
+    reads = ev.op == 0
+    t = (ev.t_ns - ev.t_ns[0]) / 1e9
+    for at, off, n in zip(t[reads].tolist(), ev.offset[reads].tolist(), ev.nbytes[reads].tolist(),
+                          strict=True):  # fmt: skip
+        for u in range(off // UNIT, (off + n - 1) // UNIT + 1):
+            before = cache.queued | ({cache.moving} if cache.moving >= 0 else set())
+            hits.append(cache.read(u, at))
+            if u not in before and not hits[-1]:
+                order.append(u)
+    cache.advance(float("inf"))  # the array's mover drains its queue after the last request
+    assert cache.fills == len(order)
+    return np.array(hits), order, cache.evictions
+
+
+@pytest.mark.parametrize("k", [4, 8, 32])
+def test_the_fill_queue_cache_with_instant_fills_is_the_simulators_lru(
+    events: Events, k: int
+) -> None:
+    sim_hit, sim_evicted = _simulated_cache(events, k)
+    hit, _, evicted = _lagged(events, k, 0.0)
+    assert np.array_equal(hit, sim_hit) and evicted == sim_evicted
+
+
+# Disks near 0 and every SSD write FILL_MS: each fill takes exactly FILL_MS (its chunk
+# reads instant, one SSD write; no other SSD request waits with ssd_parallel this high).
+FILL_MS = 20.0
+TIMED = {**INSTANT, "ssd_write_ms": FILL_MS, "ssd_parallel": 1024}
+
+
+@pytest.mark.parametrize("k", [4, 8, 32])
+def test_the_arrays_read_cache_with_timed_fills_decides_as_the_fill_queue_cache(
+    events: Events, k: int
+) -> None:
+    """The copy's time as the array's mover spends it, one fill at a time: the same
+    hit at every look-up, the same units filled in the same order, the same
+    evictions; and fewer hits than instant admission (the lag is exercised)."""
+    lines = _array(events, cache_ssd_mb=k * UNIT >> 20, **TIMED)
+    looks = [x for x in lines if x[0] == "c"]
+    served = np.array([x[3] == "1" for x in looks])
+    hit, filled, evicted = _lagged(events, k, FILL_MS / 1e3)
+    assert np.array_equal(served, hit), f"first at {np.flatnonzero(served != hit)[:1]}"
+    fills = [(int(u), int(v)) for _, u, v in (x for x in lines if x[0] == "f")]
+    assert [u for u, _ in fills] == filled
+    assert sum(v >= 0 for _, v in fills) == evicted
+    assert hit.sum() < _simulated_cache(events, k)[0].sum()

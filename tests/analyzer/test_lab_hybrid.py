@@ -235,7 +235,7 @@ def test_littles_law_gain_from_the_projection() -> None:
     base = _events([0] * 200, [0] * 200, 10.0)
     fast = _events([0] * 10, [0] * 10, 1.0)
     p = predict.params("cache", 4, 1024, 5.0, 5.0)
-    got = predict.predict(base, fast, p, threads=2, base_reads_per_s=100.0)
+    got = predict.predict(base, fast, p, threads=2, base_reads_per_s=100.0, closed=False)
     # All but the first read hit: R' = (10 + 199 x 1) / 200 ms; the threads' other
     # time per read is 2 / 100 s - 10 ms = 10 ms.
     r_new = (10 + 199 * 1) / 200
@@ -244,6 +244,12 @@ def test_littles_law_gain_from_the_projection() -> None:
     assert got["littles_law"]["other_time_per_read_ms"] == pytest.approx(10.0)
     assert got["littles_law"]["read_throughput_gain"] == pytest.approx(20 / (r_new + 10))
     assert p.unit == mib and not p.count_writes
+    # The closed loop: the two threads' first reads at 0 (one miss, its fill instant
+    # without a queue, the other's a hit), then every read a hit over the 2 s.
+    closed = predict.predict(base, fast, p, threads=2, base_reads_per_s=100.0)
+    loop = closed["littles_law"]["closed_loop"]
+    assert loop["fills"] == 1 and loop["read_hit_ratio"] > 0.99
+    assert closed["read_throughput_gain"] == pytest.approx(20 / (1 + 10), rel=0.01)
 
 
 def test_loops_of_numbers_each_request_by_its_database() -> None:

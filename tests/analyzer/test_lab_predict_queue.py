@@ -96,7 +96,9 @@ def _events(offsets: list[int], lat_ms: float, gap_ms: float = 1.0) -> Events:
 
 def test_predict_with_the_queue_from_constructed_traces() -> None:
     # Reads of 10 ms, 20 ms apart, on 2 disks, cycling over 6 units of 1 MiB with
-    # a cache of 4: LRU misses every read (fills on every one). Then a hot unit.
+    # a cache of 4: LRU misses every read (fills on every one). Then a hot unit. The
+    # law on the baseline's order (closed=False; the closed loop:
+    # test_lab_closed_loop.py).
     mib = 1 << 20
     fast = _events([0] * 10, 0.1)
     p = predict.params("cache", 4, 1024, 5.0, 5.0)
@@ -104,8 +106,8 @@ def test_predict_with_the_queue_from_constructed_traces() -> None:
     svc = slowqueue.service_times(cold, 2)
     dev = slowqueue.device_time(cold, cold, svc, 100.0, 2)
     assert dev.busy_s / (dev.span_s * 2) == pytest.approx(0.25, rel=0.01)
-    got = predict.predict(cold, fast, p, 2, 50.0, dev)
-    old = predict.predict(cold, fast, p, 2, 50.0, dev, queue=False)
+    got = predict.predict(cold, fast, p, 2, 50.0, dev, closed=False)
+    old = predict.predict(cold, fast, p, 2, 50.0, dev, queue=False, closed=False)
     assert got["read_hit_ratio"] == 0.0
     # No hits: the loop cannot run faster, but the fills load the disks and the
     # misses slow down: a loss where the old law said no change.
@@ -117,8 +119,8 @@ def test_predict_with_the_queue_from_constructed_traces() -> None:
     # moves the mean: the old law's gain.
     hot = _events([0] * 600, 10.0, 20.0)
     dev = slowqueue.device_time(hot, hot, slowqueue.service_times(hot, 2), 100.0, 2)
-    got = predict.predict(hot, fast, p, 2, 50.0, dev)
-    old = predict.predict(hot, fast, p, 2, 50.0, dev, queue=False)
+    got = predict.predict(hot, fast, p, 2, 50.0, dev, closed=False)
+    old = predict.predict(hot, fast, p, 2, 50.0, dev, queue=False, closed=False)
     assert got["read_throughput_gain"] == pytest.approx(old["read_throughput_gain"], rel=1e-3)
 
 

@@ -18,7 +18,7 @@ from analyzer.server.routes import tiering as api_tiering
 from analyzer.store.ingest import ingest
 from analyzer.store.opener import open_store
 from analyzer.tiering import from_store
-from analyzer.tiering.events import Events, events_from_columns
+from analyzer.tiering.events import Events, event_rows, events_from_columns
 from analyzer.tiering.presets import params_for
 from analyzer.tiering.simulate import simulate
 from iotape.commands import analyze as analyze_cli
@@ -153,6 +153,26 @@ def test_run_at_device_takes_one_device_of_a_run(db: str) -> None:
     res = runner.invoke(app, ["analyze", "tiering", "nightly", "--db", db,
                               "--fast-run", "ssd@nope", "--slow-run", "hdd"])  # fmt: skip
     assert res.exit_code != 0 and "no device named 'nope'" in str(res.exception)
+
+
+def test_events_with_their_streams_from_the_store(db: str) -> None:
+    # The lab's prediction tells a session's reads from the maintenance's by stream:
+    # the same Events as load_events, each with its record's stream. (Before the
+    # server's fixtures open the store read-only, as the test above.)
+    s = open_store(db, create=False)
+    try:
+        run_id = from_store.load_run(s, "nightly")[0]["id"]
+        ev = from_store.load_events(s, run_id)
+        same, stream = from_store.load_events_streams(s, run_id)
+    finally:
+        s.close()
+    assert all(np.array_equal(getattr(ev, f), getattr(same, f)) for f in ev.__dataclass_fields__)
+    assert len(stream) == len(ev) and len(np.unique(stream)) > 1
+    r = workload_records(6000, seed=4)
+    rows = event_rows(r["op"], r["ts_issue_ns"], r["ts_complete_ns"])
+    # Same issue times in the same order: each event's stream is its record's.
+    assert np.array_equal(ev.t_ns, r["ts_issue_ns"][rows].astype(np.int64))
+    assert np.array_equal(stream, r["stream"][rows])
 
 
 @pytest.fixture(scope="module")

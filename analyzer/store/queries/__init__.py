@@ -28,6 +28,7 @@ from analyzer.store.queries.tiering import (
     TIERING_COLUMNS,
     TIERING_DEVICE_QUERY,
     TIERING_EVENTS_QUERY,
+    TIERING_STREAM_QUERY,
 )
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "TIERING_COLUMNS",
     "TIERING_DEVICE_QUERY",
     "TIERING_EVENTS_QUERY",
+    "TIERING_STREAM_QUERY",
     "EventFilter",
     "Query",
     "bytes_by_stream",
