@@ -177,6 +177,20 @@ class Trace:
                         continue
             yield records
 
+    def iter_stored(self) -> Iterator[np.ndarray]:
+        """Each chunk as it is stored once decompressed, for a reader that needs a few
+        fields of each record: a `delta-split` chunk's planes (uint8, RECORD_SIZE
+        bytes a record, codec.encode_records' transform not yet undone:
+        codec.decode_records gives its records), another chunk's records (as
+        `iter_chunks` gives them). A file with wake records gives `iter_chunks`'
+        records (the requests are picked out of decoded records)."""
+        if self.has_wakes:
+            yield from self.iter_chunks()
+            return
+        mm = self.mapped
+        for info in self._infos(decode=False):
+            yield info.planes if info.planes is not None else chunk_records(mm, info)
+
     def iter_wakes(self) -> Iterator[np.ndarray]:
         """Each chunk's wake records (none but in a version 3 file), in file order:
         a second walk over the chunks."""

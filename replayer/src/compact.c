@@ -17,7 +17,16 @@
  *   t      issue time, else queue time, else completion; minus t0 (0 untimed).
  * compact_rows writes the kept rows (ordered.COMPACT, `n` counting from first)
  * and returns how many (-1: out of memory); keep_rows marks them; scan_chunk tallies them as ordered.scan does (_Tally),
- * under both rules of the file's flushes at once. */
+ * under both rules of the file's flushes at once.
+ *
+ * scan_planes and compact_planes take a compressed chunk as it is stored once
+ * decompressed (codec.py's delta-split transform: byte k of every record in
+ * plane k, times and offsets as zigzagged deltas) instead of its records: they
+ * undo the transform for the planes these steps read alone (56 of 80 bytes a
+ * record: not the cgroup or the command name), into narrow records held for
+ * the chunk, and then do what scan_chunk and compact_rows do. Decoding whole
+ * 80-byte records first (recorder/planes.c) was a third of reading a trace,
+ * which `replay fidelity` does four times. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,5 +162,100 @@ int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int
         k++;
     }
     free(keep);
+    return k;
+}
+
+/* A chunk's planes as narrow records: for each g, the 8 planes from
+ * groups[g] * 8 become bytes 8g..8g+7 of every narrow record (8 records and
+ * 8 planes at a time as one 8 x 8 transpose of words, as planes.c does for
+ * whole records). itemsize = 8 * ngroups. */
+static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static inline void transpose8(uint64_t a[8]) {
+    static const uint64_t lo[3] = {0x00FF00FF00FF00FFull, 0x0000FFFF0000FFFFull,
+                                   0x00000000FFFFFFFFull};
+    for (int r = 0, w = 1; r < 3; r++, w *= 2) {
+        for (int j = 0; j < 8; j++) {
+            if (j & w) continue;
+            uint64_t x = a[j], y = a[j + w];
+            a[j] = (x & lo[r]) | ((y & lo[r]) << (8 * w));
+            a[j + w] = ((x >> (8 * w)) & lo[r]) | (y & ~lo[r]);
+        }
+    }
+}
+
+static void gather(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                   uint8_t *out) {
+    int64_t size = 8 * ngroups;
+    int words = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    for (int64_t g = 0; g < ngroups; g++) {
+        const uint8_t *p = planes + groups[g] * 8 * n;
+        int64_t i = 0;
+        for (; words && i + 8 <= n; i += 8) {
+            uint64_t a[8];
+            for (int j = 0; j < 8; j++) a[j] = get64(p + j * n + i);
+            transpose8(a);
+            for (int m = 0; m < 8; m++) put64(out + (i + m) * size + 8 * g, a[m]);
+        }
+        for (; i < n; i++)
+            for (int j = 0; j < 8; j++) out[i * size + 8 * g + j] = p[j * n + i];
+    }
+}
+
+/* The deltas undone in the narrow records (codec._undelta's arithmetic:
+ * unsigned 64-bit, wrapping): completion times summed, issue and queue times
+ * back from theirs, offsets summed with the previous request's size. */
+static inline uint64_t unzigzag(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
+
+static void undelta(uint8_t *recs, int64_t n, int64_t size, const int64_t *offs) {
+    uint64_t t = 0, pos = 0, prev_bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *r = recs + i * size;
+        t += unzigzag(get64(r + offs[F_COMPLETE]));
+        uint64_t is = t - unzigzag(get64(r + offs[F_ISSUE]));
+        put64(r + offs[F_QUEUE], is - unzigzag(get64(r + offs[F_QUEUE])));
+        put64(r + offs[F_ISSUE], is);
+        put64(r + offs[F_COMPLETE], t);
+        pos += unzigzag(get64(r + offs[F_OFFSET])) + prev_bytes;
+        put64(r + offs[F_OFFSET], pos);
+        uint32_t b;
+        memcpy(&b, r + offs[F_BYTES], 4);
+        prev_bytes = b;
+    }
+}
+
+/* The narrow records of `n` records' planes (malloc'd; NULL: out of memory);
+ * offs are the fields' offsets in a narrow record. */
+static uint8_t *narrow(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                       const int64_t *offs) {
+    uint8_t *recs = malloc(n > 0 ? (size_t)(n * 8 * ngroups) : 1);
+    if (!recs) return NULL;
+    gather(planes, n, groups, ngroups, recs);
+    undelta(recs, n, 8 * ngroups, offs);
+    return recs;
+}
+
+/* scan_chunk of a chunk's planes; -1: out of memory. */
+int scan_planes(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                const int64_t *offs, const uint8_t *op_ok, uint8_t op_flush, uint16_t device_flag,
+                int64_t *stats, int64_t *seen) {
+    uint8_t *recs = narrow(planes, n, groups, ngroups, offs);
+    if (!recs) return -1;
+    int found = scan_chunk(recs, n, 8 * ngroups, offs, op_ok, op_flush, device_flag, stats, seen);
+    free(recs);
+    return found;
+}
+
+/* compact_rows of a chunk's planes; -1: out of memory. */
+int64_t compact_planes(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                       const int64_t *offs, const uint8_t *op_ok, uint8_t op_flush,
+                       uint16_t device_flag, int32_t app_flush, int64_t first, int64_t t0,
+                       int32_t timed, compact_t *out) {
+    uint8_t *recs = narrow(planes, n, groups, ngroups, offs);
+    if (!recs) return -1;
+    int64_t k = compact_rows(recs, n, 8 * ngroups, offs, op_ok, op_flush, device_flag, app_flush,
+                             first, t0, timed, out);
+    free(recs);
     return k;
 }

@@ -124,10 +124,15 @@ def test_empty_sides_pair_nothing(pure) -> None:
 
 @pytest.mark.parametrize("app_flush", [False, True])
 @pytest.mark.parametrize("timed", [True, False])
-def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool) -> None:
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_c_columns_are_numpys(
+    tmp_path: Path, pure, app_flush: bool, timed: bool, compression: str
+) -> None:
     """Every op (and one no replay issues), data requests of 0 bytes, the device's
     flushes (flagged, or of pid 0) in chunks with and without a flush an
-    application asked for, requests timed by issue, queue or completion only:
+    application asked for, requests timed by issue, queue or completion only,
+    in plain chunks and in compressed ones (whose planes C decodes itself,
+    compact.c's *_planes; chunks of 131 records leave records past the last 8):
     the batches are numpy's, row for row."""
     rng = np.random.default_rng(4)
     n = 5000
@@ -149,7 +154,9 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
     if not timed:
         for col in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
             r[col] = 0
-    path = make_trace(tmp_path / "t.iot", r, chunk_records=131)
+    path = make_trace(tmp_path / "t.iot", r, chunk_records=131, compression=compression)
+    with open_trace(path) as t:
+        assert {c.dtype == np.uint8 for c in t.iter_stored()} == {compression != "none"}
     got, scans = {}, {}
     for on in (True, False):
         pure(on)
@@ -174,7 +181,7 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
     late = int(np.flatnonzero(r["op"] != OP["flush"])[-40])
     r["offset"][late] += 7
     r["offset"][late + 1 :][r["op"][late + 1 :] != OP["flush"]] += 9
-    bad = make_trace(tmp_path / "bad.iot", r, chunk_records=131)
+    bad = make_trace(tmp_path / "bad.iot", r, chunk_records=131, compression=compression)
     errs = []
     for on in (True, False):
         pure(on)
