@@ -12,13 +12,11 @@ import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pyarrow as pa
 
 from base.errors import IotapeError
-from recorder.tracefile.arrow import records_to_arrow
 from recorder.tracefile.blocks import (
     ChunkInfo,
     Unsupported,
@@ -51,6 +49,9 @@ from recorder.tracefile.format import (
     TraceFormatError,
     pad8,
 )
+
+if TYPE_CHECKING:  # pyarrow only where Arrow batches are asked for (~0.1 s)
+    import pyarrow as pa
 
 
 class Trace:
@@ -239,6 +240,9 @@ class Trace:
 
     def to_arrow_batches(self) -> Iterator[pa.RecordBatch]:
         """One RecordBatch per chunk, with exactly `schemas.arrow_schema()`."""
+        # Imported here: a reader of records need not load pyarrow (~0.1 s).
+        from recorder.tracefile.arrow import records_to_arrow
+
         for records in self.iter_chunks():
             yield records_to_arrow(records)
 
