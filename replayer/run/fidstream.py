@@ -29,13 +29,14 @@ from typing import IO
 import numpy as np
 
 from replayer.plan.source import OP
-from replayer.run import localitystream, ordered
+from replayer.run import localitystream, native, ordered
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
 
 QS = (50, 90, 99)
 SIZE_TABLE = 1 << 22  # request sizes below it are counted in a table, not sorted
+SIZES_C = 1024  # distinct sizes a batch's tally in C keeps (more: numpy counts them)
 
 
 class Side:
@@ -53,7 +54,10 @@ class Side:
 
     def tally(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> tuple:
         """What `add` adds (merge): a batch's tally once for two Sides that take
-        the same rows (all streams and the only one)."""
+        the same rows (all streams and the only one). In one pass in C
+        (src/tally.c); this is its numpy twin (IOTAPE_POSTREPLAY_PURE=1)."""
+        if (got := _tally_c(t, r, m, len(self.iops))) is not None:
+            return got
         nbytes, op = (r["bytes"], r["op"]) if m is None else (r["bytes"][m], r["op"][m])
         t = t if m is None else t[m]
         sec = t // 1_000_000_000
@@ -83,6 +87,30 @@ class Side:
 
     def read_fraction(self) -> float | None:
         return round(float(self.reads / self.data), 4) if self.data else None
+
+
+def _tally_c(t: np.ndarray, r: np.ndarray, m: np.ndarray | None, nbins: int) -> tuple | None:
+    """Side.tally in src/tally.c; None where numpy does it (IOTAPE_POSTREPLAY_PURE, a
+    batch of more than SIZES_C distinct sizes)."""
+    lib = native.lib()
+    if lib is None:
+        return None
+    nb, op = r["bytes"], r["op"]
+    if t.dtype != np.int64 or nb.dtype != np.uint32 or op.dtype != np.uint8:
+        return None
+    mask = None if m is None else np.ascontiguousarray(m, bool)
+    iops, mb = np.empty(nbins, np.int64), np.empty(nbins)
+    counts = np.empty(3, np.int64)
+    sizes, size_counts = np.empty(SIZES_C, np.uint32), np.empty(SIZES_C, np.int64)
+    k = lib.side_tally(t.ctypes.data, t.strides[0], nb.ctypes.data, nb.strides[0], op.ctypes.data,
+                       op.strides[0], None if mask is None else mask.ctypes.data, len(t), nbins,
+                       OP["flush"], OP["read"], iops.ctypes.data, mb.ctypes.data,
+                       counts.ctypes.data, sizes.ctypes.data, size_counts.ctypes.data,
+                       SIZES_C)  # fmt: skip
+    if k < 0:
+        return None
+    n, data, reads = counts.tolist()
+    return n, iops, mb, data, reads, sizes[:k].tolist(), size_counts[:k].tolist()
 
 
 class Drift:

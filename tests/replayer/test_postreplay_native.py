@@ -23,7 +23,7 @@ from iotape.commands.replay import app as replay_app
 from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
-from replayer.run import execute, native, ordered, pairing, quantiles, relabel
+from replayer.run import execute, fidstream, native, ordered, pairing, quantiles, relabel
 from replayer.run.execute import load_manifest
 from replayer.run.pairing import Pairer
 from replayer.run.results import Relabel
@@ -312,3 +312,38 @@ def test_c_percentile_passes_are_numpys(pure, monkeypatch, dist: str) -> None:
     assert answers[0] == answers[1]
     assert answers[1][0][0] == [float(np.percentile(ref, q)) for q in (0, 50, 99, 99.9, 100)]
     assert answers[1][1] == float(np.median(x))
+
+
+@pytest.mark.parametrize("sizes", ["one", "few", "many"])
+def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
+    """src/tally.c's tally of a batch (per-second counts and bytes, data requests,
+    reads, sizes): numpy's, on field views of COMPACT rows and of fidstream's
+    packed rows, with and without a mask, times before 0 and past the last
+    second, flushes among the requests, and more distinct sizes than C keeps
+    (numpy then)."""
+    rng = np.random.default_rng(11)
+    n = 20_003
+    a = np.zeros(n, ordered.COMPACT)
+    a["t"] = np.sort(rng.integers(-2 * 10**9, 9 * 10**9, size=n))
+    a["t"][:5] = [-1, -(10**9) + 1, 0, 10**9 - 1, 10**9]
+    a["op"] = rng.choice([OP["read"], OP["write"], OP["flush"]], size=n, p=[0.6, 0.3, 0.1])
+    a["bytes"] = {
+        "one": np.full(n, 4096),
+        "few": rng.choice([512, 4096, 65536, 131072], size=n),
+        "many": rng.integers(1, 4 * fidstream.SIZES_C, size=n) * 512,
+    }[sizes]
+    packed = fidstream._rows(a)
+    mask = rng.random(n) < 0.7
+    for rows in (a, packed):
+        for t in (rows["t"], rows["t"] - 12345):
+            for m in (None, mask):
+                got = []
+                for on in (True, False):
+                    pure(on)
+                    got.append(fidstream.Side(7).tally(t, rows, m))
+                ref, c = got
+                assert c[0] == ref[0] == (n if m is None else int(mask.sum()))
+                assert np.array_equal(c[1], ref[1]) and c[1].dtype == ref[1].dtype
+                assert c[2].tobytes() == ref[2].tobytes()  # the same sums, bit for bit
+                assert c[3:] == ref[3:]
+    assert sizes != "many" or fidstream._tally_c(a["t"], a, None, 7) is None
