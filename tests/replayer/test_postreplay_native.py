@@ -23,7 +23,16 @@ from iotape.commands.replay import app as replay_app
 from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
-from replayer.run import execute, fidstream, native, ordered, pairing, quantiles, relabel
+from replayer.run import (
+    execute,
+    fidstream,
+    fidsums,
+    native,
+    ordered,
+    pairing,
+    quantiles,
+    relabel,
+)
 from replayer.run.execute import load_manifest
 from replayer.run.pairing import Pairer
 from replayer.run.results import Relabel
@@ -330,7 +339,7 @@ def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
     a["bytes"] = {
         "one": np.full(n, 4096),
         "few": rng.choice([512, 4096, 65536, 131072], size=n),
-        "many": rng.integers(1, 4 * fidstream.SIZES_C, size=n) * 512,
+        "many": rng.integers(1, 4 * fidsums.SIZES_C, size=n) * 512,
     }[sizes]
     packed = fidstream._rows(a)
     mask = rng.random(n) < 0.7
@@ -340,10 +349,10 @@ def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
                 got = []
                 for on in (True, False):
                     pure(on)
-                    got.append(fidstream.Side(7).tally(t, rows, m))
+                    got.append(fidsums.Side(7).tally(t, rows, m))
                 ref, c = got
                 assert c[0] == ref[0] == (n if m is None else int(mask.sum()))
                 assert np.array_equal(c[1], ref[1]) and c[1].dtype == ref[1].dtype
                 assert c[2].tobytes() == ref[2].tobytes()  # the same sums, bit for bit
                 assert c[3:] == ref[3:]
-    assert sizes != "many" or fidstream._tally_c(a["t"], a, None, 7) is None
+    assert sizes != "many" or fidsums._tally_c(a["t"], a, None, 7) is None
