@@ -49,6 +49,8 @@ def lib() -> ctypes.CDLL | None:
     so.side_tally.argtypes = [p, i64, p, i64, p, i64, p, i64, i64, ctypes.c_uint8,
                               ctypes.c_uint8, p, p, p, p, p, i64]  # fmt: skip
     so.side_tally.restype = i64
+    so.window_times.argtypes = [p, i64, i64, i64, i64, i64, p]
+    so.window_times.restype = None
     so.plan_order.argtypes = [p, i64, p]
     so.plan_order.restype = ctypes.c_int
     so.range_hist.argtypes = [p, i64, i64, i64, i64, p]

@@ -79,3 +79,18 @@ int64_t side_tally(const uint8_t *t, int64_t t_step, const uint8_t *bytes, int64
     counts[2] = reads;
     return distinct;
 }
+
+/* timewindows.Windows.times: each request at time t >= 0 (ns; a column with its
+ * stride in bytes) counted in `counts` (int64, nwin x width: its window t / w,
+ * and its second t / 1e9 counted from the first second the window touches),
+ * where its window is < nwin; numpy's np.bincount of the same places, added. */
+void window_times(const uint8_t *t, int64_t t_step, int64_t n, int64_t w, int64_t nwin,
+                  int64_t width, int64_t *counts) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ti = load_i64(t + i * t_step);
+        if (ti < 0) continue;
+        int64_t k = ti / w;
+        if (k >= nwin) continue;
+        counts[k * width + (ti / 1000000000 - (k * w) / 1000000000)]++;
+    }
+}

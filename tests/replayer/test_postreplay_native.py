@@ -32,6 +32,7 @@ from replayer.run import (
     pairing,
     quantiles,
     relabel,
+    timewindows,
 )
 from replayer.run.execute import load_manifest
 from replayer.run.pairing import Pairer
@@ -356,3 +357,20 @@ def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
                 assert c[2].tobytes() == ref[2].tobytes()  # the same sums, bit for bit
                 assert c[3:] == ref[3:]
     assert sizes != "many" or fidsums._tally_c(a["t"], a, None, 7) is None
+
+
+@pytest.mark.parametrize("window_s", [5.0, 2.5, 0.3])
+def test_c_window_counts_are_numpys(pure, window_s: float) -> None:
+    """src/tally.c's count of requests per window and second (Windows.times):
+    numpy's, on a column and on a field view, times before 0 and past the end."""
+    rng = np.random.default_rng(12)
+    a = np.zeros(30_011, ordered.COMPACT)
+    a["t"] = rng.integers(-(10**9), 23 * 10**9, size=len(a))
+    got = []
+    for on in (True, False):
+        pure(on)
+        w = timewindows.Windows(20 * 10**9, window_s)
+        w.times(0, a["t"])
+        w.times(1, np.ascontiguousarray(a["t"][::3]) - 777)
+        got.append(w.counts)
+    assert np.array_equal(got[0], got[1]) and got[0].sum() > 0.8 * len(a)
