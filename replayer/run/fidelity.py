@@ -295,7 +295,7 @@ def compare(
         out["floor_goal"] = timewindows.verdict(
             out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
         )
-    out["locality"] = _locality(*acc.locality)
+    out["locality"] = _locality(*acc.settle())
     return out
 
 

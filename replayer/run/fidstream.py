@@ -29,6 +29,7 @@ from typing import IO
 import numpy as np
 
 from replayer.run import localitystream, ordered
+from replayer.run.ahead import Behind
 from replayer.run.fidsums import Drift, Side
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
@@ -325,11 +326,14 @@ class Figures(Sink):
         # Both traces' locality, from the same read (each trace's rows all come
         # here once, in time order): reading them again for it took two more reads.
         self.locality = (localitystream.Profile(), localitystream.Profile())
+        # Summed in threads of their own, behind the pairing (ahead.py); `settle`
+        # waits for them.
+        self._behind = (Behind(self.locality[0].add), Behind(self.locality[1].add))
         self.mirror: int | None = None  # the stream that took every pair so far
         self._later = _Later()
 
     def orig(self, o: np.ndarray) -> None:
-        self.locality[0].add(o)
+        self._behind[0](o)
         every = self.all.o.tally(o["t"], o)
         self.all.o.merge(every)
         sids = localitystream.distinct(o["stream"])
@@ -341,7 +345,7 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
-        self.locality[1].add(r)
+        self._behind[1](r)
         self._later.add(_REP, _rows(r))
 
     def lost_rep(self, r: np.ndarray) -> None:
@@ -369,6 +373,12 @@ class Figures(Sink):
         p = np.empty(len(o), PAIR)
         p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
         self._later.add(_PAIRED, p, _rows(r))
+
+    def settle(self) -> tuple[localitystream.Profile, localitystream.Profile]:
+        """Both traces' locality, once every request given has been summed."""
+        for b in self._behind:
+            b.join()
+        return self.locality
 
     def finish(self, shift: int, timed: bool) -> None:
         """The figures that need the replay's clock offset `shift` (0 where it is
@@ -411,6 +421,8 @@ class Figures(Sink):
                 g.drift.add(t_o[m], gaps[m] - self.shift)
 
     def close(self) -> None:
+        for b in self._behind:
+            b.join(check=False)
         self._later.close()
         for g in [self.all, *self.streams.values()]:
             g.close()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from base.errors import IotapeError
-from replayer.run.ahead import ahead, both
+from replayer.run.ahead import Behind, ahead, both
 
 
 def _count(n: int, fail_at: int | None = None, log: list | None = None) -> Iterator[int]:
@@ -58,3 +58,27 @@ def test_both_gives_each_answer_and_the_first_error_first() -> None:
         both(fail, 1, 2)
     with pytest.raises(IotapeError, match="trace 2"):
         both(lambda x: x if x == 1 else fail(x), 1, 2)
+
+
+def test_behind_calls_in_order_and_raises_the_first_error() -> None:
+    seen: list[int] = []
+    b = Behind(seen.append)
+    for i in range(500):
+        b(i)
+    b.join()
+    assert seen == list(range(500))
+
+    def fail(x: int) -> None:
+        if x >= 3:
+            raise IotapeError(f"item {x}")
+        seen.append(x)
+
+    seen.clear()
+    b = Behind(fail)
+    with pytest.raises(IotapeError, match="item 3"):
+        for i in range(100):
+            b(i)
+        b.join()
+    b.join(check=False)  # (what a closing caller does: waits, raises nothing)
+    assert seen == [0, 1, 2]
+    assert not any(t.name == "iotape-behind" for t in threading.enumerate())
