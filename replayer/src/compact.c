@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../recorder/planes.h"
+
 /* ordered.COMPACT (run/native.py checks the layout before use). */
 typedef struct {
     int64_t t, n;
@@ -169,22 +171,6 @@ int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int
  * groups[g] * 8 become bytes 8g..8g+7 of every narrow record (8 records and
  * 8 planes at a time as one 8 x 8 transpose of words, as planes.c does for
  * whole records). itemsize = 8 * ngroups. */
-static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-
-static inline void transpose8(uint64_t a[8]) {
-    static const uint64_t lo[3] = {0x00FF00FF00FF00FFull, 0x0000FFFF0000FFFFull,
-                                   0x00000000FFFFFFFFull};
-    for (int r = 0, w = 1; r < 3; r++, w *= 2) {
-        for (int j = 0; j < 8; j++) {
-            if (j & w) continue;
-            uint64_t x = a[j], y = a[j + w];
-            a[j] = (x & lo[r]) | ((y & lo[r]) << (8 * w));
-            a[j + w] = ((x >> (8 * w)) & lo[r]) | (y & ~lo[r]);
-        }
-    }
-}
-
 static void gather(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
                    uint8_t *out) {
     int64_t size = 8 * ngroups;
@@ -203,28 +189,6 @@ static void gather(const uint8_t *planes, int64_t n, const int64_t *groups, int6
     }
 }
 
-/* The deltas undone in the narrow records (codec._undelta's arithmetic:
- * unsigned 64-bit, wrapping): completion times summed, issue and queue times
- * back from theirs, offsets summed with the previous request's size. */
-static inline uint64_t unzigzag(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
-
-static void undelta(uint8_t *recs, int64_t n, int64_t size, const int64_t *offs) {
-    uint64_t t = 0, pos = 0, prev_bytes = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t *r = recs + i * size;
-        t += unzigzag(get64(r + offs[F_COMPLETE]));
-        uint64_t is = t - unzigzag(get64(r + offs[F_ISSUE]));
-        put64(r + offs[F_QUEUE], is - unzigzag(get64(r + offs[F_QUEUE])));
-        put64(r + offs[F_ISSUE], is);
-        put64(r + offs[F_COMPLETE], t);
-        pos += unzigzag(get64(r + offs[F_OFFSET])) + prev_bytes;
-        put64(r + offs[F_OFFSET], pos);
-        uint32_t b;
-        memcpy(&b, r + offs[F_BYTES], 4);
-        prev_bytes = b;
-    }
-}
-
 /* The narrow records of `n` records' planes (malloc'd; NULL: out of memory);
  * offs are the fields' offsets in a narrow record. */
 static uint8_t *narrow(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
@@ -232,7 +196,9 @@ static uint8_t *narrow(const uint8_t *planes, int64_t n, const int64_t *groups, 
     uint8_t *recs = malloc(n > 0 ? (size_t)(n * 8 * ngroups) : 1);
     if (!recs) return NULL;
     gather(planes, n, groups, ngroups, recs);
-    undelta(recs, n, 8 * ngroups, offs);
+    const int64_t delta[5] = {offs[F_QUEUE], offs[F_ISSUE], offs[F_COMPLETE], offs[F_OFFSET],
+                              offs[F_BYTES]};
+    undelta_records(recs, n, 8 * ngroups, delta);
     return recs;
 }
 
