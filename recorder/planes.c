@@ -16,7 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint64_t unzigzag(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
+#include <lz4.h>
+#include <zstd.h>
+
+#include "iotape_record.h"
+#include "planes.h"
+
 
 int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
                        const int64_t *fields, void *const *cols, int64_t at,
@@ -83,24 +88,6 @@ int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
  * transposed back into records at `out`, then the deltas undone in place.
  * delta = the byte offsets in a record of ts_queue_ns, ts_issue_ns,
  * ts_complete_ns, offset and bytes. */
-static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-
-/* The 8 x 8 bytes in a[0..7] transposed: byte m of a[j] becomes byte j of a[m]
- * (three rounds of swapping blocks of 1, 2 and 4 bytes; little-endian words). */
-static inline void transpose8(uint64_t a[8]) {
-    static const uint64_t lo[3] = {0x00FF00FF00FF00FFull, 0x0000FFFF0000FFFFull,
-                                   0x00000000FFFFFFFFull};
-    for (int r = 0, w = 1; r < 3; r++, w *= 2) {
-        for (int j = 0; j < 8; j++) {
-            if (j & w) continue;
-            uint64_t x = a[j], y = a[j + w];
-            a[j] = (x & lo[r]) | ((y & lo[r]) << (8 * w));
-            a[j + w] = ((x >> (8 * w)) & lo[r]) | (y & ~lo[r]);
-        }
-    }
-}
-
 int iot_decode_records(const uint8_t *planes, int64_t count, int64_t size, uint8_t *out,
                        const int64_t *delta) {
     /* A block of records at a time, so that its rows stay in cache while every
@@ -130,19 +117,31 @@ int iot_decode_records(const uint8_t *planes, int64_t count, int64_t size, uint8
             for (int64_t i = 0; i < n; i++) o[i * size] = p[i];
         }
     }
-    uint64_t t = 0, pos = 0, prev_bytes = 0;
-    for (int64_t i = 0; i < count; i++) {
-        uint8_t *r = out + i * size;
-        t += unzigzag(get64(r + delta[2]));
-        uint64_t is = t - unzigzag(get64(r + delta[1]));
-        put64(r + delta[0], is - unzigzag(get64(r + delta[0])));
-        put64(r + delta[1], is);
-        put64(r + delta[2], t);
-        pos += unzigzag(get64(r + delta[3])) + prev_bytes;
-        put64(r + delta[3], pos);
-        uint32_t b;
-        memcpy(&b, r + delta[4], 4);
-        prev_bytes = b;
-    }
+    undelta_records(out, count, size, delta);
     return 0;
+}
+
+/* A compressed chunk's payload back to its `size` bytes (codec.decompress): a
+ * zstd frame or an lz4 block (IOTAPE_CODEC_*), the codecs the C loader
+ * writes with the same libraries (tracewriter.c). Returns the bytes written,
+ * or -1 where the payload does not decompress (the reason in `why`, `n` bytes
+ * at most). In C, a reader of a compressed trace need not import pyarrow for
+ * its codecs (~0.1 s of `replay fidelity`'s start). */
+int64_t iot_decompress(int32_t codec, const void *src, int64_t srclen, void *dst, int64_t size,
+                       char *why, int64_t n) {
+    const char *err = "unknown codec";
+    if (codec == IOTAPE_CODEC_ZSTD) {
+        size_t got = ZSTD_decompress(dst, (size_t)size, src, (size_t)srclen);
+        if (!ZSTD_isError(got)) return (int64_t)got;
+        err = ZSTD_getErrorName(got);
+    } else if (codec == IOTAPE_CODEC_LZ4 && srclen <= INT32_MAX && size <= INT32_MAX) {
+        int got = LZ4_decompress_safe(src, dst, (int)srclen, (int)size);
+        if (got >= 0) return got;
+        err = "corrupt lz4 block";
+    }
+    if (n > 0) {
+        strncpy(why, err, (size_t)n - 1);
+        why[n - 1] = 0;
+    }
+    return -1;
 }

@@ -10,22 +10,19 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
+
+if TYPE_CHECKING:  # pyarrow where the Arrow schema is asked for (~0.1 s to load)
+    import pyarrow as pa
 
 SCHEMA_PATH = Path(__file__).with_name("trace_record.toml")
 CONTRACTS_PATH = Path(__file__).with_name("contracts.toml")
 
 _NUMPY = {"u8": "<u1", "u16": "<u2", "u32": "<u4", "u64": "<u8", "i16": "<i2", "char16": "S16"}
-_ARROW = {
-    "u8": pa.uint8(),
-    "u16": pa.uint16(),
-    "u32": pa.uint32(),
-    "u64": pa.uint64(),
-    "i16": pa.int16(),
-    "char16": pa.string(),
-}
+_ARROW = {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "i16": "int16",
+          "char16": "string"}  # fmt: skip
 _SQL = {
     "u8": "UTINYINT",
     "u16": "USMALLINT",
@@ -146,8 +143,10 @@ def record_dtype() -> np.dtype:
 
 @cache
 def arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
     return pa.schema(
-        [pa.field(c.name, _ARROW[c.type], nullable=False) for c in columns()],
+        [pa.field(c.name, getattr(pa, _ARROW[c.type])(), nullable=False) for c in columns()],
         metadata={"iotape.layout_version": str(layout_version())},
     )
 

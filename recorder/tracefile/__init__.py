@@ -9,7 +9,8 @@ and what every producer of records shares: `streams` (stream labels). The header
 device table and the `dev` numbers come from devices/naming.py.
 """
 
-from recorder.tracefile.arrow import decode_comm, records_to_arrow
+from typing import TYPE_CHECKING, Any
+
 from recorder.tracefile.format import (
     CHUNK_HEADER_SIZE,
     HEADER_MAGIC,
@@ -32,6 +33,20 @@ from recorder.tracefile.sequence import (
     trace_sha256,
 )
 from recorder.tracefile.writer import TraceWriter, write_trace
+
+if TYPE_CHECKING:
+    from recorder.tracefile.arrow import decode_comm, records_to_arrow
+
+
+def __getattr__(name: str) -> Any:
+    """The Arrow names, imported when first asked for: pyarrow takes ~0.1 s to load,
+    and a reader of records (`replay fidelity`, relabelling) needs none of it."""
+    if name in ("decode_comm", "records_to_arrow"):
+        from recorder.tracefile import arrow
+
+        return getattr(arrow, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CHUNK_HEADER_SIZE",

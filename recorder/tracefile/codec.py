@@ -9,10 +9,10 @@ rules and the measurements that chose zstd.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 import schemas
 from recorder.tracefile import planes as planes_c
@@ -40,11 +40,20 @@ def resolve(name: str) -> str:
     return name
 
 
-# pyarrow's codecs (a dependency already): zstd frames and lz4 blocks ("lz4_raw").
-_CODECS = {
-    CODEC_IDS["zstd"]: pa.Codec("zstd", compression_level=ZSTD_LEVEL),
-    CODEC_IDS["lz4"]: pa.Codec("lz4_raw"),
-}
+@cache
+def _codecs() -> dict[int, Any]:
+    """pyarrow's codecs (a dependency already): zstd frames and lz4 blocks ("lz4_raw"),
+    for writing, and for reading where planes.py's library is not built. Imported
+    here, not at the top: a reader decompresses in C (planes.c's iot_decompress)
+    and need not load pyarrow (~0.1 s of a command's start)."""
+    import pyarrow as pa
+
+    return {
+        CODEC_IDS["zstd"]: pa.Codec("zstd", compression_level=ZSTD_LEVEL),
+        CODEC_IDS["lz4"]: pa.Codec("lz4_raw"),
+    }
+
+
 _U64 = np.uint64
 _LAYOUT = planes_c.Layout(RECORD_DTYPE)
 
@@ -152,7 +161,7 @@ def decode_columns(
 
 
 def compress(codec: int, data: bytes) -> bytes:
-    return bytes(_CODECS[codec].compress(data, asbytes=True))
+    return bytes(_codecs()[codec].compress(data, asbytes=True))
 
 
 def known(codec: int, transform: int) -> str | None:
@@ -180,10 +189,16 @@ def decompress(
     With `decode` False, a `delta-split` chunk comes back as its planes (uint8, for
     `decode_columns`), not yet transformed back."""
     size = count * RECORD_SIZE
-    try:
-        data = _CODECS[codec].decompress(stored, decompressed_size=size, asbytes=True)
-    except (OSError, ValueError, RuntimeError, pa.ArrowException) as e:
-        raise Defect(pos, f"chunk {seq}: does not decompress ({CODECS[codec]}: {e})") from None
+    so = planes_c.lib()
+    if so is not None and planes_c.has_codecs(so):
+        data: Any = np.empty(size, np.uint8)
+        got = planes_c.decompress(so, codec, np.frombuffer(stored, np.uint8), data)
+        if isinstance(got, str):
+            raise Defect(pos, f"chunk {seq}: does not decompress ({CODECS[codec]}: {got})")
+        data = data[:got]
+        data.flags.writeable = False
+    else:
+        data = _pyarrow_decompress(codec, stored, size, pos, seq)
     if len(data) != size:
         raise Defect(pos, f"chunk {seq}: decompresses to {len(data)} bytes, expected {size}")
     if transform == DELTA_SPLIT and not decode:
@@ -194,3 +209,12 @@ def decompress(
         records = np.frombuffer(data, dtype=RECORD_DTYPE, count=count)
     records.flags.writeable = False
     return records
+
+
+def _pyarrow_decompress(codec: int, stored: memoryview, size: int, pos: int, seq: int) -> bytes:
+    import pyarrow as pa
+
+    try:
+        return bytes(_codecs()[codec].decompress(stored, decompressed_size=size, asbytes=True))
+    except (OSError, ValueError, RuntimeError, pa.ArrowException) as e:
+        raise Defect(pos, f"chunk {seq}: does not decompress ({CODECS[codec]}: {e})") from None

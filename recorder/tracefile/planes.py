@@ -1,9 +1,10 @@
-"""The column decoder of compressed chunks in C (recorder/planes.c, built as
-build/libplanes.so by `make native`), loaded with ctypes.
+"""The decoder of compressed chunks in C (recorder/planes.c, built as
+build/libplanes.so by `make native`), loaded with ctypes: their codecs (zstd,
+lz4: libzstd and liblz4, as the C loader) and their columns.
 
-Without the library (a checkout not built yet) `lib()` is None and
-codec.decode_columns undoes the transform in numpy: the same values, about 0.15 s
-more per 2.4 M records. IOTAPE_PLANES_PURE=1 takes the numpy path always (the
+Without the library (a checkout not built yet) `lib()` is None: pyarrow's codecs
+decompress, and codec.decode_columns undoes the transform in numpy: the same
+values, about 0.15 s more per 2.4 M records. IOTAPE_PLANES_PURE=1 takes the numpy path always (the
 reference the tests hold the C code to).
 """
 
@@ -35,7 +36,24 @@ def lib() -> ctypes.CDLL | None:
     so.iot_decode_columns.restype = ctypes.c_int
     so.iot_decode_records.argtypes = [p, i64, i64, p, p]
     so.iot_decode_records.restype = ctypes.c_int
+    if has_codecs(so):
+        so.iot_decompress.argtypes = [ctypes.c_int32, p, i64, p, i64, p, i64]
+        so.iot_decompress.restype = i64
     return so
+
+
+def has_codecs(so: ctypes.CDLL) -> bool:
+    """Whether the library decompresses chunks (one built before it did not)."""
+    return hasattr(so, "iot_decompress")
+
+
+def decompress(so: ctypes.CDLL, codec: int, stored: np.ndarray, out: np.ndarray) -> int | str:
+    """A chunk's payload `stored` (codec `codec`, known) decompressed into `out`:
+    the bytes written, or why it does not decompress."""
+    why = ctypes.create_string_buffer(200)
+    got = so.iot_decompress(codec, stored.ctypes.data, len(stored), out.ctypes.data, len(out),
+                            why, len(why))  # fmt: skip
+    return int(got) if got >= 0 else why.value.decode(errors="replace")
 
 
 class Layout:

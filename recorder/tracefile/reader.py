@@ -12,13 +12,11 @@ import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pyarrow as pa
 
 from base.errors import IotapeError
-from recorder.tracefile.arrow import records_to_arrow
 from recorder.tracefile.blocks import (
     ChunkInfo,
     Unsupported,
@@ -51,6 +49,9 @@ from recorder.tracefile.format import (
     TraceFormatError,
     pad8,
 )
+
+if TYPE_CHECKING:  # pyarrow only where Arrow batches are asked for (~0.1 s)
+    import pyarrow as pa
 
 
 class Trace:
@@ -177,6 +178,20 @@ class Trace:
                         continue
             yield records
 
+    def iter_stored(self) -> Iterator[np.ndarray]:
+        """Each chunk as it is stored once decompressed, for a reader that needs a few
+        fields of each record: a `delta-split` chunk's planes (uint8, RECORD_SIZE
+        bytes a record, codec.encode_records' transform not yet undone:
+        codec.decode_records gives its records), another chunk's records (as
+        `iter_chunks` gives them). A file with wake records gives `iter_chunks`'
+        records (the requests are picked out of decoded records)."""
+        if self.has_wakes:
+            yield from self.iter_chunks()
+            return
+        mm = self.mapped
+        for info in self._infos(decode=False):
+            yield info.planes if info.planes is not None else chunk_records(mm, info)
+
     def iter_wakes(self) -> Iterator[np.ndarray]:
         """Each chunk's wake records (none but in a version 3 file), in file order:
         a second walk over the chunks."""
@@ -225,6 +240,9 @@ class Trace:
 
     def to_arrow_batches(self) -> Iterator[pa.RecordBatch]:
         """One RecordBatch per chunk, with exactly `schemas.arrow_schema()`."""
+        # Imported here: a reader of records need not load pyarrow (~0.1 s).
+        from recorder.tracefile.arrow import records_to_arrow
+
         for records in self.iter_chunks():
             yield records_to_arrow(records)
 

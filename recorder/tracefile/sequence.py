@@ -23,9 +23,9 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from recorder.tracefile.blocks import ChunkInfo
 from recorder.tracefile.format import HEADER_MAGIC
 from recorder.tracefile.reader import Trace
 from recorder.tracefile.writer import TraceWriter
+
+_T = TypeVar("_T")
 
 _INDEX = re.compile(r"-(\d{6,})\.iot$")
 # Footer counters that add up over the files of a capture.
@@ -191,9 +193,16 @@ class TraceSequence(Trace):
         self.footer = _footer(self.parts)
 
     def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
+        return self._each_part(lambda part: part.iter_columns(rows))
+
+    def iter_stored(self) -> Iterator[np.ndarray]:
+        return self._each_part(lambda part: part.iter_stored())
+
+    def _each_part(self, it: Callable[[Trace], Iterator[_T]]) -> Iterator[_T]:
+        """`it` of each file in turn, up to the first one with a problem."""
         self.problem = None
         for part in self.parts:
-            yield from part.iter_columns(rows)
+            yield from it(part)
             if part.problem is not None:
                 self.problem = part.problem
                 return

@@ -179,7 +179,8 @@ class Mapper:
         range, and of their target where `by_target`); a row replayed nowhere gets
         UNPLACED."""
         off, nb, placed, tgt = self.apply_on(r)
-        return np.where(placed, self._key(r["op"], off, nb, tgt), UNPLACED)
+        k = self._key(r["op"], off, nb, tgt)
+        return k if placed.all() else np.where(placed, k, UNPLACED)
 
     def replay_keys(self, r: np.ndarray) -> np.ndarray:
         """A replay's rows keyed as `keys` keys the original's (a row on a device that
@@ -199,9 +200,7 @@ class Mapper:
         if self.fold and len(off) and not (int(off.min()) >= 0 and int(off.max()) < self.fold):
             off = off % self.fold  # (already in the first range: as it is)
         k: np.ndarray = (
-            (op.astype(np.uint64) << np.uint64(56))
-            ^ (off.astype(np.uint64) << np.uint64(8))
-            ^ nb.astype(np.uint64)
+            (op.astype(np.uint64) << np.uint64(56)) ^ (_u64(off) << np.uint64(8)) ^ _u64(nb)
         )
         if self.by_target and tgt is not None:
             k = k ^ (tgt.astype(np.uint64) + np.uint64(1)) * _MIX
@@ -227,6 +226,12 @@ class Mapper:
             thinned += c * (1.0 - some)
             extra += c * max(sum(p.shares) - some, 0.0)
         return nowhere, thinned, extra
+
+
+def _u64(x: np.ndarray) -> np.ndarray:
+    """x.astype(np.uint64); an int64 array's bits as they are (the same values), not
+    a copy."""
+    return x.view(np.uint64) if x.dtype == np.int64 else x.astype(np.uint64)
 
 
 def _targets_of(devices: list[dict[str, Any]], target_id: dict[str, int]) -> dict[int, int]:

@@ -46,6 +46,7 @@ from recorder.tracefile import open_trace
 from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
 from replayer.run import fidstream, localitystream, mapped, ordered, timewindows
+from replayer.run.ahead import ahead, both
 from replayer.run.pairing import HORIZON_NS
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
@@ -254,16 +255,17 @@ def compare(
     [original, replay]. Both traces stream (fidstream.py): memory stays flat in
     their length. Pairs through the mapping of `plan` (or of the replay's own plan:
     mapped.plan_path)."""
-    so, sr = ordered.scan(original), ordered.scan(replayed)
+    # Both traces read at once, and each read ahead of the pairing (ahead.py).
+    so, sr = both(ordered.scan, original, replayed)
     plan = mapped.plan_path(plan, sr)
     m = mapped.mapper(plan, so, sr)
     keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
     acc = fidstream.Figures(so, sr, window_s)
     try:
-        origs = ordered.batches(so)
+        origs, reps = ahead(ordered.batches(so)), ahead(ordered.batches(sr))
         fidstream.drive_batches(
-            tally.counted(origs) if tally else origs, ordered.batches(sr), acc, horizon_ns, keys
+            tally.counted(origs) if tally else origs, reps, acc, horizon_ns, keys
         )
         pairs = acc.all.pairs
         timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
@@ -293,7 +295,7 @@ def compare(
         out["floor_goal"] = timewindows.verdict(
             out["overall"].get("issue_error", {}).get("p99_ms"), floor, rows
         )
-    out["locality"] = _locality(*acc.locality)
+    out["locality"] = _locality(*acc.settle())
     return out
 
 

@@ -28,90 +28,14 @@ from typing import IO
 
 import numpy as np
 
-from replayer.plan.source import OP
 from replayer.run import localitystream, ordered
+from replayer.run.ahead import Behind
+from replayer.run.fidsums import Drift, Side
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
 
 QS = (50, 90, 99)
-SIZE_TABLE = 1 << 22  # request sizes below it are counted in a table, not sorted
-
-
-class Side:
-    """One trace's requests in one stream (or all): what `_figures` reads of them."""
-
-    def __init__(self, nbins: int) -> None:
-        self.n = self.data = self.reads = 0
-        self.iops = np.zeros(nbins)
-        self.mb = np.zeros(nbins)
-        self.sizes: dict[int, int] = {}
-
-    def add(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> None:
-        """Requests `r` (those of mask `m`) at aligned times `t` (ns)."""
-        self.merge(self.tally(t, r, m))
-
-    def tally(self, t: np.ndarray, r: np.ndarray, m: np.ndarray | None = None) -> tuple:
-        """What `add` adds (merge): a batch's tally once for two Sides that take
-        the same rows (all streams and the only one)."""
-        nbytes, op = (r["bytes"], r["op"]) if m is None else (r["bytes"][m], r["op"][m])
-        t = t if m is None else t[m]
-        sec = t // 1_000_000_000
-        ok = (sec >= 0) & (sec < len(self.iops))
-        iops = np.bincount(sec[ok], minlength=len(self.iops))
-        mb = np.bincount(sec[ok], weights=nbytes[ok].astype(np.float64), minlength=len(self.iops))
-        d = op != OP["flush"]
-        reads = int((op[d] == OP["read"]).sum())
-        sizes = nbytes[d]
-        if len(sizes) and int(sizes.max()) < SIZE_TABLE:
-            c = np.bincount(sizes, minlength=0)
-            u = np.flatnonzero(c)
-            c = c[u]
-        else:
-            u, c = np.unique(sizes, return_counts=True)
-        return len(t), iops, mb, int(d.sum()), reads, u.tolist(), c.tolist()
-
-    def merge(self, tally: tuple) -> None:
-        n, iops, mb, data, reads, u, c = tally
-        self.n += n
-        self.iops += iops
-        self.mb += mb
-        self.data += data
-        self.reads += reads
-        for k, v in zip(u, c, strict=True):
-            self.sizes[k] = self.sizes.get(k, 0) + v
-
-    def read_fraction(self) -> float | None:
-        return round(float(self.reads / self.data), 4) if self.data else None
-
-
-class Drift:
-    """fidelity._drift from sums merged batch by batch (Chan et al.'s co-moments)."""
-
-    def __init__(self) -> None:
-        self.n, self.mt, self.me, self.ctt, self.cte = 0, 0.0, 0.0, 0.0, 0.0
-        self.lo, self.hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-
-    def add(self, t: np.ndarray, e: np.ndarray) -> None:
-        if not len(t):
-            return
-        tb, eb = t.astype(np.float64), e.astype(np.float64)
-        nb, mt, me = len(tb), float(tb.mean()), float(eb.mean())
-        dt = tb - mt
-        ctt, cte = float((dt * dt).sum()), float((dt * (eb - me)).sum())
-        n = self.n + nb
-        dmt, dme = mt - self.mt, me - self.me
-        self.ctt += ctt + dmt * dmt * self.n * nb / n
-        self.cte += cte + dmt * dme * self.n * nb / n
-        self.mt += dmt * nb / n
-        self.me += dme * nb / n
-        self.n = n
-        self.lo, self.hi = min(self.lo, int(t.min())), max(self.hi, int(t.max()))
-
-    def value(self) -> float | None:
-        if self.n < 2 or self.lo == self.hi:
-            return None
-        return round(float(self.cte / self.ctt * 1e9) / 1e6, 4)
 
 
 @dataclass
@@ -179,6 +103,23 @@ def _pct(s: Spill, f, key: tuple) -> dict:
     return out
 
 
+class _Off:
+    """|x - shift| of a spill's read, into one buffer kept for the next: each read
+    (a whole spill of millions of gaps) took two fresh arrays, their pages faulted
+    in each time. Its answer is used before the next read (quantiles.Spill)."""
+
+    def __init__(self, shift: int) -> None:
+        self.shift = shift
+        self._buf = np.empty(0, np.int64)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if len(self._buf) < len(x):
+            self._buf = np.empty(len(x), np.int64)
+        out = self._buf[: len(x)]
+        np.subtract(x, self.shift, out=out)
+        return np.abs(out, out=out)
+
+
 def figures(g: Group, shift: int, timed: bool) -> dict:
     """fidelity._figures of the accumulated group."""
     f = {
@@ -191,7 +132,7 @@ def figures(g: Group, shift: int, timed: bool) -> dict:
         "match_share": round(g.pairs / g.o.n, 4) if g.o.n else None,
     }
     if timed and g.pairs:
-        f["issue_error"] = _pct(g.issue, lambda x: np.abs(x - shift), ("issue", shift))
+        f["issue_error"] = _pct(g.issue, _Off(shift), ("issue", shift))
         f["drift_ms_per_s"] = g.drift.value()
         if g.pairs > 1:
             f["interarrival_error"] = _pct(g.inter, lambda x: x, ("inter",))
@@ -402,11 +343,14 @@ class Figures(Sink):
         # Both traces' locality, from the same read (each trace's rows all come
         # here once, in time order): reading them again for it took two more reads.
         self.locality = (localitystream.Profile(), localitystream.Profile())
+        # Summed in threads of their own, behind the pairing (ahead.py); `settle`
+        # waits for them.
+        self._behind = (Behind(self.locality[0].add), Behind(self.locality[1].add))
         self.mirror: int | None = None  # the stream that took every pair so far
         self._later = _Later()
 
     def orig(self, o: np.ndarray) -> None:
-        self.locality[0].add(o)
+        self._behind[0](o)
         every = self.all.o.tally(o["t"], o)
         self.all.o.merge(every)
         sids = localitystream.distinct(o["stream"])
@@ -418,7 +362,7 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
-        self.locality[1].add(r)
+        self._behind[1](r)
         self._later.add(_REP, _rows(r))
 
     def lost_rep(self, r: np.ndarray) -> None:
@@ -446,6 +390,12 @@ class Figures(Sink):
         p = np.empty(len(o), PAIR)
         p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
         self._later.add(_PAIRED, p, _rows(r))
+
+    def settle(self) -> tuple[localitystream.Profile, localitystream.Profile]:
+        """Both traces' locality, once every request given has been summed."""
+        for b in self._behind:
+            b.join()
+        return self.locality
 
     def finish(self, shift: int, timed: bool) -> None:
         """The figures that need the replay's clock offset `shift` (0 where it is
@@ -488,6 +438,8 @@ class Figures(Sink):
                 g.drift.add(t_o[m], gaps[m] - self.shift)
 
     def close(self) -> None:
+        for b in self._behind:
+            b.join(check=False)
         self._later.close()
         for g in [self.all, *self.streams.values()]:
             g.close()

@@ -1,4 +1,5 @@
-"""The post-replay steps' C code (src/pairmatch.c, compact.c, planorder.c, select.c),
+"""The post-replay steps' C code (src/pairmatch.c, compact.c, planorder.c, select.c,
+tally.c),
 loaded once.
 
 `make native` builds build/libpostreplay.so; ctypes loads it here. Each caller
@@ -40,6 +41,16 @@ def lib() -> ctypes.CDLL | None:
     so.keep_rows.restype = i64
     so.scan_chunk.argtypes = [p, i64, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, p, p]
     so.scan_chunk.restype = ctypes.c_int
+    so.scan_planes.argtypes = [p, i64, p, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, p, p]
+    so.scan_planes.restype = ctypes.c_int
+    so.compact_planes.argtypes = [p, i64, p, i64, p, p, ctypes.c_uint8, ctypes.c_uint16, i32,
+                                  i64, i64, i32, p]  # fmt: skip
+    so.compact_planes.restype = i64
+    so.side_tally.argtypes = [p, i64, p, i64, p, i64, p, i64, i64, ctypes.c_uint8,
+                              ctypes.c_uint8, p, p, p, p, p, i64]  # fmt: skip
+    so.side_tally.restype = i64
+    so.window_times.argtypes = [p, i64, i64, i64, i64, i64, p]
+    so.window_times.restype = None
     so.plan_order.argtypes = [p, i64, p]
     so.plan_order.restype = ctypes.c_int
     so.range_hist.argtypes = [p, i64, i64, i64, i64, p]

@@ -30,7 +30,8 @@ import numpy as np
 
 import schemas
 from base.errors import IotapeError
-from recorder.tracefile import open_trace
+from recorder.tracefile import RECORD_DTYPE, RECORD_SIZE, open_trace
+from recorder.tracefile.codec import decode_records
 from replayer.plan.source import DEVICE_FLUSH, OP, replayable, request_times
 from replayer.run import native
 
@@ -200,12 +201,13 @@ def scan(path: str | Path) -> Scan:
     tallies = {False: _Tally(), True: _Tally()}
     with open_trace(path) as trace:
         header = dict(trace.header)
-        for c in trace.iter_chunks():
-            total += len(c)
+        for c in trace.iter_stored():
+            total += len(c) // RECORD_SIZE if c.dtype == np.uint8 else len(c)
             in_c = _scan_c(path, c, tallies)
             if in_c is not None:
                 found = found or in_c
                 continue
+            c = _records(c)
             flush = c["op"] == OP["flush"]
             found = found or bool((flush & (c["pid"] != 0)).any())
             base = replayable(c)
@@ -258,15 +260,55 @@ def _c_offsets(dt: np.dtype) -> np.ndarray | None:
     return np.array(out, np.int64)
 
 
-def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | None:
-    """Tally chunk `c` under both rules in C (src/compact.c's scan_chunk): whether
-    it holds a flush of a process; None where the library or the records' layout
-    does not allow (numpy tallies it then)."""
-    if (a := _in_c(np.ascontiguousarray(c))) is None:
+def _records(c: np.ndarray) -> np.ndarray:
+    """A chunk of Trace.iter_stored as records (a delta-split chunk's planes decoded)."""
+    return decode_records(c, len(c) // RECORD_SIZE) if c.dtype == np.uint8 else c
+
+
+@cache
+def _narrow() -> tuple[np.ndarray, np.ndarray] | None:
+    """(planes, offsets) for src/compact.c's *_planes: the first plane of each group
+    of 8 that holds a byte of _C_FIELDS (the narrow records' words), and each
+    field's offset in a narrow record; None where the record layout does not
+    allow (numpy decodes whole records then)."""
+    offs = _c_offsets(RECORD_DTYPE)
+    if offs is None or RECORD_SIZE % 8:
         return None
+    sizes = [np.dtype(kind).itemsize for _, kind in _C_FIELDS]
+    groups = sorted({b // 8 for o, n in zip(offs.tolist(), sizes, strict=True)
+                     for b in range(o, o + n)})  # fmt: skip
+    narrow = [groups.index(o // 8) * 8 + o % 8 for o in offs.tolist()]
+    return np.array(groups, np.int64), np.array(narrow, np.int64)
+
+
+def _planes_in_c(c: np.ndarray) -> tuple[Any, ...] | None:
+    """_in_c's for a chunk's planes (Trace.iter_stored): (library, then the planes,
+    count, groups, how many, narrow offsets, kept ops, flush op, device-flush
+    flag); None where numpy decodes its records instead."""
+    lib = native.lib()
+    lay = _narrow() if lib is not None else None
+    if lib is None or lay is None or c.dtype != np.uint8 or not c.flags.c_contiguous:
+        return None
+    groups, offs = lay
+    return (lib, c.ctypes.data, len(c) // RECORD_SIZE, groups.ctypes.data, len(groups),
+            offs.ctypes.data, _OP_OK.ctypes.data, OP["flush"], DEVICE_FLUSH)  # fmt: skip
+
+
+def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | None:
+    """Tally chunk `c` (records or planes: Trace.iter_stored) under both rules in C
+    (src/compact.c's scan_chunk): whether it holds a flush of a process; None
+    where the library or the records' layout does not allow (numpy tallies it
+    then)."""
     stats = np.empty(10, np.int64)
     seen = np.empty((2, 256), np.int64)
-    found = a[0].scan_chunk(*a[1:], stats.ctypes.data, seen.ctypes.data)
+    if (p := _planes_in_c(c)) is not None:
+        found = p[0].scan_planes(*p[1:], stats.ctypes.data, seen.ctypes.data)
+        if found < 0:
+            raise MemoryError("reading a chunk's requests ran out of memory")
+    elif (a := _in_c(np.ascontiguousarray(_records(c)))) is not None:
+        found = a[0].scan_chunk(*a[1:], stats.ctypes.data, seen.ctypes.data)
+    else:
+        return None
     for rule in (False, True):
         n, tmin, tmax, bad, off = stats[5 * rule : 5 * rule + 5].tolist()
         tallies[rule].tally(path, n, tmin, tmax, bad, off, seen[int(rule)])
@@ -274,6 +316,15 @@ def _scan_c(path: Path, c: np.ndarray, tallies: dict[bool, _Tally]) -> bool | No
 
 
 def _compact(c: np.ndarray, s: Scan, first: int) -> np.ndarray:
+    """The COMPACT rows of chunk `c` (records or planes: Trace.iter_stored)."""
+    if COMPACT_C and (p := _planes_in_c(c)) is not None:
+        out = np.empty(p[2], COMPACT)
+        k = p[0].compact_planes(*p[1:], int(s.app_flush), first, s.t0, int(s.timed),
+                                out.ctypes.data)  # fmt: skip
+        if k < 0:
+            raise MemoryError("reading a chunk's requests ran out of memory")
+        return out[:k]
+    c = _records(c)
     if COMPACT_C and (a := _in_c(c)) is not None:
         out = np.empty(len(c), COMPACT)
         k = a[0].compact_rows(*a[1:], int(s.app_flush), first, s.t0, int(s.timed),
@@ -297,7 +348,7 @@ def batches(s: Scan, batch: int = BATCH) -> Iterator[np.ndarray]:
     held: list[np.ndarray] = []
     new, first = 0, 0
     with open_trace(s.path) as trace:
-        for i, c in enumerate(trace.iter_chunks()):
+        for i, c in enumerate(trace.iter_stored()):
             part = _compact(c, s, first)
             first += len(part)
             held.append(part)

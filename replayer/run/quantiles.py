@@ -26,6 +26,8 @@ KEEP = 1 << 18  # values held in memory before the rest goes to disk
 BINS = 1 << 16
 READ = 1 << 22  # values per read of the spill
 
+# A transform may answer in a buffer of its own that it writes again at its next call
+# (fidstream._Off): each answer here is done with before the next call.
 Transform = Callable[[np.ndarray], np.ndarray]
 
 

@@ -17,10 +17,21 @@
  *   t      issue time, else queue time, else completion; minus t0 (0 untimed).
  * compact_rows writes the kept rows (ordered.COMPACT, `n` counting from first)
  * and returns how many (-1: out of memory); keep_rows marks them; scan_chunk tallies them as ordered.scan does (_Tally),
- * under both rules of the file's flushes at once. */
+ * under both rules of the file's flushes at once.
+ *
+ * scan_planes and compact_planes take a compressed chunk as it is stored once
+ * decompressed (codec.py's delta-split transform: byte k of every record in
+ * plane k, times and offsets as zigzagged deltas) instead of its records: they
+ * undo the transform for the planes these steps read alone (56 of 80 bytes a
+ * record: not the cgroup or the command name), into narrow records held for
+ * the chunk, and then do what scan_chunk and compact_rows do. Decoding whole
+ * 80-byte records first (recorder/planes.c) was a third of reading a trace,
+ * which `replay fidelity` does four times. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../recorder/planes.h"
 
 /* ordered.COMPACT (run/native.py checks the layout before use). */
 typedef struct {
@@ -153,5 +164,64 @@ int64_t compact_rows(const uint8_t *recs, int64_t n, int64_t itemsize, const int
         k++;
     }
     free(keep);
+    return k;
+}
+
+/* A chunk's planes as narrow records: for each g, the 8 planes from
+ * groups[g] * 8 become bytes 8g..8g+7 of every narrow record (8 records and
+ * 8 planes at a time as one 8 x 8 transpose of words, as planes.c does for
+ * whole records). itemsize = 8 * ngroups. */
+static void gather(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                   uint8_t *out) {
+    int64_t size = 8 * ngroups;
+    int words = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+    for (int64_t g = 0; g < ngroups; g++) {
+        const uint8_t *p = planes + groups[g] * 8 * n;
+        int64_t i = 0;
+        for (; words && i + 8 <= n; i += 8) {
+            uint64_t a[8];
+            for (int j = 0; j < 8; j++) a[j] = get64(p + j * n + i);
+            transpose8(a);
+            for (int m = 0; m < 8; m++) put64(out + (i + m) * size + 8 * g, a[m]);
+        }
+        for (; i < n; i++)
+            for (int j = 0; j < 8; j++) out[i * size + 8 * g + j] = p[j * n + i];
+    }
+}
+
+/* The narrow records of `n` records' planes (malloc'd; NULL: out of memory);
+ * offs are the fields' offsets in a narrow record. */
+static uint8_t *narrow(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                       const int64_t *offs) {
+    uint8_t *recs = malloc(n > 0 ? (size_t)(n * 8 * ngroups) : 1);
+    if (!recs) return NULL;
+    gather(planes, n, groups, ngroups, recs);
+    const int64_t delta[5] = {offs[F_QUEUE], offs[F_ISSUE], offs[F_COMPLETE], offs[F_OFFSET],
+                              offs[F_BYTES]};
+    undelta_records(recs, n, 8 * ngroups, delta);
+    return recs;
+}
+
+/* scan_chunk of a chunk's planes; -1: out of memory. */
+int scan_planes(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                const int64_t *offs, const uint8_t *op_ok, uint8_t op_flush, uint16_t device_flag,
+                int64_t *stats, int64_t *seen) {
+    uint8_t *recs = narrow(planes, n, groups, ngroups, offs);
+    if (!recs) return -1;
+    int found = scan_chunk(recs, n, 8 * ngroups, offs, op_ok, op_flush, device_flag, stats, seen);
+    free(recs);
+    return found;
+}
+
+/* compact_rows of a chunk's planes; -1: out of memory. */
+int64_t compact_planes(const uint8_t *planes, int64_t n, const int64_t *groups, int64_t ngroups,
+                       const int64_t *offs, const uint8_t *op_ok, uint8_t op_flush,
+                       uint16_t device_flag, int32_t app_flush, int64_t first, int64_t t0,
+                       int32_t timed, compact_t *out) {
+    uint8_t *recs = narrow(planes, n, groups, ngroups, offs);
+    if (!recs) return -1;
+    int64_t k = compact_rows(recs, n, 8 * ngroups, offs, op_ok, op_flush, device_flag, app_flush,
+                             first, t0, timed, out);
+    free(recs);
     return k;
 }

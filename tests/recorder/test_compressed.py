@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from iotape.commands.trace import app
 from recorder.importers.core import import_trace
-from recorder.tracefile import TraceFormatError, content_sha256, open_trace
+from recorder.tracefile import RECORD_SIZE, TraceFormatError, content_sha256, open_trace
 from recorder.tracefile import format as tf
 from recorder.tracefile.check import check, repair
 from recorder.tracefile.convert import convert
@@ -195,8 +195,29 @@ def test_a_compressed_trace_ingests_like_the_plain_one(tmp_path: Path, store) ->
     assert {r["id"] for r in catalog.all_runs(store)} == {a.run_id, b.run_id}
 
 
+@pytest.fixture(params=["c", "pyarrow"])
+def codecs_of(request, monkeypatch: pytest.MonkeyPatch):
+    """Chunks decompressed by planes.c (libzstd, liblz4) or by pyarrow's codecs (what
+    a checkout without build/libplanes.so, or IOTAPE_PLANES_PURE=1, uses)."""
+    import os
+
+    from recorder.tracefile import planes
+
+    if request.param == "pyarrow":
+        monkeypatch.setenv("IOTAPE_PLANES_PURE", "1")
+    elif planes.lib() is None:
+        assert os.environ.get("CI") != "true", "build/libplanes.so missing: run `make native`"
+        pytest.skip("build/libplanes.so not built (`make native`)")
+    planes.lib.cache_clear()
+    yield request.param
+    monkeypatch.delenv("IOTAPE_PLANES_PURE", raising=False)
+    planes.lib.cache_clear()
+
+
 @pytest.mark.parametrize("compression", ["zstd", "lz4"])
-def test_bytes_that_do_not_decompress_are_damage(tmp_path: Path, compression: str) -> None:
+def test_bytes_that_do_not_decompress_are_damage(
+    tmp_path: Path, compression: str, codecs_of: str
+) -> None:
     """A writer's fault, not a disk's: CRCs that hold over bytes that do not decode."""
     records = workload_records(500, seed=3)
     path = make_trace(tmp_path / "t.iot", records, 100, None, compression)
@@ -254,3 +275,23 @@ def test_planes_decode_in_c_as_in_numpy(
     for f in records.dtype.names:
         col = np.concatenate([p[f] for p in parts])
         assert col.tobytes() == np.ascontiguousarray(records[f]).tobytes(), f
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_chunks_decompress_in_c_as_in_pyarrow(
+    tmp_path: Path, compression: str, codecs_of: str
+) -> None:
+    """Every chunk's bytes back, whichever decompresses them (the C loader and the
+    Python writer compress with the same codecs), and planes handed out by
+    iter_stored that decode to the records."""
+    from recorder.tracefile import codec, planes
+
+    records = workload_records(20_003, seed=5)
+    path = make_trace(tmp_path / "t.iot", records, 3_000, None, compression)
+    assert (planes.lib() is not None) == (codecs_of == "c")
+    assert _records(path).tobytes() == records.tobytes()
+    with open_trace(path) as t:
+        stored = list(t.iter_stored())
+    assert all(c.dtype == np.uint8 and not c.flags.writeable for c in stored)
+    got = b"".join(codec.decode_records(c, len(c) // RECORD_SIZE).tobytes() for c in stored)
+    assert got == records.tobytes()

@@ -12,6 +12,7 @@ from base.errors import IotapeError
 from recorder.capture.rotation import Rotation, parse_size
 from recorder.tracefile import (
     RECORD_DTYPE,
+    RECORD_SIZE,
     TraceFormatError,
     open_trace,
     segment_path,
@@ -20,6 +21,7 @@ from recorder.tracefile import (
     trace_events,
     write_trace,
 )
+from recorder.tracefile.codec import decode_records
 from recorder.tracefile.sequence import content_sha256
 
 HEADER = {"host": "h", "mono_start_ns": 1000, "wall_start_ns": 2000, "recorder": {"backend": "bpf"}}
@@ -77,6 +79,13 @@ def test_sequence_reads_as_one_trace(tmp_path: Path) -> None:
         cols = list(t.iter_columns())
         assert t.footer is not None and t.footer["events"] == 12
     assert [int(x) for c in cols for x in c["offset"]] == [i * 4096 for i in range(12)]
+    with open_trace(out) as t:  # each file's chunks as stored, in turn
+        stored = [
+            decode_records(c, len(c) // RECORD_SIZE) if c.dtype == np.uint8 else c
+            for c in t.iter_stored()
+        ]
+        assert t.footer is not None and t.footer["events"] == 12
+    assert [int(x) for c in stored for x in c["offset"]] == [i * 4096 for i in range(12)]
     with open_trace(str(tmp_path / "run-00000[12].iot")) as t:
         assert len(t.read_all()) == 7
     assert content_sha256(out) == content_sha256(str(tmp_path / "run-*.iot"))

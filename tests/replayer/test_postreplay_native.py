@@ -23,7 +23,17 @@ from iotape.commands.replay import app as replay_app
 from recorder.tracefile import open_trace
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
-from replayer.run import execute, native, ordered, pairing, quantiles, relabel
+from replayer.run import (
+    execute,
+    fidstream,
+    fidsums,
+    native,
+    ordered,
+    pairing,
+    quantiles,
+    relabel,
+    timewindows,
+)
 from replayer.run.execute import load_manifest
 from replayer.run.pairing import Pairer
 from replayer.run.results import Relabel
@@ -124,10 +134,15 @@ def test_empty_sides_pair_nothing(pure) -> None:
 
 @pytest.mark.parametrize("app_flush", [False, True])
 @pytest.mark.parametrize("timed", [True, False])
-def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool) -> None:
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_c_columns_are_numpys(
+    tmp_path: Path, pure, app_flush: bool, timed: bool, compression: str
+) -> None:
     """Every op (and one no replay issues), data requests of 0 bytes, the device's
     flushes (flagged, or of pid 0) in chunks with and without a flush an
-    application asked for, requests timed by issue, queue or completion only:
+    application asked for, requests timed by issue, queue or completion only,
+    in plain chunks and in compressed ones (whose planes C decodes itself,
+    compact.c's *_planes; chunks of 131 records leave records past the last 8):
     the batches are numpy's, row for row."""
     rng = np.random.default_rng(4)
     n = 5000
@@ -149,7 +164,9 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
     if not timed:
         for col in ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns"):
             r[col] = 0
-    path = make_trace(tmp_path / "t.iot", r, chunk_records=131)
+    path = make_trace(tmp_path / "t.iot", r, chunk_records=131, compression=compression)
+    with open_trace(path) as t:
+        assert {c.dtype == np.uint8 for c in t.iter_stored()} == {compression != "none"}
     got, scans = {}, {}
     for on in (True, False):
         pure(on)
@@ -174,7 +191,7 @@ def test_c_columns_are_numpys(tmp_path: Path, pure, app_flush: bool, timed: bool
     late = int(np.flatnonzero(r["op"] != OP["flush"])[-40])
     r["offset"][late] += 7
     r["offset"][late + 1 :][r["op"][late + 1 :] != OP["flush"]] += 9
-    bad = make_trace(tmp_path / "bad.iot", r, chunk_records=131)
+    bad = make_trace(tmp_path / "bad.iot", r, chunk_records=131, compression=compression)
     errs = []
     for on in (True, False):
         pure(on)
@@ -305,3 +322,55 @@ def test_c_percentile_passes_are_numpys(pure, monkeypatch, dist: str) -> None:
     assert answers[0] == answers[1]
     assert answers[1][0][0] == [float(np.percentile(ref, q)) for q in (0, 50, 99, 99.9, 100)]
     assert answers[1][1] == float(np.median(x))
+
+
+@pytest.mark.parametrize("sizes", ["one", "few", "many"])
+def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
+    """src/tally.c's tally of a batch (per-second counts and bytes, data requests,
+    reads, sizes): numpy's, on field views of COMPACT rows and of fidstream's
+    packed rows, with and without a mask, times before 0 and past the last
+    second, flushes among the requests, and more distinct sizes than C keeps
+    (numpy then)."""
+    rng = np.random.default_rng(11)
+    n = 20_003
+    a = np.zeros(n, ordered.COMPACT)
+    a["t"] = np.sort(rng.integers(-2 * 10**9, 9 * 10**9, size=n))
+    a["t"][:5] = [-1, -(10**9) + 1, 0, 10**9 - 1, 10**9]
+    a["op"] = rng.choice([OP["read"], OP["write"], OP["flush"]], size=n, p=[0.6, 0.3, 0.1])
+    a["bytes"] = {
+        "one": np.full(n, 4096),
+        "few": rng.choice([512, 4096, 65536, 131072], size=n),
+        "many": rng.integers(1, 4 * fidsums.SIZES_C, size=n) * 512,
+    }[sizes]
+    packed = fidstream._rows(a)
+    mask = rng.random(n) < 0.7
+    for rows in (a, packed):
+        for t in (rows["t"], rows["t"] - 12345):
+            for m in (None, mask):
+                got = []
+                for on in (True, False):
+                    pure(on)
+                    got.append(fidsums.Side(7).tally(t, rows, m))
+                ref, c = got
+                assert c[0] == ref[0] == (n if m is None else int(mask.sum()))
+                assert np.array_equal(c[1], ref[1]) and c[1].dtype == ref[1].dtype
+                assert c[2].tobytes() == ref[2].tobytes()  # the same sums, bit for bit
+                assert c[3:] == ref[3:]
+    assert sizes != "many" or fidsums._tally_c(a["t"], a, None, 7) is None
+
+
+@pytest.mark.parametrize("window_s", [5.0, 2.5, 0.3])
+def test_c_window_counts_are_numpys(pure, window_s: float) -> None:
+    """src/tally.c's count of requests per window and second (Windows.times):
+    numpy's, on a column and on a field view, times before 0 and past the end."""
+    rng = np.random.default_rng(12)
+    a = np.zeros(30_011, ordered.COMPACT)
+    a["t"] = rng.integers(-(10**9), 23 * 10**9, size=len(a))
+    got = []
+    for on in (True, False):
+        pure(on)
+        w = timewindows.Windows(20 * 10**9, window_s)
+        w.times(0, a["t"])
+        w.times(1, np.ascontiguousarray(a["t"][::3]) - 777)
+        got.append(w.counts)
+    assert np.array_equal(got[0], got[1]) and got[0].sum() > 0.8 * len(a)

@@ -1,6 +1,7 @@
 """`iotape replay CMD` imports CMD's module alone (iotape.cliutil.lazy_group):
 `replay fidelity` of a recorded replay loads neither the plan builder nor the
-runner of `replay run`, nor pydantic (no plan document to read); `replay --help`
+runner of `replay run`, nor pydantic (no plan document to read), nor pyarrow
+(compressed chunks decompress in C); `replay --help`
 lists every command by a line that is the command's own."""
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from trace_helpers import make_trace, workload_records
 
 from iotape.commands import replay
 
-# What `replay fidelity` imported before its group was lazy (0.3-0.5 s of its start).
-HEAVY = ("replayer.run.execute", "replayer.plan.build", "replayer.hosts.run", "pydantic")
+# What `replay fidelity` imported before its group was lazy (0.3-0.5 s of its start),
+# and pyarrow, which it loaded for the codecs of compressed chunks (~0.1 s; now in C,
+# recorder/planes.c) and the Arrow schema it does not use.
+HEAVY = ("replayer.run.execute", "replayer.plan.build", "replayer.hosts.run", "pydantic",
+         "pyarrow")  # fmt: skip
 
 PROBE = (
     "import sys\n"
@@ -41,8 +45,8 @@ def _run(*argv: str) -> list[str]:
 
 
 def test_fidelity_of_a_recording_imports_no_runner(tmp_path: Path) -> None:
-    o = make_trace(tmp_path / "o.iot", workload_records(400, seed=3))
-    r = make_trace(tmp_path / "r.iot", workload_records(400, seed=3))
+    o = make_trace(tmp_path / "o.iot", workload_records(400, seed=3), compression="zstd")
+    r = make_trace(tmp_path / "r.iot", workload_records(400, seed=3), compression="lz4")
     out = _run("replay", "fidelity", str(o), str(r), "--json")
     assert '"requests"' in "\n".join(out[:-1])
     assert out[-1] == "['iotape.commands.replay', 'iotape.commands.replay.fidelity']"
