@@ -39,6 +39,8 @@ from recorder.tracefile.format import (
     MAX_CHUNK_RECORDS,
     RECORD_DTYPE,
     RECORD_SIZE,
+    SCHED_OP,
+    SCHED_VERSION,
     TRAILER_MAGIC,
     VERSION,
     WAKE_OP,
@@ -137,7 +139,7 @@ class Trace:
                 self.file_size,
                 self._set_footer,
                 self.gaps,
-                self.header.get("version") in (VERSION, WAKE_VERSION),
+                self.header.get("version") in (VERSION, WAKE_VERSION, SCHED_VERSION),
                 decode,
             )
         except Unsupported as d:
@@ -160,32 +162,47 @@ class Trace:
 
     @property
     def has_wakes(self) -> bool:
-        """Whether the file may hold wake records (format version 3: `iotape record
-        --wakes`; docs/trace-format.md, "Wake records")."""
-        return self.header.get("version") == WAKE_VERSION
+        """Whether the file may hold wake records (format version 3 or 4: `iotape
+        record --wakes`; docs/trace-format.md, "Wake records")."""
+        return self.header.get("version") in (WAKE_VERSION, SCHED_VERSION)
+
+    @property
+    def has_sched(self) -> bool:
+        """Whether the file may hold sched records (format version 4;
+        docs/trace-format.md, "Sched records")."""
+        return self.header.get("version") == SCHED_VERSION
 
     def iter_chunks(self) -> Iterator[np.ndarray]:
         """Each chunk's requests as a read-only numpy view of the mapped file (a
-        copy, without them, of a chunk that holds wake records: iter_wakes())."""
-        wakes = self.has_wakes
+        copy, without them, of a chunk that holds wake or sched records:
+        iter_wakes(), iter_sched())."""
+        wakes, sched = self.has_wakes, self.has_sched
         for _, records in self._walk():
             if wakes:
-                woke = records["op"] == WAKE_OP
-                if woke.any():
-                    records = records[~woke]
+                other = records["op"] == WAKE_OP
+                if sched:
+                    other |= records["op"] == SCHED_OP
+                if other.any():
+                    records = records[~other]
                     if not len(records):
                         continue
             yield records
 
     def iter_wakes(self) -> Iterator[np.ndarray]:
-        """Each chunk's wake records (none but in a version 3 file), in file order:
-        a second walk over the chunks."""
-        if not self.has_wakes:
-            return
+        """Each chunk's wake records (none but in a version 3 or 4 file), in file
+        order: a second walk over the chunks."""
+        return self._iter_op(WAKE_OP) if self.has_wakes else iter(())
+
+    def iter_sched(self) -> Iterator[np.ndarray]:
+        """Each chunk's sched records (none but in a version 4 file), in file
+        order: a walk over the chunks of its own."""
+        return self._iter_op(SCHED_OP) if self.has_sched else iter(())
+
+    def _iter_op(self, op: int) -> Iterator[np.ndarray]:
         for _, records in self._walk():
-            woke = records["op"] == WAKE_OP
-            if woke.any():
-                yield records[woke]
+            hit = records["op"] == op
+            if hit.any():
+                yield records[hit]
 
     def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
         """The records as one contiguous array per field (name: array), the values

@@ -41,6 +41,7 @@ from replayer.plan import (
     iolog,
     mapping,
     scale,
+    schedsplit,
     sources,
     steps,
     wakeedges,
@@ -84,6 +85,11 @@ class SliceState:
     demand_woken: int = 0
     demand_was_ns: int = 0
     demand_now_ns: int = 0
+    # thinks replayed less the run-queue wait inside them (schedsplit.py): how
+    # many, and their think time before and after (ns)
+    rq_thinks: int = 0
+    rq_was_ns: int = 0
+    rq_now_ns: int = 0
 
 
 class Logs:
@@ -135,6 +141,7 @@ WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
     cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, Replaced],
+    split: schedsplit.SchedSplit | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
@@ -143,7 +150,9 @@ def _slice_jobs(
     the edge came from: WAKE, LONG, EVIDENCE, DEMAND or OWN; its id -1 where the
     request waits for nothing more than before, its think time replaced) and,
     in `thinks`, the long thinks replaced on demand (row -> (the think before,
-    the think now, anchored at a demand wake)): demand.py."""
+    the think now, anchored at a demand wake)): demand.py. With `split` (the
+    trace's sched records, --run-queue net) each think is replayed less its
+    thread's run-queue wait since its previous issue (schedsplit.py)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -170,6 +179,15 @@ def _slice_jobs(
     st.demand_now_ns += sum(b for _, b, _, _ in thinks.values())
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
+    rq = split.run_queue_ns(r) if split is not None else None
+    if rq is not None:
+        waits = np.array([bool(a) for a in after], bool)
+        recorded_ns = think_ns
+        think_ns = np.where(waits, schedsplit.net(think_ns, rq), think_ns)
+        cut = think_ns < recorded_ns
+        st.rq_thinks += int(cut.sum())
+        st.rq_was_ns += int(recorded_ns[cut].sum())
+        st.rq_now_ns += int(think_ns[cut].sum())
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -197,6 +215,8 @@ def _slice_jobs(
         if bound is not None:
             was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
             gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
+            if rq is not None and was:
+                gap = max(gap - int(rq[i]), 0)
             t = round(gap * opts.think_scale * opts.time_scale / 1000)
             how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
             tail_l[i] += f" or {how}"
@@ -298,6 +318,18 @@ def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
     }
 
 
+def _run_queue_summary(st: SliceState, opts: PlanOptions, sched: bool) -> dict[str, Any]:
+    """plan.json's word on a slice's thinks net of the run-queue wait (schedsplit.py)."""
+    if opts.timing != "dependent":
+        return {}
+    return {
+        "run_queue": opts.run_queue,
+        "sched_recorded": sched,
+        "run_queue_thinks": st.rq_thinks,
+        "run_queue_think_s": [round(st.rq_was_ns / 1e9, 4), round(st.rq_now_ns / 1e9, 4)],
+    }
+
+
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
     what = {
         "dependent": "each request when the requests it waits for have completed, plus its"
@@ -383,6 +415,11 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
+    split = (
+        schedsplit.read_split(str(opts.trace))
+        if opts.timing == "dependent" and opts.run_queue == "net"
+        else None
+    )
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -407,7 +444,9 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         numbers = [st.number for st in sts]
         cross, thinks = _cross(slices, numbers, ds, ids, len(src.records), wakes, opts)
         for k, s in enumerate(slices):
-            _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k])
+            _slice_jobs(
+                s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k], split
+            )
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
     summaries = []
@@ -424,6 +463,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "wake_edges": st.wake_edges,
                 "wakes_recorded": wakes is not None,
                 **_demand_summary(st, opts),
+                **_run_queue_summary(st, opts, split is not None),
                 "other_stream_predecessors": other,
             }
         )

@@ -143,6 +143,14 @@ def plan(
             "recorded (as the trace has it).",
         ),
     ] = "demand",
+    run_queue: Annotated[
+        str,
+        typer.Option(
+            help="dependent: net (each think time less the thread's run-queue wait "
+            "inside it, from the sched records of a trace recorded with --wakes) or "
+            "recorded (as the trace has it).",
+        ),
+    ] = "net",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -234,7 +242,9 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request "
                 f"({d.get('wake_edges', 0)} of them from recorded wakes, "
-                f"{d.get('long_think_edges', 0)} after a long think)" + _demand_line(d)
+                f"{d.get('long_think_edges', 0)} after a long think)"
+                + _demand_line(d)
+                + _run_queue_line(d)
             )
 
 
@@ -249,6 +259,19 @@ def _demand_line(d: dict[str, Any]) -> str:
         f"; {d.get('demand_thinks', 0)} long thinks on demand ({d.get('demand_woken', 0)} "
         f"after a demand wake): {was:.3f} s of think time -> {now:.3f} s "
         "(--long-thinks recorded keeps them)"
+    )
+
+
+def _run_queue_line(d: dict[str, Any]) -> str:
+    """What `--run-queue net` took off a stream's thinks (replayer/plan/schedsplit.py)."""
+    if d.get("run_queue") != "net":
+        return ""
+    if not d.get("sched_recorded"):
+        return "; thinks as recorded (no sched records to tell the run-queue wait)"
+    was, now = d.get("run_queue_think_s") or (0.0, 0.0)
+    return (
+        f"; {d.get('run_queue_thinks', 0)} thinks less their run-queue wait: {was:.3f} s "
+        f"-> {now:.3f} s (--run-queue recorded keeps them)"
     )
 
 
