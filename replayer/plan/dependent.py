@@ -85,11 +85,7 @@ class SliceState:
     demand_woken: int = 0
     demand_was_ns: int = 0
     demand_now_ns: int = 0
-    # thinks replayed less the run-queue wait inside them (schedsplit.py): how
-    # many, and their think time before and after (ns)
-    rq_thinks: int = 0
-    rq_was_ns: int = 0
-    rq_now_ns: int = 0
+    rq: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --run-queue net
 
 
 class Logs:
@@ -150,9 +146,8 @@ def _slice_jobs(
     the edge came from: WAKE, LONG, EVIDENCE, DEMAND or OWN; its id -1 where the
     request waits for nothing more than before, its think time replaced) and,
     in `thinks`, the long thinks replaced on demand (row -> (the think before,
-    the think now, anchored at a demand wake)): demand.py. With `split` (the
-    trace's sched records, --run-queue net) each think is replayed less its
-    thread's run-queue wait since its previous issue (schedsplit.py)."""
+    the think now, anchored at a demand wake)): demand.py. `split`: each think less
+    its run-queue wait (--run-queue net: schedsplit.py)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -181,13 +176,7 @@ def _slice_jobs(
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     rq = split.run_queue_ns(r) if split is not None else None
     if rq is not None:
-        waits = np.array([bool(a) for a in after], bool)
-        recorded_ns = think_ns
-        think_ns = np.where(waits, schedsplit.net(think_ns, rq), think_ns)
-        cut = think_ns < recorded_ns
-        st.rq_thinks += int(cut.sum())
-        st.rq_was_ns += int(recorded_ns[cut].sum())
-        st.rq_now_ns += int(think_ns[cut].sum())
+        think_ns = st.rq.net(think_ns, rq, np.array([bool(a) for a in after], bool))
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -318,18 +307,6 @@ def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
     }
 
 
-def _run_queue_summary(st: SliceState, opts: PlanOptions, sched: bool) -> dict[str, Any]:
-    """plan.json's word on a slice's thinks net of the run-queue wait (schedsplit.py)."""
-    if opts.timing != "dependent":
-        return {}
-    return {
-        "run_queue": opts.run_queue,
-        "sched_recorded": sched,
-        "run_queue_thinks": st.rq_thinks,
-        "run_queue_think_s": [round(st.rq_was_ns / 1e9, 4), round(st.rq_now_ns / 1e9, 4)],
-    }
-
-
 def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
     what = {
         "dependent": "each request when the requests it waits for have completed, plus its"
@@ -415,11 +392,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
-    split = (
-        schedsplit.read_split(str(opts.trace))
-        if opts.timing == "dependent" and opts.run_queue == "net"
-        else None
-    )
+    net = opts.timing == "dependent" and opts.run_queue == "net"
+    split = schedsplit.read_split(str(opts.trace)) if net else None
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -463,7 +437,11 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "wake_edges": st.wake_edges,
                 "wakes_recorded": wakes is not None,
                 **_demand_summary(st, opts),
-                **_run_queue_summary(st, opts, split is not None),
+                **(
+                    st.rq.summary(opts.run_queue, split is not None)
+                    if opts.timing == "dependent"
+                    else {}
+                ),
                 "other_stream_predecessors": other,
             }
         )

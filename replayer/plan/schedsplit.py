@@ -113,3 +113,32 @@ def read_split(path: str) -> SchedSplit | None:
 def net(think_ns: np.ndarray, wait_ns: np.ndarray) -> np.ndarray:
     """Think times less the run-queue wait inside them, never below 0."""
     return np.maximum(think_ns - wait_ns, 0)
+
+
+@dataclass
+class Tally:
+    """A slice's thinks replayed less their run-queue wait: how many, and their
+    think time before and after (ns)."""
+
+    thinks: int = 0
+    was_ns: int = 0
+    now_ns: int = 0
+
+    def net(self, think_ns: np.ndarray, wait_ns: np.ndarray, waits: np.ndarray) -> np.ndarray:
+        """`think_ns` less `wait_ns` where the request `waits` for another's
+        completion (one issued at its recorded time has no think), counted."""
+        now = np.where(waits, net(think_ns, wait_ns), think_ns)
+        cut = now < think_ns
+        self.thinks += int(cut.sum())
+        self.was_ns += int(think_ns[cut].sum())
+        self.now_ns += int(now[cut].sum())
+        return now
+
+    def summary(self, mode: str, sched: bool) -> dict[str, object]:
+        """plan.json's word on them (schemas/documents/plan.py)."""
+        return {
+            "run_queue": mode,
+            "sched_recorded": sched,
+            "run_queue_thinks": self.thinks,
+            "run_queue_think_s": [round(self.was_ns / 1e9, 4), round(self.now_ns / 1e9, 4)],
+        }
