@@ -19,7 +19,7 @@ thinks average 110-123 us, of which 63-78 us is run-queue wait (the loop
 device's worker that completed the request holds the CPU the woken thread was
 queued on; a long tail, median 3 us); the rest is mostly the thread's own CPU
 time, 24 us a request against 5 us on the SSD-like device. That excess is not
-the application's either: in the SSD-like trace the same threads use 19-40 us
+the application's either: in the SSD-like trace the same threads use 13-40 us
 after a sleep over 1 ms and 5 us after one under 1 ms (cold caches after a long
 sleep), but a trace whose every sleep was long cannot show the warm figure, so
 the CPU time stays as recorded (`--think-scale` scales it where the user knows).
