@@ -10,8 +10,9 @@ submitter's run-queue wait, over its life, as it issued. The difference between
 a thread's record and its previous one is the run-queue wait since its previous
 issue; for a synchronous thread that is the wait after its predecessor
 completed (the wake) plus any preemption while it thought, which is inside the
-think. A dependent plan replays each think less that wait, never below 0: the
-replay's own lanes wait on the target's run queues instead.
+think. A dependent plan replays each think less that wait (where the wait is
+shorter than the think: net()): the replay's own lanes wait on the target's run
+queues instead.
 
 Why this and not more (measured, docs/benchmarks.md "Think time net of the
 run-queue wait"): on the HDD-like disk model the engine's sessions' short
@@ -111,8 +112,12 @@ def read_split(path: str) -> SchedSplit | None:
 
 
 def net(think_ns: np.ndarray, wait_ns: np.ndarray) -> np.ndarray:
-    """Think times less the run-queue wait inside them, never below 0."""
-    return np.maximum(think_ns - wait_ns, 0)
+    """Think times less the run-queue wait inside them. A wait as long as the think
+    or longer was not all inside it (the thread was preempted while it submitted
+    its previous request, before it slept): that think keeps its time, and no
+    think becomes 0, which would zero its job's floor, the runner's bound of the
+    recording host's other delay (docs/replay.md "Think time net of the host")."""
+    return np.where(wait_ns < think_ns, think_ns - wait_ns, think_ns)
 
 
 @dataclass

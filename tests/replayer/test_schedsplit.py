@@ -135,16 +135,17 @@ def test_thinks_are_replayed_less_their_run_queue_wait(tmp_path: Path) -> None:
     thinks = _thinks(jobdir)
     assert thinks[0].startswith("@")  # the first read: its recorded time, untouched
     for k in range(1, N):
-        want = 0 if k == LATE else (THINK - WAIT) // 1000
+        # LATE's wait is longer than its think: not all inside it, the think kept
+        want = THINK // 1000 if k == LATE else (THINK - WAIT) // 1000
         assert thinks[k] == str(want), k
-    assert (d["run_queue"], d["sched_recorded"], d["run_queue_thinks"]) == ("net", True, N - 1)
+    assert (d["run_queue"], d["sched_recorded"], d["run_queue_thinks"]) == ("net", True, N - 2)
     assert d["run_queue_think_s"] == [
-        round((N - 1) * THINK / 1e9, 4),
+        round((N - 2) * THINK / 1e9, 4),
         round((N - 2) * (THINK - WAIT) / 1e9, 4),
     ]
     # `replay plan` says so per stream
     line = _run_queue_line(d)
-    assert f"; {N - 1} thinks less their run-queue wait: 0.004 s -> 0.003 s" in line
+    assert f"; {N - 2} thinks less their run-queue wait: 0.004 s -> 0.003 s" in line
     # --run-queue recorded: the thinks as the trace has them
     rec, man = _plan(tmp_path, trace, "recorded", run_queue="recorded")
     assert all(_thinks(rec)[k] == str(THINK // 1000) for k in range(1, N))
