@@ -176,17 +176,20 @@ class Trace:
         """Each chunk's requests as a read-only numpy view of the mapped file (a
         copy, without them, of a chunk that holds wake or sched records:
         iter_wakes(), iter_sched())."""
-        wakes, sched = self.has_wakes, self.has_sched
         for _, records in self._walk():
-            if wakes:
-                other = records["op"] == WAKE_OP
-                if sched:
-                    other |= records["op"] == SCHED_OP
-                if other.any():
-                    records = records[~other]
-                    if not len(records):
-                        continue
-            yield records
+            records = self.requests_of(records)
+            if len(records):
+                yield records
+
+    def requests_of(self, records: np.ndarray) -> np.ndarray:
+        """A chunk's records (`_walk`) less its wake and sched records, which only
+        a version 3 or 4 file has: the records themselves where it has none."""
+        if not self.has_wakes:
+            return records
+        other = records["op"] == WAKE_OP
+        if self.has_sched:
+            other |= records["op"] == SCHED_OP
+        return records[~other] if other.any() else records
 
     def iter_wakes(self) -> Iterator[np.ndarray]:
         """Each chunk's wake records (none but in a version 3 or 4 file), in file

@@ -15,6 +15,8 @@ from trace_helpers import DT, header
 from base.errors import IotapeError
 from iotape.commands.replay.plan import _run_queue_line
 from recorder.tracefile import open_trace
+from recorder.tracefile.convert import convert
+from recorder.tracefile.info import summarize
 from recorder.tracefile.format import SCHED_FIELDS, SCHED_OP, SCHED_VERSION, WAKE_OP
 from recorder.tracefile.writer import write_trace
 from replayer.plan import schedsplit
@@ -177,3 +179,12 @@ def test_run_queue_is_refused_where_it_has_no_meaning(tmp_path: Path) -> None:
     with pytest.raises(IotapeError, match="--run-queue sometimes: not net or recorded"):
         plan(PlanOptions(trace=trace, jobdir=tmp_path / "j", timing="dependent",
                          targets=target, run_queue="sometimes"))  # fmt: skip
+
+
+def test_conversions_and_info_see_the_requests_only(tmp_path: Path) -> None:
+    # `trace convert` and `trace info` walk the chunks themselves: a --wakes
+    # capture's wake and sched records are not requests there either.
+    trace = _write(tmp_path / "t.iot", _session())
+    assert convert(trace, tmp_path / "t.csv")["rows"] == 2 * N
+    ops = summarize(trace)["by_op"]
+    assert sum(v["events"] for v in ops.values()) == 2 * N, ops
