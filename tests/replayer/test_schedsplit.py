@@ -16,8 +16,8 @@ from base.errors import IotapeError
 from iotape.commands.replay.plan import _run_queue_line
 from recorder.tracefile import open_trace
 from recorder.tracefile.convert import convert
-from recorder.tracefile.info import summarize
 from recorder.tracefile.format import SCHED_FIELDS, SCHED_OP, SCHED_VERSION, WAKE_OP
+from recorder.tracefile.info import summarize
 from recorder.tracefile.writer import write_trace
 from replayer.plan import schedsplit
 from replayer.plan.build import PlanOptions, plan
