@@ -156,8 +156,9 @@ static void usage(FILE *f)
 "files reach N; SIGHUP starts the next file. --snapshot-*: SIGUSR1, a request on the\n"
 "control socket OUT.ctl, or a --trigger links the files around it into\n"
 "OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h). --wakes: also a wake\n"
-"record whenever a thread that submitted traced I/O wakes another (a version 3\n"
-"file; docs/trace-format.md).\n");
+"record whenever a thread that submitted traced I/O wakes another, and a sched\n"
+"record per request (its thread's run-queue wait, CPU time; a version 4 file;\n"
+"docs/trace-format.md).\n");
 }
 
 static void errorf(const char *fmt, ...)
