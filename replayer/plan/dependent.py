@@ -204,8 +204,8 @@ def _slice_jobs(
         if bound is not None:
             was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
             gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
-            if rq is not None and was:
-                gap = max(gap - int(rq[i]), 0)
+            if rq is not None and was and rq[i] < gap:  # as schedsplit.net
+                gap -= int(rq[i])
             t = round(gap * opts.think_scale * opts.time_scale / 1000)
             how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
             tail_l[i] += f" or {how}"
