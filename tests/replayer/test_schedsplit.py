@@ -147,7 +147,7 @@ def test_thinks_are_replayed_less_their_run_queue_wait(tmp_path: Path) -> None:
     ]
     # `replay plan` says so per stream
     line = _run_queue_line(d)
-    assert f"; {N - 2} thinks less their run-queue wait: 0.004 s -> 0.003 s" in line
+    assert f"; {N - 2} thinks less their run-queue wait: 0.004 s of think time -> 0.003 s" in line
     # --run-queue recorded: the thinks as the trace has them
     rec, man = _plan(tmp_path, trace, "recorded", run_queue="recorded")
     assert all(_thinks(rec)[k] == str(THINK // 1000) for k in range(1, N))
