@@ -13,7 +13,7 @@ from test_wakeedges import FLUSHER, SESSION, _req, _wake
 from trace_helpers import DT, header
 
 from base.errors import IotapeError
-from iotape.commands.replay.plan import _run_queue_line
+from iotape.commands.replay.plan import _demand_line, _run_queue_line
 from recorder.tracefile import open_trace
 from recorder.tracefile.convert import convert
 from recorder.tracefile.format import SCHED_FIELDS, SCHED_OP, SCHED_VERSION, WAKE_OP
@@ -188,3 +188,17 @@ def test_conversions_and_info_see_the_requests_only(tmp_path: Path) -> None:
     assert convert(trace, tmp_path / "t.csv")["rows"] == 2 * N
     ops = summarize(trace)["by_op"]
     assert sum(v["events"] for v in ops.values()) == 2 * N, ops
+
+
+def test_replay_plan_says_what_each_rule_replaced() -> None:
+    d = {"long_thinks": "demand", "wakes_recorded": True, "demand_thinks": 3,
+         "demand_woken": 1, "demand_think_s": [0.01, 0.001], "run_queue": "net",
+         "sched_recorded": False}  # fmt: skip
+    assert _demand_line(d) == (
+        "; 3 long thinks on demand (1 after a demand wake): 0.010 s of think time -> "
+        "0.001 s (--long-thinks recorded keeps them)"
+    )
+    assert _run_queue_line(d) == (
+        "; thinks as recorded (no sched records to tell the run-queue wait)"
+    )
+    assert _run_queue_line({**d, "run_queue": "recorded"}) == ""
