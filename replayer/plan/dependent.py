@@ -15,7 +15,8 @@ waits for (its predecessor; for a flush or FUA write the writes it covers; anoth
 thread's request where the trace shows the thread waits for it: from its wake
 records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
-completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
+completed (think time, less its run-queue wait with --run-queue net: schedsplit.py,
+x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
 taken: a long think on demand whose demand edge takes the place of the anchor
