@@ -89,13 +89,16 @@ def engine(dev: str, args: argparse.Namespace, duration: float, trace: Path | No
 
 def replay(
     trace: Path, dev: str, work: Path, name: str, timing: str = "dependent",
-    long_thinks: str | None = None,
+    variant: str | None = None,
 ) -> dict:  # fmt: skip
-    """`replay plan --timing T` of `trace` onto `dev` (`--long-thinks` where given),
-    `replay run` and `replay fidelity JOBDIR`: transactional IOPS and the
-    dependencies."""
-    jobdir = work / f"jobs-{name}-{timing}-{long_thinks or ''}"
-    lt = ["--long-thinks", long_thinks] if long_thinks else []
+    """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ], its
+    `--long-thinks LT --run-queue RQ`), `replay run` and `replay fidelity JOBDIR`:
+    transactional IOPS and the dependencies."""
+    jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}"
+    lt: list[str] = []
+    if variant:
+        long_thinks, _, run_queue = variant.partition("/")
+        lt = ["--long-thinks", long_thinks, *(["--run-queue", run_queue] if run_queue else [])]
     _iotape("replay", "plan", str(trace), "-o", str(jobdir), "--timing", timing,
             "--target", f"all={dev}", "--force", *lt)  # fmt: skip
     t = time.monotonic()
@@ -138,18 +141,25 @@ def _deps(d: dict) -> dict:
     keep = ("stream", "submitters", "requests", "with_predecessor", "depth", "think_us")
     cross = ("cross_candidates", "cross_by_chance", "cross_mirror", "cross_edges")
     dem = ("long_thinks", "demand_thinks", "demand_woken", "demand_think_s")
-    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem)}
+    rq = ("run_queue", "sched_recorded", "run_queue_thinks", "run_queue_think_s")
+    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq)}
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
     """The engine recorded on `src` once; then, each of args.rounds rounds, the
     engine on `dst` (the truth) and the trace's replays onto it: dependent with
-    each of args.long_thinks (the first is the one judged; the others its peers,
-    the same trace in the same round) and, onto the fast device, afap."""
+    each of args.variants (--long-thinks x --run-queue: the first is the one
+    judged; the others its peers, the same trace in the same round) and, onto the
+    fast device, afap. With --trace, that kept trace instead of a recording."""
     names = {lab.fast: "ssd", lab.slow: "hdd"}
     dur = {lab.fast: args.ssd_duration, lab.slow: args.duration}
     trace = work / f"{names[src]}.iot"
-    original = engine(src, args, dur[src], trace)
+    if args.trace:
+        # a kept recording replayed again (the figures of its engine run are lost)
+        shutil.copy2(args.trace, trace)
+        original: dict = {"tx_iops": None, "trace": str(args.trace)}
+    else:
+        original = engine(src, args, dur[src], trace)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         shutil.copy2(trace, args.keep / trace.name)  # for a later look at what was replayed
@@ -157,7 +167,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     rounds = []
     for k in range(args.rounds):
         truth = engine(dst, args, dur[dst], None)
-        deps = {lt: replay(trace, dst, work, label, "dependent", lt) for lt in args.long_thinks}
+        deps = {v: replay(trace, dst, work, label, "dependent", v) for v in args.variants}
         # Onto the fast device, afap too (no think time: the most the trace's order and
         # depth allow there); onto the HDD-like one it would take minutes more.
         afap = replay(trace, dst, work, label, "afap") if dst == lab.fast else None
@@ -178,7 +188,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
                 "tx_iops_error_pct": err,
             }
         )
-    judged = args.long_thinks[0]
+    judged = args.variants[0]
     errs = [r["tx_iops_error_pct"][judged] for r in rounds]
     return {
         "from": names[src],
@@ -189,13 +199,13 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             "truth_tx_iops": _med([r["engine_on_target"]["tx_iops"] for r in rounds]),
             "dependent_tx_iops": {
                 lt: _med([r["dependent_replay"][lt]["tx_iops"] for r in rounds])
-                for lt in args.long_thinks
+                for lt in args.variants
             },
             "afap_tx_iops": _med([r["afap_replay"]["tx_iops"] for r in rounds])
             if rounds[0]["afap_replay"]
             else None,
             "tx_iops_error_pct": {
-                lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.long_thinks
+                lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.variants
             },
         },
         "error_range_pct": [min(errs), max(errs)],
@@ -226,6 +236,9 @@ def measure(args: argparse.Namespace) -> dict:
         "wakes": args.wakes,
         "rounds": args.rounds,
         "long_thinks": args.long_thinks,
+        "run_queue": args.run_queue,
+        "variants": args.variants,
+        "trace": str(args.trace) if args.trace else None,
         "hdd_model": {"spindles": args.spindles},
         "runs": runs,
         "machine": machine(),
@@ -261,6 +274,18 @@ def main() -> None:
         help="dependent replays' --long-thinks, comma-separated: the first is judged, "
         "the rest its peers",
     )
+    ap.add_argument(
+        "--run-queue",
+        type=lambda v: v.split(","),
+        default=["net"],
+        help="dependent replays' --run-queue, comma-separated (each with each --long-thinks, "
+        "the first pair judged)",
+    )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        help="replay this kept trace (of --directions' source device) instead of recording",
+    )
     ap.add_argument("--keep", type=Path, help="copy each recorded trace into this directory")
     ap.add_argument(
         "--directions",
@@ -270,6 +295,15 @@ def main() -> None:
     )
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
+    if args.trace and len(args.directions) != 1:
+        ap.error("--trace: give one --directions, the trace's")
+    # dependent replays: each --long-thinks with each --run-queue (LT/RQ where the
+    # run queue is not just the default)
+    args.variants = [
+        lt if args.run_queue == ["net"] else f"{lt}/{rq}"
+        for lt in args.long_thinks
+        for rq in args.run_queue
+    ]
     result = measure(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")

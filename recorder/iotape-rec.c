@@ -80,6 +80,7 @@ static struct state {
 	uint64_t file_start, base_cnt[IOTAPE_CNT_MAX], base_misses;
 	uint64_t prior_events, prior_chunks;	/* in the files before it */
 	uint64_t file_wakes, prior_wakes;	/* --wakes: wake records, this file's and before */
+	uint64_t file_sched, prior_sched;	/* --wakes: sched records, likewise */
 	uint64_t wall_start, seen_misses;	/* seen_misses: by the last footer_json() */
 	int rot_err;				/* errno of a rotation that failed, or 0 */
 	const char *rot_what;			/* what it could not do */
@@ -155,8 +156,9 @@ static void usage(FILE *f)
 "files reach N; SIGHUP starts the next file. --snapshot-*: SIGUSR1, a request on the\n"
 "control socket OUT.ctl, or a --trigger links the files around it into\n"
 "OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h). --wakes: also a wake\n"
-"record whenever a thread that submitted traced I/O wakes another (a version 3\n"
-"file; docs/trace-format.md).\n");
+"record whenever a thread that submitted traced I/O wakes another, and a sched\n"
+"record per request (its thread's run-queue wait, CPU time; a version 4 file;\n"
+"docs/trace-format.md).\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -529,9 +531,12 @@ static int on_event(void *ctx, void *data, size_t size)
 	r->ts_queue_ns = rel(r->ts_queue_ns);
 	r->ts_issue_ns = rel(r->ts_issue_ns);
 	r->ts_complete_ns = rel(r->ts_complete_ns);
-	if (r->op == IOTAPE_WAKE_OP) {
+	if (r->op == IOTAPE_WAKE_OP || r->op == IOTAPE_SCHED_OP) {
 		/* Not a request: no stream, no trigger. */
-		st.file_wakes++;
+		if (r->op == IOTAPE_WAKE_OP)
+			st.file_wakes++;
+		else
+			st.file_sched++;
 		return tw_commit(&st.tw);
 	}
 	r->error = blk_errno((uint8_t)r->error);
@@ -693,7 +698,7 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 {
 	uint64_t cnt[IOTAPE_CNT_MAX], misses = complete_misses(skel);
 	uint64_t start = total ? st.mono_start : st.file_start;
-	char files[160] = "", wk[96] = "";
+	char files[160] = "", wk[192] = "";
 
 	struct bpf_program *progs[] = { skel->progs.on_io_start, skel->progs.on_rq_insert,
 					skel->progs.on_issue, skel->progs.on_complete,
@@ -714,8 +719,10 @@ static int footer_json(char *buf, size_t size, struct iotape_bpf *skel, const ui
 			 "\"deleted\":%" PRIu64 ",\"bytes_written\":%" PRIu64 "}",
 			 o.rot.oldest, o.rot.index, o.rot.deleted, o.rot.written + st.tw.good_end);
 	if (o.wakes)
-		snprintf(wk, sizeof(wk), ",\"wakes\":%" PRIu64 ",\"wakes_lost\":%" PRIu64,
-			 st.file_wakes + (total ? st.prior_wakes : 0), cnt[IOTAPE_CNT_WAKE_LOST]);
+		snprintf(wk, sizeof(wk), ",\"wakes\":%" PRIu64 ",\"wakes_lost\":%" PRIu64
+			 ",\"sched\":%" PRIu64 ",\"sched_lost\":%" PRIu64,
+			 st.file_wakes + (total ? st.prior_wakes : 0), cnt[IOTAPE_CNT_WAKE_LOST],
+			 st.file_sched + (total ? st.prior_sched : 0), cnt[IOTAPE_CNT_SCHED_LOST]);
 	getrusage(RUSAGE_SELF, &ru);
 	if (o.bpf_stats) {
 		pl = snprintf(bpf, sizeof(bpf), ",\"bpf_progs\":{");
@@ -1055,6 +1062,8 @@ static int rotate(struct run *r, uint64_t now)
 	st.prior_chunks += st.tw.chunks;
 	st.prior_wakes += st.file_wakes;
 	st.file_wakes = 0;
+	st.prior_sched += st.file_sched;
+	st.file_sched = 0;
 	rot_closed(&o.rot, (uint64_t)lseek(st.tw.fd, 0, SEEK_END), now);
 	tw_close(&st.tw);
 	st.tw = next;

@@ -140,8 +140,8 @@ int tw_set_codec(struct tracewriter *tw, int codec)
 
 int tw_version(const struct tracewriter *tw)
 {
-	if (tw->wakes)
-		return IOTAPE_FILE_VERSION_WAKES;
+	if (tw->wakes)	/* the recorder writes sched records with its wake records */
+		return IOTAPE_FILE_VERSION_SCHED;
 	return tw->codec ? IOTAPE_FILE_VERSION : IOTAPE_FILE_VERSION_PLAIN;
 }
 

@@ -28,7 +28,7 @@ struct tracewriter {
 	uint64_t raw_bytes;		/* records' bytes in complete chunks */
 	uint64_t stored_bytes;		/* bytes written for them, chunk headers included */
 	uint64_t compress_ns;		/* this thread's CPU in transform and compression */
-	bool wakes;			/* may hold wake records: format version 3 */
+	bool wakes;			/* may hold wake and sched records: format version 4 */
 };
 
 /* Creates or truncates PATH. Returns 0 or -errno. */
@@ -42,7 +42,7 @@ int tw_open(struct tracewriter *tw, const char *path, uint32_t chunk_records);
  * plain chunks); before tw_write_header(). Returns 0 or -errno. */
 int tw_set_codec(struct tracewriter *tw, int codec);
 /* The format version the header will carry: plain chunks are version 1, wake
- * records (tw->wakes, set before the header) version 3. */
+ * records (tw->wakes, set before the header) version 4. */
 int tw_version(const struct tracewriter *tw);
 int tw_write_header(struct tracewriter *tw, const char *json, size_t len);
 

@@ -69,6 +69,10 @@ def render() -> str:
     out.append(f"#define IOTAPE_FILE_VERSION_PLAIN {fc['plain_version']}")
     out.append(f"#define IOTAPE_FILE_VERSION_WAKES {fc['wake_version']}")
     out.append(f"#define IOTAPE_WAKE_OP {schemas.raw()['wake']['op']}")
+    out.append(f"#define IOTAPE_FILE_VERSION_SCHED {fc['sched_version']}")
+    out.append(f"#define IOTAPE_SCHED_OP {schemas.raw()['sched']['op']}")
+    for k, col in schemas.raw()["sched"]["fields"].items():
+        out.append(f"#define IOTAPE_SCHED_{_ident(k)} {col}")
     for key in ("header_magic", "trailer_magic"):
         lit = fc[key].encode().decode("ascii").replace("\r", "\\r").replace("\n", "\\n")
         out.append(f'#define IOTAPE_{_ident(key)} "{lit}"')

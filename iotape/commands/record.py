@@ -175,7 +175,8 @@ def record(
         bool,
         typer.Option(
             help="Also record which I/O thread woke which (exact cross-thread waits for "
-            "`replay plan --timing dependent`; a format version 3 file)."
+            "`replay plan --timing dependent`) and, per request, its thread's run-queue "
+            "wait and CPU time (a format version 4 file)."
         ),
     ] = False,
     compress: Annotated[

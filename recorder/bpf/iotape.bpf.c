@@ -329,6 +329,32 @@ static __always_inline void submitter(struct iotape_inflight *e)
 	out[1] = comm[1];
 }
 
+/* --wakes: the submitter's scheduler accounting as it submits (docs/trace-format.md,
+ * "Sched records"): how long it has waited runnable on a run queue, been on a CPU,
+ * and been put on one, each over its life. Paired with its request by tid and
+ * ts_queue_ns; a think time's share of run-queue wait is the difference between
+ * two of the thread's records. */
+static __always_inline void sched_record(const struct iotape_inflight *e)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct iotape_record *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+
+	if (!r) {
+		count(IOTAPE_CNT_SCHED_LOST);
+		return;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_queue_ns = r->ts_issue_ns = r->ts_complete_ns = e->ts_queue;
+	r->pid = e->pid;
+	r->tid = e->tid;
+	r->IOTAPE_SCHED_RUN_DELAY_NS = BPF_CORE_READ(t, sched_info.run_delay);
+	r->IOTAPE_SCHED_ON_CPU_NS = BPF_CORE_READ(t, se.sum_exec_runtime);
+	r->IOTAPE_SCHED_RUNS = (__u32)BPF_CORE_READ(t, sched_info.pcount);
+	r->op = IOTAPE_SCHED_OP;
+	bpf_ringbuf_submit(r, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > ring_half ?
+			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
 static __always_inline int track_start(struct request *rq)
 {
 	struct iotape_inflight *s, e;
@@ -379,6 +405,8 @@ static __always_inline int track_start(struct request *rq)
 
 		bpf_map_update_elem(&submitters, &e.tid, &one, BPF_ANY);
 	}
+	if (wakes)
+		sched_record(&e);
 	return 0;
 }
 

@@ -34,6 +34,7 @@ enum iotape_counter {
 					 * (no record of their own, see on_issue) */
 	IOTAPE_CNT_WAKES,		/* --wakes: wake records written */
 	IOTAPE_CNT_WAKE_LOST,		/* --wakes: wake records lost (ring buffer full) */
+	IOTAPE_CNT_SCHED_LOST,		/* --wakes: sched records lost (ring buffer full) */
 	IOTAPE_CNT_MAX,
 };
 

@@ -201,6 +201,10 @@ def repair_footer(rep: ScanReport, gaps: list[dict], backup: Path | None) -> dic
         footer["wakes"] = rep.wakes
         if isinstance(old.get("wakes_lost"), int):
             footer["wakes_lost"] = old["wakes_lost"]
+    if rep.sched is not None:
+        footer["sched"] = rep.sched  # the intact chunks', as the recorder counts them
+        if isinstance(old.get("sched_lost"), int):
+            footer["sched_lost"] = old["sched_lost"]
     return footer
 
 

@@ -108,8 +108,9 @@ def convert(
         parts = partition_map(t.header) if partition_relative else []
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for info, records in t._walk():
-                records, dropped = to_partition_relative(records, parts)
+            for info, chunk in t._walk():
+                # the requests: a --wakes capture's wake and sched records are none
+                records, dropped = to_partition_relative(t.requests_of(chunk), parts)
                 result["outside_partition"] += dropped
                 result["rows"] += len(records)
                 if progress:

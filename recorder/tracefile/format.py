@@ -25,8 +25,13 @@ VERSION: int = int(_FILE["version"])
 PLAIN_VERSION: int = int(_FILE["plain_version"])
 # A file that may hold wake records (and compressed chunks): WAKE_OP in `op`.
 WAKE_VERSION: int = int(_FILE["wake_version"])
-VERSIONS: tuple[int, ...] = (PLAIN_VERSION, VERSION, WAKE_VERSION)
+# A file that may also hold sched records (SCHED_OP): a capture with wake records.
+SCHED_VERSION: int = int(_FILE["sched_version"])
+VERSIONS: tuple[int, ...] = (PLAIN_VERSION, VERSION, WAKE_VERSION, SCHED_VERSION)
 WAKE_OP: int = int(schemas.raw()["wake"]["op"])
+SCHED_OP: int = int(schemas.raw()["sched"]["op"])
+# sched record counter -> the record column that holds it
+SCHED_FIELDS: dict[str, str] = dict(schemas.raw()["sched"]["fields"])
 HEADER_MAGIC: bytes = _FILE["header_magic"].encode("ascii")
 TRAILER_MAGIC: bytes = _FILE["trailer_magic"].encode("ascii")
 CHUNK_MAGIC: int = int(_FILE["chunk_magic"])

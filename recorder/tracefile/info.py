@@ -119,7 +119,7 @@ def summarize(path: str | os.PathLike, progress: Callable[[int, int], None] | No
     with open_trace(path, strict=False) as t:
         counts = _Counts()
         for info, records in t._walk():
-            counts.add(records)
+            counts.add(t.requests_of(records))  # not a --wakes capture's wake/sched records
             counts.codecs[info.codec] = counts.codecs.get(info.codec, 0) + 1
             if progress:
                 progress(info.end, t.file_size)

@@ -37,6 +37,8 @@ from recorder.tracefile.format import (
     MAX_CHUNK_RECORDS,
     RECORD_DTYPE,
     RECORD_SIZE,
+    SCHED_OP,
+    SCHED_VERSION,
     TRAILER_MAGIC,
     VERSION,
     WAKE_OP,
@@ -138,7 +140,7 @@ class Trace:
                 self.file_size,
                 self._set_footer,
                 self.gaps,
-                self.header.get("version") in (VERSION, WAKE_VERSION),
+                self.header.get("version") in (VERSION, WAKE_VERSION, SCHED_VERSION),
                 decode,
             )
         except Unsupported as d:
@@ -161,22 +163,34 @@ class Trace:
 
     @property
     def has_wakes(self) -> bool:
-        """Whether the file may hold wake records (format version 3: `iotape record
-        --wakes`; docs/trace-format.md, "Wake records")."""
-        return self.header.get("version") == WAKE_VERSION
+        """Whether the file may hold wake records (format version 3 or 4: `iotape
+        record --wakes`; docs/trace-format.md, "Wake records")."""
+        return self.header.get("version") in (WAKE_VERSION, SCHED_VERSION)
+
+    @property
+    def has_sched(self) -> bool:
+        """Whether the file may hold sched records (format version 4;
+        docs/trace-format.md, "Sched records")."""
+        return self.header.get("version") == SCHED_VERSION
 
     def iter_chunks(self) -> Iterator[np.ndarray]:
         """Each chunk's requests as a read-only numpy view of the mapped file (a
-        copy, without them, of a chunk that holds wake records: iter_wakes())."""
-        wakes = self.has_wakes
+        copy, without them, of a chunk that holds wake or sched records:
+        iter_wakes(), iter_sched())."""
         for _, records in self._walk():
-            if wakes:
-                woke = records["op"] == WAKE_OP
-                if woke.any():
-                    records = records[~woke]
-                    if not len(records):
-                        continue
-            yield records
+            records = self.requests_of(records)
+            if len(records):
+                yield records
+
+    def requests_of(self, records: np.ndarray) -> np.ndarray:
+        """A chunk's records (`_walk`) less its wake and sched records, which only
+        a version 3 or 4 file has: the records themselves where it has none."""
+        if not self.has_wakes:
+            return records
+        other = records["op"] == WAKE_OP
+        if self.has_sched:
+            other |= records["op"] == SCHED_OP
+        return records[~other] if other.any() else records
 
     def iter_stored(self) -> Iterator[np.ndarray]:
         """Each chunk as it is stored once decompressed, for a reader that needs a few
@@ -193,14 +207,20 @@ class Trace:
             yield info.planes if info.planes is not None else chunk_records(mm, info)
 
     def iter_wakes(self) -> Iterator[np.ndarray]:
-        """Each chunk's wake records (none but in a version 3 file), in file order:
-        a second walk over the chunks."""
-        if not self.has_wakes:
-            return
+        """Each chunk's wake records (none but in a version 3 or 4 file), in file
+        order: a second walk over the chunks."""
+        return self._iter_op(WAKE_OP) if self.has_wakes else iter(())
+
+    def iter_sched(self) -> Iterator[np.ndarray]:
+        """Each chunk's sched records (none but in a version 4 file), in file
+        order: a walk over the chunks of its own."""
+        return self._iter_op(SCHED_OP) if self.has_sched else iter(())
+
+    def _iter_op(self, op: int) -> Iterator[np.ndarray]:
         for _, records in self._walk():
-            woke = records["op"] == WAKE_OP
-            if woke.any():
-                yield records[woke]
+            hit = records["op"] == op
+            if hit.any():
+                yield records[hit]
 
     def iter_columns(self, rows: int = 0) -> Iterator[dict[str, np.ndarray]]:
         """The records as one contiguous array per field (name: array), the values

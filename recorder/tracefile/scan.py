@@ -32,6 +32,7 @@ from recorder.tracefile.format import (
     FOOTER_HEAD,
     FOOTER_HEADER_SIZE,
     FOOTER_MAGIC,
+    SCHED_OP,
     TRAILER_MAGIC,
     TRAILER_SIZE,
     WAKE_OP,
@@ -74,7 +75,8 @@ class _Kept:
     count: int
     first_ns: int
     last_ns: int
-    wakes: int  # records with op WAKE_OP: wake records in a version 3 file
+    wakes: int  # records with op WAKE_OP: wake records in a version 3 or 4 file
+    sched: int  # records with op SCHED_OP: sched records in a version 4 file
 
 
 @dataclass
@@ -104,6 +106,8 @@ class ScanReport:
     # Wake records in the intact chunks (docs/trace-format.md "Wake records"); None
     # in a file before version 3, which holds none.
     wakes: int | None = None
+    # Sched records in the intact chunks ("Sched records"); None before version 4.
+    sched: int | None = None
     problem: str | None = None
     problem_offset: int | None = None
     problem_reason: str | None = None
@@ -156,7 +160,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         if t.problem is None:
             rep.footer = t.footer
             rep.footer_present = rep.footer_consistent = True
-            _totals(rep, kept, t.has_wakes)
+            _totals(rep, kept, t.has_wakes, t.has_sched)
             return rep
         rep.problem = str(t.problem)
         rep.problem_offset = t.problem.offset
@@ -172,7 +176,7 @@ def scan(path: str | os.PathLike) -> ScanReport:
         footer = dict(hint[0]) if hint and stop < size else _salvage_footer(mm, raws)
         rep.damaged_footer = footer
         rep.footer_present = footer is not None
-        _totals(rep, kept, t.has_wakes)
+        _totals(rep, kept, t.has_wakes, t.has_sched)
         rep.damage = _damage(raws, kept, footer, rep.events)
         rep.dropped_chunks = sum(d.chunks for d in rep.damage)
         rep.dropped_events = sum(d.events for d in rep.damage)
@@ -182,14 +186,17 @@ def scan(path: str | os.PathLike) -> ScanReport:
 def _kept(info: ChunkInfo, records: np.ndarray) -> _Kept:
     done = records["ts_complete_ns"]
     wakes = int(np.count_nonzero(records["op"] == WAKE_OP))
+    sched = int(np.count_nonzero(records["op"] == SCHED_OP))
     return _Kept(
-        info.offset, info.end, info.seq, info.count, int(done.min()), int(done.max()), wakes
-    )
+        info.offset, info.end, info.seq, info.count, int(done.min()), int(done.max()), wakes,
+        sched,
+    )  # fmt: skip
 
 
-def _totals(rep: ScanReport, kept: list[_Kept], has_wakes: bool) -> None:
+def _totals(rep: ScanReport, kept: list[_Kept], has_wakes: bool, has_sched: bool) -> None:
     rep.chunks = len(kept)
     rep.wakes = sum(k.wakes for k in kept) if has_wakes else None
+    rep.sched = sum(k.sched for k in kept) if has_sched else None
     rep.events = sum(k.count for k in kept)
     rep.last_complete_ns = max((k.last_ns for k in kept), default=0)
     rep.kept = [(k.offset, k.end) for k in kept]

@@ -27,6 +27,8 @@ from recorder.tracefile.format import (
     PLAIN_VERSION,
     RECORD_DTYPE,
     RECORD_SIZE,
+    SCHED_OP,
+    SCHED_VERSION,
     VERSION,
     WAKE_OP,
     WAKE_VERSION,
@@ -57,6 +59,8 @@ class TraceWriter:
     may include wake records (op WAKE_OP), a format version 3 file
     (docs/trace-format.md, "Wake records"); without it, a file of version 1 or 2,
     where no op value is special (a record is written and read back as it is).
+    `sched` (with `wakes`): sched records too (op SCHED_OP), a format version 4
+    file ("Sched records").
     """
 
     def __init__(
@@ -66,15 +70,22 @@ class TraceWriter:
         chunk_records: int = DEFAULT_CHUNK_RECORDS,
         compression: str = codec.DEFAULT,
         wakes: bool = False,
+        sched: bool = False,
     ) -> None:
+        if sched and not wakes:
+            raise ValueError("sched records are written only with wake records (wakes=True)")
         if not 1 <= chunk_records <= MAX_CHUNK_RECORDS:
             raise ValueError(f"chunk_records must be 1..{MAX_CHUNK_RECORDS}, not {chunk_records}")
         if compression not in codec.CHOICES:
             raise ValueError(f"compression must be one of {', '.join(codec.CHOICES)}")
         self.compression = compression
         self._codec = codec.CODEC_IDS.get(compression, 0)
-        self.version = WAKE_VERSION if wakes else VERSION if self._codec else PLAIN_VERSION
+        self.version = (
+            SCHED_VERSION if sched else WAKE_VERSION if wakes
+            else VERSION if self._codec else PLAIN_VERSION
+        )  # fmt: skip
         self.wakes: int | None = 0 if wakes else None  # wake records written
+        self.sched: int | None = 0 if sched else None  # sched records written
         self.path = Path(path)
         self.header = _with_defaults(header)
         self.events = 0
@@ -115,6 +126,8 @@ class TraceWriter:
             raise TypeError(f"records must have dtype schemas.record_dtype(), not {records.dtype}")
         if self.wakes is not None:
             self.wakes += int(np.count_nonzero(records["op"] == WAKE_OP))
+        if self.sched is not None:
+            self.sched += int(np.count_nonzero(records["op"] == SCHED_OP))
         # Copied as bytes: numpy copies a structured array field by field, 30x slower.
         src = _raw(np.ascontiguousarray(records.reshape(-1)))
         buf = _raw(self._buf)
@@ -209,6 +222,8 @@ class TraceWriter:
             full["chunks"] = self.chunks
             if self.wakes is not None:
                 full["wakes"] = self.wakes
+            if self.sched is not None:
+                full["sched"] = self.sched
             f.write(encode_footer(full, self._offset))
             f.flush()
             os.fsync(f.fileno())
@@ -318,8 +333,9 @@ def write_trace(
     footer: Mapping[str, object] | None = None,
     compression: str = codec.DEFAULT,
     wakes: bool = False,
+    sched: bool = False,
 ) -> Path:
-    """Write a whole trace in one call (`wakes`: see TraceWriter)."""
-    with TraceWriter(path, header, compression=compression, wakes=wakes) as w:
+    """Write a whole trace in one call (`wakes`, `sched`: see TraceWriter)."""
+    with TraceWriter(path, header, compression=compression, wakes=wakes, sched=sched) as w:
         w.write(records)
         return w.close(footer)

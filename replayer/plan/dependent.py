@@ -15,7 +15,8 @@ waits for (its predecessor; for a flush or FUA write the writes it covers; anoth
 thread's request where the trace shows the thread waits for it: from its wake
 records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
-completed (think time x --think-scale x --time-scale; 0 with afap), or @US, the
+completed (think time, less its run-queue wait with --run-queue net: schedsplit.py,
+x --think-scale x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
 taken: a long think on demand whose demand edge takes the place of the anchor
@@ -41,6 +42,7 @@ from replayer.plan import (
     iolog,
     mapping,
     scale,
+    schedsplit,
     sources,
     steps,
     wakeedges,
@@ -84,6 +86,7 @@ class SliceState:
     demand_woken: int = 0
     demand_was_ns: int = 0
     demand_now_ns: int = 0
+    rq: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --run-queue net
 
 
 class Logs:
@@ -135,6 +138,7 @@ WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
     cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, Replaced],
+    split: schedsplit.SchedSplit | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
@@ -143,7 +147,8 @@ def _slice_jobs(
     the edge came from: WAKE, LONG, EVIDENCE, DEMAND or OWN; its id -1 where the
     request waits for nothing more than before, its think time replaced) and,
     in `thinks`, the long thinks replaced on demand (row -> (the think before,
-    the think now, anchored at a demand wake)): demand.py."""
+    the think now, anchored at a demand wake)): demand.py. `split`: each think less
+    its run-queue wait (--run-queue net: schedsplit.py)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -170,6 +175,9 @@ def _slice_jobs(
     st.demand_now_ns += sum(b for _, b, _, _ in thinks.values())
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
+    rq = split.run_queue_ns(r) if split is not None else None
+    if rq is not None:
+        think_ns = st.rq.net(think_ns, rq, np.array([bool(a) for a in after], bool))
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -197,6 +205,8 @@ def _slice_jobs(
         if bound is not None:
             was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
             gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
+            if rq is not None and was and rq[i] < gap:  # as schedsplit.net
+                gap -= int(rq[i])
             t = round(gap * opts.think_scale * opts.time_scale / 1000)
             how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
             tail_l[i] += f" or {how}"
@@ -383,6 +393,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
+    net = opts.timing == "dependent" and opts.run_queue == "net"
+    split = schedsplit.read_split(str(opts.trace)) if net else None
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -407,7 +419,9 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         numbers = [st.number for st in sts]
         cross, thinks = _cross(slices, numbers, ds, ids, len(src.records), wakes, opts)
         for k, s in enumerate(slices):
-            _slice_jobs(s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k])
+            _slice_jobs(
+                s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k], split
+            )
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
     summaries = []
@@ -424,6 +438,11 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "wake_edges": st.wake_edges,
                 "wakes_recorded": wakes is not None,
                 **_demand_summary(st, opts),
+                **(
+                    st.rq.summary(opts.run_queue, split is not None)
+                    if opts.timing == "dependent"
+                    else {}
+                ),
                 "other_stream_predecessors": other,
             }
         )

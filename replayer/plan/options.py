@@ -52,6 +52,9 @@ class PlanOptions:
     # dependent: long thinks of threads that wait for others replayed on demand
     # ("demand") or as recorded ("recorded"): demand.py.
     long_thinks: str = "demand"
+    # dependent: each think time less the submitter's run-queue wait inside it
+    # where the trace has sched records ("net"), or as recorded: schedsplit.py.
+    run_queue: str = "net"
 
 
 SYNTHETIC_LOSES = (

@@ -5,7 +5,7 @@ shapes fio's plans is refused with them rather than ignored."""
 from __future__ import annotations
 
 from base.errors import IotapeError
-from replayer.plan import demand
+from replayer.plan import demand, schedsplit
 from replayer.plan.options import PlanOptions
 
 TIMINGS = ("recorded", "dependent", "afap")
@@ -20,6 +20,10 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--long-thinks {opts.long_thinks}: not {' or '.join(demand.MODES)}")
     if opts.timing != "dependent" and opts.long_thinks != "demand":
         raise IotapeError("--long-thinks: only with --timing dependent")
+    if opts.run_queue not in schedsplit.MODES:
+        raise IotapeError(f"--run-queue {opts.run_queue}: not {' or '.join(schedsplit.MODES)}")
+    if opts.timing != "dependent" and opts.run_queue != "net":
+        raise IotapeError("--run-queue: only with --timing dependent")
     if opts.timing == "recorded":
         if opts.think_scale != 1.0:
             raise IotapeError("--think-scale: only with --timing dependent")

@@ -114,6 +114,13 @@ class DependencyEntry(Part):
     demand_thinks: int = 0  # think times so replaced
     demand_woken: int = 0  # of them, anchored at a demand wake (woken, then a timer)
     demand_think_s: list[float] | None = None  # their think time in all, before and after
+    # dependent only (replayer/plan/schedsplit.py): "net" where each think time is
+    # replayed less the submitter's run-queue wait inside it (a trace with sched
+    # records), "recorded" keeps them; None in other plans
+    run_queue: str | None = None
+    sched_recorded: bool = False  # whether the trace carried sched records
+    run_queue_thinks: int = 0  # think times so shortened
+    run_queue_think_s: list[float] | None = None  # their think time in all, before and after
 
 
 class PlacementEntry(Part):

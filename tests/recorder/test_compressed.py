@@ -153,12 +153,12 @@ def test_a_file_of_version_1_may_not_hold_compressed_chunks(tmp_path: Path) -> N
 def test_unknown_version_is_refused_by_name(tmp_path: Path) -> None:
     path = make_trace(tmp_path / "t.iot", workload_records(10), 100, None, "zstd")
     data = bytearray(path.read_bytes())
-    data[8:12] = struct.pack("<I", 4)
+    data[8:12] = struct.pack("<I", 5)
     path.write_bytes(data)
     with pytest.raises(TraceFormatError) as e:
         open_trace(path)
     assert str(e.value).endswith(
-        "byte 8: trace format version 4 is not supported (this iotape reads versions 1, 2, 3)"
+        "byte 8: trace format version 5 is not supported (this iotape reads versions 1, 2, 3, 4)"
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import iotape
 
 from recorder.tracefile import open_trace
-from recorder.tracefile.format import WAKE_VERSION
+from recorder.tracefile.format import SCHED_VERSION
 from replayer.plan import deps, wakeedges
 
 # Root, BPF and a loop device (conftest `kernel`): fails under CI=true without them.
@@ -51,7 +51,7 @@ def test_a_thread_woken_after_anothers_io_has_a_wake_edge(loop, tmp_path: Path) 
     assert res.returncode == 0, res.stderr
     a, b = (int(x) for x in res.stdout.split()[-2:])
     with open_trace(out) as t:
-        assert t.header["version"] == WAKE_VERSION
+        assert t.header["version"] == SCHED_VERSION  # wake and sched records
         reqs = t.read_all()
         wakes = wakeedges.Wakes.of(t.iter_wakes())
         assert t.footer is not None and t.footer["wakes"] == len(wakes)

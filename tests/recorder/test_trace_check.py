@@ -17,7 +17,7 @@ from trace_helpers import DT, chunk_offsets, header, make_trace, random_records
 from base.errors import IotapeError
 from recorder.tracefile import TraceFormatError, open_trace
 from recorder.tracefile.check import check, repair
-from recorder.tracefile.format import WAKE_OP
+from recorder.tracefile.format import SCHED_OP, SCHED_VERSION, WAKE_OP
 from recorder.tracefile.writer import TraceWriter
 
 
@@ -324,3 +324,30 @@ def test_repair_of_a_file_before_wake_records_writes_no_wake_count(tmp_path: Pat
     repair(path)
     _, footer = _read(path)
     assert "wakes" not in footer and "wakes_lost" not in footer
+
+
+def test_repair_counts_the_sched_records_it_keeps(tmp_path: Path) -> None:
+    # A version 4 trace (wake and sched records, docs/trace-format.md "Sched
+    # records"): the repaired footer counts the intact chunks' sched records as
+    # the recorder does, and carries the ring's losses where the footer survived.
+    r0 = random_records(500, seed=13)
+    r0["op"] = np.where(np.arange(500) % 5 == 1, SCHED_OP, np.where(np.arange(500) % 7 == 3,
+                                                                     WAKE_OP, 0))  # fmt: skip
+    path = tmp_path / "t.iot"
+    with TraceWriter(path, header(), chunk_records=100, wakes=True, sched=True) as w:
+        w.write(r0)
+        w.close({"stop_reason": "duration", "lost": {}, "wakes_lost": 0, "sched_lost": 2})
+    with open_trace(path) as t:
+        assert t.header["version"] == SCHED_VERSION and t.footer is not None
+        assert t.footer["sched"] == int(np.count_nonzero(r0["op"] == SCHED_OP))
+    offsets = chunk_offsets(path)
+    data = bytearray(path.read_bytes())
+    data[offsets[2] + 500] ^= 0x10
+    path.write_bytes(data)
+    repair(path)
+    _, footer = _read(path)
+    kept = np.concatenate([r0[:200], r0[300:]])
+    with open_trace(path) as t:
+        got = sum(len(s) for s in t.iter_sched())
+    assert footer["sched"] == int(np.count_nonzero(kept["op"] == SCHED_OP)) == got
+    assert footer["sched_lost"] == 2

@@ -316,7 +316,7 @@ def test_unknown_format_version_is_named(tmp_path: Path) -> None:
         open_trace(path)
     assert str(e.value) == (
         f"{path}: byte 8: trace format version 7 is not supported "
-        "(this iotape reads versions 1, 2, 3)"
+        "(this iotape reads versions 1, 2, 3, 4)"
     )
 
 

@@ -193,7 +193,7 @@ def test_record_option_wraps_the_run_in_the_recorder(loop, tmp_path: Path) -> No
 
 def test_record_wakes_records_the_engines_threads_waking_each_other(loop, tmp_path: Path) -> None:
     from recorder.tracefile import open_trace
-    from recorder.tracefile.format import WAKE_VERSION
+    from recorder.tracefile.format import SCHED_VERSION
 
     res = _cli(loop.path, *SMALL, "--duration", "1", "--record-wakes")
     assert isinstance(res.exception, IotapeError), "--record-wakes needs --record"
@@ -201,7 +201,7 @@ def test_record_wakes_records_the_engines_threads_waking_each_other(loop, tmp_pa
     res = _cli(loop.path, *SMALL, "--duration", "1", "--record", str(out), "--record-wakes")
     assert res.exit_code == 0, res.output
     with open_trace(out) as t:
-        assert t.header["version"] == WAKE_VERSION
+        assert t.header["version"] == SCHED_VERSION  # wake and sched records
         names = {int(r["tid"]): r["comm"].decode() for r in t.read_all()}
         wakes = [w for part in t.iter_wakes() for w in part]
     # the sessions' commits wake the log writer, its writes wake the sessions

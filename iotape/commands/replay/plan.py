@@ -143,6 +143,14 @@ def plan(
             "recorded (as the trace has it).",
         ),
     ] = "demand",
+    run_queue: Annotated[
+        str,
+        typer.Option(
+            help="dependent: net (each think time less the thread's run-queue wait "
+            "inside it, from the sched records of a trace recorded with --wakes) or "
+            "recorded (as the trace has it).",
+        ),
+    ] = "net",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -234,22 +242,44 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('other_stream_predecessors', 0)} other-stream predecessors (not kept); "
                 f"{d.get('cross_edges', 0)} wait for another thread's request "
                 f"({d.get('wake_edges', 0)} of them from recorded wakes, "
-                f"{d.get('long_think_edges', 0)} after a long think)" + _demand_line(d)
+                f"{d.get('long_think_edges', 0)} after a long think)"
+                + _demand_line(d)
+                + _run_queue_line(d)
             )
 
 
 def _demand_line(d: dict[str, Any]) -> str:
     """What `--long-thinks demand` replaced in a stream (replayer/plan/demand.py)."""
-    if d.get("long_thinks") != "demand":
-        return ""
-    if not d.get("wakes_recorded"):
-        return "; long thinks as recorded (no wake records to tell a timer from a wake)"
-    was, now = d.get("demand_think_s") or (0.0, 0.0)
-    return (
-        f"; {d.get('demand_thinks', 0)} long thinks on demand ({d.get('demand_woken', 0)} "
-        f"after a demand wake): {was:.3f} s of think time -> {now:.3f} s "
-        "(--long-thinks recorded keeps them)"
+    what = (
+        f"{d.get('demand_thinks', 0)} long thinks on demand ({d.get('demand_woken', 0)} "
+        "after a demand wake)"
     )
+    return _replaced(d, ("long_thinks", "demand"), "wakes_recorded",
+                     "long thinks as recorded (no wake records to tell a timer from a wake)",
+                     "demand_think_s", what, "--long-thinks recorded")  # fmt: skip
+
+
+def _run_queue_line(d: dict[str, Any]) -> str:
+    """What `--run-queue net` took off a stream's thinks (replayer/plan/schedsplit.py)."""
+    what = f"{d.get('run_queue_thinks', 0)} thinks less their run-queue wait"
+    return _replaced(d, ("run_queue", "net"), "sched_recorded",
+                     "thinks as recorded (no sched records to tell the run-queue wait)",
+                     "run_queue_think_s", what, "--run-queue recorded")  # fmt: skip
+
+
+def _replaced(
+    d: dict[str, Any], mode: tuple[str, str], recorded: str, without: str, seconds: str,
+    what: str, off: str,
+) -> str:  # fmt: skip
+    """A stream's thinks that a plan's `mode` replaced: `what`, their think time
+    before and after (`seconds`); `without` where the trace lacked the records
+    (`recorded`) it needs."""
+    if d.get(mode[0]) != mode[1]:
+        return ""
+    if not d.get(recorded):
+        return f"; {without}"
+    was, now = d.get(seconds) or (0.0, 0.0)
+    return f"; {what}: {was:.3f} s of think time -> {now:.3f} s ({off} keeps them)"
 
 
 def _print_prediction(pr: dict[str, Any] | None) -> None:
