@@ -65,6 +65,9 @@ class DuckDBStore:
             self._events_view()
             return
         path = url.path
+        # A store made here has nothing to migrate (the check is a catalog query,
+        # ~15 ms of a new store's first ingest).
+        fresh = True
         if path != ":memory:":
             p = Path(path)
             if p.is_dir():
@@ -73,6 +76,8 @@ class DuckDBStore:
                 if not create:
                     raise StoreError(f"{path}: no store here yet; `iotape ingest` makes one")
                 p.parent.mkdir(parents=True, exist_ok=True)
+            else:
+                fresh = False
         try:
             self.con = duckdb.connect(path)
         except duckdb.IOException as e:
@@ -87,7 +92,8 @@ class DuckDBStore:
         try:
             event_files.prepare(self.parts)
             self._run(sql_.HISTOGRAMS_DDL)
-            self._migrate()
+            if not fresh:
+                self._migrate()
             self._events_view()
         except OSError as e:
             self.close()

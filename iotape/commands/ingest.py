@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -37,6 +38,10 @@ def ingest(
 
     Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
     """
+    # numpy's OpenBLAS starts a thread per core at import, which spin for ~0.1 s of
+    # CPU (on 2 vCPUs, beside the ingest's own threads); ingest does no linear
+    # algebra. Before the first import of numpy, and the user's setting kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # The store's modules only when ingesting: `iotape ingest --help` needs none
     # of them (0.2 s of imports).
     from analyzer.store import catalog
