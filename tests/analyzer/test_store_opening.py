@@ -1,0 +1,39 @@
+"""`opener.opening`: the store opened on a thread of its own while the caller goes on
+(`iotape ingest`), its error raised where the caller asks for it, and the store
+closed on the way out, also when the caller fails first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyzer.store.interface import StoreError
+from analyzer.store.opener import opened, opening
+
+
+def test_opening_gives_the_store_and_closes_it(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    with opening(str(db)) as store:
+        s = store()
+        assert s.has_tables()
+        s.execute("INSERT INTO streams VALUES ('r', 1, 'x')")
+    # What was written through it is there when the file is opened again.
+    with opened(str(db)) as again:
+        assert again.rows("SELECT name FROM streams") == [("x",)]
+
+
+def test_opening_error_raised_where_the_store_is_asked_for(tmp_path: Path) -> None:
+    (tmp_path / "dir.duckdb").mkdir()
+    with opening(str(tmp_path / "dir.duckdb")) as store:
+        with pytest.raises(StoreError, match="is a directory"):
+            store()
+
+
+def test_opening_closes_the_store_when_the_caller_fails(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(ValueError, match="the caller's"):
+        with opening(str(db)):
+            raise ValueError("the caller's")  # before it asked for the store
+    with opened(str(db)) as again:
+        assert again.has_tables()
