@@ -24,16 +24,15 @@ def test_opening_gives_the_store_and_closes_it(tmp_path: Path) -> None:
 
 
 def test_opening_error_raised_where_the_store_is_asked_for(tmp_path: Path) -> None:
-    (tmp_path / "dir.duckdb").mkdir()
-    with opening(str(tmp_path / "dir.duckdb")) as store:
-        with pytest.raises(StoreError, match="is a directory"):
-            store()
+    bad = tmp_path / "dir.duckdb"
+    bad.mkdir()
+    with opening(str(bad)) as store, pytest.raises(StoreError, match="is a directory"):
+        store()
 
 
 def test_opening_closes_the_store_when_the_caller_fails(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    with pytest.raises(ValueError, match="the caller's"):
-        with opening(str(db)):
-            raise ValueError("the caller's")  # before it asked for the store
+    with pytest.raises(ValueError, match="the caller's"), opening(str(db)):
+        raise ValueError("the caller's")  # before it asked for the store
     with opened(str(db)) as again:
         assert again.has_tables()
