@@ -214,9 +214,11 @@ class DuckDBStore:
         if not rows:
             return
         names = table(table_name).column_names()
-        sql = sql_.insert_row(table_name)
-        for row in rows:
-            self._run(sql, {c: row[c] for c in names})
+        # One statement for all the rows (a trace's streams: ~0.5 ms each on their own).
+        self._run(
+            sql_.insert_rows(table_name, len(rows)),
+            {f"{c}_{i}": row[c] for i, row in enumerate(rows) for c in names},
+        )
 
     def _insert_histograms(self, run_id: str, hist: pa.Table | None) -> None:
         self._run(sql_.HISTOGRAMS_DELETE, {"run_id": run_id})
