@@ -74,27 +74,41 @@ def _levels(metric: str, group: Key, h: Hist, row: dict[str, Any], todo: list[_T
             todo.append(_Target(metric, group, name, int(h.b[i]), lo, hi, j, n))
 
 
+def grouped(rows: list[tuple]) -> dict[Key, Hist]:
+    """Histogram rows ((dev, op, stream, bucket, n, sum, min, max)) merged overall
+    (ALL; absent without rows) and per (op, stream), in key order after ALL."""
+    groups: dict[Key, list[tuple]] = {}
+    for r in rows:
+        groups.setdefault((int(r[1]), int(r[2])), []).append(r)
+    out = {ALL: merge(rows)} if rows else {}
+    out.update((k, merge(g)) for k, g in sorted(groups.items()))
+    return out
+
+
 def select(
-    store: Reader, run_id: str, f: EventFilter, hists: dict[str, list[tuple]]
+    store: Reader,
+    run_id: str,
+    f: EventFilter,
+    hists: dict[str, list[tuple]],
+    merged: dict[str, dict[Key, Hist]] | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[int, int, int]] | None] | None:
     """Each metric's exact rows (as the `exact_latency` query gives them: op, stream,
     n, hi and the levels; (-1, -1) for all) from its histogram rows `hists[metric]`
     ((dev, op, stream, bucket, n, sum, min, max)), and unseen_count's rows where the
-    events were read (else None). None where this cannot answer exactly."""
+    events were read (else None). None where this cannot answer exactly. `merged`:
+    `grouped(hists[metric])` for each metric, where the caller has it already."""
     arrow = getattr(store, "arrow", None)
     if arrow is None:
         return None
     out: dict[str, list[dict[str, Any]]] = {}
     todo: list[_Target] = []
     for metric in ("device", "queue"):
-        groups: dict[Key, list[tuple]] = {}
-        for r in hists[metric]:
-            groups.setdefault((int(r[1]), int(r[2])), []).append(r)
+        by_key = merged[metric] if merged is not None else grouped(hists[metric])
         rows = []
-        for key, g in [(ALL, hists[metric]), *sorted(groups.items())]:
+        for key, h in [(ALL, by_key.get(ALL)), *((k, v) for k, v in by_key.items() if k != ALL)]:
             row: dict[str, Any] = {"op": key[0], "stream": key[1]}
-            if g:
-                _levels(metric, key, merge(g), row, todo)
+            if h is not None and len(h.n):
+                _levels(metric, key, h, row, todo)
             else:
                 row["n"] = 0
             rows.append(row)
