@@ -48,3 +48,5 @@ def test_ingest_failure_takes_the_ordinary_exit(tmp_path: Path) -> None:
     p = _iotape("ingest", str(missing), "--db", str(tmp_path / "s.duckdb"))
     assert p.returncode != 0
     assert p.stderr.strip().splitlines() == [f"iotape: error: {missing}: no such file"]
+    # The store, opened ahead while the input was read (opener.opening), is not left.
+    assert sorted(tmp_path.iterdir()) == []

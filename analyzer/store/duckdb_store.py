@@ -59,6 +59,8 @@ class DuckDBStore:
         self._doomed: list[str] = []
         self._in_tx = False
         self._own_parts = False
+        # The file did not exist before this open made it (discard() removes it).
+        self._created = False
         if con is not None:
             self.con = con
             self.parts = parts or event_files.parts_dir(url.path)
@@ -89,6 +91,7 @@ class DuckDBStore:
             self._own_parts = True
         else:
             self.parts = event_files.parts_dir(path)
+        self._created = fresh and path != ":memory:"
         try:
             event_files.prepare(self.parts)
             self._run(sql_.HISTOGRAMS_DDL)
@@ -271,6 +274,15 @@ class DuckDBStore:
     def close(self) -> None:
         self.con.close()
         if self._own_parts:
+            shutil.rmtree(self.parts, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Close, and remove the store if this open made it: a command that failed
+        before using a store it opened ahead (opener.opening) leaves none behind."""
+        self.close()
+        if self._created:
+            for f in (Path(self.url.path), Path(f"{self.url.path}.wal")):
+                f.unlink(missing_ok=True)
             shutil.rmtree(self.parts, ignore_errors=True)
 
     def _run(self, sql: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:

@@ -81,7 +81,8 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
     reads its input meanwhile, then calls what this yields for the store (joining
     the thread; its error, if it failed, raised there). DuckDB's start and the new
     store's tables (~50-90 ms of `iotape ingest`) let go of the GIL for most of it.
-    The store is closed on the way out, and the thread waited for."""
+    The store is closed on the way out, and the thread waited for; if the caller
+    never asked for it, a DuckDB store that this open made is removed."""
     got: dict[str, Any] = {}
 
     def run() -> None:
@@ -97,6 +98,7 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
         t.join()
         if "error" in got:
             raise got["error"]
+        got["taken"] = True
         return cast(Store, got["store"])
 
     try:
@@ -104,7 +106,11 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
     finally:
         t.join()
         if "store" in got:
-            got.pop("store").close()
+            s = got.pop("store")
+            # The caller failed before it asked for the store (its input could not be
+            # read): a store this made is removed, as if it had never been opened.
+            discard = None if got.get("taken") else getattr(s, "discard", None)
+            (discard or s.close)()
 
 
 def open_read_only(url: str | None) -> Store:

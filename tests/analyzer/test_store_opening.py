@@ -36,3 +36,17 @@ def test_opening_closes_the_store_when_the_caller_fails(tmp_path: Path) -> None:
         raise ValueError("the caller's")  # before it asked for the store
     with opened(str(db)) as again:
         assert again.has_tables()
+
+
+def test_opening_removes_a_store_it_made_that_was_never_used(tmp_path: Path) -> None:
+    """`iotape ingest missing.iot` into a new store fails on its input while the store
+    opens ahead: no store is left behind. One that was there stays."""
+    db = tmp_path / "new.duckdb"
+    with pytest.raises(ValueError), opening(str(db)):
+        raise ValueError("the input cannot be read")
+    assert list(tmp_path.iterdir()) == []
+    with opened(str(db)):
+        pass
+    with pytest.raises(ValueError), opening(str(db)):
+        raise ValueError("the input cannot be read")
+    assert db.exists() and Path(f"{db}.events").is_dir()
