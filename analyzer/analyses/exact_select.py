@@ -132,7 +132,12 @@ def _read(
 ) -> tuple[dict[_Target, int], list[tuple[int, int, int]]] | None:
     """One read of the events: the values inside the targets' buckets, and the
     complete_unseen records per (op, stream); None where a bucket's count differs."""
-    tab = arrow(queries.QUERIES["exact_candidates"].sql(dialect), f.params(run_id))
+    if f.is_any():
+        # The whole run: the histograms are the stored ones, of every event.
+        query, params = "exact_candidates_run", {"run_id": run_id}
+    else:
+        query, params = "exact_candidates", f.params(run_id)
+    tab = arrow(queries.QUERIES[query].sql(dialect), params)
     bins = {m: _bins([t for t in todo if t.metric == m]) for m in ("device", "queue")}
     # A record batch at a time (the engine's chunks, ~100 k rows, zero-copy): columns
     # gathered whole and each pass's result over 10 M rows were fresh arrays of up
