@@ -38,7 +38,7 @@ def ingest(
 
     Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
     """
-    # numpy's OpenBLAS starts a thread per core at import, which spin for ~0.1 s of
+    # numpy's OpenBLAS starts a thread per core at import, which spin for ~0.06 s of
     # CPU (on 2 vCPUs, beside the ingest's own threads); ingest does no linear
     # algebra. Before the first import of numpy, and the user's setting kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
