@@ -23,14 +23,19 @@ class _NotNow:
 
 
 def skip_pandas() -> None:
-    """Make pyarrow's first look for pandas, unless pandas is already imported."""
+    """Make pyarrow's first look for pandas, unless pandas is already imported.
+
+    The finder goes in a new list that replaces sys.meta_path, and out the same
+    way, never by changing the list in place: another thread importing meanwhile
+    (`iotape ingest` opens its store on one) walks the list it took, which an
+    entry put in and taken out under it could make skip one of its finders."""
     if "pandas" in sys.modules:
         return
     import pyarrow as pa
 
     finder = _NotNow()
-    sys.meta_path.insert(0, finder)
+    sys.meta_path = [finder, *sys.meta_path]
     try:
         pa.array([0])
     finally:
-        sys.meta_path.remove(finder)
+        sys.meta_path = [f for f in sys.meta_path if f is not finder]

@@ -4,7 +4,8 @@ process, interpreter start and imports included, against its peer in turn.
 Peer: a fresh Python process loading the same events from Parquet (`iotape trace
 convert` of the trace) into a DuckDB table of its own, new file. Each round runs
 the command, then the peer, each into a new store; the medians and the ratio of
-the medians go to JSON with every round's wall time and peak RSS. The fixed cost
+the medians go to JSON with every round's wall time, CPU time (user + system)
+and peak RSS. The fixed cost
 of a command is timed the same way: `iotape --help`, `iotape ingest --help`,
 beside `python -c pass`.
 
@@ -40,7 +41,8 @@ PEER = (
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall seconds and peak RSS (MiB) of `cmd` in a process of its own."""
+    """Wall seconds, CPU seconds (user + system, all its threads) and peak RSS (MiB)
+    of `cmd` in a process of its own."""
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
@@ -50,7 +52,11 @@ def timed(cmd: list[str]) -> dict:
         if p.returncode != 0:
             err.seek(0)
             raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {err.read()[-2000:]!r}")
-    return {"wall_s": round(wall, 4), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    return {
+        "wall_s": round(wall, 4),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
 
 
 def _pair(a: list[str], b: list[str], rounds: int, fresh: Path) -> dict:
@@ -61,9 +67,12 @@ def _pair(a: list[str], b: list[str], rounds: int, fresh: Path) -> dict:
             fresh.mkdir()
             got[name].append(timed(cmd))
     med = {k: statistics.median(r["wall_s"] for r in v) for k, v in got.items()}
+    cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in got.items()}
     return {
         "iotape_s": med["iotape"],
         "peer_s": med["peer"],
+        "iotape_cpu_s": cpu["iotape"],
+        "peer_cpu_s": cpu["peer"],
         "peer_over_iotape": round(med["peer"] / med["iotape"], 2),
         "rounds": got,
     }

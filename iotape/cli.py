@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
 import signal
 import sys
+import threading
 
 import typer
 
@@ -103,6 +106,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Experiments on emulated devices, end to end.",
     ),
 }
+# Commands whose process ends as soon as they are done, without the interpreter's
+# teardown: after `iotape ingest` it took 60-70 ms (numpy's, pyarrow's and DuckDB's
+# modules and libraries torn down) of a command of ~0.6 s, with the store closed
+# and every file synced already.
+QUICK_EXIT = frozenset({"ingest"})
 # What asks for the root help alone.
 ROOT_HELP: tuple[list[str], ...] = ([], ["--help"], ["-h"])
 
@@ -162,6 +170,24 @@ def _plain_coercion() -> None:
     coercion.install()
 
 
+def _quick_exit() -> None:
+    """Exit 0 now, as the interpreter would but without tearing down its modules:
+    the atexit handlers run and stdout and stderr are flushed. Only where the main
+    thread is the last one (a thread left running gets the ordinary exit, which
+    waits for it)."""
+    if threading.active_count() > 1:
+        return
+    atexit._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            # The reader went away (`| head`) or the stream is closed: the exit the
+            # interpreter would take reports it.
+            return
+    os._exit(0)
+
+
 def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
     if sys.argv[1:] in ROOT_HELP:
@@ -174,7 +200,12 @@ def main() -> None:
     # cleanly all the same.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        app()
+        try:
+            app()
+        except SystemExit as e:
+            if named in QUICK_EXIT and e.code in (0, None):
+                _quick_exit()
+            raise
     except IotapeError as e:
         print(f"iotape: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)

@@ -22,6 +22,79 @@
 #include "iotape_record.h"
 #include "planes.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* Plane j's bytes of records i..i+15. */
+static inline __m128i plane16(const uint8_t *p, int64_t count, int64_t j, int64_t i) {
+    return _mm_loadu_si128((const __m128i *)(p + j * count + i));
+}
+
+/* Planes k..k+7 of records i..i+15 transposed by byte, word and double word
+ * interleaves: out[q] holds the 8 bytes of records i+2q and i+2q+1. */
+static inline void transpose16x8(const uint8_t *p, int64_t count, int64_t k, int64_t i,
+                                 __m128i out[8]) {
+    __m128i a[8], b[8];
+    for (int j = 0; j < 8; j += 2) {
+        __m128i x = plane16(p, count, k + j, i), y = plane16(p, count, k + j + 1, i);
+        a[j] = _mm_unpacklo_epi8(x, y);     /* records 0..7: bytes j, j+1 */
+        a[j + 1] = _mm_unpackhi_epi8(x, y); /* records 8..15 */
+    }
+    for (int h = 0; h < 2; h++) {       /* records 0..7, then 8..15 */
+        for (int j = 0; j < 8; j += 4) { /* bytes 0..3, then 4..7 */
+            b[4 * h + j / 2] = _mm_unpacklo_epi16(a[j + h], a[j + 2 + h]);
+            b[4 * h + j / 2 + 1] = _mm_unpackhi_epi16(a[j + h], a[j + 2 + h]);
+        }
+    }
+    /* b[4h + 0/1]: bytes 0..3 of records 8h+0..3 / 8h+4..7; b[4h + 2/3]: bytes 4..7. */
+    for (int h = 0; h < 2; h++) {
+        for (int g = 0; g < 2; g++) {
+            out[4 * h + 2 * g] = _mm_unpacklo_epi32(b[4 * h + g], b[4 * h + 2 + g]);
+            out[4 * h + 2 * g + 1] = _mm_unpackhi_epi32(b[4 * h + g], b[4 * h + 2 + g]);
+        }
+    }
+}
+
+/* `size` planes (2, 4, 8 or 16) of `count` records gathered into the column `o`,
+ * 16 records at a time by SSE2 interleaves: a byte at a time, a field's bytes went
+ * one by one to scattered planes (~0.1 s per 2.4 M records for the whole record).
+ * Returns the first record not done. */
+static int64_t gather_simd(const uint8_t *p, int64_t count, int64_t size, uint8_t *o) {
+    int64_t i = 0;
+    for (; i + 16 <= count; i += 16) {
+        uint8_t *r = o + i * size;
+        if (size == 2) {
+            __m128i x = plane16(p, count, 0, i), y = plane16(p, count, 1, i);
+            _mm_storeu_si128((__m128i *)r, _mm_unpacklo_epi8(x, y));
+            _mm_storeu_si128((__m128i *)(r + 16), _mm_unpackhi_epi8(x, y));
+        } else if (size == 4) {
+            __m128i a[4];
+            for (int j = 0; j < 4; j += 2) {
+                __m128i x = plane16(p, count, j, i), y = plane16(p, count, j + 1, i);
+                a[j] = _mm_unpacklo_epi8(x, y);
+                a[j + 1] = _mm_unpackhi_epi8(x, y);
+            }
+            _mm_storeu_si128((__m128i *)r, _mm_unpacklo_epi16(a[0], a[2]));
+            _mm_storeu_si128((__m128i *)(r + 16), _mm_unpackhi_epi16(a[0], a[2]));
+            _mm_storeu_si128((__m128i *)(r + 32), _mm_unpacklo_epi16(a[1], a[3]));
+            _mm_storeu_si128((__m128i *)(r + 48), _mm_unpackhi_epi16(a[1], a[3]));
+        } else if (size == 8) {
+            __m128i w[8];
+            transpose16x8(p, count, 0, i, w);
+            for (int q = 0; q < 8; q++) _mm_storeu_si128((__m128i *)(r + 16 * q), w[q]);
+        } else { /* 16: two halves, each record's put together */
+            __m128i w[8], v[8];
+            transpose16x8(p, count, 0, i, w);
+            transpose16x8(p, count, 8, i, v);
+            for (int q = 0; q < 8; q++) {
+                _mm_storeu_si128((__m128i *)(r + 32 * q), _mm_unpacklo_epi64(w[q], v[q]));
+                _mm_storeu_si128((__m128i *)(r + 32 * q + 16), _mm_unpackhi_epi64(w[q], v[q]));
+            }
+        }
+    }
+    return i;
+}
+#endif
 
 int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
                        const int64_t *fields, void *const *cols, int64_t at,
@@ -29,41 +102,19 @@ int iot_decode_columns(const uint8_t *planes, int64_t count, int64_t nfields,
     for (int64_t f = 0; f < nfields; f++) {
         const uint8_t *p = planes + fields[2 * f] * count;
         int64_t size = fields[2 * f + 1];
-        switch (size) {
-        case 1: {
-            memcpy((uint8_t *)cols[f] + at, p, (size_t)count);
-            break;
+        uint8_t *o = (uint8_t *)cols[f] + at * size;
+        int64_t i = 0;
+        if (size == 1) {
+            memcpy(o, p, (size_t)count);
+            continue;
         }
-        case 2: {
-            uint16_t *o = (uint16_t *)cols[f] + at;
-            for (int64_t i = 0; i < count; i++)
-                o[i] = (uint16_t)(p[i] | (uint16_t)p[count + i] << 8);
-            break;
-        }
-        case 4: {
-            uint32_t *o = (uint32_t *)cols[f] + at;
-            for (int64_t i = 0; i < count; i++)
-                o[i] = (uint32_t)p[i] | (uint32_t)p[count + i] << 8 |
-                       (uint32_t)p[2 * count + i] << 16 | (uint32_t)p[3 * count + i] << 24;
-            break;
-        }
-        case 8: {
-            uint64_t *o = (uint64_t *)cols[f] + at;
-            for (int64_t i = 0; i < count; i++) {
-                uint64_t v = 0;
-                for (int b = 0; b < 8; b++) v |= (uint64_t)p[b * count + i] << (8 * b);
-                o[i] = v;
-            }
-            break;
-        }
-        default: {
-            /* char[N] (comm): the bytes as they are. */
-            uint8_t *o = (uint8_t *)cols[f] + at * size;
-            for (int64_t i = 0; i < count; i++)
-                for (int64_t b = 0; b < size; b++) o[i * size + b] = p[b * count + i];
-            break;
-        }
-        }
+#if defined(__SSE2__)
+        if (size == 2 || size == 4 || size == 8 || size == 16) i = gather_simd(p, count, size, o);
+#endif
+        /* The last records (fewer than 16), other sizes, or a machine without SSE2:
+         * a byte at a time, little-endian (char[N] such as comm: its bytes as they are). */
+        for (; i < count; i++)
+            for (int64_t b = 0; b < size; b++) o[i * size + b] = p[b * count + i];
     }
     uint64_t *queue = (uint64_t *)cols[delta[0]] + at;
     uint64_t *issue = (uint64_t *)cols[delta[1]] + at;

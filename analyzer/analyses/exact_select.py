@@ -74,27 +74,41 @@ def _levels(metric: str, group: Key, h: Hist, row: dict[str, Any], todo: list[_T
             todo.append(_Target(metric, group, name, int(h.b[i]), lo, hi, j, n))
 
 
+def grouped(rows: list[tuple]) -> dict[Key, Hist]:
+    """Histogram rows ((dev, op, stream, bucket, n, sum, min, max)) merged overall
+    (ALL; absent without rows) and per (op, stream), in key order after ALL."""
+    groups: dict[Key, list[tuple]] = {}
+    for r in rows:
+        groups.setdefault((int(r[1]), int(r[2])), []).append(r)
+    out = {ALL: merge(rows)} if rows else {}
+    out.update((k, merge(g)) for k, g in sorted(groups.items()))
+    return out
+
+
 def select(
-    store: Reader, run_id: str, f: EventFilter, hists: dict[str, list[tuple]]
+    store: Reader,
+    run_id: str,
+    f: EventFilter,
+    hists: dict[str, list[tuple]],
+    merged: dict[str, dict[Key, Hist]] | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[int, int, int]] | None] | None:
     """Each metric's exact rows (as the `exact_latency` query gives them: op, stream,
     n, hi and the levels; (-1, -1) for all) from its histogram rows `hists[metric]`
     ((dev, op, stream, bucket, n, sum, min, max)), and unseen_count's rows where the
-    events were read (else None). None where this cannot answer exactly."""
+    events were read (else None). None where this cannot answer exactly. `merged`:
+    `grouped(hists[metric])` for each metric, where the caller has it already."""
     arrow = getattr(store, "arrow", None)
     if arrow is None:
         return None
     out: dict[str, list[dict[str, Any]]] = {}
     todo: list[_Target] = []
     for metric in ("device", "queue"):
-        groups: dict[Key, list[tuple]] = {}
-        for r in hists[metric]:
-            groups.setdefault((int(r[1]), int(r[2])), []).append(r)
+        by_key = merged[metric] if merged is not None else grouped(hists[metric])
         rows = []
-        for key, g in [(ALL, hists[metric]), *sorted(groups.items())]:
+        for key, h in [(ALL, by_key.get(ALL)), *((k, v) for k, v in by_key.items() if k != ALL)]:
             row: dict[str, Any] = {"op": key[0], "stream": key[1]}
-            if g:
-                _levels(metric, key, merge(g), row, todo)
+            if h is not None and len(h.n):
+                _levels(metric, key, h, row, todo)
             else:
                 row["n"] = 0
             rows.append(row)
@@ -118,27 +132,41 @@ def _read(
 ) -> tuple[dict[_Target, int], list[tuple[int, int, int]]] | None:
     """One read of the events: the values inside the targets' buckets, and the
     complete_unseen records per (op, stream); None where a bucket's count differs."""
-    kept: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    tab = arrow(queries.QUERIES["exact_candidates"].sql(dialect), f.params(run_id))
-    op, st = (tab.column(i).to_numpy() for i in (0, 1))
-    for col, metric in ((2, "device"), (3, "queue")):
-        v = tab.column(col).to_numpy()
-        idx = np.flatnonzero(_near([t for t in todo if t.metric == metric], v))
-        kept[metric] = (v[idx], _key(op[idx], st[idx]))
-    u = np.asarray(tab.column(4).combine_chunks().to_numpy(zero_copy_only=False), dtype=bool)
-    ks, ns = np.unique(_key(op[u], st[u]), return_counts=True)
+    if f.is_any():
+        # The whole run: the histograms are the stored ones, of every event.
+        query, params = "exact_candidates_run", {"run_id": run_id}
+    else:
+        query, params = "exact_candidates", f.params(run_id)
+    tab = arrow(queries.QUERIES[query].sql(dialect), params)
+    bins = {m: _bins([t for t in todo if t.metric == m]) for m in ("device", "queue")}
+    # A record batch at a time (the engine's chunks, ~100 k rows, zero-copy): columns
+    # gathered whole and each pass's result over 10 M rows were fresh arrays of up
+    # to 80 MB, whose page faults took most of the time.
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {m: [] for m in bins}
+    unseen_keys = []
+    for b in tab.to_batches():
+        op, st = (b.column(i).to_numpy() for i in (0, 1))
+        for col, metric in ((2, "device"), (3, "queue")):
+            v = b.column(col).to_numpy()
+            idx = np.flatnonzero(_near(*bins[metric], v))
+            found[metric].append((v[idx], _group(op[idx], st[idx])))
+        u = np.asarray(b.column(4).to_numpy(zero_copy_only=False), dtype=bool)
+        if u.any():
+            unseen_keys.append(_key(op[u], st[u]))
+    kept = {m: _joined(parts) for m, parts in found.items()}
+    ks, ns = np.unique(np.concatenate(unseen_keys or [np.zeros(0, np.int64)]), return_counts=True)
     unseen = [(k >> 32, k & 0xFFFFFFFF, n) for k, n in zip(ks.tolist(), ns.tolist(), strict=True)]
     values: dict[_Target, int] = {}
     for metric, (v, k) in kept.items():
-        # Kept values by group (one sort of the few kept), so that each group's
-        # targets look at its own values only.
+        # Kept values by group (one sort of the few kept, by 16-bit keys: numpy's
+        # radix sort), so that each group's targets look at its own values only.
         order = np.argsort(k, kind="stable")
         v, k = v[order], k[order]
         for t in (t for t in todo if t.metric == metric):
             if t.group == ALL:
                 mine = v
             else:
-                g = t.group[0] << 32 | t.group[1]
+                g = np.uint16(t.group[0] << 8 | t.group[1])  # k's type: no cast of k
                 mine = v[np.searchsorted(k, g) : np.searchsorted(k, g, side="right")]
             sel = mine[(mine >= t.lo) & (mine <= t.hi)]
             if len(sel) != t.count:
@@ -151,12 +179,22 @@ def _key(op: np.ndarray, st: np.ndarray) -> np.ndarray:
     return op.astype(np.int64) << 32 | st.astype(np.int64)
 
 
-def _near(todo: list[_Target], v: np.ndarray) -> np.ndarray:
-    """Whether each value may be inside one of the targets' [lo, hi]: a superset,
-    by a lookup in at most 2^16 linear bins up to the largest hi (three passes over
-    the values, where comparing with each span would take two per span)."""
+def _group(op: np.ndarray, st: np.ndarray) -> np.ndarray:
+    """(op, stream), both 8-bit columns, as one 16-bit key."""
+    return op.astype(np.uint16) << 8 | st
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint16)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _bins(todo: list[_Target]) -> tuple[np.ndarray, int]:
+    """Linear bins (at most 2^16 + 2) up to the largest hi: whether each may hold a
+    value inside one of the targets' [lo, hi] (bin = value >> shift), and the shift."""
     if not todo:
-        return np.zeros(len(v), dtype=bool)
+        return np.zeros(1, dtype=bool), 0
     top = max(t.hi for t in todo)
     shift = max(0, top.bit_length() - 16)
     # The last bin stands for every value above top and, by Python indexing, for the
@@ -164,6 +202,13 @@ def _near(todo: list[_Target], v: np.ndarray) -> np.ndarray:
     near = np.zeros((top >> shift) + 2, dtype=bool)
     for t in todo:
         near[t.lo >> shift : (t.hi >> shift) + 1] = True
+    return near, shift
+
+
+def _near(near: np.ndarray, shift: int, v: np.ndarray) -> np.ndarray:
+    """Whether each value may be inside one of the targets' [lo, hi]: a superset,
+    by a lookup in `_bins` (three passes over the values, where comparing with each
+    span would take two per span)."""
     c = v >> shift
     np.minimum(c, len(near) - 1, out=c)
     return near[c]

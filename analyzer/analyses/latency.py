@@ -7,6 +7,7 @@ from typing import cast
 
 import schemas
 from analyzer.analyses import exact_select
+from analyzer.analyses.exact_select import ALL
 from analyzer.analyses.filters import stream_names
 from analyzer.analyses.histograms import LEVELS, SCHEME, excluded, hist_rows, merge, summary
 from analyzer.store import queries
@@ -29,6 +30,8 @@ def latency(
     streams = stream_names(store, run_id)
     out: dict[str, MetricLatency] = {}
     hists = {m: hist_rows(store, run_id, f, m) for m in ("device", "queue")}
+    # Each group's histogram merged once, for the summaries and the exact selection.
+    merged = {m: exact_select.grouped(rows) for m, rows in hists.items()}
     exact_rows: dict[str, list[dict]] = {}
     unseen: list[tuple[int, int, int]] | None = None
     if exact:
@@ -36,27 +39,25 @@ def latency(
         # both metrics' exact statistics in one query: one read of the events either
         # way, which counts the complete_unseen records too (the
         # exact query: on DuckDB only).
-        found = exact_select.select(store, run_id, f, hists)
+        found = exact_select.select(store, run_id, f, hists, merged)
         if found is not None:
             exact_rows, unseen = found
         else:
             exact_rows = _exact_rows(store, run_id, f)
             unseen = _unseen(exact_rows.get("device"))
     for metric in ("device", "queue"):
-        rows = hists[metric]
-        groups: dict[tuple[int, int], list[tuple]] = {}
-        for r in rows:
-            groups.setdefault((r[1], r[2]), []).append(r)
-        overall = summary(merge(rows), cdf_points)
+        by_key = merged[metric]
+        overall = summary(by_key.get(ALL) or merge([]), cdf_points)
         per: list[GroupDistribution] = [
             {
                 "op": op,
                 "op_name": ops.get(op, str(op)),
                 "stream": st,
                 "stream_name": streams.get(st, f"stream-{st}"),
-                **summary(merge(g), cdf_points),
+                **summary(h, cdf_points),
             }
-            for (op, st), g in sorted(groups.items())
+            for (op, st), h in by_key.items()
+            if (op, st) != ALL
         ]
         if exact:
             _exact_into(exact_rows.get(metric, []), overall, per)

@@ -128,10 +128,13 @@ def _feed(w: _Writers, batches: Iterable[pa.RecordBatch]) -> int:
             w.submit(pa.Table.from_batches(pending))
             rows += n
             pending, n = [], 0
-    if pending or not w.groups:
-        w.submit(pa.Table.from_batches(pending, schema=schema))
-        rows += n
-    return rows
+    # The last row group is written after the last batch comes, with nothing else
+    # left to overlap: halved between two writers, that wait is halved too.
+    half = len(pending) // 2 if WRITERS > 1 and n >= ROW_GROUP_ROWS // 4 else 0
+    for part in (pending[:half], pending[half:]) if half else (pending,):
+        if part or not w.groups:
+            w.submit(pa.Table.from_batches(part, schema=schema))
+    return rows + n
 
 
 class _Writers:

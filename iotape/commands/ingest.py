@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -37,25 +38,32 @@ def ingest(
 
     Example: iotape ingest run1.iot run2.iot --tag array=A9000 --db chdb:///data/iotape
     """
-    # The store's modules only when ingesting: `iotape ingest --help` needs none
-    # of them (0.2 s of imports).
-    from analyzer.store import catalog
-    from analyzer.store.ingest import ingest as ingest_file
-    from analyzer.store.ingest import open_early
-    from analyzer.store.opener import opened
-    from base.arrow_probe import skip_pandas
-    from iotape.cliutil import print_json
+    # numpy's OpenBLAS starts a thread per core at import, which spin for ~0.06 s of
+    # CPU (on 2 vCPUs, beside the ingest's own threads); ingest does no linear
+    # algebra. Before the first import of numpy, and the user's setting kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # The store opens on a thread of its own while the modules below are imported
+    # and the first file opened (analyzer.store.opener.opening).
+    from analyzer.store.opener import opening
 
     if name is not None and len(files) > 1:
         raise IotapeError("--name names one run: give one file with it")
-    tags = catalog.parse_tags(tag or [])
-    skip_pandas()  # ingest builds Arrow arrays and never uses pandas
-    results = []
-    # The first file before the store: a trace converts its first batches on a helper
-    # thread while DuckDB is imported and the store opened (~0.1 s of the command).
-    early = open_early(files[0]) if files else None
-    try:
-        with opened(db) as store:
+    with opening(db) as opened_store:
+        # The store's modules only when ingesting: `iotape ingest --help` needs none
+        # of them (0.2 s of imports).
+        from analyzer.store import catalog
+        from analyzer.store.ingest import ingest as ingest_file
+        from analyzer.store.ingest import open_early
+        from base.arrow_probe import skip_pandas
+
+        tags = catalog.parse_tags(tag or [])
+        skip_pandas()  # ingest builds Arrow arrays and never uses pandas
+        results = []
+        # The first file before the store: a trace converts its first batches on a
+        # helper thread while the store opens.
+        early = open_early(files[0]) if files else None
+        try:
+            store = opened_store()
             for i, f in enumerate(files):
                 with bar(f"ingesting {f.name}", None, "items") as progress:
                     r = ingest_file(
@@ -68,8 +76,10 @@ def ingest(
                     if not r.skipped and r.events and r.seconds > 0:
                         rate = f", {r.events / r.seconds:,.0f} events/s"
                     print(f"{r.message}{rate}")
-    finally:
-        if early is not None:
-            early.close()
+        finally:
+            if early is not None:
+                early.close()
     if as_json:
+        from iotape.cliutil import print_json
+
         print_json(results)

@@ -63,9 +63,32 @@ def test_comm_dictionary_of_one_name_is_the_general_answer() -> None:
         got = comm_dictionary(one, seen)
         assert got.cast(pa.string()).to_pylist() == decode_comm(one).to_pylist()
         assert got.dictionary.to_pylist() == seen.words
-        # The general path (a second name in the batch) indexes the same entries.
+        # Another path (a second name in the batch) indexes the same entries.
         mixed = comm_dictionary(np.append(one, first[:1]), seen)
         assert mixed.indices.to_pylist()[:1000] == got.indices.to_pylist()
+
+
+@pytest.mark.parametrize("k", [2, 4, 8, 9, 40])
+def test_comm_dictionary_of_a_few_names_is_the_hashed_answer(k: int) -> None:
+    """Batches of a few names (up to FEW_NAMES) are coded one name at a time, more
+    by Arrow's hash; both give the same indices into the same growing dictionary,
+    names equal up to their first NUL one entry, in order of first sight."""
+    from analyzer.store.event_batches import FEW_NAMES, Names, _hashed_names
+
+    rng = np.random.default_rng(k)
+    names = [f"w{i}".encode() for i in range(k - 1)] + [b"ab"]
+    pick = rng.integers(0, k, 5_000)
+    comm = np.array([names[i] for i in pick], dtype="S16")
+    comm[::7][comm[::7] == b"ab"] = b"ab\0tail"  # one name, two byte strings
+    seen, hashed = Names(), Names()
+    comm_dictionary(np.array([b"w1", b"first"], dtype="S16"), seen)
+    comm_dictionary(np.array([b"w1", b"first"], dtype="S16"), hashed)
+    got = comm_dictionary(comm, seen)
+    want = _hashed_names(np.ascontiguousarray(comm).view(np.uint8), len(comm), hashed)
+    assert got.indices.to_numpy().tolist() == want.tolist()
+    assert seen.words == hashed.words
+    assert got.cast(pa.string()).to_pylist() == decode_comm(comm).to_pylist()
+    assert seen.many == (len(set(comm.tolist())) > FEW_NAMES)  # distinct byte strings
 
 
 def _two_traces(tmp_path: Path) -> tuple[Path, Path]:

@@ -55,12 +55,13 @@ def insert_from(table_name: str, source: str) -> str:
     )
 
 
-def insert_row(table_name: str) -> str:
+def insert_rows(table_name: str, n: int) -> str:
+    """`n` rows in one statement: the values of row i bound as $c_i for each column c."""
     t = table(table_name)
     names = t.column_names()
     cols = ", ".join(quote(c) for c in names)
-    marks = ", ".join(f"${c}" for c in names)
-    return f"INSERT INTO {quote(t.name)} ({cols}) VALUES ({marks})"
+    rows = ", ".join("(" + ", ".join(f"${c}_{i}" for c in names) + ")" for i in range(n))
+    return f"INSERT INTO {quote(t.name)} ({cols}) VALUES {rows}"
 
 
 def delete_run_rows(table_name: str) -> str:
