@@ -52,7 +52,7 @@ class _LiveStatus:
                 f"{msg.get('rss_kb', 0) / 1024:.0f} MiB"
             )
         elif kind in ("snapshot", "snapshot-done"):
-            err.print(_snapshot_line(msg), highlight=False)
+            err.print(_snapshot_line(msg), highlight=False, markup=False, soft_wrap=True)
             return
         else:
             return
@@ -256,7 +256,9 @@ def record(
         status.close()
     if json_out:
         print(json.dumps(result.summary))
-    err.print(_outcome(result), highlight=False)
+    # One line whatever the width (rich wraps at 80 columns off a terminal, which
+    # split the line that scripts and tests grep), and a path's brackets are not markup.
+    err.print(_outcome(result), highlight=False, markup=False, soft_wrap=True)
     # At --max-bytes the capture ended the command: that stop is the one asked for.
     if result.command_exit and result.summary.get("stop_reason") != "max-bytes":
         raise typer.Exit(result.command_exit)
