@@ -60,12 +60,13 @@ static void on_signal(int sig)
 	atomic_store(&modelled, sig == SIGUSR2);
 }
 
-static void io(struct fuse_in_header *in, char *arg)
+static void io(struct fuse_in_header *in, char *arg, double recv)
 {
 	struct host *h = calloc(1, sizeof *h);
 	if (!h)
 		exit(1);
 	h->unique = in->unique;
+	h->t_recv = recv;
 	h->arrive = mono();
 	if (in->opcode == FUSE_READ) {
 		struct fuse_read_in *r = (void *)arg;
@@ -97,6 +98,7 @@ static void io(struct fuse_in_header *in, char *arg)
 		free(h);
 		return;
 	}
+	h->t_submit = host_trace ? mono() : 0;
 	model_submit(h);
 }
 
@@ -110,14 +112,34 @@ static void *reader(void *arg)
 		int got = ff_next(buf);
 		if (got <= 0)
 			exit(got < 0);
+		double recv = host_trace ? mono() : 0;
 		struct fuse_in_header *h = (void *)buf;
 		char *a = buf + sizeof *h;
 		if ((h->opcode == FUSE_READ || h->opcode == FUSE_WRITE) && h->nodeid == FF_DISK_INO)
-			io(h, a);
+			io(h, a, recv);
 		else if (ff_other(h, a))
 			exit(0);
 	}
 	return NULL;
+}
+
+/* IOTAPE_ARRAY_TRACE=DIR (a debug option, off by default): each reply's host-path
+ * times to DIR/array-PID.trace (arraymodel.h, host_trace), for
+ * bench/array_host_path.py to set beside a recording of the same run. Flushed as the
+ * buffer fills and at exit (the mount gone). */
+static int open_host_trace(void)
+{
+	const char *dir = getenv("IOTAPE_ARRAY_TRACE");
+	if (!dir || !*dir)
+		return 0;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/array-%d.trace", dir, (int)getpid());
+	if (!(host_trace = fopen(path, "w"))) {
+		fprintf(stderr, "iotape-array: IOTAPE_ARRAY_TRACE: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	setvbuf(host_trace, NULL, _IOFBF, 1 << 20);
+	return 0;
 }
 
 static int set_param(const char *kv)
@@ -207,6 +229,8 @@ int main(int argc, char **argv)
 	int bad = model_setup((uint64_t)st.st_size);
 	if (bad)
 		return bad;
+	if (open_host_trace())
+		return 1;
 	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats) || model_start())
 		return 1;
 	return ff_serve(READERS, reader, "iotape-array");

@@ -142,9 +142,18 @@ static void host_arrive(struct host *h, double t)
 	issue(ops, t);
 }
 
+FILE *host_trace;
+
+static void trace_reply(const struct host *h, double t, double r0)
+{
+	fprintf(host_trace, "%d %llu %u %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", h->write,
+		(unsigned long long)h->off, h->len, h->t_recv, h->t_submit, h->t_take, h->arrive, t, r0, mono());
+}
+
 static void host_done(struct host *h, double t)
 {
 	double lat = t - h->arrive;
+	double r0 = host_trace ? mono() : 0;
 	if (h->write) {
 		S.writes++;
 		S.write_bytes += h->len;
@@ -161,6 +170,8 @@ static void host_done(struct host *h, double t)
 		if (!offline)
 			ff_reply(h->unique, h->err, h->data, h->got);
 	}
+	if (host_trace)
+		trace_reply(h, t, r0);
 	free(h->data);
 	free(h);
 }
@@ -231,6 +242,7 @@ static void *model(void *arg)
 					inbox_tail = &inbox;
 				mnow = ta;
 				h->arrive = ta;
+				h->t_take = now;
 				host_arrive(h, ta);
 			} else if (te <= now) {
 				handle(ev_pop());
