@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -49,6 +50,7 @@ static const struct {
 	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
 	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
 	{"ssd_parallel", &P.ssd_parallel}, {"cache_ssd_mb", &P.cache_ssd_mb},
+	{"rt_priority", &P.rt_priority},
 };
 
 static int backing;
@@ -142,6 +144,24 @@ static int open_host_trace(void)
 	return 0;
 }
 
+/* The server's threads at real-time round robin (rt_priority > 0; array_model.toml):
+ * set on the main thread before any other starts, so the model's thread and the FUSE
+ * readers inherit it. The host's other work then does not hold up a reply past the
+ * model's time (docs/hybrid.md, "The host's path"). Without the privilege the server
+ * runs on at the default scheduling and says so (stats: rt_priority 0). */
+static void realtime(void)
+{
+	if (P.rt_priority <= 0)
+		return;
+	struct sched_param sp = {.sched_priority = (int)P.rt_priority};
+	if (sched_setscheduler(0, SCHED_RR, &sp)) {
+		fprintf(stderr, "iotape-array: SCHED_RR %d: %s; at the default scheduling\n", sp.sched_priority,
+			strerror(errno));
+		return;
+	}
+	rt_priority = sp.sched_priority;
+}
+
 static int set_param(const char *kv)
 {
 	const char *eq = strchr(kv, '=');
@@ -231,6 +251,7 @@ int main(int argc, char **argv)
 		return bad;
 	if (open_host_trace())
 		return 1;
+	realtime();
 	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats) || model_start())
 		return 1;
 	return ff_serve(READERS, reader, "iotape-array");

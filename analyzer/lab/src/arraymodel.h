@@ -16,8 +16,11 @@ struct array_params {
 	double ncq_window, age_weight, seed;
 	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
 	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel, cache_ssd_mb;
+	double rt_priority; /* the server's threads' SCHED_RR priority, 0: none (array.c) */
 };
 extern struct array_params P;
+/* The SCHED_RR priority the server's threads got (0: the default scheduling). */
+extern int rt_priority;
 
 /* One read or write of the disk file, its data already moved (a read's bytes in
  * data), replied to by the model when its modelled time is done. */
