@@ -103,8 +103,13 @@ def run_cmd(a: argparse.Namespace) -> int:
         for r in range(a.rounds):
             for c in configs:
                 for name, changes in variants if r % 2 == 0 else variants[::-1]:
-                    model = models[c]
-                    lab.restart_array(ArrayModel(**{**asdict(model), **changes}))
+                    model = {k: v for k, v in changes.items() if not k.startswith("queue.")}
+                    lab.restart_array(ArrayModel(**{**asdict(models[c]), **model}))
+                    for k, v in changes.items():  # queue.X=V: the loop device's queue/X
+                        if k.startswith("queue."):
+                            for dev in lab.slows:
+                                queue = Path("/sys/block") / Path(dev).name / "queue"
+                                (queue / k.removeprefix("queue.")).write_text(f"{v:g}")
                     trace = out / f"r{r}-{c}-{name}.iot"
                     print(f"[{time.monotonic() - t0:.0f} s] round {r}: {c}, {name}", flush=True)
                     engine.run_recorded(_config(o, lab.slows), trace, devices=lab.slows, force=True)
@@ -151,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     rn.add_argument("--configs", default="baseline,tier")
     rn.add_argument(
         "--variant", action="append", default=[],
-        help="NAME:KEY=V,... over array_model.toml (repeat; the first is the peer)",
+        help="NAME:KEY=V,... over array_model.toml, or queue.X=V for the loop device's "
+        "queue/X (repeat; the first is the peer)",
     )  # fmt: skip
     rn.set_defaults(fn=run_cmd)
     a = ap.parse_args(argv)

@@ -56,14 +56,13 @@ def _policies(pid: int) -> list[tuple[int, int]]:
 
 
 def test_the_servers_threads_run_at_the_models_real_time_priority(array: Any) -> None:
-    st, model = array()
-    assert model.rt_priority > 0
+    st, model = array(rt_priority=10)
     assert blockdev.stats(st.name)["rt_priority"] == model.rt_priority
     got = _policies(st.pid)
     assert len(got) >= 6  # main, the model's thread, 4 FUSE readers
     assert got == [(os.SCHED_RR, model.rt_priority)] * len(got)
-    # 0: the host's default scheduling, as before.
-    off, _ = array(rt_priority=0)
+    # 0 (array_model.toml's): the host's default scheduling.
+    off, _ = array()
     assert blockdev.stats(off.name)["rt_priority"] == 0
     assert {p for p, _ in _policies(off.pid)} == {os.SCHED_OTHER}
 
