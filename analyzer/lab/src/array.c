@@ -144,22 +144,25 @@ static int open_host_trace(void)
 	return 0;
 }
 
-/* The server's threads at real-time round robin (rt_priority > 0; array_model.toml):
- * set on the main thread before any other starts, so the model's thread and the FUSE
- * readers inherit it. The host's other work then does not hold up a reply past the
- * model's time (docs/hybrid.md, "The host's path"). Without the privilege the server
- * runs on at the default scheduling and says so (stats: rt_priority 0). */
-static void realtime(void)
+/* The model's thread at real-time round robin (rt_priority > 0; array_model.toml):
+ * set on the main thread just before it starts the model's thread (which inherits it)
+ * and taken back before the FUSE readers start, so they stay at the default
+ * scheduling. Readers at real-time priority preempt the loop device's submitter the
+ * moment it hands a request to FUSE, and the request's completion then waits for the
+ * submitter to run again (docs/hybrid.md, "The host's path"). Without the privilege
+ * the server runs on at the default scheduling and says so (stats: rt_priority 0). */
+static void realtime(int on)
 {
 	if (P.rt_priority <= 0)
 		return;
-	struct sched_param sp = {.sched_priority = (int)P.rt_priority};
-	if (sched_setscheduler(0, SCHED_RR, &sp)) {
-		fprintf(stderr, "iotape-array: SCHED_RR %d: %s; at the default scheduling\n", sp.sched_priority,
+	struct sched_param sp = {.sched_priority = on ? (int)P.rt_priority : 0};
+	if (sched_setscheduler(0, on ? SCHED_RR : SCHED_OTHER, &sp)) {
+		fprintf(stderr, "iotape-array: SCHED_RR %d: %s; at the default scheduling\n", (int)P.rt_priority,
 			strerror(errno));
 		return;
 	}
-	rt_priority = sp.sched_priority;
+	if (on)
+		rt_priority = sp.sched_priority;
 }
 
 static int set_param(const char *kv)
@@ -251,8 +254,12 @@ int main(int argc, char **argv)
 		return bad;
 	if (open_host_trace())
 		return 1;
-	realtime();
-	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats) || model_start())
+	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats))
+		return 1;
+	realtime(1);
+	int started = model_start();
+	realtime(0);
+	if (started)
 		return 1;
 	return ff_serve(READERS, reader, "iotape-array");
 }
