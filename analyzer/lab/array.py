@@ -54,6 +54,7 @@ class ArrayModel:
     ssd_parallel: int
     cache_ssd_mb: float
     rt_priority: int
+    reader_batch: int
 
     @classmethod
     def load(

@@ -61,7 +61,8 @@ def pair(rec: dict[str, np.ndarray], srv: np.ndarray) -> tuple[np.ndarray, np.nd
         q = lines.get((int(rec["op"][i]), int(rec["offset"][i]), int(rec["bytes"][i])))
         while q and srv[q[0], 3] < rec["issue"][i] - 1e-3:
             q.popleft()  # a line nothing recorded asked for (before the recording)
-        if q and srv[q[0], 9] <= rec["complete"][i] + 1e-3:
+        # The reply's start: its end may come after the completion it caused.
+        if q and srv[q[0], 8] <= rec["complete"][i] + 1e-3:
             got_rec.append(int(i))
             got_srv.append(q.popleft())
     return np.array(got_rec, dtype=np.int64), np.array(got_srv, dtype=np.int64)

@@ -63,6 +63,11 @@ def test_the_models_thread_runs_at_the_real_time_priority_the_readers_do_not(arr
     # The model's thread only (the second started); the readers at the default.
     assert got[1] == (os.SCHED_RR, model.rt_priority)
     assert got[:1] + got[2:] == [(os.SCHED_OTHER, 0)] * 5
+    # reader_batch: the FUSE readers at SCHED_BATCH (no preemption on their wakeup).
+    both, _ = array(rt_priority=10, reader_batch=1)
+    got = _policies(both.pid)
+    assert got[1] == (os.SCHED_RR, 10)
+    assert got[:1] + got[2:] == [(os.SCHED_BATCH, 0)] * 5  # main (it only waits) and readers
     # 0 (array_model.toml's): the host's default scheduling.
     off, _ = array()
     assert blockdev.stats(off.name)["rt_priority"] == 0

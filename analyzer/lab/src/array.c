@@ -50,7 +50,7 @@ static const struct {
 	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
 	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
 	{"ssd_parallel", &P.ssd_parallel}, {"cache_ssd_mb", &P.cache_ssd_mb},
-	{"rt_priority", &P.rt_priority},
+	{"rt_priority", &P.rt_priority}, {"reader_batch", &P.reader_batch},
 };
 
 static int backing;
@@ -261,5 +261,12 @@ int main(int argc, char **argv)
 	realtime(0);
 	if (started)
 		return 1;
+	if (P.reader_batch > 0) {
+		/* The readers inherit it: no preemption on their wakeup, a fair share otherwise
+		 * (array_model.toml reader_batch). Before they start, so "ready" means set. */
+		struct sched_param sp = {0};
+		if (sched_setscheduler(0, SCHED_BATCH, &sp))
+			fprintf(stderr, "iotape-array: SCHED_BATCH: %s; readers at the default\n", strerror(errno));
+	}
 	return ff_serve(READERS, reader, "iotape-array");
 }

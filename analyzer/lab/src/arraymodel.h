@@ -16,7 +16,8 @@ struct array_params {
 	double ncq_window, age_weight, seed;
 	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
 	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel, cache_ssd_mb;
-	double rt_priority; /* the server's threads' SCHED_RR priority, 0: none (array.c) */
+	double rt_priority; /* the model's thread's SCHED_RR priority, 0: none (array.c) */
+	double reader_batch; /* 1: the FUSE readers at SCHED_BATCH (array.c) */
 };
 extern struct array_params P;
 /* The SCHED_RR priority the server's threads got (0: the default scheduling). */
