@@ -147,9 +147,9 @@ static int open_host_trace(void)
 /* The model's thread at real-time round robin (rt_priority > 0; array_model.toml):
  * set on the main thread just before it starts the model's thread (which inherits it)
  * and taken back before the FUSE readers start, so they stay at the default
- * scheduling. Readers at real-time priority preempt the loop device's submitter the
- * moment it hands a request to FUSE, and the request's completion then waits for the
- * submitter to run again (docs/hybrid.md, "The host's path"). Without the privilege
+ * scheduling: with the readers at real-time priority too, completions waited longer
+ * (measured; most likely a woken reader preempts the loop device's submitter before
+ * it lets go of the request: docs/hybrid.md, "The host's path"). Without the privilege
  * the server runs on at the default scheduling and says so (stats: rt_priority 0). */
 static void realtime(int on)
 {
