@@ -53,6 +53,8 @@ class ArrayModel:
     ssd_mb_s: float
     ssd_parallel: int
     cache_ssd_mb: float
+    rt_priority: int
+    reader_batch: int
 
     @classmethod
     def load(

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -49,6 +50,7 @@ static const struct {
 	{"tier_migrate_s", &P.tier_migrate_s}, {"tier_half_life_s", &P.tier_half_life_s},
 	{"ssd_read_ms", &P.ssd_read_ms}, {"ssd_write_ms", &P.ssd_write_ms}, {"ssd_mb_s", &P.ssd_mb_s},
 	{"ssd_parallel", &P.ssd_parallel}, {"cache_ssd_mb", &P.cache_ssd_mb},
+	{"rt_priority", &P.rt_priority}, {"reader_batch", &P.reader_batch},
 };
 
 static int backing;
@@ -60,12 +62,13 @@ static void on_signal(int sig)
 	atomic_store(&modelled, sig == SIGUSR2);
 }
 
-static void io(struct fuse_in_header *in, char *arg)
+static void io(struct fuse_in_header *in, char *arg, double recv)
 {
 	struct host *h = calloc(1, sizeof *h);
 	if (!h)
 		exit(1);
 	h->unique = in->unique;
+	h->t_recv = recv;
 	h->arrive = mono();
 	if (in->opcode == FUSE_READ) {
 		struct fuse_read_in *r = (void *)arg;
@@ -97,6 +100,7 @@ static void io(struct fuse_in_header *in, char *arg)
 		free(h);
 		return;
 	}
+	h->t_submit = host_trace ? mono() : 0;
 	model_submit(h);
 }
 
@@ -110,14 +114,55 @@ static void *reader(void *arg)
 		int got = ff_next(buf);
 		if (got <= 0)
 			exit(got < 0);
+		double recv = host_trace ? mono() : 0;
 		struct fuse_in_header *h = (void *)buf;
 		char *a = buf + sizeof *h;
 		if ((h->opcode == FUSE_READ || h->opcode == FUSE_WRITE) && h->nodeid == FF_DISK_INO)
-			io(h, a);
+			io(h, a, recv);
 		else if (ff_other(h, a))
 			exit(0);
 	}
 	return NULL;
+}
+
+/* IOTAPE_ARRAY_TRACE=DIR (a debug option, off by default): each reply's host-path
+ * times to DIR/array-PID.trace (arraymodel.h, host_trace), for
+ * bench/array_host_path.py to set beside a recording of the same run. Flushed as the
+ * buffer fills and at exit (the mount gone). */
+static int open_host_trace(void)
+{
+	const char *dir = getenv("IOTAPE_ARRAY_TRACE");
+	if (!dir || !*dir)
+		return 0;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/array-%d.trace", dir, (int)getpid());
+	if (!(host_trace = fopen(path, "w"))) {
+		fprintf(stderr, "iotape-array: IOTAPE_ARRAY_TRACE: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	setvbuf(host_trace, NULL, _IOFBF, 1 << 20);
+	return 0;
+}
+
+/* The model's thread at real-time round robin (rt_priority > 0; array_model.toml):
+ * set on the main thread just before it starts the model's thread (which inherits it)
+ * and taken back before the FUSE readers start, so they stay at the default
+ * scheduling: with the readers at real-time priority too, completions waited longer
+ * (measured; most likely a woken reader preempts the loop device's submitter before
+ * it lets go of the request: docs/hybrid.md, "The host's path"). Without the privilege
+ * the server runs on at the default scheduling and says so (stats: rt_priority 0). */
+static void realtime(int on)
+{
+	if (P.rt_priority <= 0)
+		return;
+	struct sched_param sp = {.sched_priority = on ? (int)P.rt_priority : 0};
+	if (sched_setscheduler(0, on ? SCHED_RR : SCHED_OTHER, &sp)) {
+		fprintf(stderr, "iotape-array: SCHED_RR %d: %s; at the default scheduling\n", (int)P.rt_priority,
+			strerror(errno));
+		return;
+	}
+	if (on)
+		rt_priority = sp.sched_priority;
 }
 
 static int set_param(const char *kv)
@@ -207,7 +252,21 @@ int main(int argc, char **argv)
 	int bad = model_setup((uint64_t)st.st_size);
 	if (bad)
 		return bad;
-	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats) || model_start())
+	if (open_host_trace())
 		return 1;
+	if (ff_mount(argv[1], "iotape-array", (uint64_t)st.st_size, model_stats))
+		return 1;
+	realtime(1);
+	int started = model_start();
+	realtime(0);
+	if (started)
+		return 1;
+	if (P.reader_batch > 0) {
+		/* The readers inherit it: no preemption on their wakeup, a fair share otherwise
+		 * (array_model.toml reader_batch). Before they start, so "ready" means set. */
+		struct sched_param sp = {0};
+		if (sched_setscheduler(0, SCHED_BATCH, &sp))
+			fprintf(stderr, "iotape-array: SCHED_BATCH: %s; readers at the default\n", strerror(errno));
+	}
 	return ff_serve(READERS, reader, "iotape-array");
 }

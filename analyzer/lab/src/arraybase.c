@@ -7,7 +7,8 @@
 #include "arrayparts.h"
 
 struct array_params P = {10, 512, 10000, 0.3, 3.8, 0.56, 4.4, 150, 0.3, 1600, 64, 0.5, 50, 4, 32, 0.1, 1,
-       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4, 0};
+       0, 4096, 5, 5, 60, 0.1, 0.1, 500, 4, 0, 0, 0};
+int rt_priority;
 
 /* derived */
 int ndisks, ndata;

@@ -142,9 +142,18 @@ static void host_arrive(struct host *h, double t)
 	issue(ops, t);
 }
 
+FILE *host_trace;
+
+static void trace_reply(const struct host *h, double t, double r0)
+{
+	fprintf(host_trace, "%d %llu %u %.6f %.6f %.6f %.6f %.6f %.6f %.6f\n", h->write,
+		(unsigned long long)h->off, h->len, h->t_recv, h->t_submit, h->t_take, h->arrive, t, r0, mono());
+}
+
 static void host_done(struct host *h, double t)
 {
 	double lat = t - h->arrive;
+	double r0 = host_trace ? mono() : 0;
 	if (h->write) {
 		S.writes++;
 		S.write_bytes += h->len;
@@ -161,6 +170,8 @@ static void host_done(struct host *h, double t)
 		if (!offline)
 			ff_reply(h->unique, h->err, h->data, h->got);
 	}
+	if (host_trace)
+		trace_reply(h, t, r0);
 	free(h->data);
 	free(h);
 }
@@ -231,6 +242,7 @@ static void *model(void *arg)
 					inbox_tail = &inbox;
 				mnow = ta;
 				h->arrive = ta;
+				h->t_take = now;
 				host_arrive(h, ta);
 			} else if (te <= now) {
 				handle(ev_pop());
@@ -315,7 +327,7 @@ size_t model_stats(char *buf, size_t n)
 		"\"rcache_updates\": %llu, \"read_wait_ms_edges\": [%g, %g, %g, %g, %g, %g, %g], "
 		"\"read_wait_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], "
 		"\"worst_read_wait_s\": %.6f, \"worst_read_passed\": %u, \"worst_read_overtaken\": %u, "
-		"\"worst_read_passed_by_host\": %u}\n",
+		"\"worst_read_passed_by_host\": %u, \"rt_priority\": %d}\n",
 		mono() - t0, mnow - t0, cpu, (unsigned long long)S.reads, (unsigned long long)S.writes,
 		(unsigned long long)S.read_bytes, (unsigned long long)S.write_bytes, S.read_lat_sum,
 		S.read_lat_max, S.write_lat_sum, S.write_lat_max, (unsigned long long)S.writes_waited, S.wait_sum,
@@ -339,7 +351,7 @@ size_t model_stats(char *buf, size_t n)
 		(unsigned long long)S.read_wait_hist[2], (unsigned long long)S.read_wait_hist[3],
 		(unsigned long long)S.read_wait_hist[4], (unsigned long long)S.read_wait_hist[5],
 		(unsigned long long)S.read_wait_hist[6], (unsigned long long)S.read_wait_hist[7],
-		S.worst_wait, S.worst_passed, S.worst_overtaken, S.worst_by_host);
+		S.worst_wait, S.worst_passed, S.worst_overtaken, S.worst_by_host, rt_priority);
 	pthread_mutex_unlock(&mu);
 	return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
 }

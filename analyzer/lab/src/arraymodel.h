@@ -16,8 +16,12 @@ struct array_params {
 	double ncq_window, age_weight, seed;
 	double tier_mb, tier_unit_kb, tier_stats_s, tier_migrate_s, tier_half_life_s;
 	double ssd_read_ms, ssd_write_ms, ssd_mb_s, ssd_parallel, cache_ssd_mb;
+	double rt_priority; /* the model's thread's SCHED_RR priority, 0: none (array.c) */
+	double reader_batch; /* 1: the FUSE readers at SCHED_BATCH (array.c) */
 };
 extern struct array_params P;
+/* The SCHED_RR priority the server's threads got (0: the default scheduling). */
+extern int rt_priority;
 
 /* One read or write of the disk file, its data already moved (a read's bytes in
  * data), replied to by the model when its modelled time is done. */
@@ -27,6 +31,9 @@ struct host {
 	uint64_t off;
 	uint32_t len;
 	double arrive, cache_done;
+	/* The host path's times on the real clock, for the debug trace (host_trace):
+	 * read off /dev/fuse, data moved and handed to the model, taken by the model. */
+	double t_recv, t_submit, t_take;
 	int pending; /* disk operations outstanding */
 	char *data;  /* a read's bytes, replied at completion */
 	size_t got;
@@ -56,6 +63,11 @@ void model_replay_start(void);
 void model_replay_arrive(struct host *h);
 void model_replay_until(double t);
 extern FILE *decisions;
+/* A debug trace of the host path (IOTAPE_ARRAY_TRACE, array.c; off when NULL): one
+ * line per reply, "op offset bytes recv submit take m_arrive m_done reply_start
+ * reply_end" in CLOCK_MONOTONIC seconds (m_*: the model's own times), written by the
+ * model's thread under its lock. */
+extern FILE *host_trace;
 /* The counters as one JSON line (MOUNT/stats). */
 size_t model_stats(char *buf, size_t n);
 

@@ -60,11 +60,19 @@ static void do_init(struct fuse_in_header *h, struct fuse_init_in *in)
 
 static void read_stats(struct fuse_in_header *h, struct fuse_read_in *r)
 {
+	/* The text is made at offset 0 and later reads of the same pass continue that one
+	 * text: made anew at each read, a counter gaining a digit in between would shift
+	 * the rest and a reader would see the end twice. */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* readers share the text */
 	static char text[STATS_MAX];
-	size_t n = stats_fn(text, sizeof text);
+	static size_t n;
+	pthread_mutex_lock(&lock);
+	if (r->offset == 0 || !n)
+		n = stats_fn(text, sizeof text);
 	size_t off = r->offset < n ? (size_t)r->offset : n;
 	size_t len = n - off < r->size ? n - off : r->size;
 	ff_reply(h->unique, 0, text + off, len);
+	pthread_mutex_unlock(&lock);
 }
 
 int ff_other(struct fuse_in_header *h, char *arg)
