@@ -27,12 +27,14 @@ host's CPU, not the engine or the device.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from hybrid_lab import HybridLab
@@ -54,6 +56,24 @@ def _host() -> tuple[float, float]:
     f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
     return (user + nice + system + irq + softirq) / TICK, steal / TICK
+
+
+SPIN = ["nice", "-n", "19", "python3", "-c", "while True: pass"]
+
+
+@contextlib.contextmanager
+def spinning(argv: list[str] | None) -> Iterator[None]:
+    """A busy loop at the lowest priority beside the run (None: none), ended by its pid."""
+    if argv is None:
+        yield
+        return
+    proc = subprocess.Popen(argv)
+    try:
+        time.sleep(0.1)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def probe() -> float:
@@ -89,7 +109,8 @@ def run(cfg: engine.WorkloadConfig) -> dict:
     cpu = ru.ru_utime + ru.ru_stime
     return {"result": res, "wall_s": wall, "cpu_s": cpu, "host_busy_s": busy1 - busy0,
             "busy_before": (busy0 - before0) / QUIET_S, "steal_s": steal1 - steal0,
-            "preempted": ru.ru_nivcsw, "probe_ms": speed}  # fmt: skip
+            "preempted": ru.ru_nivcsw, "probe_ms": speed, "user_s": ru.ru_utime,
+            "sys_s": ru.ru_stime}  # fmt: skip
 
 
 def prepare(dev: str, args: argparse.Namespace) -> None:
@@ -115,6 +136,8 @@ def figures(r: dict) -> dict:
         "tx_iops": round(n / res["elapsed_s"], 1),
         "achieved_tx_iops": round(tx_load / res["load_s"], 1),
         "cpu_s": round(r["cpu_s"], 3),
+        "user_s": round(r["user_s"], 3),
+        "sys_s": round(r["sys_s"], 3),
         "cpu_share": round(r["cpu_s"] / r["wall_s"], 3),  # of one CPU
         "tx_per_cpu_s": round(n / r["cpu_s"], 1) if r["cpu_s"] else None,
         # All CPUs busy during the run (the engine, the loop device's kernel workers
@@ -163,11 +186,17 @@ def summary(runs: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--durations", type=lambda v: [float(x) for x in v.split(",")],
+    ap.add_argument("--durations", type=lambda v: [float(x) for x in v.split(",") if x],
                     default=[0.5, 2.0])  # fmt: skip
     ap.add_argument("--transactions", type=lambda v: [int(x) for x in v.split(",")],
                     default=[8000])  # fmt: skip
     ap.add_argument("--prep", choices=("duration", "fresh", "none"), default="duration")
+    ap.add_argument(
+        "--spinner",
+        action="store_true",
+        help="each run again beside a spinner (a nice 19 busy loop keeping a vCPU from "
+        "halting), alternating: kinds KIND and KIND+spin",
+    )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mailboxes", type=int, default=50)
     ap.add_argument("--mailbox-size-mb", type=float, default=4)
@@ -176,6 +205,8 @@ def main() -> None:
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
     kinds = [f"{d:g}s" for d in args.durations] + [f"tx{n}" for n in args.transactions]
+    if args.spinner:
+        kinds = [k for kind in kinds for k in (kind, f"{kind}+spin")]
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     with HybridLab(size_mb=args.size_mb, memory_disk=True) as lab:
         dev = lab.fast
@@ -183,9 +214,12 @@ def main() -> None:
         for k in range(args.rounds):
             for kind in kinds:
                 prepare(dev, args)
-                kw = ({"duration": float(kind[:-1])} if kind.endswith("s")
-                      else {"transactions": int(kind[2:])})  # fmt: skip
-                f = figures(run(config(dev, args, **kw)))
+                base = kind.removesuffix("+spin")
+                kw = ({"duration": float(base[:-1])} if base.endswith("s")
+                      else {"transactions": int(base[2:])})  # fmt: skip
+                spin = SPIN if kind.endswith("+spin") else None
+                with spinning(spin):
+                    f = figures(run(config(dev, args, **kw)))
                 runs[kind].append(f)
                 print(f"round {k + 1} {kind}: {f['tx_iops']} tx IOPS over {f['elapsed_s']} s, "
                       f"CPU {f['cpu_s']} s ({f['cpu_share']} of a CPU), {f['tx_per_cpu_s']} tx per "
