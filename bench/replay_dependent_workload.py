@@ -234,36 +234,41 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         "to": names[dst],
         "engine_on_source": original,
         "rounds": rounds,
-        "median": {
-            "truth_tx_iops": _med([r["engine_on_target"]["tx_iops"] for r in rounds]),
-            "truth_elapsed_s": _med([r["engine_on_target"]["elapsed_s"] for r in rounds]),
-            "timed_truth_tx_iops": _med([r["engine_on_target_timed"]["tx_iops"] for r in rounds])
-            if args.duration_truth
-            else None,
-            "dependent_tx_iops": {
-                lt: _med([r["dependent_replay"][lt]["tx_iops"] for r in rounds])
-                for lt in args.long_thinks
-            },
-            "afap_tx_iops": _med([r["afap_replay"]["tx_iops"] for r in rounds])
-            if rounds[0]["afap_replay"]
-            else None,
-            "tx_iops_error_pct": {
-                lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.long_thinks
-            },
-            "tx_iops_error_vs_timed_pct": {
-                lt: _med([r["tx_iops_error_vs_timed_pct"][lt] for r in rounds])
-                for lt in args.long_thinks
-            }
-            if args.duration_truth
-            else None,
-            "dependent_tx_span_s": {
-                lt: _med([r["dependent_replay"][lt]["tx_span_s"] for r in rounds])
-                for lt in args.long_thinks
-            },
-        },
+        "median": _medians(rounds, args),
         "same_operations": all(r["same_operations"] for r in rounds),
         "error_range_pct": [min(errs), max(errs)],
         "within_goal": abs(_med(errs)) <= 15,
+    }
+
+
+def _medians(rounds: list[dict], args: argparse.Namespace) -> dict:
+    """The rounds' medians: truths, replays, errors against both truths."""
+    return {
+        "truth_tx_iops": _med([r["engine_on_target"]["tx_iops"] for r in rounds]),
+        "truth_elapsed_s": _med([r["engine_on_target"]["elapsed_s"] for r in rounds]),
+        "timed_truth_tx_iops": _med([r["engine_on_target_timed"]["tx_iops"] for r in rounds])
+        if args.duration_truth
+        else None,
+        "dependent_tx_iops": {
+            lt: _med([r["dependent_replay"][lt]["tx_iops"] for r in rounds])
+            for lt in args.long_thinks
+        },
+        "afap_tx_iops": _med([r["afap_replay"]["tx_iops"] for r in rounds])
+        if rounds[0]["afap_replay"]
+        else None,
+        "tx_iops_error_pct": {
+            lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.long_thinks
+        },
+        "tx_iops_error_vs_timed_pct": {
+            lt: _med([r["tx_iops_error_vs_timed_pct"][lt] for r in rounds])
+            for lt in args.long_thinks
+        }
+        if args.duration_truth
+        else None,
+        "dependent_tx_span_s": {
+            lt: _med([r["dependent_replay"][lt]["tx_span_s"] for r in rounds])
+            for lt in args.long_thinks
+        },
     }
 
 
