@@ -5,22 +5,35 @@ threads, database and log on one device) recorded on device A, its trace replaye
 truth). Both directions between the SSD-like loop device over /dev/shm and the
 HDD-like disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 
-    flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_dependent_workload.py
-    (root; about 5 minutes; JSON in bench/results/replay-dependent-workload.json)
+    flock /tmp/iotape-bench.lock env PYTHONPATH=$PWD .venv/bin/python \
+        bench/replay_dependent_workload.py --directions hdd-ssd,ssd-hdd --rounds 3
+    (root; about 15 minutes; JSON in bench/results/replay-dependent-workload.json)
 
 Transactional IOPS = database reads + writes per second: the engine's own
 (its report: db-read and db-write counts over its elapsed time) for the truth,
 the replay's db-read and db-write requests over their span (`replay fidelity
 JOBDIR`, first issue to last completion, the longer of the two streams') for the
-replay. The engine's
-run on the SSD-like device is far faster than the HDD-like one can replay (52k
-against ~200-400 I/O/s), so it runs SSD_DURATION, not DURATION: its trace then
-replays onto the HDD-like device in about a minute.
+replay.
+
+The truth is the engine doing the recorded run's work on B: every engine run
+(the recording on A, the truth on B) does a fixed number of operations per
+session (`workload run --transactions`: `--hdd-transactions` where A is the
+HDD-like device, `--ssd-transactions` where it is the SSD-like one), with the
+same seed (the same operations: the bench checks the result's
+`operations_digest`), from the same starting state: databases created anew by
+a run of one operation per session and the device's log region zeroed, so the
+log starts at the same place. The HDD-like recording is long (about 70 s at
+the default) so that its replay onto the SSD-like device, and the truth there,
+last long enough to measure. Beside it, the truth of before (`--duration-truth`,
+on by default): the engine run for a time on B after a 1 s run (DURATION on the
+HDD-like device, SSD_DURATION on the SSD-like one), a different amount and
+phase of work; the replay's error is given against both.
 
 Goal (issue 34): the dependent replay's transactional IOPS within 15 % of the
 engine's run on the target. The engine's run on the SSD-like device swings
-(21k-63k tx IOPS on this shared VM), so `--rounds N` runs the truth and the
-replays N times after one recording and reports medians and the error's range;
+with this shared VM's CPU (bench/workload_run_spread.py), so `--rounds N` runs
+the truths and the replays N times after one recording and reports medians
+and the error's range;
 each round replays the trace dependent with each of `--long-thinks`
 (demand,recorded: the first judged, the rest its peers on the same trace) and,
 onto the SSD-like device, afap. `--directions` picks hdd-ssd and/or ssd-hdd.
@@ -44,6 +57,7 @@ from pathlib import Path
 
 from hybrid_lab import HybridLab
 from replay_lab import ROOT, machine
+from workload_truth import zero_logs
 
 from analyzer.lab.hdd import HddModel
 from schemas.streams import TRANSACTIONAL
@@ -67,20 +81,33 @@ def _wl(dev: str, args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
-def engine(dev: str, args: argparse.Namespace, duration: float, trace: Path | None) -> dict:
-    """The engine on `dev` (its databases created first, unrecorded): its figures."""
-    _iotape(*_wl(dev, args), "--duration", "1", "--json")
+def engine(dev: str, args: argparse.Namespace, work: list[str], trace: Path | None) -> dict:
+    """The engine on `dev` doing `work` (`--transactions N` or `--duration S`): its
+    figures. Before a fixed amount of work, the starting state every such run
+    gets (databases created anew by one operation per session, the log region
+    zeroed); before a timed run, as this bench did before, a 1 s run (which also
+    creates the databases where there are none). Neither is recorded."""
+    if work[0] == "--transactions":
+        _iotape(*_wl(dev, args), "--recreate", "--transactions", "1", "--json")
+        zero_logs(dev, args)
+    else:
+        _iotape(*_wl(dev, args), "--duration", "1", "--json")
     rec = ["--record", str(trace), "-d", dev] if trace is not None else []
     if trace is not None and args.wakes:
         rec.append("--record-wakes")
-    res = json.loads(_iotape(*_wl(dev, args), "--duration", str(duration), "--json", *rec))
+    res = json.loads(_iotape(*_wl(dev, args), *work, "--json", *rec))
     s = res["total"]
     n = {k: int(s[k]["count"]) for k in (*TX, "log-write")}
     tx = sum(n[k] for k in TX)
+    db = res["databases"][0]
     return {
-        "duration_s": duration,
+        "work": " ".join(work),
         "elapsed_s": res["elapsed_s"],
+        "load_s": res["load_s"],
         "threads": res["threads_final"],
+        "operations": db["operations"],
+        "operations_by_kind": db.get("operations_by_kind"),
+        "operations_digest": db.get("operations_digest"),
         "requests": n,
         "tx_iops": round(tx / res["elapsed_s"], 1),
         "achieved_tx_iops": round(res["achieved_tx_iops"], 1),
@@ -153,39 +180,56 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     fast device, afap. With --trace, that kept trace instead of a recording."""
     names = {lab.fast: "ssd", lab.slow: "hdd"}
     dur = {lab.fast: args.ssd_duration, lab.slow: args.duration}
+    # The recording's work, which the truth on `dst` does again.
+    job = ["--transactions", str({lab.fast: args.ssd_transactions,
+                                  lab.slow: args.hdd_transactions}[src])]  # fmt: skip
     trace = work / f"{names[src]}.iot"
     if args.trace:
-        # a kept recording replayed again (the figures of its engine run are lost)
+        # A kept recording replayed again: its engine run's figures are lost; the
+        # truth does the work given (--hdd-/--ssd-transactions, the recording's).
         shutil.copy2(args.trace, trace)
-        original: dict = {"tx_iops": None, "trace": str(args.trace)}
+        original: dict = {"tx_iops": None, "trace": str(args.trace), "work": " ".join(job),
+                          "elapsed_s": None, "operations_digest": None}  # fmt: skip
     else:
-        original = engine(src, args, dur[src], trace)
+        original = engine(src, args, job, trace)
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         shutil.copy2(trace, args.keep / trace.name)  # for a later look at what was replayed
     label = f"{names[src]}-to-{names[dst]}"
-    rounds = []
+    rounds: list[dict] = []
+    print(
+        f"{label}: engine on {names[src]} ({original['work']} per session, recorded) "
+        f"{original['tx_iops']} tx IOPS over {original['elapsed_s']} s",
+        flush=True,
+    )
     for k in range(args.rounds):
-        truth = engine(dst, args, dur[dst], None)
+        truth = engine(dst, args, job, None)
+        same = (
+            truth["operations_digest"] == original["operations_digest"]
+            if original["operations_digest"] is not None
+            else None
+        )
+        old = (
+            engine(dst, args, ["--duration", str(dur[dst])], None) if args.duration_truth else None
+        )
         deps = {v: replay(trace, dst, work, label, "dependent", v) for v in args.variants}
         # Onto the fast device, afap too (no think time: the most the trace's order and
         # depth allow there); onto the HDD-like one it would take minutes more.
         afap = replay(trace, dst, work, label, "afap") if dst == lab.fast else None
         err = {lt: _err(d["tx_iops"], truth["tx_iops"]) for lt, d in deps.items()}
-        print(
-            f"{label} round {k + 1}: engine on {names[src]} {original['tx_iops']} tx IOPS; "
-            f"engine on {names[dst]} (truth) {truth['tx_iops']}; dependent "
-            + ", ".join(f"--long-thinks {lt} {d['tx_iops']} ({err[lt]:+.1f} %, "
-                        f"{d['issued_before_predecessor']} early)" for lt, d in deps.items())
-            + (f"; afap {afap['tx_iops']}" if afap else ""),
-            flush=True,
-        )  # fmt: skip
+        err_old = (
+            {lt: _err(d["tx_iops"], old["tx_iops"]) for lt, d in deps.items()} if old else None
+        )
+        _say_round(f"{label} round {k + 1}", names[dst], same, truth, old, deps, err, err_old, afap)
         rounds.append(
             {
                 "engine_on_target": truth,
+                "same_operations": same,
+                "engine_on_target_timed": old,
                 "dependent_replay": deps,
                 "afap_replay": {k: afap[k] for k in ("tx_iops", "tx_span_s")} if afap else None,
                 "tx_iops_error_pct": err,
+                "tx_iops_error_vs_timed_pct": err_old,
             }
         )
     judged = args.variants[0]
@@ -195,21 +239,66 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         "to": names[dst],
         "engine_on_source": original,
         "rounds": rounds,
-        "median": {
-            "truth_tx_iops": _med([r["engine_on_target"]["tx_iops"] for r in rounds]),
-            "dependent_tx_iops": {
-                lt: _med([r["dependent_replay"][lt]["tx_iops"] for r in rounds])
-                for lt in args.variants
-            },
-            "afap_tx_iops": _med([r["afap_replay"]["tx_iops"] for r in rounds])
-            if rounds[0]["afap_replay"]
-            else None,
-            "tx_iops_error_pct": {
-                lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.variants
-            },
-        },
+        "median": _medians(rounds, args),
+        "same_operations": all(r["same_operations"] is not False for r in rounds),
         "error_range_pct": [min(errs), max(errs)],
         "within_goal": abs(_med(errs)) <= 15,
+    }
+
+
+def _say_round(
+    head: str,
+    dst: str,
+    same: bool | None,
+    truth: dict,
+    old: dict | None,
+    deps: dict,
+    err: dict,
+    err_old: dict | None,
+    afap: dict | None,
+) -> None:
+    """One round's line: both truths, each dependent replay and its errors, afap."""
+    seen = {True: "yes", False: "NO", None: "unknown (a kept trace)"}[same]
+    print(
+        f"{head}: truth (the same work on {dst}, same operations: {seen}) "
+        f"{truth['tx_iops']} tx IOPS over {truth['elapsed_s']} s"
+        + (f"; timed truth ({old['work']}) {old['tx_iops']}" if old else "")
+        + "; dependent "
+        + ", ".join(f"--long-thinks {lt} {d['tx_iops']} over {d['tx_span_s']} s "
+                    f"({err[lt]:+.1f} %" + (f", {err_old[lt]:+.1f} % against the timed truth"
+                                            if err_old else "")
+                    + f", {d['issued_before_predecessor']} early)" for lt, d in deps.items())
+        + (f"; afap {afap['tx_iops']}" if afap else ""),
+        flush=True,
+    )  # fmt: skip
+
+
+def _medians(rounds: list[dict], args: argparse.Namespace) -> dict:
+    """The rounds' medians: truths, replays, errors against both truths."""
+    return {
+        "truth_tx_iops": _med([r["engine_on_target"]["tx_iops"] for r in rounds]),
+        "truth_elapsed_s": _med([r["engine_on_target"]["elapsed_s"] for r in rounds]),
+        "timed_truth_tx_iops": _med([r["engine_on_target_timed"]["tx_iops"] for r in rounds])
+        if args.duration_truth
+        else None,
+        "dependent_tx_iops": {
+            lt: _med([r["dependent_replay"][lt]["tx_iops"] for r in rounds]) for lt in args.variants
+        },
+        "afap_tx_iops": _med([r["afap_replay"]["tx_iops"] for r in rounds])
+        if rounds[0]["afap_replay"]
+        else None,
+        "tx_iops_error_pct": {
+            lt: _med([r["tx_iops_error_pct"][lt] for r in rounds]) for lt in args.variants
+        },
+        "tx_iops_error_vs_timed_pct": {
+            lt: _med([r["tx_iops_error_vs_timed_pct"][lt] for r in rounds]) for lt in args.variants
+        }
+        if args.duration_truth
+        else None,
+        "dependent_tx_span_s": {
+            lt: _med([r["dependent_replay"][lt]["tx_span_s"] for r in rounds])
+            for lt in args.variants
+        },
     }
 
 
@@ -232,7 +321,9 @@ def measure(args: argparse.Namespace) -> dict:
         runs = [direction(lab, *pairs[k], work, args) for k in args.directions]
     return {
         "engine": {k: getattr(args, k) for k in ("threads", "mailboxes", "mailbox_size_mb",
-                                                 "cache_mb", "duration", "ssd_duration")},
+                                                 "cache_mb", "hdd_transactions",
+                                                 "ssd_transactions", "duration", "ssd_duration")},
+        "duration_truth": args.duration_truth,
         "wakes": args.wakes,
         "rounds": args.rounds,
         "long_thinks": args.long_thinks,
@@ -245,14 +336,39 @@ def measure(args: argparse.Namespace) -> dict:
     }  # fmt: skip
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=2, help="session threads")
     ap.add_argument("--mailboxes", type=int, default=50)
     ap.add_argument("--mailbox-size-mb", type=float, default=4)
     ap.add_argument("--cache-mb", type=float, default=8)
-    ap.add_argument("--duration", type=float, default=20, help="the engine's run on the HDD")
-    ap.add_argument("--ssd-duration", type=float, default=0.5, help="its run on the SSD")
+    ap.add_argument(
+        "--hdd-transactions",
+        type=int,
+        default=12000,
+        help="hdd-ssd: operations per session of the HDD-like recording and the truth on the "
+        "SSD-like device",
+    )
+    ap.add_argument(
+        "--ssd-transactions",
+        type=int,
+        default=1200,
+        help="ssd-hdd: operations per session of the SSD-like recording and the truth on the "
+        "HDD-like device",
+    )
+    ap.add_argument(
+        "--duration-truth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the truth of before: the engine run for --duration / --ssd-duration on the "
+        "target after a 1 s run",
+    )
+    ap.add_argument(
+        "--duration", type=float, default=20, help="the timed truth's run on the HDD-like device"
+    )
+    ap.add_argument(
+        "--ssd-duration", type=float, default=0.5, help="its run on the SSD-like device"
+    )
     ap.add_argument("--spindles", type=int, default=2)
     ap.add_argument(
         "--wakes",
@@ -294,6 +410,11 @@ def main() -> None:
         help="hdd-ssd and/or ssd-hdd",
     )
     ap.add_argument("-o", "--output", type=Path, default=OUT)
+    return ap
+
+
+def main() -> None:
+    ap = _parser()
     args = ap.parse_args()
     if args.trace and len(args.directions) != 1:
         ap.error("--trace: give one --directions, the trace's")

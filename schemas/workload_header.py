@@ -23,6 +23,9 @@ class WorkloadMetadata(TypedDict):
     # `databases`: one log per database.
     storage_groups: NotRequired[int]
     duration: float
+    # Operations per session thread instead of a duration (`--transactions`; 0:
+    # the run lasted `duration`). Absent in traces made before it.
+    transactions: NotRequired[int]
     threads: int | str  # or "auto"
     cache_min_mb: float
     cache_max_mb: float

@@ -53,6 +53,9 @@ class WorkloadConfig:
     storage_groups: int | None = None
     copies: int = default_int("copies")
     duration: float = default_float("duration")
+    # A fixed amount of work instead of the duration: operations per session
+    # thread, the same ones for the same seed on any device (0: run `duration`).
+    transactions: int = default_int("transactions")
     threads: int | str = default_int("threads")  # or "auto" (throughput)
     cache_min_mb: float | None = None  # None: from the mailboxes (cache_mb)
     cache_max_mb: float | None = None
@@ -107,6 +110,7 @@ class WorkloadConfig:
             copies=self.copies,
             storage_groups=self.groups(),
             duration=self.duration,
+            transactions=self.transactions,
             threads=self.threads,
             cache_min_mb=lo,
             cache_max_mb=hi,
@@ -145,6 +149,17 @@ def validate(cfg: WorkloadConfig) -> layout.Layout:
         raise IotapeError("--threads auto: only in --mode throughput")
     if cfg.duration <= 0 and cfg.mode in ("performance", "stress", "throughput"):
         raise IotapeError(f"--duration {cfg.duration}: must be positive")
+    if cfg.transactions < 0:
+        raise IotapeError(f"--transactions {cfg.transactions}: must be 0 or more")
+    if cfg.transactions and cfg.mode not in MODES[:3]:
+        raise IotapeError(
+            f"--transactions {cfg.transactions}: only in --mode {', '.join(MODES[:3])} "
+            "(operations per session)"
+        )
+    if cfg.transactions and cfg.threads == "auto":
+        raise IotapeError(
+            f"--transactions {cfg.transactions}: not with --threads auto (its sessions come and go)"
+        )
     lo, hi = cfg.cache_mb()
     if lo > hi:
         raise IotapeError(f"--cache-min-mb {lo} is above --cache-max-mb {hi}")
@@ -189,6 +204,7 @@ def engine_argv(cfg: WorkloadConfig, lay: layout.Layout, result: Path, quiet: bo
         "page-kb": cfg.page_kb,
         "copies": cfg.copies,
         "duration": cfg.duration,
+        "transactions": cfg.transactions,
         "cache-min-mb": lo,
         "cache-max-mb": hi,
         "seed": cfg.seed,

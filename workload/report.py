@@ -138,6 +138,8 @@ def build(result: dict) -> WorkloadReport:
             "db": d["db"],
             "mailboxes": d["mailboxes"],
             "operations": d["operations"],
+            "operations_by_kind": d.get("operations_by_kind"),
+            "operations_digest": d.get("operations_digest"),
             "closed_logs": d["closed_logs"],
             "cache": d["cache"],
             # The log stream this run wrote (its first generation; 0: none) and

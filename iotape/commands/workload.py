@@ -49,7 +49,7 @@ class _Live:
             self.bar.start()
         self.tasks: dict[str, int] = {}
 
-    def _task(self, key: str, desc: str, total: float):
+    def _task(self, key: str, desc: str, total: float | None):
         assert self.bar
         if key not in self.tasks:
             self.tasks[key] = self.bar.add_task(desc, total=total, info="")
@@ -68,10 +68,10 @@ class _Live:
             t = self._task(f"db{msg['db']}", f"creating database {msg['db']}", msg["total"])
             self.bar.update(t, completed=msg["done"], info=f"{msg['done'] / 2**30:.2f} GiB")
         elif kind == "tick":
-            t = self._task("run", "running", self.duration or 1)
-            self.bar.update(
-                t, completed=min(msg["t"], self.duration), info=f"{msg['tx_ios']:,} tx I/O"
-            )
+            # A run of --transactions has no known length: a bar without a total.
+            t = self._task("run", "running", self.duration or None)
+            done = min(msg["t"], self.duration) if self.duration else msg["t"]
+            self.bar.update(t, completed=done, info=f"{msg['tx_ios']:,} tx I/O")
 
     def close(self) -> None:
         if self.bar:
@@ -132,7 +132,8 @@ def _run_engine(
         err.print(f"recorded {summary.get('events', 0):,} events to {record}")
         _say_logs(result)  # a recorded engine is quiet: said once it is done
     else:
-        live = _Live(cfg.duration if cfg.mode in engine.MODES[:3] else 0, show)
+        timed = cfg.mode in engine.MODES[:3] and not cfg.transactions
+        live = _Live(cfg.duration if timed else 0, show)
         try:
             result = engine.run(cfg, live)  # said as it starts (the "logs" message)
         finally:
@@ -199,6 +200,7 @@ def run(
     storage_groups: o.StorageGroups = None,
     copies: o.Copies = None,
     duration: o.Duration = o.DURATION,
+    transactions: o.Transactions = o.TRANSACTIONS,
     threads: Annotated[str, typer.Option(help="per database, or 'auto' (throughput)")] = str(
         o.THREADS
     ),
@@ -239,6 +241,7 @@ def run(
         db_path, log_path, profile=profile, mode=mode, mailboxes=mailboxes,
         iops_per_mailbox=iops_per_mailbox, mailbox_size_mb=mailbox_size_mb,
         databases=databases, storage_groups=storage_groups, copies=copies, duration=duration,
+        transactions=transactions,
         threads=threads if threads == "auto" else int(threads), cache_min_mb=cache_min_mb,
         cache_max_mb=cache_max_mb, page_kb=page_kb, seed=seed, no_bdm=no_bdm,
         recreate=recreate, ioengine=ioengine, set_=set_, destroy_data_on=destroy_data_on,

@@ -52,6 +52,7 @@ Copies = Annotated[
     _opt("copies", help=f"{options()['copies'].help} {_PRESET_OR}{default_int('copies')})"),
 ]
 Duration = Annotated[float, _opt("duration")]
+Transactions = Annotated[int, _opt("transactions")]
 Threads = Annotated[int, _opt("threads")]
 CacheMinMb = Annotated[float | None, _opt("cache-min-mb", help="default: 1/8 of the maximum")]
 CacheMaxMb = Annotated[
@@ -85,6 +86,7 @@ MAILBOX_SIZE_MB = default_float("mailbox-size-mb")
 DATABASES = default_int("databases")
 COPIES = default_int("copies")
 DURATION = default_float("duration")
+TRANSACTIONS = default_int("transactions")
 THREADS = default_int("threads")
 PAGE_KB = default_int("page-kb")
 SEED = default_int("seed")

@@ -58,6 +58,11 @@ class DatabaseRow(OpenPart):
     db: int
     mailboxes: Number
     operations: int
+    # The sessions' operations by kind (insert, delete, replace, read) and a digest
+    # of their sequences: with the same --seed and --transactions the same on any
+    # device. None in reports of an engine before them.
+    operations_by_kind: dict[str, Count] | None = None
+    operations_digest: str | None = None
     closed_logs: int
     cache: dict[str, Any]
     # The log stream this run wrote (its first generation; 0: none) and the earlier

@@ -55,6 +55,11 @@ def test_impossible_size_in_a_directory(tmp_path: Path) -> None:
         (["--mailboxes", "1", "--databases", "2"], "fewer than --databases"),
         (["--emulate-latency", "1,2"], "DB_READ_MS,DB_WRITE_MS,LOG_WRITE_MS"),
         (["--emulate-latency", "no-such-run"], "no such published profile"),
+        (["--transactions", "5", "--mode", "backup"], "--transactions 5: only in --mode"),
+        (
+            ["--transactions", "5", "--mode", "throughput", "--threads", "auto"],
+            "--transactions 5: not with --threads auto",
+        ),
     ],
 )
 def test_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
@@ -153,3 +158,32 @@ def test_show_rejects_other_json(tmp_path: Path) -> None:
     res = runner.invoke(app, ["show", str(p)])
     assert isinstance(res.exception, IotapeError)
     assert "not a workload report" in str(res.exception)
+
+
+def test_transactions_out_of_range_is_refused(tmp_path: Path) -> None:
+    res = _run("--db-path", str(tmp_path), "--log-path", str(tmp_path), "--transactions", "-1")
+    assert res.exit_code == 2, res.output
+    assert not list(tmp_path.glob("*.edb")), "nothing is created for a bad option"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--transactions=many"], "--transactions many: not a number"),
+        (["--transactions=-3"], "--transactions -3: out of range"),
+        (["--transactions=5", "--mode=backup"], "--transactions 5: only in performance"),
+        (["--transactions=5", "--auto-threads=1"], "--transactions 5: not with --auto-threads"),
+    ],
+)
+def test_engine_refuses_bad_transactions_in_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """The engine itself (as `--set transactions=...` reaches it): one line, no result."""
+    exe = str(engine.engine_path())
+    result = tmp_path / "r.json"
+    argv = [exe, f"--db={tmp_path / 'db0.edb'}", f"--log={tmp_path}", f"--result={result}", *args]
+    out = subprocess.run(argv, capture_output=True, text=True)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert not result.exists() and not (tmp_path / "db0.edb").exists()

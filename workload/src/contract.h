@@ -54,6 +54,7 @@ enum log_partial { LP_PAD, LP_REWRITE, LP_SHADOW };
 	I("page-kb", page_kb, "32", 4, 64, "database page size (KiB)") \
 	I("copies", copies, "2", 1, 16, "database copies in all; logs are read once per extra copy") \
 	D("duration", duration, "30", 0, 10000000.0, "seconds of transactional load") \
+	I("transactions", transactions, "0", 0, 1000000000, "a fixed amount of work instead of --duration: each session thread does this many operations (the same ones for the same --seed on any device), then stops; the run ends when all have (0: run --duration)") \
 	I("threads", threads, "3", 1, 64, "user sessions (threads) per database") \
 	I("auto-threads", auto_threads, "0", 0, 1, "throughput: raise threads while db reads stay fast") \
 	I("max-threads", max_threads, "16", 1, 64, "throughput auto: most threads per database") \

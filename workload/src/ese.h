@@ -34,6 +34,7 @@ struct config {
 	char mode_name[32];
 	enum mode mode;
 	int quiet, databases, threads, auto_threads, max_threads, copies, bdm, seed, page_kb;
+	int transactions; /* per session thread; 0: run for --duration */
 	double mailboxes, iops_per_mailbox, mailbox_mb, duration;
 	double cache_min_mb, cache_max_mb;
 	double mix_insert, mix_delete, mix_replace, mix_read, lazy_pct;
@@ -73,6 +74,10 @@ struct worker {
 	struct iostat st[S_N];
 	uint64_t rng[2];
 	uint64_t ops_done, commits, durable_commits;
+	/* A session's operations by kind (session.c enum op) and a digest of its
+	 * sequence (each one's kind, mailbox, run length and first page): the same
+	 * for the same --seed whatever the device, which the report shows. */
+	uint64_t op_kinds[4], op_digest;
 	void *(*fn)(void *);
 	/* emulate.c: a latency floor for this worker's requests, and the
 	 * completions it is holding back until they are due */
@@ -203,6 +208,12 @@ struct engine {
 	_Atomic int flush_behind; /* end=crash: write what is older than --recovery-behind-pct */
 	_Atomic int active_threads; /* user threads running per database (throughput auto) */
 	uint64_t t0_ns, t_end_ns;
+	/* --transactions: session threads still working; the last one to finish
+	 * notes when (the end of the load) and wakes run() (done_mu, done_cv). */
+	_Atomic int sessions_left;
+	uint64_t work_end_ns;
+	pthread_mutex_t done_mu;
+	pthread_cond_t done_cv;
 	double elapsed_s, load_s; /* all of it; the load alone (start to stop, no final flush) */
 	FILE *progress;
 	int auto_history_n;
@@ -283,6 +294,7 @@ void *repl_main(void *arg);
 
 /* session.c */
 void *session_main(void *arg);
+void session_done(void);
 
 /* modes.c */
 void *backup_main(void *arg);

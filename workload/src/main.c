@@ -164,7 +164,9 @@ static void run(void)
 	int tuning = c->mode == M_THROUGHPUT && c->auto_threads;
 	while (!atomic_load(&E.stop)) {
 		uint64_t t = now_ns();
-		if (c->mode <= M_THROUGHPUT && t - E.t0_ns >= dur)
+		if (c->mode <= M_THROUGHPUT && !c->transactions && t - E.t0_ns >= dur)
+			break;
+		if (c->transactions && !atomic_load(&E.sessions_left))
 			break;
 		if (c->mode == M_BACKUP) {
 			int done = 1;
@@ -186,7 +188,15 @@ static void run(void)
 			fflush(E.progress);
 			next_tick += 1000000000ull;
 		}
-		sleep_ns(5000000ull);
+		if (c->transactions) {
+			/* The last session wakes this at once: the stop follows the work, not a poll. */
+			pthread_mutex_lock(&E.done_mu);
+			if (atomic_load(&E.sessions_left))
+				timed_wait(&E.done_cv, &E.done_mu, 5);
+			pthread_mutex_unlock(&E.done_mu);
+		} else {
+			sleep_ns(5000000ull);
+		}
 	}
 }
 
@@ -261,6 +271,9 @@ int main(int argc, char **argv)
 	tier_start();
 	fprintf(E.progress, "{\"type\":\"start\"}\n");
 	fflush(E.progress);
+	pthread_mutex_init(&E.done_mu, NULL);
+	pthread_cond_init(&E.done_cv, NULL);
+	atomic_store(&E.sessions_left, E.cfg.databases * E.cfg.threads);
 	E.t0_ns = now_ns();
 	int first = E.nworkers;
 	for (int i = 0; i < E.cfg.databases; i++)
@@ -269,7 +282,8 @@ int main(int argc, char **argv)
 		recovery_start();
 	run();
 	/* The measurement window ends here: the final flush is a clean shutdown's, not load. */
-	E.load_s = (now_ns() - E.t0_ns) / 1e9;
+	/* --transactions: the load is the work, up to the last session's last operation. */
+	E.load_s = ((E.cfg.transactions && E.work_end_ns ? E.work_end_ns : now_ns()) - E.t0_ns) / 1e9;
 	for (int i = 0; i < E.cfg.databases; i++)
 		E.dbs[i].tx_ios_load = atomic_load(&E.dbs[i].tx_ios);
 

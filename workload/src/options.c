@@ -156,6 +156,12 @@ void options_parse(struct config *cfg, int argc, char **argv)
 	cfg->crash_end = name_index(ends, sizeof(ends) / sizeof(ends[0]), cfg->end_name);
 	if (cfg->crash_end < 0)
 		die("--end %s: clean or crash", cfg->end_name);
+	if (cfg->transactions && cfg->mode > M_THROUGHPUT)
+		die("--transactions %d: only in performance, stress or throughput mode (a fixed number of "
+		    "operations per session)",
+		    cfg->transactions);
+	if (cfg->transactions && cfg->auto_threads)
+		die("--transactions %d: not with --auto-threads (its sessions come and go)", cfg->transactions);
 	if (cfg->max_threads < cfg->threads)
 		cfg->max_threads = cfg->threads;
 	if ((cfg->log_file_kb & 3) || (cfg->bdm_read_kb & 3) || (cfg->repl_read_kb & 3) || (cfg->logfmt_kb & 3))

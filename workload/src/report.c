@@ -81,7 +81,7 @@ static void put_db(FILE *f, int i, double secs)
 	static const struct loggroup none;
 	const struct loggroup *g = d->g->idx == i ? d->g : &none;
 	struct iostat st[S_N];
-	uint64_t ops = 0, commits = 0, durable = 0;
+	uint64_t ops = 0, commits = 0, durable = 0, kinds[4] = {0}, digest = 0;
 	memset(st, 0, sizeof(st));
 	for (int k = 0; k < E.nworkers; k++) {
 		struct worker *w = E.workers[k];
@@ -93,6 +93,9 @@ static void put_db(FILE *f, int i, double secs)
 			ops += w->ops_done;
 			commits += w->commits;
 			durable += w->durable_commits;
+			for (int o = 0; o < 4; o++)
+				kinds[o] += w->op_kinds[o];
+			digest ^= w->op_digest; /* the sessions' digests, whatever order they ran in */
 		}
 	}
 	tier_db_stats(i, &st[S_MIGRATION]);
@@ -104,6 +107,10 @@ static void put_db(FILE *f, int i, double secs)
 		(unsigned long long)g->closed_logs, (unsigned long long)d->g->log_stream, (unsigned long long)g->logs_kept,
 		(unsigned long long)g->logs_removed, d->c.cap, (unsigned long long)d->c.hits,
 		(unsigned long long)d->c.misses, (unsigned long long)d->c.clean_waits, d->c.ndirty);
+	fprintf(f, "\"operations_by_kind\":{\"insert\":%llu,\"delete\":%llu,\"replace\":%llu,\"read\":%llu},"
+		   "\"operations_digest\":\"%016llx\",",
+		(unsigned long long)kinds[0], (unsigned long long)kinds[1], (unsigned long long)kinds[2],
+		(unsigned long long)kinds[3], (unsigned long long)digest);
 	if (c->mode == M_SOFT_RECOVERY)
 		recovery_result(f, i);
 	put_flushes(f, g);
@@ -155,9 +162,9 @@ void result_write(const char *path)
 	double secs = E.elapsed_s;
 	fprintf(f, "{\"format\":\"" ESE_RESULT_FORMAT "\",\"version\":%d,\"mode\":\"%s\",\"interrupted\":%s,"
 		   "\"elapsed_s\":%.4f,\"load_s\":%.4f,\"seed\":%d,\"ioengine\":\"%s\",\"page_bytes\":%d,\"log_file_bytes\":%d,"
-		   "\"copies\":%d,\"threads_final\":%d,",
+		   "\"copies\":%d,\"threads_final\":%d,\"transactions\":%d,",
 		ESE_RESULT_VERSION, c->mode_name, atomic_load(&E.interrupted) ? "true" : "false", secs, E.load_s, c->seed, c->ioengine,
-		c->page_kb * 1024, c->log_file_kb * 1024, c->copies, atomic_load(&E.active_threads));
+		c->page_kb * 1024, c->log_file_kb * 1024, c->copies, atomic_load(&E.active_threads), c->transactions);
 	/* Emulated latency is part of the result so no report passes it off as the device's. */
 	fprintf(f, "\"lazy_flush_ms\":%g,\"emulated_latency_ms\":{\"db_read\":%g,\"db_write\":%g,\"log_write\":%g},",
 		c->lazy_flush_ms, c->emu_db_read_ms, c->emu_db_write_ms, c->emu_log_write_ms);

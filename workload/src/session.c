@@ -19,6 +19,13 @@
  * steering by what completed makes up the warm-up's shortfall, and the
  * lead keeps a run stopped at any moment at or above its target. In throughput
  * mode they run flat out.
+ *
+ * With --transactions N each session stops after N operations. Its choices
+ * (kind, mailbox, pages, record sizes, lazy or durable) come from its own RNG,
+ * seeded by --seed and its name (util.c), so the same N and seed give each
+ * session the same sequence on any device; what the device changes is the I/O
+ * they cause (cache hits, group commits, an insert's tail page shared with the
+ * other sessions of its mailbox).
  */
 #include <math.h>
 #include <string.h>
@@ -93,6 +100,18 @@ static int64_t tail_page(struct db *d, int64_t mb, uint32_t bytes, int *fresh)
 	return p;
 }
 
+/* FNV-1a over one operation's choices, folded into a session's digest. */
+static uint64_t digest_step(uint64_t h, uint64_t op, uint64_t mb, uint64_t n, uint64_t page)
+{
+	const uint64_t x[4] = {op, mb, n, page};
+	if (!h)
+		h = 0xcbf29ce484222325ull;
+	for (int i = 0; i < 4; i++)
+		for (int b = 0; b < 64; b += 8)
+			h = (h ^ ((x[i] >> b) & 0xff)) * 0x100000001b3ull;
+	return h;
+}
+
 static void one_op(struct worker *w)
 {
 	struct db *d = w->db;
@@ -107,6 +126,8 @@ static void one_op(struct worker *w)
 	int n = run_len(w);
 	int64_t page = random_run(w, mb, n);
 	w->ops_done++;
+	w->op_kinds[op]++;
+	w->op_digest = digest_step(w->op_digest, (uint64_t)op, (uint64_t)mb, (uint64_t)n, (uint64_t)page);
 	atomic_fetch_add(&d->tx_ops, 1);
 	r.op = (uint32_t)op | (uint32_t)d->idx << REC_OP_DB_SHIFT; /* whose pages, in a group's log */
 	switch (op) {
@@ -162,6 +183,8 @@ void *session_main(void *arg)
 	double target = (double)d->mailboxes * c->iops_per_mailbox, per_thread = target / c->threads;
 	uint64_t next = now_ns();
 	while (!atomic_load(&E.stop)) {
+		if (c->transactions && w->ops_done >= (uint64_t)c->transactions)
+			break;
 		if (w->index >= atomic_load(&E.active_threads)) {
 			sleep_ns(10000000ull); /* parked by the throughput auto-tuner */
 			next = now_ns();
@@ -187,5 +210,18 @@ void *session_main(void *arg)
 		}
 		one_op(w);
 	}
+	if (c->transactions)
+		session_done();
 	return NULL;
+}
+
+/* --transactions: one session has done its share; the last one ends the load. */
+void session_done(void)
+{
+	pthread_mutex_lock(&E.done_mu);
+	if (atomic_fetch_sub(&E.sessions_left, 1) == 1) {
+		E.work_end_ns = now_ns();
+		pthread_cond_signal(&E.done_cv);
+	}
+	pthread_mutex_unlock(&E.done_mu);
 }
