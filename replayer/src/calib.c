@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -57,17 +56,7 @@ static int cmp_ll(const void *a, const void *b) {
 /* Twice the median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
  * workers'): one wake-up at a completion, one for the sleep of the think. */
 static long long timer_delay(void) {
-    enum { N = 101 };
-    long long late[N];
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    for (int i = 0; i < N; i++) {
-        long long due = now_ns() + 100000LL;
-        struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        late[i] = now_ns() - due;
-    }
-    qsort(late, N, sizeof *late, cmp_ll);
-    return 2 * (late[N / 2] > 0 ? late[N / 2] : 0);
+    return 2 * sleep_lateness();
 }
 
 static int why(own_delay_t *od, const char *fmt, ...) {
