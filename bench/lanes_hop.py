@@ -131,7 +131,9 @@ def loop_device(work: Path) -> tuple[str, Path]:
 def measure(a: argparse.Namespace, work: Path, dev: str) -> dict:
     thinks = [int(x) for x in a.think_us.split(",")]
     runners: list[tuple[str, Path, str | None]] = [
-        ("lanes_sleep", runner.LANES, "0"), ("lanes_awake", runner.LANES, None)]
+        ("lanes_sleep", runner.LANES, "0"),
+        ("lanes_awake", runner.LANES, None),
+    ]
     if a.lanes_before:
         runners.insert(0, ("lanes_before", a.lanes_before, None))
     rounds: list[dict] = []
@@ -147,16 +149,16 @@ def measure(a: argparse.Namespace, work: Path, dev: str) -> dict:
         print(json.dumps({"round": r, **got}), file=sys.stderr)
         rounds.append(got)
     summary: dict = {}
-    for t in map(str, thinks):
-        summary[t] = {}
-        for key in rounds[0][t]:
-            hops = [rd[t][key]["hop_us"] for rd in rounds]
-            over = [rd[t][key]["overhead_us"] for rd in rounds]
-            summary[t][key] = {"hop_us": statistics.median(hops),
-                               "overhead_us": statistics.median(over),
-                               "x_fio_hop": round(statistics.median(hops)
-                                                  / statistics.median(rd[t]["fio_same"]["hop_us"]
-                                                                      for rd in rounds), 3)}  # fmt: skip
+    for tk in (str(x) for x in thinks):
+        fio = statistics.median(rd[tk]["fio_same"]["hop_us"] for rd in rounds)
+        summary[tk] = {}
+        for key in rounds[0][tk]:
+            hop = statistics.median(rd[tk][key]["hop_us"] for rd in rounds)
+            summary[tk][key] = {
+                "hop_us": hop,
+                "overhead_us": statistics.median(rd[tk][key]["overhead_us"] for rd in rounds),
+                "x_fio_hop": round(hop / fio, 3),
+            }
     return {"rounds": rounds, "median": summary}
 
 
