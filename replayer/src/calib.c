@@ -20,7 +20,8 @@
  * small against them).
  *
  * An earlier estimate, twice the median lateness of short sleeps (the wake-up at
- * a completion and the sleep of the think), came out at 43-47 us on the shared
+ * a completion and the sleep of the think; once where the think's end is waited
+ * awake, io.c), came out at 43-47 us on the shared
  * 2-vCPU VM where a real cycle added ~90 us; it stays as the fallback where the
  * target cannot be timed so (no block statistics, say a file on tmpfs; a read
  * failed; other reads on the device at the same time), with the reason in the
@@ -54,9 +55,10 @@ static int cmp_ll(const void *a, const void *b) {
 }
 
 /* Twice the median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
- * workers'): one wake-up at a completion, one for the sleep of the think. */
+ * workers'): one wake-up at a completion, one for the sleep of the think; once
+ * where the think's end is waited awake (io.c's spin_ns, issue 34). */
 static long long timer_delay(void) {
-    return 2 * sleep_lateness();
+    return (spin_ns ? 1 : 2) * sleep_lateness();
 }
 
 static int why(own_delay_t *od, const char *fmt, ...) {
