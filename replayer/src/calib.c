@@ -49,11 +49,6 @@
 #define CAL_MAX_READS 400
 #define CAL_BLOCKS 8
 
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
 /* Twice the median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
  * workers'): one wake-up at a completion, one for the sleep of the think; once
  * where the think's end is waited awake (io.c's spin_ns, issue 34). */

@@ -62,7 +62,7 @@ long long spin_ns;
 static atomic_int spinners;
 static int spin_max = 1;
 
-static int cmp_ll(const void *a, const void *b) {
+int cmp_ll(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return (x > y) - (x < y);
 }

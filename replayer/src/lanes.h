@@ -80,6 +80,7 @@ void sleep_until(long long t_ns);
 #define SPIN_MIN_NS 20000LL
 #define SPIN_MAX_NS 200000LL
 extern long long spin_ns;
+int cmp_ll(const void *a, const void *b); /* qsort of long longs */
 long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns timer slack */
 long long spin_setup(void);     /* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped */
 int spin_take(void);

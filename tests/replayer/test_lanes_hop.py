@@ -8,33 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-
-from replayer.run import runner
-
-MIB = 1 << 20
+from test_demand_thinks import _lanes as demand_lanes
 
 
 def _lanes(tmp_path: Path, logs: dict[str, list[str]], spin: str | None) -> dict:
-    """iotape-lanes on hand-written dependent logs (job -> lines), each job iodepth 1."""
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\1" * MIB)
-    (tmp_path / "iologs").mkdir(exist_ok=True)
-    fio = "[global]\nioengine=psync\n"
-    for name, lines in logs.items():
-        head = f"iotape dependent log 1\nopen {target}\n"
-        (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(lines))
-        fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth=1\n"
-    (tmp_path / "replay.fio").write_text(fio)
+    """iotape-lanes on hand-written dependent logs, the thinks as logged, at `spin`."""
     env = {k: v for k, v in os.environ.items() if k != "IOTAPE_LANES_SPIN_US"}
-    env["IOTAPE_LANES_OWN_FLOOR_US"] = "0"  # the thinks as logged
+    env["IOTAPE_LANES_OWN_FLOOR_US"] = "0"
     if spin is not None:
         env["IOTAPE_LANES_SPIN_US"] = spin
-    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120, env=env)  # fmt: skip
+    p = demand_lanes(tmp_path, logs, env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
@@ -76,13 +62,8 @@ def test_a_long_chain_across_two_lanes_is_issued_in_order(tmp_path: Path, spin: 
 
 
 def test_a_spin_that_is_not_microseconds_is_refused_by_name(tmp_path: Path) -> None:
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\1" * MIB)
-    (tmp_path / "a.log").write_text(f"iotape dependent log 1\nopen {target}\n0 - @0 read 0 4096\n")
-    (tmp_path / "replay.fio").write_text("[a]\nread_iolog=a.log\n")
-    env = dict(os.environ, IOTAPE_LANES_SPIN_US="-1")
-    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=60, env=env)  # fmt: skip
+    p = demand_lanes(tmp_path, {"a": ["0 - @0 read 0 4096\n"]},
+                     dict(os.environ, IOTAPE_LANES_SPIN_US="-1"))  # fmt: skip
     assert p.returncode == 2
     assert p.stderr.strip() == (
         "iotape-lanes: IOTAPE_LANES_SPIN_US=-1: not microseconds (0 to 1000000; 0: sleep only)"
