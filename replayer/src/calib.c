@@ -20,7 +20,8 @@
  * small against them).
  *
  * An earlier estimate, twice the median lateness of short sleeps (the wake-up at
- * a completion and the sleep of the think), came out at 43-47 us on the shared
+ * a completion and the sleep of the think; once where the think's end is waited
+ * awake, io.c), came out at 43-47 us on the shared
  * 2-vCPU VM where a real cycle added ~90 us; it stays as the fallback where the
  * target cannot be timed so (no block statistics, say a file on tmpfs; a read
  * failed; other reads on the device at the same time), with the reason in the
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -49,25 +49,11 @@
 #define CAL_MAX_READS 400
 #define CAL_BLOCKS 8
 
-static int cmp_ll(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
 /* Twice the median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
- * workers'): one wake-up at a completion, one for the sleep of the think. */
+ * workers'): one wake-up at a completion, one for the sleep of the think; once
+ * where the think's end is waited awake (io.c's spin_ns, issue 34). */
 static long long timer_delay(void) {
-    enum { N = 101 };
-    long long late[N];
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    for (int i = 0; i < N; i++) {
-        long long due = now_ns() + 100000LL;
-        struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        late[i] = now_ns() - due;
-    }
-    qsort(late, N, sizeof *late, cmp_ll);
-    return 2 * (late[N / 2] > 0 ? late[N / 2] : 0);
+    return (spin_ns ? 1 : 2) * sleep_lateness();
 }
 
 static int why(own_delay_t *od, const char *fmt, ...) {

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -66,11 +67,19 @@ struct dreq {
 };
 
 static long long *done_ns; /* by id: completion time, 0 until then */
-/* By id: 1 once done_ns is set. A thread waits on its predecessor's word alone
- * (a futex): one condition variable broadcast at every completion woke every
- * waiting thread (a flusher's window of 32 threads, on 2 vCPUs) for each of the
- * others' completions, and slowed an afap replay's session chain ~4x. */
+/* By id: DONE once done_ns is set; SLEEPER while not, with a thread asleep on it.
+ * A thread waits on its predecessor's word alone (a futex): one condition
+ * variable broadcast at every completion woke every waiting thread (a flusher's
+ * window of 32 threads, on 2 vCPUs) for each of the others' completions, and
+ * slowed an afap replay's session chain ~4x. The completing thread wakes the
+ * word only where SLEEPER says someone sleeps on it: no system call at a
+ * completion nobody waits for (issue 34's hop cost). */
+enum { NOT_DONE, DONE, SLEEPER };
 static atomic_int *done_flag;
+/* By id: 1 once issued. A wait for a request in flight is a device's service
+ * time, worth spending awake (io.c's spin_ns); one not yet issued sleeps. */
+static atomic_uchar *issued;
+static atomic_llong spun_ns;
 static long long n_ids, n_requests, n_with_pred;
 static atomic_llong early, waited_ns;
 static int dependent;
@@ -243,10 +252,15 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
             }
     }
     if (dependent && (!(done_ns = calloc((size_t)n_ids + 1, sizeof *done_ns)) ||
-                      !(done_flag = calloc((size_t)n_ids + 1, sizeof *done_flag)))) {
+                      !(done_flag = calloc((size_t)n_ids + 1, sizeof *done_flag)) ||
+                      !(issued = calloc((size_t)n_ids + 1, sizeof *issued)))) {
         fprintf(stderr, "iotape-lanes: out of memory\n");
         exit(1);
     }
+}
+
+static int is_done(long long p) {
+    return atomic_load_explicit(&done_flag[p], memory_order_acquire) == DONE;
 }
 
 /* Whether every one of the n requests `p` has completed; *latest: the latest
@@ -254,7 +268,7 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
 static int all_done(const long long *p, int n, long long *latest, long long *pending) {
     *latest = 0;
     for (int k = 0; k < n; k++) {
-        if (!atomic_load_explicit(&done_flag[p[k]], memory_order_acquire)) {
+        if (!is_done(p[k])) {
             *pending = p[k];
             return 0;
         }
@@ -266,28 +280,48 @@ static int all_done(const long long *p, int n, long long *latest, long long *pen
 }
 
 /* Wait on request p's word until it completes, or until `until_ns` (0: a while,
- * to see a stop). */
-static void wait_done(long long p, long long until_ns) {
+ * to see a stop). Awake first, for up to *spin_left (the request's budget,
+ * spent as it goes), while p is in flight and a spinner is free (io.c). */
+static void wait_done(long long p, long long until_ns, long long *spin_left) {
+    if (*spin_left > 0 && atomic_load_explicit(&issued[p], memory_order_relaxed) &&
+        spin_take()) {
+        long long t0 = now_ns(), end = t0 + *spin_left, t = t0;
+        if (until_ns && until_ns < end)
+            end = until_ns;
+        while (!is_done(p) && !atomic_load_explicit(&stop_all, memory_order_relaxed) &&
+               (t = now_ns()) < end)
+            sched_yield();
+        spin_give();
+        *spin_left -= t - t0;
+        atomic_fetch_add_explicit(&spun_ns, t - t0, memory_order_relaxed);
+        if (is_done(p) || (until_ns && t >= until_ns))
+            return;
+    }
     long long wait = 200000000L, now = now_ns(); /* see a stop */
     if (until_ns && until_ns - now < wait)
         wait = until_ns > now ? until_ns - now : 0;
     if (!wait)
         return;
     struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
-    /* returns at once where the word is 1 already: no wake-up is lost */
-    syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    /* say a thread sleeps on it (unless done meanwhile); the wait returns at once
+     * where the word is DONE already: no wake-up is lost */
+    int was = NOT_DONE;
+    if (!atomic_compare_exchange_strong(&done_flag[p], &was, SLEEPER) && was == DONE)
+        return;
+    syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, SLEEPER, &ts, NULL, 0);
 }
 
 /* When `q` may go with its `or`: the earlier of its two ways, each the latest
  * completion of its list plus its think (or its absolute time). It waits on a
  * request of the way not yet ready, no longer than the other's time. */
 static long long due_either(const struct dreq *q, long long g) {
+    long long spin_left = spin_ns;
     /* first what both ways wait for (its own predecessor): no need to look twice */
     for (int k = 0; k < q->npred && !atomic_load(&stop_all); k++)
         for (int m = 0; m < q->nalt; m++)
             while (q->alt_pred[m] == q->pred[k] && !atomic_load(&stop_all) &&
-                   !atomic_load_explicit(&done_flag[q->pred[k]], memory_order_acquire))
-                wait_done(q->pred[k], 0);
+                   !is_done(q->pred[k]))
+                wait_done(q->pred[k], 0, &spin_left);
     for (;;) {
         long long l1, l2, p1 = -1, p2 = -1, due = LLONG_MAX;
         int a1 = all_done(q->pred, q->npred, &l1, &p1);
@@ -303,9 +337,9 @@ static long long due_either(const struct dreq *q, long long g) {
         /* neither ready: the first way's request, for a short while (the other's
          * may complete first); else the one way's, until the other's time */
         if (!a1 && !a2)
-            wait_done(p1, now_ns() + 100000);
+            wait_done(p1, now_ns() + 100000, &spin_left);
         else
-            wait_done(a1 ? p2 : p1, due);
+            wait_done(a1 ? p2 : p1, due, &spin_left);
     }
 }
 
@@ -315,7 +349,7 @@ static long long due_of(const struct dreq *q) {
     long long g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
     if (q->absolute)
         return g + q->t_ns;
-    long long latest = 0, t0 = now_ns();
+    long long latest = 0, t0 = now_ns(), spin_left = spin_ns;
     if (q->alt) {
         latest = due_either(q, g);
         atomic_fetch_add(&waited_ns, now_ns() - t0);
@@ -323,8 +357,8 @@ static long long due_of(const struct dreq *q) {
     }
     for (int k = 0; k < q->npred && !atomic_load(&stop_all);) {
         long long p = q->pred[k];
-        if (!atomic_load_explicit(&done_flag[p], memory_order_acquire)) {
-            wait_done(p, 0);
+        if (!is_done(p)) {
+            wait_done(p, 0, &spin_left);
             continue;
         }
         long long d = __atomic_load_n(&done_ns[p], __ATOMIC_ACQUIRE);
@@ -373,7 +407,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
             break;
         const struct dreq *q = &job->reqs[i];
         long long due = due_of(q);
-        sleep_until(due);
+        wait_until(due);
         if (atomic_load(&stop_all))
             break;
         long long at = now_ns();
@@ -387,6 +421,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
                    !(q->alt_absolute || done_by(q->alt_pred, q->nalt, at))) {
             atomic_fetch_add(&early, 1); /* neither way's requests had all completed */
         }
+        atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
         int err = issue_dep(fd, q);
         long long done = now_ns();
         if (err) {
@@ -396,8 +431,9 @@ void deps_worker(worker_t *w, tally_t *ty) {
         }
         tally_io(ty, q->dir, q->len, due, at, done);
         __atomic_store_n(&done_ns[q->id], done, __ATOMIC_RELEASE);
-        atomic_store_explicit(&done_flag[q->id], 1, memory_order_release);
-        syscall(SYS_futex, (int *)&done_flag[q->id], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        if (atomic_exchange_explicit(&done_flag[q->id], DONE, memory_order_acq_rel) == SLEEPER)
+            syscall(SYS_futex, (int *)&done_flag[q->id], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
+                    0);
     }
     close(fd);
 }
@@ -445,10 +481,13 @@ int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, lon
     struct chain_thread *th = calloc(2, sizeof *th);
     long long *saved_done = done_ns;
     atomic_int *saved_flag = done_flag;
+    atomic_uchar *saved_issued = issued;
     done_ns = calloc((size_t)n, sizeof *done_ns);
     done_flag = calloc((size_t)n, sizeof *done_flag);
+    issued = calloc((size_t)n, sizeof *issued);
+    long long spun0 = atomic_load(&spun_ns);
     int rc = -1;
-    if (!reqs || !pred || !th || !done_ns || !done_flag)
+    if (!reqs || !pred || !th || !done_ns || !done_flag || !issued)
         goto out;
     for (int i = 0; i < n; i++) {
         pred[i] = i - 1;
@@ -495,8 +534,11 @@ out:
     free(th);
     free(done_ns);
     free(done_flag);
+    free(issued);
     done_ns = saved_done;
     done_flag = saved_flag;
+    issued = saved_issued;
+    atomic_store(&spun_ns, spun0);
     return rc;
 }
 
@@ -504,10 +546,11 @@ void deps_report(void) {
     if (!dependent)
         return;
     printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
-           "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, "
-           "\"think_net\": {\"own_floor_us\": %.3f, \"own_floor_from\": \"%s\"",
+           "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, \"spin_us\": %.3f, "
+           "\"spun_ms\": %.3f, \"think_net\": {\"own_floor_us\": %.3f, \"own_floor_from\": \"%s\"",
            n_requests, n_with_pred, (long long)atomic_load(&early),
-           (double)atomic_load(&waited_ns) / 1e6, (double)own.ns / 1e3, own.from);
+           (double)atomic_load(&waited_ns) / 1e6, (double)spin_ns / 1e3,
+           (double)atomic_load(&spun_ns) / 1e6, (double)own.ns / 1e3, own.from);
     if (strcmp(own.from, "given"))
         printf(", \"timer_us\": %.3f", (double)own.timer_ns / 1e3);
     if (own.reason[0]) {

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +47,86 @@ void sleep_until(long long t_ns) {
         struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     }
+}
+
+/* Waiting awake (dependent plans, issue 34): on the shared 2-vCPU VM a
+ * clock_nanosleep of a few tens of microseconds wakes 20-60 us late, and a futex
+ * wake-up of a thread on another lane costs as much; a dependent replay pays one
+ * of them at every hop of its chains (a session's read after its think, after
+ * the log writer's completion), which on a 20 us device is most of the cycle.
+ * So the last `spin_ns` of such a wait are spent awake, yielding the CPU to
+ * whatever else is runnable (the loop device's worker, the lane that issues
+ * the predecessor) at each turn, by at most `spin_max` threads at once (one
+ * fewer than the CPUs, at least one): the others sleep as before. */
+long long spin_ns;
+static atomic_int spinners;
+static int spin_max = 1;
+
+int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+long long sleep_lateness(void) {
+    enum { N = 101 };
+    long long late[N];
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    for (int i = 0; i < N; i++) {
+        long long due = now_ns() + 100000LL;
+        struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        late[i] = now_ns() - due;
+    }
+    qsort(late, N, sizeof *late, cmp_ll);
+    return late[N / 2] > 0 ? late[N / 2] : 0;
+}
+
+long long spin_setup(void) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    spin_max = cpus > 2 ? (int)cpus - 1 : 1;
+    const char *given = getenv("IOTAPE_LANES_SPIN_US");
+    if (given && *given) {
+        char *end;
+        double us = strtod(given, &end);
+        if (*end || !(us >= 0) || us > 1e6) {
+            fprintf(stderr, "iotape-lanes: IOTAPE_LANES_SPIN_US=%s: not microseconds (0 to "
+                            "1000000; 0: sleep only)\n", given);
+            exit(2);
+        }
+        return spin_ns = (long long)(us * 1000);
+    }
+    /* Twice a short sleep's median lateness: most sleeps wake within it. */
+    long long w = 2 * sleep_lateness();
+    return spin_ns = w < SPIN_MIN_NS ? SPIN_MIN_NS : w > SPIN_MAX_NS ? SPIN_MAX_NS : w;
+}
+
+int spin_take(void) {
+    if (!spin_ns)
+        return 0;
+    int n = atomic_load_explicit(&spinners, memory_order_relaxed);
+    while (n < spin_max)
+        if (atomic_compare_exchange_weak(&spinners, &n, n + 1))
+            return 1;
+    return 0;
+}
+
+void spin_give(void) {
+    atomic_fetch_sub(&spinners, 1);
+}
+
+void wait_until(long long t_ns) {
+    long long now = now_ns();
+    if (now >= t_ns)
+        return;
+    if (spin_ns && t_ns - now > spin_ns)
+        sleep_until(t_ns - spin_ns);
+    if (!spin_take()) {
+        sleep_until(t_ns);
+        return;
+    }
+    while (now_ns() < t_ns && !atomic_load_explicit(&stop_all, memory_order_relaxed))
+        sched_yield();
+    spin_give();
 }
 
 int issue(int fd, int dir, long long off, long long len) {

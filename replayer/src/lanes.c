@@ -354,6 +354,8 @@ int main(int argc, char **argv) {
     /* This host's delay in a dependent cycle, timed on the target (its reads use
      * the buffers), and each think net of it. */
     own_delay_t od;
+    if (deps_any())
+        spin_setup(); /* before own_delay: its chain waits as the replay will */
     own_delay(jobs, n, &od);
     deps_start(jobs, n, &od);
     struct sigaction sa = {.sa_handler = on_signal};

@@ -74,6 +74,18 @@ void json_str(const char *s);
 /* io.c */
 long long now_ns(void);
 void sleep_until(long long t_ns);
+/* Waiting awake (dependent plans): the last spin_ns of a wait spent yielding,
+ * not asleep, by a bounded number of threads at once (spin_take, 1: one of
+ * them; spin_give when done). */
+#define SPIN_MIN_NS 20000LL
+#define SPIN_MAX_NS 200000LL
+extern long long spin_ns;
+int cmp_ll(const void *a, const void *b); /* qsort of long longs */
+long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns timer slack */
+long long spin_setup(void);     /* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped */
+int spin_take(void);
+void spin_give(void);
+void wait_until(long long t_ns); /* sleep_until, the last spin_ns awake where a spinner is free */
 int issue(int fd, int dir, long long off, long long len);
 void fail(const job_t *job, const char *fmt, ...);
 void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);

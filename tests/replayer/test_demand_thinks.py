@@ -313,8 +313,11 @@ def test_a_demand_never_makes_a_request_later_than_its_recorded_anchor(tmp_path:
         assert d[i][1] == c[i][0] and d[i][0] != c[i][0]
 
 
-def _lanes(tmp_path: Path, logs: dict[str, list[str]]) -> subprocess.CompletedProcess:
-    """iotape-lanes on hand-written dependent logs (job -> lines), each job iodepth 1."""
+def _lanes(
+    tmp_path: Path, logs: dict[str, list[str]], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """iotape-lanes on hand-written dependent logs (job -> lines), each job iodepth 1,
+    in `env` (default: this process's)."""
     target = tmp_path / "target.img"
     target.write_bytes(b"\0" * MIB)
     (tmp_path / "iologs").mkdir()
@@ -325,7 +328,7 @@ def _lanes(tmp_path: Path, logs: dict[str, list[str]]) -> subprocess.CompletedPr
         fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth=1\n"
     (tmp_path / "replay.fio").write_text(fio)
     return subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+                          text=True, timeout=120, env=env)  # fmt: skip
 
 
 def test_iotape_lanes_takes_the_earlier_way(tmp_path: Path) -> None:

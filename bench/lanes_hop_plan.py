@@ -1,0 +1,118 @@
+"""A trace's dependent replay against its plan's critical path (issue 34): how much
+of what the plan allows iotape-lanes reaches, with each build of its waits.
+
+TRACE (an HDD-like trace of the reference workload: `replay_dependent_workload.py
+--keep DIR` keeps one) planned `--timing dependent` (`--long-thinks demand`) and
+`afap` onto a loop device over /dev/shm (SIZE_MB, written), each plan run by
+iotape-lanes in a fresh process (in its job directory, its own delay timed as
+`replay run` would) by each runner in turn, ROUNDS times: `--lanes-before PATH`
+(another build: the previous commit's), this build asleep (IOTAPE_LANES_SPIN_US=0)
+and this build as it is. Transactional requests (db-read, db-write) a second over
+their jobs' first issue to last completion, beside the plan's critical path at
+SERVICE_US a request (bench/dependent_critical_path.py: no runner cost at all).
+
+    flock /tmp/iotape-bench.lock .venv/bin/python bench/lanes_hop_plan.py TRACE
+        [--rounds 3] [--lanes-before PATH] [--size-mb 512]
+    (root: losetup; JSON in bench/results/lanes-hop-plan.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dependent_critical_path import critical_path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from replayer.plan.build import PlanOptions, plan  # noqa: E402
+from replayer.run import runner  # noqa: E402
+from schemas.streams import TRANSACTIONAL  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "lanes-hop-plan.json"
+
+
+def tx_per_s(binary: Path, jobdir: Path, spin: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
+    if spin is not None:
+        env["IOTAPE_LANES_SPIN_US"] = spin
+    p = subprocess.run([str(binary), "replay.fio"], cwd=jobdir, env=env, capture_output=True,
+                       text=True, timeout=600)  # fmt: skip
+    if p.returncode:
+        raise SystemExit(f"{binary}: exit {p.returncode}: {p.stderr[-500:]}")
+    doc = json.loads(p.stdout)
+    tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
+    n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
+    span = max(j["last_ns"] for j in tx) - min(j["first_ns"] for j in tx)
+    dep = doc["dependencies"]
+    return {"tx_per_s": round(n / (span / 1e9)), "tx_requests": n,
+            "early": dep["issued_before_predecessor"], "spin_us": dep.get("spin_us"),
+            "own_delay_us": dep["think_net"]["own_floor_us"],
+            "cpu_s": round(sum(doc.get("cpu_s", {}).values()), 3)}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trace", type=Path)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lanes-before", type=Path)
+    ap.add_argument("--size-mb", type=int, default=512)
+    ap.add_argument("--service-us", type=float, default=20.0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args()
+    runners: list[tuple[str, Path, str | None]] = [
+        ("sleep", runner.LANES, "0"),
+        ("awake", runner.LANES, None),
+    ]
+    if a.lanes_before:
+        runners.insert(0, ("before", a.lanes_before, None))
+    work = Path(tempfile.mkdtemp(prefix="lanehop-plan-"))
+    fd, img = tempfile.mkstemp(prefix="lanehop-plan-", suffix=".img", dir="/dev/shm")
+    dev = None
+    try:
+        with os.fdopen(fd, "wb") as f:  # written, not sparse
+            for _ in range(a.size_mb):
+                f.write(b"\xa5" * (1 << 20))
+        dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=off", img],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        plans = {}
+        for timing in ("dependent", "afap"):
+            jobdir = work / timing
+            plan(PlanOptions(trace=a.trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing,
+                             long_thinks="demand"))  # fmt: skip
+            plans[timing] = jobdir
+        load = [os.getloadavg()[0]]
+        doc: dict = {"trace": str(a.trace), "device": "loop over /dev/shm", "load_1min": load,
+                     "critical_path": {}, "rounds": []}  # fmt: skip
+        for timing, jobdir in plans.items():
+            doc["critical_path"][timing] = critical_path(jobdir, int(a.service_us * 1000))
+        for r in range(a.rounds):
+            got = {f"{t}_{name}": tx_per_s(b, jd, spin)
+                   for t, jd in plans.items() for name, b, spin in runners}  # fmt: skip
+            print(json.dumps({"round": r, **got}), file=sys.stderr)
+            doc["rounds"].append(got)
+        doc["load_1min"].append(os.getloadavg()[0])
+        doc["median_tx_per_s"] = {
+            k: statistics.median(rd[k]["tx_per_s"] for rd in doc["rounds"])
+            for k in doc["rounds"][0]
+        }
+    finally:
+        if dev:
+            subprocess.run(["losetup", "-d", dev], check=False)
+        os.unlink(img)
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=2) + "\n")
+    cp = {t: v.get("tx_per_s") for t, v in doc["critical_path"].items()}
+    print(json.dumps({"critical_path_tx_per_s": cp, "median_tx_per_s": doc["median_tx_per_s"]}))
+
+
+if __name__ == "__main__":
+    main()
