@@ -25,6 +25,13 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return len(a) == len(b) and all(np.array_equal(a[n], b[n]) for n in DT.names)
 
 
+def _damage_chunk(path: Path, k: int) -> None:
+    """One bit flipped inside chunk k's data: its checksum no longer holds."""
+    data = bytearray(path.read_bytes())
+    data[chunk_offsets(path)[k] + 500] ^= 0x10
+    path.write_bytes(data)
+
+
 def _read(path: Path) -> tuple[np.ndarray, dict]:
     with open_trace(path) as t:
         return t.read_all(), t.footer
@@ -294,10 +301,7 @@ def test_repair_counts_the_wake_records_it_keeps_and_carries_the_ring_losses(
     path, r0 = _wake_trace(
         tmp_path / "t.iot", {"stop_reason": "duration", "lost": {}, "wakes_lost": 3}
     )
-    offsets = chunk_offsets(path)
-    data = bytearray(path.read_bytes())
-    data[offsets[2] + 500] ^= 0x10
-    path.write_bytes(data)
+    _damage_chunk(path, 2)
     repair(path)
     _, footer = _read(path)
     kept = np.concatenate([r0[:200], r0[300:]])
@@ -340,10 +344,7 @@ def test_repair_counts_the_sched_records_it_keeps(tmp_path: Path) -> None:
     with open_trace(path) as t:
         assert t.header["version"] == SCHED_VERSION and t.footer is not None
         assert t.footer["sched"] == int(np.count_nonzero(r0["op"] == SCHED_OP))
-    offsets = chunk_offsets(path)
-    data = bytearray(path.read_bytes())
-    data[offsets[2] + 500] ^= 0x10
-    path.write_bytes(data)
+    _damage_chunk(path, 2)
     repair(path)
     _, footer = _read(path)
     kept = np.concatenate([r0[:200], r0[300:]])
