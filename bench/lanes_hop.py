@@ -67,16 +67,20 @@ def write_plan(d: Path, dev: str, kind: str, hops: int, think_us: int) -> None:
     (d / "replay.fio").write_text(fio)
 
 
-def run_lanes(binary: Path, d: Path, think_us: int, spin: str | None) -> dict:
-    env = dict(os.environ, IOTAPE_LANES_OWN_FLOOR_US="0")
-    env.pop("IOTAPE_LANES_SPIN_US", None)
+def lanes_json(binary: Path, jobdir: Path, env: dict[str, str], spin: str | None) -> dict:
+    """`binary replay.fio` in `jobdir` (IOTAPE_LANES_SPIN_US=spin unless None): its JSON."""
+    env = {k: v for k, v in env.items() if k != "IOTAPE_LANES_SPIN_US"}
     if spin is not None:
         env["IOTAPE_LANES_SPIN_US"] = spin
-    p = subprocess.run([str(binary), "replay.fio"], cwd=d, env=env, capture_output=True,
+    p = subprocess.run([str(binary), "replay.fio"], cwd=jobdir, env=env, capture_output=True,
                        text=True, timeout=600)  # fmt: skip
     if p.returncode:
         raise SystemExit(f"{binary}: exit {p.returncode}: {p.stderr[-500:]}")
-    doc = json.loads(p.stdout)
+    return json.loads(p.stdout)
+
+
+def run_lanes(binary: Path, d: Path, think_us: int, spin: str | None) -> dict:
+    doc = lanes_json(binary, d, dict(os.environ, IOTAPE_LANES_OWN_FLOOR_US="0"), spin)
     js = doc["jobs"]
     n = sum(j["read"]["total_ios"] for j in js)
     span = max(j["last_ns"] for j in js) - min(j["first_ns"] for j in js)

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from dependent_critical_path import critical_path
+from lanes_hop import lanes_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,13 +42,7 @@ OUT = ROOT / "bench" / "results" / "lanes-hop-plan.json"
 
 def tx_per_s(binary: Path, jobdir: Path, spin: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
-    if spin is not None:
-        env["IOTAPE_LANES_SPIN_US"] = spin
-    p = subprocess.run([str(binary), "replay.fio"], cwd=jobdir, env=env, capture_output=True,
-                       text=True, timeout=600)  # fmt: skip
-    if p.returncode:
-        raise SystemExit(f"{binary}: exit {p.returncode}: {p.stderr[-500:]}")
-    doc = json.loads(p.stdout)
+    doc = lanes_json(binary, jobdir, env, spin)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
     span = max(j["last_ns"] for j in tx) - min(j["first_ns"] for j in tx)
