@@ -14,6 +14,7 @@ import pytest
 from test_replay_plan import _iolog_counts, _targets, _trace
 from typer.testing import CliRunner
 
+import schemas
 from base.errors import IotapeError
 from iotape.commands.replay import app
 from recorder.capture import record as rec
@@ -96,7 +97,12 @@ def test_an_async_lane_of_depth_one_keeps_the_log_order(loop_factory, tmp_path) 
     assert doc["jobs"][0]["async"]["max_in_flight"] == 1
     assert reads["offset"].tolist() == offsets.tolist()
     issued, done = reads["ts_issue_ns"].astype(np.int64), reads["ts_complete_ns"].astype(np.int64)
-    assert (issued[1:] >= done[:-1]).all()
+    # A record flagged complete_unseen (the kernel reused its tag without reporting
+    # its completion, docs/trace-format.md) carries the reuse as its completion, an
+    # upper bound at or after the next issue: only real completions are compared.
+    seen = (reads["flags"][:-1] & (1 << schemas.bits("flag")["complete_unseen"])) == 0
+    assert seen.sum() >= len(seen) - 2
+    assert (issued[1:] >= done[:-1])[seen].all()
 
 
 def test_an_async_lane_waits_for_each_requests_time(tmp_path: Path) -> None:
