@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CPUIDLE = Path("/sys/devices/system/cpu/cpuidle")
@@ -175,11 +175,40 @@ def hold(condition: str) -> Iterator[None]:
         raise ValueError(f"condition {condition!r}: one of {', '.join(CONDITIONS)}")
 
 
+@dataclass
+class Held:
+    """One run in a condition: the other work before it, the wake-up probe in the
+    condition, and samples around the run itself."""
+
+    condition: str
+    others_cpus: float
+    wake: dict = field(default_factory=dict)
+    start: Sample | None = None
+    end: Sample | None = None
+
+    def report(self, requests: int | None = None) -> dict:
+        out = {"condition": self.condition, "others_cpus_before": self.others_cpus,
+               "wake_p50_us": self.wake.get("p50_us")}  # fmt: skip
+        if self.start is not None and self.end is not None:
+            out |= delta(self.start, self.end, requests)
+        return out
+
+
 @contextlib.contextmanager
-def _haltpoll(ns: int) -> Iterator[None]:
+def held(condition: str, quiet_s: float = 0.5) -> Iterator[Held]:
+    """The body (one timed run) in `condition`, measured: `Held.report()` after it."""
+    h = Held(condition, others(quiet_s))
+    with hold(condition):
+        h.wake = wake_us()
+        h.start = sample()
+        yield h
+        h.end = sample()
+
+
+@contextlib.contextmanager
+def _haltpoll(ns: int, knob: Path = HALTPOLL / "guest_halt_poll_ns") -> Iterator[None]:
     """guest_halt_poll_ns at `ns`, then back; SIGTERM ends the body by SystemExit so
     that the value is set back then too."""
-    knob = HALTPOLL / "guest_halt_poll_ns"
     was = knob.read_text().strip()
     print(f"cpu_condition: {knob} {was} -> {ns} for the run (write {was} back if killed)",
           file=sys.stderr)  # fmt: skip

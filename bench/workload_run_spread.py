@@ -66,24 +66,19 @@ def run(cfg: engine.WorkloadConfig, condition: str = "idle") -> dict:
     with tempfile.TemporaryDirectory(prefix="truth-spread-") as tmp:
         result = Path(tmp) / "r.json"
         argv = engine.engine_argv(cfg, lay, result, quiet=True)
-        # What the rest of the host does just before: the other engineers' load.
-        before = cpu.others(QUIET_S)
         speed = probe()
-        with cpu.hold(condition):
-            wake = cpu.wake_us()
-            s0 = cpu.sample()
+        # held: the other engineers' load just before, the condition's samples around
+        with cpu.held(condition, QUIET_S) as h:
             t = time.monotonic()
             proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             _, status, ru = os.wait4(proc.pid, 0)
             wall = time.monotonic() - t
-            s1 = cpu.sample()
         if status:
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise SystemExit(f"the engine failed: {err.strip()}")
         res = json.loads(result.read_text())
     cpu_s = ru.ru_utime + ru.ru_stime
-    return {"result": res, "wall_s": wall, "cpu_s": cpu_s, "busy_before": before,
-            "condition": s0, "condition_end": s1, "wake": wake,
+    return {"result": res, "wall_s": wall, "cpu_s": cpu_s, "held": h,
             "preempted": ru.ru_nivcsw, "probe_ms": speed, "user_s": ru.ru_utime,
             "sys_s": ru.ru_stime}  # fmt: skip
 
@@ -103,7 +98,7 @@ def figures(r: dict) -> dict:
     cache = db["cache"]
     acc = cache["hits"] + cache["misses"]
     tx_load = db["tx_ios_load"]
-    cond = cpu.delta(r["condition"], r["condition_end"], n)
+    cond = r["held"].report(n)
     return {
         "elapsed_s": res["elapsed_s"],
         "load_s": res["load_s"],
@@ -119,7 +114,7 @@ def figures(r: dict) -> dict:
         # All CPUs busy during the run (the engine, the loop device's kernel workers
         # serving its I/O, everyone else) and just before it (everyone else).
         "host_cpus": cond["host_cpus"],
-        "host_cpus_before": r["busy_before"],
+        "host_cpus_before": cond["others_cpus_before"],
         "preempted": r["preempted"],  # the engine's involuntary context switches
         "probe_ms": round(r["probe_ms"], 1),
         "preempted_per_ktx": round(r["preempted"] / n * 1000, 2) if n else None,
@@ -130,7 +125,7 @@ def figures(r: dict) -> dict:
         "idle_entries_per_request": cond.get("idle_entries_per_request"),
         "halts_per_request": cond.get("halts_per_request"),
         "ipis_per_request": cond.get("ipis_per_request"),
-        "wake_p50_us": r["wake"]["p50_us"],
+        "wake_p50_us": cond["wake_p50_us"],
         "loadavg_1m": float(Path("/proc/loadavg").read_text().split()[0]),
         "cache_hit_ratio": round(cache["hits"] / acc, 3) if acc else None,
     }
