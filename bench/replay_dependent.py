@@ -12,6 +12,11 @@ disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 Goals (issue 34): dependent replay IOPS within 10 % of the job's own run on B,
 read p50 within 20 %, no request issued before its predecessor completed.
 
+Every timed run (the recordings, fio's on B, the replays) is held in one CPU
+condition, `--condition` (bench/cpu_condition.py, default awake: idle vCPUs
+poll instead of halting, as bench/replay_dependent_workload.py; each run's
+`cpu` says what it was).
+
 `--rounds N` repeats every run (new traces, new truths) and summarises each
 direction's ratios as median and range: fio's own run on B is one sample a round
 and once came out at half. `--timer-floor` also replays each trace with the own

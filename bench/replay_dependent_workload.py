@@ -29,6 +29,15 @@ on by default): the engine run for a time on B after a 1 s run (DURATION on the
 HDD-like device, SSD_DURATION on the SSD-like one), a different amount and
 phase of work; the replay's error is given against both.
 
+Every timed run (the recording, each truth, each `replay run`) is held in one
+CPU condition, `--condition` (bench/cpu_condition.py; each run's `cpu` says
+what it was: halts and IPIs per request, the other work just before, a
+wake-up round trip). The default, awake (/dev/cpu_dma_latency at 0: idle vCPUs
+poll instead of halting), because on this VM a halted vCPU's wake-up costs
+tens of microseconds through the hypervisor and the engine hands every
+request between threads, so an idle VM made the truth half as fast as a busy
+one (docs/benchmarks.md); awake is the same whatever the other work does.
+
 Goal (issue 34): the dependent replay's transactional IOPS within 15 % of the
 engine's run on the target. The engine's run on the SSD-like device swings
 with this shared VM's CPU (bench/workload_run_spread.py), so `--rounds N` runs

@@ -19,8 +19,14 @@ speed) and the cache's hit ratio. If a run's IOPS follow its CPU share and
 its transactional requests per CPU second stay put, the swing is this shared
 host's CPU, not the engine or the device.
 
+`--conditions` runs each kind in each CPU condition of bench/cpu_condition.py
+(idle: as the VM is; awake: /dev/cpu_dma_latency held at 0, idle vCPUs poll
+instead of halting; haltpoll: the governor's own guest polling on; spin: a
+nice-19 busy loop beside), interleaved in every round; per run the halts and
+IPIs per request and a cross-vCPU wake-up round trip in that condition.
+
     flock /tmp/iotape-bench.lock env PYTHONPATH=$PWD .venv/bin/python \\
-        bench/workload_run_spread.py --rounds 8
+        bench/workload_run_spread.py --rounds 8 [--conditions idle,awake,haltpoll,spin]
     (root; JSON in bench/results/workload-run-spread.json)
 """
 
