@@ -442,13 +442,9 @@ def _parser() -> argparse.ArgumentParser:
         default=["hdd-ssd", "ssd-hdd"],
         help="hdd-ssd and/or ssd-hdd",
     )
-    ap.add_argument(
-        "--condition",
-        choices=cpu.CONDITIONS,
-        default="awake",
-        help="the CPUs' condition (bench/cpu_condition.py) for every timed run: the "
-        "recording, the truths, the replays",
-    )
+    ap.add_argument("--condition", choices=cpu.CONDITIONS, default="awake",
+                    help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
+                    "the recording, the truths, the replays")  # fmt: skip
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     return ap
 
