@@ -31,6 +31,7 @@ def _need_dma_latency() -> None:
     need(os.access(cpu.DMA_LATENCY, os.R_OK | os.W_OK), f"root and {cpu.DMA_LATENCY}")
 
 
+@pytest.mark.kernel  # root: /dev/cpu_dma_latency
 def test_awake_holds_the_latency_limit_at_zero_and_drops_it_after() -> None:
     _need_dma_latency()
     before = _dma_latency()
@@ -40,6 +41,7 @@ def test_awake_holds_the_latency_limit_at_zero_and_drops_it_after() -> None:
     assert _dma_latency() == before
 
 
+@pytest.mark.kernel
 def test_awake_keeps_every_vcpu_out_of_the_halting_states() -> None:
     """With the limit at 0 the governors pick only POLL: no halt in the window (the
     wake-up probe before it makes every vCPU run once, ending a halt begun before)."""
