@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from analyzer.store import event_files
+from analyzer.store.event_histograms import BUILT, NAMES
 from analyzer.store.interface import StoreError, StoreURL
 from analyzer.store.queries import duckdb_sql as sql_
 from schemas.tables import table
@@ -230,7 +231,10 @@ class DuckDBStore:
         src = f"iotape_src_{next(_names)}"
         self.con.register(src, hist)
         try:
-            self._run(sql_.histograms_insert(src))
+            self._run(
+                sql_.histograms_insert(src),
+                {"run_id": run_id, "metric0": NAMES[0], "metric1": NAMES[1], "built": BUILT},
+            )
         finally:
             with contextlib.suppress(duckdb.Error):
                 self.con.unregister(src)
