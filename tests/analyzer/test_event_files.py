@@ -50,10 +50,17 @@ def test_comm_dictionary_cuts_at_nul_and_escapes_bytes_like_decode_comm() -> Non
     assert len(got.dictionary) == len(set(got.cast(pa.string()).to_pylist()))
 
 
-def test_comm_dictionary_of_one_name_is_the_general_answer() -> None:
-    """A batch of one name takes a shortcut (no hashing); the answer is the same as
-    the general path's, against the same growing dictionary."""
-    from analyzer.store.event_batches import Names
+@pytest.mark.parametrize("pure", [False, True])
+def test_comm_dictionary_of_one_name_is_the_general_answer(
+    pure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of one name takes a shortcut (names.c's pass, or numpy's test of one
+    name); the answer is the same as the general path's, against the same growing
+    dictionary."""
+    from analyzer.store.event_batches import NAMES_PURE, Names
+
+    if pure:
+        monkeypatch.setenv(NAMES_PURE, "1")
 
     first = np.array([b"kworker/0:1", b"ese-user0"], dtype="S16")
     for name in (b"fio", b"\xff\xfeq", b"0123456789abcdef", b"ese-user0"):
