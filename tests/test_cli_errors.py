@@ -44,7 +44,8 @@ def _cases(tmp: Path, damaged: Path) -> list[tuple[list[str], str]]:
     cut.write_bytes(damaged.read_bytes()[:100_000])
     empty = tmp / "empty"
     empty.mkdir(exist_ok=True)
-    db = f"duckdb://{tmp / 'store.duckdb'}"
+    # A new store in directories to be made: a failed ingest leaves none of them.
+    db = f"duckdb://{tmp / 'new' / 'dir' / 'store.duckdb'}"
     hint = f"run `iotape trace check --repair {damaged}` to keep every intact chunk"
     return [
         (["trace", "info", str(junk)], "not an iotape trace"),
@@ -76,8 +77,10 @@ def test_every_bad_input_is_one_line_without_a_traceback(tmp_path: Path, damaged
         if "--repair" in says:
             # The damaged chunk and its byte, by name.
             assert f"{path}: byte {at}: chunk 10: payload checksum mismatch" in errors[0], what
-    # Nothing half-written is left behind.
+    # Nothing half-written is left behind: no output, no store (the damaged trace
+    # broke its ingest half-way), nor the store's directories.
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "x.iot").exists()
+    assert not (tmp_path / "new").exists()
 
 
 _BUG = (

@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from analyzer.store import event_files
+from analyzer.store.event_histograms import BUILT, NAMES
 from analyzer.store.interface import StoreError, StoreURL
 from analyzer.store.queries import duckdb_sql as sql_
 from schemas.tables import table
@@ -59,8 +60,12 @@ class DuckDBStore:
         self._doomed: list[str] = []
         self._in_tx = False
         self._own_parts = False
-        # The file did not exist before this open made it (discard() removes it).
+        # The file did not exist before this open made it, nor the directories in
+        # `_made` (discard() removes them), and nothing went in it yet (`_used`:
+        # a statement outside a transaction, or a transaction that committed).
         self._created = False
+        self._made: list[Path] = []
+        self._used = False
         if con is not None:
             self.con = con
             self.parts = parts or event_files.parts_dir(url.path)
@@ -77,15 +82,16 @@ class DuckDBStore:
             if not p.exists():
                 if not create:
                     raise StoreError(f"{path}: no store here yet; `iotape ingest` makes one")
+                self._made = _missing_dirs(p.parent)
                 p.parent.mkdir(parents=True, exist_ok=True)
             else:
                 fresh = False
         try:
             self.con = duckdb.connect(path)
-        except duckdb.IOException as e:
-            raise StoreError(f"{path}: cannot open as a DuckDB store: {_first_line(e)}") from None
         except duckdb.Error as e:
-            raise StoreError(f"{path}: {_first_line(e)}") from None
+            self._remove_made()
+            how = "cannot open as a DuckDB store: " if isinstance(e, duckdb.IOException) else ""
+            raise StoreError(f"{path}: {how}{_first_line(e)}") from None
         if path == ":memory:":
             self.parts = Path(tempfile.mkdtemp(prefix="iotape-events-"))
             self._own_parts = True
@@ -99,10 +105,10 @@ class DuckDBStore:
                 self._migrate()
             self._events_view()
         except OSError as e:
-            self.close()
+            self.discard()
             raise StoreError(f"{self.parts}: cannot keep events here: {e}") from None
         except BaseException:
-            self.close()
+            self.discard()
             raise
 
     def _events_view(self) -> None:
@@ -150,14 +156,13 @@ class DuckDBStore:
         self._run(sql_.DELETE_RUN_ROW, {"id": run_id})
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
-        if self.read_only:
+        word = (sql.split(None, 1) or [""])[0].upper()
+        if self.read_only and word not in _READING:
             # DuckDB refuses writes to the file itself, but `events` is a view of this
             # connection, which it would refuse for another reason: say it once here.
-            word = (sql.split(None, 1) or [""])[0].upper()
-            if word not in _READING:
-                raise StoreError(
-                    f"{self.url.display()}: the store is open read-only: {word} refused"
-                )
+            raise StoreError(f"{self.url.display()}: the store is open read-only: {word} refused")
+        # The tables a new store is made with hold nothing of a user's.
+        self._used |= not self._in_tx and word not in _READING and word != "CREATE"
         self._run(sql, params)
 
     def rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple]:
@@ -179,6 +184,7 @@ class DuckDBStore:
     def insert_batches(
         self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
     ) -> int:
+        self._used |= not self._in_tx
         if table_name == "events":
             # A file of a dead ingest may be there: the run's file is replaced whole.
             written = event_files.write(self.parts, run_id, batches)
@@ -216,6 +222,7 @@ class DuckDBStore:
     def insert_rows(self, table_name: str, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
+        self._used |= not self._in_tx
         names = table(table_name).column_names()
         # One statement for all the rows (a trace's streams: ~0.5 ms each on their own).
         self._run(
@@ -230,12 +237,16 @@ class DuckDBStore:
         src = f"iotape_src_{next(_names)}"
         self.con.register(src, hist)
         try:
-            self._run(sql_.histograms_insert(src))
+            self._run(
+                sql_.histograms_insert(src),
+                {"run_id": run_id, "metric0": NAMES[0], "metric1": NAMES[1], "built": BUILT},
+            )
         finally:
             with contextlib.suppress(duckdb.Error):
                 self.con.unregister(src)
 
     def delete_run_rows(self, table_name: str, run_id: str) -> None:
+        self._used |= not self._in_tx
         if table_name == "events":
             self._run(sql_.HISTOGRAMS_DELETE, {"run_id": run_id})
             if self._in_tx:
@@ -256,6 +267,7 @@ class DuckDBStore:
         try:
             yield
             self._run(sql_.COMMIT)
+            self._used = True
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 self.con.rollback()
@@ -277,19 +289,39 @@ class DuckDBStore:
             shutil.rmtree(self.parts, ignore_errors=True)
 
     def discard(self) -> None:
-        """Close, and remove the store if this open made it: a command that failed
-        before using a store it opened ahead (opener.opening) leaves none behind."""
+        """Close, and remove the store if this open made it and nothing went in it
+        since: a command that failed before it stored anything (its input could not
+        be read, or broke half-way) leaves no store behind, nor the directories
+        made for it (opener.opening)."""
         self.close()
-        if self._created:
+        if self._created and not self._used:
             for f in (Path(self.url.path), Path(f"{self.url.path}.wal")):
                 f.unlink(missing_ok=True)
             shutil.rmtree(self.parts, ignore_errors=True)
+            self._remove_made()
+
+    def _remove_made(self) -> None:
+        """The directories this open made for a new store, deepest first, while empty."""
+        for d in reversed(self._made):
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
     def _run(self, sql: str, params: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
         try:
             return self.con.execute(sql, params or None)
         except duckdb.Error as e:
             raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
+
+
+def _missing_dirs(d: Path) -> list[Path]:
+    """`d` and those of its parents that do not exist, outermost first."""
+    out: list[Path] = []
+    while not d.exists() and d != d.parent:
+        out.append(d)
+        d = d.parent
+    return out[::-1]
 
 
 class _Counter:

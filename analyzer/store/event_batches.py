@@ -22,6 +22,7 @@ import pyarrow as pa
 from pyarrow._compute import call_function
 
 import schemas
+from analyzer.store import native
 
 COMM_TYPE = pa.dictionary(pa.int32(), pa.string())
 
@@ -71,8 +72,17 @@ def _batch(
             col = np.ascontiguousarray(parts[0][name])
         else:
             col = np.concatenate([p[name] for p in parts])
-        arrays.append(comm_dictionary(col, seen) if name == "comm" else pa.array(col))
+        arrays.append(comm_dictionary(col, seen) if name == "comm" else as_arrow(col))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def as_arrow(col: np.ndarray) -> pa.Array:
+    """A contiguous numpy array of numbers as an Arrow array over the same buffer.
+    pa.array(col) is the same array, but its first call imports numpy.ma (~10 ms,
+    on the conversion thread's first batch) to look for a mask."""
+    return pa.Array.from_buffers(
+        pa.from_numpy_dtype(col.dtype), len(col), [None, pa.py_buffer(col)]
+    )
 
 
 class Names:
@@ -105,27 +115,42 @@ def comm_dictionary(comm: np.ndarray, seen: Names | None = None) -> pa.Dictionar
     raw = np.ascontiguousarray(comm).view(np.uint8)
     halves = raw.view(np.uint64).reshape(-1, 2)
     lo, hi = halves[:, 0], halves[:, 1]
-    if len(halves) and bool((lo == lo[0]).all()) and bool((hi == hi[0]).all()):
+    # names.c codes one name as fast as this test finds it: straight there.
+    few = not seen.many and native.lib(NAMES_PURE) is not None
+    if not few and len(halves) and bool((lo == lo[0]).all()) and bool((hi == hi[0]).all()):
         # One name in the whole batch (fio's threads, a database's writer): two
         # compares a row where hashing each row's 16 bytes took ~1 ms a batch.
         (word,) = seen.codes([_word(raw[:16].tobytes())])
-        indices = pa.array(np.full(len(halves), word, dtype=np.int32))
+        indices = as_arrow(np.full(len(halves), word, dtype=np.int32))
         return pa.DictionaryArray.from_arrays(indices, seen.array)
     codes = None if seen.many else _few_names(raw, lo, hi, seen)
     if codes is None:
         seen.many = True  # this trace's batches have many names: hash them
         codes = _hashed_names(raw, len(comm), seen)
-    return pa.DictionaryArray.from_arrays(pa.array(codes), seen.array)
+    return pa.DictionaryArray.from_arrays(as_arrow(codes), seen.array)
 
 
 # Names a batch may have for `_few_names`; past it, hashing them is cheaper.
 FEW_NAMES = 8
+NAMES_PURE = "IOTAPE_NAMES_PURE"
 
 
 def _few_names(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray, seen: Names) -> np.ndarray | None:
-    """Each row's code, one name at a time (two compares a row of those left) where a
-    batch has a few names (a database's writer threads: ~4 ms a batch hashed, ~0.5
-    ms so); None past FEW_NAMES. Names come in order of first sight, as hashed."""
+    """Each row's code where a batch has a few names (a database's writer threads),
+    names.c's one pass, or numpy's: one name at a time, two compares a row of those
+    left (~1.5 ms a batch of four names; ~4 ms hashed). None past FEW_NAMES. Names
+    come in order of first sight, as hashed."""
+    so = native.lib(NAMES_PURE)
+    if so is not None:
+        codes = np.empty(len(lo), dtype=np.int32)
+        names = np.empty(16 * FEW_NAMES, dtype=np.uint8)
+        k = so.iot_names_code(len(lo), raw.ctypes.data, codes.ctypes.data, names.ctypes.data,
+                              FEW_NAMES)  # fmt: skip
+        if k < 0:
+            return None
+        index = seen.codes([_word(names[16 * i : 16 * i + 16].tobytes()) for i in range(k)])
+        # The batch's names in the order the dictionary has them: its codes as they are.
+        return codes if bool((index == np.arange(k)).all()) else index[codes]
     codes = np.full(len(lo), -1, dtype=np.int32)
     i = 0
     for _ in range(FEW_NAMES):

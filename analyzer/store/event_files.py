@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,8 +81,8 @@ def view_sql(parts: Path) -> str:
 
 @dataclass(frozen=True)
 class Written:
-    """A run's events as written: rows, files, and latency histograms (event_histograms.py;
-    None for latencies out of their range)."""
+    """A run's events as written: rows, files, and latency histograms (event_histograms.py's
+    keyed rows; None for latencies out of their range)."""
 
     rows: int
     paths: list[Path]
@@ -110,7 +109,12 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> Writte
         raise
     finally:
         w.shutdown()
-    return Written(rows, paths, event_histograms.merged(w.hists, run_id))
+    try:
+        hist = event_histograms.merged(w.hists)
+    finally:
+        for g in w.hists:
+            g.close()
+    return Written(rows, paths, hist)
 
 
 def _feed(w: _Writers, batches: Iterable[pa.RecordBatch]) -> int:
@@ -150,8 +154,8 @@ class _Writers:
         ]
         self.last: list[Future[None] | None] = [None] * WRITERS
         self.groups = 0
-        self.hists: list[pa.Table | None] = []
-        self.hists_lock = threading.Lock()
+        # One per writer thread, each its own for the whole run (no lock between them).
+        self.hists = [event_histograms.Gathered() for _ in self.tmps]
 
     def _put(self, i: int, t: pa.Table) -> None:
         w = self.writers[i]
@@ -171,12 +175,7 @@ class _Writers:
                 write_statistics=["ts_complete_ns"],
             )
         w.write_table(t, row_group_size=t.num_rows)
-        if t.num_rows:
-            part = event_histograms.partial(t)
-            with self.hists_lock:  # both writer threads add theirs
-                self.hists.append(part)
-                if len(self.hists) >= FOLD_PARTIALS:
-                    self.hists = event_histograms.fold(self.hists)
+        self.hists[i].add(t)
 
     def submit(self, t: pa.Table) -> None:
         i = self.groups % WRITERS
@@ -216,6 +215,8 @@ class _Writers:
         for t in self.tmps:
             with contextlib.suppress(FileNotFoundError):
                 t.unlink()
+        for g in self.hists:
+            g.close()
 
     def shutdown(self) -> None:
         for pool in self.pools:

@@ -2,26 +2,28 @@
 
 The server's first look at a run is its whole histogram per device, op and stream
 (`queries` hist_device / hist_queue, analyses.hist_rows). Built here from the
-row groups as they are written, in numpy and Arrow's hash aggregation, it is kept
-in `run_histograms` and read back in place of the scan: the same rows the query
+row groups as they are written (histograms.c, or numpy), it is kept in
+`run_histograms` and read back in place of the scan: the same rows the query
 gives. The bucket's floor(log2 v) is taken from the float exponent, exact; the
 query's float log2 rounds up just below a power of two from about 2^48 ns (three
 days) on, so a run with a latency past LIMIT_NS gets no stored histogram and is
 scanned as before.
+
+The rows go to the store keyed: a key (dev, op, stream, metric, bucket packed in
+64 bits) with count, sum, min and max, in key order; the store's insert unpacks
+the key (duckdb_sql.histograms_insert).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-from functools import cache
-from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
 import schemas
+from analyzer.store import native
+from analyzer.store.event_batches import as_arrow
 from analyzer.store.interface import Reader, StoreError
 from analyzer.store.queries import MAX_NS, METRICS, duckdb_sql
 
@@ -29,76 +31,133 @@ TABLE = duckdb_sql.HISTOGRAMS
 # The (later, issue, earlier) columns of each metric, as queries.METRICS computes it.
 _SPANS = {"device": ("ts_complete_ns", "ts_issue_ns"), "queue": ("ts_issue_ns", "ts_queue_ns")}
 assert set(_SPANS) == set(METRICS)
-_NAMES = list(_SPANS)
+# The metric's name by its bit in the key (bit 15).
+NAMES = list(_SPANS)
 # A row that says "built" for runs with no known latency at all. Versioned: runs
 # stored before complete_unseen records were left out of device time have "built"
 # and are scanned instead, by the query that leaves them out.
 BUILT = "built-v2"
 UNSEEN = np.uint16(1 << schemas.bits("flag")["complete_unseen"])
 LIMIT_NS = 1 << 47
+# Row groups' partials on numpy's way are folded into one every this many, so that
+# what a run holds until its end does not grow with its length.
+FOLD_PARTIALS = 8
+# The cells one writer's C table holds before it sets its rows aside (a capture
+# has ~1,200 keys, a synthetic trace of every size, op and stream ~34,000: 1-2 MiB).
+MAX_BYTES = 32 << 20
+PURE = "IOTAPE_HIST_PURE"
 
 
-LIBRARY = Path(__file__).resolve().parent / "build" / "libhist.so"
-# Table entries of the C path to start with (a real capture has ~1,200 keys, a
-# synthetic trace of every size, op and stream ~34,000), doubled while a row group
-# has more, up to _MAX_CAP; past it, numpy's way.
-_CAP = 1 << 16
-_MAX_CAP = 1 << 22
-_FULL = object()
+class Gathered:
+    """One writer thread's histograms of a run, its row groups added as they are
+    written (add() is not to be shared between threads; merged() joins them). In
+    C, one table of cells for the whole run (past MAX_BYTES, its rows so far are
+    set aside as a partial and it starts again); numpy's way, each row group's
+    partial, folded every FOLD_PARTIALS. close() frees the C table."""
 
+    def __init__(self) -> None:
+        self.so = native.lib(PURE)
+        self.h: int | None = None
+        if self.so is not None:
+            self.h = self.so.iot_hist_open(LIMIT_NS, MAX_BYTES)
+            if not self.h:
+                raise MemoryError("latency histograms")
+        self.parts: list[pa.Table | None] = []
+        self.past = False  # a latency at or past LIMIT_NS: no histogram for the run
 
-@cache
-def _lib() -> ctypes.CDLL | None:
-    """histograms.c (`make native`), or None: numpy's way then, the same rows
-    (IOTAPE_HIST_PURE=1 takes it always: the reference the tests hold C to)."""
-    if os.environ.get("IOTAPE_HIST_PURE") or not LIBRARY.exists():
-        return None
-    try:
-        so = ctypes.CDLL(str(LIBRARY))
-    except OSError:
-        return None
-    p, i64, u64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64
-    so.iot_hist_add.argtypes = [i64, p, p, p, p, p, p, p, ctypes.c_uint16, i64, u64, u64]
-    so.iot_hist_add.argtypes += [p, p, p, p, p, i64, i64, p]
-    so.iot_hist_add.restype = i64
-    return so
+    def add(self, t: pa.Table) -> None:
+        if self.past or not t.num_rows:
+            return
+        if self.h is None:
+            self.parts.append(partial(t))
+            self.past = self.parts[-1] is None
+            if len(self.parts) >= FOLD_PARTIALS and not self.past:
+                self.parts = [_concat(self.parts)]
+            return
+        for b in t.to_batches():
+            c = {name: np.ascontiguousarray(b.column(name).to_numpy()) for name in _COLUMNS}
+            for i, (later, earlier) in enumerate(_SPANS.values()):
+                self._add_c(c, i, later, earlier)
+                if self.past:
+                    return
 
-
-def _partial_c(so: ctypes.CDLL, t: pa.Table) -> pa.Table | object | None:
-    """`partial` in C, a record batch at a time (no copy of the columns); _FULL
-    where the keys do not fit a table of _MAX_CAP."""
-    cap = _CAP
-    while cap <= _MAX_CAP:
-        got = _partial_cap(so, t, cap)
-        if got is not _FULL:
-            return got
-        cap *= 2
-    return _FULL
-
-
-def _partial_cap(so: ctypes.CDLL, t: pa.Table, cap: int) -> pa.Table | object | None:
-    keys = np.zeros(cap, np.uint64)
-    n, s, lo, hi = (np.zeros(cap, np.int64) for _ in range(4))
-    slots = np.full(2 * cap, -1, np.int64)
-    out = [a.ctypes.data for a in (keys, n, s, lo, hi)]
-    batches = t.to_batches()
-    cols = [{c: np.ascontiguousarray(b.column(c).to_numpy()) for c in _COLUMNS} for b in batches]
-    used = 0
-    for i, (later, earlier) in enumerate(_SPANS.values()):
-        for c in cols:
-            flags = c["flags"].ctypes.data if later == "ts_complete_ns" else None
-            used = so.iot_hist_add(
-                len(c["dev"]), c["dev"].ctypes.data, c["op"].ctypes.data,
-                c["stream"].ctypes.data, c[later].ctypes.data, c[earlier].ctypes.data,
-                c["ts_complete_ns"].ctypes.data, flags, int(UNSEEN), i, MAX_NS, LIMIT_NS,
-                *out, used, cap, slots.ctypes.data,
+    def _add_c(self, c: dict[str, np.ndarray], metric: int, later: str, earlier: str) -> None:
+        assert self.so is not None
+        names = ["dev", "op", "stream", later, earlier, "ts_complete_ns"]
+        flags = "flags" if later == "ts_complete_ns" else None
+        done, at, n = ctypes.c_int64(0), 0, len(c["dev"])
+        while True:
+            ptrs = [c[k].ctypes.data + at * c[k].itemsize for k in names]
+            got = self.so.iot_hist_add(
+                self.h, n - at, *ptrs,
+                c[flags].ctypes.data + 2 * at if flags else None, int(UNSEEN), metric,
+                MAX_NS, ctypes.byref(done),
             )  # fmt: skip
-            if used == -1:
-                return None
-            if used == -2:
-                return _FULL
-    return pa.table({"k": keys[:used], "n": n[:used], "s": s[:used], "lo": lo[:used],
-                     "hi": hi[:used]})  # fmt: skip
+            if got == -2:  # its cells at MAX_BYTES: the rows so far set aside
+                self.parts.append(_rows_c(self.so, self.h))
+                self.so.iot_hist_reset(self.h)
+                at += done.value
+                continue
+            if got == -1:
+                self.past = True
+            elif got < 0:
+                raise MemoryError("latency histograms")
+            return
+
+    def close(self) -> None:
+        h, self.h = self.h, None
+        if h is not None and self.so is not None:
+            self.so.iot_hist_close(h)
+
+
+def merged(gathered: list[Gathered]) -> pa.Table | None:
+    """The run's keyed rows (k, n, s, lo, hi) in key order from what each writer
+    gathered; None if a latency was past LIMIT_NS."""
+    if any(g.past for g in gathered):
+        return None
+    parts = [p for g in gathered for p in g.parts]
+    tables = [g for g in gathered if g.h is not None]
+    if tables:
+        so, h = tables[0].so, tables[0].h
+        assert so is not None
+        for g in tables[1:]:
+            if so.iot_hist_merge(h, g.h) < 0:
+                raise MemoryError("latency histograms")
+        whole = _rows_c(so, h)
+        # Rows set aside at MAX_BYTES (a run of very many keys): added up in numpy.
+        return _concat([*parts, whole]) if parts else whole
+    return keyed(parts)
+
+
+def _rows_c(so: ctypes.CDLL, h: int | None) -> pa.Table:
+    n = so.iot_hist_keys(h)
+    k = np.empty(n, np.uint64)
+    cols = [np.empty(n, np.int64) for _ in range(4)]
+    if so.iot_hist_rows(h, k.ctypes.data, *(c.ctypes.data for c in cols)) != n:
+        raise MemoryError("latency histograms")
+    return _table(k, *cols)
+
+
+def keyed(parts: list[pa.Table | None]) -> pa.Table | None:
+    """Row groups' partials (numpy's way) as the run's keyed rows in key order; None
+    if one of them is."""
+    if any(p is None for p in parts):
+        return None
+    if not parts:
+        return _table(np.zeros(0, np.uint64), *(np.zeros(0, np.int64) for _ in range(4)))
+    return _concat(parts)
+
+
+def _concat(parts: list) -> pa.Table:
+    t = pa.concat_tables(parts)
+    return _agg2(*(t[c].to_numpy() for c in ("k", "n", "s", "lo", "hi")))
+
+
+def _table(k: np.ndarray, n: np.ndarray, s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pa.Table:
+    """The keyed rows as Arrow, the arrays' buffers as they are (pa.table of numpy
+    arrays would import numpy.ma, ~10 ms, to look for masks)."""
+    cols = {"k": k, "n": n, "s": s, "lo": lo, "hi": hi}
+    return pa.table({c: as_arrow(np.ascontiguousarray(v)) for c, v in cols.items()})
 
 
 _COLUMNS = ("dev", "op", "stream", "flags", "ts_queue_ns", "ts_issue_ns", "ts_complete_ns")
@@ -107,11 +166,6 @@ _COLUMNS = ("dev", "op", "stream", "flags", "ts_queue_ns", "ts_issue_ns", "ts_co
 def partial(t: pa.Table) -> pa.Table | None:
     """One row group's histograms: a key (dev, op, stream, metric, bucket packed in 64
     bits) with count, sum, min and max; None past LIMIT_NS."""
-    so = _lib()
-    if so is not None:
-        got = _partial_c(so, t)
-        if got is not _FULL:
-            return cast(pa.Table | None, got)
     base = (
         (t["dev"].to_numpy().astype(np.uint64) << np.uint64(32))
         | (t["op"].to_numpy().astype(np.uint64) << np.uint64(24))
@@ -152,72 +206,21 @@ def partial(t: pa.Table) -> pa.Table | None:
         k |= np.uint64(i << 15)
         keys.append(k)
         vals.append(v)
-    g = pa.table({"k": np.concatenate(keys), "v": np.concatenate(vals)})
-    return _agg(g, "v", ("count", "sum", "min", "max"))
+    v = np.concatenate(vals)
+    return _agg2(np.concatenate(keys), np.ones(len(v), np.int64), v, v, v)
 
 
-def fold(parts: list[pa.Table | None]) -> list[pa.Table | None]:
-    """Row groups' partials so far as one: held unfolded, a long run's partials grew
-    with its length (about 2 MiB per row group of half a million events)."""
-    if any(p is None for p in parts):
-        return [None]
-    return [_agg2(pa.concat_tables(parts))] if parts else []
-
-
-def merged(parts: list[pa.Table | None], run_id: str) -> pa.Table | None:
-    """The run's rows for `run_histograms` from the row groups' partials (None if one
-    of them is)."""
-    if any(p is None for p in parts):
-        return None
-    if parts:
-        t = pa.concat_tables(parts)
-        t = _agg2(t)
-        k = t["k"].to_numpy()
-    else:
-        t = None
-        k = np.zeros(0, dtype=np.uint64)
-    metric = np.array(_NAMES, dtype=object)[((k >> np.uint64(15)) & np.uint64(1)).astype(np.int64)]
-    cols: dict[str, Any] = {
-        "run_id": [run_id] * len(k) + [run_id],
-        "metric": [*metric.tolist(), BUILT],
-        "dev": np.append((k >> np.uint64(32)).astype(np.int64), -1),
-        "op": np.append(((k >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64), -1),
-        "stream": np.append(((k >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64), -1),
-        "b": np.append((k & np.uint64(0x7FFF)).astype(np.int64), -1),
-    }
-    for c in ("n", "s", "lo", "hi"):
-        cols[c] = np.append(t[c].to_numpy() if t is not None else np.zeros(0, np.int64), 0)
-    return pa.table(cols)
-
-
-def _agg(t: pa.Table, col: str, fns: tuple[str, ...]) -> pa.Table:
-    r = t.group_by("k", use_threads=False).aggregate([(col, f) for f in fns])
-    return pa.table(
-        {
-            "k": r["k"],
-            "n": r[f"{col}_count"],
-            "s": r[f"{col}_sum"],
-            "lo": r[f"{col}_min"],
-            "hi": r[f"{col}_max"],
-        }
-    )
-
-
-def _agg2(t: pa.Table) -> pa.Table:
-    """Partials of the same key as one (sums, least and greatest), keys in order of
-    first sight as Arrow's group_by gives them. In numpy: a few thousand keys, and
-    Table.group_by imports pyarrow.acero, .dataset and .compute (~40 ms of a
-    command's start) for them."""
-    k = t["k"].to_numpy()
+def _agg2(k: np.ndarray, n: np.ndarray, s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> pa.Table:
+    """Rows of the same key as one (counts and sums added, least and greatest), in
+    key order. In numpy: Table.group_by imports pyarrow.acero, .dataset and .compute
+    (~40 ms of a command's start)."""
     order = np.argsort(k, kind="stable")
     ks = k[order]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, np.intp)
-    cols: dict[str, np.ndarray] = {"k": ks[starts]}
-    for c, f in (("n", np.add), ("s", np.add), ("lo", np.minimum), ("hi", np.maximum)):
-        v = t[c].to_numpy()[order]
-        cols[c] = f.reduceat(v, starts) if len(v) else v
-    seen = np.argsort(order[starts], kind="stable")  # each key's first row
-    return pa.table({c: v[seen] for c, v in cols.items()})
+    out = [ks[starts]]
+    for v, f in ((n, np.add), (s, np.add), (lo, np.minimum), (hi, np.maximum)):
+        out.append(f.reduceat(v[order], starts) if len(v) else v.astype(np.int64))
+    return _table(*out)
 
 
 def stored(store: Reader, run_id: str, metric: str) -> list[tuple] | None:

@@ -82,7 +82,8 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
     the thread; its error, if it failed, raised there). DuckDB's start and the new
     store's tables (~50-90 ms of `iotape ingest`) let go of the GIL for most of it.
     The store is closed on the way out, and the thread waited for; if the caller
-    never asked for it, a DuckDB store that this open made is removed."""
+    failed before anything went in it, a DuckDB store that this open made is
+    removed (DuckDBStore.discard), with the directories made for it."""
     got: dict[str, Any] = {}
 
     def run() -> None:
@@ -101,15 +102,21 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
         got["taken"] = True
         return cast(Store, got["store"])
 
+    failed = False
     try:
         yield store
+    except BaseException:
+        failed = True
+        raise
     finally:
         t.join()
         if "store" in got:
             s = got.pop("store")
             # The caller failed before it asked for the store (its input could not be
-            # read): a store this made is removed, as if it had never been opened.
-            discard = None if got.get("taken") else getattr(s, "discard", None)
+            # read) or before anything went in it (its input broke half-way): a store
+            # this open made is removed, as if it had never been opened.
+            failing = failed or not got.get("taken")
+            discard = getattr(s, "discard", None) if failing else None
             (discard or s.close)()
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import schemas
 from analyzer.store import catalog
@@ -135,6 +134,10 @@ class ParquetSource(TraceLike):
     """Parquet from `iotape trace convert`: the schema's columns, the header in metadata."""
 
     def __init__(self, path: Path) -> None:
+        # Here, not at the top: a trace's ingest imports it on the store's side, while
+        # its conversion has begun (~10 ms before the first batch otherwise).
+        import pyarrow.parquet as pq
+
         self.path = path
         try:
             self.file = pq.ParquetFile(path)

@@ -50,10 +50,17 @@ def test_comm_dictionary_cuts_at_nul_and_escapes_bytes_like_decode_comm() -> Non
     assert len(got.dictionary) == len(set(got.cast(pa.string()).to_pylist()))
 
 
-def test_comm_dictionary_of_one_name_is_the_general_answer() -> None:
-    """A batch of one name takes a shortcut (no hashing); the answer is the same as
-    the general path's, against the same growing dictionary."""
-    from analyzer.store.event_batches import Names
+@pytest.mark.parametrize("pure", [False, True])
+def test_comm_dictionary_of_one_name_is_the_general_answer(
+    pure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of one name takes a shortcut (names.c's pass, or numpy's test of one
+    name); the answer is the same as the general path's, against the same growing
+    dictionary."""
+    from analyzer.store.event_batches import NAMES_PURE, Names
+
+    if pure:
+        monkeypatch.setenv(NAMES_PURE, "1")
 
     first = np.array([b"kworker/0:1", b"ese-user0"], dtype="S16")
     for name in (b"fio", b"\xff\xfeq", b"0123456789abcdef", b"ese-user0"):
@@ -68,12 +75,25 @@ def test_comm_dictionary_of_one_name_is_the_general_answer() -> None:
         assert mixed.indices.to_pylist()[:1000] == got.indices.to_pylist()
 
 
+@pytest.mark.parametrize("pure", [False, True])
 @pytest.mark.parametrize("k", [2, 4, 8, 9, 40])
-def test_comm_dictionary_of_a_few_names_is_the_hashed_answer(k: int) -> None:
-    """Batches of a few names (up to FEW_NAMES) are coded one name at a time, more
-    by Arrow's hash; both give the same indices into the same growing dictionary,
-    names equal up to their first NUL one entry, in order of first sight."""
-    from analyzer.store.event_batches import FEW_NAMES, Names, _hashed_names
+def test_comm_dictionary_of_a_few_names_is_the_hashed_answer(
+    k: int, pure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few names (up to FEW_NAMES) are coded in one pass (names.c) or
+    numpy's way (one name at a time), more by Arrow's hash; all give the same
+    indices into the same growing dictionary, names equal up to their first NUL one
+    entry, in order of first sight."""
+    import os
+
+    from analyzer.store import native
+    from analyzer.store.event_batches import FEW_NAMES, NAMES_PURE, Names, _hashed_names
+
+    if pure:
+        monkeypatch.setenv(NAMES_PURE, "1")
+    elif native.lib(NAMES_PURE) is None:
+        assert os.environ.get("CI") != "true", "build/libingest.so missing: run `make native`"
+        pytest.skip("build/libingest.so not built (`make native`)")
 
     rng = np.random.default_rng(k)
     names = [f"w{i}".encode() for i in range(k - 1)] + [b"ab"]
@@ -226,48 +246,3 @@ def test_histograms_built_at_ingest_are_the_rows_the_query_gives(tmp_path: Path)
         assert event_histograms.stored(store, r.run_id, "device") is None
     finally:
         store.close()
-
-
-def _hist_numpy(monkeypatch: pytest.MonkeyPatch, t: pa.Table) -> pa.Table | None:
-    monkeypatch.setenv("IOTAPE_HIST_PURE", "1")
-    event_histograms._lib.cache_clear()
-    try:
-        return event_histograms.partial(t)
-    finally:
-        monkeypatch.delenv("IOTAPE_HIST_PURE")
-        event_histograms._lib.cache_clear()
-
-
-def test_row_group_histograms_in_c_are_numpys_rows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import os
-
-    if event_histograms._lib() is None:
-        assert os.environ.get("CI") != "true", "build/libhist.so missing: run `make native`"
-        pytest.skip("build/libhist.so not built (`make native`)")
-    records = workload_records(40_000, seed=12)
-    records["ts_queue_ns"][::7] = 0  # no queue time
-    records["ts_issue_ns"][::11] = records["ts_complete_ns"][::11] + 5  # issued after done
-    records["flags"][::13] |= event_histograms.UNSEEN  # no device time
-    records["ts_complete_ns"][::17] = records["ts_issue_ns"][::17] + np.arange(
-        len(records[::17]), dtype=np.uint64
-    ) % np.uint64(70)  # under 64 ns: a bucket per ns
-    records["ts_complete_ns"][::19] += np.uint64(1 << 45)
-    t = pa.Table.from_batches(list(chunk_batches(iter([records]), 9_000)))
-    for part in (t, t.slice(0, 0), t.slice(5_000, 20_000)):
-        want = _hist_numpy(monkeypatch, part)
-        assert want is not None
-        # The same rows (their order is not kept: the store reads them sorted).
-        assert event_histograms.partial(part).sort_by("k").equals(want.sort_by("k"))
-    # More keys than its table holds: a larger table, or numpy's way; the same rows.
-    want = _hist_numpy(monkeypatch, t)
-    monkeypatch.setattr(event_histograms, "_CAP", 64)
-    assert event_histograms.partial(t).sort_by("k").equals(want.sort_by("k"))
-    monkeypatch.setattr(event_histograms, "_MAX_CAP", 128)
-    assert event_histograms.partial(t).sort_by("k").equals(want.sort_by("k"))
-    monkeypatch.undo()
-    # A latency past LIMIT_NS: no histogram, as numpy says.
-    records["ts_complete_ns"][3] = records["ts_issue_ns"][3] + np.uint64(1 << 48)
-    t = pa.Table.from_batches(list(chunk_batches(iter([records]), 9_000)))
-    assert event_histograms.partial(t) is None and _hist_numpy(monkeypatch, t) is None

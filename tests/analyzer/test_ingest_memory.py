@@ -6,8 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-from trace_helpers import header, random_records, workload_records
+from trace_helpers import header, random_records
 
 from recorder.tracefile import TraceWriter
 
@@ -58,27 +57,3 @@ def test_the_trace_mapping_stays_flat_in_trace_length(tmp_path: Path) -> None:
     # views of them, stayed resident: 34 MiB for 200 MB, 53 for 400, 190 for 1.5 GB.
     assert long - short < 8 << 20, (short >> 20, long >> 20)
     assert long < 64 << 20, long >> 20
-
-
-def test_folded_histograms_are_the_same_as_merged_at_the_end() -> None:
-    from analyzer.store import event_histograms
-    from analyzer.store.event_batches import chunk_batches
-
-    parts = []
-    for seed in range(12):
-        r = workload_records(20_000, seed=seed)
-        for b in chunk_batches(iter([r]), 20_000):
-            parts.append(event_histograms.partial(pa.Table.from_batches([b])))
-    assert all(p is not None for p in parts)
-    whole = event_histograms.merged(parts, "r1")
-    # As the writers fold them: every few partials, the folded one plus what follows.
-    held: list = []
-    for p in parts:
-        held.append(p)
-        if len(held) >= 5:
-            held = event_histograms.fold(held)
-    folded = event_histograms.merged(held, "r1")
-    assert whole is not None and folded is not None and whole.num_rows > 100
-    order = [(c, "ascending") for c in ("metric", "dev", "op", "stream", "b")]
-    assert folded.sort_by(order).equals(whole.sort_by(order))
-    assert event_histograms.fold([parts[0], None]) == [None]

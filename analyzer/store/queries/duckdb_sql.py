@@ -85,4 +85,14 @@ HISTOGRAMS_READ = (
 
 
 def histograms_insert(source: str) -> str:
-    return f'INSERT INTO "{HISTOGRAMS}" SELECT * FROM {quote(source)}'
+    """A run's histograms from `source`'s keyed rows (k: dev << 32 | op << 24 | stream
+    << 16 | metric << 15 | bucket; n, s, lo, hi), unpacked here rather than in numpy
+    and Python strings, then the row that says they were built. Parameters: run_id,
+    metric0 and metric1 (the metric's name by its bit), built."""
+    return (
+        f'INSERT INTO "{HISTOGRAMS}" SELECT $run_id, '
+        'CASE WHEN ("k" >> 15) & 1 = 0 THEN $metric0 ELSE $metric1 END, '
+        '("k" >> 32)::BIGINT, (("k" >> 24) & 255)::BIGINT, (("k" >> 16) & 255)::BIGINT, '
+        f'("k" & 32767)::BIGINT, "n", "s", "lo", "hi" FROM {quote(source)} '
+        "UNION ALL SELECT $run_id, $built, -1, -1, -1, -1, 0, 0, 0, 0"
+    )
