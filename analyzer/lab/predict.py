@@ -267,9 +267,13 @@ def closed_loop_gain(
     other = max(threads / base_reads_per_s - r_base, 0.0)
     lp = replace(lp, threads=max(round(threads / n), 1), other_s=np.full(n, other))
     assert p.capacity is not None
+    # The disks' response to a session read in the baseline (its recorded latency less
+    # the host's path): the distribution a copy's chunk reads each draw from.
+    known = rd.lat_ns[(of >= 0) & (rd.lat_ns >= 0)] / NS - (hit.path_s if hit is not None else 0.0)
     mover = closedloop.Mover(
         p.unit / (dev.mb_s * 1e6) / dev.copy_reads if dev is not None else 0.0,
         hit.ssd_write_s + p.unit / (hit.ssd_mb_s * 1e6) if hit is not None else 0.0,
+        closedloop.fork_join(np.maximum(known, 0.0), dev.copy_reads) if dev is not None else 1.0,
     )
     r = closedloop.gain(lp, p.units(p.capacity) // caches, base_reads_per_s, q, mover)
     reads_done = r["reads"].sum()
@@ -280,6 +284,7 @@ def closed_loop_gain(
         "fills": float(r["fills"]),
         "fills_per_read": float(r["fills"] / reads_done) if reads_done else 0.0,
         "fill_ms": r["fill_s"] * 1e3,
+        "fill_fork_join": mover.fork,
         "miss_slowdown": r["slowdown"],
         "slow_utilization": r.get("utilization"),
         "rounds": r["rounds"],

@@ -149,6 +149,20 @@ def test_the_gain_is_at_the_queues_fixed_point() -> None:
     assert got["utilization"] == pytest.approx(rho)
 
 
+def test_a_fill_waits_for_the_slowest_of_its_chunk_reads() -> None:
+    # arraytier.c issues a unit's chunk reads at once, one per data disk, and writes
+    # the SSDs when the last is done: the fill's read phase is the longest of n
+    # draws of a disk's response, E[max] / E[one] the fork-join factor.
+    assert closedloop.fork_join(np.full(100, 0.01), 8) == pytest.approx(1.0)  # no spread
+    two = np.array([0.0, 0.02])  # mean 10 ms; the longest of 2 is 20 ms 3/4 of the time
+    assert closedloop.fork_join(two, 2) == pytest.approx(1.5)
+    assert closedloop.fork_join(two, 1) == 1.0 and closedloop.fork_join(np.zeros(0), 8) == 1.0
+    u = np.random.default_rng(2).uniform(0, 1, 200_000)  # E[max of 8 uniform] = 8/9
+    assert closedloop.fork_join(u, 8) == pytest.approx((8 / 9) / 0.5, rel=0.01)
+    m = closedloop.Mover(0.0035, 0.0085, fork=2.0)
+    assert m.fill_s(0.010) == pytest.approx(0.0035 + 0.020 + 0.0085)
+
+
 def test_the_arrays_hit_and_copy_from_the_baselines_counters() -> None:
     ev = replace(_events([0, 1, 2, 3]), op=np.array([0, 1, 1, 0], dtype=np.int8))
     ev.lat_ns[1:3] = [400_000, 600_000]  # the two writes: 0.5 ms on average
