@@ -117,6 +117,21 @@ def test_each_controller_has_its_own_cache() -> None:
     assert one["hits"].sum() < got["hits"].sum()
 
 
+def test_the_simulated_hits_are_each_controllers_own() -> None:
+    # The tier's (and the law's) hits by the simulator, per controller: A's database
+    # cycles 3 units, B's reads 1. One pool of 4 units holds all four; each
+    # controller's own 2 cannot hold A's 3 (LRU on a cycle longer than the cache
+    # never hits), as the array's two servers would not.
+    units = [(i // 2) % 3 if i % 2 == 0 else 3 for i in range(600)]
+    ctl = np.array([i % 2 for i in range(600)], dtype=np.int64)
+    ev = _events(units)
+    p = predict.params("cache", 4, 1024, 5, 5)
+    pooled = predict._reads_hit(ev, p)
+    own = predict._reads_hit(ev, p, ctl)
+    assert pooled[ctl == 0][10:].all() and own[ctl == 0].sum() == 0
+    assert own[ctl == 1][1:].all()
+
+
 def test_the_gain_is_at_the_queues_fixed_point() -> None:
     # Six databases reading 4 units each at random, a cache of 12 units, fills of 4
     # MiB on 2 disks that the baseline keeps 30 % busy: the closed loop's fills and
