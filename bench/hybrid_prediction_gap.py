@@ -119,7 +119,9 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
         o["device"], 1
     )  # as hybrid.py's
     svc = predict.db_events(replace(ev, lat_ns=slowqueue.service_times(ev, servers)), regs, unit)
-    dev = slowqueue.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
+    dev = slowqueue.device_time(
+        ev, db, svc.lat_ns, float(o["mb_per_s"]), servers, write_back=o["device"] == "array"
+    )
     # The array's own disk time in the baseline (destages: hybrid.py's wiring), held
     # fixed before, grown with the writes after (analyzer.lab.destage).
     counters = rep["configs"]["baseline"].get("array")

@@ -228,7 +228,9 @@ def _predict(
     servers = {"hdd": o.spindles, "array": o.spindles * o.controllers}.get(o.device, 1)
     svc = slowqueue.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
-    dev = slowqueue.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
+    dev = slowqueue.device_time(
+        ev, db_ev, svc, float(o.mb_per_s), servers, write_back=o.device == "array"
+    )
     # Destages: the trace has none; they grow with the writes (the array's own model).
     growth = destage.growth(ev, asdict(array), SPACE) if array is not None else ()
     dev = slowqueue.with_disk_busy(dev, base.get("array"), growth)

@@ -57,13 +57,20 @@ def service_times(ev: Events, servers: int = 1) -> np.ndarray:
 
 
 def device_time(
-    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1
-) -> DeviceTime:
+    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1,
+    write_back: bool = False,
+) -> DeviceTime:  # fmt: skip
     """The slow device's time from the whole baseline trace `ev` and its database
-    requests `db` (with their service times on `servers` disks)."""
+    requests `db` (with their service times on `servers` disks). `write_back`: a
+    controller's cache acknowledges the writes (the array: arraymodel.c admits a
+    write into its cache and destages it later), so a write's time in the trace is
+    the cache's, not the disks': only the reads count as the disks' work and their
+    mix, the destages are background (`with_disk_busy`)."""
     reads = db.op == READ
     writes = ~reads
     svc = service_times(ev, servers)
+    if write_back:
+        svc = np.where(ev.op == READ, svc, 0)
     end = ev.t_ns + np.maximum(ev.lat_ns, 0)
     served = svc[svc > 0].astype(float) / NS
     return DeviceTime(
@@ -72,7 +79,9 @@ def device_time(
         reads=int(reads.sum()),
         read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
         writes=int(writes.sum()),
-        write_service_s=float(db_service_ns[writes].mean()) / NS if writes.any() else 0.0,
+        write_service_s=(
+            float(db_service_ns[writes].mean()) / NS if writes.any() and not write_back else 0.0
+        ),
         mb_s=mb_s,
         servers=servers,
         requests=len(served),
