@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import schemas
-from analyzer.lab import hybrid, predict, slowqueue
+from analyzer.lab import destage, hybrid, predict, slowqueue
+from analyzer.lab.array import ArrayModel
 from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
 from recorder.tracefile import open_trace
 from schemas import stream_group
@@ -118,11 +119,19 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
         o["device"], 1
     )  # as hybrid.py's
     svc = predict.db_events(replace(ev, lat_ns=slowqueue.service_times(ev, servers)), regs, unit)
-    dev = slowqueue.device_time(ev, db, svc.lat_ns, float(o["mb_per_s"]), servers)
-    # The array's own disk time in the baseline (destages: hybrid.py's wiring).
-    dev = slowqueue.with_disk_busy(dev, rep["configs"]["baseline"].get("array"))
-    base_dev = dev  # the copies as one read each (before the array's striping)
+    dev = slowqueue.device_time(
+        ev, db, svc.lat_ns, float(o["mb_per_s"]), servers, write_back=o["device"] == "array"
+    )
+    # The array's own disk time in the baseline (destages: hybrid.py's wiring), held
+    # fixed before, grown with the writes after (analyzer.lab.destage).
+    counters = rep["configs"]["baseline"].get("array")
+    base_dev = slowqueue.with_disk_busy(dev, counters)  # the copies as one read each
     model = rep["devices"].get("array_model")
+    # The destages by today's model with the run's stored values (a run made before
+    # a key was added or dropped: today's value for it, the stored one dropped).
+    known = {f.name for f in fields(ArrayModel)}
+    now = asdict(ArrayModel.load(changes={k: v for k, v in (model or {}).items() if k in known}))
+    dev = slowqueue.with_disk_busy(dev, counters, destage.growth(ev, now, SPACE) if model else ())
     if model:  # as hybrid.py's: a unit's copy reads each of its chunks
         dev = slowqueue.striped(
             dev, unit, int(model["chunk_kb"]) << 10, rep["configs"]["baseline"].get("array")

@@ -135,17 +135,35 @@ def array_hit(
 @dataclass(frozen=True)
 class Mover:
     """How long the cache's mover takes for one fill: the unit's data read from the
-    disks, then written to the SSDs (arraytier.c: all of a unit's chunk reads at
-    once, then one SSD write). `read_s`: the reads' transfer (the unit's bytes at
-    the disks' bandwidth, over the chunks read at once); each read also waits and
-    positions as a miss does (its latency at the slowdown); `write_s`: the SSD
-    write (0 where the fast device is not modelled)."""
+    disks, then written to the SSDs (arraytier.c: `move_set_ops` issues all of a
+    unit's chunk reads at once, one per data disk, and `move_op_done` starts the SSD
+    write when the last of them is done). `read_s`: a chunk's transfer (the unit's
+    bytes at the disks' bandwidth, over the chunks read at once); each chunk read
+    also waits and positions as a miss does, and the fill waits for the slowest:
+    `fork` is E[the longest of the chunks' latencies] / E[one] (`fork_join`), so
+    the reads take `fork` misses' latency, not one; `write_s`: the SSD write (0
+    where the fast device is not modelled)."""
 
     read_s: float
     write_s: float
+    fork: float = 1.0
 
     def fill_s(self, miss_s: float) -> float:
-        return self.read_s + miss_s + self.write_s
+        return self.read_s + self.fork * miss_s + self.write_s
+
+
+def fork_join(lat_s: np.ndarray, n: int) -> float:
+    """E[max of n independent draws] / E[one draw] of the latencies `lat_s` (their
+    empirical distribution: E[max] = sum over the sorted values' steps of
+    (1 - F^n)); 1 for n <= 1 or no data. A unit's copy reads its n chunks from n
+    disks at once and waits for the last (arraytier.c), each disk's response a
+    draw of what a host read's is; the disks' queues are taken independent (shared
+    load makes them move together, so this leans long)."""
+    x = np.sort(np.asarray(lat_s, dtype=float))
+    if n <= 1 or not len(x) or x.mean() <= 0:
+        return 1.0
+    below = np.arange(len(x)) / len(x)  # F just below each sorted value
+    return float(np.sum(np.diff(np.r_[0.0, x]) * (1 - below**n)) / x.mean())
 
 
 def loops_from(

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import closedloop, predict, replay_arrays, replayed, slowqueue
+from analyzer.lab import closedloop, destage, predict, replay_arrays, replayed, slowqueue
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
@@ -228,8 +228,12 @@ def _predict(
     servers = {"hdd": o.spindles, "array": o.spindles * o.controllers}.get(o.device, 1)
     svc = slowqueue.service_times(ev, servers)
     svc = predict.db_events(replace(ev, lat_ns=svc), regs, unit).lat_ns
-    dev = slowqueue.device_time(ev, db_ev, svc, float(o.mb_per_s), servers)
-    dev = slowqueue.with_disk_busy(dev, base.get("array"))  # destages: the trace has none
+    dev = slowqueue.device_time(
+        ev, db_ev, svc, float(o.mb_per_s), servers, write_back=o.device == "array"
+    )
+    # Destages: the trace has none; they grow with the writes (the array's own model).
+    growth = destage.growth(ev, asdict(array), SPACE) if array is not None else ()
+    dev = slowqueue.with_disk_busy(dev, base.get("array"), growth)
     if array is not None:  # a unit's copy reads each of its chunks
         dev = slowqueue.striped(dev, unit, array.chunk_kb << 10, base.get("array"))
     res = base["result"]

@@ -107,9 +107,24 @@ def params(policy: str, capacity_mb: int, unit_kb: int, stats_s: float, migrate_
     return replace(base, stats_interval_s=stats_s, migrate_interval_s=migrate_s, half_life_s=60.0)
 
 
-def _reads_hit(ev: Events, p: Params) -> np.ndarray:
-    r = prepare(ev, p)
+def _reads_hit(ev: Events, p: Params, ctl: np.ndarray | None = None) -> np.ndarray:
+    """Each request's hit; with `ctl` (each request's controller) each controller's
+    requests through a tier or cache of its own, of an equal share of the capacity:
+    on the array each controller is its own server with its own SSDs, policy and heat
+    (hybrid.py, `_array_ssd`), so a database competes for its controller's units
+    only, where one pool of both lets one controller's databases take more than its
+    share."""
     assert p.capacity is not None
+    n = int(ctl.max()) + 1 if ctl is not None and len(ctl) else 1
+    if n > 1 and ctl is not None:
+        out = np.zeros(len(ev), dtype=bool)
+        share = replace(p, capacity=p.capacity // n)
+        for c in range(n):
+            mine = ctl == c
+            if mine.any():
+                out[mine] = _reads_hit(subset(ev, mine), share)
+        return out
+    r = prepare(ev, p)
     return request_hits(r.acc, r.hits(p.units(p.capacity)).hit)
 
 
@@ -120,7 +135,9 @@ def loops_of(db: Events, regions: list[tuple[int, int]], unit: int) -> np.ndarra
     return np.searchsorted(ends, db.offset, side="right")
 
 
-MAX_ROUNDS = 8  # fixed-point rounds; each is one simulation of the (weighted) trace
+# Fixed-point rounds; each is one simulation of the (weighted) trace and moves one
+# loop's copies (per_loop_gain), so up to a few rounds per loop.
+MAX_ROUNDS = 40
 
 
 def _miss_part(reads: Events, hit: np.ndarray, slow: Any) -> float:
@@ -134,8 +151,9 @@ def _miss_part(reads: Events, hit: np.ndarray, slow: Any) -> float:
 
 
 def _loop_latencies(
-    base: Events, p: Params, loops: np.ndarray, copies: np.ndarray, fast: Any, slow: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    base: Events, p: Params, loops: np.ndarray, copies: np.ndarray, fast: Any, slow: Any,
+    ctl: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Per loop: the baseline's and the projected mean read latency (s, both from the
     devices' profiles, as `predict`'s) when each loop's requests are counted
     `copies[loop]` times by the simulator (each original's hit its first copy's),
@@ -144,7 +162,7 @@ def _loop_latencies(
     rep = copies[loops]
     idx = np.repeat(np.arange(len(base)), rep)
     first = np.r_[True, idx[1:] != idx[:-1]] if len(idx) else np.zeros(0, dtype=bool)
-    hit = _reads_hit(subset(base, idx), p)[first]
+    hit = _reads_hit(subset(base, idx), p, None if ctl is None else ctl[idx])[first]
     reads = base.op == READ
     was, now, missed = np.zeros(len(copies)), np.zeros(len(copies)), np.zeros(len(copies))
     r_hit, w_hit = np.zeros(len(copies)), np.zeros(len(copies))
@@ -162,6 +180,19 @@ def _loop_latencies(
     return was, now, r_hit, w_hit, missed
 
 
+def next_copies(copies: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The fixed point's next step: one loop's copies moved to its wanted count, the
+    loop farthest from it (the lowest on a tie). The heat feedback is positive (a
+    faster loop earns its units more heat), so two loops sharing what is left of
+    the tier evenly is an equilibrium the array does not keep: the one ahead takes
+    the units. Moving every loop at once keeps such a tie tied (`ctlmerge-c2`: 2.5
+    fast databases of 6 predicted where the run had 2 on each controller)."""
+    out = copies.copy()
+    j = int(np.argmax(np.abs(wanted - copies)))
+    out[j] = wanted[j]
+    return out
+
+
 def per_loop_gain(
     base: Events,
     p: Params,
@@ -171,6 +202,7 @@ def per_loop_gain(
     fast: Any,
     slow: Any,
     queue: SlowQueue | None = None,
+    ctl: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Little's law per closed loop (`loops`: each request's loop, 0..n-1; the
     threads split evenly, each loop's baseline rate its share of the reads) at the
@@ -181,7 +213,7 @@ def per_loop_gain(
     reads = base.op == READ
     count = np.array([(reads & (loops == k)).sum() for k in range(n)], dtype=float)
     copies = np.ones(n, dtype=np.int64)
-    r_base, r_new, r_hit, w_hit, missed = _loop_latencies(base, p, loops, copies, fast, slow)
+    r_base, r_new, r_hit, w_hit, missed = _loop_latencies(base, p, loops, copies, fast, slow, ctl)
     rate = base_reads_per_s * count / count.sum() if count.sum() else count
     per_thread = threads / n if n else 0.0
     other = np.maximum(np.divide(per_thread, rate, out=np.zeros(n), where=rate > 0) - r_base, 0)
@@ -190,7 +222,9 @@ def per_loop_gain(
     rounds, converged = 0, False
     for rounds in range(1, MAX_ROUNDS + 1):
         if rounds > 1:
-            _, r_new, r_hit, w_hit, missed = _loop_latencies(base, p, loops, copies, fast, slow)
+            _, r_new, r_hit, w_hit, missed = _loop_latencies(
+                base, p, loops, copies, fast, slow, ctl
+            )
         if queue is not None:
             w_off = w_hit if p.policy == "tiering" else np.zeros(n)
             gains, slowdown, rho = queued_gains(
@@ -203,7 +237,7 @@ def per_loop_gain(
         if np.array_equal(nxt, copies):
             converged = True
             break
-        copies = nxt
+        copies = next_copies(copies, nxt)
     total = float((count * gains).sum() / count.sum()) if count.sum() else None
     writes = np.array([(~reads & (loops == k)).sum() for k in range(n)], dtype=float)
     done = count * gains  # each loop's reads at its gain: the mix the slow device sees
@@ -267,9 +301,13 @@ def closed_loop_gain(
     other = max(threads / base_reads_per_s - r_base, 0.0)
     lp = replace(lp, threads=max(round(threads / n), 1), other_s=np.full(n, other))
     assert p.capacity is not None
+    # The disks' response to a session read in the baseline (its recorded latency less
+    # the host's path): the distribution a copy's chunk reads each draw from.
+    known = rd.lat_ns[(of >= 0) & (rd.lat_ns >= 0)] / NS - (hit.path_s if hit is not None else 0.0)
     mover = closedloop.Mover(
         p.unit / (dev.mb_s * 1e6) / dev.copy_reads if dev is not None else 0.0,
         hit.ssd_write_s + p.unit / (hit.ssd_mb_s * 1e6) if hit is not None else 0.0,
+        closedloop.fork_join(np.maximum(known, 0.0), dev.copy_reads) if dev is not None else 1.0,
     )
     r = closedloop.gain(lp, p.units(p.capacity) // caches, base_reads_per_s, q, mover)
     reads_done = r["reads"].sum()
@@ -280,6 +318,7 @@ def closed_loop_gain(
         "fills": float(r["fills"]),
         "fills_per_read": float(r["fills"] / reads_done) if reads_done else 0.0,
         "fill_ms": r["fill_s"] * 1e3,
+        "fill_fork_join": mover.fork,
         "miss_slowdown": r["slowdown"],
         "slow_utilization": r.get("utilization"),
         "rounds": r["rounds"],
@@ -337,7 +376,8 @@ def predict(
     hr = sim["hit_ratio"]
     q = slow_queue(dev, p, hr["migrated_bytes"]) if dev is not None and queue else None
     reads = base.op == READ
-    hit = _reads_hit(base, p)[reads]
+    ctl = site.controller if site is not None and site.controller is not None else None
+    hit = _reads_hit(base, p, ctl)[reads]
     fast_p, slow_p = profile(fast), profile(subset(base, reads))
     lat = project(subset(base, reads), hit, fast_p, slow_p)
     r_base = (lat["slow_only"]["mean_ns"] or 0.0) / NS
@@ -356,7 +396,7 @@ def predict(
     one_loop = gain
     by_loop = None
     if loops is not None and len(loops) == len(base) and len(np.unique(loops)) > 1:
-        by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p, q)
+        by_loop = per_loop_gain(base, p, loops, threads, base_reads_per_s, fast_p, slow_p, q, ctl)
         gain = by_loop["read_throughput_gain"]
     cl = None
     if closed and p.policy == "lru" and base_reads_per_s > 0 and reads.any():

@@ -36,6 +36,9 @@ class DeviceTime:
     background_s: float = 0.0  # disk-seconds the trace does not show, held per second
     copy_reads: int = 1  # disk reads a copied unit costs (the array: one per data chunk)
     position_s: float = 0.0  # each copy read's seek and rotation (0: a read's service)
+    # (g, the background's disk time at g times the baseline's writes over at 1):
+    # the write-back cache's destages (analyzer.lab.destage); empty: held fixed
+    background_growth: tuple[tuple[float, float], ...] = ()
 
 
 def service_times(ev: Events, servers: int = 1) -> np.ndarray:
@@ -54,13 +57,20 @@ def service_times(ev: Events, servers: int = 1) -> np.ndarray:
 
 
 def device_time(
-    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1
-) -> DeviceTime:
+    ev: Events, db: Events, db_service_ns: np.ndarray, mb_s: float, servers: int = 1,
+    write_back: bool = False,
+) -> DeviceTime:  # fmt: skip
     """The slow device's time from the whole baseline trace `ev` and its database
-    requests `db` (with their service times on `servers` disks)."""
+    requests `db` (with their service times on `servers` disks). `write_back`: a
+    controller's cache acknowledges the writes (the array: arraymodel.c admits a
+    write into its cache and destages it later), so a write's time in the trace is
+    the cache's, not the disks': only the reads count as the disks' work and their
+    mix, the destages are background (`with_disk_busy`)."""
     reads = db.op == READ
     writes = ~reads
     svc = service_times(ev, servers)
+    if write_back:
+        svc = np.where(ev.op == READ, svc, 0)
     end = ev.t_ns + np.maximum(ev.lat_ns, 0)
     served = svc[svc > 0].astype(float) / NS
     return DeviceTime(
@@ -69,7 +79,9 @@ def device_time(
         reads=int(reads.sum()),
         read_service_s=float(db_service_ns[reads].mean()) / NS if reads.any() else 0.0,
         writes=int(writes.sum()),
-        write_service_s=float(db_service_ns[writes].mean()) / NS if writes.any() else 0.0,
+        write_service_s=(
+            float(db_service_ns[writes].mean()) / NS if writes.any() and not write_back else 0.0
+        ),
         mb_s=mb_s,
         servers=servers,
         requests=len(served),
@@ -78,18 +90,21 @@ def device_time(
     )
 
 
-def with_disk_busy(dev: DeviceTime, array: dict[str, Any] | None) -> DeviceTime:
+def with_disk_busy(
+    dev: DeviceTime, array: dict[str, Any] | None, growth: tuple[tuple[float, float], ...] = ()
+) -> DeviceTime:
     """`dev` with the baseline's own disk time where the array counts it
     (`disk_busy_s` over `now_s`, the baseline run's counters): a write-back
     controller acknowledges writes from its cache, so the trace shows no destage
     (read-modify-write) and its service times miss most of the disks' time (22 %
     of the disks' busy where the counters say 60 % in `arrayfast-full`). The
-    difference is background: disk time a faster loop is taken not to change (the
-    cache coalesces more writes per destage at a higher rate)."""
+    difference is background: the destages, which grow with the configuration's
+    writes by `growth` (analyzer.lab.destage: the array's own model on the
+    baseline's writes at g times their rate; empty: held at the baseline's)."""
     if not array or not array.get("now_s") or dev.span_s <= 0:
         return dev
     busy = float(array["disk_busy_s"]) / float(array["now_s"]) * dev.span_s
-    return replace(dev, background_s=max(busy - dev.busy_s, 0.0))
+    return replace(dev, background_s=max(busy - dev.busy_s, 0.0), background_growth=growth)
 
 
 def striped(
@@ -168,7 +183,7 @@ class SlowQueue:
 
     servers: int
     rho0: float  # the baseline's utilization: busy / (span x servers)
-    fixed: float  # the part of rho0 that a faster loop does not change (background)
+    fixed: float  # the part of rho0 the trace does not show (background: destages)
     work_s: float  # disk-seconds per database read in the baseline (all requests)
     requests_per_read: float  # the baseline's requests per database read
     service_s: float  # their mean service
@@ -179,6 +194,8 @@ class SlowQueue:
     copy_s: float  # one copied unit's service: its bytes at the bandwidth + one read
     copies_per_read: float  # a cache's fills per database read
     copies_per_s: float  # a tier's migrations per second
+    background_growth: tuple[tuple[float, float], ...] = ()  # DeviceTime's
+    copy_reads: int = 1  # the disk requests a copy is made of (DeviceTime's)
 
 
 def slow_queue(dev: DeviceTime, p: Params, migrated: int) -> SlowQueue | None:
@@ -209,7 +226,19 @@ def slow_queue(dev: DeviceTime, p: Params, migrated: int) -> SlowQueue | None:
         copy_s=p.unit / (dev.mb_s * 1e6) + copy_positioning(dev),
         copies_per_read=units / dev.reads if per_read else 0.0,
         copies_per_s=0.0 if per_read else units / dev.span_s,
+        background_growth=dev.background_growth,
+        copy_reads=dev.copy_reads,
     )
+
+
+def background_scale(q: SlowQueue, writes_gain: float) -> float:
+    """The background's disk time at `writes_gain` times the baseline's disk-bound
+    writes over the baseline's (`background_growth` interpolated; past its last
+    point its last; 1 without it)."""
+    if not q.background_growth:
+        return 1.0
+    xs, ys = zip(*q.background_growth, strict=True)
+    return float(np.interp(writes_gain, xs, ys))
 
 
 def baseline_miss_s(q: SlowQueue) -> float:
@@ -226,17 +255,24 @@ def load(
     (baseline reads/s `rate`) do `reads` reads/s with read (write) hit ratios `r_hit`
     (`w_hit`) and the configuration copies `copies` units a second: the
     baseline's rho0 scaled by the work per second (every request per read but the
-    hits'), plus the copies."""
+    hits'), the background (destages) grown with the writes that reach the disks
+    (each loop's writes follow its reads; a tier's write hits destage to its SSDs),
+    plus the copies. A copy enters the wait's mix as the disk requests it is made
+    of: on the array a unit's chunks, each its own disk's request of a chunk's
+    positioning and transfer (arraytier.c, `move_set_ops`), so a read queued behind
+    a copy waits for one chunk, not the whole unit."""
     per_read = np.maximum(
         q.work_s - r_hit * q.read_service_s - w_hit * q.writes_per_read * q.write_service_s,
         0.0,
     )
     base_load = float(rate.sum()) * q.work_s
     scale = float((reads * per_read).sum()) / base_load if base_load > 0 else 1.0
-    rho = (q.rho0 - q.fixed) * scale + q.fixed + copies * q.copy_s / q.servers
+    disk_writes = float((reads * (1 - w_hit)).sum()) / float(rate.sum()) if rate.sum() else 1.0
+    fixed = q.fixed * background_scale(q, disk_writes)
+    rho = (q.rho0 - q.fixed) * scale + fixed + copies * q.copy_s / q.servers
     asks = float((reads * np.maximum(q.requests_per_read - r_hit, 0.0)).sum())
     first = asks * q.service_s + copies * q.copy_s
-    second = asks * q.service_sq_s2 + copies * q.copy_s**2
+    second = asks * q.service_sq_s2 + copies * q.copy_s**2 / max(q.copy_reads, 1)
     return rho, second / (2 * first) if first > 0 else 0.0
 
 
@@ -304,4 +340,5 @@ def queue_report(q: SlowQueue, rho: Any, f: Any) -> dict[str, Any]:
         "copy_ms": q.copy_s * 1e3,
         "copies_per_read": q.copies_per_read,
         "copies_per_s": q.copies_per_s,
+        "background_growth": [list(x) for x in q.background_growth],
     }

@@ -117,6 +117,21 @@ def test_each_controller_has_its_own_cache() -> None:
     assert one["hits"].sum() < got["hits"].sum()
 
 
+def test_the_simulated_hits_are_each_controllers_own() -> None:
+    # The tier's (and the law's) hits by the simulator, per controller: A's database
+    # cycles 3 units, B's reads 1. One pool of 4 units holds all four; each
+    # controller's own 2 cannot hold A's 3 (LRU on a cycle longer than the cache
+    # never hits), as the array's two servers would not.
+    units = [(i // 2) % 3 if i % 2 == 0 else 3 for i in range(600)]
+    ctl = np.array([i % 2 for i in range(600)], dtype=np.int64)
+    ev = _events(units)
+    p = predict.params("cache", 4, 1024, 5, 5)
+    pooled = predict._reads_hit(ev, p)
+    own = predict._reads_hit(ev, p, ctl)
+    assert pooled[ctl == 0][10:].all() and own[ctl == 0].sum() == 0
+    assert own[ctl == 1][1:].all()
+
+
 def test_the_gain_is_at_the_queues_fixed_point() -> None:
     # Six databases reading 4 units each at random, a cache of 12 units, fills of 4
     # MiB on 2 disks that the baseline keeps 30 % busy: the closed loop's fills and
@@ -147,6 +162,20 @@ def test_the_gain_is_at_the_queues_fixed_point() -> None:
     rho, res = slowqueue.load(q, rate, rate * got["gains"], hit, np.zeros(6), got["fills"] / 10.0)
     assert slowqueue.miss_factor(q, rho, res) <= got["slowdown"] + 1e-9
     assert got["utilization"] == pytest.approx(rho)
+
+
+def test_a_fill_waits_for_the_slowest_of_its_chunk_reads() -> None:
+    # arraytier.c issues a unit's chunk reads at once, one per data disk, and writes
+    # the SSDs when the last is done: the fill's read phase is the longest of n
+    # draws of a disk's response, E[max] / E[one] the fork-join factor.
+    assert closedloop.fork_join(np.full(100, 0.01), 8) == pytest.approx(1.0)  # no spread
+    two = np.array([0.0, 0.02])  # mean 10 ms; the longest of 2 is 20 ms 3/4 of the time
+    assert closedloop.fork_join(two, 2) == pytest.approx(1.5)
+    assert closedloop.fork_join(two, 1) == 1.0 and closedloop.fork_join(np.zeros(0), 8) == 1.0
+    u = np.random.default_rng(2).uniform(0, 1, 200_000)  # E[max of 8 uniform] = 8/9
+    assert closedloop.fork_join(u, 8) == pytest.approx((8 / 9) / 0.5, rel=0.01)
+    m = closedloop.Mover(0.0035, 0.0085, fork=2.0)
+    assert m.fill_s(0.010) == pytest.approx(0.0035 + 0.020 + 0.0085)
 
 
 def test_the_arrays_hit_and_copy_from_the_baselines_counters() -> None:

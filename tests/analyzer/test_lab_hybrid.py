@@ -289,6 +289,32 @@ def test_per_loop_law_follows_the_heat_to_the_faster_loop() -> None:
     assert got["read_throughput_gain"] == law["read_throughput_gain"]  # no bound given
 
 
+def test_per_loop_law_moves_one_loop_a_round() -> None:
+    # The heat fixed point moves the loop farthest from its gain, the lowest on a
+    # tie, so loops that share the tier alike do not move alike.
+    step = predict.next_copies(np.array([1, 1, 1]), np.array([6, 2, 2]))
+    assert step.tolist() == [6, 1, 1]
+    assert predict.next_copies(np.array([6, 1, 1]), np.array([6, 2, 2])).tolist() == [6, 2, 1]
+    # Loop 0 reads unit 0, loop 1 units 1 and 3, loop 2 units 2 and 4, in turn, at
+    # one rate, 60 s; a tier of 3 units: loops 1 and 2 each hit part of their
+    # reads at first; at the fixed point one of them has both its units and the
+    # other none.
+    mib = 1 << 20
+    n = 60_000
+    unit = [0, 1, 2, 0, 3, 4]  # loop i % 3 reads unit[i % 6]
+    base = _events([unit[i % 6] * mib for i in range(n)], [0] * n, 10.0)
+    fast = _events([0] * 10, [0] * 10, 1.0)
+    loops = (np.arange(n) % 3).astype(np.int64)
+    p = predict.params("tier", 3, 1024, 5.0, 5.0)
+    prof = (predict.profile(fast), predict.profile(base))
+    _, _, hit, _, _ = predict._loop_latencies(base, p, loops, np.array([1, 1, 1]), *prof)
+    assert 0.2 < hit[1] < 0.8 and 0.2 < hit[2] < 0.8  # both in part
+    got = predict.predict(base, fast, p, threads=3, base_reads_per_s=300.0, loops=loops)
+    by = got["littles_law"]["per_loop"]
+    g0, g1, g2 = sorted(x["gain"] for x in by["loops"])
+    assert by["converged"] and g0 == pytest.approx(1.0) and g1 > 5 and g2 > 5
+
+
 def test_per_loop_law_of_one_loop_is_the_single_loop_law() -> None:
     base = _events([0] * 200, [0] * 200, 10.0)
     fast = _events([0] * 10, [0] * 10, 1.0)

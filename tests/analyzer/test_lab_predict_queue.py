@@ -135,3 +135,48 @@ def test_with_disk_busy_adds_what_the_trace_does_not_show() -> None:
     q = slowqueue.slow_queue(got, predict.params("cache", 4, 1024, 5.0, 5.0), 0)
     assert q is not None
     assert q.rho0 == pytest.approx(0.24) and q.fixed == pytest.approx(0.22)
+
+
+def test_a_write_back_arrays_writes_are_not_the_disks_work() -> None:
+    # Reads of 10 ms and writes the controller's cache acknowledges in 0.5 ms, in
+    # turn: on a write-back array only the reads are the disks' (their destages are
+    # the counters' background), and a write has no disk service to take off.
+    n = 400
+    ev = _events([i * (1 << 20) for i in range(n)], 10.0, 20.0)
+    ev.op[1::2] = 1
+    ev.lat_ns[1::2] = 500_000
+    svc = slowqueue.service_times(ev, 1)
+    plain = slowqueue.device_time(ev, ev, svc, 100.0, 1)
+    wb = slowqueue.device_time(ev, ev, svc, 100.0, 1, write_back=True)
+    assert plain.busy_s == pytest.approx(200 * 0.010 + 200 * 0.0005, rel=1e-6)
+    assert wb.busy_s == pytest.approx(200 * 0.010, rel=1e-6)
+    assert wb.requests == 200 and wb.service_s == pytest.approx(0.010)
+    assert plain.write_service_s == pytest.approx(0.0005) and wb.write_service_s == 0.0
+    assert wb.read_service_s == plain.read_service_s == pytest.approx(0.010)
+
+
+def test_a_copy_waits_in_the_mix_as_its_chunk_requests() -> None:
+    # A unit copied as 8 chunk reads on 8 disks: its disk time counts whole in the
+    # utilization, but a read queued behind it waits for one chunk, so in the mix's
+    # residual E[S^2] / (2 E[S]) a copy counts 8 requests of an eighth each.
+    dev = slowqueue.DeviceTime(
+        busy_s=1.0, span_s=10.0, reads=1000, read_service_s=0.001, writes=0,
+        write_service_s=0.0, mb_s=150.0, servers=8, requests=1000, service_s=0.001,
+        service_sq_s2=1e-6,
+    )  # fmt: skip
+    p = predict.params("cache", 16, 4096, 5, 5)
+    whole = slowqueue.slow_queue(dev, p, 0)
+    chunks = slowqueue.slow_queue(replace(dev, copy_reads=8), p, 0)
+    assert whole is not None and chunks is not None and chunks.copy_reads == 8
+    r = np.array([100.0])
+    none = np.zeros(1)
+    rho1, res1 = slowqueue.load(whole, r, r, none, none, 0.0)
+    assert slowqueue.load(chunks, r, r, none, none, 0.0) == (rho1, res1)  # no copies
+    rho_w, res_w = slowqueue.load(whole, r, r, none, none, 10.0)
+    rho_c, res_c = slowqueue.load(chunks, r, r, none, none, 10.0)
+    # The copies' disk time is the utilization's either way (8 positionings here).
+    assert rho_c == pytest.approx(rho1 + 10 * chunks.copy_s / 8)
+    assert rho_w == pytest.approx(rho1 + 10 * whole.copy_s / 8)
+    first = 100 * 0.001 + 10 * chunks.copy_s
+    assert res_c == pytest.approx((100 * 1e-6 + 10 * chunks.copy_s**2 / 8) / (2 * first))
+    assert res_c < res_w
