@@ -15,7 +15,7 @@ from trace_helpers import header, make_trace, workload_records
 from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
-from replayer.run import fidelity, fidstream, localitystream, ordered, quantiles
+from replayer.run import fidelity, fidstream, later, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
 
@@ -71,17 +71,29 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "keep", "window", "one_stream"),
-    [(ordered.BATCH, quantiles.KEEP, 5.0, False), (250, 300, 2.5, False), (250, 300, 2.5, True)],
+    ("batch", "keep", "window", "one_stream", "later_mem"),
+    [
+        (ordered.BATCH, quantiles.KEEP, 5.0, False, later.MEM_BYTES),
+        (250, 300, 2.5, False, 40_000),
+        (250, 300, 2.5, True, 0),
+    ],
 )
 def test_streamed_answers_are_the_in_memory_ones(
-    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float, one_stream: bool
+    tmp_path: Path,
+    monkeypatch,
+    batch: int,
+    keep: int,
+    window: float,
+    one_stream: bool,
+    later_mem: int,
 ) -> None:
     # Small batches and spills: every batch boundary and the on-disk selection show.
     # One stream (a capture of one job): each batch's rows taken without a mask,
-    # its gaps kept once with all streams' (Figures.mirror).
+    # its gaps kept once with all streams' (Figures.mirror). The calls waiting for
+    # the clock offset held in memory, partly on file, or all on file (later.py).
     monkeypatch.setattr(ordered, "BATCH", batch)
     monkeypatch.setattr(quantiles, "KEEP", keep)
+    monkeypatch.setattr(later, "MEM_BYTES", later_mem)
     o = _orig(6000, seed=11)
     if one_stream:
         o["stream"] = o["stream"][0]
@@ -116,8 +128,12 @@ def test_a_second_stream_takes_the_gaps_kept_for_the_first(tmp_path: Path, monke
     _same(got, ref)
 
 
-def test_streamed_keeps_a_labelled_replays_own_streams(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("later_mem", [later.MEM_BYTES, 0])
+def test_streamed_keeps_a_labelled_replays_own_streams(
+    tmp_path: Path, monkeypatch, later_mem: int
+) -> None:
     monkeypatch.setattr(ordered, "BATCH", 400)
+    monkeypatch.setattr(later, "MEM_BYTES", later_mem)
     o = _orig(3000, seed=4)
     r = _replay(o, 4)
     r["stream"] = np.where(r["stream"] == 3, 5, r["stream"])  # the plan's own ids
@@ -414,3 +430,45 @@ def test_streamed_locality_of_requests_within_a_unit_is_profiles(
     ref = locality.profile(src.records, src.t_ns)
     assert 0 < ref["lru_hit_ratio"][0] < ref["lru_hit_ratio"][-1]
     assert localitystream.profile(ordered.batches(ordered.scan(path))) == ref
+
+
+def test_later_gives_back_each_call_in_memory_then_on_file() -> None:
+    """Calls kept while they fit the budget are the arrays given; the rest come back
+    from the file narrowed to REP and PAIR, with the same values, all in order."""
+    rng = np.random.default_rng(5)
+
+    def rows(n: int) -> np.ndarray:
+        r = np.zeros(n, ordered.COMPACT)
+        r["t"] = np.sort(rng.integers(-(10**9), 10**10, size=n))
+        r["bytes"] = rng.choice([512, 4096, 65536], size=n)
+        r["op"], r["stream"] = rng.integers(0, 3, size=n), rng.integers(0, 4, size=n)
+        r["offset"] = rng.integers(0, 1 << 40, size=n)  # (not kept: REP has no offset)
+        return r
+
+    def pair(r: np.ndarray) -> np.ndarray:
+        p = np.empty(len(r), later.PAIR)
+        p["t_o"], p["gap"], p["stream"] = r["t"] - 5, 5, r["stream"]
+        return p
+
+    given = []
+    for i, n in enumerate([100, 0, 300, 70, 500, 1]):
+        r = rows(n)
+        kind = [later.REP_ROWS, later.LOST_ROWS, later.PAIRED][i % 3]
+        given.append((kind, [pair(r), r] if kind == later.PAIRED else [r]))
+    keep = later.Later(mem_bytes=(100 + 300) * ordered.COMPACT.itemsize + 300 * later.PAIR.itemsize)
+    try:
+        for kind, parts in given:
+            keep.add(kind, *parts)
+        back = list(keep.calls())
+        assert keep._file is not None  # the last calls went to the file
+    finally:
+        keep.close()
+    assert [k for k, _ in back] == [k for k, _ in given]
+    kept = 0
+    for (_, got), (_, parts) in zip(back, given, strict=True):
+        assert len(got) == len(parts)
+        kept += got[-1] is parts[-1]
+        for g, p in zip(got, parts, strict=True):
+            for col in g.dtype.names:
+                assert np.array_equal(g[col], p[col])
+    assert kept == 3  # the first three calls, in memory as given
