@@ -111,17 +111,26 @@ class Pairer:
         a = cat([self._o, o]) if len(self._o) else o
         b = cat([self._r, r]) if len(self._r) else r
         ia, ib, gone_a, gone_b = self._match(a, b)
-        free_a = np.ones(len(a), bool)
-        free_a[ia] = False
-        free_b = np.ones(len(b), bool)
-        free_b[ib] = False
+        self._o, lost_a = self._unpaired(a, ia, gone_a, bound)
+        self._r, lost_b = self._unpaired(b, ib, gone_b, bound)
+        # Pairs come in a's row order: where every row of a paired, they are a
+        # itself (a replay near its rate pairs whole batches; no copy of them).
+        return Step(a if len(ia) == len(a) else take(a, ia), take(b, ib), lost_a, lost_b)
+
+    def _unpaired(
+        self, x: np.ndarray, paired: np.ndarray, gone: np.ndarray, bound: int | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of `x` still held, rows that will stay unpaired): those not `paired`,
+        the latter `gone` or more than the horizon before `bound`."""
+        if len(paired) == len(x):
+            none = np.empty(0, x.dtype)  # (not x[:0]: a view would keep x alive)
+            return none, none
+        free = np.ones(len(x), bool)
+        free[paired] = False
         if bound is None:
-            old_a, old_b = free_a, free_b
-        else:
-            old_a = free_a & ((a["t"] < bound - self.horizon_ns) | gone_a)
-            old_b = free_b & ((b["t"] < bound - self.horizon_ns) | gone_b)
-        self._o, self._r = take(a, free_a & ~old_a), take(b, free_b & ~old_b)
-        return Step(take(a, ia), take(b, ib), take(a, old_a), take(b, old_b))
+            return np.empty(0, x.dtype), take(x, free)
+        old = free & ((x["t"] < bound - self.horizon_ns) | gone)
+        return take(x, free & ~old), take(x, old)
 
     def _match(self, a: np.ndarray, b: np.ndarray):
         """first_come, where a request more than the horizon older than its partner
