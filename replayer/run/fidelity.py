@@ -37,6 +37,7 @@ every pair lies within pairing.HORIZON_NS (60 s) of each other.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -255,10 +256,13 @@ def compare(
     [original, replay]. Both traces stream (fidstream.py): memory stays flat in
     their length. Pairs through the mapping of `plan` (or of the replay's own plan:
     mapped.plan_path)."""
-    # Both traces read at once, and each read ahead of the pairing (ahead.py).
-    so, sr = both(ordered.scan, original, replayed)
-    plan = mapped.plan_path(plan, sr)
-    m = mapped.mapper(plan, so, sr)
+    # Both traces read at once, and each read ahead of the pairing (ahead.py); the
+    # plan's mapping read meanwhile (its errors after the scans', as in turn).
+    with ThreadPoolExecutor(1, thread_name_prefix="iotape-plan") as pool:
+        planned = pool.submit(mapped.early, plan, Path(replayed))
+        so, sr = both(ordered.scan, original, replayed)
+        plan, mapping = planned.result()
+    m = mapped.mapper_of(mapping, so, sr)
     keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
     acc = fidstream.Figures(so, sr, window_s)

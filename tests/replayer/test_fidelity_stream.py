@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from trace_helpers import header, make_trace, workload_records
 
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
@@ -472,3 +473,17 @@ def test_later_gives_back_each_call_in_memory_then_on_file() -> None:
             for col in g.dtype.names:
                 assert np.array_equal(g[col], p[col])
     assert kept == 3  # the first three calls, in memory as given
+
+
+def test_the_plan_read_beside_the_scans_fails_after_them(tmp_path: Path) -> None:
+    """The plan's mapping is read while both traces are scanned (mapped.early): a
+    bad --plan is its one line, and a bad trace's error still comes first."""
+    o = _orig(500, seed=3)
+    po, pr = _files(tmp_path, o, _replay(o, 3))
+    with pytest.raises(IotapeError, match=r"--plan .*nowhere: no plan\.json there"):
+        fidelity.compare(po, pr, plan=tmp_path / "nowhere")
+    bad = tmp_path / "bad.iot"
+    bad.write_bytes(b"not a trace at all")
+    with pytest.raises(IotapeError, match=r"bad\.iot") as e:
+        fidelity.compare(po, bad, plan=tmp_path / "nowhere")
+    assert "no plan.json" not in str(e.value)
