@@ -4,12 +4,14 @@
 The offset is the median gap over all pairs, known only when every pair is; the
 replay's per-second counts, the drift and the windows depend on it. Reading and
 pairing both traces a second time for it cost a quarter of the command, so the
-rows those figures need are kept instead: the arrays as they were given (no
-copy) while they take less than `MEM_BYTES`, then each call's columns narrowed
-(REP, PAIR) on an unlinked temporary file. Writing every call to the file and
-reading it back (~45 bytes a request, ~110 MB for 2.5 M requests) was a tenth of
-the command's CPU time at NVMe rates (write, page cache, read); a trace longer
-than the budget holds still keeps memory flat (the budget, then the file).
+rows those figures need are kept instead, each call's columns narrowed (REP,
+PAIR; ~45 bytes a request): in memory while they take less than `MEM_BYTES`
+(~6 M requests), then on an unlinked temporary file, so memory stays flat in a
+trace's length. All on the file, a 2.5 M-request replay wrote and read back
+~110 MB through $TMPDIR; in memory its CPU time was the same within the
+machine's noise (2.44-2.50 s, docs/benchmarks.md), but the command no longer
+waits on a slow $TMPDIR. Holding the rows as given (40 bytes a row, no narrowing
+copy) took ~175 MB more and was no faster either (fresh pages faulted in).
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ from typing import IO
 
 import numpy as np
 
-# What is kept of the replay's rows and of each pair on the file: their times,
-# sizes, ops and streams (the rows themselves while in memory).
+# What is kept of the replay's rows and of each pair: their times, sizes, ops and
+# streams.
 REP = np.dtype([("t", "<i8"), ("bytes", "<u4"), ("op", "u1"), ("stream", "u1")])
 PAIR = np.dtype([("t_o", "<i8"), ("gap", "<i8"), ("stream", "u1")])
 REP_ROWS, LOST_ROWS, PAIRED = 0, 1, 2
-# Bytes of calls held in memory before the rest goes to the file: 2.5 M requests
-# of a full-rate capture (~95 bytes a request: its row as replayed, its pair's row
-# and PAIR) fit; peak RSS of that `replay fidelity` stays ~0.7 GiB.
+# Bytes of calls held in memory before the rest goes to the file.
 MEM_BYTES = 256 << 20
 
 
@@ -41,8 +41,9 @@ def rep_rows(r: np.ndarray) -> np.ndarray:
 
 class Later:
     """Calls (kind, then for PAIRED a PAIR array, then rows with REP's columns), in
-    the order added; `calls` gives each back with the same values (the figures
-    summed in floating point, the drift, come out the same either way)."""
+    the order added; `calls` gives each back narrowed to REP, with the same
+    values from memory or file (the figures summed in floating point, the drift,
+    come out the same either way)."""
 
     def __init__(self, mem_bytes: int | None = None) -> None:
         self._mem: list[tuple[int, list[np.ndarray]]] = []
@@ -50,18 +51,16 @@ class Later:
         self._file: IO[bytes] | None = None
 
     def add(self, kind: int, *parts: np.ndarray) -> None:
-        size = sum(p.nbytes for p in parts)
+        *pair, rows = parts
+        narrow = [*pair, rep_rows(rows) if rows.dtype != REP else rows]
+        size = sum(p.nbytes for p in narrow)
         if self._file is None and size <= self._room:
-            # The arrays themselves: nothing writes into them after (the batches and
-            # pairs are fresh arrays, never buffers read into again).
-            self._mem.append((kind, list(parts)))
+            self._mem.append((kind, narrow))
             self._room -= size
             return
         if self._file is None:
             # Closed by close(); the file has no name, so nothing is left behind.
             self._file = tempfile.TemporaryFile(prefix="iotape-fidelity-")  # noqa: SIM115
-        *pair, rows = parts
-        narrow = [*pair, rep_rows(rows) if rows.dtype != REP else rows]
         self._file.write(np.array([kind, *(len(p) for p in narrow)], np.int64).tobytes())
         for p in narrow:
             self._file.write(np.ascontiguousarray(p).data)  # (its buffer, not a copy)
