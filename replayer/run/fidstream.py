@@ -351,8 +351,11 @@ class Figures(Sink):
         not `timed`: too few pairs), from the calls kept in order."""
         self.shift, self.timed = shift, timed
         if self.mirror is not None:
+            # Every pair was this stream's: its drift takes the very sums all streams'
+            # does, call for call (summed once; a tenth of finish's time).
             g = self.streams[self.mirror]
             g.issue, g.inter, g.last_gap = self.all.issue, self.all.inter, self.all.last_gap
+            g.drift = self.all.drift
         for kind, parts in self._later.calls():
             if kind == REP_ROWS:
                 (r,) = parts
@@ -370,16 +373,17 @@ class Figures(Sink):
 
     def _paired(self, p: np.ndarray, r: np.ndarray) -> None:
         t_o, gaps = p["t_o"], p["gap"]
+        err = gaps - self.shift if self.timed else gaps
         if self.timed:
-            self.all.drift.add(t_o, gaps - self.shift)
-            self.windows.pairs(t_o, np.abs(gaps - self.shift))
+            self.all.drift.add(t_o, err)
+            self.windows.pairs(t_o, np.abs(err))
         sids = localitystream.distinct(p["stream"])
         for sid in sids:
             g = self.streams[sid]
             if len(sids) == 1:
                 g.r.add(r["t"] - self.shift, r)
-                if self.timed:
-                    g.drift.add(t_o, gaps - self.shift)
+                if self.timed and g.drift is not self.all.drift:
+                    g.drift.add(t_o, err)
                 continue
             m = p["stream"] == sid
             g.r.add(r["t"] - self.shift, r, m)
