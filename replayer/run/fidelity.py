@@ -267,10 +267,12 @@ def compare(
     tally = mapped.Tally(m) if m else None
     acc = fidstream.Figures(so, sr, window_s)
     try:
-        origs, reps = ahead(ordered.batches(so)), ahead(ordered.batches(sr))
-        fidstream.drive_batches(
-            tally.counted(origs) if tally else origs, reps, acc, horizon_ns, keys
-        )
+        # What the mapping expects of each original batch is counted in the thread
+        # that reads it (numpy, off the pairing's thread; done when the last
+        # batch has come).
+        read = ordered.batches(so)
+        origs, reps = ahead(tally.counted(read) if tally else read), ahead(ordered.batches(sr))
+        fidstream.drive_batches(origs, reps, acc, horizon_ns, keys)
         pairs = acc.all.pairs
         timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
         # The replay's clock offset: the median gap over all pairs.
