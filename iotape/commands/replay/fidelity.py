@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from base.errors import IotapeError
+from base.malloc import keep_freed_memory
 from iotape.cliopts import AsJson
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
@@ -95,6 +96,7 @@ def fidelity(
         return
     if truth is not None:
         raise IotapeError(_NOT_DEPENDENT.format(truth=truth, replayed=replayed))
+    keep_freed_memory()  # (base/malloc.py: both traces' batches, ~4 % of its CPU)
     res = fid.report(original, replayed, anchor, window, int(horizon * 1e9), plan)
     if as_json:
         print(json.dumps(res, indent=2))
