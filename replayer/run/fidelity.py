@@ -48,7 +48,7 @@ from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
 from replayer.run import fidstream, localitystream, mapped, ordered, timewindows
 from replayer.run.ahead import ahead, both
-from replayer.run.pairing import HORIZON_NS
+from replayer.run.pairing import HORIZON_NS, KeysAhead
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
 
@@ -263,16 +263,19 @@ def compare(
         so, sr = both(ordered.scan, original, replayed)
         plan, mapping = planned.result()
     m = mapped.mapper_of(mapping, so, sr)
-    keys = (m.keys, m.replay_keys) if m else None
     tally = mapped.Tally(m) if m else None
+    # The original's keys through the mapping, and what the mapping expects of each
+    # batch, made in the thread that reads it (numpy, off the pairing's thread;
+    # all counted once the last batch has come).
+    keyed = KeysAhead(m.keys) if m else None
+    keys = (keyed, m.replay_keys) if keyed and m else None
     acc = fidstream.Figures(so, sr, window_s)
     try:
-        # What the mapping expects of each original batch is counted in the thread
-        # that reads it (numpy, off the pairing's thread; done when the last
-        # batch has come).
         read = ordered.batches(so)
-        origs, reps = ahead(tally.counted(read) if tally else read), ahead(ordered.batches(sr))
-        fidstream.drive_batches(origs, reps, acc, horizon_ns, keys)
+        read = tally.counted(read) if tally else read
+        origs = ahead(keyed.made(read) if keyed else read)
+        origs = keyed.given(origs) if keyed else origs
+        fidstream.drive_batches(origs, ahead(ordered.batches(sr)), acc, horizon_ns, keys)
         pairs = acc.all.pairs
         timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
         # The replay's clock offset: the median gap over all pairs.

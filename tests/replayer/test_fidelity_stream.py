@@ -17,7 +17,8 @@ from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
 from replayer.run import fidelity, fidstream, later, localitystream, ordered, quantiles
-from replayer.run.pairing import Pairer, first_come, keys
+from replayer.run.ahead import ahead
+from replayer.run.pairing import KeysAhead, Pairer, first_come, keys
 
 
 def _orig(n: int, seed: int) -> np.ndarray:
@@ -485,3 +486,31 @@ def test_the_plan_read_beside_the_scans_fails_after_them(tmp_path: Path) -> None
     with pytest.raises(IotapeError, match=r"bad\.iot") as e:
         fidelity.compare(po, bad, plan=tmp_path / "nowhere")
     assert "no plan.json" not in str(e.value)
+
+
+def test_keys_made_ahead_are_the_keys_of_what_the_pairing_asks() -> None:
+    """KeysAhead: each batch keyed in the reading thread is the batch's keys; a join
+    of batches (fidstream._at_least) is keyed where asked, and what was made for
+    the batches it joined is dropped (only the batches in flight are held)."""
+    rng = np.random.default_rng(9)
+    batches = []
+    for n in (50, 70, 20, 90, 10, 40):
+        b = np.zeros(n, ordered.COMPACT)
+        b["offset"], b["bytes"] = rng.integers(0, 1 << 30, size=n), 4096
+        batches.append(b)
+    calls: list[int] = []
+
+    def fn(a: np.ndarray) -> np.ndarray:
+        calls.append(len(a))
+        return keys(a)
+
+    ka = KeysAhead(fn)
+    got = ka.given(ahead(ka.made(iter(batches))))
+    b0 = next(got)
+    assert np.array_equal(ka(b0), keys(b0))
+    joined = ordered.cat([next(got), next(got)])  # 70 + 20 rows, joined
+    assert np.array_equal(ka(joined), keys(joined))
+    for b in got:
+        assert np.array_equal(ka(b), keys(b)) and len(ka._made) <= 2
+    assert sorted(calls) == sorted([50, 70, 20, 90, 10, 40, 90])  # the join, once more
+    assert not ka._made and np.array_equal(ka(batches[0][:0]), keys(batches[0][:0]))

@@ -118,7 +118,7 @@ def test_past_max_rounds_drops_every_far_pair(pure) -> None:
     res = []
     for on in (True, False):
         pure(on)
-        res.append(Pairer(horizon_ns=10**9)._match(o, r))
+        res.append(Pairer(horizon_ns=10**9)._match(o, r, pairing.keys(o), pairing.keys(r)))
     (ia, ib, ga, gb), (ja, jb, ha, hb) = res
     assert len(ia) == 0 and ga.sum() > pairing.MAX_ROUNDS
     assert np.array_equal(ia, ja) and np.array_equal(ib, jb)
@@ -128,7 +128,7 @@ def test_past_max_rounds_drops_every_far_pair(pure) -> None:
 def test_empty_sides_pair_nothing(pure) -> None:
     pure(False)
     o = np.zeros(3, ordered.COMPACT)
-    ia, ib, ga, gb = Pairer()._match(o, o[:0])
+    ia, ib, ga, gb = Pairer()._match(o, o[:0], pairing.keys(o), pairing.keys(o[:0]))
     assert len(ia) == len(ib) == 0 and ga.tolist() == [False] * 3 and len(gb) == 0
 
 
