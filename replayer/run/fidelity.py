@@ -37,6 +37,7 @@ every pair lies within pairing.HORIZON_NS (60 s) of each other.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -47,7 +48,7 @@ from replayer.plan import locality
 from replayer.plan.source import OP, load, request_times
 from replayer.run import fidstream, localitystream, mapped, ordered, timewindows
 from replayer.run.ahead import ahead, both
-from replayer.run.pairing import HORIZON_NS
+from replayer.run.pairing import HORIZON_NS, KeysAhead
 
 MIN_MATCH_SHARE = 0.5  # below it, pairs are chance (a synthetic replay)
 
@@ -255,18 +256,26 @@ def compare(
     [original, replay]. Both traces stream (fidstream.py): memory stays flat in
     their length. Pairs through the mapping of `plan` (or of the replay's own plan:
     mapped.plan_path)."""
-    # Both traces read at once, and each read ahead of the pairing (ahead.py).
-    so, sr = both(ordered.scan, original, replayed)
-    plan = mapped.plan_path(plan, sr)
-    m = mapped.mapper(plan, so, sr)
-    keys = (m.keys, m.replay_keys) if m else None
+    # Both traces read at once, and each read ahead of the pairing (ahead.py); the
+    # plan's mapping read meanwhile (its errors after the scans', as in turn).
+    with ThreadPoolExecutor(1, thread_name_prefix="iotape-plan") as pool:
+        planned = pool.submit(mapped.early, plan, Path(replayed))
+        so, sr = both(ordered.scan, original, replayed)
+        plan, mapping = planned.result()
+    m = mapped.mapper_of(mapping, so, sr)
     tally = mapped.Tally(m) if m else None
+    # The original's keys through the mapping, and what the mapping expects of each
+    # batch, made in the thread that reads it (numpy, off the pairing's thread;
+    # all counted once the last batch has come).
+    keyed = KeysAhead(m.keys) if m else None
+    keys = (keyed, m.replay_keys) if keyed and m else None
     acc = fidstream.Figures(so, sr, window_s)
     try:
-        origs, reps = ahead(ordered.batches(so)), ahead(ordered.batches(sr))
-        fidstream.drive_batches(
-            tally.counted(origs) if tally else origs, reps, acc, horizon_ns, keys
-        )
+        read = ordered.batches(so)
+        read = tally.counted(read) if tally else read
+        origs = ahead(keyed.made(read) if keyed else read)
+        origs = keyed.given(origs) if keyed else origs
+        fidstream.drive_batches(origs, ahead(ordered.batches(sr)), acc, horizon_ns, keys)
         pairs = acc.all.pairs
         timed = pairs >= MIN_MATCH_SHARE * so.count and pairs > 0
         # The replay's clock offset: the median gap over all pairs.

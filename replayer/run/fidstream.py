@@ -10,8 +10,8 @@ inter-arrival errors on disk for exact percentiles (quantiles.py).
 The replay's clock offset (the median gap over all pairs) is known only once
 every pair is, and the replay's per-second counts, the drift and the windows
 depend on it. The traces are read once (with both traces' locality,
-localitystream.py): what needs the offset is kept on disk, in order, and summed
-once it is known (Figures, _Later); reading and pairing both traces a first
+localitystream.py): what needs the offset is kept in order (in memory, then on disk), and summed
+once it is known (Figures, later.py); reading and pairing both traces a first
 time for the offset alone took a quarter of `replay fidelity`.
 The answers are fidelity.compare_in_memory's (the tests compare them) wherever
 its pairs lie within the horizon (pairing.py); a request whose only partner is
@@ -21,16 +21,15 @@ further away is unpaired here.
 from __future__ import annotations
 
 import itertools
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO
 
 import numpy as np
 
 from replayer.run import localitystream, ordered
 from replayer.run.ahead import Behind
 from replayer.run.fidsums import Drift, Side
+from replayer.run.later import LOST_ROWS, PAIR, PAIRED, REP_ROWS, Later
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
@@ -273,60 +272,10 @@ def drive_batches(
     settle(pairer.step(empty, empty, None), None)
 
 
-# What Figures keeps of the replay's rows and of each pair until the replay's
-# clock offset is known (_Later): their times, sizes, ops and streams.
-REP = np.dtype([("t", "<i8"), ("bytes", "<u4"), ("op", "u1"), ("stream", "u1")])
-PAIR = np.dtype([("t_o", "<i8"), ("gap", "<i8"), ("stream", "u1")])
-_REP, _LOST, _PAIRED = 0, 1, 2
-
-
-class _Later:
-    """The calls of Figures that need the replay's clock offset, kept in order on an
-    unlinked temporary file (~40 bytes a pair and a replayed request: reading both
-    traces and pairing them again, as a first read for the offset did, cost more)
-    and made again, each with the same rows, once the offset is known: the
-    figures summed in floating point (the drift) come out the same."""
-
-    def __init__(self) -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="iotape-fidelity-")  # noqa: SIM115
-
-    def add(self, kind: int, *parts: np.ndarray) -> None:
-        self._file.write(np.array([kind, *(len(p) for p in parts)], np.int64).tobytes())
-        for p in parts:
-            self._file.write(np.ascontiguousarray(p).data)  # (its buffer, not a copy)
-
-    def calls(self) -> Iterator[tuple[int, list[np.ndarray]]]:
-        """(kind, its arrays) of each call, in the order they were added."""
-        f = self._file
-        f.flush()
-        f.seek(0)
-        while head := f.read(8):
-            kind = int(np.frombuffer(head, np.int64)[0])
-            dtypes = (PAIR, REP) if kind == _PAIRED else (REP,)
-            lens = np.frombuffer(f.read(8 * len(dtypes)), np.int64).tolist()
-            yield (
-                kind,
-                [
-                    np.frombuffer(f.read(n * dt.itemsize), dt)
-                    for n, dt in zip(lens, dtypes, strict=True)
-                ],
-            )
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _rows(r: np.ndarray) -> np.ndarray:
-    out = np.empty(len(r), REP)
-    for col in ("t", "bytes", "op", "stream"):
-        out[col] = r[col]
-    return out
-
-
 class Figures(Sink):
     """Every figure, from one read of both traces. What depends on the replay's
     clock offset (the median gap over all pairs, known only once every pair is)
-    waits on disk until `finish` (_Later); the rest is summed as the rows pass."""
+    waits until `finish` (later.py); the rest is summed as the rows pass."""
 
     def __init__(self, so: ordered.Scan, sr: ordered.Scan, window_s: float) -> None:
         nbins = max(1, so.duration_ns // 1_000_000_000)
@@ -347,7 +296,7 @@ class Figures(Sink):
         # waits for them.
         self._behind = (Behind(self.locality[0].add), Behind(self.locality[1].add))
         self.mirror: int | None = None  # the stream that took every pair so far
-        self._later = _Later()
+        self._later = Later()
 
     def orig(self, o: np.ndarray) -> None:
         self._behind[0](o)
@@ -363,11 +312,11 @@ class Figures(Sink):
 
     def rep(self, r: np.ndarray) -> None:
         self._behind[1](r)
-        self._later.add(_REP, _rows(r))
+        self._later.add(REP_ROWS, r)
 
     def lost_rep(self, r: np.ndarray) -> None:
         if (self.own[r["stream"]] >= 0).any():
-            self._later.add(_LOST, _rows(r))
+            self._later.add(LOST_ROWS, r)
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
         gaps = r["t"] - o["t"]
@@ -389,7 +338,7 @@ class Figures(Sink):
                 self.streams[sid].paired(gaps[o["stream"] == sid] if len(sids) > 1 else gaps)
         p = np.empty(len(o), PAIR)
         p["t_o"], p["gap"], p["stream"] = o["t"], gaps, o["stream"]
-        self._later.add(_PAIRED, p, _rows(r))
+        self._later.add(PAIRED, p, r)
 
     def settle(self) -> tuple[localitystream.Profile, localitystream.Profile]:
         """Both traces' locality, once every request given has been summed."""
@@ -402,15 +351,18 @@ class Figures(Sink):
         not `timed`: too few pairs), from the calls kept in order."""
         self.shift, self.timed = shift, timed
         if self.mirror is not None:
+            # Every pair was this stream's: its drift takes the very sums all streams'
+            # does, call for call (summed once; a tenth of finish's time).
             g = self.streams[self.mirror]
             g.issue, g.inter, g.last_gap = self.all.issue, self.all.inter, self.all.last_gap
+            g.drift = self.all.drift
         for kind, parts in self._later.calls():
-            if kind == _REP:
+            if kind == REP_ROWS:
                 (r,) = parts
                 tr = r["t"] - shift
                 self.all.r.add(tr, r)
                 self.windows.times(1, tr)
-            elif kind == _LOST:
+            elif kind == LOST_ROWS:
                 (r,) = parts
                 own = self.own[r["stream"]]
                 for sid in np.unique(own[own >= 0]).tolist():
@@ -421,16 +373,17 @@ class Figures(Sink):
 
     def _paired(self, p: np.ndarray, r: np.ndarray) -> None:
         t_o, gaps = p["t_o"], p["gap"]
+        err = gaps - self.shift if self.timed else gaps
         if self.timed:
-            self.all.drift.add(t_o, gaps - self.shift)
-            self.windows.pairs(t_o, np.abs(gaps - self.shift))
+            self.all.drift.add(t_o, err)
+            self.windows.pairs(t_o, np.abs(err))
         sids = localitystream.distinct(p["stream"])
         for sid in sids:
             g = self.streams[sid]
             if len(sids) == 1:
                 g.r.add(r["t"] - self.shift, r)
-                if self.timed:
-                    g.drift.add(t_o, gaps - self.shift)
+                if self.timed and g.drift is not self.all.drift:
+                    g.drift.add(t_o, err)
                 continue
             m = p["stream"] == sid
             g.r.add(r["t"] - self.shift, r, m)

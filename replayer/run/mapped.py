@@ -24,24 +24,33 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from base.errors import IotapeError
+from recorder.tracefile import open_trace
 from replayer.plan.mapping import Mapper, plan_mapping
 from replayer.run import ordered
+
+if TYPE_CHECKING:  # pydantic's plan documents only where a plan is read
+    from schemas.documents.plan import MappingEntry
 
 
 def plan_path(given: Path | None, sr: ordered.Scan) -> Path | None:
     """plan.json to pair through: `given` (JOBDIR or the file), else the replay's own."""
+    return plan_named(given, sr.metadata())
+
+
+def plan_named(given: Path | None, metadata: dict[str, Any]) -> Path | None:
+    """plan_path of a replay whose trace header holds `metadata`."""
     if given is not None:
         p = Path(given)
         p = p / "plan.json" if p.is_dir() else p
         if not p.is_file():
             raise IotapeError(f"--plan {given}: no plan.json there")
         return p
-    of = sr.metadata().get("replay_of")
+    of = metadata.get("replay_of")
     # A dict once `replay run` relabelled the replay; the job directory before.
     named = of.get("plan") if isinstance(of, dict) else (f"{of}/plan.json" if of else None)
     return Path(named) if named and Path(named).is_file() else None
@@ -50,9 +59,23 @@ def plan_path(given: Path | None, sr: ordered.Scan) -> Path | None:
 def mapper(path: Path | None, so: ordered.Scan, sr: ordered.Scan | None = None) -> Mapper | None:
     """The mapping of plan.json at `path` over the original `so` (None: no mapping);
     the replay `sr`'s recorded devices tell which target each request ran on."""
-    if path is None:
-        return None
-    m = plan_mapping(path)
+    return mapper_of(plan_mapping(path) if path is not None else None, so, sr)
+
+
+def early(given: Path | None, replayed: Path) -> tuple[Path | None, MappingEntry | None]:
+    """(plan_path, its mapping) from the replay's header alone, before its scan:
+    `replay fidelity` reads them while both traces are scanned (pydantic's import
+    and the plan's check are Python; the scans are C that lets go of the GIL)."""
+    with open_trace(replayed) as t:
+        metadata = dict(t.header.get("metadata") or {})
+    path = plan_named(given, metadata)
+    return path, plan_mapping(path) if path is not None else None
+
+
+def mapper_of(
+    m: MappingEntry | None, so: ordered.Scan, sr: ordered.Scan | None = None
+) -> Mapper | None:
+    """mapper() of a plan's mapping `m` already read (None: no mapping)."""
     if m is None:
         return None
     devices = sr.header.get("devices") if sr is not None else None

@@ -28,7 +28,8 @@ requests as the plan replayed them (`orig_keys`, replayer/plan/mapping.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +96,10 @@ class Pairer:
         self.rep_keys: Keys = rep_keys or keys
         self._o = np.empty(0, COMPACT)
         self._r = np.empty(0, COMPACT)
+        # The held rows' keys: each request is keyed once, when it comes (keys are
+        # a function of each row alone), not again at every step it stays held.
+        self._ko = np.empty(0, np.uint64)
+        self._kr = np.empty(0, np.uint64)
 
     @property
     def held(self) -> int:
@@ -110,26 +115,38 @@ class Pairer:
         None: the end of both traces)."""
         a = cat([self._o, o]) if len(self._o) else o
         b = cat([self._r, r]) if len(self._r) else r
-        ia, ib, gone_a, gone_b = self._match(a, b)
-        free_a = np.ones(len(a), bool)
-        free_a[ia] = False
-        free_b = np.ones(len(b), bool)
-        free_b[ib] = False
-        if bound is None:
-            old_a, old_b = free_a, free_b
-        else:
-            old_a = free_a & ((a["t"] < bound - self.horizon_ns) | gone_a)
-            old_b = free_b & ((b["t"] < bound - self.horizon_ns) | gone_b)
-        self._o, self._r = take(a, free_a & ~old_a), take(b, free_b & ~old_b)
-        return Step(take(a, ia), take(b, ib), take(a, old_a), take(b, old_b))
+        ka = _joined(self._ko, self.orig_keys(o))
+        kb = _joined(self._kr, self.rep_keys(r))
+        ia, ib, gone_a, gone_b = self._match(a, b, ka, kb)
+        self._o, self._ko, lost_a = self._unpaired(a, ka, ia, gone_a, bound)
+        self._r, self._kr, lost_b = self._unpaired(b, kb, ib, gone_b, bound)
+        # Pairs come in a's row order: where every row of a paired, they are a
+        # itself (a replay near its rate pairs whole batches; no copy of them).
+        return Step(a if len(ia) == len(a) else take(a, ia), take(b, ib), lost_a, lost_b)
 
-    def _match(self, a: np.ndarray, b: np.ndarray):
-        """first_come, where a request more than the horizon older than its partner
-        is dropped instead (it could pair with nothing later either) and its key
-        matched again without it: per key, the earliest such pair first, as if
-        the requests came one at a time. After MAX_ROUNDS (a key with hundreds
-        of chance pairs, as in a synthetic replay) every such pair is dropped."""
-        ka, kb = self.orig_keys(a), self.rep_keys(b)
+    def _unpaired(
+        self, x: np.ndarray, k: np.ndarray, paired: np.ndarray, gone: np.ndarray, bound: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows of `x` still held, their keys (of `k`), rows that will stay unpaired):
+        those not `paired`, the last `gone` or more than the horizon before `bound`."""
+        if len(paired) == len(x):
+            none = np.empty(0, x.dtype)  # (not x[:0]: a view would keep x alive)
+            return none, np.empty(0, np.uint64), none
+        free = np.ones(len(x), bool)
+        free[paired] = False
+        if bound is None:
+            return np.empty(0, x.dtype), np.empty(0, np.uint64), take(x, free)
+        old = free & ((x["t"] < bound - self.horizon_ns) | gone)
+        held = free & ~old
+        return take(x, held), k[held], take(x, old)
+
+    def _match(self, a: np.ndarray, b: np.ndarray, ka: np.ndarray, kb: np.ndarray):
+        """first_come of rows a and b keyed ka and kb, where a request more than the
+        horizon older than its partner is dropped instead (it could pair with
+        nothing later either) and its key matched again without it: per key, the
+        earliest such pair first, as if the requests came one at a time. After
+        MAX_ROUNDS (a key with hundreds of chance pairs, as in a synthetic replay)
+        every such pair is dropped."""
         if pairmatch.available() and len(a) < PAIRMATCH_ROWS and len(b) < PAIRMATCH_ROWS:
             return pairmatch.match(ka, a["t"], kb, b["t"], self.horizon_ns)
         gone_a, gone_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
@@ -156,3 +173,40 @@ class Pairer:
         # In the original's row order, as the C matcher gives them (pairmatch.py).
         by_a = np.argsort(ia, kind="stable")
         return ia[by_a], ib[by_a], gone_a, gone_b
+
+
+def _joined(held: np.ndarray, new: np.ndarray) -> np.ndarray:
+    return np.concatenate([held, np.asarray(new, np.uint64)]) if len(held) else new
+
+
+class KeysAhead:
+    """`fn`'s keys of each batch, made in the thread that reads the batches
+    (ahead.py: `made` runs there, `given` on the consumer's side) and taken by
+    the pairing (Pairer's orig_keys): the mapping's keys are numpy work off the
+    pairing's thread. A batch the consumer joined with others
+    (fidstream._at_least) is keyed where it is asked for; what was made for the
+    batches it joined is dropped then, so at most the batches in flight are
+    held."""
+
+    def __init__(self, fn: Keys) -> None:
+        self.fn = fn
+        self._made: deque[tuple[np.ndarray, np.ndarray]] = deque()  # (batch, keys)
+        self._given = 0  # of those made, how many the consumer has been handed
+
+    def made(self, batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        for b in batches:
+            self._made.append((b, self.fn(b)))
+            yield b
+
+    def given(self, batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        for b in batches:
+            self._given += 1
+            yield b
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        while self._given and self._made:
+            b, k = self._made.popleft()
+            self._given -= 1
+            if b is a:
+                return k
+        return self.fn(a)

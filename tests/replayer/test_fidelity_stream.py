@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from trace_helpers import header, make_trace, workload_records
 
+from base.errors import IotapeError
 from recorder.tracefile import TraceWriter
 from replayer.plan import locality
 from replayer.plan.source import OP, load
-from replayer.run import fidelity, fidstream, localitystream, ordered, quantiles
+from replayer.run import fidelity, fidstream, later, localitystream, ordered, quantiles
 from replayer.run.pairing import Pairer, first_come, keys
 
 
@@ -71,17 +72,29 @@ def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "keep", "window", "one_stream"),
-    [(ordered.BATCH, quantiles.KEEP, 5.0, False), (250, 300, 2.5, False), (250, 300, 2.5, True)],
+    ("batch", "keep", "window", "one_stream", "later_mem"),
+    [
+        (ordered.BATCH, quantiles.KEEP, 5.0, False, later.MEM_BYTES),
+        (250, 300, 2.5, False, 40_000),
+        (250, 300, 2.5, True, 0),
+    ],
 )
 def test_streamed_answers_are_the_in_memory_ones(
-    tmp_path: Path, monkeypatch, batch: int, keep: int, window: float, one_stream: bool
+    tmp_path: Path,
+    monkeypatch,
+    batch: int,
+    keep: int,
+    window: float,
+    one_stream: bool,
+    later_mem: int,
 ) -> None:
     # Small batches and spills: every batch boundary and the on-disk selection show.
     # One stream (a capture of one job): each batch's rows taken without a mask,
-    # its gaps kept once with all streams' (Figures.mirror).
+    # its gaps kept once with all streams' (Figures.mirror). The calls waiting for
+    # the clock offset held in memory, partly on file, or all on file (later.py).
     monkeypatch.setattr(ordered, "BATCH", batch)
     monkeypatch.setattr(quantiles, "KEEP", keep)
+    monkeypatch.setattr(later, "MEM_BYTES", later_mem)
     o = _orig(6000, seed=11)
     if one_stream:
         o["stream"] = o["stream"][0]
@@ -116,8 +129,12 @@ def test_a_second_stream_takes_the_gaps_kept_for_the_first(tmp_path: Path, monke
     _same(got, ref)
 
 
-def test_streamed_keeps_a_labelled_replays_own_streams(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("later_mem", [later.MEM_BYTES, 0])
+def test_streamed_keeps_a_labelled_replays_own_streams(
+    tmp_path: Path, monkeypatch, later_mem: int
+) -> None:
     monkeypatch.setattr(ordered, "BATCH", 400)
+    monkeypatch.setattr(later, "MEM_BYTES", later_mem)
     o = _orig(3000, seed=4)
     r = _replay(o, 4)
     r["stream"] = np.where(r["stream"] == 3, 5, r["stream"])  # the plan's own ids
@@ -414,3 +431,17 @@ def test_streamed_locality_of_requests_within_a_unit_is_profiles(
     ref = locality.profile(src.records, src.t_ns)
     assert 0 < ref["lru_hit_ratio"][0] < ref["lru_hit_ratio"][-1]
     assert localitystream.profile(ordered.batches(ordered.scan(path))) == ref
+
+
+def test_the_plan_read_beside_the_scans_fails_after_them(tmp_path: Path) -> None:
+    """The plan's mapping is read while both traces are scanned (mapped.early): a
+    bad --plan is its one line, and a bad trace's error still comes first."""
+    o = _orig(500, seed=3)
+    po, pr = _files(tmp_path, o, _replay(o, 3))
+    with pytest.raises(IotapeError, match=r"--plan .*nowhere: no plan\.json there"):
+        fidelity.compare(po, pr, plan=tmp_path / "nowhere")
+    bad = tmp_path / "bad.iot"
+    bad.write_bytes(b"not a trace at all")
+    with pytest.raises(IotapeError, match=r"bad\.iot") as e:
+        fidelity.compare(po, bad, plan=tmp_path / "nowhere")
+    assert "no plan.json" not in str(e.value)

@@ -25,8 +25,8 @@ from replayer.plan.build import PlanOptions, plan
 from replayer.plan.source import DEVICE_FLUSH, OP
 from replayer.run import (
     execute,
-    fidstream,
     fidsums,
+    later,
     native,
     ordered,
     pairing,
@@ -118,7 +118,7 @@ def test_past_max_rounds_drops_every_far_pair(pure) -> None:
     res = []
     for on in (True, False):
         pure(on)
-        res.append(Pairer(horizon_ns=10**9)._match(o, r))
+        res.append(Pairer(horizon_ns=10**9)._match(o, r, pairing.keys(o), pairing.keys(r)))
     (ia, ib, ga, gb), (ja, jb, ha, hb) = res
     assert len(ia) == 0 and ga.sum() > pairing.MAX_ROUNDS
     assert np.array_equal(ia, ja) and np.array_equal(ib, jb)
@@ -128,7 +128,7 @@ def test_past_max_rounds_drops_every_far_pair(pure) -> None:
 def test_empty_sides_pair_nothing(pure) -> None:
     pure(False)
     o = np.zeros(3, ordered.COMPACT)
-    ia, ib, ga, gb = Pairer()._match(o, o[:0])
+    ia, ib, ga, gb = Pairer()._match(o, o[:0], pairing.keys(o), pairing.keys(o[:0]))
     assert len(ia) == len(ib) == 0 and ga.tolist() == [False] * 3 and len(gb) == 0
 
 
@@ -327,8 +327,8 @@ def test_c_percentile_passes_are_numpys(pure, monkeypatch, dist: str) -> None:
 @pytest.mark.parametrize("sizes", ["one", "few", "many"])
 def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
     """src/tally.c's tally of a batch (per-second counts and bytes, data requests,
-    reads, sizes): numpy's, on field views of COMPACT rows and of fidstream's
-    packed rows, with and without a mask, times before 0 and past the last
+    reads, sizes): numpy's, on field views of COMPACT rows and of
+    later.py's packed rows, with and without a mask, times before 0 and past the last
     second, flushes among the requests, and more distinct sizes than C keeps
     (numpy then)."""
     rng = np.random.default_rng(11)
@@ -342,7 +342,7 @@ def test_c_side_tally_is_numpys(pure, sizes: str) -> None:
         "few": rng.choice([512, 4096, 65536, 131072], size=n),
         "many": rng.integers(1, 4 * fidsums.SIZES_C, size=n) * 512,
     }[sizes]
-    packed = fidstream._rows(a)
+    packed = later.rep_rows(a)
     mask = rng.random(n) < 0.7
     for rows in (a, packed):
         for t in (rows["t"], rows["t"] - 12345):

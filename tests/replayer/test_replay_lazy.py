@@ -32,9 +32,9 @@ PROBE = (
 )
 
 
-def _run(*argv: str) -> list[str]:
+def _run(*argv: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     p = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", PROBE.format(heavy=heavy), *argv],
         capture_output=True,
         text=True,
         timeout=120,
@@ -47,7 +47,8 @@ def _run(*argv: str) -> list[str]:
 def test_fidelity_of_a_recording_imports_no_runner(tmp_path: Path) -> None:
     o = make_trace(tmp_path / "o.iot", workload_records(400, seed=3), compression="zstd")
     r = make_trace(tmp_path / "r.iot", workload_records(400, seed=3), compression="lz4")
-    out = _run("replay", "fidelity", str(o), str(r), "--json")
+    # rich too: only the tables import it (~40 ms), and --json prints none.
+    out = _run("replay", "fidelity", str(o), str(r), "--json", heavy=(*HEAVY, "rich"))
     assert '"requests"' in "\n".join(out[:-1])
     assert out[-1] == "['iotape.commands.replay', 'iotape.commands.replay.fidelity']"
 

@@ -7,15 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from base.errors import IotapeError
+from base.malloc import keep_freed_memory
 from iotape.cliopts import AsJson
 from replayer.run import fidelity as fid
 from replayer.run.fidelity import FidelityReport
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from schemas.documents.closed_loop import ClosedLoopReport, Side
 
 # The rows of the main table, per stream.
@@ -95,6 +96,7 @@ def fidelity(
         return
     if truth is not None:
         raise IotapeError(_NOT_DEPENDENT.format(truth=truth, replayed=replayed))
+    keep_freed_memory()  # (base/malloc.py: both traces' batches, ~4 % of its CPU)
     res = fid.report(original, replayed, anchor, window, int(horizon * 1e9), plan)
     if as_json:
         print(json.dumps(res, indent=2))
@@ -135,6 +137,20 @@ def _jobdir(original: Path, replayed: Path, truth: Path | None, as_json: bool) -
         print(start_line(name, s))
 
 
+def _table(*cols: str) -> Table:
+    """A rich table: rich is imported only to print one (~40 ms of the start of
+    `replay fidelity --json`, which prints none)."""
+    from rich.table import Table
+
+    return Table(*cols)
+
+
+def _show(t: Table) -> None:
+    from rich.console import Console
+
+    Console().print(t)
+
+
 def _cell(v: object) -> str:
     if isinstance(v, dict):
         v = f"p50 {v.get('p50_ms')} p99 {v.get('p99_ms')} ms"
@@ -142,7 +158,7 @@ def _cell(v: object) -> str:
 
 
 def _print(res: dict[str, FidelityReport]) -> None:
-    t = Table("stream", "figure", *res)
+    t = _table("stream", "figure", *res)
     for stream in ["overall", *res["iotape"]["streams"]]:
         figs = [
             r["overall"] if stream == "overall" else r["streams"].get(stream, {})
@@ -150,7 +166,7 @@ def _print(res: dict[str, FidelityReport]) -> None:
         ]
         for key in FIGURES:
             t.add_row(stream, key, *(_cell(f.get(key)) for f in figs))
-    Console().print(t)
+    _show(t)
     _print_windows(res)
     if "closed_loop" in res["iotape"]:
         print(f"not reported: {res['iotape']['closed_loop']}")
@@ -183,7 +199,7 @@ def _print_windows(res: dict[str, FidelityReport]) -> None:
     plain = res.get("fio_plain")
     anchor = (plain.get("windows") if plain else None) or []
     cols = ["from s", "requests", "IOPS err %", "issue p50/p99/max ms", "floor p99"]
-    t = Table(*cols, "p99/floor", *(["plain p99"] if anchor else []))
+    t = _table(*cols, "p99/floor", *(["plain p99"] if anchor else []))
     for k, r in enumerate(rows):
         issue = "/".join(str(r.get(f"issue_{q}_ms", "-")) for q in ("p50", "p99", "max"))
         cells = [str(r["from_s"]), f"{r['requests'][0]}/{r['requests'][1]}"]
@@ -192,7 +208,7 @@ def _print_windows(res: dict[str, FidelityReport]) -> None:
         if anchor:
             cells.append(str(anchor[k].get("issue_p99_ms", "-")) if k < len(anchor) else "-")
         t.add_row(*cells)
-    Console().print(t)
+    _show(t)
     for name, rep in res.items():
         g = rep.get("floor_goal") or {}
         if not g:
@@ -208,14 +224,14 @@ def _print_windows(res: dict[str, FidelityReport]) -> None:
 
 def _print_locality(name: str, loc: dict[str, Any]) -> None:
     """The locality figures, original against replay, and the verdict in one line."""
-    t = Table(f"locality ({name})", "original", "replay")
+    t = _table(f"locality ({name})", "original", "replay")
     for key in ("footprint_bytes", "hot1_share", "hot10_share", "sequential_share"):
         t.add_row(key, *(str(v) for v in loc[key]))
     for f, cap, o, r in zip(
         loc["lru_fractions"], loc["lru_caps_bytes"], *loc["lru_hit_ratio"], strict=True
     ):
         t.add_row(f"LRU hit @ {f * 100:g} % ({cap >> 10} KiB)", f"{o:.4f}", f"{r:.4f}")
-    Console().print(t)
+    _show(t)
     verdict = "faithful" if loc["faithful"] else "UNFAITHFUL"
     why = "" if loc["faithful"] else ": " + "; ".join(loc["why_not"])
     print(
@@ -236,7 +252,7 @@ def _side_cells(s: Side) -> list[str]:
 def _print_closed(rep: ClosedLoopReport) -> None:
     """A closed-loop replay: per stream the original, the replay (its speed-up) and
     the truth where there is one (the replay's error against it)."""
-    t = Table("stream", "run", "requests", "IOPS", "p50 ms", "p99 ms", "speed-up / error")
+    t = _table("stream", "run", "requests", "IOPS", "p50 ms", "p99 ms", "speed-up / error")
     print(f"{rep.timing} replay of {rep.original} ({rep.jobdir})")
     for name, f in [("overall", rep.overall), *rep.streams.items()]:
         t.add_row(name, "original", *_side_cells(f.original), "")
@@ -245,7 +261,7 @@ def _print_closed(rep: ClosedLoopReport) -> None:
             e = f.error
             err = f"IOPS {_pct(e.iops_error_pct)}, p50 {_pct(e.p50_error_pct)}"
             t.add_row("", "truth", *_side_cells(f.truth), err)
-    Console().print(t)
+    _show(t)
     early = rep.issued_before_predecessor
     held = "every dependency held" if early == 0 else "DEPENDENCIES BROKEN"
     print(

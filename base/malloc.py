@@ -1,0 +1,36 @@
+"""Freed memory kept for reuse in the process of a command that streams a trace.
+
+glibc's malloc serves a block above M_MMAP_THRESHOLD (128 KiB, raised to the
+largest block freed so far) with a mapping of its own, unmapped when freed, and
+gives the top of its heap back to the kernel past M_TRIM_THRESHOLD. A command
+that goes through a trace a batch at a time allocates arrays of a few MB, each a
+little larger than the last freed, again and again: every one is a fresh
+mapping whose pages the kernel faults in and zeroes. `replay fidelity` of a
+2.5 M-request replay took ~110k page faults and ~0.6 s of system time so
+(zeroing pages was the largest single item of its profile); with both raised,
+~76k and ~0.46 s, its CPU time 2.57 -> 2.47 s and its peak RSS the same
+(docs/benchmarks.md). Called by such a command for its own process; a library
+caller keeps its allocator as it is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+MMAP_MAX = 32 << 20  # the largest M_MMAP_THRESHOLD glibc takes on 64-bit
+
+
+def keep_freed_memory() -> bool:
+    """Blocks up to MMAP_MAX from the heap, and freed ones kept there for the next
+    (up to twice that at its top). Whether it took: False where the C library is
+    not glibc (nothing changes there)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) and bool(
+        mallopt(M_TRIM_THRESHOLD, 2 * MMAP_MAX)
+    )
