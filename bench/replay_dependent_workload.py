@@ -400,13 +400,8 @@ def _parser() -> argparse.ArgumentParser:
         help="dependent replays' --run-queue, comma-separated (each with each --long-thinks, "
         "the first pair judged)",
     )
-    ap.add_argument(
-        "--cpu-think",
-        type=lambda v: v.split(","),
-        default=["recorded"],
-        help="dependent replays' --cpu-think, comma-separated (each with each --long-thinks "
-        "and --run-queue, the first judged)",
-    )
+    ap.add_argument("--cpu-think", type=lambda v: v.split(","), default=["recorded"],
+                    help="dependent replays' --cpu-think, as --run-queue")  # fmt: skip
     ap.add_argument(
         "--trace",
         type=Path,
