@@ -63,9 +63,12 @@ def calibrate(reps: int) -> dict:
     return {"reps": reps, "units": units, "memory_units_median_ratio": median}
 
 
-def engine(trace: Path) -> dict:
+def engine(trace: Path, median: dict[int, float]) -> dict:
     """Per thread kind, the CPU time of its cycles (us, p50 and count) by the
-    time it slept in them (BINS_US), from the trace's sched records."""
+    time it slept in them (BINS_US), from the trace's sched records, and that
+    p50 over the calibration's r at the bin's middle (`median`: the warm figure
+    it predicts)."""
+    at = sorted(s for s in median if s >= BASE_US)
     split = schedsplit.read_split(str(trace))
     if split is None:
         raise SystemExit(f"{trace}: no sched records (record with --wakes)")
@@ -87,10 +90,11 @@ def engine(trace: Path) -> dict:
         for a, b in itertools.pairwise(BINS_US):
             k = (s >= a * 1000) & (s < b * 1000)
             if k.sum() >= 10:
-                bins[f"{a}-{b}"] = {
-                    "n": int(k.sum()),
-                    "cpu_p50_us": round(float(np.median(c[k])) / 1e3, 1),
-                }
+                p50 = float(np.median(c[k])) / 1e3
+                mid = np.log(max(a, 1) * b) / 2
+                ratio = float(np.interp(mid, np.log(at), [median[x] for x in at]))
+                bins[f"{a}-{b}"] = {"n": int(k.sum()), "cpu_p50_us": round(p50, 1),
+                                    "warm_us": round(p50 / ratio, 1)}  # fmt: skip
         out[kind] = bins
     return {"trace": str(trace), "by_sleep_us": out}
 
@@ -101,12 +105,14 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, action="append", default=[])
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
-    doc = {"calibration": calibrate(args.reps), "engine": [engine(t) for t in args.trace],
-           "machine": machine()}  # fmt: skip
-    print(json.dumps(doc["calibration"]["memory_units_median_ratio"]))
-    for u, v in doc["calibration"]["units"].items():
+    cal = calibrate(args.reps)
+    median = cal["memory_units_median_ratio"]
+    eng = [engine(t, median) for t in args.trace]
+    doc = {"calibration": cal, "engine": eng, "machine": machine()}
+    print(json.dumps(median))
+    for u, v in cal["units"].items():
         print(u, v["ratio"])
-    for e in doc["engine"]:
+    for e in eng:
         print(e["trace"], json.dumps(e["by_sleep_us"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(doc, indent=2) + "\n")
