@@ -22,8 +22,8 @@ queued on; a long tail, median 3 us); the rest is mostly the thread's own CPU
 time, 24 us a request against 5 us on the SSD-like device. That excess is not
 the application's either: in the SSD-like trace the same threads use 13-40 us
 after a sleep over 1 ms and 5 us after one under 1 ms (cold caches after a long
-sleep), but a trace whose every sleep was long cannot show the warm figure, so
-the CPU time stays as recorded (`--think-scale` scales it where the user knows).
+sleep), but a trace whose every sleep was long cannot show the warm figure:
+`--cpu-think warm` (cputhink.py) takes it from this host's calibration.
 
 Traces without sched records (before format version 4, imported ones,
 `--run-queue recorded`) plan exactly as before.
