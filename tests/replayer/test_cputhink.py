@@ -11,11 +11,9 @@ import pytest
 from test_schedsplit import _files, _plan, _sched, _thinks, _write
 from test_wakeedges import FLUSHER, SESSION, _req, _wake
 
-from base.errors import IotapeError
 from iotape.commands.replay.plan import _cpu_think_line
 from recorder.tracefile.format import SCHED_OP, WAKE_OP
 from replayer.plan import cputhink, schedsplit
-from replayer.plan.build import PlanOptions, plan
 
 N = 12
 THINK = 200_000  # the session's think between a read's completion and its next read
@@ -102,15 +100,3 @@ def test_a_trace_without_sched_records_plans_as_before(tmp_path: Path) -> None:
     assert (d["sched_recorded"], d["cpu_think_thinks"]) == (False, 0)
     assert _cpu_think_line(d) == "; CPU time as recorded (no sched records to tell it)"
     assert all(_thinks(a)[k] == str(THINK // 1000) for k in range(1, N))
-
-
-def test_cpu_think_is_refused_where_it_has_no_meaning(tmp_path: Path) -> None:
-    trace = _write(tmp_path / "t.iot", _session(SLOW))
-    target = [f"all={tmp_path / 'x.img'}"]
-    for timing in ("recorded", "afap"):
-        with pytest.raises(IotapeError, match="--cpu-think: only with --timing dependent"):
-            plan(PlanOptions(trace=trace, jobdir=tmp_path / "j", timing=timing,
-                             targets=target, cpu_think="warm"))  # fmt: skip
-    with pytest.raises(IotapeError, match="--cpu-think hot: not recorded or warm"):
-        plan(PlanOptions(trace=trace, jobdir=tmp_path / "j", timing="dependent",
-                         targets=target, cpu_think="hot"))  # fmt: skip
