@@ -12,6 +12,11 @@ disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 Goals (issue 34): dependent replay IOPS within 10 % of the job's own run on B,
 read p50 within 20 %, no request issued before its predecessor completed.
 
+Every timed run (the recordings, fio's on B, the replays) is held in one CPU
+condition, `--condition` (bench/cpu_condition.py, default awake: idle vCPUs
+poll instead of halting, as bench/replay_dependent_workload.py; each run's
+`cpu` says what it was).
+
 `--rounds N` repeats every run (new traces, new truths) and summarises each
 direction's ratios as median and range: fio's own run on B is one sample a round
 and once came out at half. `--timer-floor` also replays each trace with the own
@@ -30,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import cpu_condition as cpu
 from hybrid_lab import HybridLab
 from replay_lab import ROOT, fio_version, machine
 
@@ -74,29 +80,34 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
     )
     out = work / f"fio-{Path(dev).name}.json"
     cmd = ["fio", "--output-format=json", f"--output={out}", str(job)]
-    if trace is None:
-        subprocess.run(cmd, check=True, capture_output=True)
-    else:
-        rec.record(rec.RecordOptions(devices=[dev], output=trace, command=cmd))
-    return _fio_figures(json.loads(out.read_text()))
+    with cpu.held(args.condition) as h:
+        if trace is None:
+            subprocess.run(cmd, check=True, capture_output=True)
+        else:
+            rec.record(rec.RecordOptions(devices=[dev], output=trace, command=cmd))
+    fig = _fio_figures(json.loads(out.read_text()))
+    return fig | {"cpu": h.report(fig["ios"])}
 
 
 def replay(
     trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
-    own_floor_us: float | None = None,
+    own_floor_us: float | None = None, condition: str = "idle",
 ) -> dict:  # fmt: skip
-    """`replay plan --timing T` of `trace` onto `dev` and `replay run`: its figures
-    (`own_floor_us`: iotape-lanes' own delay given instead of timed)."""
+    """`replay plan --timing T` of `trace` onto `dev` and `replay run` (planned and
+    run in the CPU `condition`): its figures (`own_floor_us`: iotape-lanes' own
+    delay given instead of timed)."""
     tag = "" if own_floor_us is None else "-given"
     jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
     env_key = "IOTAPE_LANES_OWN_FLOOR_US"
     if own_floor_us is not None:
         os.environ[env_key] = f"{own_floor_us:.3f}"
     try:
-        man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
+        with cpu.held(condition) as h:
+            man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
     finally:
         os.environ.pop(env_key, None)
     fig = _fio_figures(res)
+    fig["cpu"] = h.report(fig["ios"])
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
     if timing != "recorded":
@@ -129,13 +140,15 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     original = run_direct(src, work, args, trace)
     truth_trace = work / f"truth-{names[dst]}.iot"
     truth = run_direct(dst, work, args, truth_trace)
-    dep = replay(trace, dst, "dependent", work, truth_trace)
-    rec_ = replay(trace, dst, "recorded", work)
-    afap = replay(trace, dst, "afap", work)
+    cond = args.condition
+    dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
+    rec_ = replay(trace, dst, "recorded", work, condition=cond)
+    afap = replay(trace, dst, "afap", work, condition=cond)
     afap.pop("dependencies", None)
     timer = None
     if args.timer_floor and dep.get("think_net"):
-        timer = replay(trace, dst, "dependent", work, truth_trace, dep["think_net"]["timer_us"])
+        floor = dep["think_net"]["timer_us"]
+        timer = replay(trace, dst, "dependent", work, truth_trace, floor, cond)
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
@@ -166,6 +179,8 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         f"{dep['issued_before_predecessor']} early, "
         f"{sum(d.get('demand_thinks', 0) for d in dep['dependencies'])} long thinks on demand); "
         f"recorded {rec_['iops']} IOPS x{r['recorded_iops_over_peer']}; afap {afap['iops']} IOPS"
+        f"; {args.condition}: halts per I/O peer {truth['cpu'].get('halts_per_request')}, "
+        f"dependent {dep['cpu'].get('halts_per_request')}"
         + (
             f"; own delay {dep['think_net']['own_floor_us']} us "
             f"({dep['think_net']['own_floor_from']})"
@@ -217,6 +232,8 @@ def measure(args: argparse.Namespace) -> dict:
             "DEV", args.threads, args.ios, args.think_us, args.size_mb, args.engine, args.iodepth
         ),
         "hdd_model": {"spindles": args.spindles},
+        "condition": args.condition,
+        "cpuidle": cpu.config(),
         "runs": rounds[0],
         "rounds": rounds,
         "summary": _summary(rounds),
@@ -239,6 +256,13 @@ def main() -> None:
         "--timer-floor",
         action="store_true",
         help="also replay with the sleeps-only own delay (the replay before)",
+    )
+    ap.add_argument(
+        "--condition",
+        choices=cpu.CONDITIONS,
+        default="awake",
+        help="the CPUs' condition (bench/cpu_condition.py) for every timed run: the "
+        "recording, the peer, the replays",
     )
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()

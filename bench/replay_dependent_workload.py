@@ -29,6 +29,15 @@ on by default): the engine run for a time on B after a 1 s run (DURATION on the
 HDD-like device, SSD_DURATION on the SSD-like one), a different amount and
 phase of work; the replay's error is given against both.
 
+Every timed run (the recording, each truth, each `replay run`) is held in one
+CPU condition, `--condition` (bench/cpu_condition.py; each run's `cpu` says
+what it was: halts and IPIs per request, the other work just before, a
+wake-up round trip). The default, awake (/dev/cpu_dma_latency at 0: idle vCPUs
+poll instead of halting), because on this VM a halted vCPU's wake-up costs
+tens of microseconds through the hypervisor and the engine hands every
+request between threads, so an idle VM made the truth half as fast as a busy
+one (docs/benchmarks.md); awake is the same whatever the other work does.
+
 Goal (issue 34): the dependent replay's transactional IOPS within 15 % of the
 engine's run on the target. The engine's run on the SSD-like device swings
 with this shared VM's CPU (bench/workload_run_spread.py), so `--rounds N` runs
@@ -55,6 +64,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cpu_condition as cpu
 from hybrid_lab import HybridLab
 from replay_lab import ROOT, machine
 from workload_truth import zero_logs
@@ -95,7 +105,8 @@ def engine(dev: str, args: argparse.Namespace, work: list[str], trace: Path | No
     rec = ["--record", str(trace), "-d", dev] if trace is not None else []
     if trace is not None and args.wakes:
         rec.append("--record-wakes")
-    res = json.loads(_iotape(*_wl(dev, args), *work, "--json", *rec))
+    with cpu.held(args.condition) as h:
+        res = json.loads(_iotape(*_wl(dev, args), *work, "--json", *rec))
     s = res["total"]
     n = {k: int(s[k]["count"]) for k in (*TX, "log-write")}
     tx = sum(n[k] for k in TX)
@@ -111,16 +122,18 @@ def engine(dev: str, args: argparse.Namespace, work: list[str], trace: Path | No
         "requests": n,
         "tx_iops": round(tx / res["elapsed_s"], 1),
         "achieved_tx_iops": round(res["achieved_tx_iops"], 1),
+        "cpu": h.report(tx + n["log-write"]),
     }
 
 
 def replay(
     trace: Path, dev: str, work: Path, name: str, timing: str = "dependent",
-    variant: str | None = None,
+    variant: str | None = None, condition: str = "idle",
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ[/CT]], its
-    `--long-thinks LT --run-queue RQ --cpu-think CT`), `replay run` and `replay
-    fidelity JOBDIR`: transactional IOPS and the dependencies."""
+    `--long-thinks LT --run-queue RQ --cpu-think CT`), `replay run` (in the CPU
+    `condition`) and `replay fidelity JOBDIR`: transactional IOPS and the
+    dependencies."""
     jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}"
     lt: list[str] = []
     if variant:
@@ -129,9 +142,10 @@ def replay(
         lt = [x for o, v in opts for x in (o, v)]
     _iotape("replay", "plan", str(trace), "-o", str(jobdir), "--timing", timing,
             "--target", f"all={dev}", "--force", *lt)  # fmt: skip
-    t = time.monotonic()
-    _iotape("replay", "run", str(jobdir), "--destroy-data-on", dev, "--json")
-    wall = time.monotonic() - t
+    with cpu.held(condition) as h:
+        t = time.monotonic()
+        _iotape("replay", "run", str(jobdir), "--destroy-data-on", dev, "--json")
+        wall = time.monotonic() - t
     fid = json.loads(_iotape("replay", "fidelity", str(trace), str(jobdir), "--json"))
     plan = json.loads((jobdir / "plan.json").read_text())
     streams = fid["streams"]
@@ -146,6 +160,7 @@ def replay(
         "tx_iops": round(tx / span, 1) if span else None,
         "original_tx_iops": round(tx_o / span_o, 1) if span_o else None,
         "issued_before_predecessor": fid["issued_before_predecessor"],
+        "cpu": h.report(fid["overall"]["replay"]["requests"]),
         "streams": {
             k: {
                 "speed_up": v["speed_up"],
@@ -214,10 +229,17 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         old = (
             engine(dst, args, ["--duration", str(dur[dst])], None) if args.duration_truth else None
         )
-        deps = {v: replay(trace, dst, work, label, "dependent", v) for v in args.variants}
+        deps = {
+            v: replay(trace, dst, work, label, "dependent", v, args.condition)
+            for v in args.variants
+        }
         # Onto the fast device, afap too (no think time: the most the trace's order and
         # depth allow there); onto the HDD-like one it would take minutes more.
-        afap = replay(trace, dst, work, label, "afap") if dst == lab.fast else None
+        afap = (
+            replay(trace, dst, work, label, "afap", condition=args.condition)
+            if dst == lab.fast
+            else None
+        )
         err = {lt: _err(d["tx_iops"], truth["tx_iops"]) for lt, d in deps.items()}
         err_old = (
             {lt: _err(d["tx_iops"], old["tx_iops"]) for lt, d in deps.items()} if old else None
@@ -270,9 +292,19 @@ def _say_round(
                     f"({err[lt]:+.1f} %" + (f", {err_old[lt]:+.1f} % against the timed truth"
                                             if err_old else "")
                     + f", {d['issued_before_predecessor']} early)" for lt, d in deps.items())
-        + (f"; afap {afap['tx_iops']}" if afap else ""),
+        + (f"; afap {afap['tx_iops']}" if afap else "")
+        + "; " + ", ".join(f"{w} {_cpu(c)}" for w, c in
+                           [("truth", truth["cpu"]), *((f"replay {v}", d["cpu"])
+                                                       for v, d in deps.items())]),
         flush=True,
     )  # fmt: skip
+
+
+def _cpu(c: dict) -> str:
+    """A run's CPU condition in a few words (cpu_condition.Held.report)."""
+    return (f"[{c['condition']}: {c.get('halts_per_request')} halts and "
+            f"{c.get('ipis_per_request')} IPIs per request, others {c['others_cpus_before']} "
+            f"CPUs before, wake-up {c['wake_p50_us']} us]")  # fmt: skip
 
 
 def _medians(rounds: list[dict], args: argparse.Namespace) -> dict:
@@ -326,6 +358,8 @@ def measure(args: argparse.Namespace) -> dict:
                                                  "cache_mb", "hdd_transactions",
                                                  "ssd_transactions", "duration", "ssd_duration")},
         "duration_truth": args.duration_truth,
+        "condition": args.condition,
+        "cpuidle": cpu.config(),
         "wakes": args.wakes,
         "rounds": args.rounds,
         "long_thinks": args.long_thinks,
@@ -414,6 +448,9 @@ def _parser() -> argparse.ArgumentParser:
         default=["hdd-ssd", "ssd-hdd"],
         help="hdd-ssd and/or ssd-hdd",
     )
+    ap.add_argument("--condition", choices=cpu.CONDITIONS, default="awake",
+                    help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
+                    "the recording, the truths, the replays")  # fmt: skip
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     return ap
 

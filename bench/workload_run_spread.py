@@ -19,24 +19,29 @@ speed) and the cache's hit ratio. If a run's IOPS follow its CPU share and
 its transactional requests per CPU second stay put, the swing is this shared
 host's CPU, not the engine or the device.
 
+`--conditions` runs each kind in each CPU condition of bench/cpu_condition.py
+(idle: as the VM is; awake: /dev/cpu_dma_latency held at 0, idle vCPUs poll
+instead of halting; haltpoll: the governor's own guest polling on; spin: a
+nice-19 busy loop beside), interleaved in every round; per run the halts and
+IPIs per request and a cross-vCPU wake-up round trip in that condition.
+
     flock /tmp/iotape-bench.lock env PYTHONPATH=$PWD .venv/bin/python \\
-        bench/workload_run_spread.py --rounds 8
+        bench/workload_run_spread.py --rounds 8 [--conditions idle,awake,haltpoll,spin]
     (root; JSON in bench/results/workload-run-spread.json)
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+import cpu_condition as cpu
 from hybrid_lab import HybridLab
 from replay_lab import ROOT, machine
 from workload_truth import config, zero_logs
@@ -46,34 +51,8 @@ from workload import engine
 
 OUT = ROOT / "bench" / "results" / "workload-run-spread.json"
 TX = tuple(TRANSACTIONAL)
-TICK = os.sysconf("SC_CLK_TCK")
 QUIET_S = 0.5  # the host's load is sampled this long before each run
 PROBE_LOOP = 1_000_000  # about 30-60 ms of one CPU
-
-
-def _host() -> tuple[float, float]:
-    """All CPUs' busy and steal seconds so far (/proc/stat)."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = f[:8]
-    return (user + nice + system + irq + softirq) / TICK, steal / TICK
-
-
-SPIN = ["nice", "-n", "19", "python3", "-c", "while True: pass"]
-
-
-@contextlib.contextmanager
-def spinning(argv: list[str] | None) -> Iterator[None]:
-    """A busy loop at the lowest priority beside the run (None: none), ended by its pid."""
-    if argv is None:
-        yield
-        return
-    proc = subprocess.Popen(argv)
-    try:
-        time.sleep(0.1)
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def probe() -> float:
@@ -86,29 +65,26 @@ def probe() -> float:
     return (time.thread_time() - t) * 1e3
 
 
-def run(cfg: engine.WorkloadConfig) -> dict:
-    """The engine itself (no front end), its result and its own CPU time."""
+def run(cfg: engine.WorkloadConfig, condition: str = "idle") -> dict:
+    """The engine itself (no front end) in `condition` (cpu_condition.hold), its
+    result, its own CPU time and what the VM's CPUs did around it."""
     lay = engine.validate(cfg)
     with tempfile.TemporaryDirectory(prefix="truth-spread-") as tmp:
         result = Path(tmp) / "r.json"
         argv = engine.engine_argv(cfg, lay, result, quiet=True)
-        # What the rest of the host does just before: the other engineers' load.
-        before0, _ = _host()
-        time.sleep(QUIET_S)
         speed = probe()
-        busy0, steal0 = _host()
-        t = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - t
-        busy1, steal1 = _host()
+        # held: the other engineers' load just before, the condition's samples around
+        with cpu.held(condition, QUIET_S) as h:
+            t = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _, status, ru = os.wait4(proc.pid, 0)
+            wall = time.monotonic() - t
         if status:
             err = proc.stderr.read().decode() if proc.stderr else ""
             raise SystemExit(f"the engine failed: {err.strip()}")
         res = json.loads(result.read_text())
-    cpu = ru.ru_utime + ru.ru_stime
-    return {"result": res, "wall_s": wall, "cpu_s": cpu, "host_busy_s": busy1 - busy0,
-            "busy_before": (busy0 - before0) / QUIET_S, "steal_s": steal1 - steal0,
+    cpu_s = ru.ru_utime + ru.ru_stime
+    return {"result": res, "wall_s": wall, "cpu_s": cpu_s, "held": h,
             "preempted": ru.ru_nivcsw, "probe_ms": speed, "user_s": ru.ru_utime,
             "sys_s": ru.ru_stime}  # fmt: skip
 
@@ -128,6 +104,7 @@ def figures(r: dict) -> dict:
     cache = db["cache"]
     acc = cache["hits"] + cache["misses"]
     tx_load = db["tx_ios_load"]
+    cond = r["held"].report(n)
     return {
         "elapsed_s": res["elapsed_s"],
         "load_s": res["load_s"],
@@ -142,12 +119,19 @@ def figures(r: dict) -> dict:
         "tx_per_cpu_s": round(n / r["cpu_s"], 1) if r["cpu_s"] else None,
         # All CPUs busy during the run (the engine, the loop device's kernel workers
         # serving its I/O, everyone else) and just before it (everyone else).
-        "host_cpus": round(r["host_busy_s"] / r["wall_s"], 2),
-        "host_cpus_before": round(r["busy_before"], 2),
+        "host_cpus": cond["host_cpus"],
+        "host_cpus_before": cond["others_cpus_before"],
         "preempted": r["preempted"],  # the engine's involuntary context switches
         "probe_ms": round(r["probe_ms"], 1),
         "preempted_per_ktx": round(r["preempted"] / n * 1000, 2) if n else None,
-        "steal_s": round(r["steal_s"], 3),
+        "steal_s": cond["steal_s"],
+        # The idle states the VM's CPUs went through during the run, the IPIs,
+        # and the cross-vCPU wake-up round trip just before it, in its condition.
+        "idle": cond["idle"],
+        "idle_entries_per_request": cond.get("idle_entries_per_request"),
+        "halts_per_request": cond.get("halts_per_request"),
+        "ipis_per_request": cond.get("ipis_per_request"),
+        "wake_p50_us": cond["wake_p50_us"],
         "loadavg_1m": float(Path("/proc/loadavg").read_text().split()[0]),
         "cache_hit_ratio": round(cache["hits"] / acc, 3) if acc else None,
     }
@@ -180,7 +164,16 @@ def summary(runs: list[dict]) -> dict:
         "probe_ms": [min(pr), round(statistics.median(pr), 1), max(pr)],
         "corr_tx_per_cpu_s_probe_ms": _corr([r["tx_per_cpu_s"] or 0.0 for r in runs], pr),
         "corr_tx_iops_probe_ms": _corr(iops, pr),
+        "halts_per_request": _range([r["halts_per_request"] for r in runs]),
+        "corr_tx_iops_halts_per_request": _corr(iops, [r["halts_per_request"] for r in runs]),
+        "ipis_per_request": _range([r["ipis_per_request"] for r in runs]),
+        "wake_p50_us": _range([r["wake_p50_us"] for r in runs]),
     }
+
+
+def _range(xs: list) -> list:
+    xs = [x for x in xs if x is not None]
+    return [min(xs), round(statistics.median(xs), 3), max(xs)] if xs else []
 
 
 def main() -> None:
@@ -192,10 +185,11 @@ def main() -> None:
                     default=[8000])  # fmt: skip
     ap.add_argument("--prep", choices=("duration", "fresh", "none"), default="duration")
     ap.add_argument(
-        "--spinner",
-        action="store_true",
-        help="each run again beside a spinner (a nice 19 busy loop keeping a vCPU from "
-        "halting), alternating: kinds KIND and KIND+spin",
+        "--conditions",
+        type=lambda v: v.split(","),
+        default=["idle"],
+        help="each run in each of these CPU conditions (bench/cpu_condition.py: idle, "
+        "awake, haltpoll, spin), interleaved: kinds KIND+CONDITION",
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mailboxes", type=int, default=50)
@@ -205,8 +199,10 @@ def main() -> None:
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
     kinds = [f"{d:g}s" for d in args.durations] + [f"tx{n}" for n in args.transactions]
-    if args.spinner:
-        kinds = [k for kind in kinds for k in (kind, f"{kind}+spin")]
+    bad = set(args.conditions) - set(cpu.CONDITIONS)
+    if bad:
+        ap.error(f"--conditions: {', '.join(sorted(bad))}: not one of {', '.join(cpu.CONDITIONS)}")
+    kinds = [f"{k}+{c}" for k in kinds for c in args.conditions]
     runs: dict[str, list[dict]] = {k: [] for k in kinds}
     with HybridLab(size_mb=args.size_mb, memory_disk=True) as lab:
         dev = lab.fast
@@ -214,24 +210,24 @@ def main() -> None:
         for k in range(args.rounds):
             for kind in kinds:
                 prepare(dev, args)
-                base = kind.removesuffix("+spin")
+                base, _, condition = kind.partition("+")
                 kw = ({"duration": float(base[:-1])} if base.endswith("s")
                       else {"transactions": int(base[2:])})  # fmt: skip
-                spin = SPIN if kind.endswith("+spin") else None
-                with spinning(spin):
-                    f = figures(run(config(dev, args, **kw)))
+                f = figures(run(config(dev, args, **kw), condition))
                 runs[kind].append(f)
                 print(f"round {k + 1} {kind}: {f['tx_iops']} tx IOPS over {f['elapsed_s']} s, "
                       f"CPU {f['cpu_s']} s ({f['cpu_share']} of a CPU), {f['tx_per_cpu_s']} tx per "
                       f"CPU s; {f['preempted_per_ktx']} preempted per 1k tx; host "
                       f"{f['host_cpus_before']} CPUs busy before, {f['host_cpus']} during; probe "
-                      f"{f['probe_ms']} ms; load "
-                      f"{f['loadavg_1m']}", flush=True)  # fmt: skip
+                      f"{f['probe_ms']} ms; load {f['loadavg_1m']}; halts "
+                      f"{f['halts_per_request']} and IPIs {f['ipis_per_request']} per tx; "
+                      f"wake-up round trip {f['wake_p50_us']} us", flush=True)  # fmt: skip
     out = {
         "engine": {k: getattr(args, k) for k in ("threads", "mailboxes", "mailbox_size_mb",
                                                  "cache_mb")},
         "prep": args.prep,
         "rounds": args.rounds,
+        "cpuidle": cpu.config(),
         "runs": runs,
         "summary": {k: summary(v) for k, v in runs.items()},
         "machine": machine(),

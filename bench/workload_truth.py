@@ -1,6 +1,8 @@
 """The reference workload as issue 34's benches run it (the engine's settings of
 bench/replay_dependent_workload.py) and the starting state every run of the same
-work gets: databases created anew and the device's log region zeroed."""
+work gets: databases created anew and the device's log region zeroed. The CPUs' condition
+around a timed run (how idle the VM's vCPUs are moves the engine x1.9 here) is
+bench/cpu_condition.py's, held and reported by the benches that time it."""
 
 from __future__ import annotations
 

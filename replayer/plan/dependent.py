@@ -263,7 +263,10 @@ def _cross(
     if wakes is not None:
         # exact where the trace says who woke the thread: in place of an inferred edge
         w = wakeedges.wake_edges(start, end, thread, own, wakes)
-        edge_j[w.i], edge_gap[w.i], kind[w.i] = w.j, w.gap_ns, WAKE
+        # a thread on its own clock sets no other's pace (crossedges.clocked)
+        mine = crossedges.clocked(start, thread)
+        k = ~mine[w.i] & ~mine[w.j]
+        edge_j[w.i[k]], edge_gap[w.i[k]], kind[w.i[k]] = w.j[k], w.gap_ns[k], WAKE
     if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
         # only with wake records: without, a wait a wake ended and one a timer
         # ended look alike (demand.py)

@@ -48,8 +48,9 @@ Heuristics (hfplayer, FAST'17, does the like for block traces):
   explains (the trace does not show what the thread waited for: a flusher
   polling for progress, a log writer for a commit) waits, by hfplayer's rule,
   for the latest completion before its issue by another, I/O-bound thread
-  (median think under LONG_THINK_NS); a thread on its own clock (periodic())
-  neither gets nor gives such an edge, nor does a thread with fewer than
+  (median think under LONG_THINK_NS); a thread on its own clock
+  (crossedges.clocked) neither gets nor gives such an edge, nor an evidence or
+  wake edge, nor does a thread with fewer than
   LONG_SHARE of its think times that long (the host's stalls). A plan chains
   each stream apart (a thread's db-read and db-write are two chains):
   `other_stream_predecessors` counts the requests whose thread's previous

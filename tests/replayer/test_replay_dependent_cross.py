@@ -31,25 +31,29 @@ def _edges(r: np.ndarray, by_stream: bool = False) -> tuple[crossedges.Cross, np
     return crossedges.cross_edges(start, end, r["tid"].astype(np.int64), stream, own), own
 
 
-def _commit_loop(n: int = 40) -> np.ndarray:
+def _commit_loop(n: int = 40, jitter: int = 60_000) -> np.ndarray:
     """A session (thread 500, db-read) and a log writer (thread 501, log-write): the
     log write 10 us after each read completed, the next read 5 us after the log
-    write completed. Each thread's own think time hides the other's I/O in it."""
+    write completed. Each thread's own think time hides the other's I/O in it.
+    The read's service time varies (0 to `jitter` ns more), as a device's does: a
+    loop paced by its I/O is not on its own clock (crossedges.clocked)."""
     ids = schemas.enum("stream")
     r = np.zeros(2 * n, dtype=DT)
+    q = 1_000_000
     for k in range(n):
-        q = 1_000_000 + k * 415_000
+        read = 300_000 + (k * 7_919) % jitter if jitter else 300_000
         r[2 * k] = r[2 * k + 1] = np.zeros(1, DT)[0]
         for i, (t0, lat, tid, s, op) in enumerate(
             [
-                (q, 300_000, 500, "db-read", "read"),
-                (q + 310_000, 100_000, 501, "log-write", "write"),
+                (q, read, 500, "db-read", "read"),
+                (q + read + 10_000, 100_000, 501, "log-write", "write"),
             ]
         ):
             x = r[2 * k + i : 2 * k + i + 1]
             x["ts_queue_ns"], x["ts_issue_ns"], x["ts_complete_ns"] = t0, t0 + 1_000, t0 + lat
             x["tid"], x["pid"], x["stream"], x["op"] = tid, 400, ids[s], OP[op]
             x["offset"], x["bytes"], x["dev"] = (2 * k + i) * 8192, 8192, SDA
+        q += read + 115_000
     return r
 
 
@@ -155,6 +159,17 @@ def test_a_wait_for_another_threads_commit_shows_no_mirror() -> None:
     candidates, _, mirror = c.pairs[(db, log)]
     assert candidates == 199 and mirror == 0
     assert set(r["tid"][c.i[stream == db]].tolist()) == {500}
+
+
+def test_a_thread_on_its_own_clock_neither_gives_nor_gets_an_evidence_edge() -> None:
+    """The same commit loop to the nanosecond every cycle: each thread issues on
+    a steady clock (the engine's maintenance reads), and a request tied to such
+    a thread's completions would replay at its recorded pace on any target."""
+    steady = _commit_loop(200, jitter=0)
+    start, _ = deps.times(steady)
+    assert crossedges.clocked(start, steady["tid"].astype(np.int64)).all()
+    assert len(_edges(steady, by_stream=True)[0].i) == 0
+    assert len(_edges(_commit_loop(200), by_stream=True)[0].i) == 399
 
 
 def _flusher_loop() -> np.ndarray:

@@ -24,7 +24,7 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
 ) -> None:
     args = argparse.Namespace(
         threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1,
-        rounds=1, timer_floor=True,
+        rounds=1, timer_floor=True, condition="awake",
     )  # fmt: skip
     try:
         result = measure(args)
@@ -41,6 +41,11 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
         assert before["own_floor_us"] == dep["think_net"]["timer_us"]
         assert dep["ios"] == run["peer_fio_on_target"]["ios"] == 180
         assert dep["issued_before_predecessor"] == 0
+        # The peer and the replay in the same CPU condition, which held: no vCPU
+        # halted while /dev/cpu_dma_latency was 0 (bench/cpu_condition.py).
+        for timed in (run["peer_fio_on_target"], dep):
+            assert timed["cpu"]["condition"] == "awake"
+            assert timed["cpu"]["halts_per_request"] == 0, timed["cpu"]["idle"]
         # `replay fidelity JOBDIR --truth`: the speed-up over the original and the
         # error against the job's own run on B, both there (their sizes: the bench's).
         fid = dep["fidelity"]

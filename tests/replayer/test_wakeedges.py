@@ -41,15 +41,17 @@ def _wake(t: int, waker: int, wakee: int) -> np.ndarray:
     return x
 
 
-def _woken_flusher(n: int = 40, wakes: bool = True) -> np.ndarray:
+def _woken_flusher(n: int = 40, wakes: bool = True, steady: bool = False) -> np.ndarray:
     """A session (thread 500, db-read, sync: 0.5 ms service, one read every 2 ms)
     and a flusher (501, db-write, 0.3 ms) that the session wakes 0.6 ms after each
     read completed, and that writes 0.4 ms after that: 1 ms after the session's
     completion, too late for the timing evidence (crossedges: 5-100 us) and 1.7 ms
-    after its own, too short a think for the long-think rule (2 ms)."""
+    after its own, too short a think for the long-think rule (2 ms). Every other
+    read comes 0.15 ms later, as a session's do (its think varies): a thread on a
+    steady clock sets no other's pace (crossedges.clocked): `steady` for one."""
     parts = []
     for k in range(n):
-        q = 1_000_000 + k * 2_000_000
+        q = 1_000_000 + k * 2_000_000 + (0 if steady else (k % 2) * 150_000)
         c = q + 500_000
         parts.append(_req(q, 500_000, SESSION, "db-read", "read", 2 * k))
         if wakes:
@@ -223,3 +225,15 @@ def test_a_trace_with_wakes_planned_in_chunks_keeps_its_wake_edges(
     got, want = _requests(tmp_path / "c"), _requests(tmp_path / "w")
     same = [k for k in want if got[k] == want[k]]
     assert len(same) >= len(want) - seams
+
+
+def test_a_waker_on_its_own_clock_gives_no_wake_edge(tmp_path: Path) -> None:
+    """The session reads every 2 ms to the microsecond (the engine's maintenance
+    reads): its wakes are in the trace, but a request tied to its completions
+    would replay at its clock's pace on any target (crossedges.clocked)."""
+    _, man = _plan(tmp_path, _woken_flusher(40, steady=True))
+    got = {d["stream"]: d["wake_edges"] for d in man["dependencies"]}
+    assert got == {"db0.db-read": 0, "db0.db-write": 0}
+    (tmp_path / "j").mkdir()
+    _, jittered = _plan(tmp_path / "j", _woken_flusher(40))
+    assert {d["stream"]: d["wake_edges"] for d in jittered["dependencies"]}["db0.db-write"] == 40
