@@ -5,14 +5,17 @@ A fixed CPU work unit (bench/cold_cpu.c: a random cycle through FOOTPRINT KiB
 of 64-byte nodes, each read and written, 8-256 KiB; or 4 and 16 preads of 8
 KiB from a memfd, the kernel's code and data) timed right after a run of the
 same unit (warm), and after that run and a sleep of S (10 us - 100 ms); units
-and sleeps in random order, REPS each. r(S) = p50 after S / p50 after 100 us
+and sleeps in random order, REPS each, in each CPU condition (bench/cpu_condition.py:
+idle, the VM as it is, its idle vCPUs halting; awake, /dev/cpu_dma_latency
+held at 0, idle vCPUs polling). r(S) = p50 after S / p50 after 100 us
 (a thread that waits for I/O always sleeps: the warm figure is a short sleep's).
 Beside it, from each TRACE's sched records (`iotape record --wakes`), per
 engine thread kind, the CPU time of a cycle (issue to issue) by the time the
 thread slept in it: the engine's own r(S).
 
     flock /tmp/iotape-bench.lock .venv/bin/python bench/cold_cpu.py [--trace T ...]
-    (no root; about a minute; JSON in bench/results/cold-cpu.json)
+    (root for the awake condition; about a minute a condition; JSON in
+    bench/results/cold-cpu.json)
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import cpu_condition as cpu
 import numpy as np
 from replay_lab import ROOT, machine
 
@@ -38,14 +42,16 @@ BINS_US = [0, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000]
 KINDS = {"sessions": "ese-user-", "log writer": "ese-log-0"}
 
 
-def calibrate(reps: int) -> dict:
+def calibrate(reps: int, condition: str) -> dict:
+    """The units' p50 and r by sleep, run in the CPU `condition` (cpu_condition.py)."""
     with tempfile.TemporaryDirectory(prefix="iotape-coldcpu-") as tmp:
         exe = Path(tmp) / "cold_cpu"
         subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
                         str(ROOT / "bench" / "cold_cpu.c")], check=True)  # fmt: skip
-        out = subprocess.run([str(exe), str(reps), ",".join(map(str, UNITS)),
-                              *map(str, SLEEPS_US)], check=True, capture_output=True,
-                             text=True).stdout  # fmt: skip
+        with cpu.held(condition) as h:
+            out = subprocess.run([str(exe), str(reps), ",".join(map(str, UNITS)),
+                                  *map(str, SLEEPS_US)], check=True, capture_output=True,
+                                 text=True).stdout  # fmt: skip
     p50: dict[int, dict[int, int]] = {}
     for line in out.splitlines():
         unit, s, _, _, mid, _ = (int(x) for x in line.split())
@@ -60,7 +66,8 @@ def calibrate(reps: int) -> dict:
     median = {
         s: round(float(np.median([p50[u][s] / p50[u][BASE_US] for u in mem])), 2) for s in SLEEPS_US
     }
-    return {"reps": reps, "units": units, "memory_units_median_ratio": median}
+    return {"condition": h.report(), "reps": reps, "units": units,
+            "memory_units_median_ratio": median}  # fmt: skip
 
 
 def engine(trace: Path, median: dict[int, float]) -> dict:
@@ -103,15 +110,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--trace", type=Path, action="append", default=[])
+    ap.add_argument("--conditions", type=lambda v: v.split(","), default=["idle", "awake"],
+                    help="CPU conditions (bench/cpu_condition.py), one calibration each; "
+                    "the engine's bins by the first")  # fmt: skip
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args()
-    cal = calibrate(args.reps)
-    median = cal["memory_units_median_ratio"]
+    cals = {c: calibrate(args.reps, c) for c in args.conditions}
+    median = cals[args.conditions[0]]["memory_units_median_ratio"]
     eng = [engine(t, median) for t in args.trace]
-    doc = {"calibration": cal, "engine": eng, "machine": machine()}
-    print(json.dumps(median))
-    for u, v in cal["units"].items():
-        print(u, v["ratio"])
+    doc = {"calibration": cals, "engine": eng, "machine": machine()}
+    for c, cal in cals.items():
+        print(c, json.dumps(cal["condition"]), json.dumps(cal["memory_units_median_ratio"]))
+        for u, v in cal["units"].items():
+            print(" ", u, v["ratio"])
     for e in eng:
         print(e["trace"], json.dumps(e["by_sleep_us"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
