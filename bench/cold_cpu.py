@@ -32,7 +32,7 @@ import numpy as np
 from replay_lab import ROOT, machine
 
 from recorder.tracefile import open_trace
-from replayer.plan import schedsplit
+from recorder.tracefile.format import SCHED_FIELDS
 
 OUT = ROOT / "bench" / "results" / "cold-cpu.json"
 SLEEPS_US = [0, 10, 100, 300, 1_000, 2_000, 3_000, 5_000, 10_000, 30_000, 100_000]
@@ -70,26 +70,37 @@ def calibrate(reps: int, condition: str) -> dict:
             "memory_units_median_ratio": median}  # fmt: skip
 
 
+def _cycles(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A thread's sched records (docs/trace-format.md "Sched records"): per cycle,
+    issue to issue, its time on a CPU and asleep (the rest less its run-queue
+    wait), ns."""
+    m = m[np.argsort(m["ts_queue_ns"], kind="stable")]
+    col = {k: np.diff(m[SCHED_FIELDS[k]].astype(np.int64)) for k in ("on_cpu_ns", "run_delay_ns")}
+    span = np.diff(m["ts_queue_ns"].astype(np.int64))
+    return col["on_cpu_ns"], span - col["on_cpu_ns"] - col["run_delay_ns"]
+
+
 def engine(trace: Path, median: dict[int, float]) -> dict:
     """Per thread kind, the CPU time of its cycles (us, p50 and count) by the
     time it slept in them (BINS_US), from the trace's sched records, and that
     p50 over the calibration's r at the bin's middle (`median`: the warm figure
     it predicts)."""
     at = sorted(s for s in median if s >= BASE_US)
-    split = schedsplit.read_split(str(trace))
-    if split is None:
-        raise SystemExit(f"{trace}: no sched records (record with --wakes)")
     with open_trace(trace) as t:
+        if not t.has_sched:
+            raise SystemExit(f"{trace}: no sched records (record with --wakes)")
         r = t.read_all()
+        sched = np.concatenate(list(t.iter_sched()))
     comm = zip(r["tid"].tolist(), r["comm"], strict=True)
     names = {a: bytes(b).split(b"\0")[0].decode() for a, b in comm}
     out: dict = {}
     for kind, prefix in KINDS.items():
         cpu, asleep = [], []
-        for tid, (_, _, on, sl) in split.threads.items():
+        for tid in np.unique(sched["tid"]).tolist():
             if names.get(tid, "").startswith(prefix):
-                cpu.append(on[1:])
-                asleep.append(sl[1:])
+                on, sl = _cycles(sched[sched["tid"] == tid])
+                cpu.append(on)
+                asleep.append(sl)
         if not cpu:
             continue
         c, s = np.concatenate(cpu), np.concatenate(asleep)

@@ -1,6 +1,6 @@
 """The critical path of a trace's closed-loop plans (issue 34): `replay plan
 --timing dependent` (with each `--long-thinks`; `--run-queue recorded` beside the
-default net; `--cpu-think warm` beside the default recorded) and `--timing afap` of TRACE,
+default net) and `--timing afap` of TRACE,
 each request issued at the latest completion it waits for plus its think time
 (its job's iodepth slots kept), each taking SERVICE_US: how fast the plan could
 replay on a device of that service time, with no cost of the runner's own. The
@@ -112,20 +112,18 @@ def main() -> None:
         target = Path(tmp) / "target.img"
         target.touch()
         os.truncate(target, 1 << 40)  # sparse: a plan needs a target that holds it
-        for name, timing, lt, rq, ct in (
-            ("dependent --long-thinks demand", "dependent", "demand", "net", "recorded"),
-            ("dependent --long-thinks demand --cpu-think warm", "dependent", "demand", "net",
-             "warm"),
+        for name, timing, lt, rq in (
+            ("dependent --long-thinks demand", "dependent", "demand", "net"),
             ("dependent --long-thinks demand --run-queue recorded", "dependent", "demand",
-             "recorded", "recorded"),
-            ("dependent --long-thinks recorded", "dependent", "recorded", "net", "recorded"),
-            ("afap", "afap", "demand", "net", "recorded"),
+             "recorded"),
+            ("dependent --long-thinks recorded", "dependent", "recorded", "net"),
+            ("afap", "afap", "demand", "net"),
         ):  # fmt: skip
             jobdir = Path(tmp) / name.replace(" ", "_")
             scale = args.think_scale if timing == "dependent" else 1.0
             opts = PlanOptions(trace=args.trace, jobdir=jobdir, targets=[f"all={target}"],
                                timing=timing, long_thinks=lt, think_scale=scale,
-                               run_queue=rq, cpu_think=ct)  # fmt: skip
+                               run_queue=rq)  # fmt: skip
             plan(opts)
             out["plans"][name] = critical_path(jobdir, int(args.service_us * 1000))
     text = json.dumps(out, indent=2)

@@ -130,16 +130,14 @@ def replay(
     trace: Path, dev: str, work: Path, name: str, timing: str = "dependent",
     variant: str | None = None, condition: str = "idle",
 ) -> dict:  # fmt: skip
-    """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ[/CT]], its
-    `--long-thinks LT --run-queue RQ --cpu-think CT`), `replay run` (in the CPU
-    `condition`) and `replay fidelity JOBDIR`: transactional IOPS and the
-    dependencies."""
+    """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ], its
+    `--long-thinks LT --run-queue RQ`), `replay run` (in the CPU `condition`) and
+    `replay fidelity JOBDIR`: transactional IOPS and the dependencies."""
     jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}"
     lt: list[str] = []
     if variant:
-        parts = variant.split("/")
-        opts = zip(("--long-thinks", "--run-queue", "--cpu-think"), parts, strict=False)
-        lt = [x for o, v in opts for x in (o, v)]
+        long_thinks, _, run_queue = variant.partition("/")
+        lt = ["--long-thinks", long_thinks, *(["--run-queue", run_queue] if run_queue else [])]
     _iotape("replay", "plan", str(trace), "-o", str(jobdir), "--timing", timing,
             "--target", f"all={dev}", "--force", *lt)  # fmt: skip
     with cpu.held(condition) as h:
@@ -185,8 +183,7 @@ def _deps(d: dict) -> dict:
     cross = ("cross_candidates", "cross_by_chance", "cross_mirror", "cross_edges")
     dem = ("long_thinks", "demand_thinks", "demand_woken", "demand_think_s")
     rq = ("run_queue", "sched_recorded", "run_queue_thinks", "run_queue_think_s")
-    ct = ("cpu_think", "cpu_think_thinks", "cpu_think_s")
-    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq, *ct)}
+    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq)}
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
@@ -364,7 +361,6 @@ def measure(args: argparse.Namespace) -> dict:
         "rounds": args.rounds,
         "long_thinks": args.long_thinks,
         "run_queue": args.run_queue,
-        "cpu_think": args.cpu_think,
         "variants": args.variants,
         "trace": str(args.trace) if args.trace else None,
         "hdd_model": {"spindles": args.spindles},
@@ -434,8 +430,6 @@ def _parser() -> argparse.ArgumentParser:
         help="dependent replays' --run-queue, comma-separated (each with each --long-thinks, "
         "the first pair judged)",
     )
-    ap.add_argument("--cpu-think", type=lambda v: v.split(","), default=["recorded"],
-                    help="dependent replays' --cpu-think, as --run-queue")  # fmt: skip
     ap.add_argument(
         "--trace",
         type=Path,
@@ -460,14 +454,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.trace and len(args.directions) != 1:
         ap.error("--trace: give one --directions, the trace's")
-    # dependent replays: each --long-thinks with each --run-queue and --cpu-think
-    # (LT/RQ/CT where those are not just the defaults)
-    plain = args.run_queue == ["net"] and args.cpu_think == ["recorded"]
+    # dependent replays: each --long-thinks with each --run-queue (LT/RQ where the
+    # run queue is not just the default)
     args.variants = [
-        lt if plain else f"{lt}/{rq}/{ct}"
+        lt if args.run_queue == ["net"] else f"{lt}/{rq}"
         for lt in args.long_thinks
         for rq in args.run_queue
-        for ct in args.cpu_think
     ]
     result = measure(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)

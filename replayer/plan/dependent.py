@@ -16,15 +16,14 @@ thread's request where the trace shows the thread waits for it: from its wake
 records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
 completed (think time, less its run-queue wait with --run-queue net: schedsplit.py,
-and its cold CPU time with --cpu-think warm: cputhink.py, x --think-scale x
---time-scale; 0 with afap), or @US, the request's recorded time (x --time-scale)
-after the start where it has no predecessor (afap: @0). `or AFTER THINK`: a
-second way, the earlier of the two taken: a long think on demand whose demand
-edge takes the place of the anchor the recorded plan had (demand.py) keeps that
-plan's way beside it, so that a demand the replay brings later than that anchor
-never makes the request later than `--long-thinks recorded` would. fio 3.33
-cannot wait for a completion: these plans run with iotape-lanes only (plan.json
-"runner").
+x --think-scale x --time-scale; 0 with afap), or @US, the
+request's recorded time (x --time-scale) after the start where it has no
+predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
+taken: a long think on demand whose demand edge takes the place of the anchor
+the recorded plan had (demand.py) keeps that plan's way beside it, so that a
+demand the replay brings later than that anchor never makes the request later
+than `--long-thinks recorded` would. fio 3.33 cannot wait for a completion:
+these plans run with iotape-lanes only (plan.json "runner").
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ import numpy as np
 
 from base.errors import IotapeError
 from replayer.plan import (
-    cputhink,
     crossedges,
     demand,
     deps,
@@ -52,7 +50,7 @@ from replayer.plan import (
 )
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import OP, lane_actions, request_times
+from replayer.plan.source import FUA, OP, PREFLUSH, request_times
 
 HEADER = "iotape dependent log 1"
 RUNNER = "iotape-lanes"
@@ -89,7 +87,6 @@ class SliceState:
     demand_was_ns: int = 0
     demand_now_ns: int = 0
     rq: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --run-queue net
-    cpu: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --cpu-think warm
 
 
 class Logs:
@@ -112,6 +109,20 @@ class Logs:
                 iolog.check_filename(job.target)
                 f.write(f"{HEADER}\nopen {job.target}\n")
             f.writelines(lines)
+
+
+def _actions(r: np.ndarray) -> np.ndarray:
+    op, flags = r["op"], r["flags"]
+    names = np.full(len(r), "write", dtype=object)
+    names[op == OP["read"]] = "read"
+    names[op == OP["flush"]] = "sync"
+    names[op == OP["discard"]] = "trim"
+    w = names == "write"
+    fua, pre = w & ((flags & FUA) != 0), w & ((flags & PREFLUSH) != 0)
+    names[fua & ~pre] = "write+fua"
+    names[pre & ~fua] = "write+preflush"
+    names[pre & fua] = "write+preflush+fua"
+    return names
 
 
 Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
@@ -164,16 +175,16 @@ def _slice_jobs(
     st.demand_now_ns += sum(b for _, b, _, _ in thinks.values())
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
-    cut = cputhink.Cuts.of(split, r, opts)
-    if cut is not None:
-        think_ns = cut.apply(think_ns, np.array([bool(a) for a in after], bool), st.rq, st.cpu)
+    rq = split.run_queue_ns(r) if split is not None else None
+    if rq is not None:
+        think_ns = st.rq.net(think_ns, rq, np.array([bool(a) for a in after], bool))
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     flush = r["op"] == OP["flush"]
     off = np.where(flush, 0, s.offset + s.base)
     nbytes = np.where(flush, 0, s.nbytes)
-    acts = lane_actions(r)
+    acts = _actions(r)
     sub = d.submitter[k:]
     # Python's own ints and strings from here: a numpy scalar a field is slow.
     ids_l = ids.tolist()
@@ -194,8 +205,8 @@ def _slice_jobs(
         if bound is not None:
             was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
             gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
-            if cut is not None and was:  # as cut.apply
-                gap = cut.one(i, gap)
+            if rq is not None and was and rq[i] < gap:  # as schedsplit.net
+                gap -= int(rq[i])
             t = round(gap * opts.think_scale * opts.time_scale / 1000)
             how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
             tail_l[i] += f" or {how}"
@@ -385,8 +396,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     queue_ns = inp.scan.queue_ns if isinstance(inp, sources.Chunked) else 0
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
-    host = opts.timing == "dependent" and (opts.run_queue, opts.cpu_think) != ("recorded",) * 2
-    split = schedsplit.read_split(str(opts.trace)) if host else None
+    net = opts.timing == "dependent" and opts.run_queue == "net"
+    split = schedsplit.read_split(str(opts.trace)) if net else None
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -431,7 +442,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                 "wakes_recorded": wakes is not None,
                 **_demand_summary(st, opts),
                 **(
-                    cputhink.summary(opts, st.rq, st.cpu, split is not None)
+                    st.rq.summary(opts.run_queue, split is not None)
                     if opts.timing == "dependent"
                     else {}
                 ),

@@ -55,9 +55,6 @@ class PlanOptions:
     # dependent: each think time less the submitter's run-queue wait inside it
     # where the trace has sched records ("net"), or as recorded: schedsplit.py.
     run_queue: str = "net"
-    # dependent: each think's CPU time as recorded, or less what the sleep before
-    # it added ("warm", from sched records): cputhink.py.
-    cpu_think: str = "recorded"
 
 
 SYNTHETIC_LOSES = (

@@ -22,8 +22,8 @@ queued on; a long tail, median 3 us); the rest is mostly the thread's own CPU
 time, 24 us a request against 5 us on the SSD-like device. That excess is not
 the application's either: in the SSD-like trace the same threads use 13-40 us
 after a sleep over 1 ms and 5 us after one under 1 ms (cold caches after a long
-sleep), but a trace whose every sleep was long cannot show the warm figure:
-`--cpu-think warm` (cputhink.py) takes it from this host's calibration.
+sleep), but a trace whose every sleep was long cannot show the warm figure, so
+the CPU time stays as recorded (`--think-scale` scales it where the user knows).
 
 Traces without sched records (before format version 4, imported ones,
 `--run-queue recorded`) plan exactly as before.
@@ -43,11 +43,10 @@ MODES = ("net", "recorded")
 
 @dataclass
 class SchedSplit:
-    """Per thread, its sched records' times (sorted) and, since the thread's
-    previous record (0 for its first): the run-queue wait, the time on a CPU and
-    the time asleep (the rest of the interval)."""
+    """Per thread, its sched records' times (sorted) and the run-queue wait since
+    the thread's previous record (0 for its first)."""
 
-    threads: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    threads: dict[int, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
     def of(cls, records: np.ndarray) -> SchedSplit:
@@ -55,52 +54,41 @@ class SchedSplit:
         return cls._of(*_columns(records))
 
     @classmethod
-    def _of(cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray, cpu: np.ndarray) -> SchedSplit:
+    def _of(cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray) -> SchedSplit:
         o = np.lexsort((ts, tid))
-        tid, ts, rd, cpu = tid[o], ts[o], rd[o], cpu[o]
-        out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        tid, ts, rd = tid[o], ts[o], rd[o]
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         cuts = np.flatnonzero(np.diff(tid)) + 1
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(tid)], strict=True):
             if b > a:
-                # counters over the thread's life: never less than before (clamped
+                # a counter over the thread's life: never less than before (clamped
                 # against a damaged record)
-                wait = np.maximum(np.diff(rd[a:b], prepend=rd[a]), 0)
-                on = np.maximum(np.diff(cpu[a:b], prepend=cpu[a]), 0)
-                asleep = np.maximum(np.diff(ts[a:b], prepend=ts[a]) - wait - on, 0)
-                out[int(tid[a])] = (ts[a:b], wait, on, asleep)
+                out[int(tid[a])] = (ts[a:b], np.maximum(np.diff(rd[a:b], prepend=rd[a]), 0))
         return cls(out)
 
     def _match(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per request: whether a sched record of its thread has its ts_queue_ns,
-        and (run-queue wait, on CPU, asleep) since the thread's previous record:
-        three rows."""
+        and that record's run-queue wait since the thread's previous one."""
         tid = r["tid"].astype(np.int64)
         ts = r["ts_queue_ns"].astype(np.int64)
         hit = np.zeros(len(r), bool)
-        cycle = np.zeros((3, len(r)), np.int64)
+        wait = np.zeros(len(r), np.int64)
         for u in np.unique(tid).tolist():
             got = self.threads.get(int(u))
             if got is None:
                 continue
             rows = np.flatnonzero(tid == u)
-            times = got[0]
+            times, waits = got
             k = np.minimum(np.searchsorted(times, ts[rows]), len(times) - 1)
             ok = times[k] == ts[rows]
             hit[rows[ok]] = True
-            for j in range(3):
-                cycle[j, rows[ok]] = got[1 + j][k[ok]]
-        return hit, cycle
+            wait[rows[ok]] = waits[k[ok]]
+        return hit, wait
 
     def run_queue_ns(self, r: np.ndarray) -> np.ndarray:
         """Each request's run-queue wait since its thread's previous issue (0 where
         it has no sched record)."""
-        return self._match(r)[1][0]
-
-    def cpu_sleep_ns(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each request's thread's time on a CPU and asleep since its previous
-        issue (0 where it has no sched record)."""
-        c = self._match(r)[1]
-        return c[1], c[2]
+        return self._match(r)[1]
 
     def pairs(self, r: np.ndarray) -> int:
         """How many of the requests `r` have a sched record."""
@@ -118,20 +106,19 @@ def read_split(path: str) -> SchedSplit | None:
     with t:
         if not t.has_sched:
             return None
-        # the four columns kept, not the 80-byte records: 32 bytes a request
+        # the three columns kept, not the 80-byte records: 24 bytes a request
         parts = [_columns(x) for x in t.iter_sched()]
     if not parts:
         return None
     return SchedSplit._of(*(np.concatenate(c) for c in zip(*parts, strict=True)))
 
 
-def _columns(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sched records' thread, time, run-queue wait and time on a CPU so far (int64)."""
+def _columns(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sched records' thread, time and run-queue wait so far (int64)."""
     return (
         records["tid"].astype(np.int64),
         records["ts_queue_ns"].astype(np.int64),
         records[SCHED_FIELDS["run_delay_ns"]].astype(np.int64),
-        records[SCHED_FIELDS["on_cpu_ns"]].astype(np.int64),
     )
 
 

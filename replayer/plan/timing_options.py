@@ -5,7 +5,7 @@ shapes fio's plans is refused with them rather than ignored."""
 from __future__ import annotations
 
 from base.errors import IotapeError
-from replayer.plan import cputhink, demand, schedsplit
+from replayer.plan import demand, schedsplit
 from replayer.plan.options import PlanOptions
 
 TIMINGS = ("recorded", "dependent", "afap")
@@ -24,10 +24,6 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--run-queue {opts.run_queue}: not {' or '.join(schedsplit.MODES)}")
     if opts.timing != "dependent" and opts.run_queue != "net":
         raise IotapeError("--run-queue: only with --timing dependent")
-    if opts.cpu_think not in cputhink.MODES:
-        raise IotapeError(f"--cpu-think {opts.cpu_think}: not {' or '.join(cputhink.MODES)}")
-    if opts.timing != "dependent" and opts.cpu_think != "recorded":
-        raise IotapeError("--cpu-think: only with --timing dependent")
     if opts.timing == "recorded":
         if opts.think_scale != 1.0:
             raise IotapeError("--think-scale: only with --timing dependent")

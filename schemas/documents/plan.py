@@ -121,12 +121,6 @@ class DependencyEntry(Part):
     sched_recorded: bool = False  # whether the trace carried sched records
     run_queue_thinks: int = 0  # think times so shortened
     run_queue_think_s: list[float] | None = None  # their think time in all, before and after
-    # dependent only (replayer/plan/cputhink.py): "warm" where each think time is
-    # replayed less the CPU time the sleep before it added (a trace with sched
-    # records), "recorded" keeps it; None in other plans
-    cpu_think: str | None = None
-    cpu_think_thinks: int = 0  # think times so shortened
-    cpu_think_s: list[float] | None = None  # their think time in all, before and after
 
 
 class PlacementEntry(Part):

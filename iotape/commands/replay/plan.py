@@ -151,14 +151,6 @@ def plan(
             "recorded (as the trace has it).",
         ),
     ] = "net",
-    cpu_think: Annotated[
-        str,
-        typer.Option(
-            help="dependent: recorded (each think's CPU time as the trace has it) or warm "
-            "(less what the sleep before it added: cold caches after a long wait; from the "
-            "sched records of a trace recorded with --wakes).",
-        ),
-    ] = "recorded",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -253,7 +245,6 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('long_think_edges', 0)} after a long think)"
                 + _demand_line(d)
                 + _run_queue_line(d)
-                + _cpu_think_line(d)
             )
 
 
@@ -274,14 +265,6 @@ def _run_queue_line(d: dict[str, Any]) -> str:
     return _replaced(d, ("run_queue", "net"), "sched_recorded",
                      "thinks as recorded (no sched records to tell the run-queue wait)",
                      "run_queue_think_s", what, "--run-queue recorded")  # fmt: skip
-
-
-def _cpu_think_line(d: dict[str, Any]) -> str:
-    """What `--cpu-think warm` took off a stream's thinks (replayer/plan/cputhink.py)."""
-    what = f"{d.get('cpu_think_thinks', 0)} thinks less their cold CPU time"
-    return _replaced(d, ("cpu_think", "warm"), "sched_recorded",
-                     "CPU time as recorded (no sched records to tell it)",
-                     "cpu_think_s", what, "--cpu-think recorded")  # fmt: skip
 
 
 def _replaced(
