@@ -50,7 +50,7 @@ from replayer.plan import (
 )
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import FUA, OP, PREFLUSH, request_times
+from replayer.plan.source import OP, lane_actions, request_times
 
 HEADER = "iotape dependent log 1"
 RUNNER = "iotape-lanes"
@@ -109,20 +109,6 @@ class Logs:
                 iolog.check_filename(job.target)
                 f.write(f"{HEADER}\nopen {job.target}\n")
             f.writelines(lines)
-
-
-def _actions(r: np.ndarray) -> np.ndarray:
-    op, flags = r["op"], r["flags"]
-    names = np.full(len(r), "write", dtype=object)
-    names[op == OP["read"]] = "read"
-    names[op == OP["flush"]] = "sync"
-    names[op == OP["discard"]] = "trim"
-    w = names == "write"
-    fua, pre = w & ((flags & FUA) != 0), w & ((flags & PREFLUSH) != 0)
-    names[fua & ~pre] = "write+fua"
-    names[pre & ~fua] = "write+preflush"
-    names[pre & fua] = "write+preflush+fua"
-    return names
 
 
 Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
@@ -184,7 +170,7 @@ def _slice_jobs(
     flush = r["op"] == OP["flush"]
     off = np.where(flush, 0, s.offset + s.base)
     nbytes = np.where(flush, 0, s.nbytes)
-    acts = _actions(r)
+    acts = lane_actions(r)
     sub = d.submitter[k:]
     # Python's own ints and strings from here: a numpy scalar a field is slow.
     ids_l = ids.tolist()

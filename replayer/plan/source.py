@@ -147,3 +147,19 @@ def max_in_flight(r: np.ndarray, t_ns: np.ndarray) -> int:
     delta = np.concatenate([-np.ones(len(end), np.int64), np.ones(len(start), np.int64)])
     order = np.lexsort((delta, times))
     return max(1, int(np.cumsum(delta[order]).max()))
+
+
+def lane_actions(r: np.ndarray) -> np.ndarray:
+    """Each request's iotape-lanes action (lanes.c): read, write, sync, trim or a
+    write with +fua and/or +preflush."""
+    op, flags = r["op"], r["flags"]
+    names = np.full(len(r), "write", dtype=object)
+    names[op == OP["read"]] = "read"
+    names[op == OP["flush"]] = "sync"
+    names[op == OP["discard"]] = "trim"
+    w = names == "write"
+    fua, pre = w & ((flags & FUA) != 0), w & ((flags & PREFLUSH) != 0)
+    names[fua & ~pre] = "write+fua"
+    names[pre & ~fua] = "write+preflush"
+    names[pre & fua] = "write+preflush+fua"
+    return names
