@@ -28,6 +28,10 @@ struct tracewriter {
 	uint64_t raw_bytes;		/* records' bytes in complete chunks */
 	uint64_t stored_bytes;		/* bytes written for them, chunk headers included */
 	uint64_t compress_ns;		/* this thread's CPU in transform and compression */
+	/* The transform runs block by block as records are committed, while a block
+	 * is still in cache: planes at a stride of cap until the chunk is written. */
+	uint32_t split_n;		/* the open chunk's records already in tbuf */
+	uint64_t split_done, split_end;	/* the last of them: completion, end offset */
 	bool wakes;			/* may hold wake and sched records: format version 4 */
 };
 
