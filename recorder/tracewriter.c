@@ -16,8 +16,8 @@
 
 /* The open chunk's planes lie this much further apart than cap records while it
  * fills: 8192 records apart, the 16 planes a transpose writes map to one L1 cache
- * set (12 ways) and evict each other between its four 16-record passes (21 against
- * 13 ns a record, in cache). Packed to n apart when the chunk is written. */
+ * set (12 ways) and evict each other between its four 16-record passes. Packed to
+ * n apart when the chunk is written. */
 #define PLANE_PAD 64
 
 /* zstd's fastest level: the records are transformed first, so more effort buys
@@ -343,9 +343,9 @@ int tw_commit(struct tracewriter *tw)
 {
 	if (++tw->n % SPLIT_BLOCK == 0 && tw->codec) {
 		/* Transformed now, in cache: at the chunk's end, 8192 records later,
-		 * the block had left the cache and its transform took twice as long
-		 * (perf on the loader: its share of samples 49 -> 34 %). Timed on the vDSO's clock: the thread's
-		 * CPU clock is a system call, dearer than a block's transform. */
+		 * the block has left the cache (docs/benchmarks.md, Recorder: the
+		 * loader's transform and codec per request). Timed on the vDSO's clock:
+		 * the thread's CPU clock is a system call, dearer than a block's transform. */
 		uint64_t t0 = mono_ns();
 
 		delta_split(tw, tw->n);
