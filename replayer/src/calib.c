@@ -177,18 +177,22 @@ void own_delay(const job_t *jobs, int n, own_delay_t *od) {
     *od = (own_delay_t){.from = "given"};
     if (!deps_any())
         return;
-    /* IOTAPE_LANES_OWN_FLOOR_US: this host's delay given instead of measured (0:
-     * the recorded thinks as they are, the replay before think_net). */
+    /* IOTAPE_LANES_OWN_FLOOR_US=US[,AWAKE_US]: this host's delay given instead of
+     * measured (0: the recorded thinks as they are, the replay before
+     * think_net), a slept think's and an awake one's (the same where one). */
     const char *given = getenv("IOTAPE_LANES_OWN_FLOOR_US");
     if (given && *given) {
-        char *end;
-        double us = strtod(given, &end);
-        if (*end || !(us >= 0) || us > 1e9) {
+        char *end, *end2;
+        double us = strtod(given, &end), awake_us = us;
+        if (*end == ',')
+            awake_us = strtod(end + 1, &end2), end = end2 == end + 1 ? end : end2;
+        if (*end || !(us >= 0) || us > 1e9 || !(awake_us >= 0) || awake_us > 1e9) {
             fprintf(stderr, "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=%s: not microseconds "
-                            "(0 or more)\n", given);
+                            "(0 or more; a slept think's[,an awake one's])\n", given);
             exit(2);
         }
-        od->ns = od->awake_ns = (long long)(us * 1000);
+        od->ns = (long long)(us * 1000);
+        od->awake_ns = (long long)(awake_us * 1000);
         return;
     }
     int awake = deps_awake_any(jobs, n);

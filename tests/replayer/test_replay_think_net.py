@@ -143,7 +143,8 @@ def test_a_host_delay_that_is_not_microseconds_is_refused_by_name(tmp_path: Path
     out = _lanes(jobdir, "-3")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (
-        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=-3: not microseconds (0 or more)"
+        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=-3: not microseconds "
+        "(0 or more; a slept think's[,an awake one's])"
     )
 
 
