@@ -61,12 +61,15 @@ void sleep_until(long long t_ns) {
  *
  * Only where the application stayed on a CPU (the spin rule): a request whose
  * recorded think is under `spin_think_ns` (deps.c). In the reference workload's
- * HDD-like recordings 88-98 % of the thinks under 200 us held no sleep (the
+ * HDD-like recordings 88-100 % of the thinks under 200 us held no sleep (the
  * thread was put on a CPU once between its issues: its wake-up at the
  * completion; sched records' `runs`), 67-79 % of those of 0.5-3 ms and 1-2 %
  * above 3 ms (docs/benchmarks.md "The spin rule"); fio's `thinktime` sleeps. A
  * longer think is slept through whole, and its wake-up paid, as the application
- * paid it. IOTAPE_LANES_SPIN_THINK_US=US moves the line (0: nothing awake). */
+ * paid it. IOTAPE_LANES_SPIN_THINK_US=US moves the line (0: nothing awake).
+ * (bench/think_sleeps.py: in the SSD-like recording only 21-55 % of the thinks
+ * of 25-200 us held no sleep; onto the HDD-like disk a wake-up is lost in the
+ * device's milliseconds.) */
 long long spin_ns;
 long long spin_think_ns = SPIN_THINK_NS;
 static atomic_int spinners;
