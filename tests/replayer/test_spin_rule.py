@@ -87,23 +87,17 @@ def test_a_wait_for_another_lanes_request_with_a_long_think_never_spins(tmp_path
     assert sum(j["read"]["total_ios"] for j in res["jobs"]) == 200
 
 
-def test_the_own_delay_given_as_a_pair_is_refused_by_name_where_not_microseconds(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("IOTAPE_LANES_OWN_FLOOR_US", "40,x", "0 or more; a slept think's[,an awake one's]"),
+        ("IOTAPE_LANES_SPIN_THINK_US", "1ms", "0 to 1000000; 0: no think awake"),
+    ],
+)
+def test_a_setting_that_is_not_microseconds_is_refused_by_name(
+    tmp_path: Path, var: str, value: str, says: str
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
-    p = demand_lanes(tmp_path, _chain([5]), dict(env, IOTAPE_LANES_OWN_FLOOR_US="40,x"))
+    p = demand_lanes(tmp_path, _chain([5]), dict(env, **{var: value}))
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip() == (
-        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=40,x: not microseconds "
-        "(0 or more; a slept think's[,an awake one's])"
-    )
-
-
-def test_a_think_line_that_is_not_microseconds_is_refused_by_name(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
-    p = demand_lanes(tmp_path, _chain([5]), dict(env, IOTAPE_LANES_SPIN_THINK_US="1ms"))
-    assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr.strip() == (
-        "iotape-lanes: IOTAPE_LANES_SPIN_THINK_US=1ms: not microseconds "
-        "(0 to 1000000; 0: no think awake)"
-    )
+    assert p.stderr.strip() == f"iotape-lanes: {var}={value}: not microseconds ({says})"
