@@ -254,11 +254,21 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
     n_jobs = n;
     for (int j = 0; j < n; j++) {
         job_t *job = &jobs[j];
-        long long floor = LLONG_MAX;
-        for (size_t i = 0; i < job->nreq; i++)
-            if (!job->reqs[i].absolute && job->reqs[i].t_ns < floor)
-                floor = job->reqs[i].t_ns;
+        /* A floor for each kind of wait: a think slept through holds a sleep's
+         * wake-up (the application's, and this replay's again), which the job's
+         * smallest think, often 0 (a hop after another thread's completion), does
+         * not bound: its smallest slept think does. Without a think awake (no
+         * spin) the two are one, the floor of before the spin rule. */
+        long long floor = LLONG_MAX, floor_asleep = LLONG_MAX;
+        for (size_t i = 0; i < job->nreq; i++) {
+            struct dreq *q = &job->reqs[i];
+            if (!q->absolute && q->t_ns < floor)
+                floor = q->t_ns;
+            if (!q->absolute && !awake_think(q) && q->t_ns < floor_asleep)
+                floor_asleep = q->t_ns;
+        }
         job->think_floor_ns = floor == LLONG_MAX ? 0 : floor;
+        job->think_floor_asleep_ns = floor_asleep == LLONG_MAX ? 0 : floor_asleep;
         job->think_net_ns = 0;
         job->reads_only = job->nreq > 0;
         for (size_t i = 0; i < job->nreq; i++)
@@ -271,10 +281,11 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
             /* by its recorded think; net of the own delay of its kind of wait */
             q->awake = awake_think(q);
             long long od_ns = q->awake ? own.awake_ns : own.ns;
+            long long fl = q->awake ? job->think_floor_ns : job->think_floor_asleep_ns;
             *(q->awake ? &job->thinks_awake : &job->thinks_asleep) += 1;
-            q->t_ns = net_think(q->t_ns, job->think_floor_ns, od_ns);
+            q->t_ns = net_think(q->t_ns, fl, od_ns);
             if (q->alt && !q->alt_absolute)
-                q->alt_t_ns = net_think(q->alt_t_ns, job->think_floor_ns, od_ns);
+                q->alt_t_ns = net_think(q->alt_t_ns, fl, od_ns);
             job->think_net_ns += q->t_ns;
         }
         n_awake += job->thinks_awake;
@@ -608,10 +619,12 @@ void deps_report(void) {
         if (jobs_of[j].nreq) {
             printf("%s", k++ ? ", " : "");
             json_str(jobs_of[j].name);
-            printf(": {\"floor_us\": %.3f, \"replayed_think_us\": %.3f, \"thinks_awake\": %lld, "
-                   "\"thinks_asleep\": %lld}",
-                   (double)jobs_of[j].think_floor_ns / 1e3, (double)jobs_of[j].think_net_ns / 1e3,
-                   jobs_of[j].thinks_awake, jobs_of[j].thinks_asleep);
+            printf(": {\"floor_us\": %.3f, \"floor_asleep_us\": %.3f, \"replayed_think_us\": "
+                   "%.3f, \"thinks_awake\": %lld, \"thinks_asleep\": %lld}",
+                   (double)jobs_of[j].think_floor_ns / 1e3,
+                   (double)jobs_of[j].think_floor_asleep_ns / 1e3,
+                   (double)jobs_of[j].think_net_ns / 1e3, jobs_of[j].thinks_awake,
+                   jobs_of[j].thinks_asleep);
         }
     printf("}}}");
 }

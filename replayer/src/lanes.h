@@ -47,6 +47,7 @@ typedef struct {
     struct dreq *reqs;
     size_t nreq, next;
     long long think_floor_ns; /* its smallest relative think (deps_start) */
+    long long think_floor_asleep_ns; /* its smallest one slept through (the spin rule) */
     long long think_net_ns;   /* the sum of its relative thinks as replayed */
     long long thinks_awake, thinks_asleep; /* its relative thinks by the spin rule */
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */

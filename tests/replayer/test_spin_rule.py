@@ -71,6 +71,27 @@ def test_each_think_is_net_of_the_own_delay_of_its_kind(tmp_path: Path) -> None:
     assert net["jobs"]["a"]["thinks_awake"] == sum(t < 200 for t in thinks) == 3
 
 
+def test_a_slept_think_is_net_of_no_more_than_the_jobs_smallest_slept_think(
+    tmp_path: Path,
+) -> None:
+    """A job whose smallest think is 0 (a hop after another thread's completion)
+    and whose slept thinks are 250 us and more: given own delays of 100 us asleep
+    and 10 awake, its awake thinks lose nothing (their floor, 0), its slept ones
+    100 us (their floor, 250 us, is above it). Without a think awake (no spin)
+    one floor for all: nothing comes off."""
+    thinks = [0, 20, 150, 250, 400, 3000]
+    res = _lanes(tmp_path, _chain(thinks), IOTAPE_LANES_OWN_FLOOR_US="100,10")
+    job = res["dependencies"]["think_net"]["jobs"]["a"]
+    assert (job["floor_us"], job["floor_asleep_us"]) == (0.0, 250.0)
+    assert job["replayed_think_us"] == sum(t - (100 if t >= 200 else 0) for t in thinks)
+    (tmp_path / "nospin").mkdir()
+    res = _lanes(tmp_path / "nospin", _chain(thinks), IOTAPE_LANES_OWN_FLOOR_US="100,10",
+                 IOTAPE_LANES_SPIN_US="0")  # fmt: skip
+    job = res["dependencies"]["think_net"]["jobs"]["a"]
+    assert (job["floor_us"], job["floor_asleep_us"]) == (0.0, 0.0)
+    assert job["replayed_think_us"] == sum(thinks)
+
+
 def test_a_wait_for_another_lanes_request_with_a_long_think_never_spins(tmp_path: Path) -> None:
     """Two lanes taking turns, each request 300 us (above the line) after the
     other's last: every wait for the other lane's request in flight is slept,
