@@ -5,7 +5,12 @@ each request issued at the latest completion it waits for plus its think time
 (its job's iodepth slots kept), each taking SERVICE_US: how fast the plan could
 replay on a device of that service time, with no cost of the runner's own. The
 transactional requests (db-read, db-write) over their span give tx/s; the
-path's time is split by job, think and service.
+path's time is split by job, think and service, and `hops` counts its requests.
+`critical_path(..., own_ns=D)` replays each relative think as iotape-lanes does
+(deps.c net_think: less the smaller of its job's floor, its smallest think, and
+the host's own delay D, or a pair (awake, asleep) picked per think by
+`awake_below_ns`, the runner's spin rule), and a service time may be given per
+job: what a run's own figures say the path is, with no runner cost a hop.
 
     .venv/bin/python bench/dependent_critical_path.py TRACE [--service-us 20] [--think-scale F]
     (no root; JSON on stdout, or -o FILE)
@@ -53,8 +58,35 @@ def _due(way: Way, end: dict[int, int]) -> tuple[int, int | None]:
     return (t, None) if absolute else ((end[last] if last is not None else 0) + t, last)
 
 
-def critical_path(jobdir: Path, service_ns: int) -> dict:
+Own = int | tuple[int, int]  # the host's own delay, or (awake, asleep) by the spin rule
+
+
+def net_thinks(reqs: dict[int, tuple[str, Way, Way | None]], own_ns: Own,
+               awake_below_ns: int = 0) -> dict[int, tuple[str, Way, Way | None]]:  # fmt: skip
+    """Each relative think as iotape-lanes replays it (deps.c deps_start)."""
+    floor: dict[str, int] = {}
+    for job, (_, absolute, t), _alt in reqs.values():
+        if not absolute:
+            floor[job] = min(floor.get(job, t), t)
+
+    def net(job: str, way: Way, recorded: int) -> Way:
+        after, absolute, t = way
+        own = own_ns if isinstance(own_ns, int) else own_ns[recorded >= awake_below_ns]
+        return way if absolute else (after, False, max(0, t - min(floor[job], own)))
+
+    out = {}
+    for i, (job, way, alt) in reqs.items():
+        rec = way[2] if not way[1] else awake_below_ns  # an absolute time: slept
+        out[i] = (job, net(job, way, rec), net(job, alt, rec) if alt else None)
+    return out
+
+
+def critical_path(jobdir: Path, service_ns: int | dict[str, int], own_ns: Own | None = None,
+                  awake_below_ns: int = 0) -> dict:  # fmt: skip
     reqs, depth = _jobs(jobdir)
+    if own_ns is not None:
+        reqs = net_thinks(reqs, own_ns, awake_below_ns)
+    svc = (lambda job: service_ns) if isinstance(service_ns, int) else service_ns.__getitem__
     end: dict[int, int] = {}
     issue: dict[int, int] = {}
     why: dict[int, int | None] = {}  # the request whose completion set the issue
@@ -67,7 +99,7 @@ def critical_path(jobdir: Path, service_ns: int) -> dict:
         if alt is not None:  # the earlier of its two ways
             at, last = min((at, last), _due(alt, end), key=lambda x: x[0])
         issue[i], why[i] = (at, last) if at >= free else (free, prev)
-        end[i] = issue[i] + service_ns
+        end[i] = issue[i] + svc(job)
         heapq.heappush(h, (end[i], i))
     tx = [i for i in reqs if any(f".{s}" in reqs[i][0] for s in TRANSACTIONAL)]
     if not tx:
@@ -75,10 +107,11 @@ def critical_path(jobdir: Path, service_ns: int) -> dict:
     last_tx = max(tx, key=lambda i: end[i])
     t0 = min(issue[i] for i in tx)
     spent: Counter[str] = Counter()
-    k = last_tx
+    k, hops = last_tx, 0
     while True:  # back from the last transactional completion to the first issue
         job = reqs[k][0]
-        spent[f"{job} service"] += service_ns
+        spent[f"{job} service"] += svc(job)
+        hops += 1
         p = why[k]
         # the time from what set its issue to its issue: its think after the
         # latest of what it waits for, or its wait for a free slot of its job
@@ -95,6 +128,7 @@ def critical_path(jobdir: Path, service_ns: int) -> dict:
         "tx_requests": len(tx),
         "tx_span_ms": round(span / 1e6, 2),
         "tx_per_s": round(len(tx) / (span / 1e9)),
+        "hops": hops,
         "path_ms": {k: round(v / 1e6, 2) for k, v in spent.most_common() if v},
     }
 

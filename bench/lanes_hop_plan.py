@@ -9,7 +9,10 @@ iotape-lanes in a fresh process (in its job directory, its own delay timed as
 (another build: the previous commit's), this build asleep (IOTAPE_LANES_SPIN_US=0)
 and this build as it is. Transactional requests (db-read, db-write) a second over
 their jobs' first issue to last completion, beside the plan's critical path at
-SERVICE_US a request (bench/dependent_critical_path.py: no runner cost at all).
+SERVICE_US a request (bench/dependent_critical_path.py: no runner cost at all),
+and each run beside its own critical path (its jobs' mean service times, its
+thinks net of its own delay: path_tx_per_s) with what it took beyond that path a
+hop of it (overhead_us_per_hop: the runner's cost at each hop).
 
     flock /tmp/iotape-bench.lock .venv/bin/python bench/lanes_hop_plan.py TRACE
         [--rounds 3] [--lanes-before PATH] [--size-mb 512]
@@ -40,16 +43,41 @@ from schemas.streams import TRANSACTIONAL  # noqa: E402
 OUT = ROOT / "bench" / "results" / "lanes-hop-plan.json"
 
 
-def tx_per_s(binary: Path, jobdir: Path, spin: str | None) -> dict:
+def run_path(doc: dict, jobdir: Path, default_ns: int) -> dict:
+    """The plan's critical path as this run replayed it: each job's requests at the
+    run's own mean service time (its completions' mean time in the caller), each
+    think net of the run's own delay by its rule (deps.c), no runner cost a hop."""
+    svc = {}
+    for j in doc["jobs"]:
+        n = sum(j[d]["total_ios"] for d in ("read", "write"))
+        tot = sum(j[d]["clat_ns"]["mean"] * j[d]["total_ios"] for d in ("read", "write"))
+        svc[j["jobname"]] = round(tot / n) if n else default_ns
+    net = doc["dependencies"]["think_net"]
+    asleep = round(net["own_floor_us"] * 1000)
+    awake = round(net.get("own_awake_us", net["own_floor_us"]) * 1000)
+    rule = doc["dependencies"].get("spin_think_us")
+    # before the spin rule: every relative think waited its end awake (spin_us > 0)
+    below = round(rule * 1000) if rule is not None else (1 << 62 if awake != asleep else 0)
+    return critical_path(jobdir, svc, (awake, asleep), below)
+
+
+def tx_per_s(binary: Path, jobdir: Path, spin: str | None, service_ns: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
     doc = lanes_json(binary, jobdir, env, spin)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
     span = max(j["last_ns"] for j in tx) - min(j["first_ns"] for j in tx)
     dep = doc["dependencies"]
+    cp = run_path(doc, jobdir, service_ns)
+    # what the run took beyond its own critical path, a hop of that path
+    over = (span / 1e6 - cp["tx_span_ms"]) * 1e3 / cp["hops"]
     return {"tx_per_s": round(n / (span / 1e9)), "tx_requests": n,
             "early": dep["issued_before_predecessor"], "spin_us": dep.get("spin_us"),
             "own_delay_us": dep["think_net"]["own_floor_us"],
+            "own_awake_us": dep["think_net"].get("own_awake_us"),
+            "thinks_awake": dep.get("thinks_awake"), "thinks_asleep": dep.get("thinks_asleep"),
+            "path_tx_per_s": cp["tx_per_s"], "path_hops": cp["hops"],
+            "overhead_us_per_hop": round(over, 1),
             "cpu_s": round(sum(doc.get("cpu_s", {}).values()), 3)}  # fmt: skip
 
 
@@ -88,14 +116,22 @@ def main() -> None:
                      "critical_path": {}, "rounds": []}  # fmt: skip
         for timing, jobdir in plans.items():
             doc["critical_path"][timing] = critical_path(jobdir, int(a.service_us * 1000))
+            for own_us in (15, 55):  # the own delay awake and asleep (calib.c)
+                doc["critical_path"][f"{timing}, thinks net of {own_us} us"] = critical_path(
+                    jobdir, int(a.service_us * 1000), own_us * 1000
+                )
         for r in range(a.rounds):
-            got = {f"{t}_{name}": tx_per_s(b, jd, spin)
+            got = {f"{t}_{name}": tx_per_s(b, jd, spin, int(a.service_us * 1000))
                    for t, jd in plans.items() for name, b, spin in runners}  # fmt: skip
             print(json.dumps({"round": r, **got}), file=sys.stderr)
             doc["rounds"].append(got)
         doc["load_1min"].append(os.getloadavg()[0])
         doc["median_tx_per_s"] = {
             k: statistics.median(rd[k]["tx_per_s"] for rd in doc["rounds"])
+            for k in doc["rounds"][0]
+        }
+        doc["median_overhead_us_per_hop"] = {
+            k: statistics.median(rd[k]["overhead_us_per_hop"] for rd in doc["rounds"])
             for k in doc["rounds"][0]
         }
     finally:
@@ -106,7 +142,9 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(doc, indent=2) + "\n")
     cp = {t: v.get("tx_per_s") for t, v in doc["critical_path"].items()}
-    print(json.dumps({"critical_path_tx_per_s": cp, "median_tx_per_s": doc["median_tx_per_s"]}))
+    over = doc["median_overhead_us_per_hop"]
+    print(json.dumps({"critical_path_tx_per_s": cp, "median_tx_per_s": doc["median_tx_per_s"],
+                      "median_overhead_us_per_hop": over}))  # fmt: skip
 
 
 if __name__ == "__main__":

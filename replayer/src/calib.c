@@ -25,7 +25,13 @@
  * 2-vCPU VM where a real cycle added ~90 us; it stays as the fallback where the
  * target cannot be timed so (no block statistics, say a file on tmpfs; a read
  * failed; other reads on the device at the same time), with the reason in the
- * report. IOTAPE_LANES_OWN_FLOOR_US=US gives the delay instead. */
+ * report. IOTAPE_LANES_OWN_FLOOR_US=US gives the delay instead.
+ *
+ * Two kinds (the spin rule, io.c): a think slept through pays the sleep's
+ * lateness and the wake-up, one whose end is waited awake pays neither (on this
+ * VM 44-59 us against 11-18 us). Each is timed alike, the chain's thinks slept
+ * and then waited awake (the latter only where some request of the plan waits
+ * awake), and deps.c nets each think of the kind it is replayed as. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -43,17 +49,19 @@
 
 #define CAL_THINK_NS 100000LL      /* the think of the timed chain */
 #define CAL_ROUNDS 5
-#define CAL_ROUND_NS 100000000LL   /* what a round aims to take */
+#define CAL_ROUND_NS 60000000LL    /* what a round aims to take (each kind's) */
 #define CAL_MAX_NS 1500000000LL    /* no round starts past this */
 #define CAL_MIN_READS 16
 #define CAL_MAX_READS 400
 #define CAL_BLOCKS 8
 
-/* Twice the median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
- * workers'): one wake-up at a completion, one for the sleep of the think; once
- * where the think's end is waited awake (io.c's spin_ns, issue 34). */
-static long long timer_delay(void) {
-    return (spin_ns ? 1 : 2) * sleep_lateness();
+/* The median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
+ * workers'): twice for a slept think (one wake-up at a completion, one for the
+ * sleep of the think), once for one whose end is waited awake. */
+static void timer_delay(own_delay_t *od, int awake) {
+    long long late = sleep_lateness();
+    od->timer_ns = 2 * late;
+    od->timer_awake_ns = awake ? late : od->timer_ns;
 }
 
 static int why(own_delay_t *od, const char *fmt, ...) {
@@ -74,7 +82,50 @@ static int disk_reads(const char *stat, unsigned long long *reads, unsigned long
     return ok ? 0 : -1;
 }
 
-static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
+/* Rounds of a chain of `reads` reads of the blocks, each CAL_THINK_NS after the
+ * previous one completed (its end waited awake or not), timed into *c. */
+static int time_cycle(const char *target, const char *stat, const long long (*blk)[2], int nb,
+                      long long reads, int awake, cycle_t *c, own_delay_t *od) {
+    long long late[CAL_ROUNDS], in_caller = 0, svc_ms = 0;
+    unsigned long long r0, ms0, r1, ms1;
+    int r = 0;
+    for (long long start = now_ns(); r < CAL_ROUNDS && (!r || now_ns() - start < CAL_MAX_NS);
+         r++) {
+        static tally_t ty; /* large: not on the stack */
+        memset(&ty, 0, sizeof ty);
+        if (disk_reads(stat, &r0, &ms0) ||
+            deps_chain(target, blk, nb, (int)reads, CAL_THINK_NS, awake, &ty) ||
+            disk_reads(stat, &r1, &ms1))
+            return why(od, "%s: a calibration read failed", target);
+        if (r1 - r0 != (unsigned long long)reads || ty.dir[READ].ios != (uint64_t)reads)
+            return why(od, "%s: the device completed %llu reads while the calibration issued "
+                           "%lld (a sparse file's holes, or another user of it?)",
+                       target, r1 - r0, reads);
+        /* The round's span (first issue to last completion: every read's time in
+         * the caller, and a think and a lateness between each two) less those: the
+         * issue's mean lateness. A mean, so this host's stalls count as often as a
+         * replay meets them. */
+        long long caller = (long long)ty.dir[READ].lat_sum_ns;
+        late[r] = (ty.last - ty.first - caller) / (reads - 1) - CAL_THINK_NS;
+        in_caller += caller;
+        svc_ms += (long long)(ms1 - ms0);
+    }
+    /* A read's time in the caller beyond the device's, over every round's reads:
+     * the device's total comes in whole milliseconds. The lateness: the median
+     * round's. */
+    long long all = (long long)r * reads;
+    c->service_ns = svc_ms * 1000000LL / all;
+    c->wake_ns = in_caller / all - c->service_ns;
+    qsort(late, (size_t)r, sizeof *late, cmp_ll);
+    c->late_ns = late[r / 2];
+    c->ns = c->late_ns + c->wake_ns > 0 ? c->late_ns + c->wake_ns : 0;
+    c->resolution_ns = 1000000LL / all;
+    c->rounds = r;
+    c->reads = (int)reads;
+    return 0;
+}
+
+static int cycle_delay(const job_t *jobs, int n, int awake, own_delay_t *od) {
     long long blk[CAL_BLOCKS][2];
     const char *target = NULL;
     int nb = deps_blocks(jobs, n, blk, CAL_BLOCKS, &target);
@@ -91,7 +142,7 @@ static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
     dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
     char stat[96];
     snprintf(stat, sizeof stat, "/sys/dev/block/%u:%u/stat", major(dev), minor(dev));
-    unsigned long long r0, ms0, r1, ms1;
+    unsigned long long r0, ms0;
     if (disk_reads(stat, &r0, &ms0)) {
         close(fd);
         return why(od, "%s: no block device statistics (%s) to take its service time from",
@@ -112,42 +163,13 @@ static int cycle_delay(const job_t *jobs, int n, own_delay_t *od) {
     close(fd);
     long long reads = CAL_ROUND_NS / (per_read + CAL_THINK_NS);
     reads = reads < CAL_MIN_READS ? CAL_MIN_READS : reads > CAL_MAX_READS ? CAL_MAX_READS : reads;
-    long long late[CAL_ROUNDS], in_caller = 0, svc_ms = 0;
-    int r = 0;
-    for (long long start = now_ns(); r < CAL_ROUNDS && (!r || now_ns() - start < CAL_MAX_NS);
-         r++) {
-        static tally_t ty; /* large: not on the stack */
-        memset(&ty, 0, sizeof ty);
-        if (disk_reads(stat, &r0, &ms0) ||
-            deps_chain(target, (const long long(*)[2])blk, nb, (int)reads, CAL_THINK_NS, &ty) ||
-            disk_reads(stat, &r1, &ms1))
-            return why(od, "%s: a calibration read failed", target);
-        if (r1 - r0 != (unsigned long long)reads || ty.dir[READ].ios != (uint64_t)reads)
-            return why(od, "%s: the device completed %llu reads while the calibration issued "
-                           "%lld (a sparse file's holes, or another user of it?)",
-                       target, r1 - r0, reads);
-        /* The round's span (first issue to last completion: every read's time in
-         * the caller, and a think and a lateness between each two) less those: the
-         * issue's mean lateness. A mean, so this host's stalls count as often as a
-         * replay meets them. */
-        long long caller = (long long)ty.dir[READ].lat_sum_ns;
-        late[r] = (ty.last - ty.first - caller) / (reads - 1) - CAL_THINK_NS;
-        in_caller += caller;
-        svc_ms += (long long)(ms1 - ms0);
-    }
-    /* A read's time in the caller beyond the device's, over every round's reads:
-     * the device's total comes in whole milliseconds. The lateness: the median
-     * round's. */
-    long long all = (long long)r * reads;
-    od->service_ns = svc_ms * 1000000LL / all;
-    od->wake_ns = in_caller / all - od->service_ns;
-    qsort(late, (size_t)r, sizeof *late, cmp_ll);
-    od->late_ns = late[r / 2];
-    od->ns = od->late_ns + od->wake_ns > 0 ? od->late_ns + od->wake_ns : 0;
-    od->resolution_ns = 1000000LL / all;
     od->blocks = nb;
-    od->rounds = r;
-    od->reads = (int)reads;
+    const long long(*b)[2] = (const long long(*)[2])blk;
+    if (time_cycle(target, stat, b, nb, reads, 0, &od->asleep, od) ||
+        (awake && time_cycle(target, stat, b, nb, reads, 1, &od->awake, od)))
+        return -1;
+    od->ns = od->asleep.ns;
+    od->awake_ns = awake ? od->awake.ns : od->ns;
     return 0;
 }
 
@@ -155,26 +177,32 @@ void own_delay(const job_t *jobs, int n, own_delay_t *od) {
     *od = (own_delay_t){.from = "given"};
     if (!deps_any())
         return;
-    /* IOTAPE_LANES_OWN_FLOOR_US: this host's delay given instead of measured (0:
-     * the recorded thinks as they are, the replay before think_net). */
+    /* IOTAPE_LANES_OWN_FLOOR_US=US[,AWAKE_US]: this host's delay given instead of
+     * measured (0: the recorded thinks as they are, the replay before
+     * think_net), a slept think's and an awake one's (the same where one). */
     const char *given = getenv("IOTAPE_LANES_OWN_FLOOR_US");
     if (given && *given) {
-        char *end;
-        double us = strtod(given, &end);
-        if (*end || !(us >= 0) || us > 1e9) {
+        char *end, *end2;
+        double us = strtod(given, &end), awake_us = us;
+        if (*end == ',')
+            awake_us = strtod(end + 1, &end2), end = end2 == end + 1 ? end : end2;
+        if (*end || !(us >= 0) || us > 1e9 || !(awake_us >= 0) || awake_us > 1e9) {
             fprintf(stderr, "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=%s: not microseconds "
-                            "(0 or more)\n", given);
+                            "(0 or more; a slept think's[,an awake one's])\n", given);
             exit(2);
         }
         od->ns = (long long)(us * 1000);
+        od->awake_ns = (long long)(awake_us * 1000);
         return;
     }
-    od->timer_ns = timer_delay();
-    if (!cycle_delay(jobs, n, od)) {
+    int awake = deps_awake_any(jobs, n);
+    timer_delay(od, awake);
+    if (!cycle_delay(jobs, n, awake, od)) {
         od->from = "cycle";
         return;
     }
     od->from = "timer";
     od->ns = od->timer_ns;
-    od->rounds = 0;
+    od->awake_ns = od->timer_awake_ns;
+    od->asleep.rounds = od->awake.rounds = 0;
 }

@@ -34,7 +34,14 @@
  * service time). Each relative think is then replayed less min(job floor, own
  * delay) (net_think), never below 0: it takes out no more than the trace shows
  * was there, and no more than the replay adds.
- * IOTAPE_LANES_OWN_FLOOR_US gives this host's delay instead (0: thinks as logged). */
+ * IOTAPE_LANES_OWN_FLOOR_US gives this host's delay instead (0: thinks as logged).
+ *
+ * The spin rule (io.c): a request whose recorded think is under spin_think_ns
+ * (the application stayed on a CPU through it) waits for its predecessor in
+ * flight and for its think's end awake, and its think is net of the own delay
+ * of such a wait (calib.c times both kinds); any other sleeps through both, as
+ * the application slept, and is net of a slept wait's delay. The report counts
+ * each kind ("thinks_awake", "thinks_asleep"). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +67,7 @@
 struct dreq {
     long long id, t_ns, off, len;
     int dir, flags, absolute, npred;
+    int awake; /* the spin rule: waits awake (deps_start) */
     long long *pred;
     /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
     int alt, alt_absolute, nalt;
@@ -80,7 +88,7 @@ static atomic_int *done_flag;
  * time, worth spending awake (io.c's spin_ns); one not yet issued sleeps. */
 static atomic_uchar *issued;
 static atomic_llong spun_ns;
-static long long n_ids, n_requests, n_with_pred;
+static long long n_ids, n_requests, n_with_pred, n_awake, n_asleep;
 static atomic_llong early, waited_ns;
 static int dependent;
 static own_delay_t own; /* this host's delay in a dependent cycle (calib.c) */
@@ -225,6 +233,19 @@ int deps_any(void) {
     return dependent;
 }
 
+/* The spin rule: a relative think under spin_think_ns, where anything spins. */
+static int awake_think(const struct dreq *q) {
+    return spin_ns > 0 && !q->absolute && q->t_ns < spin_think_ns;
+}
+
+int deps_awake_any(const job_t *jobs, int n) {
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < jobs[j].nreq; i++)
+            if (awake_think(&jobs[j].reqs[i]))
+                return 1;
+    return 0;
+}
+
 void deps_start(job_t *jobs, int n, const own_delay_t *od) {
     if (!dependent)
         return;
@@ -233,23 +254,42 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
     n_jobs = n;
     for (int j = 0; j < n; j++) {
         job_t *job = &jobs[j];
-        long long floor = LLONG_MAX;
-        for (size_t i = 0; i < job->nreq; i++)
-            if (!job->reqs[i].absolute && job->reqs[i].t_ns < floor)
-                floor = job->reqs[i].t_ns;
+        /* A floor for each kind of wait: a think slept through holds a sleep's
+         * wake-up (the application's, and this replay's again), which the job's
+         * smallest think, often 0 (a hop after another thread's completion), does
+         * not bound: its smallest slept think does. Without a think awake (no
+         * spin) the two are one, the floor of before the spin rule. */
+        long long floor = LLONG_MAX, floor_asleep = LLONG_MAX;
+        for (size_t i = 0; i < job->nreq; i++) {
+            struct dreq *q = &job->reqs[i];
+            if (!q->absolute && q->t_ns < floor)
+                floor = q->t_ns;
+            if (!q->absolute && !awake_think(q) && q->t_ns < floor_asleep)
+                floor_asleep = q->t_ns;
+        }
         job->think_floor_ns = floor == LLONG_MAX ? 0 : floor;
+        job->think_floor_asleep_ns = floor_asleep == LLONG_MAX ? 0 : floor_asleep;
         job->think_net_ns = 0;
         job->reads_only = job->nreq > 0;
         for (size_t i = 0; i < job->nreq; i++)
             job->reads_only &= job->reqs[i].dir == READ;
-        for (size_t i = 0; i < job->nreq; i++)
-            if (!job->reqs[i].absolute) {
-                job->reqs[i].t_ns = net_think(job->reqs[i].t_ns, job->think_floor_ns, own.ns);
-                if (job->reqs[i].alt && !job->reqs[i].alt_absolute)
-                    job->reqs[i].alt_t_ns =
-                        net_think(job->reqs[i].alt_t_ns, job->think_floor_ns, own.ns);
-                job->think_net_ns += job->reqs[i].t_ns;
-            }
+        job->thinks_awake = job->thinks_asleep = 0;
+        for (size_t i = 0; i < job->nreq; i++) {
+            struct dreq *q = &job->reqs[i];
+            if (q->absolute)
+                continue;
+            /* by its recorded think; net of the own delay of its kind of wait */
+            q->awake = awake_think(q);
+            long long od_ns = q->awake ? own.awake_ns : own.ns;
+            long long fl = q->awake ? job->think_floor_ns : job->think_floor_asleep_ns;
+            *(q->awake ? &job->thinks_awake : &job->thinks_asleep) += 1;
+            q->t_ns = net_think(q->t_ns, fl, od_ns);
+            if (q->alt && !q->alt_absolute)
+                q->alt_t_ns = net_think(q->alt_t_ns, fl, od_ns);
+            job->think_net_ns += q->t_ns;
+        }
+        n_awake += job->thinks_awake;
+        n_asleep += job->thinks_asleep;
     }
     if (dependent && (!(done_ns = calloc((size_t)n_ids + 1, sizeof *done_ns)) ||
                       !(done_flag = calloc((size_t)n_ids + 1, sizeof *done_flag)) ||
@@ -315,7 +355,7 @@ static void wait_done(long long p, long long until_ns, long long *spin_left) {
  * completion of its list plus its think (or its absolute time). It waits on a
  * request of the way not yet ready, no longer than the other's time. */
 static long long due_either(const struct dreq *q, long long g) {
-    long long spin_left = spin_ns;
+    long long spin_left = q->awake ? spin_ns : 0;
     /* first what both ways wait for (its own predecessor): no need to look twice */
     for (int k = 0; k < q->npred && !atomic_load(&stop_all); k++)
         for (int m = 0; m < q->nalt; m++)
@@ -349,7 +389,7 @@ static long long due_of(const struct dreq *q) {
     long long g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
     if (q->absolute)
         return g + q->t_ns;
-    long long latest = 0, t0 = now_ns(), spin_left = spin_ns;
+    long long latest = 0, t0 = now_ns(), spin_left = q->awake ? spin_ns : 0;
     if (q->alt) {
         latest = due_either(q, g);
         atomic_fetch_add(&waited_ns, now_ns() - t0);
@@ -407,7 +447,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
             break;
         const struct dreq *q = &job->reqs[i];
         long long due = due_of(q);
-        wait_until(due);
+        wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
         long long at = now_ns();
@@ -471,7 +511,7 @@ static void *chain_thread(void *arg) {
 }
 
 int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
-               tally_t *out) {
+               int awake, tally_t *out) {
     static job_t cj; /* large (its paths and histograms): not on the stack */
     cj = (job_t){.depth = 2, .reads_only = 1, .nreq = (size_t)n};
     snprintf(cj.name, sizeof cj.name, "own-delay calibration");
@@ -493,7 +533,7 @@ int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, lon
         pred[i] = i - 1;
         reqs[i] = (struct dreq){.id = i, .off = blk[i % nb][0], .len = blk[i % nb][1],
                                 .dir = READ, .absolute = i == 0, .t_ns = i ? think_ns : 0,
-                                .npred = i > 0, .pred = &pred[i]};
+                                .npred = i > 0, .pred = &pred[i], .awake = i && awake};
     }
     cj.reqs = reqs;
     pthread_mutex_init(&cj.mu, NULL);
@@ -542,35 +582,49 @@ out:
     return rc;
 }
 
+/* A timed cycle's figures (calib.c), where it was timed. */
+static void cycle_report(const char *key, const cycle_t *c) {
+    if (!c->rounds)
+        return;
+    printf(", \"%s\": {\"blocks\": %d, \"rounds\": %d, \"reads\": %d, \"late_us\": %.3f, "
+           "\"wake_us\": %.3f, \"service_us\": %.3f, \"service_resolution_us\": %.3f}",
+           key, own.blocks, c->rounds, c->reads, (double)c->late_ns / 1e3,
+           (double)c->wake_ns / 1e3, (double)c->service_ns / 1e3,
+           (double)c->resolution_ns / 1e3);
+}
+
 void deps_report(void) {
     if (!dependent)
         return;
     printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
            "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, \"spin_us\": %.3f, "
-           "\"spun_ms\": %.3f, \"think_net\": {\"own_floor_us\": %.3f, \"own_floor_from\": \"%s\"",
+           "\"spun_ms\": %.3f, \"spin_think_us\": %.3f, \"thinks_awake\": %lld, "
+           "\"thinks_asleep\": %lld, \"think_net\": {\"own_floor_us\": %.3f, "
+           "\"own_awake_us\": %.3f, \"own_floor_from\": \"%s\"",
            n_requests, n_with_pred, (long long)atomic_load(&early),
            (double)atomic_load(&waited_ns) / 1e6, (double)spin_ns / 1e3,
-           (double)atomic_load(&spun_ns) / 1e6, (double)own.ns / 1e3, own.from);
+           (double)atomic_load(&spun_ns) / 1e6, (double)spin_think_ns / 1e3, n_awake, n_asleep,
+           (double)own.ns / 1e3, (double)own.awake_ns / 1e3, own.from);
     if (strcmp(own.from, "given"))
-        printf(", \"timer_us\": %.3f", (double)own.timer_ns / 1e3);
+        printf(", \"timer_us\": %.3f, \"timer_awake_us\": %.3f", (double)own.timer_ns / 1e3,
+               (double)own.timer_awake_ns / 1e3);
     if (own.reason[0]) {
         printf(", \"reason\": ");
         json_str(own.reason);
     }
-    if (own.rounds)
-        printf(", \"cycle\": {\"blocks\": %d, \"rounds\": %d, \"reads\": %d, "
-               "\"late_us\": %.3f, \"wake_us\": %.3f, \"service_us\": %.3f, "
-               "\"service_resolution_us\": %.3f}",
-               own.blocks, own.rounds, own.reads, (double)own.late_ns / 1e3,
-               (double)own.wake_ns / 1e3, (double)own.service_ns / 1e3,
-               (double)own.resolution_ns / 1e3);
+    cycle_report("cycle", &own.asleep);
+    cycle_report("cycle_awake", &own.awake);
     printf(", \"jobs\": {");
     for (int j = 0, k = 0; j < n_jobs; j++)
         if (jobs_of[j].nreq) {
             printf("%s", k++ ? ", " : "");
             json_str(jobs_of[j].name);
-            printf(": {\"floor_us\": %.3f, \"replayed_think_us\": %.3f}",
-                   (double)jobs_of[j].think_floor_ns / 1e3, (double)jobs_of[j].think_net_ns / 1e3);
+            printf(": {\"floor_us\": %.3f, \"floor_asleep_us\": %.3f, \"replayed_think_us\": "
+                   "%.3f, \"thinks_awake\": %lld, \"thinks_asleep\": %lld}",
+                   (double)jobs_of[j].think_floor_ns / 1e3,
+                   (double)jobs_of[j].think_floor_asleep_ns / 1e3,
+                   (double)jobs_of[j].think_net_ns / 1e3, jobs_of[j].thinks_awake,
+                   jobs_of[j].thinks_asleep);
         }
     printf("}}}");
 }

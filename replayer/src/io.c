@@ -57,8 +57,21 @@ void sleep_until(long long t_ns) {
  * So the last `spin_ns` of such a wait are spent awake, yielding the CPU to
  * whatever else is runnable (the loop device's worker, the lane that issues
  * the predecessor) at each turn, by at most `spin_max` threads at once (one
- * fewer than the CPUs, at least one): the others sleep as before. */
+ * fewer than the CPUs, at least one): the others sleep as before.
+ *
+ * Only where the application stayed on a CPU (the spin rule): a request whose
+ * recorded think is under `spin_think_ns` (deps.c). In the reference workload's
+ * HDD-like recordings 88-100 % of the thinks under 200 us held no sleep (the
+ * thread was put on a CPU once between its issues: its wake-up at the
+ * completion; sched records' `runs`), 67-79 % of those of 0.5-3 ms and 1-2 %
+ * above 3 ms (docs/benchmarks.md "The spin rule"); fio's `thinktime` sleeps. A
+ * longer think is slept through whole, and its wake-up paid, as the application
+ * paid it. IOTAPE_LANES_SPIN_THINK_US=US moves the line (0: nothing awake).
+ * (bench/think_sleeps.py: in the SSD-like recording only 21-55 % of the thinks
+ * of 25-200 us held no sleep; onto the HDD-like disk a wake-up is lost in the
+ * device's milliseconds.) */
 long long spin_ns;
+long long spin_think_ns = SPIN_THINK_NS;
 static atomic_int spinners;
 static int spin_max = 1;
 
@@ -81,20 +94,31 @@ long long sleep_lateness(void) {
     return late[N / 2] > 0 ? late[N / 2] : 0;
 }
 
+/* Microseconds from the environment variable `name` (0 to 1 s), as ns, or -1
+ * where it is unset; exit 2 with a line naming it where it is not such. */
+static long long env_us(const char *name, const char *what) {
+    const char *given = getenv(name);
+    if (!given || !*given)
+        return -1;
+    char *end;
+    double us = strtod(given, &end);
+    if (*end || !(us >= 0) || us > 1e6) {
+        fprintf(stderr, "iotape-lanes: %s=%s: not microseconds (0 to 1000000; %s)\n", name,
+                given, what);
+        exit(2);
+    }
+    return (long long)(us * 1000);
+}
+
 long long spin_setup(void) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     spin_max = cpus > 2 ? (int)cpus - 1 : 1;
-    const char *given = getenv("IOTAPE_LANES_SPIN_US");
-    if (given && *given) {
-        char *end;
-        double us = strtod(given, &end);
-        if (*end || !(us >= 0) || us > 1e6) {
-            fprintf(stderr, "iotape-lanes: IOTAPE_LANES_SPIN_US=%s: not microseconds (0 to "
-                            "1000000; 0: sleep only)\n", given);
-            exit(2);
-        }
-        return spin_ns = (long long)(us * 1000);
-    }
+    long long think = env_us("IOTAPE_LANES_SPIN_THINK_US", "0: no think awake");
+    if (think >= 0)
+        spin_think_ns = think;
+    long long given = env_us("IOTAPE_LANES_SPIN_US", "0: sleep only");
+    if (given >= 0)
+        return spin_ns = given;
     /* Twice a short sleep's median lateness: most sleeps wake within it. */
     long long w = 2 * sleep_lateness();
     return spin_ns = w < SPIN_MIN_NS ? SPIN_MIN_NS : w > SPIN_MAX_NS ? SPIN_MAX_NS : w;
@@ -114,10 +138,14 @@ void spin_give(void) {
     atomic_fetch_sub(&spinners, 1);
 }
 
-void wait_until(long long t_ns) {
+void wait_until(long long t_ns, int awake) {
     long long now = now_ns();
     if (now >= t_ns)
         return;
+    if (!awake) {
+        sleep_until(t_ns);
+        return;
+    }
     if (spin_ns && t_ns - now > spin_ns)
         sleep_until(t_ns - spin_ns);
     if (!spin_take()) {

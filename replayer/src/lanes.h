@@ -47,7 +47,9 @@ typedef struct {
     struct dreq *reqs;
     size_t nreq, next;
     long long think_floor_ns; /* its smallest relative think (deps_start) */
+    long long think_floor_asleep_ns; /* its smallest one slept through (the spin rule) */
     long long think_net_ns;   /* the sum of its relative thinks as replayed */
+    long long thinks_awake, thinks_asleep; /* its relative thinks by the spin rule */
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */
 } job_t;
 
@@ -80,12 +82,18 @@ void sleep_until(long long t_ns);
 #define SPIN_MIN_NS 20000LL
 #define SPIN_MAX_NS 200000LL
 extern long long spin_ns;
+/* The spin rule: only a request whose recorded think is under spin_think_ns waits
+ * awake (IOTAPE_LANES_SPIN_THINK_US; io.c says why 200 us). */
+#define SPIN_THINK_NS 200000LL
+extern long long spin_think_ns;
 int cmp_ll(const void *a, const void *b); /* qsort of long longs */
 long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns timer slack */
-long long spin_setup(void);     /* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped */
+/* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped; IOTAPE_LANES_SPIN_THINK_US */
+long long spin_setup(void);
 int spin_take(void);
 void spin_give(void);
-void wait_until(long long t_ns); /* sleep_until, the last spin_ns awake where a spinner is free */
+/* sleep_until; `awake`: the last spin_ns awake where a spinner is free */
+void wait_until(long long t_ns, int awake);
 int issue(int fd, int dir, long long off, long long len);
 void fail(const job_t *job, const char *fmt, ...);
 void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);
@@ -113,19 +121,28 @@ void hist_merge(hist_t *into, const hist_t *from);
 extern const char *const DIR_NAME[NDIR];
 void report(const job_t *jobs, int n, long long epoch_ms);
 
-/* This host's own delay in a dependent cycle (calib.c): what a replayed think
- * time is net of (deps.c), and how it was found, for the report. */
+/* One timed cycle (calib.c): the issue's lateness after its predecessor's
+ * completion plus the think (the median round's); a read's time in the caller
+ * beyond the device's own service time (the block layer's,
+ * /sys/dev/block/M:m/stat), and that service time, over every round's reads, to
+ * resolution_ns; their sum (never below 0) is the delay. */
 typedef struct {
-    long long ns;        /* the delay used */
+    long long ns, late_ns, wake_ns, service_ns, resolution_ns;
+    int rounds, reads; /* rounds timed, reads in each; 0 rounds: not timed */
+} cycle_t;
+
+/* This host's own delay in a dependent cycle (calib.c): what a replayed think
+ * time is net of (deps.c), one for a think slept through and one for a think
+ * whose end is waited awake (the spin rule, io.c), and how it was found. */
+typedef struct {
+    long long ns;        /* the delay of a slept think */
+    long long awake_ns;  /* of a think waited awake (ns where nothing waits awake) */
     const char *from;    /* "cycle": timed on the target; "timer": sleeps; "given": the env */
     char reason[320];    /* why not "cycle", where it is not */
     long long timer_ns;  /* the sleeps' estimate (twice a 100 us sleep's median lateness) */
-    /* "cycle": the issue's lateness after its predecessor's completion plus the
-     * think (the median round's); a read's time in the caller beyond the device's
-     * own service time (the block layer's, /sys/dev/block/M:m/stat), and that
-     * service time, over every round's reads, to resolution_ns */
-    long long late_ns, wake_ns, service_ns, resolution_ns;
-    int blocks, rounds, reads; /* the plan's blocks read in turn; rounds timed, reads in each */
+    long long timer_awake_ns; /* once, where the think's end is waited awake */
+    cycle_t asleep, awake;    /* "cycle": each kind's, timed (awake: where some think is) */
+    int blocks;               /* the plan's blocks read in turn */
 } own_delay_t;
 
 /* calib.c: after every job's deps_load and with the I/O buffers allocated */
@@ -140,11 +157,14 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od);
  * target: the blocks own_delay times. Their count. */
 int deps_blocks(const job_t *jobs, int n, long long (*blk)[2], int max, const char **target);
 /* A chain of n reads of `target` (blk, in turn), each `think_ns` after the previous
- * one completed, through deps_worker on 2 threads, so each is issued by the thread
+ * one completed (waited awake, as the spin rule does a short think's, or not),
+ * through deps_worker on 2 threads, so each is issued by the thread
  * the other's completion wakes; their tally into *out. 0, or -1 where one failed
  * (said on stderr). */
 int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
-               tally_t *out);
+               int awake, tally_t *out);
+/* 1: some request of the plan waits awake (the spin rule), before deps_start */
+int deps_awake_any(const job_t *jobs, int n);
 void deps_worker(worker_t *w, tally_t *ty);
 long long net_think(long long think_ns, long long job_floor_ns, long long own_ns);
 void deps_report(void);               /* its JSON key, if the plan is dependent */

@@ -104,9 +104,14 @@ def test_each_job_replays_its_thinks_less_the_smaller_of_its_floor_and_the_hosts
     for name, thinks in logged.items():
         floor = min(thinks)
         floors[name] = floor
-        less = min(floor, 100)
+        # the spin rule (test_spin_rule.py): a think of 200 us or more is slept
+        # through, its floor the smallest such think
+        asleep = min(t for t in thinks if t >= 200)
+        less = [min(floor if t < 200 else asleep, 100) for t in thinks]
         assert net["jobs"][name]["floor_us"] == floor
-        assert net["jobs"][name]["replayed_think_us"] == sum(max(0, t - less) for t in thinks)
+        assert net["jobs"][name]["floor_asleep_us"] == asleep
+        expect = sum(max(0, t - x) for t, x in zip(thinks, less, strict=True))
+        assert net["jobs"][name]["replayed_think_us"] == expect
     # The trace's floors as built: one above the host's delay, one under it.
     assert sorted(floors.values()) == [20, 300]
 
@@ -127,12 +132,15 @@ def test_the_measured_host_delay_takes_off_no_more_than_each_jobs_floor(tmp_path
     dep = json.loads(out.stdout)["dependencies"]
     assert dep["issued_before_predecessor"] == 0
     net = dep["think_net"]
-    own = net["own_floor_us"]
-    assert own >= 0
+    own, awake, line = net["own_floor_us"], net["own_awake_us"], dep["spin_think_us"]
+    assert own >= 0 and awake >= 0 and line == 200.0
     for name, thinks in _logged_thinks(jobdir).items():
-        less = min(min(thinks), own)
+        # each think net of the own delay of the wait it is replayed with (the
+        # spin rule: awake under 200 us), no more than its job's floor for it
+        asleep = min(t for t in thinks if t >= line)
+        less = [min(min(thinks), awake) if t < line else min(asleep, own) for t in thinks]
         # The report's microseconds have 3 decimals; each think is whole ns.
-        expect = sum(max(0.0, t - less) for t in thinks)
+        expect = sum(max(0.0, t - x) for t, x in zip(thinks, less, strict=True))
         assert abs(net["jobs"][name]["replayed_think_us"] - expect) < 0.01 * len(thinks)
 
 
@@ -141,7 +149,8 @@ def test_a_host_delay_that_is_not_microseconds_is_refused_by_name(tmp_path: Path
     out = _lanes(jobdir, "-3")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == (
-        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=-3: not microseconds (0 or more)"
+        "iotape-lanes: IOTAPE_LANES_OWN_FLOOR_US=-3: not microseconds "
+        "(0 or more; a slept think's[,an awake one's])"
     )
 
 
@@ -170,11 +179,19 @@ def test_the_own_delay_is_timed_on_a_cycle_of_reads_of_the_target_that_writes_no
     assert net["own_floor_us"] == pytest.approx(
         max(0.0, cyc["late_us"] + cyc["wake_us"]), abs=0.002
     )
+    # The plan has thinks under the spin rule's 200 us: the cycle is timed again
+    # with the think's end waited awake, and those thinks are net of that.
+    awake = net["cycle_awake"]
+    assert dep["thinks_awake"] > 0 and dep["thinks_asleep"] > 0
+    assert awake["blocks"] == cyc["blocks"] and 1 <= awake["rounds"] <= 5
+    assert net["own_awake_us"] == pytest.approx(
+        max(0.0, awake["late_us"] + awake["wake_us"]), abs=0.002
+    )
     assert net["timer_us"] >= 0 and "reason" not in net
     # Read-only: the device saw no write, and every read it served is the plan's
-    # or the calibration's (its probe of each block, then its rounds).
+    # or the calibration's (its probe of each block, then each kind's rounds).
     assert writes1 == writes0
-    calib_reads = cyc["blocks"] + cyc["rounds"] * cyc["reads"]
+    calib_reads = cyc["blocks"] + sum(c["rounds"] * c["reads"] for c in (cyc, awake))
     assert reads1 - reads0 == dep["requests"] + calib_reads
     assert dep["issued_before_predecessor"] == 0
 
@@ -200,8 +217,9 @@ def test_the_own_delay_falls_back_to_the_sleeps_with_the_reason_where_it_cannot_
         target.unlink()
     assert out.returncode == 0, out.stderr
     net = json.loads(out.stdout)["dependencies"]["think_net"]
-    assert net["own_floor_from"] == "timer" and "cycle" not in net
+    assert net["own_floor_from"] == "timer" and "cycle" not in net and "cycle_awake" not in net
     assert net["own_floor_us"] == net["timer_us"]
+    assert net["own_awake_us"] == net["timer_awake_us"]
     assert net["reason"].startswith(f"{target}: no block device statistics (/sys/dev/block/0:")
 
 
@@ -210,4 +228,5 @@ def test_a_given_host_delay_says_so_and_times_nothing(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     net = json.loads(out.stdout)["dependencies"]["think_net"]
     assert net["own_floor_from"] == "given" and net["own_floor_us"] == 12.5
+    assert net["own_awake_us"] == 12.5
     assert "timer_us" not in net and "cycle" not in net and "reason" not in net
