@@ -51,7 +51,7 @@ R, W, T, S = iolog.READ, iolog.WRITE, iolog.TRIM, iolog.SYNC
 
 def test_elapsed_is_the_runs_span_across_its_jobs(tmp_path: Path) -> None:
     """Two lanes 10 ms long each, the second 200 ms after the first: each job's
-    runtime is its own 10 ms, the run's elapsed_ms (what the store takes as the
+    runtime is its own span, the run's elapsed_ms (what the store takes as the
     replay's duration) spans both."""
     f = _target(tmp_path)
     _lanes(
@@ -66,15 +66,17 @@ def test_elapsed_is_the_runs_span_across_its_jobs(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     jobs = {j["jobname"]: j for j in doc["jobs"]}
-    # Each job's runtime is its own span, from its first issue (b's is at 200 ms,
-    # never before: lanes are not early), not the run's: structural, not a bound a
-    # loaded host could miss.
+    # Each job's runtime is its own span, from its first issue, not the run's; the
+    # run's elapsed the span of all. Structural, not a bound a loaded host could
+    # miss (how late a's first issue comes against b's last completion is the
+    # host's: 0.2 ms against 0.19 ms once under the whole suite's load).
     for j in jobs.values():
         assert j["job_runtime"] == (j["last_ns"] - j["first_ns"]) // 1_000_000
-    assert jobs["b"]["first_ns"] >= 200_000_000
+    # never early: the trace's 0 is 200 ms after genesis (_lanes), b's first at 200 ms
+    assert jobs["a"]["first_ns"] >= 200_000_000 and jobs["b"]["first_ns"] >= 400_000_000
     first = min(j["first_ns"] for j in jobs.values())
     last = max(j["last_ns"] for j in jobs.values())
-    assert doc["elapsed_ms"] == (last - first) // 1_000_000 >= 210
+    assert doc["elapsed_ms"] == (last - first) // 1_000_000
 
 
 def test_every_request_is_issued_as_the_iolog_says(tmp_path: Path) -> None:
