@@ -11,7 +11,13 @@ replay and the measured run were, and how many reads follow a write to the same
 page within 0.3 / 1 s (the engine's access pattern at its own rate).
 
     PYTHONPATH=$PWD .venv/bin/python bench/hybrid_prediction_gap.py DIR [DIR ...] [-o FILE]
+        [--cpu FILE]
     (no root; JSON on stdout; about 10-60 s a directory)
+
+`--cpu`: bench/hybrid_host_cpu.py's measurement of each directory's baseline CPU, for
+outputs saved before the lab recorded it (`host_cpu`); with it (or the run's own),
+`after` is the prediction without the host's cores and `cpu` with them
+(analyzer/lab/hostcpu.py).
 
 The database regions are laid out as workload/layout.py does on a raw device (the
 logs at its end, the databases in equal whole MiB parts before them); the logs'
@@ -31,7 +37,7 @@ from typing import Any
 import numpy as np
 
 import schemas
-from analyzer.lab import destage, hybrid, predict, slowqueue
+from analyzer.lab import destage, hostcpu, hybrid, predict, slowqueue
 from analyzer.lab.array import ArrayModel
 from analyzer.tiering.events import COLUMNS, Events, event_rows, events_from_columns
 from recorder.tracefile import open_trace
@@ -100,14 +106,38 @@ def _summary(one: Any, many: Any, queued: Any, closed: Any) -> dict[str, Any]:
             "utilization": q_loop.get("slow_utilization"),
             "gains": [round(x["gain"], 2) for x in q_loop.get("loops", [])],
         },
-        "after": closed["read_throughput_gain"],
+        # without the host's cores (the prediction before them) and with them
+        "after": min(
+            g
+            for g in (
+                (closed["host_cpu"] or {}).get("unbounded_gain", closed["read_throughput_gain"]),
+                (closed["utilization_bound"] or {}).get("read_throughput_gain"),
+            )
+            if g is not None
+        ),
+        "cpu": closed["read_throughput_gain"] if closed["host_cpu"] else None,
+        "host_cpu": closed["host_cpu"],
         "after_queue": closed["queue"],
         "closed_loop": {k: v for k, v in cl.items() if k != "loops"}
         | {"gains": [round(x["gain"], 2) for x in cl.get("loops", [])]},
     }
 
 
-def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
+def _demand(rep: dict[str, Any], res: dict[str, Any], cpu: dict[str, Any] | None) -> Any:
+    """The baseline's CPU (`hostcpu.Demand`): the run's own (`host_cpu`, a run made
+    since the lab records it) or, for an output saved before, `bench/hybrid_host_cpu.py`'s
+    measurement of its shape (`cpu`: its entry for this directory); None: neither."""
+    base = rep["configs"]["baseline"]
+    if base.get("host_cpu"):
+        reads = sum(x["streams"]["db-read"]["count"] for x in res["databases"])
+        server = float((base.get("array") or {}).get("cpu_s", 0.0))
+        return hostcpu.demand(base["host_cpu"], server, reads)
+    if cpu and cpu["measured"].get("demand"):
+        return hostcpu.Demand(**cpu["measured"]["demand"])
+    return None
+
+
+def _recompute(d: Path, rep: dict[str, Any], cpu: dict[str, Any] | None = None) -> dict[str, Any]:
     o, s = rep["options"], rep["options"]["sizing"]
     res = json.loads((d / "baseline.result.json").read_text())
     ev, stream, _ = _trace(d / "baseline.iot")
@@ -164,7 +194,9 @@ def _recompute(d: Path, rep: dict[str, Any]) -> dict[str, Any]:
             db, fast, p, threads, per_s, b, loops=loops, queue=False, closed=False
         )
         queued = predict.predict(db, fast, p, threads, per_s, b, loops=loops, closed=False)
-        closed = predict.predict(db, fast, p, threads, per_s, dev, loops=loops, site=site)
+        closed = predict.predict(
+            db, fast, p, threads, per_s, dev, loops=loops, site=site, cpu=_demand(rep, res, cpu)
+        )
         out[key] = _summary(one, many, queued, closed)
     return out
 
@@ -204,14 +236,14 @@ def _fast_share(raw: dict[str, np.ndarray], first_s: float) -> dict[str, float]:
     }
 
 
-def gap(d: Path) -> dict[str, Any]:
+def gap(d: Path, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
     rep = json.loads((d / "report.json").read_text())
     pred = json.loads((d / "prediction.json").read_text())
     cfgs = rep["configs"]
     base = cfgs["baseline"]
     threads = rep["options"]["threads"] * rep["options"]["sizing"]["databases"]
     out: dict[str, Any] = {"dir": str(d), "threads": threads, "configs": {}}
-    out["recomputed"] = _recompute(d, rep)
+    out["recomputed"] = _recompute(d, rep, cpu)
     per_db = {
         k: [
             x["streams"]["db-read"]["count"]
@@ -281,6 +313,7 @@ def gap(d: Path) -> dict[str, Any]:
                     ("per_loop", out["recomputed"][key]["per_loop"]),
                     ("queued", out["recomputed"][key]["queued"]),
                     ("after", out["recomputed"][key]["after"]),
+                    ("cpu", out["recomputed"][key]["cpu"]),
                 )
             }
         out["configs"][key] = row
@@ -291,8 +324,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("-o", type=Path)
+    ap.add_argument("--cpu", type=Path, help="bench/hybrid_host_cpu.py's output")
     a = ap.parse_args()
-    text = json.dumps([gap(d) for d in a.dirs], indent=1) + "\n"
+    cpu = {x["dir"]: x for x in json.loads(a.cpu.read_text())} if a.cpu else {}
+    text = json.dumps([gap(d, cpu.get(str(d))) for d in a.dirs], indent=1) + "\n"
     if a.o:
         a.o.write_text(text)
     else:

@@ -53,6 +53,7 @@ from analyzer.lab import closedloop, destage, predict, replay_arrays, replayed, 
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
+from analyzer.lab.hostcpu import Snapshot, demand, since
 from analyzer.lab.sizing import Sizing
 from analyzer.store.ingest import ingest
 from analyzer.store.interface import Store
@@ -197,7 +198,9 @@ def _run(
     cfg: WorkloadConfig, out: Path, key: str, devices: list[str], store: Store, name: str
 ) -> dict[str, Any]:
     trace = out / f"{key}.iot"
+    cpu = Snapshot.now()  # the host's CPU over the run (hostcpu.py)
     result, summary = engine.run_recorded(cfg, trace, devices=devices, force=True)
+    host = since(cpu)
     (out / f"{key}.result.json").write_text(json.dumps(result, indent=1) + "\n")
     ing = ingest(store, trace, name=f"{name}-{key}", tags={"lab": "hybrid", "config": key})
     log = cfg.overrides.get("tier-log")
@@ -209,6 +212,7 @@ def _run(
         "run_id": ing.run_id,
         "run_name": ing.name,
         "trace": str(trace),
+        "host_cpu": host,
     }
 
 
@@ -245,11 +249,14 @@ def _predict(
     session = streams[predict.db_mask(ev, regs)] == schemas.enum("stream")["db-read"]
     model = asdict(array) if array is not None else None
     site = cache_site(o.tier_in, ev, session, regs, base.get("array"), model)
+    # The host's cores: the baseline's CPU (the engine's and recorder's, the servers').
+    server_s = float((base.get("array") or {}).get("cpu_s", 0.0))
+    cpu = demand(base.get("host_cpu"), server_s, reads)
     out = {}
     for key, policy in (("tier", "tier"), ("cache", "cache")):
         ssd_mb = s.controller_ssd_mb(o.controllers) * o.controllers
         p = predict.params(policy, ssd_mb, s.unit_kb, o.stats_s, o.migrate_s)
-        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev, loops, site=site)
+        out[key] = predict.predict(db_ev, fast, p, threads, per_s, dev, loops, site=site, cpu=cpu)
     return out
 
 

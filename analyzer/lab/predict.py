@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.lab import closedloop
+from analyzer.lab import closedloop, hostcpu
 from analyzer.lab.slowqueue import (
     DeviceTime,
     SlowQueue,
@@ -361,6 +361,7 @@ def predict(
     queue: bool = True,
     closed: bool = True,
     site: closedloop.CacheSite | None = None,
+    cpu: hostcpu.Demand | None = None,
 ) -> dict[str, Any]:
     """The prediction for one configuration from the baseline's database events,
     the fast device's measured requests, the engine's session threads (all
@@ -371,7 +372,9 @@ def predict(
     them at the baseline's latency. `closed`: a read cache (`lru`) is predicted by
     the closed loop (`closed_loop_gain`, with what `site` says of the array and
     the requests), its hits as the loop's order makes them; False: the law on the
-    baseline's order (per loop, at its heat fixed point)."""
+    baseline's order (per loop, at its heat fixed point). `cpu`: the baseline's CPU
+    (`hostcpu.demand`): the sessions' cycles lengthened by their wait for the host's
+    cores at the predicted load (`host_cpu`); None: the cores are not modelled."""
     sim = simulate(base, p)
     hr = sim["hit_ratio"]
     q = slow_queue(dev, p, hr["migrated_bytes"]) if dev is not None and queue else None
@@ -410,7 +413,12 @@ def predict(
             queued["copies_per_read"] = cl["fills_per_read"]
     bound = _bound(dev, p, hr, by_loop, cl) if dev is not None else None
     bound_gain: float | None = bound["read_throughput_gain"] if bound else None
-    gains = [g for g in (gain, bound_gain) if g is not None]
+    host = None
+    cored = gain
+    if cpu is not None and gain is not None:
+        host = _host_cpu(cpu, gain, cl or by_loop, threads, base_reads_per_s)
+        cored = host["read_throughput_gain"]
+    gains = [g for g in (cored, bound_gain) if g is not None]
     # The closed loop's hits and fills are the prediction's (the simulator's on the
     # baseline's order beside them).
     ordered = {"read_hit_ratio": hr["count"]["read"], "migrated_bytes": hr["migrated_bytes"]}
@@ -438,5 +446,22 @@ def predict(
             "closed_loop": cl,
         },
         "utilization_bound": bound,
+        "host_cpu": host,
         "read_throughput_gain": min(gains) if gains else None,
     }
+
+
+def _host_cpu(
+    cpu: hostcpu.Demand, gain: float, loops: dict[str, Any] | None, threads: int,
+    base_reads_per_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The prediction's gain with the host's cores (`hostcpu.bounded`): per loop of
+    `loops` (the per-loop law's or the closed loop's report: each loop's baseline
+    reads and gain, the threads split evenly) or one loop of all threads at `gain`."""
+    rows = (loops or {}).get("loops") or [{"reads": 1, "gain": gain}]
+    count = np.array([float(x["reads"]) for x in rows])
+    g = np.array([float(x["gain"]) for x in rows])
+    rate = base_reads_per_s * count / count.sum() if count.sum() else count
+    per = threads / len(rows)
+    cycle = np.divide(per, rate * g, out=np.full(len(rows), np.inf), where=rate * g > 0)
+    return hostcpu.bounded(cpu, g, count, cycle)
