@@ -304,18 +304,10 @@ def gap(d: Path, cpu: dict[str, Any] | None = None) -> dict[str, Any]:
             }
             row["replay"]["wall_s"] = {"reference": ref.get("wall_s"), "config": conf.get("wall_s")}
             g = row["gain"]
-            row["error"] = {
-                k: (v / g - 1 if v else None)
-                for k, v in (
-                    ("stored", pr["read_throughput_gain"]),
-                    ("replayed", rp.get("read_throughput_gain")),
-                    ("one_loop", out["recomputed"][key]["one_loop"]),
-                    ("per_loop", out["recomputed"][key]["per_loop"]),
-                    ("queued", out["recomputed"][key]["queued"]),
-                    ("after", out["recomputed"][key]["after"]),
-                    ("cpu", out["recomputed"][key]["cpu"]),
-                )
-            }
+            rec = out["recomputed"][key]
+            got = {"stored": pr["read_throughput_gain"], "replayed": rp.get("read_throughput_gain")}
+            got |= {k: rec[k] for k in ("one_loop", "per_loop", "queued", "after", "cpu")}
+            row["error"] = {k: (v / g - 1 if v else None) for k, v in got.items()}
         out["configs"][key] = row
     return out
 

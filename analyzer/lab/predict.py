@@ -373,8 +373,7 @@ def predict(
     the closed loop (`closed_loop_gain`, with what `site` says of the array and
     the requests), its hits as the loop's order makes them; False: the law on the
     baseline's order (per loop, at its heat fixed point). `cpu`: the baseline's CPU
-    (`hostcpu.demand`): the sessions' cycles lengthened by their wait for the host's
-    cores at the predicted load (`host_cpu`); None: the cores are not modelled."""
+    (`hostcpu.demand`; None: the host's cores not modelled, `_host_cpu`)."""
     sim = simulate(base, p)
     hr = sim["hit_ratio"]
     q = slow_queue(dev, p, hr["migrated_bytes"]) if dev is not None and queue else None
@@ -412,15 +411,10 @@ def predict(
             queued = queue_report(q, cl["slow_utilization"], cl["miss_slowdown"])
             queued["copies_per_read"] = cl["fills_per_read"]
     bound = _bound(dev, p, hr, by_loop, cl) if dev is not None else None
-    bound_gain: float | None = bound["read_throughput_gain"] if bound else None
-    host = None
-    cored = gain
-    if cpu is not None and gain is not None:
-        host = _host_cpu(cpu, gain, cl or by_loop, threads, base_reads_per_s)
-        cored = host["read_throughput_gain"]
-    gains = [g for g in (cored, bound_gain) if g is not None]
-    # The closed loop's hits and fills are the prediction's (the simulator's on the
-    # baseline's order beside them).
+    host = _host_cpu(cpu, gain, cl or by_loop, threads, base_reads_per_s)
+    gains = [(host or {}).get("read_throughput_gain", gain)]
+    gains += [(bound or {}).get("read_throughput_gain")]
+    # The closed loop's hits and fills are the prediction's (the simulator's beside).
     ordered = {"read_hit_ratio": hr["count"]["read"], "migrated_bytes": hr["migrated_bytes"]}
     return {
         "policy": p.policy,
@@ -447,17 +441,20 @@ def predict(
         },
         "utilization_bound": bound,
         "host_cpu": host,
-        "read_throughput_gain": min(gains) if gains else None,
+        "read_throughput_gain": min((g for g in gains if g is not None), default=None),
     }
 
 
 def _host_cpu(
-    cpu: hostcpu.Demand, gain: float, loops: dict[str, Any] | None, threads: int,
+    cpu: hostcpu.Demand | None, gain: float | None, loops: dict[str, Any] | None, threads: int,
     base_reads_per_s: float,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any] | None:  # fmt: skip
     """The prediction's gain with the host's cores (`hostcpu.bounded`): per loop of
     `loops` (the per-loop law's or the closed loop's report: each loop's baseline
-    reads and gain, the threads split evenly) or one loop of all threads at `gain`."""
+    reads and gain, the threads split evenly) or one loop of all threads at `gain`;
+    None without the baseline's CPU or a gain."""
+    if cpu is None or gain is None:
+        return None
     rows = (loops or {}).get("loops") or [{"reads": 1, "gain": gain}]
     count = np.array([float(x["reads"]) for x in rows])
     g = np.array([float(x["gain"]) for x in rows])

@@ -256,6 +256,20 @@ def _x(v: float | None, fmt: str = "{:.2f}x") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _host_rows(c: dict[str, Any], keys: list[str]) -> list[tuple[str, list[str]]]:
+    """The host's CPU per configuration (hostcpu.py; none for a run made before)."""
+    if not all(c[k].get("host_cpu") for k in keys):
+        return []
+    h = {k: c[k]["host_cpu"] for k in keys}
+    return [
+        (
+            "host: engine, recorder cores",
+            [f"{h[k]['children_s'] / h[k]['wall_s']:.3f}" for k in keys],
+        ),
+        ("host: busy cores", [f"{h[k]['host_busy_s'] / h[k]['wall_s']:.2f}" for k in keys]),
+    ]
+
+
 def render(rep: dict[str, Any]) -> str:
     """The report for people: one column per configuration."""
     c = rep["configs"]
@@ -305,15 +319,7 @@ def render(rep: dict[str, Any]) -> str:
         for k in keys
     ]  # fmt: skip
     rows.append(("every byte accounted", ok))
-    if all(c[k].get("host_cpu") for k in keys):
-        h = {k: c[k]["host_cpu"] for k in keys}
-        rows += [
-            (
-                "host: engine, recorder cores",
-                [f"{h[k]['children_s'] / h[k]['wall_s']:.3f}" for k in keys],
-            ),
-            ("host: busy cores", [f"{h[k]['host_busy_s'] / h[k]['wall_s']:.2f}" for k in keys]),
-        ]
+    rows += _host_rows(c, keys)
     if all(c[k].get("array") for k in keys):
         a = {k: c[k]["array"] for k in keys}
         rows += [
