@@ -76,6 +76,16 @@ def test_three_configurations_end_to_end(kernel: None, tmp_path: Path, device: s
         assert checks["every_request_accounted"], (key, checks)
         assert checks["recorded_bytes"]["db-read"] > 0 and checks["lost_events"] == 0
         assert row["gain"]["db_read_mb_s"] is not None
+        # The host's CPU over the run (hostcpu.py): the engine and the recorder were
+        # reaped, so their CPU is in; the whole host was at least as busy.
+        host = row["host_cpu"]
+        assert 0 < host["children_s"] <= host["host_busy_s"] + 0.05 and host["wall_s"] > 0
+    for key in ("tier", "cache"):
+        # THE prediction is the model's, with the host's cores beside the disks.
+        pred = c[key]["predicted"]
+        assert pred["prediction_by"] == "model"
+        cores = rep["prediction"][key]["host_cpu"]
+        assert 0 < cores["utilization"] < 1 and pred["host_cores_gain"] > 0
     assert (
         c["baseline"]["migrated_bytes"] == 0
         and "migration" not in c["baseline"]["checks"]["recorded_bytes"]
