@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from analyzer.lab import hostcpu, hybrid
+from analyzer.lab import counters, hostcpu, hybrid
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab
 from analyzer.lab.sizing import Sizing
@@ -52,13 +52,13 @@ def measure(o: hybrid.LabOptions, seconds: float) -> dict[str, Any]:
         base = hybrid._config(o, lab.slows)
         engine.run(replace(base, duration=0.5))  # the databases, at memory speed
         hybrid._modelled(lab, True)
-        counts = hybrid._array_stats(lab)
+        counts = counters.array_stats(lab)
         cpu = hostcpu.Snapshot.now()
         res, _ = engine.run_recorded(
             replace(base, duration=seconds), Path(tmp) / "b.iot", devices=lab.slows, force=True
         )
         host = hostcpu.since(cpu)
-        arr, _ = hybrid._array_delta(lab, counts)
+        arr, _ = counters.array_delta(lab, counts)
     reads = sum(d["streams"]["db-read"]["count"] for d in res["databases"])
     per_s = reads / (res.get("load_s") or res["elapsed_s"])
     server = float((arr or {}).get("cpu_s", 0.0))

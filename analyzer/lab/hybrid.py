@@ -51,6 +51,7 @@ import numpy as np
 import schemas
 from analyzer.lab import closedloop, destage, predict, replay_arrays, replayed, slowqueue
 from analyzer.lab.array import ArrayModel
+from analyzer.lab.counters import array_delta, array_stats
 from analyzer.lab.devices import HybridLab, LabError
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.hostcpu import Snapshot, demand, since
@@ -86,6 +87,7 @@ class LabOptions:
     warm_s: float = 0.0  # tier_in "array": the load run this long, unmeasured, first
     spindles: int = 4
     controllers: int = 1  # device "array": 2, one device per controller
+    rounds: int = 1  # each configuration run this many times, a round after another
     probe_seconds: float = 3.0
     name: str = "hybrid"
 
@@ -281,55 +283,6 @@ def cache_site(
     )
 
 
-def _array_stats(lab: HybridLab) -> list[dict[str, Any]] | None:
-    """Each controller's counters (None on other devices)."""
-    return [d.stats() for d in lab.arrays] if lab.array_model is not None else None
-
-
-def _array_delta(
-    lab: HybridLab, before: list[dict[str, Any]] | None
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-    """The array's own counters over one configuration (None on other devices), its
-    servers' CPU per second of it among them: with two controllers their sum (maxima:
-    the larger; CPU: both servers' cores), each controller's under `controllers`; and
-    the counters now."""
-    now = _array_stats(lab)
-    if now is None or before is None:
-        return None, now
-    each = [_one_delta(a, b) for a, b in zip(now, before, strict=True)]
-    if len(each) == 1:
-        return each[0], now
-    d: dict[str, Any] = {}
-    for k, v in each[0].items():
-        vs = [e[k] for e in each]
-        if k.endswith("_max") or k == "now_s":
-            d[k] = max(vs)
-        elif isinstance(v, list):
-            d[k] = [sum(x) for x in zip(*vs, strict=True)]
-        else:
-            d[k] = sum(vs)
-    d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
-    d["controllers"] = each
-    return d, now
-
-
-def _one_delta(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """One controller's counters over one configuration."""
-    d: dict[str, Any] = {}
-    for k, v in now.items():
-        if k in ("dirty_limit", "dirty_peak", "read_wait_ms_edges") or k.startswith("worst_"):
-            continue
-        if k.endswith("_max"):
-            d[k] = v  # a maximum: since the server's start (a warm-up's included)
-        elif isinstance(v, list):  # a histogram
-            d[k] = [a - b for a, b in zip(v, before[k], strict=True)]
-        else:
-            d[k] = v - before[k]
-    d["cpu_cores"] = d["cpu_s"] / d["now_s"] if d["now_s"] > 0 else 0.0
-    d["units_at_start"] = before["tier_units"]  # in the tier or cache (warmed: not 0)
-    return d
-
-
 def _array_ssd(o: LabOptions, array: ArrayModel) -> dict[str, ArrayModel]:
     """The array with its own tier, and with its own read cache, as the engine's would
     be: the lab's SSD size (each controller its share), unit and intervals (the tier's
@@ -383,10 +336,13 @@ def _replayed(
 
 
 def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
-    """Every run of the experiment and the prediction; the raw material of the report."""
+    """Every run of the experiment and the prediction; the raw material of the report.
+    With `o.rounds` > 1 the three configurations are run that many times, one round
+    after another (baseline, its prediction, tier, cache: drift over the run reaches
+    every configuration alike), each round in OUT/round-K with its own prediction from
+    its own baseline; the databases and the fast device's probe are made once."""
     s = o.sizing
     out.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, Any] = {}
     # Stored run names are unique: one lab's runs share a stamp.
     o = replace(o, name=f"{o.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     hdd = HddModel(spindles=o.spindles, mb_s=o.mb_per_s) if o.device == "hdd" else None
@@ -401,10 +357,9 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
     ) as lab:
         lab.join()  # the engine, the recorder and every copy thread: the slow device's limits
         _modelled(lab, False)
-        base = _config(o, lab.slows)
         slow = ", ".join(lab.slows)
         say(f"lab: slow {slow}, fast {lab.fast}; making {s.db_mb} MiB of databases")
-        engine.run(replace(base, duration=0.5))
+        engine.run(replace(_config(o, lab.slows), duration=0.5))
         say(f"probe of the fast device ({o.probe_seconds:g} s)")
         fast = _run(_probe(o, lab.fast), out, "fast-probe", [lab.fast], store, o.name)
         if lab.hdd is not None:
@@ -412,53 +367,73 @@ def run_lab(o: LabOptions, out: Path, store: Store, say: Say) -> dict[str, Any]:
         else:
             lab.set_slow_limits(o.read_iops, o.write_iops)
             lab.set_slow_bandwidth(o.mb_per_s * MIB, o.mb_per_s * MIB)
-        say(f"baseline: all on the slow device, {o.seconds:g} s")
-        counts = _array_stats(lab)
-        recorded = list(lab.slows)  # the baseline's devices, controller A's first
-        devs = [kernel_dev(d) for d in recorded]
-        runs["baseline"] = _run(base, out, "baseline", recorded, store, o.name)
-        runs["baseline"]["array"], counts = _array_delta(lab, counts)
-        prediction = _predict(
-            o, store, runs["baseline"], fast["run_id"], regions(base), devs, array
-        )
-        ssd: dict[str, ArrayModel] = {}
-        if o.tier_in == "array":
-            assert array is not None
-            ssd = _array_ssd(o, array)
-            others = {k: prediction[k]["littles_law"]["other_time_per_read_ms"] for k in ssd}
-            reps = _replayed(o, lab.size, runs["baseline"], ssd, out, say, others, recorded)
-            for key, rep in reps.items():
-                prediction[key]["replayed"] = rep
-        (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
-        say("prediction written (prediction.json); now the tier and the read cache")
-        for key in ("tier", "cache"):
-            if key in ssd:
-                # The tier or cache inside the array, starting cold; the engine as in the
-                # baseline, all its I/O on the array.
-                lab.restart_array(ssd[key])
-                if o.warm_s > 0:
-                    # Warmed as the published run was (after hours of load), unrecorded.
-                    say(f"{key}: warming the array's own for {o.warm_s:g} s")
-                    engine.run(replace(_config(o, lab.slows), duration=o.warm_s))
-                each = s.controller_ssd_mb(o.controllers)
-                say(f"{key}: the array's own, {each} MiB per controller, {o.seconds:g} s")
-                counts = _array_stats(lab)
-                runs[key] = _run(_config(o, lab.slows), out, key, lab.slows, store, o.name)
-                runs[key]["array"], counts = _array_delta(lab, counts)
-                continue
-            cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
-            say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
-            runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
-            runs[key]["array"], counts = _array_delta(lab, counts)
+        done = []
+        for k in range(1, o.rounds + 1):
+            mine = out if o.rounds == 1 else out / f"round-{k}"
+            if o.rounds > 1:
+                say(f"round {k} of {o.rounds} ({mine})")
+                mine.mkdir()
+                if lab.array_model != array:  # the last round's tier or cache: off again
+                    assert array is not None
+                    lab.restart_array(array)
+            r = replace(o, name=o.name if o.rounds == 1 else f"{o.name}-r{k}")
+            done.append(_round(r, lab, mine, store, fast["run_id"], array, say))
         devices = _devices(o, lab, hdd, array)
     return {
         "options": {**asdict(o), "sizing": asdict(s)},
         "devices": devices,
         "fast_probe": {"run_id": fast["run_id"], "run_name": fast["run_name"]},
-        "runs": runs,
-        "prediction": prediction,
+        **(done[0] if o.rounds == 1 else {"rounds": done}),
         "out": str(out),
     }
+
+
+def _round(
+    o: LabOptions, lab: HybridLab, out: Path, store: Store, fast_id: str,
+    array: ArrayModel | None, say: Say,
+) -> dict[str, Any]:  # fmt: skip
+    """One round: the baseline, the prediction from its trace (written before the
+    others run), the tier and the read cache; each run's material and the prediction."""
+    s = o.sizing
+    runs: dict[str, Any] = {}
+    base = _config(o, lab.slows)
+    say(f"baseline: all on the slow device, {o.seconds:g} s")
+    counts = array_stats(lab)
+    recorded = list(lab.slows)  # the baseline's devices, controller A's first
+    devs = [kernel_dev(d) for d in recorded]
+    runs["baseline"] = _run(base, out, "baseline", recorded, store, o.name)
+    runs["baseline"]["array"], counts = array_delta(lab, counts)
+    prediction = _predict(o, store, runs["baseline"], fast_id, regions(base), devs, array)
+    ssd: dict[str, ArrayModel] = {}
+    if o.tier_in == "array":
+        assert array is not None
+        ssd = _array_ssd(o, array)
+        others = {k: prediction[k]["littles_law"]["other_time_per_read_ms"] for k in ssd}
+        reps = _replayed(o, lab.size, runs["baseline"], ssd, out, say, others, recorded)
+        for key, rep in reps.items():
+            prediction[key]["replayed"] = rep
+    (out / "prediction.json").write_text(json.dumps(prediction, indent=1) + "\n")
+    say("prediction written (prediction.json); now the tier and the read cache")
+    for key in ("tier", "cache"):
+        if key in ssd:
+            # The tier or cache inside the array, starting cold; the engine as in the
+            # baseline, all its I/O on the array.
+            lab.restart_array(ssd[key])
+            if o.warm_s > 0:
+                # Warmed as the published run was (after hours of load), unrecorded.
+                say(f"{key}: warming the array's own for {o.warm_s:g} s")
+                engine.run(replace(_config(o, lab.slows), duration=o.warm_s))
+            each = s.controller_ssd_mb(o.controllers)
+            say(f"{key}: the array's own, {each} MiB per controller, {o.seconds:g} s")
+            counts = array_stats(lab)
+            runs[key] = _run(_config(o, lab.slows), out, key, lab.slows, store, o.name)
+            runs[key]["array"], counts = array_delta(lab, counts)
+            continue
+        cfg = replace(base, ioengine="tiered", overrides=_tiered(o, lab, out, key))
+        say(f"{key}: {s.ssd_mb} MiB on the fast device, {o.seconds:g} s")
+        runs[key] = _run(cfg, out, key, [lab.slow, lab.fast], store, o.name)
+        runs[key]["array"], counts = array_delta(lab, counts)
+    return {"runs": runs, "prediction": prediction, "out": str(out)}
 
 
 def _probe(o: LabOptions, fast: str) -> WorkloadConfig:

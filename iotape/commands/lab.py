@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from analyzer.lab import blockdev, report
+from analyzer.lab import blockdev, report, rounds
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import LabError
 from analyzer.lab.hdd import HddModel
@@ -94,6 +94,15 @@ def hybrid(
             "tier or cache is warm (the replay's prediction: one replay first).",
         ),
     ] = 0,
+    rounds_n: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            help="Run the three configurations this many times, a round after another "
+            "(each with its own baseline and prediction, in OUT/round-K); the report gives "
+            "each figure's, gain's and prediction error's median and range.",
+        ),
+    ] = 1,
     verify: Annotated[
         bool, typer.Option("--verify", help="Checksum every 4 KiB written; read back at the end.")
     ] = False,
@@ -125,6 +134,8 @@ def hybrid(
         raise IotapeError(f"--warm-s {warm_s}: not negative, and only with --tier-in array")
     if seconds <= 0:
         raise IotapeError(f"--seconds {seconds}: must be positive")
+    if rounds_n < 1:
+        raise IotapeError(f"--rounds {rounds_n}: must be at least 1")
     if min(read_iops, write_iops, mb_per_s) <= 0:
         raise IotapeError("--read-iops, --write-iops and --mb-per-s: must be positive")
     if out.exists() and any(out.iterdir()):
@@ -136,20 +147,31 @@ def hybrid(
         sizing=sizing, threads=threads, seconds=seconds, controllers=controllers,
         read_iops=read_iops, write_iops=write_iops, mb_per_s=mb_per_s, stats_s=stats_s,
         migrate_s=migrate_s, verify=verify, name=name, device=device, spindles=spindles,
-        tier_in=tier_in, warm_s=warm_s,
+        tier_in=tier_in, warm_s=warm_s, rounds=rounds_n,
     )  # fmt: skip
     try:
         with opened(db) as store:
             raw = run_lab(o, out, store, _timed(time.monotonic()))
     except LabError as e:
         raise IotapeError(str(e)) from None
-    rep = report.build(raw)
+    if rounds_n == 1:
+        rep = report.build(raw)
+        text = report.render(rep)
+    else:
+        rep, each = rounds.build(raw)
+        for r, one in zip(raw["rounds"], each, strict=True):
+            _write(Path(r["out"]), one, report.render(one))
+        text = rounds.render(rep)
+    _write(out, rep, text)
+    print(json.dumps(rep, indent=1, default=str) if as_json else text)
+
+
+def _write(out: Path, rep: dict, text: str) -> None:
+    """OUT/report.json and OUT/report.txt, each whole or not at all."""
     with replacing(out / "report.json") as tmp:
         Path(tmp).write_text(json.dumps(rep, indent=1, default=str) + "\n")
-    text = report.render(rep)
     with replacing(out / "report.txt") as tmp:
         Path(tmp).write_text(text + "\n")
-    print(json.dumps(rep, indent=1, default=str) if as_json else text)
 
 
 device_app = typer.Typer(
