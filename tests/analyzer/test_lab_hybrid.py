@@ -420,6 +420,7 @@ def test_utilization_bound() -> None:
         (["--device", "ssd"], "--device ssd: hdd, array or throttle"),
         (["--spindles", "0"], "--spindles 0: between 1 and 64"),
         (["--seconds", "0"], "--seconds 0.0: must be positive"),
+        (["--rounds", "0"], "--rounds 0: must be at least 1"),
         (["--db-mb", "4"], "--db-mb 4: at least 8 MiB of database"),
         (["--mailboxes", "100000", "--db-mb", "64"], "--mailboxes 100000: under 128 KiB"),
         (
