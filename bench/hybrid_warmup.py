@@ -4,7 +4,8 @@ finished output's recordings (no lab run): per configuration the database reads 
 second and their mean block-layer latency in each window of the run, and the gain of
 reads/s over the same round's baseline counted from the start (the peer: what the lab
 reports) and with the first SKIP seconds of every configuration left out (what a run
-warmed for SKIP seconds would have shown, were the rest unchanged).
+warmed for SKIP seconds would have shown, were the rest unchanged), and the stored
+predictions' errors against each.
 
     PYTHONPATH=$PWD .venv/bin/python bench/hybrid_warmup.py DIR [DIR ...]
         [--window 5] [--skip 10,15,30] [-o FILE]
@@ -58,12 +59,18 @@ def rate(issue: np.ndarray, skip: float, end: float) -> float:
 
 
 def one_round(d: Path, width: float, skips: list[float]) -> dict[str, Any]:
-    o = json.loads((d / "report.json").read_text())["options"]
+    rep = json.loads((d / "report.json").read_text())
+    o = rep["options"]
     end = float(o["seconds"])
     got = {k: reads(d / f"{k}.iot") for k in CONFIGS if (d / f"{k}.iot").exists()}
     within = [0.0, *[s for s in skips if s < end]]
     rates = {k: {str(s): rate(i, s, end) for s in within} for k, (i, _) in got.items()}
     base = rates["baseline"]
+    gain = {
+        k: {s: r[s] / base[s] if base[s] else None for s in r}
+        for k, r in rates.items()
+        if k != "baseline"
+    }
     return {
         "dir": str(d),
         "seconds": end,
@@ -71,12 +78,21 @@ def one_round(d: Path, width: float, skips: list[float]) -> dict[str, Any]:
         "windows": {k: windows(i, lat, width, end) for k, (i, lat) in got.items()},
         "reads_per_s": rates,
         # peer: skip 0 (the lab's own figure); variants: the first SKIP s left out
-        "gain": {
-            k: {s: r[s] / base[s] if base[s] else None for s in r}
-            for k, r in rates.items()
-            if k != "baseline"
-        },
+        "gain": gain,
+        # each prediction's error (predicted / measured - 1) against each of them
+        "error": {k: _both(rep["configs"][k].get("predicted") or {}, g) for k, g in gain.items()},
     }
+
+
+def _both(pred: dict[str, Any], gains: dict[str, float | None]) -> dict[str, Any]:
+    return {
+        "model": _errors(pred.get("read_throughput_gain"), gains),
+        "replay": _errors(pred.get("replayed_gain"), gains),
+    }
+
+
+def _errors(pred: float | None, gains: dict[str, float | None]) -> dict[str, float | None]:
+    return {s: pred / g - 1 if pred is not None and g else None for s, g in gains.items()}
 
 
 def main() -> None:
