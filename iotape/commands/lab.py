@@ -91,7 +91,8 @@ def hybrid(
         typer.Option(
             "--warm-s",
             help="--tier-in array: run the load this long first, unmeasured, so that the "
-            "tier or cache is warm (the replay's prediction: one replay first).",
+            "tier or cache is warm (the replay's prediction: one replay first; the model's "
+            "prediction stays cold).",
         ),
     ] = 0,
     rounds_n: Annotated[
