@@ -462,7 +462,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
             break;
         const struct dreq *q = &job->reqs[i];
         hop_how = q->awake ? HOP_AWAKE : 0;
-        long long due = due_of(q), noticed = now_ns();
+        long long due = due_of(q), noticed = hops_on() ? now_ns() : 0;
         hop_how |= wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
