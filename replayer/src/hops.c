@@ -1,8 +1,8 @@
 /* iotape-lanes: each dependent request's times as the runner saw them, written to
  * IOTAPE_LANES_HOPS=FILE at the end (issue 34: where a whole plan's hop goes,
  * bench/lanes_hop_split.py). Off unless the variable is set; then one slot a
- * request, filled by the thread that issues it, so nothing is shared while the
- * replay runs.
+ * request (48 bytes: a diagnostic's, not for hour-long plans), filled by the
+ * thread that issues it, so nothing is shared while the replay runs.
  *
  * FILE: `iotape-lanes hops 1`, a line `job K NAME THREADS ONCPU RQWAIT RUNS` per
  * job (its threads' sums from /proc/thread-self/schedstat at their end: ns on a
