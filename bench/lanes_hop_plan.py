@@ -30,8 +30,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import cpu_condition as cpu
 from dependent_critical_path import critical_path
 from lanes_hop import lanes_json
+from lanes_hop_split import split
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -63,6 +65,9 @@ def run_path(doc: dict, jobdir: Path, default_ns: int) -> dict:
 
 def tx_per_s(binary: Path, jobdir: Path, spin: str | None, service_ns: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
+    hops = jobdir / "hops.txt"  # the runner's record of each request (hops.c), where it has one
+    hops.unlink(missing_ok=True)
+    env["IOTAPE_LANES_HOPS"] = str(hops)
     doc = lanes_json(binary, jobdir, env, spin)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
@@ -78,7 +83,8 @@ def tx_per_s(binary: Path, jobdir: Path, spin: str | None, service_ns: int) -> d
             "thinks_awake": dep.get("thinks_awake"), "thinks_asleep": dep.get("thinks_asleep"),
             "path_tx_per_s": cp["tx_per_s"], "path_hops": cp["hops"],
             "overhead_us_per_hop": round(over, 1),
-            "cpu_s": round(sum(doc.get("cpu_s", {}).values()), 3)}  # fmt: skip
+            "cpu_s": round(sum(doc.get("cpu_s", {}).values()), 3),
+            **({"hop_split": split(jobdir, hops)} if hops.exists() else {})}  # fmt: skip
 
 
 def main() -> None:
@@ -88,6 +94,12 @@ def main() -> None:
     ap.add_argument("--lanes-before", type=Path)
     ap.add_argument("--size-mb", type=int, default=512)
     ap.add_argument("--service-us", type=float, default=20.0)
+    ap.add_argument(
+        "--condition",
+        choices=cpu.CONDITIONS,
+        default="awake",
+        help="the CPUs' condition for every run (as replay_dependent_workload.py's)",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     runners: list[tuple[str, Path, str | None]] = [
@@ -113,6 +125,7 @@ def main() -> None:
             plans[timing] = jobdir
         load = [os.getloadavg()[0]]
         doc: dict = {"trace": str(a.trace), "device": "loop over /dev/shm", "load_1min": load,
+                     "condition": a.condition,
                      "critical_path": {}, "rounds": []}  # fmt: skip
         for timing, jobdir in plans.items():
             doc["critical_path"][timing] = critical_path(jobdir, int(a.service_us * 1000))
@@ -121,8 +134,9 @@ def main() -> None:
                     jobdir, int(a.service_us * 1000), own_us * 1000
                 )
         for r in range(a.rounds):
-            got = {f"{t}_{name}": tx_per_s(b, jd, spin, int(a.service_us * 1000))
-                   for t, jd in plans.items() for name, b, spin in runners}  # fmt: skip
+            with cpu.hold(a.condition):
+                got = {f"{t}_{name}": tx_per_s(b, jd, spin, int(a.service_us * 1000))
+                       for t, jd in plans.items() for name, b, spin in runners}  # fmt: skip
             print(json.dumps({"round": r, **got}), file=sys.stderr)
             doc["rounds"].append(got)
         doc["load_1min"].append(os.getloadavg()[0])

@@ -94,6 +94,10 @@ static int dependent;
 static own_delay_t own; /* this host's delay in a dependent cycle (calib.c) */
 static const job_t *jobs_of; /* for the report */
 static int n_jobs;
+/* How this thread's current request waited (HOP_* bits) and the latest
+ * completion it waited for: for IOTAPE_LANES_HOPS (hops.c). */
+static _Thread_local int hop_how;
+static _Thread_local long long hop_ready;
 
 /* A relative think replayed net of the host's delay: less the smaller of the
  * job's floor (its smallest think) and this host's own, never below 0. */
@@ -297,6 +301,8 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
         fprintf(stderr, "iotape-lanes: out of memory\n");
         exit(1);
     }
+    if (dependent)
+        hops_init(n_ids, n);
 }
 
 static int is_done(long long p) {
@@ -323,8 +329,11 @@ static int all_done(const long long *p, int n, long long *latest, long long *pen
  * to see a stop). Awake first, for up to *spin_left (the request's budget,
  * spent as it goes), while p is in flight and a spinner is free (io.c). */
 static void wait_done(long long p, long long until_ns, long long *spin_left) {
-    if (*spin_left > 0 && atomic_load_explicit(&issued[p], memory_order_relaxed) &&
-        spin_take()) {
+    int in_flight = atomic_load_explicit(&issued[p], memory_order_relaxed);
+    if (*spin_left > 0 && in_flight && !spin_take())
+        hop_how |= HOP_NO_SPINNER;
+    else if (*spin_left > 0 && in_flight) {
+        hop_how |= HOP_PRED_SPUN;
         long long t0 = now_ns(), end = t0 + *spin_left, t = t0;
         if (until_ns && until_ns < end)
             end = until_ns;
@@ -348,6 +357,7 @@ static void wait_done(long long p, long long until_ns, long long *spin_left) {
     int was = NOT_DONE;
     if (!atomic_compare_exchange_strong(&done_flag[p], &was, SLEEPER) && was == DONE)
         return;
+    hop_how |= HOP_PRED_SLEPT;
     syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, SLEEPER, &ts, NULL, 0);
 }
 
@@ -372,8 +382,10 @@ static long long due_either(const struct dreq *q, long long g) {
             long long d2 = q->alt_absolute ? g + q->alt_t_ns : l2 + q->alt_t_ns;
             due = d2 < due ? d2 : due;
         }
-        if ((a1 && a2) || due <= now_ns() || atomic_load(&stop_all))
+        if ((a1 && a2) || due <= now_ns() || atomic_load(&stop_all)) {
+            hop_ready = a1 && due == l1 + q->t_ns ? l1 : (a2 && !q->alt_absolute ? l2 : 0);
             return due;
+        }
         /* neither ready: the first way's request, for a short while (the other's
          * may complete first); else the one way's, until the other's time */
         if (!a1 && !a2)
@@ -387,6 +399,7 @@ static long long due_either(const struct dreq *q, long long g) {
  * time, or its absolute time. */
 static long long due_of(const struct dreq *q) {
     long long g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
+    hop_ready = 0;
     if (q->absolute)
         return g + q->t_ns;
     long long latest = 0, t0 = now_ns(), spin_left = q->awake ? spin_ns : 0;
@@ -407,6 +420,7 @@ static long long due_of(const struct dreq *q) {
         k++;
     }
     atomic_fetch_add(&waited_ns, now_ns() - t0);
+    hop_ready = latest;
     return latest + q->t_ns;
 }
 
@@ -439,6 +453,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
         fail(job, "%s: %s", job->target, strerror(errno));
         return;
     }
+    int tid = (int)syscall(SYS_gettid);
     while (!atomic_load(&stop_all)) {
         pthread_mutex_lock(&job->mu);
         size_t i = job->next < job->nreq ? job->next++ : job->nreq;
@@ -446,8 +461,9 @@ void deps_worker(worker_t *w, tally_t *ty) {
         if (i >= job->nreq)
             break;
         const struct dreq *q = &job->reqs[i];
-        long long due = due_of(q);
-        wait_until(due, q->awake);
+        hop_how = q->awake ? HOP_AWAKE : 0;
+        long long due = due_of(q), noticed = hops_on() ? now_ns() : 0;
+        hop_how |= wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
         long long at = now_ns();
@@ -470,11 +486,17 @@ void deps_worker(worker_t *w, tally_t *ty) {
             break;
         }
         tally_io(ty, q->dir, q->len, due, at, done);
+        if (hops_on()) {
+            long long t[5] = {hop_ready, noticed, due, at, done};
+            hops_note(q->id, (int)(job - jobs_of), tid, t, hop_how);
+        }
         __atomic_store_n(&done_ns[q->id], done, __ATOMIC_RELEASE);
         if (atomic_exchange_explicit(&done_flag[q->id], DONE, memory_order_acq_rel) == SLEEPER)
             syscall(SYS_futex, (int *)&done_flag[q->id], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
                     0);
     }
+    if (hops_on())
+        hops_thread_end((int)(job - jobs_of));
     close(fd);
 }
 

@@ -138,23 +138,27 @@ void spin_give(void) {
     atomic_fetch_sub(&spinners, 1);
 }
 
-void wait_until(long long t_ns, int awake) {
+int wait_until(long long t_ns, int awake) {
     long long now = now_ns();
+    int how = 0;
     if (now >= t_ns)
-        return;
+        return 0;
     if (!awake) {
         sleep_until(t_ns);
-        return;
+        return HOP_THINK_SLEPT;
     }
-    if (spin_ns && t_ns - now > spin_ns)
+    if (spin_ns && t_ns - now > spin_ns) {
         sleep_until(t_ns - spin_ns);
+        how |= HOP_THINK_SLEPT;
+    }
     if (!spin_take()) {
         sleep_until(t_ns);
-        return;
+        return how | HOP_THINK_SLEPT | HOP_NO_SPINNER;
     }
     while (now_ns() < t_ns && !atomic_load_explicit(&stop_all, memory_order_relaxed))
         sched_yield();
     spin_give();
+    return how | HOP_THINK_SPUN;
 }
 
 int issue(int fd, int dir, long long off, long long len) {

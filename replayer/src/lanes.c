@@ -397,6 +397,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < started; i++)
         pthread_join(ts[i], NULL);
     report(jobs, n, epoch_ms);
+    hops_write(jobs, n);
     if (atomic_load(&failed))
         return 1;
     if (atomic_load(&stop_all)) {

@@ -92,8 +92,9 @@ long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns tim
 long long spin_setup(void);
 int spin_take(void);
 void spin_give(void);
-/* sleep_until; `awake`: the last spin_ns awake where a spinner is free */
-void wait_until(long long t_ns, int awake);
+/* sleep_until; `awake`: the last spin_ns awake where a spinner is free. The
+ * HOP_THINK_* and HOP_NO_SPINNER bits of how it waited. */
+int wait_until(long long t_ns, int awake);
 int issue(int fd, int dir, long long off, long long len);
 void fail(const job_t *job, const char *fmt, ...);
 void tally_io(tally_t *ty, int dir, long long bytes, long long due, long long at, long long done);
@@ -147,6 +148,20 @@ typedef struct {
 
 /* calib.c: after every job's deps_load and with the I/O buffers allocated */
 void own_delay(const job_t *jobs, int n, own_delay_t *od);
+
+/* hops.c: each dependent request's times (IOTAPE_LANES_HOPS=FILE); HOW bits: */
+#define HOP_PRED_SPUN 1    /* waited for a predecessor in flight awake */
+#define HOP_PRED_SLEPT 2   /* slept on a predecessor's futex word */
+#define HOP_AWAKE 4        /* the spin rule: its think is waited awake */
+#define HOP_THINK_SPUN 8   /* its think's end waited awake */
+#define HOP_THINK_SLEPT 16 /* its think (or part of it) slept */
+#define HOP_NO_SPINNER 32  /* it would have waited awake, but no spinner was free */
+void hops_init(long long n_ids, int n_jobs);
+void hops_thread_end(int job); /* a worker's schedstat into its job's */
+int hops_on(void);
+/* t: ready, noticed, due, at, done (CLOCK_MONOTONIC ns) */
+void hops_note(long long id, int job, int tid, const long long t[5], int how);
+void hops_write(const job_t *jobs, int n);
 
 /* deps.c */
 int deps_load(job_t *job);            /* 1: a dependent log, loaded; 0: not one */
