@@ -211,7 +211,8 @@ def load_trace(
 ) -> dict[str, Any]:
     """Insert a trace's events, devices and streams as run `run_id`'s."""
     stats = _Stats()
-    events = store.insert_batches("events", stats.watch(src.batches(), progress, src.total), run_id)
+    batches = stats.watch(src.batches(), progress, src.total)
+    events = store.insert_batches("events", batches, run_id, src.total)
     store.insert_rows("devices", _devices(src.header, run_id))
     store.insert_rows("streams", _streams(src.header, run_id))
     return {"events": events, "bytes": stats.bytes, "duration_ns": stats.last_complete_ns}
