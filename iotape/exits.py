@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from base.errors import IotapeError
-from iotape import crash
 
 # An internal error (a bug), told apart from a user's mistake (2).
 INTERNAL_ERROR = 70
@@ -65,6 +64,9 @@ def guarded(named: str | None, command: Callable[[], object]) -> NoReturn:
         sys.exit(130)
     except Exception as e:
         # A bug, not the user's input: no traceback on their terminal, but one to send.
+        # Imported here: its tempfile and traceback are ~7 ms of every command's start.
+        from iotape import crash
+
         report = crash.write_report(e, sys.argv)
         where = f"the full report is in {report}" if report else "no report could be written"
         print(f"iotape: internal error: {crash.one_line(e)} ({where})", file=sys.stderr)
