@@ -92,24 +92,25 @@ def run(
     if name is not None and len(files) > 1:
         raise IotapeError("--name names one run: give one file with it")
     # The store's modules only when ingesting: `iotape ingest --help` needs none of
-    # them (0.2 s of imports).
-    from analyzer.store import catalog
-    from analyzer.store.ingest import ingest as ingest_file
-    from analyzer.store.ingest import open_early
-    from analyzer.store.opener import opening
+    # them (0.2 s of imports). The first file before the store: a trace converts its
+    # first batches on a helper thread while the catalog's modules and DuckDB are
+    # imported and the store opened (each ~10-40 ms earlier than with them first:
+    # their imports held the GIL the conversion waited for); an input that cannot
+    # be read makes no store, and one that breaks half-way leaves none
+    # (opener.opening removes a new store that nothing went in).
     from base.arrow_probe import skip_pandas
 
-    tags = catalog.parse_tags(tag or [])
     skip_pandas()  # ingest builds Arrow arrays and never uses pandas
-    results = []
-    # The first file before the store: a trace converts its first batches on a
-    # helper thread while DuckDB is imported and the store opened (~40 ms earlier
-    # than with the store's open begun first, whose imports held the GIL the
-    # conversion waited for); an input that cannot be read makes no store, and
-    # one that breaks half-way leaves none (opener.opening removes a new store
-    # that nothing went in).
+    from analyzer.store.early import open_early
+
     early = open_early(files[0]) if files else None
+    results = []
     try:
+        from analyzer.store import catalog
+        from analyzer.store.ingest import ingest as ingest_file
+        from analyzer.store.opener import opening
+
+        tags = catalog.parse_tags(tag or [])
         with opening(db) as opened_store:
             store = opened_store()
             for i, f in enumerate(files):

@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 import schemas
-from analyzer.store import catalog
 from analyzer.store.event_batches import column_batches
 from analyzer.store.interface import Store
 from base.errors import IotapeError
@@ -202,8 +201,16 @@ def trace_fields(src: TraceLike) -> dict[str, Any]:
         },
         "header": h,
         # A phase of an ESRP sequence (`iotape workload esrp --record`): linked by tag.
-        "tags": catalog.sequence_tags(h.get("metadata")),
+        "tags": _sequence_tags(h.get("metadata")),
     }
+
+
+def _sequence_tags(metadata: Any) -> dict[str, str]:
+    # The catalog (and its queries) imported here: a trace starts converting before
+    # (analyzer/store/early.py).
+    from analyzer.store import catalog
+
+    return catalog.sequence_tags(metadata)
 
 
 def load_trace(
