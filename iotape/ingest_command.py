@@ -98,19 +98,19 @@ def run(
     # their imports held the GIL the conversion waited for); an input that cannot
     # be read makes no store, and one that breaks half-way leaves none
     # (opener.opening removes a new store that nothing went in).
+    from analyzer.store.tags import parse_tags
     from base.arrow_probe import skip_pandas
 
+    tags = parse_tags(tag or [])  # said before any file is read
     skip_pandas()  # ingest builds Arrow arrays and never uses pandas
     from analyzer.store.early import open_early
 
     early = open_early(files[0]) if files else None
     results = []
     try:
-        from analyzer.store import catalog
         from analyzer.store.ingest import ingest as ingest_file
         from analyzer.store.opener import opening
 
-        tags = catalog.parse_tags(tag or [])
         with opening(db) as opened_store:
             store = opened_store()
             for i, f in enumerate(files):
