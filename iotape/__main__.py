@@ -1,3 +1,3 @@
-from iotape.cli import main
+from iotape.launch import main
 
 main()

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import atexit
 import importlib
-import os
-import signal
 import sys
-import threading
 
 import typer
 
-from base.errors import IotapeError
-from iotape import crash
+from iotape import exits
 
-# An internal error (a bug), told apart from a user's mistake (2).
-INTERNAL_ERROR = 70
+# Where the process's end is decided (iotape/exits.py); here too, as before.
+QUICK_EXIT = exits.QUICK_EXIT
+INTERNAL_ERROR = exits.INTERNAL_ERROR
 
 app = typer.Typer(
     name="iotape",
@@ -106,11 +102,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Experiments on emulated devices, end to end.",
     ),
 }
-# Commands whose process ends as soon as they are done, without the interpreter's
-# teardown: after `iotape ingest` it took 60-70 ms (numpy's, pyarrow's and DuckDB's
-# modules and libraries torn down) of a command of ~0.6 s, with the store closed
-# and every file synced already.
-QUICK_EXIT = frozenset({"ingest"})
 # What asks for the root help alone.
 ROOT_HELP: tuple[list[str], ...] = ([], ["--help"], ["-h"])
 
@@ -170,24 +161,6 @@ def _plain_coercion() -> None:
     coercion.install()
 
 
-def _quick_exit() -> None:
-    """Exit 0 now, as the interpreter would but without tearing down its modules:
-    the atexit handlers run and stdout and stderr are flushed. Only where the main
-    thread is the last one (a thread left running gets the ordinary exit, which
-    waits for it)."""
-    if threading.active_count() > 1:
-        return
-    atexit._run_exitfuncs()
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except (OSError, ValueError):
-            # The reader went away (`| head`) or the stream is closed: the exit the
-            # interpreter would take reports it.
-            return
-    os._exit(0)
-
-
 def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
     if sys.argv[1:] in ROOT_HELP:
@@ -195,26 +168,4 @@ def main() -> None:
     else:
         _register(named if named in COMMANDS else None, sys.argv[2:])
     _plain_coercion()
-    # A shell starts background jobs with SIGINT ignored, and Python then keeps ignoring
-    # it: `iotape ... & kill -INT $!` must stop a capture, a workload or a replay
-    # cleanly all the same.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        try:
-            app()
-        except SystemExit as e:
-            if named in QUICK_EXIT and e.code in (0, None):
-                _quick_exit()
-            raise
-    except IotapeError as e:
-        print(f"iotape: error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        print("iotape: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as e:
-        # A bug, not the user's input: no traceback on their terminal, but one to send.
-        report = crash.write_report(e, sys.argv)
-        where = f"the full report is in {report}" if report else "no report could be written"
-        print(f"iotape: internal error: {crash.one_line(e)} ({where})", file=sys.stderr)
-        sys.exit(INTERNAL_ERROR)
+    exits.guarded(named, app)

@@ -4,14 +4,20 @@ options parse, how --json prints."""
 from __future__ import annotations
 
 import json
-
-import typer
+from typing import TYPE_CHECKING
 
 from base.errors import IotapeError
+
+if TYPE_CHECKING:
+    # Where a group is made, not here: `iotape ingest`'s --json prints with print_json
+    # without typer (iotape/ingest_command.py).
+    import typer
 
 
 def sub_app(help: str) -> typer.Typer:
     """A command group that prints help when called bare and lets IotapeError reach main()."""
+    import typer
+
     return typer.Typer(
         help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
     )

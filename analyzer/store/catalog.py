@@ -15,6 +15,7 @@ from typing import Any
 
 from analyzer.store import queries
 from analyzer.store.interface import Reader, Store
+from analyzer.store.tags import parse_tags as parse_tags  # as before, for `iotape runs`
 from base.errors import IotapeError
 from schemas import workload_header
 from schemas.tables import table
@@ -112,17 +113,6 @@ def tag(store: Store, ref: str, set_tags: dict[str, str], remove: list[str]) -> 
     tags.update(set_tags)
     with store.transaction():
         return put(store, {**run, "tags": tags})
-
-
-def parse_tags(items: list[str]) -> dict[str, str]:
-    """`k=v` strings to a dict; a one-line error naming the bad one."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise IotapeError(f"tag {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
 
 
 def sequence_tags(metadata: dict | None) -> dict[str, str]:

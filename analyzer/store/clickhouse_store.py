@@ -145,7 +145,11 @@ class ChdbStore(_ClickHouseDialect):
         return pa.ipc.open_file(res.get_memview().view()).read_all()
 
     def insert_batches(
-        self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
+        self,
+        table_name: str,
+        batches: Iterable[pa.RecordBatch],
+        run_id: str,
+        expect: int | None = None,
     ) -> int:
         sql = sql_.insert_from_python(table_name)
         rows = 0
@@ -212,7 +216,11 @@ class ClickHouseServerStore(_ClickHouseDialect):
             raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
 
     def insert_batches(
-        self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
+        self,
+        table_name: str,
+        batches: Iterable[pa.RecordBatch],
+        run_id: str,
+        expect: int | None = None,
     ) -> int:
         t = table(table_name)
         rows = 0

@@ -182,12 +182,16 @@ class DuckDBStore:
             raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
 
     def insert_batches(
-        self, table_name: str, batches: Iterable[pa.RecordBatch], run_id: str
+        self,
+        table_name: str,
+        batches: Iterable[pa.RecordBatch],
+        run_id: str,
+        expect: int | None = None,
     ) -> int:
         self._used |= not self._in_tx
         if table_name == "events":
             # A file of a dead ingest may be there: the run's file is replaced whole.
-            written = event_files.write(self.parts, run_id, batches)
+            written = event_files.write(self.parts, run_id, batches, expect)
             if self._in_tx:
                 self._written += written.paths
             self._insert_histograms(run_id, written.histograms)

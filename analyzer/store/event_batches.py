@@ -16,11 +16,6 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-# pyarrow.compute's own call_function (it re-exports this one): importing
-# pyarrow.compute builds a Python wrapper for every kernel, ~40 ms of a command's
-# start, for the one kernel ingest calls here.
-from pyarrow._compute import call_function
-
 import schemas
 from analyzer.store import native
 
@@ -163,10 +158,20 @@ def _few_names(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray, seen: Names) -> 
     return None
 
 
+def _call_function(name: str, args: list) -> pa.Array:
+    """pyarrow.compute's own call_function (it re-exports this one): importing
+    pyarrow.compute builds a Python wrapper for every kernel, ~40 ms of a command's
+    start, for the one kernel ingest calls here; and its module (~4 ms) only where
+    that kernel is called (a trace's batches of many names, or trace Parquet)."""
+    from pyarrow._compute import call_function
+
+    return call_function(name, args)
+
+
 def _hashed_names(raw: np.ndarray, n: int, seen: Names) -> np.ndarray:
     """Each row's code by Arrow's hash of the 16 bytes."""
     fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(raw)])
-    enc = call_function("dictionary_encode", [fixed])
+    enc = _call_function("dictionary_encode", [fixed])
     # Names equal up to their first NUL but not after it get one entry.
     words = [_word(bytes(v)) for v in enc.dictionary.to_pylist()]
     return seen.codes(words)[enc.indices.to_numpy()]
@@ -184,7 +189,7 @@ def as_ingest_batch(b: pa.RecordBatch) -> pa.RecordBatch:
     i = b.schema.get_field_index("comm")
     comm = b.column(i)
     if comm.type != COMM_TYPE:
-        comm = call_function("dictionary_encode", [comm.cast(pa.string())]).cast(COMM_TYPE)
+        comm = _call_function("dictionary_encode", [comm.cast(pa.string())]).cast(COMM_TYPE)
     arrays = list(b.columns)
     arrays[i] = comm
     return pa.RecordBatch.from_arrays(arrays, schema=ingest_schema())

@@ -89,18 +89,21 @@ class Written:
     histograms: pa.Table | None
 
 
-def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> Written:
+def write(
+    parts: Path, run_id: str, batches: Iterable[pa.RecordBatch], expect: int | None = None
+) -> Written:
     """Write a run's events as its files (replacing what a dead ingest left). Row
     groups go in turn to WRITERS files, each encoded, compressed and binned on a
     thread of its own (Arrow and numpy let go of the GIL), so the writing keeps up
-    with the conversion. Each file is synced before it gets its name."""
+    with the conversion. Each file is synced before it gets its name. `expect`: the
+    rows the batches are expected to hold (a trace's footer), for `group_rows`."""
     d = run_dir(parts, run_id)
     if d.exists():
         remove(parts, run_id)
     d.mkdir(parents=True)
     w = _Writers(d)
     try:
-        rows = _feed(w, batches)
+        rows = _feed(w, batches, expect)
         paths = w.finish()
     except BaseException:
         w.abort()
@@ -117,21 +120,37 @@ def write(parts: Path, run_id: str, batches: Iterable[pa.RecordBatch]) -> Writte
     return Written(rows, paths, hist)
 
 
-def _feed(w: _Writers, batches: Iterable[pa.RecordBatch]) -> int:
-    """Batches to row groups of ROW_GROUP_ROWS, handed to the writers; returns rows."""
+def group_rows(expect: int | None, fed: int) -> int:
+    """The rows of the row group to gather next, `fed` rows already handed to the
+    writers of a run expected to hold `expect`: ROW_GROUP_ROWS, but never more than
+    the rows expected after it, down to a batch's. A row group is written only once
+    its last batch came, so near the end each is at most half of what is left: the
+    writers then finish within a small group of the last batch (a whole row group,
+    ~50 ms of a writer, came after it before; bench/ingest_cli.py). The groups hold
+    the same rows whatever their sizes; without `expect`, or past it, ROW_GROUP_ROWS."""
+    left = (expect or 0) - fed
+    if left <= 0:
+        return ROW_GROUP_ROWS
+    return min(ROW_GROUP_ROWS, max(ROW_GROUP_ROWS // 8, left // 2))
+
+
+def _feed(w: _Writers, batches: Iterable[pa.RecordBatch], expect: int | None = None) -> int:
+    """Batches to row groups of `group_rows`, handed to the writers; returns rows."""
     schema = ingest_schema()
     rows = 0
     pending: list[pa.RecordBatch] = []
     n = 0
+    target = group_rows(expect, 0)
     for b in batches:
         if b.schema != schema:
             b = as_ingest_batch(b)
         pending.append(b)
         n += b.num_rows
-        if n >= ROW_GROUP_ROWS:
+        if n >= target:
             w.submit(pa.Table.from_batches(pending))
             rows += n
             pending, n = [], 0
+            target = group_rows(expect, rows)
     # The last row group is written after the last batch comes, with nothing else
     # left to overlap: halved between two writers, that wait is halved too.
     half = len(pending) // 2 if WRITERS > 1 and n >= ROW_GROUP_ROWS // 4 else 0

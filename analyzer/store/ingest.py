@@ -25,30 +25,20 @@ removes whatever the dead ingest left and loads the source again.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from analyzer.store import catalog
+from analyzer.store.early import Early, open_early
 from analyzer.store.interface import Store
-from analyzer.store.trace_source import (
-    PARQUET_SUFFIXES,
-    REPORT_SUFFIXES,
-    ParquetSource,
-    Progress,
-    TraceSource,
-    file_sha256,
-    open_trace_source,
-    source_sha256,
-)
+from analyzer.store.trace_source import Progress, file_sha256, open_trace_source, source_sha256
 from base.errors import IotapeError
 
 # Shared with the replay ingest in trace_source.py; importable from here as before.
 __all__ = ["DATA_TABLES", "IngestResult", "file_sha256", "ingest", "open_trace_source"]
-__all__ += ["source_sha256"]
+__all__ += ["Early", "open_early", "source_sha256"]
 
 # Every table that holds rows of a run, for deletes and for cleaning up after a crash.
 DATA_TABLES = (
@@ -76,24 +66,6 @@ class IngestResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class Source(Protocol):
-    """One thing to ingest, opened and checked: what its run is, and how to load it."""
-
-    path: Path
-
-    def describe(self, store: Store) -> dict[str, Any]:
-        """The run's fields that come from the source: kind, host, kernel, start_ns,
-        duration_ns, parameters, header, parent_id, tags (merged under the user's)."""
-        ...
-
-    def load(self, store: Store, run_id: str, progress: Progress | None) -> dict[str, Any]:
-        """Insert every part; returns the run fields now known (events, bytes,
-        duration_ns) and "summary", a few words for the message."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def ingest(
@@ -151,65 +123,6 @@ def ingest(
         time.perf_counter() - started,
         f"{p}: run {run_id} ({run['name']}): {summary}",
     )
-
-
-class Early:
-    """A file to ingest, opened before the store is (`open_early`): its content hash
-    (the run id) and, for a trace, the source with its conversion under way
-    (TraceSource.start), so that the first batches are ready when the store is.
-    Other sources are opened by take(). close() when it is not ingested."""
-
-    def __init__(self, path: Path, start: bool = True) -> None:
-        self.path = path
-        self.cls, self.sha = _source_class(path)
-        self.source: Source | None = None
-        if start and self.cls is TraceSource:
-            src = TraceSource(path)
-            src.start()
-            self.source = src
-
-    @contextlib.contextmanager
-    def take(self) -> Iterator[Source]:
-        """The source, opened (here, if not yet), and closed on the way out."""
-        src, self.source = self.source, None
-        src = src if src is not None else self.cls(self.path)
-        try:
-            yield src
-        finally:
-            src.close()
-
-    def close(self) -> None:
-        src, self.source = self.source, None
-        if src is not None:
-            src.close()
-
-
-def open_early(path: str | Path) -> Early:
-    """`path` opened for `ingest` before the store is: a trace starts converting on
-    its helper thread while the caller imports and opens the store (~0.1 s of a
-    command). A file that cannot be ingested fails here, with its one line."""
-    return Early(Path(path))
-
-
-def _source_class(p: Path) -> tuple[Callable[[Path], Source], str]:
-    """What opens `p` and its content hash; a one-line error for what cannot be ingested."""
-    if p.is_dir():
-        from analyzer.store import ingest_replay
-
-        cls: Callable[[Path], Any] = ingest_replay.ReplaySource
-        sha = ingest_replay.jobdir_sha256(p)
-    else:
-        sha = source_sha256(p)
-        suffix = p.suffix.lower()
-        if suffix in REPORT_SUFFIXES:
-            from analyzer.store import ingest_workload
-
-            cls = ingest_workload.WorkloadSource
-        elif suffix in PARQUET_SUFFIXES:
-            cls = ParquetSource
-        else:
-            cls = TraceSource
-    return cls, sha
 
 
 # --------------------------------------------------------------------------- the run

@@ -102,8 +102,11 @@ class Store(Reader, Protocol):
         table: str,
         batches: Iterable[pa.RecordBatch],
         run_id: str,
+        expect: int | None = None,
     ) -> int:
-        """Insert batches whose columns are the table's minus `run_id`; returns rows."""
+        """Insert batches whose columns are the table's minus `run_id`; returns rows.
+        `expect`: the rows they are expected to hold, where known (a trace's footer),
+        a hint for how to write them."""
         ...
 
     def insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None: ...

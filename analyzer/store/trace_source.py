@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 import schemas
-from analyzer.store import catalog
 from analyzer.store.event_batches import column_batches
 from analyzer.store.interface import Store
 from base.errors import IotapeError
@@ -202,18 +201,29 @@ def trace_fields(src: TraceLike) -> dict[str, Any]:
         },
         "header": h,
         # A phase of an ESRP sequence (`iotape workload esrp --record`): linked by tag.
-        "tags": catalog.sequence_tags(h.get("metadata")),
+        "tags": _sequence_tags(h.get("metadata")),
     }
+
+
+def _sequence_tags(metadata: Any) -> dict[str, str]:
+    # The catalog (and its queries) imported here: a trace starts converting before
+    # (analyzer/store/early.py).
+    from analyzer.store import catalog
+
+    return catalog.sequence_tags(metadata)
 
 
 def load_trace(
     store: Store, src: TraceLike, run_id: str, progress: Progress | None
 ) -> dict[str, Any]:
     """Insert a trace's events, devices and streams as run `run_id`'s."""
-    stats = _Stats()
-    events = store.insert_batches("events", stats.watch(src.batches(), progress, src.total), run_id)
+    # The header's rows first: while the events are written, not after them (the
+    # last batch's wait is a command's tail, ~2-3 ms of these two).
     store.insert_rows("devices", _devices(src.header, run_id))
     store.insert_rows("streams", _streams(src.header, run_id))
+    stats = _Stats()
+    batches = stats.watch(src.batches(), progress, src.total)
+    events = store.insert_batches("events", batches, run_id, src.total)
     return {"events": events, "bytes": stats.bytes, "duration_ns": stats.last_complete_ns}
 
 

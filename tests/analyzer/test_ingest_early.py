@@ -5,6 +5,8 @@ thread stopped however it ends, and other kinds of sources opened when taken."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -101,3 +103,36 @@ def test_early_is_for_its_own_file(store, trace: Path, tmp_path: Path) -> None:
     finally:
         early.close()
     assert not _helpers()
+
+
+def test_early_says_what_the_plain_ingest_says_of_a_bad_file(store, trace: Path, tmp_path: Path):
+    """The conversion starts before the hash is taken (analyzer/store/early.py); a
+    file it cannot start on fails with the line the plain route gives."""
+    cut = tmp_path / "cut.iot"
+    cut.write_bytes(trace.read_bytes()[: trace.stat().st_size // 2])
+    junk = tmp_path / "junk.iot"
+    junk.write_bytes(b"not a trace at all, and long enough for a header")
+    empty = tmp_path / "empty.iot"
+    empty.write_bytes(b"")
+    folder = tmp_path / "folder.iot"
+    folder.mkdir()
+    for bad in (tmp_path / "missing.iot", cut, junk, empty, folder):
+        with pytest.raises(Exception) as plain:
+            ingest(store, bad)
+        with pytest.raises(Exception) as early:
+            open_early(bad)
+        assert (type(early.value), str(early.value)) == (type(plain.value), str(plain.value))
+        assert not _helpers(), bad
+
+
+def test_early_starts_without_the_catalog() -> None:
+    """What the conversion needs, and not the catalog's modules (imported after it
+    started: iotape/ingest_command.py)."""
+    code = (
+        "import sys\n"
+        "import analyzer.store.early\n"
+        "print(sorted(m for m in ('analyzer.store.catalog', 'analyzer.store.queries', 'duckdb')"
+        " if m in sys.modules))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stderr
