@@ -7,21 +7,30 @@ Both directions between the SSD-like loop device over /dev/shm and the HDD-like
 disk model (analyzer/lab/hdd.py, FUSE, SPINDLES spindles).
 
     flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_dependent.py
-    (root; about 3 minutes; JSON in bench/results/replay-dependent.json)
+    (root; about 3 minutes a round; JSON in bench/results/replay-dependent.json)
+    flock /tmp/iotape-bench.lock .venv/bin/python bench/replay_dependent.py --variants
+    (the variants instead: async, 8 threads with 100 us thinks, no think; ~3.5 min a round)
 
 Goals (issue 34): dependent replay IOPS within 10 % of the job's own run on B,
 read p50 within 20 %, no request issued before its predecessor completed.
+
+The truth (`peer_fio_on_target`) is the job as a user runs it: fio alone, as the
+replay runs alone. The same job recorded on B (`peer_fio_on_target_recorded`) is
+run after it for the fidelity report's truth trace; its figures are beside, not
+the truth: the recorder's BPF programs sit in each request's path, and its read
+p50 on the SSD-like device came out x0.92-1.36 of the plain run's in the same
+rounds (docs/benchmarks.md, "The replay's reads against fio's").
 
 Every timed run (the recordings, fio's on B, the replays) is held in one CPU
 condition, `--condition` (bench/cpu_condition.py, default awake: idle vCPUs
 poll instead of halting, as bench/replay_dependent_workload.py; each run's
 `cpu` says what it was).
 
-`--rounds N` repeats every run (new traces, new truths) and summarises each
-direction's ratios as median and range: fio's own run on B is one sample a round
-and once came out at half. `--timer-floor` also replays each trace with the own
-delay iotape-lanes estimated from sleeps alone (`timer_us` in its report, given
-as IOTAPE_LANES_OWN_FLOOR_US): the replay before the delay was timed on a cycle.
+`--rounds N` repeats every run (new traces, new truths; each round runs every
+job) and summarises each job's directions' ratios as median and range.
+`--timer-floor` also replays each trace with the own delay iotape-lanes estimated
+from sleeps alone (`timer_us` in its report, given as IOTAPE_LANES_OWN_FLOOR_US):
+the replay before the delay was timed on a cycle.
 """
 
 from __future__ import annotations
@@ -67,19 +76,31 @@ def job_text(
 ) -> str:  # fmt: skip
     return (
         f"[global]\nfilename={dev}\ndirect=1\nioengine={engine}\niodepth={iodepth}\n"
-        "rw=randrw\nrwmixread=70\n"
+        "rw=randrw\nrwmixread=70\nlat_percentiles=1\n"
         f"bs=8k\nthinktime={think_us}\nnumber_ios={ios}\nsize={size_mb}M\n"
         f"group_reporting=1\nrandrepeat=0\n\n[closed]\nnumjobs={threads}\n"
     )
 
 
 def _fio_figures(res: dict) -> dict:
-    """IOPS and p50s (ms) of fio's or iotape-lanes' JSON (replayed.figures), rounded."""
+    """IOPS and p50s (ms) of fio's or iotape-lanes' JSON (replayed.figures), rounded,
+    each p50 over the span of iotape-lanes' own latency (the call's entry to its
+    return; its dependent plans issue every request by a synchronous call). For a
+    synchronous engine that is fio's clat (taken just before the call; slat none);
+    an asynchronous engine's clat leaves the submission out (its slat), so there the
+    p50 is of fio's total latency (`lat_ns`: the job's `lat_percentiles=1`) and its
+    clat p50 is kept beside (`*_clat_p50_ms`)."""
     f = figures(res)
     out: dict = {"ios": f["ios"], "iops": round(f["iops"], 1) if f["iops"] else None}
     for d in ("read", "write"):
         p50 = f[f"{d}_p50_ms"]
         out[f"{d}_p50_ms"] = round(p50, 4) if p50 is not None else None
+    if res.get("fio version") != "iotape-lanes":
+        (job,) = res["jobs"]  # group_reporting: one job of all threads
+        for d in ("read", "write"):
+            if job[d]["total_ios"] and job[d]["slat_ns"].get("N", 0):
+                out[f"{d}_clat_p50_ms"] = out[f"{d}_p50_ms"]
+                out[f"{d}_p50_ms"] = round(job[d]["lat_ns"]["percentile"]["50.000000"] / 1e6, 4)
     return out
 
 

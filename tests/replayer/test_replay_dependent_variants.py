@@ -5,6 +5,7 @@ every job text it writes (timing is the bench's, not a test's)."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from conftest import need
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
-from replay_dependent import VARIANTS, job_text, jobs
+from replay_dependent import VARIANTS, _fio_figures, job_text, jobs
 
 
 def _args(variants: bool) -> argparse.Namespace:
@@ -50,3 +51,27 @@ def test_fio_takes_every_job_text(tmp_path: Path) -> None:
             e = subprocess.run(["fio", f"--enghelp={j.engine}"], capture_output=True, text=True)
             assert e.returncode == 0, (j.job, j.engine, e.stderr)
         assert f"ioengine={j.engine}" in text and f"numjobs={j.threads}" in text
+
+
+def test_fio_p50_spans_the_call_as_iotape_lanes_does(tmp_path: Path) -> None:
+    """psync: fio's clat (no slat); an asynchronous engine: its total latency, the
+    submission included, with the clat beside (a real fio run, buffered, on a file)."""
+    need(shutil.which("fio") is not None, "fio")
+    for engine in ("psync", "libaio"):
+        text = job_text(str(tmp_path / "f.img"), 2, 40, 0, 4, engine, 4 if engine != "psync" else 1)
+        (tmp_path / "j.fio").write_text(text.replace("direct=1", "direct=0"))
+        out = tmp_path / f"{engine}.json"
+        cmd = ["fio", "--output-format=json", f"--output={out}", str(tmp_path / "j.fio")]
+        subprocess.run(cmd, check=True, capture_output=True)
+        res = json.loads(out.read_text())
+        job = res["jobs"][0]["read"]
+        fig = _fio_figures(res)
+        clat = job["clat_ns"]["percentile"]["50.000000"] / 1e6
+        lat = job["lat_ns"]["percentile"]["50.000000"] / 1e6
+        if engine == "psync":
+            assert job["slat_ns"]["N"] == 0
+            assert fig["read_p50_ms"] == round(clat, 4) and "read_clat_p50_ms" not in fig
+        else:
+            assert job["slat_ns"]["N"] > 0
+            assert fig["read_p50_ms"] == round(lat, 4)
+            assert fig["read_clat_p50_ms"] == round(clat, 4)
