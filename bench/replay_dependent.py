@@ -18,7 +18,7 @@ The truth (`peer_fio_on_target`) is the job as a user runs it: fio alone, as the
 replay runs alone. The same job recorded on B (`peer_fio_on_target_recorded`) is
 run after it for the fidelity report's truth trace; its figures are beside, not
 the truth: the recorder's BPF programs sit in each request's path, and its read
-p50 on the SSD-like device came out x0.92-1.36 of the plain run's in the same
+p50 on the SSD-like device came out x0.76-1.36 of the plain run's in the same
 rounds (docs/benchmarks.md, "The replay's reads against fio's").
 
 Every timed run (the recordings, fio's on B, the replays) is held in one CPU
