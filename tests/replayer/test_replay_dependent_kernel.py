@@ -24,14 +24,16 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
 ) -> None:
     args = argparse.Namespace(
         threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1,
-        rounds=1, timer_floor=True, condition="awake",
+        rounds=1, timer_floor=True, condition="awake", variants=False,
     )  # fmt: skip
     try:
         result = measure(args)
     except LabError as e:
         need(False, f"an HDD-like lab: {e}")
-    assert [s["rounds"] for s in result["summary"]] == [1, 1]
-    for run in result["runs"]:
+    assert list(result["jobs"]) == ["main"]
+    main = result["jobs"]["main"]
+    assert [s["rounds"] for s in main["summary"]] == [1, 1]
+    for run in main["runs"]:
         dep = run["dependent_replay"]
         # Its own delay timed on a cycle of the target (both are loop devices); the
         # "before" replay was given the sleeps' estimate of the same run.
@@ -40,10 +42,12 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
         assert before["own_floor_from"] == "given"
         assert before["own_floor_us"] == dep["think_net"]["timer_us"]
         assert dep["ios"] == run["peer_fio_on_target"]["ios"] == 180
+        # The truth as a user runs it (no recorder) and recorded (the fidelity's trace)
+        assert run["peer_fio_on_target_recorded"]["ios"] == 180
         assert dep["issued_before_predecessor"] == 0
         # The peer and the replay in the same CPU condition, which held: no vCPU
         # halted while /dev/cpu_dma_latency was 0 (bench/cpu_condition.py).
-        for timed in (run["peer_fio_on_target"], dep):
+        for timed in (run["peer_fio_on_target"], run["peer_fio_on_target_recorded"], dep):
             assert timed["cpu"]["condition"] == "awake"
             assert timed["cpu"]["halts_per_request"] == 0, timed["cpu"]["idle"]
         # `replay fidelity JOBDIR --truth`: the speed-up over the original and the
