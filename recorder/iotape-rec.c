@@ -26,6 +26,7 @@
 #include "iotape.skel.h"
 #include "labels.h"
 #include "control.h"
+#include "cpurings.h"
 #include "rotation.h"
 #include "snapshot.h"
 #include "tracewriter.h"
@@ -53,6 +54,9 @@ static struct opts {
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
 	bool wakes;			/* --wakes: wake records (a version 3 file) */
+	/* The per-CPU rings, from --ring-mb and --wakes (configure()); ncpu 0: none. */
+	int ncpu;
+	uint32_t cpu_slots;
 	/* The flight recorder: snapshots (--snapshot-*), their triggers. */
 	uint64_t snap_before_ns, snap_after_ns;
 	bool snapshots;
@@ -809,6 +813,8 @@ static void configure(struct iotape_bpf *skel)
 	/* block_io_start (6.5+) fires once per new request in the submitter's
 	 * context; older kernels only have block_rq_insert for that. */
 	bool io_start = libbpf_find_vmlinux_btf_id("block_io_start", BPF_TRACE_RAW_TP) >= 0;
+	uint32_t shared_mb;
+	int ncpu;
 
 	ro->n_devs = o.n_devs;
 	for (int i = 0; i < o.n_devs; i++) {
@@ -823,10 +829,23 @@ static void configure(struct iotape_bpf *skel)
 	ro->n_comms = o.n_comms;
 	memcpy((void *)ro->comms, o.comms, sizeof(o.comms));
 	ro->op_mask = o.op_mask;
-	ro->ring_half = (uint64_t)o.ring_mb << 19;
 	ro->wakes = o.wakes;
 	bpf_program__set_autoload(skel->progs.on_waking, o.wakes);
-	bpf_map__set_max_entries(skel->maps.events, o.ring_mb << 20);
+	/* Completions go to per-CPU rings of --ring-mb in all (bpf/iotape.h), but
+	 * with --wakes, whose wake and sched records the file keeps in time order
+	 * among them; the shared ring buffer then holds only the rare record of a
+	 * request completed unseen. */
+	ncpu = libbpf_num_possible_cpus();
+	if (!o.wakes && ncpu > 0) {
+		o.cpu_slots = cpurings_slots((uint64_t)o.ring_mb << 20, ncpu);
+		o.ncpu = ncpu;
+		ro->cpu_slots = o.cpu_slots;
+		bpf_map__set_max_entries(skel->maps.cpurecs, (uint32_t)ncpu * o.cpu_slots);
+		bpf_map__set_max_entries(skel->maps.cpupos, (uint32_t)ncpu);
+	}
+	shared_mb = o.ncpu ? 1 : o.ring_mb;
+	ro->ring_half = (uint64_t)shared_mb << 19;
+	bpf_map__set_max_entries(skel->maps.events, shared_mb << 20);
 	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
 	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
 	bpf_program__set_autoload(skel->progs.on_io_start, io_start);
@@ -862,6 +881,7 @@ static int attach(struct iotape_bpf *skel)
 struct run {
 	struct iotape_bpf *skel;
 	struct ring_buffer *rb;
+	struct cpurings cr;		/* ncpu 0: none, every record in rb */
 	char *meta, *header;
 	size_t meta_len;
 	volatile struct iotape_inflight *slots;
@@ -922,7 +942,17 @@ static int setup(struct run *r)
 		errorf("mapping the in-flight table: %s", strerror(errno));
 		return -1;
 	}
-	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_event, NULL, NULL);
+	if (o.ncpu) {
+		err = cpurings_open(&r->cr, bpf_map__fd(r->skel->maps.cpurecs),
+				    bpf_map__fd(r->skel->maps.cpupos), o.ncpu, o.cpu_slots);
+		if (err) {
+			errorf("mapping the per-CPU rings: %s", strerror(-err));
+			return -1;
+		}
+	}
+	/* With per-CPU rings, the shared ring's records wait to be merged with theirs. */
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events),
+				 o.ncpu ? cpurings_keep : on_event, o.ncpu ? &r->cr : NULL, NULL);
 	if (!r->rb) {
 		errorf("creating the ring buffer reader: %s", strerror(errno));
 		return -1;
@@ -1265,6 +1295,17 @@ static int flight_step(struct run *r, uint64_t now)
 	return 0;
 }
 
+/* Every record the programs have written so far into the file, in completion
+ * order across the per-CPU rings. Returns 0 or a negative error. */
+static int consume(struct run *r)
+{
+	int err = ring_buffer__consume(r->rb);
+
+	if (err >= 0 && r->cr.ncpu)
+		err = cpurings_drain(&r->cr, on_event, NULL);
+	return err;
+}
+
 /* Drain the ring into the file until a signal, the deadline or an error; progress
  * lines every status_ms. Returns the stop reason; *err is the last ring result. */
 static const char *drain(struct run *r, int *err)
@@ -1280,7 +1321,7 @@ static const char *drain(struct run *r, int *err)
 		 * full), so the timeout is the drain timer and consume does the work. */
 		*err = ring_buffer__poll(r->rb, POLL_MS);
 		if (*err >= 0)
-			*err = ring_buffer__consume(r->rb);
+			*err = consume(r);
 		if (*err < 0 && *err != -EINTR)
 			break;
 		now = clock_ns(CLOCK_MONOTONIC);
@@ -1340,7 +1381,7 @@ static void drain_in_flight(struct run *r)
 		seen = st.tw.events + st.tw.n;
 		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
 			break;
-		if (ring_buffer__consume(r->rb) < 0)
+		if (consume(r) < 0)
 			break;
 	}
 }
@@ -1355,7 +1396,7 @@ static int finish(struct run *r, const char *reason, int err)
 
 	iotape_bpf__detach(r->skel);
 	if (!st.tw.err) {
-		ring_buffer__consume(r->rb);
+		consume(r);
 		left = in_flight(r->skel, r->slots, r->n_slots, &st.unseen_at_stop, true);
 		left -= st.unseen_at_stop;
 		tw_flush(&st.tw);
@@ -1412,6 +1453,7 @@ static int finish(struct run *r, const char *reason, int err)
 static void run_free(struct run *r)
 {
 	ring_buffer__free(r->rb);
+	cpurings_close(&r->cr);
 	if (r->slots != MAP_FAILED)
 		munmap((void *)r->slots, r->n_slots * sizeof(*r->slots));
 	iotape_bpf__destroy(r->skel);
