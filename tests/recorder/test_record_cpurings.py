@@ -39,9 +39,7 @@ def _loader_of(out: Path, deadline_s: float = 60.0) -> int:
     raise AssertionError(f"no iotape-rec for {out} within {deadline_s:g} s")
 
 
-def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(
-    loop, tmp_path: Path
-) -> None:
+def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_path: Path) -> None:
     """--ring-mb 1 gives each CPU a few thousand slots; the loader stopped (SIGSTOP)
     for a second of fio at full speed fills them. Every request the kernel completed
     is a record or counted in lost.ringbuf_full, and every record is one of fio's
