@@ -33,7 +33,6 @@
 #include "trigger.h"
 
 #define NSEC_PER_SEC 1000000000ull
-#define POLL_MS 10
 #define SETTLE_MS 100
 
 static struct opts {
@@ -51,6 +50,9 @@ static struct opts {
 	double duration_s;
 	struct rotation rot;
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
+	/* The drain timer: the ring buffer is read every timer_ms, or sooner when
+	 * the kernel side wakes the loader (a ring past half full). */
+	uint32_t timer_ms;
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
 	bool wakes;			/* --wakes: wake records (a version 3 file) */
@@ -66,6 +68,7 @@ static struct opts {
 	.chunk_records = 8192,
 	.codec = TW_CODEC_AUTO,
 	.ring_mb = 32,
+	.timer_ms = 10,
 	.inflight = 65536,
 	.status_ms = 1000,
 	.drain_ms = 2000,
@@ -147,7 +150,7 @@ static void usage(FILE *f)
 "                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
-"                  [--compress auto|zstd|lz4|none] [--wakes]\n"
+"                  [--compress auto|zstd|lz4|none] [--wakes] [--timer-ms N]\n"
 "                  [--rotate-bytes N] [--rotate-ms N] [--keep N] [--keep-bytes N]\n"
 "                  [--max-bytes N] [--keep-ms N]\n"
 "                  [--snapshot-before-ms N --snapshot-after-ms N] [--trigger EXPR]...\n"
@@ -162,7 +165,8 @@ static void usage(FILE *f)
 "OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h). --wakes: also a wake\n"
 "record whenever a thread that submitted traced I/O wakes another, and a sched\n"
 "record per request (its thread's run-queue wait, CPU time; a version 4 file;\n"
-"docs/trace-format.md).\n");
+"docs/trace-format.md). --timer-ms: the drain timer (default 10); the kernel side\n"
+"also wakes the loader when a ring is half full.\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -269,7 +273,8 @@ static int parse_codec(const char *arg)
 enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
        O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
        O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS,
-       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER, O_WAKES };
+       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER, O_WAKES,
+       O_TIMER };
 
 /* The flight recorder's options: snapshots and their triggers. */
 static void parse_flight(int opt, const char *arg)
@@ -358,6 +363,7 @@ static void parse_args(int argc, char **argv)
 		{ "trigger", required_argument, NULL, O_TRIGGER },
 		{ "check-trigger", required_argument, NULL, O_CHECK_TRIGGER },
 		{ "wakes", no_argument, NULL, O_WAKES },
+		{ "timer-ms", required_argument, NULL, O_TIMER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -424,6 +430,11 @@ static void parse_args(int argc, char **argv)
 			break;
 		case O_DRAIN:
 			o.drain_ms = parse_u64("--drain-ms", optarg, 600000);
+			break;
+		case O_TIMER:
+			o.timer_ms = parse_u64("--timer-ms", optarg, 60000);
+			if (!o.timer_ms)
+				usage_error("--timer-ms: must be 1..60000");
 			break;
 		default:
 			parse_rotation(c, optarg);
@@ -840,6 +851,9 @@ static void configure(struct iotape_bpf *skel)
 		o.cpu_slots = cpurings_slots((uint64_t)o.ring_mb << 20, ncpu);
 		o.ncpu = ncpu;
 		ro->cpu_slots = o.cpu_slots;
+		/* Wake-ups from half full on (bpf/iotape.bpf.c, cpu_wake). */
+		ro->cpu_wake_at = o.cpu_slots / 2 ? o.cpu_slots / 2 : 1;
+		ro->cpu_wake_mask = o.cpu_slots / 8 ? o.cpu_slots / 8 - 1 : 0;
 		bpf_map__set_max_entries(skel->maps.cpurecs, (uint32_t)ncpu * o.cpu_slots);
 		bpf_map__set_max_entries(skel->maps.cpupos, (uint32_t)ncpu);
 	}
@@ -1319,7 +1333,7 @@ static const char *drain(struct run *r, int *err)
 	while (!stop_signal) {
 		/* The kernel side rarely wakes us (only when the ring is half
 		 * full), so the timeout is the drain timer and consume does the work. */
-		*err = ring_buffer__poll(r->rb, POLL_MS);
+		*err = ring_buffer__poll(r->rb, (int)o.timer_ms);
 		if (*err >= 0)
 			*err = consume(r);
 		if (*err < 0 && *err != -EINTR)
@@ -1379,7 +1393,7 @@ static void drain_in_flight(struct run *r)
 		else if (t - quiet_since >= SETTLE_MS * 1000000ull)
 			break;
 		seen = st.tw.events + st.tw.n;
-		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
+		if (ring_buffer__poll(r->rb, (int)o.timer_ms) < 0 && errno != EINTR)
 			break;
 		if (consume(r) < 0)
 			break;

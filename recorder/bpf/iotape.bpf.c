@@ -30,6 +30,8 @@ const volatile __u32 op_mask = 0xffffffff;		/* bit (1 << IOTAPE_OP_*) */
 const volatile __u64 ring_half = 0;			/* wake user space past this */
 const volatile bool wakes = false;			/* --wakes: wake records */
 const volatile __u32 cpu_slots = 0;			/* per-CPU ring slots; 0: none (iotape.h) */
+const volatile __u32 cpu_wake_at = 0;			/* wake the loader from this fill on */
+const volatile __u32 cpu_wake_mask = 0;			/* ... and each time fill & mask is 0 */
 
 /* Set by the loader after load and before attach: CLOCK_MONOTONIC at the start. */
 __u64 mono_start = 0;
@@ -266,7 +268,8 @@ struct emit_args {
 
 /* The next record of this CPU's ring, or NULL when the loader has not taken the
  * ring's oldest yet (full). *pos and *head for cpu_commit(). */
-static __always_inline struct iotape_record *cpu_reserve(struct iotape_cpupos **pos, __u64 *head)
+static __always_inline struct iotape_record *cpu_reserve(struct iotape_cpupos **pos, __u64 *head,
+							 __u64 *tail)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), idx;
 	struct iotape_cpupos *p = bpf_map_lookup_elem(&cpupos, &cpu);
@@ -275,7 +278,8 @@ static __always_inline struct iotape_record *cpu_reserve(struct iotape_cpupos **
 		return NULL;
 	*pos = p;
 	*head = p->head;
-	if (*head - p->tail >= cpu_slots)
+	*tail = p->tail;
+	if (*head - *tail >= cpu_slots)
 		return NULL;
 	idx = cpu * cpu_slots + (__u32)(*head & (cpu_slots - 1));
 	return bpf_map_lookup_elem(&cpurecs, &idx);
@@ -291,6 +295,22 @@ static __always_inline void cpu_commit(struct iotape_cpupos *pos, __u64 head)
 	pos->head = head + 1;
 }
 
+/* The loader drains on a 10 ms timer, and a CPU that takes many completions
+ * (on a single-queue device, all of them) can fill its ring sooner: at half
+ * full, wake it, and again every eighth of the ring while it stays behind
+ * (cpu_wake_at, cpu_wake_mask), so a ring fills only when the loader cannot
+ * keep up, never because it slept. The wake-up is a record of 8 bytes in the
+ * shared ring buffer, which the loader's poll returns on and its reader skips
+ * (not a struct iotape_record); FILL counts the record just committed. */
+static __always_inline void cpu_wake(__u64 fill)
+{
+	__u64 word = 0;
+
+	if (fill < cpu_wake_at || (fill & cpu_wake_mask))
+		return;
+	bpf_ringbuf_output(&events, &word, sizeof(word), BPF_RB_FORCE_WAKEUP);
+}
+
 /* One record. Completions go to this CPU's ring when the loader made them
  * (cpu_slots, no --wakes): no lock and no atomic, against the shared ring
  * buffer's spinlock and its reserve and submit (docs/benchmarks.md, Recorder);
@@ -301,10 +321,10 @@ static __always_inline void emit(const struct emit_args *a, const struct iotape_
 {
 	struct iotape_cpupos *pos = NULL;
 	struct iotape_record *r;
-	__u64 flags, head = 0;
+	__u64 flags, head = 0, tail = 0;
 	bool cpu = completion && cpu_slots;
 
-	r = cpu ? cpu_reserve(&pos, &head) : bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	r = cpu ? cpu_reserve(&pos, &head, &tail) : bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(IOTAPE_CNT_RINGBUF_FULL);
 		return;
@@ -334,8 +354,10 @@ static __always_inline void emit(const struct emit_args *a, const struct iotape_
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
 	}
 	if (cpu) {
-		if (pos)
+		if (pos) {
 			cpu_commit(pos, head);
+			cpu_wake(head + 1 - tail);
+		}
 		return;
 	}
 	/* User space drains on a 10 ms timer; a wake-up per event would cost
