@@ -202,8 +202,8 @@ static void split_block(const unsigned char *b, unsigned char *dst, size_t n)
 /* The same with AVX-512 where the CPU has it (checked at run time): a 512-bit
  * unpack is four 128-bit ones side by side, so one pass transposes bytes 0-63
  * of 16 records as four 16x16 blocks at once, and its 32 registers hold the
- * whole block (SSE2's 16 spill it to the stack between rounds): the loader's
- * delta_split, 30 % of its samples under perf, takes ~half the time
+ * whole block (SSE2's 16 spill it to the stack between rounds): delta_split,
+ * 30 % of the loader's samples under perf, 16 -> 7 ns a record
  * (docs/benchmarks.md, Recorder, fourth pass). Bytes 64-79 go as in SSE2. */
 __attribute__((target("avx512f,avx512bw")))
 static void split_block_avx512(const unsigned char *b, unsigned char *dst, size_t n)

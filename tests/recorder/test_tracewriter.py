@@ -42,9 +42,7 @@ def _records(n: int, seed: int) -> np.ndarray:
     return recs
 
 
-def _write(
-    tmp_path: Path, recs: np.ndarray, chunk: int, codec: str, flush_at=(), env=None
-) -> Path:
+def _write(tmp_path: Path, recs: np.ndarray, chunk: int, codec: str, flush_at=(), env=None) -> Path:
     need(CHECK.exists(), f"{CHECK} (make native)")
     tag = "-sse2" if env else ""
     out = tmp_path / f"{codec}-{chunk}-{len(recs)}{tag}.iot"
