@@ -39,6 +39,25 @@ def _loader_of(out: Path, deadline_s: float = 60.0) -> int:
     raise AssertionError(f"no iotape-rec for {out} within {deadline_s:g} s")
 
 
+def _fio_reads(dev: str, res: Path, *extra: str) -> list[str]:
+    """fio's 4 KiB random reads from two io_uring jobs for 4 s, JSON to RES."""
+    return [
+        "fio",
+        "--name=rings",
+        f"--filename={dev}",
+        "--direct=1",
+        "--rw=randread",
+        "--bs=4k",
+        "--ioengine=io_uring",
+        "--numjobs=2",
+        *extra,
+        "--time_based",
+        "--runtime=4",
+        "--output-format=json",
+        f"--output={res}",
+    ]
+
+
 def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_path: Path) -> None:
     """--ring-mb 1 gives each CPU a few thousand slots; the loader stopped (SIGSTOP)
     for a second of fio at full speed fills them. Every request the kernel completed
@@ -47,21 +66,7 @@ def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_pat
     out, res = tmp_path / "full.iot", tmp_path / "fio.json"
     size = os.path.getsize(loop.backing)
     before = _completed_ios(loop.name)
-    fio = [
-        "fio",
-        "--name=full",
-        f"--filename={loop.path}",
-        "--direct=1",
-        "--rw=randread",
-        "--bs=4k",
-        "--ioengine=io_uring",
-        "--iodepth=16",
-        "--numjobs=2",
-        "--time_based",
-        "--runtime=4",
-        "--output-format=json",
-        f"--output={res}",
-    ]
+    fio = _fio_reads(loop.path, res, "--iodepth=16")
     cmd = [*IOTAPE, "record", "-o", str(out), "-d", loop.path, "--ring-mb", "1", "--", *fio]
     rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -119,22 +124,7 @@ def test_a_ring_past_half_full_wakes_the_loader(loop, tmp_path: Path) -> None:
     try:
         assert rec.stdout is not None
         assert json.loads(rec.stdout.readline())["type"] == "ready"
-        fio = [
-            "fio",
-            "--name=wake",
-            f"--filename={loop.path}",
-            "--direct=1",
-            "--rw=randread",
-            "--bs=4k",
-            "--ioengine=io_uring",
-            "--iodepth=8",
-            "--numjobs=2",
-            "--rate_iops=10000",
-            "--time_based",
-            "--runtime=4",
-            "--output-format=json",
-            f"--output={res}",
-        ]
+        fio = _fio_reads(loop.path, res, "--iodepth=8", "--rate_iops=10000")
         subprocess.run(fio, check=True, capture_output=True)
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=60)
