@@ -26,13 +26,13 @@
 #include "iotape.skel.h"
 #include "labels.h"
 #include "control.h"
+#include "cpurings.h"
 #include "rotation.h"
 #include "snapshot.h"
 #include "tracewriter.h"
 #include "trigger.h"
 
 #define NSEC_PER_SEC 1000000000ull
-#define POLL_MS 10
 #define SETTLE_MS 100
 
 static struct opts {
@@ -50,9 +50,15 @@ static struct opts {
 	double duration_s;
 	struct rotation rot;
 	uint32_t chunk_records, ring_mb, inflight, status_ms, drain_ms;
+	/* The drain timer: the ring buffer is read every timer_ms, or sooner when
+	 * the kernel side wakes the loader (a ring past half full). */
+	uint32_t timer_ms;
 	int codec;			/* IOTAPE_CODEC_*, 0: plain chunks */
 	bool bpf_stats;
 	bool wakes;			/* --wakes: wake records (a version 3 file) */
+	/* The per-CPU rings, from --ring-mb and --wakes (configure()); ncpu 0: none. */
+	int ncpu;
+	uint32_t cpu_slots;
 	/* The flight recorder: snapshots (--snapshot-*), their triggers. */
 	uint64_t snap_before_ns, snap_after_ns;
 	bool snapshots;
@@ -62,6 +68,7 @@ static struct opts {
 	.chunk_records = 8192,
 	.codec = TW_CODEC_AUTO,
 	.ring_mb = 32,
+	.timer_ms = 10,
 	.inflight = 65536,
 	.status_ms = 1000,
 	.drain_ms = 2000,
@@ -143,7 +150,7 @@ static void usage(FILE *f)
 "                  [--rule PREFIX:READ_STREAM:WRITE_STREAM]... [--extents FILE]\n"
 "                  [--duration SEC] [--chunk-records N] [--ring-mb N] [--inflight N]\n"
 "                  [--bpf-stats] [--status-interval-ms N] [--drain-ms N]\n"
-"                  [--compress auto|zstd|lz4|none] [--wakes]\n"
+"                  [--compress auto|zstd|lz4|none] [--wakes] [--timer-ms N]\n"
 "                  [--rotate-bytes N] [--rotate-ms N] [--keep N] [--keep-bytes N]\n"
 "                  [--max-bytes N] [--keep-ms N]\n"
 "                  [--snapshot-before-ms N --snapshot-after-ms N] [--trigger EXPR]...\n"
@@ -158,7 +165,8 @@ static void usage(FILE *f)
 "OUT.snapshots/ (recorder/snapshot.h, recorder/trigger.h). --wakes: also a wake\n"
 "record whenever a thread that submitted traced I/O wakes another, and a sched\n"
 "record per request (its thread's run-queue wait, CPU time; a version 4 file;\n"
-"docs/trace-format.md).\n");
+"docs/trace-format.md). --timer-ms: the drain timer (default 10); the kernel side\n"
+"also wakes the loader when a ring is half full.\n");
 }
 
 static void errorf(const char *fmt, ...)
@@ -265,7 +273,8 @@ static int parse_codec(const char *arg)
 enum { O_META = 256, O_DEV, O_PID, O_CGROUP, O_COMM, O_OP, O_RULE, O_EXTENTS,
        O_DURATION, O_CHUNK, O_RING, O_INFLIGHT, O_STATS, O_STATUS, O_DRAIN,
        O_ROT_BYTES, O_ROT_MS, O_KEEP, O_KEEP_BYTES, O_MAX_BYTES, O_COMPRESS,
-       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER, O_WAKES };
+       O_KEEP_MS, O_SNAP_BEFORE, O_SNAP_AFTER, O_TRIGGER, O_CHECK_TRIGGER, O_WAKES,
+       O_TIMER };
 
 /* The flight recorder's options: snapshots and their triggers. */
 static void parse_flight(int opt, const char *arg)
@@ -354,6 +363,7 @@ static void parse_args(int argc, char **argv)
 		{ "trigger", required_argument, NULL, O_TRIGGER },
 		{ "check-trigger", required_argument, NULL, O_CHECK_TRIGGER },
 		{ "wakes", no_argument, NULL, O_WAKES },
+		{ "timer-ms", required_argument, NULL, O_TIMER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -420,6 +430,11 @@ static void parse_args(int argc, char **argv)
 			break;
 		case O_DRAIN:
 			o.drain_ms = parse_u64("--drain-ms", optarg, 600000);
+			break;
+		case O_TIMER:
+			o.timer_ms = parse_u64("--timer-ms", optarg, 60000);
+			if (!o.timer_ms)
+				usage_error("--timer-ms: must be 1..60000");
 			break;
 		default:
 			parse_rotation(c, optarg);
@@ -809,6 +824,8 @@ static void configure(struct iotape_bpf *skel)
 	/* block_io_start (6.5+) fires once per new request in the submitter's
 	 * context; older kernels only have block_rq_insert for that. */
 	bool io_start = libbpf_find_vmlinux_btf_id("block_io_start", BPF_TRACE_RAW_TP) >= 0;
+	uint32_t shared_mb;
+	int ncpu;
 
 	ro->n_devs = o.n_devs;
 	for (int i = 0; i < o.n_devs; i++) {
@@ -823,10 +840,26 @@ static void configure(struct iotape_bpf *skel)
 	ro->n_comms = o.n_comms;
 	memcpy((void *)ro->comms, o.comms, sizeof(o.comms));
 	ro->op_mask = o.op_mask;
-	ro->ring_half = (uint64_t)o.ring_mb << 19;
 	ro->wakes = o.wakes;
 	bpf_program__set_autoload(skel->progs.on_waking, o.wakes);
-	bpf_map__set_max_entries(skel->maps.events, o.ring_mb << 20);
+	/* Completions go to per-CPU rings of --ring-mb in all (bpf/iotape.h), but
+	 * with --wakes, whose wake and sched records the file keeps in time order
+	 * among them; the shared ring buffer then holds only the rare record of a
+	 * request completed unseen. */
+	ncpu = libbpf_num_possible_cpus();
+	if (!o.wakes && ncpu > 0) {
+		o.cpu_slots = cpurings_slots((uint64_t)o.ring_mb << 20, ncpu);
+		o.ncpu = ncpu;
+		ro->cpu_slots = o.cpu_slots;
+		/* Wake-ups from half full on (bpf/iotape.bpf.c, cpu_wake). */
+		ro->cpu_wake_at = o.cpu_slots / 2 ? o.cpu_slots / 2 : 1;
+		ro->cpu_wake_mask = o.cpu_slots / 8 ? o.cpu_slots / 8 - 1 : 0;
+		bpf_map__set_max_entries(skel->maps.cpurecs, (uint32_t)ncpu * o.cpu_slots);
+		bpf_map__set_max_entries(skel->maps.cpupos, (uint32_t)ncpu);
+	}
+	shared_mb = o.ncpu ? 1 : o.ring_mb;
+	ro->ring_half = (uint64_t)shared_mb << 19;
+	bpf_map__set_max_entries(skel->maps.events, shared_mb << 20);
 	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
 	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
 	bpf_program__set_autoload(skel->progs.on_io_start, io_start);
@@ -862,6 +895,7 @@ static int attach(struct iotape_bpf *skel)
 struct run {
 	struct iotape_bpf *skel;
 	struct ring_buffer *rb;
+	struct cpurings cr;		/* ncpu 0: none, every record in rb */
 	char *meta, *header;
 	size_t meta_len;
 	volatile struct iotape_inflight *slots;
@@ -922,7 +956,17 @@ static int setup(struct run *r)
 		errorf("mapping the in-flight table: %s", strerror(errno));
 		return -1;
 	}
-	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events), on_event, NULL, NULL);
+	if (o.ncpu) {
+		err = cpurings_open(&r->cr, bpf_map__fd(r->skel->maps.cpurecs),
+				    bpf_map__fd(r->skel->maps.cpupos), o.ncpu, o.cpu_slots);
+		if (err) {
+			errorf("mapping the per-CPU rings: %s", strerror(-err));
+			return -1;
+		}
+	}
+	/* With per-CPU rings, the shared ring's records wait to be merged with theirs. */
+	r->rb = ring_buffer__new(bpf_map__fd(r->skel->maps.events),
+				 o.ncpu ? cpurings_keep : on_event, o.ncpu ? &r->cr : NULL, NULL);
 	if (!r->rb) {
 		errorf("creating the ring buffer reader: %s", strerror(errno));
 		return -1;
@@ -1265,6 +1309,17 @@ static int flight_step(struct run *r, uint64_t now)
 	return 0;
 }
 
+/* Every record the programs have written so far into the file, in completion
+ * order across the per-CPU rings. Returns 0 or a negative error. */
+static int consume(struct run *r)
+{
+	int err = ring_buffer__consume(r->rb);
+
+	if (err >= 0 && r->cr.ncpu)
+		err = cpurings_drain(&r->cr, on_event, NULL);
+	return err;
+}
+
 /* Drain the ring into the file until a signal, the deadline or an error; progress
  * lines every status_ms. Returns the stop reason; *err is the last ring result. */
 static const char *drain(struct run *r, int *err)
@@ -1278,9 +1333,9 @@ static const char *drain(struct run *r, int *err)
 	while (!stop_signal) {
 		/* The kernel side rarely wakes us (only when the ring is half
 		 * full), so the timeout is the drain timer and consume does the work. */
-		*err = ring_buffer__poll(r->rb, POLL_MS);
+		*err = ring_buffer__poll(r->rb, (int)o.timer_ms);
 		if (*err >= 0)
-			*err = ring_buffer__consume(r->rb);
+			*err = consume(r);
 		if (*err < 0 && *err != -EINTR)
 			break;
 		now = clock_ns(CLOCK_MONOTONIC);
@@ -1338,9 +1393,9 @@ static void drain_in_flight(struct run *r)
 		else if (t - quiet_since >= SETTLE_MS * 1000000ull)
 			break;
 		seen = st.tw.events + st.tw.n;
-		if (ring_buffer__poll(r->rb, POLL_MS) < 0 && errno != EINTR)
+		if (ring_buffer__poll(r->rb, (int)o.timer_ms) < 0 && errno != EINTR)
 			break;
-		if (ring_buffer__consume(r->rb) < 0)
+		if (consume(r) < 0)
 			break;
 	}
 }
@@ -1355,7 +1410,7 @@ static int finish(struct run *r, const char *reason, int err)
 
 	iotape_bpf__detach(r->skel);
 	if (!st.tw.err) {
-		ring_buffer__consume(r->rb);
+		consume(r);
 		left = in_flight(r->skel, r->slots, r->n_slots, &st.unseen_at_stop, true);
 		left -= st.unseen_at_stop;
 		tw_flush(&st.tw);
@@ -1412,6 +1467,7 @@ static int finish(struct run *r, const char *reason, int err)
 static void run_free(struct run *r)
 {
 	ring_buffer__free(r->rb);
+	cpurings_close(&r->cr);
 	if (r->slots != MAP_FAILED)
 		munmap((void *)r->slots, r->n_slots * sizeof(*r->slots));
 	iotape_bpf__destroy(r->skel);

@@ -32,6 +32,9 @@ struct tracewriter {
 	 * is still in cache: planes at a stride of cap until the chunk is written. */
 	uint32_t split_n;		/* the open chunk's records already in tbuf */
 	uint64_t split_done, split_end;	/* the last of them: completion, end offset */
+	/* The CPU has AVX-512 (BW) for the transform, unless $IOTAPE_SPLIT_SSE2 is
+	 * set (tests compare the two paths' files byte for byte). */
+	bool avx512;
 	bool wakes;			/* may hold wake and sched records: format version 4 */
 };
 

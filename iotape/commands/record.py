@@ -170,7 +170,12 @@ def record(
         bool, typer.Option(help="Measure the BPF programs' own run time (costs ~5 %).")
     ] = False,
     chunk_records: Annotated[int, typer.Option(help="Records per file chunk.")] = 8192,
-    ring_mb: Annotated[int, typer.Option(help="BPF ring buffer size, MiB.")] = 32,
+    ring_mb: Annotated[
+        int,
+        typer.Option(
+            help="BPF rings, MiB: the per-CPU completion rings in all (--wakes: the ring buffer)."
+        ),
+    ] = 32,
     wakes: Annotated[
         bool,
         typer.Option(

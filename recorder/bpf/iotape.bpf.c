@@ -29,6 +29,9 @@ const volatile __u64 comms[IOTAPE_MAX_COMMS][2] = {};	/* 16 NUL-padded bytes */
 const volatile __u32 op_mask = 0xffffffff;		/* bit (1 << IOTAPE_OP_*) */
 const volatile __u64 ring_half = 0;			/* wake user space past this */
 const volatile bool wakes = false;			/* --wakes: wake records */
+const volatile __u32 cpu_slots = 0;			/* per-CPU ring slots; 0: none (iotape.h) */
+const volatile __u32 cpu_wake_at = 0;			/* wake the loader from this fill on */
+const volatile __u32 cpu_wake_mask = 0;			/* ... and each time fill & mask is 0 */
 
 /* Set by the loader after load and before attach: CLOCK_MONOTONIC at the start. */
 __u64 mono_start = 0;
@@ -37,6 +40,23 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 32 << 20);			/* resized by the loader (--ring-mb) */
 } events SEC(".maps");
+
+/* The completion records' per-CPU rings and their positions (iotape.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);				/* ncpu * cpu_slots, set by the loader */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct iotape_record);
+} cpurecs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);				/* ncpu, set by the loader */
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct iotape_cpupos);
+} cpupos SEC(".maps");
 
 /* Fast path: one slot per (device filter, hctx, tag); see iotape.h. */
 struct {
@@ -246,12 +266,65 @@ struct emit_args {
 	__s16 error;
 };
 
-static __always_inline void emit(const struct emit_args *a, const struct iotape_inflight *e)
+/* The next record of this CPU's ring, or NULL when the loader has not taken the
+ * ring's oldest yet (full). *pos and *head for cpu_commit(). */
+static __always_inline struct iotape_record *cpu_reserve(struct iotape_cpupos **pos, __u64 *head,
+							 __u64 *tail)
 {
-	struct iotape_record *r;
-	__u64 flags;
+	__u32 cpu = bpf_get_smp_processor_id(), idx;
+	struct iotape_cpupos *p = bpf_map_lookup_elem(&cpupos, &cpu);
 
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!p)
+		return NULL;
+	*pos = p;
+	*head = p->head;
+	*tail = p->tail;
+	if (*head - *tail >= cpu_slots)
+		return NULL;
+	idx = cpu * cpu_slots + (__u32)(*head & (cpu_slots - 1));
+	return bpf_map_lookup_elem(&cpurecs, &idx);
+}
+
+/* Publishes the record: head moves past it only after its fields are written.
+ * The compiler barrier keeps the stores in that order in the program; the x86
+ * JIT emits them in order, and x86 makes stores visible in program order (TSO),
+ * so the loader, reading head with acquire, sees the whole record. */
+static __always_inline void cpu_commit(struct iotape_cpupos *pos, __u64 head)
+{
+	asm volatile("" ::: "memory");
+	pos->head = head + 1;
+}
+
+/* The loader drains on a 10 ms timer, and a CPU that takes many completions
+ * (on a single-queue device, all of them) can fill its ring sooner: at half
+ * full, wake it, and again every eighth of the ring while it stays behind
+ * (cpu_wake_at, cpu_wake_mask), so a ring fills only when the loader cannot
+ * keep up, never because it slept. The wake-up is a record of 8 bytes in the
+ * shared ring buffer, which the loader's poll returns on and its reader skips
+ * (not a struct iotape_record); FILL counts the record just committed. */
+static __always_inline void cpu_wake(__u64 fill)
+{
+	__u64 word = 0;
+
+	if (fill < cpu_wake_at || (fill & cpu_wake_mask))
+		return;
+	bpf_ringbuf_output(&events, &word, sizeof(word), BPF_RB_FORCE_WAKEUP);
+}
+
+/* One record. Completions go to this CPU's ring when the loader made them
+ * (cpu_slots, no --wakes): no lock and no atomic, against the shared ring
+ * buffer's spinlock and its reserve and submit (docs/benchmarks.md, Recorder);
+ * every other record, and all of them with --wakes (whose wake and sched records
+ * the file keeps in time order among the requests), to the shared ring buffer. */
+static __always_inline void emit(const struct emit_args *a, const struct iotape_inflight *e,
+				 bool completion)
+{
+	struct iotape_cpupos *pos = NULL;
+	struct iotape_record *r;
+	__u64 flags, head = 0, tail = 0;
+	bool cpu = completion && cpu_slots;
+
+	r = cpu ? cpu_reserve(&pos, &head, &tail) : bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(IOTAPE_CNT_RINGBUF_FULL);
 		return;
@@ -279,6 +352,13 @@ static __always_inline void emit(const struct emit_args *a, const struct iotape_
 		r->pid = 0;
 		r->tid = 0;
 		__builtin_memset(r->comm, 0, sizeof(r->comm));
+	}
+	if (cpu) {
+		if (pos) {
+			cpu_commit(pos, head);
+			cpu_wake(head + 1 - tail);
+		}
+		return;
 	}
 	/* User space drains on a 10 ms timer; a wake-up per event would cost
 	 * more than the rest of this program. Wake it only if the ring fills. */
@@ -308,7 +388,7 @@ static __always_inline void recover(const struct iotape_inflight *old, __u32 dev
 	};
 
 	count(IOTAPE_CNT_COMPLETION_UNSEEN);
-	emit(&a, old);
+	emit(&a, old, false);
 }
 
 /* Who submitted the request, read from the task itself: the same values as
@@ -570,7 +650,7 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 	a.offset = rq->__sector * 512;
 	a.bytes = nr_bytes;
 	a.error = error;
-	emit(&a, e);
+	emit(&a, e, true);
 	/* A partial completion (nr_bytes < what is left) keeps the entry; so does
 	 * a data write through the flush machinery, for the rest of its sequence. */
 	if (e && nr_bytes >= rq->__data_len) {

@@ -38,6 +38,20 @@ enum iotape_counter {
 	IOTAPE_CNT_MAX,
 };
 
+/* The completion records' per-CPU rings (without --wakes): CPU c's records are
+ * entries [c * cpu_slots, (c + 1) * cpu_slots) of the mmapable array `cpurecs`,
+ * record i at i % cpu_slots; `cpupos` holds each CPU's positions. The completion
+ * program is their only producer (the kernel never runs a program nested in
+ * itself on one CPU: it skips and counts a recursion), the loader their only
+ * consumer. Each position on a cache line of its own: head is written by its
+ * CPU, tail by the loader. */
+struct iotape_cpupos {
+	__u64 head;			/* records written (the next one's number) */
+	__u64 _pad0[7];
+	__u64 tail;			/* records the loader has taken */
+	__u64 _pad1[7];
+};
+
 /* What block_io_start learns in the submitter's context, kept until completion. */
 struct iotape_inflight {
 	__u64 rq;			/* owner (struct request *) of an array slot; 0 = free */

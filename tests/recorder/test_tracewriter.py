@@ -7,6 +7,7 @@ end mid-block."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -41,11 +42,12 @@ def _records(n: int, seed: int) -> np.ndarray:
     return recs
 
 
-def _write(tmp_path: Path, recs: np.ndarray, chunk: int, codec: str, flush_at=()) -> Path:
+def _write(tmp_path: Path, recs: np.ndarray, chunk: int, codec: str, flush_at=(), env=None) -> Path:
     need(CHECK.exists(), f"{CHECK} (make native)")
-    out = tmp_path / f"{codec}-{chunk}-{len(recs)}.iot"
+    tag = "-sse2" if env else ""
+    out = tmp_path / f"{codec}-{chunk}-{len(recs)}{tag}.iot"
     cmd = [str(CHECK), str(out), str(chunk), str(CODECS[codec]), *map(str, flush_at)]
-    res = subprocess.run(cmd, input=recs.tobytes(), capture_output=True)
+    res = subprocess.run(cmd, input=recs.tobytes(), capture_output=True, env=env)
     assert res.returncode == 0, res.stderr
     return out
 
@@ -100,3 +102,17 @@ def test_a_chunk_that_does_not_shrink_is_plain_and_intact(tmp_path: Path) -> Non
     got, counts, codecs = _read(_write(tmp_path, recs, 256, "lz4"))
     assert got == recs.tobytes()
     assert counts == [256, 256, 188] and set(codecs) == {"none"}
+
+
+@pytest.mark.parametrize("codec", ["lz4", "auto"])
+def test_the_avx512_transform_writes_the_sse2_file(tmp_path: Path, codec: str) -> None:
+    """Where the CPU has AVX-512, whole blocks are transposed with it; the file is
+    the one the SSE2 path ($IOTAPE_SPLIT_SSE2, any x86-64) writes, byte for byte,
+    full and partial chunks alike (on a CPU without it, both files are SSE2's)."""
+    recs = _records(3 * 8192 + 100, seed=11)
+    flush_at = [64, 129, 8192 + 1000]
+    fast = _write(tmp_path, recs, 8192, codec, flush_at)
+    env = {**os.environ, "IOTAPE_SPLIT_SSE2": "1"}
+    slow = _write(tmp_path, recs, 8192, codec, flush_at, env=env)
+    assert fast.read_bytes() == slow.read_bytes()
+    assert _read(fast)[0] == recs.tobytes()
