@@ -22,6 +22,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+import json_out
+
 from analyzer.lab import counters, hostcpu, hybrid
 from analyzer.lab.array import ArrayModel
 from analyzer.lab.devices import HybridLab
@@ -88,11 +90,7 @@ def main() -> None:
         m = shapes[key]
         saved = rep["configs"]["baseline"]["db_reads_per_s"]
         out.append({"dir": str(d), "measured": m, "saved_reads_per_s": saved})
-    text = json.dumps(out, indent=1) + "\n"
-    if a.o:
-        a.o.write_text(text)
-    else:
-        print(text, end="")
+    json_out.emit(out, a.o)
 
 
 if __name__ == "__main__":

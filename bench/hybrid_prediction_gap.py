@@ -34,6 +34,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+import json_out
 import numpy as np
 
 import schemas
@@ -319,11 +320,7 @@ def main() -> None:
     ap.add_argument("--cpu", type=Path, help="bench/hybrid_host_cpu.py's output")
     a = ap.parse_args()
     cpu = {x["dir"]: x for x in json.loads(a.cpu.read_text())} if a.cpu else {}
-    text = json.dumps([gap(d, cpu.get(str(d))) for d in a.dirs], indent=1) + "\n"
-    if a.o:
-        a.o.write_text(text)
-    else:
-        print(text, end="")
+    json_out.emit([gap(d, cpu.get(str(d))) for d in a.dirs], a.o)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import json_out
 import numpy as np
 
 import schemas
@@ -108,11 +109,7 @@ def main() -> None:
     ]
     out = {"window_s": a.window, "skips": skips,
            "rounds": [one_round(r, a.window, skips) for r in rounds]}  # fmt: skip
-    text = json.dumps(out, indent=1) + "\n"
-    if a.o:
-        a.o.write_text(text)
-    else:
-        print(text, end="")
+    json_out.emit(out, a.o)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,22 @@ def _fio_reads(dev: str, res: Path, *extra: str) -> list[str]:
     ]
 
 
+def _finish(rec: subprocess.Popen[str], timeout: float) -> None:
+    """Waits for the recorder to exit 0; kills it if the wait fails, so no
+    loader outlives the test."""
+    try:
+        _, err = rec.communicate(timeout=timeout)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    assert rec.returncode == 0, err
+
+
+def _fio_reads_done(res: Path) -> int:
+    return sum(j["read"]["total_ios"] for j in json.loads(res.read_text())["jobs"])
+
+
 def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_path: Path) -> None:
     """--ring-mb 1 gives each CPU a few thousand slots; the loader stopped (SIGSTOP)
     for a second of fio at full speed fills them. Every request the kernel completed
@@ -75,15 +91,10 @@ def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_pat
         os.kill(pid, signal.SIGSTOP)
         time.sleep(1.5)
         os.kill(pid, signal.SIGCONT)
-        _, err = rec.communicate(timeout=300)
     finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    assert rec.returncode == 0, err
+        _finish(rec, 300)
     completed = _completed_ios(loop.name) - before
-    jobs = json.loads(res.read_text())["jobs"]
-    assert completed == sum(j["read"]["total_ios"] for j in jobs)
+    assert completed == _fio_reads_done(res)
 
     trace = open_trace(out)
     footer = trace.footer
@@ -127,14 +138,10 @@ def test_a_ring_past_half_full_wakes_the_loader(loop, tmp_path: Path) -> None:
         fio = _fio_reads(loop.path, res, "--iodepth=8", "--rate_iops=10000")
         subprocess.run(fio, check=True, capture_output=True)
         rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=60)
     finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    assert rec.returncode == 0, err
+        _finish(rec, 60)
     completed = _completed_ios(loop.name) - before
-    assert completed == sum(j["read"]["total_ios"] for j in json.loads(res.read_text())["jobs"])
+    assert completed == _fio_reads_done(res)
     trace = open_trace(out)
     footer = trace.footer
     assert footer is not None and footer["lost"]["ringbuf_full"] == 0
