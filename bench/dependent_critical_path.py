@@ -13,6 +13,7 @@ the host's own delay D, or a pair (awake, asleep) picked per think by
 job: what a run's own figures say the path is, with no runner cost a hop.
 
     .venv/bin/python bench/dependent_critical_path.py TRACE [--service-us 20] [--think-scale F]
+        [--think-calibrate TARGET_TRACE]   (the default plan with it too: thinkcal.py)
     (no root; JSON on stdout, or -o FILE)
 """
 
@@ -138,15 +139,24 @@ def main() -> None:
     ap.add_argument("trace", type=Path)
     ap.add_argument("--service-us", type=float, default=20.0)
     ap.add_argument("--think-scale", type=float, default=1.0, help="the dependent plans'")
+    ap.add_argument(
+        "--think-calibrate",
+        type=Path,
+        help="also the default dependent plan with --think-calibrate this trace",
+    )
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     out: dict = {"trace": str(args.trace), "service_us": args.service_us,
-                 "think_scale": args.think_scale, "plans": {}}  # fmt: skip
+                 "think_scale": args.think_scale, "plans": {},
+                 "think_calibrate": str(args.think_calibrate) if args.think_calibrate
+                 else None}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="iotape-cpath-") as tmp:
         target = Path(tmp) / "target.img"
         target.touch()
         os.truncate(target, 1 << 40)  # sparse: a plan needs a target that holds it
+        cal = [("dependent --think-calibrate", "dependent", "demand", "net")]
         for name, timing, lt, rq in (
+            *(cal if args.think_calibrate else []),
             ("dependent --long-thinks demand", "dependent", "demand", "net"),
             ("dependent --long-thinks demand --run-queue recorded", "dependent", "demand",
              "recorded"),
@@ -157,7 +167,8 @@ def main() -> None:
             scale = args.think_scale if timing == "dependent" else 1.0
             opts = PlanOptions(trace=args.trace, jobdir=jobdir, targets=[f"all={target}"],
                                timing=timing, long_thinks=lt, think_scale=scale,
-                               run_queue=rq)  # fmt: skip
+                               run_queue=rq, think_calibrate=args.think_calibrate
+                               if "calibrate" in name else None)  # fmt: skip
             plan(opts)
             out["plans"][name] = critical_path(jobdir, int(args.service_us * 1000))
     text = json.dumps(out, indent=2)

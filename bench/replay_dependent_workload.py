@@ -65,7 +65,9 @@ import time
 from pathlib import Path
 
 import cpu_condition as cpu
+from dependent_critical_path import critical_path
 from hybrid_lab import HybridLab
+from replay_dependent_workload_args import CAL, parser
 from replay_lab import ROOT, machine
 from workload_truth import zero_logs
 
@@ -128,16 +130,18 @@ def engine(dev: str, args: argparse.Namespace, work: list[str], trace: Path | No
 
 def replay(
     trace: Path, dev: str, work: Path, name: str, timing: str = "dependent",
-    variant: str | None = None, condition: str = "idle",
+    variant: str | None = None, condition: str = "idle", calibrate: Path | None = None,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ], its
-    `--long-thinks LT --run-queue RQ`), `replay run` (in the CPU `condition`) and
-    `replay fidelity JOBDIR`: transactional IOPS and the dependencies."""
-    jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}"
-    lt: list[str] = []
+    `--long-thinks LT --run-queue RQ`; `calibrate`: --think-calibrate it), `replay
+    run` (in the CPU `condition`) and `replay fidelity JOBDIR`: transactional IOPS,
+    the dependencies and the plan's critical path at 20 us a request."""
+    cal = "-cal" if calibrate else ""
+    jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}{cal}"
+    lt: list[str] = ["--think-calibrate", str(calibrate)] if calibrate else []
     if variant:
         long_thinks, _, run_queue = variant.partition("/")
-        lt = ["--long-thinks", long_thinks, *(["--run-queue", run_queue] if run_queue else [])]
+        lt += ["--long-thinks", long_thinks, *(["--run-queue", run_queue] if run_queue else [])]
     _iotape("replay", "plan", str(trace), "-o", str(jobdir), "--timing", timing,
             "--target", f"all={dev}", "--force", *lt)  # fmt: skip
     with cpu.held(condition) as h:
@@ -158,6 +162,7 @@ def replay(
         "tx_iops": round(tx / span, 1) if span else None,
         "original_tx_iops": round(tx_o / span_o, 1) if span_o else None,
         "issued_before_predecessor": fid["issued_before_predecessor"],
+        "critical_path_tx_per_s": critical_path(jobdir, 20_000).get("tx_per_s"),
         "cpu": h.report(fid["overall"]["replay"]["requests"]),
         "streams": {
             k: {
@@ -167,6 +172,45 @@ def replay(
             for k, v in streams.items()
         },
         "dependencies": [_deps(d) for d in plan["dependencies"]],
+    }
+
+
+def _calibration(
+    dst: str, name: str, label: str, work: Path, args: argparse.Namespace
+) -> tuple[Path | None, dict | None]:
+    """With --calibrate-s, a short recording of the engine on `dst`, apart from the
+    truth (another seed, a timed run): what --think-calibrate takes the target's CPU
+    from. Its path and its engine run's figures (its length among them)."""
+    if not args.calibrate_s:
+        return None, None
+    cal = work / f"{name}-calibration.iot"
+    run = ["--duration", str(args.calibrate_s), "--seed", str(args.calibrate_seed)]
+    calibration = engine(dst, args, run, cal)
+    if args.keep:
+        shutil.copy2(cal, args.keep / cal.name)
+    print(f"{label}: calibration on {name}: {calibration['elapsed_s']} s, "
+          f"{sum(calibration['requests'].values())} requests", flush=True)  # fmt: skip
+    return cal, calibration
+
+
+def _dependents(
+    trace: Path, dst: str, work: Path, label: str, cal: Path | None, args: argparse.Namespace
+) -> dict[str, dict]:
+    """A round's dependent replays, one per variant (CAL: the first other variant's
+    plan with --think-calibrate `cal`)."""
+    plain = [v for v in args.variants if v != CAL]
+    return {
+        v: replay(
+            trace,
+            dst,
+            work,
+            label,
+            "dependent",
+            plain[0] if v == CAL else v,
+            args.condition,
+            cal if v == CAL else None,
+        )
+        for v in args.variants
     }
 
 
@@ -183,7 +227,8 @@ def _deps(d: dict) -> dict:
     cross = ("cross_candidates", "cross_by_chance", "cross_mirror", "cross_edges")
     dem = ("long_thinks", "demand_thinks", "demand_woken", "demand_think_s")
     rq = ("run_queue", "sched_recorded", "run_queue_thinks", "run_queue_think_s")
-    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq)}
+    cal = ("think_calibration",)
+    return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq, *cal)}
 
 
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
@@ -211,11 +256,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         shutil.copy2(trace, args.keep / trace.name)  # for a later look at what was replayed
     label = f"{names[src]}-to-{names[dst]}"
     rounds: list[dict] = []
-    print(
-        f"{label}: engine on {names[src]} ({original['work']} per session, recorded) "
-        f"{original['tx_iops']} tx IOPS over {original['elapsed_s']} s",
-        flush=True,
-    )
+    cal, calibration = _calibration(dst, names[dst], label, work, args)
+    print(f"{label}: engine on {names[src]} ({original['work']} per session, recorded) "
+          f"{original['tx_iops']} tx IOPS over {original['elapsed_s']} s", flush=True)  # fmt: skip
     for k in range(args.rounds):
         truth = engine(dst, args, job, None)
         same = (
@@ -226,10 +269,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         old = (
             engine(dst, args, ["--duration", str(dur[dst])], None) if args.duration_truth else None
         )
-        deps = {
-            v: replay(trace, dst, work, label, "dependent", v, args.condition)
-            for v in args.variants
-        }
+        deps = _dependents(trace, dst, work, label, cal, args)
         # Onto the fast device, afap too (no think time: the most the trace's order and
         # depth allow there); onto the HDD-like one it would take minutes more.
         afap = (
@@ -248,7 +288,11 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
                 "same_operations": same,
                 "engine_on_target_timed": old,
                 "dependent_replay": deps,
-                "afap_replay": {k: afap[k] for k in ("tx_iops", "tx_span_s")} if afap else None,
+                "afap_replay": {
+                    k: afap[k] for k in ("tx_iops", "tx_span_s", "critical_path_tx_per_s")
+                }
+                if afap
+                else None,
                 "tx_iops_error_pct": err,
                 "tx_iops_error_vs_timed_pct": err_old,
             }
@@ -259,6 +303,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         "from": names[src],
         "to": names[dst],
         "engine_on_source": original,
+        "calibration": calibration,
         "rounds": rounds,
         "median": _medians(rounds, args),
         "same_operations": all(r["same_operations"] is not False for r in rounds),
@@ -285,7 +330,8 @@ def _say_round(
         f"{truth['tx_iops']} tx IOPS over {truth['elapsed_s']} s"
         + (f"; timed truth ({old['work']}) {old['tx_iops']}" if old else "")
         + "; dependent "
-        + ", ".join(f"--long-thinks {lt} {d['tx_iops']} over {d['tx_span_s']} s "
+        + ", ".join(f"{lt} {d['tx_iops']} (path {d['critical_path_tx_per_s']}) "
+                    f"over {d['tx_span_s']} s "
                     f"({err[lt]:+.1f} %" + (f", {err_old[lt]:+.1f} % against the timed truth"
                                             if err_old else "")
                     + f", {d['issued_before_predecessor']} early)" for lt, d in deps.items())
@@ -362,6 +408,7 @@ def measure(args: argparse.Namespace) -> dict:
         "long_thinks": args.long_thinks,
         "run_queue": args.run_queue,
         "variants": args.variants,
+        "calibrate_s": args.calibrate_s,
         "trace": str(args.trace) if args.trace else None,
         "hdd_model": {"spindles": args.spindles},
         "runs": runs,
@@ -369,88 +416,8 @@ def measure(args: argparse.Namespace) -> dict:
     }  # fmt: skip
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=int, default=2, help="session threads")
-    ap.add_argument("--mailboxes", type=int, default=50)
-    ap.add_argument("--mailbox-size-mb", type=float, default=4)
-    ap.add_argument("--cache-mb", type=float, default=8)
-    ap.add_argument(
-        "--hdd-transactions",
-        type=int,
-        default=12000,
-        help="hdd-ssd: operations per session of the HDD-like recording and the truth on the "
-        "SSD-like device",
-    )
-    ap.add_argument(
-        "--ssd-transactions",
-        type=int,
-        default=1200,
-        help="ssd-hdd: operations per session of the SSD-like recording and the truth on the "
-        "HDD-like device",
-    )
-    ap.add_argument(
-        "--duration-truth",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also the truth of before: the engine run for --duration / --ssd-duration on the "
-        "target after a 1 s run",
-    )
-    ap.add_argument(
-        "--duration", type=float, default=20, help="the timed truth's run on the HDD-like device"
-    )
-    ap.add_argument(
-        "--ssd-duration", type=float, default=0.5, help="its run on the SSD-like device"
-    )
-    ap.add_argument("--spindles", type=int, default=2)
-    ap.add_argument(
-        "--wakes",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="record the engine with --record-wakes (exact cross-thread edges)",
-    )
-    ap.add_argument("--size-mb", type=int, default=512)
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="per direction, the truth and the replays this many times (one recording)",
-    )
-    ap.add_argument(
-        "--long-thinks",
-        type=lambda v: v.split(","),
-        default=["demand", "recorded"],
-        help="dependent replays' --long-thinks, comma-separated: the first is judged, "
-        "the rest its peers",
-    )
-    ap.add_argument(
-        "--run-queue",
-        type=lambda v: v.split(","),
-        default=["net"],
-        help="dependent replays' --run-queue, comma-separated (each with each --long-thinks, "
-        "the first pair judged)",
-    )
-    ap.add_argument(
-        "--trace",
-        type=Path,
-        help="replay this kept trace (of --directions' source device) instead of recording",
-    )
-    ap.add_argument("--keep", type=Path, help="copy each recorded trace into this directory")
-    ap.add_argument(
-        "--directions",
-        type=lambda v: v.split(","),
-        default=["hdd-ssd", "ssd-hdd"],
-        help="hdd-ssd and/or ssd-hdd",
-    )
-    ap.add_argument("--condition", choices=cpu.CONDITIONS, default="awake",
-                    help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
-                    "the recording, the truths, the replays")  # fmt: skip
-    ap.add_argument("-o", "--output", type=Path, default=OUT)
-    return ap
-
-
 def main() -> None:
-    ap = _parser()
+    ap = parser(__doc__.split("\n\n")[0], OUT)
     args = ap.parse_args()
     if args.trace and len(args.directions) != 1:
         ap.error("--trace: give one --directions, the trace's")
@@ -461,6 +428,10 @@ def main() -> None:
         for lt in args.long_thinks
         for rq in args.run_queue
     ]
+    if args.calibrate_s:
+        if not args.wakes:
+            ap.error("--calibrate-s: the calibration needs its sched records (--wakes)")
+        args.variants.insert(0, CAL)  # judged: the first variant's plan, calibrated
     result = measure(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")

@@ -45,6 +45,7 @@ from replayer.plan import (
     schedsplit,
     sources,
     steps,
+    thinkcal,
     wakeedges,
     write,
 )
@@ -87,6 +88,7 @@ class SliceState:
     demand_was_ns: int = 0
     demand_now_ns: int = 0
     rq: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --run-queue net
+    cal: dict[int, thinkcal.Applied] = field(default_factory=dict)  # --think-calibrate
 
 
 class Logs:
@@ -124,7 +126,7 @@ WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
     cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, Replaced],
-    split: schedsplit.SchedSplit | None = None,
+    split: schedsplit.SchedSplit | None = None, cal: thinkcal.Calibration | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
@@ -134,7 +136,8 @@ def _slice_jobs(
     request waits for nothing more than before, its think time replaced) and,
     in `thinks`, the long thinks replaced on demand (row -> (the think before,
     the think now, anchored at a demand wake)): demand.py. `split`: each think less
-    its run-queue wait (--run-queue net: schedsplit.py)."""
+    its run-queue wait (--run-queue net: schedsplit.py); `cal`: short thinks at
+    the target's CPU (--think-calibrate: thinkcal.py)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -162,8 +165,12 @@ def _slice_jobs(
     st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
     st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     rq = split.run_queue_ns(r) if split is not None else None
+    rel = np.array([bool(a) for a in after], bool)
     if rq is not None:
-        think_ns = st.rq.net(think_ns, rq, np.array([bool(a) for a in after], bool))
+        think_ns = st.rq.net(think_ns, rq, rel)
+    f = np.ones(len(r))
+    if cal is not None:
+        think_ns, f = thinkcal.scale_slice(cal, st.cal, s.stream, r, d.submitter[k:], think_ns, rel)
     afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
@@ -183,19 +190,8 @@ def _slice_jobs(
     )  # fmt: skip
     tail_l = [f"{a} {o} {b}" for a, o, b in zip(acts.tolist(), off.tolist(), nbytes.tolist(),
                                                  strict=True)]  # fmt: skip
-    for i, (_, _, _, bound) in thinks.items():
-        # A demand edge in place of the recorded anchor: `or` the recorded plan's
-        # way, whichever comes first (deps.c), so that waiting for a demand that
-        # the replay brings later than the recorded anchor never makes the
-        # request later than the recorded plan would.
-        if bound is not None:
-            was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
-            gap = bound[1] if bound[0] >= 0 else int(d.think_ns[k + i])
-            if rq is not None and was and rq[i] < gap:  # as schedsplit.net
-                gap -= int(rq[i])
-            t = round(gap * opts.think_scale * opts.time_scale / 1000)
-            how = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
-            tail_l[i] += f" or {how}"
+    for i, how in _or_ways(thinks, base, d.think_ns[k:], rq, f, at, opts).items():
+        tail_l[i] += f" or {how}"
     for who in np.unique(sub).tolist():
         job = st.jobs.get(who)
         if job is None:
@@ -206,6 +202,30 @@ def _slice_jobs(
         job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
         lines = [f"{ids_l[i]} {wait_l[i] or '-'} {time_l[i]} {tail_l[i]}\n" for i in rows.tolist()]
         logs.add(job, lines)
+
+
+def _or_ways(
+    thinks: dict[int, Replaced], base: dict[int, list[int]], own_ns: np.ndarray,
+    rq: np.ndarray | None, f: np.ndarray, at: np.ndarray, opts: PlanOptions,
+) -> dict[int, str]:  # fmt: skip
+    """A demand edge in place of the recorded anchor: `or` the recorded plan's way
+    (row -> AFTER THINK), whichever comes first (deps.c), so that waiting for a
+    demand that the replay brings later than the recorded anchor never makes the
+    request later than the recorded plan would. Its think as the request's own:
+    less its run-queue wait (`rq`), a short one x its calibration factor (`f`)."""
+    out = {}
+    for i, (_, _, _, bound) in thinks.items():
+        if bound is None:
+            continue
+        was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
+        gap = bound[1] if bound[0] >= 0 else int(own_ns[i])
+        if rq is not None and was and rq[i] < gap:  # as schedsplit.net
+            gap -= int(rq[i])
+        if was and gap < thinkcal.LINE_NS:  # as thinkcal.Applied.scale
+            gap = round(gap * f[i])
+        t = round(gap * opts.think_scale * opts.time_scale / 1000)
+        out[i] = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
+    return out
 
 
 def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
@@ -327,31 +347,14 @@ def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> st
             )
         out.append(
             f";   {d['stream']}: {d['with_predecessor']}/{d['requests']} by {d['submitter']},"
-            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}\n"
+            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}"
+            f"{thinkcal.note(d)}\n"
         )
     out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
     for j in jobs:
         out.append(f"\n; {j.stream}: {j.requests} requests\n[{j.name}]\n")
         out += [f"read_iolog=iologs/{j.name}.log\n", f"iodepth={j.depth}\n"]
     return "".join(out)
-
-
-def _targets(lay: steps.TargetLayout, jobs: list[DepJob], reach: dict[str, int]) -> list[dict]:
-    tw: dict[str, bool] = {}
-    for j in jobs:
-        tw[j.target] = tw.get(j.target, False) or j.writes
-    return [
-        {
-            "path": path,
-            "kind": t.kind,
-            "writes": tw.get(path, False),
-            "block_size": t.block,
-            "size": t.size,
-            "create_bytes": t.create,
-            "reach_bytes": reach.get(path, 0),
-        }
-        for path, t in sorted(lay.probed.items())
-    ]
 
 
 def plan(opts: PlanOptions) -> PlanResult:
@@ -384,6 +387,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     wakes = wakeedges.read_wakes(str(opts.trace))
     net = opts.timing == "dependent" and opts.run_queue == "net"
     split = schedsplit.read_split(str(opts.trace)) if net else None
+    cal = thinkcal.Calibration.read(str(opts.think_calibrate), str(opts.trace)) if (
+        opts.think_calibrate) else None  # fmt: skip
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -409,7 +414,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         cross, thinks = _cross(slices, numbers, ds, ids, len(src.records), wakes, opts)
         for k, s in enumerate(slices):
             _slice_jobs(
-                s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k], split
+                s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k], split, cal
             )
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
@@ -433,8 +438,11 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
                     else {}
                 ),
                 "other_stream_predecessors": other,
+                **({"think_calibration": [a.summary() for a in st.cal.values()]} if cal else {}),
             }
         )
+    if cal is not None:
+        cal.check()
     moved = mapping.record(groups, lay, sc, opts.remap)
     return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp, moved)
 
@@ -461,20 +469,14 @@ def _finish(
         "requests_per_job": None,
         "remap": opts.remap,
         "scaling": sc.as_dict() if sc else None,
-        "targets": _targets(lay, jobs, reach),
+        "targets": steps.target_entries(lay, {j.target for j in jobs if j.writes}, reach),
         "windows": None,
         "jobs": [
-            {
-                "name": j.name,
-                "target": j.target,
-                "stream": j.stream,
-                "db": j.db,
-                "requests": j.requests,
-            }
-            for j in jobs
+            {k: getattr(j, k) for k in ("name", "target", "stream", "db", "requests")} for j in jobs
         ],
         "timing": opts.timing,
         "think_scale": opts.think_scale,
+        "think_calibration": str(opts.think_calibrate) if opts.think_calibrate else None,
         "runner": RUNNER,
         "dependencies": summaries,
     }

@@ -31,7 +31,7 @@ Traces without sched records (before format version 4, imported ones,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,9 +44,12 @@ MODES = ("net", "recorded")
 @dataclass
 class SchedSplit:
     """Per thread, its sched records' times (sorted) and the run-queue wait since
-    the thread's previous record (0 for its first)."""
+    the thread's previous record (0 for its first); in `runs`, the times it was
+    put on a CPU since then (thinkcal.py: a think with one, its wake-up, held no
+    sleep)."""
 
     threads: dict[int, tuple[np.ndarray, np.ndarray]]
+    runs: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: np.ndarray) -> SchedSplit:
@@ -54,25 +57,29 @@ class SchedSplit:
         return cls._of(*_columns(records))
 
     @classmethod
-    def _of(cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray) -> SchedSplit:
+    def _of(cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray, runs: np.ndarray) -> SchedSplit:
         o = np.lexsort((ts, tid))
-        tid, ts, rd = tid[o], ts[o], rd[o]
+        tid, ts, rd, runs = tid[o], ts[o], rd[o], runs[o]
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        ran: dict[int, np.ndarray] = {}
         cuts = np.flatnonzero(np.diff(tid)) + 1
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(tid)], strict=True):
             if b > a:
-                # a counter over the thread's life: never less than before (clamped
-                # against a damaged record)
+                # counters over the thread's life: never less than before (clamped
+                # against a damaged record); runs' low 32 bits may wrap
                 out[int(tid[a])] = (ts[a:b], np.maximum(np.diff(rd[a:b], prepend=rd[a]), 0))
-        return cls(out)
+                ran[int(tid[a])] = np.diff(runs[a:b], prepend=runs[a]) % (1 << 32)
+        return cls(out, ran)
 
-    def _match(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _match(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per request: whether a sched record of its thread has its ts_queue_ns,
-        and that record's run-queue wait since the thread's previous one."""
+        that record's run-queue wait since the thread's previous one, and its
+        runs since then (-1 without a record)."""
         tid = r["tid"].astype(np.int64)
         ts = r["ts_queue_ns"].astype(np.int64)
         hit = np.zeros(len(r), bool)
         wait = np.zeros(len(r), np.int64)
+        runs = np.full(len(r), -1, np.int64)
         for u in np.unique(tid).tolist():
             got = self.threads.get(int(u))
             if got is None:
@@ -83,7 +90,14 @@ class SchedSplit:
             ok = times[k] == ts[rows]
             hit[rows[ok]] = True
             wait[rows[ok]] = waits[k[ok]]
-        return hit, wait
+            if int(u) in self.runs:
+                runs[rows[ok]] = self.runs[int(u)][k[ok]]
+        return hit, wait, runs
+
+    def runs_of(self, r: np.ndarray) -> np.ndarray:
+        """Each request's times on a CPU since its thread's previous issue (-1
+        where it has no sched record)."""
+        return self._match(r)[2]
 
     def run_queue_ns(self, r: np.ndarray) -> np.ndarray:
         """Each request's run-queue wait since its thread's previous issue (0 where
@@ -106,19 +120,20 @@ def read_split(path: str) -> SchedSplit | None:
     with t:
         if not t.has_sched:
             return None
-        # the three columns kept, not the 80-byte records: 24 bytes a request
+        # the four columns kept, not the 80-byte records: 32 bytes a request
         parts = [_columns(x) for x in t.iter_sched()]
     if not parts:
         return None
     return SchedSplit._of(*(np.concatenate(c) for c in zip(*parts, strict=True)))
 
 
-def _columns(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sched records' thread, time and run-queue wait so far (int64)."""
+def _columns(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sched records' thread, time, run-queue wait and runs so far (int64)."""
     return (
         records["tid"].astype(np.int64),
         records["ts_queue_ns"].astype(np.int64),
         records[SCHED_FIELDS["run_delay_ns"]].astype(np.int64),
+        records[SCHED_FIELDS["runs"]].astype(np.int64),
     )
 
 

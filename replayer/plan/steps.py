@@ -396,3 +396,20 @@ def synthetic_jobs(
             o["size"] = str(s.size)
         jobs.append(Job(f"{s.name}.{w}", s.target, s.stream, s.owner, o, n, s.writes))
     return model, jobs
+
+
+def target_entries(lay: TargetLayout, written: set[str], reach: dict[str, int]) -> list[dict]:
+    """plan.json's `targets` of a closed-loop plan: each probed target, whether a
+    job writes it (`written`) and the furthest byte a request reaches (`reach`)."""
+    return [
+        {
+            "path": path,
+            "kind": t.kind,
+            "writes": path in written,
+            "block_size": t.block,
+            "size": t.size,
+            "create_bytes": t.create,
+            "reach_bytes": reach.get(path, 0),
+        }
+        for path, t in sorted(lay.probed.items())
+    ]

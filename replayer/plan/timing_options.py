@@ -24,6 +24,8 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--run-queue {opts.run_queue}: not {' or '.join(schedsplit.MODES)}")
     if opts.timing != "dependent" and opts.run_queue != "net":
         raise IotapeError("--run-queue: only with --timing dependent")
+    if opts.think_calibrate is not None and opts.timing != "dependent":
+        raise IotapeError("--think-calibrate: only with --timing dependent")
     if opts.timing == "recorded":
         if opts.think_scale != 1.0:
             raise IotapeError("--think-scale: only with --timing dependent")

@@ -79,6 +79,20 @@ class HostEntry(Part):
     iologs_sha256: str | None
 
 
+class CalibratedJob(Part):
+    """A job's short thinks at the target's CPU (replayer/plan/thinkcal.py)."""
+
+    comm: str  # its thread's name
+    matched: str | None  # "comm", "pattern" (digits aside) or None: not calibrated
+    why: str | None  # why not
+    factor: float | None  # the target's CPU think mean over the source's
+    source_cpu_think_us: list[float]  # [count, mean, p50] in the source trace
+    target_cpu_think_us: list[float]  # in the calibration trace
+    thinks: int  # thinks under the spin line so scaled
+    think_s: list[float]  # their think time in all, before and after
+    long_thinks_kept: int  # relative thinks at or over the line, as recorded
+
+
 class DependencyEntry(Part):
     """A stream's inferred dependencies (a dependent or afap plan only:
     replayer/plan/deps.py)."""
@@ -121,6 +135,8 @@ class DependencyEntry(Part):
     sched_recorded: bool = False  # whether the trace carried sched records
     run_queue_thinks: int = 0  # think times so shortened
     run_queue_think_s: list[float] | None = None  # their think time in all, before and after
+    # dependent with --think-calibrate only (replayer/plan/thinkcal.py): per job
+    think_calibration: list[CalibratedJob] | None = None
 
 
 class PlacementEntry(Part):
@@ -196,6 +212,7 @@ class ReplayPlan(Document):
     # A dependent or afap plan only (`--timing`; absent: recorded, today's plans).
     timing: str | None = None
     think_scale: Number | None = None
+    think_calibration: str | None = None  # the --think-calibrate trace
     runner: str | None = None  # "iotape-lanes": fio cannot run it
     dependencies: list[DependencyEntry] | None = None
     # Where the plan moved the offsets (a recorded plan; absent: one from before it).

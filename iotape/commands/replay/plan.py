@@ -13,6 +13,7 @@ from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
 from iotape.commands.replay.options import DestroyDataOn
 from replayer.plan import build as planmod
+from replayer.plan import thinkcal
 from replayer.plan.model import PlanResult
 from replayer.plan.options import PlanOptions
 from replayer.run import predict
@@ -151,6 +152,15 @@ def plan(
             "recorded (as the trace has it).",
         ),
     ] = "net",
+    think_calibrate: Annotated[
+        Path | None,
+        typer.Option(
+            help="dependent: TRACE, a short recording (with --wakes) of the same "
+            "application on the target: each synchronous thread's short thinks (under "
+            "200 us: its CPU) are replayed at that trace's CPU per cycle for its role "
+            "(stream and thread name); long thinks stay as recorded.",
+        ),
+    ] = None,
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -245,6 +255,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('long_think_edges', 0)} after a long think)"
                 + _demand_line(d)
                 + _run_queue_line(d)
+                + thinkcal.note(d)
             )
 
 

@@ -1,0 +1,104 @@
+"""The command line of bench/replay_dependent_workload.py."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import cpu_condition as cpu
+
+CAL = "calibrated"  # the dependent replay with --think-calibrate (the first variant's plan)
+
+
+def parser(description: str, out: Path) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--threads", type=int, default=2, help="session threads")
+    ap.add_argument("--mailboxes", type=int, default=50)
+    ap.add_argument("--mailbox-size-mb", type=float, default=4)
+    ap.add_argument("--cache-mb", type=float, default=8)
+    ap.add_argument(
+        "--hdd-transactions",
+        type=int,
+        default=12000,
+        help="hdd-ssd: operations per session of the HDD-like recording and the truth on the "
+        "SSD-like device",
+    )
+    ap.add_argument(
+        "--ssd-transactions",
+        type=int,
+        default=1200,
+        help="ssd-hdd: operations per session of the SSD-like recording and the truth on the "
+        "HDD-like device",
+    )
+    _runs(ap, out)
+    return ap
+
+
+def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
+    """The options of what is run and how: truths, rounds, variants, calibration."""
+    ap.add_argument(
+        "--duration-truth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the truth of before: the engine run for --duration / --ssd-duration on the "
+        "target after a 1 s run",
+    )
+    ap.add_argument(
+        "--duration", type=float, default=20, help="the timed truth's run on the HDD-like device"
+    )
+    ap.add_argument(
+        "--ssd-duration", type=float, default=0.5, help="its run on the SSD-like device"
+    )
+    ap.add_argument("--spindles", type=int, default=2)
+    ap.add_argument(
+        "--wakes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record the engine with --record-wakes (exact cross-thread edges)",
+    )
+    ap.add_argument("--size-mb", type=int, default=512)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="per direction, the truth and the replays this many times (one recording)",
+    )
+    ap.add_argument(
+        "--long-thinks",
+        type=lambda v: v.split(","),
+        default=["demand", "recorded"],
+        help="dependent replays' --long-thinks, comma-separated: the first is judged, "
+        "the rest its peers",
+    )
+    ap.add_argument(
+        "--run-queue",
+        type=lambda v: v.split(","),
+        default=["net"],
+        help="dependent replays' --run-queue, comma-separated (each with each --long-thinks, "
+        "the first pair judged)",
+    )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        help="replay this kept trace (of --directions' source device) instead of recording",
+    )
+    ap.add_argument("--keep", type=Path, help="copy each recorded trace into this directory")
+    ap.add_argument(
+        "--directions",
+        type=lambda v: v.split(","),
+        default=["hdd-ssd", "ssd-hdd"],
+        help="hdd-ssd and/or ssd-hdd",
+    )
+    ap.add_argument("--condition", choices=cpu.CONDITIONS, default="awake",
+                    help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
+                    "the recording, the truths, the replays")  # fmt: skip
+    ap.add_argument(
+        "--calibrate-s",
+        type=float,
+        default=0,
+        help="per direction, record a short timed engine run of this many seconds on the "
+        "target (--calibrate-seed, with its wakes: a run apart from the truth) and replay "
+        "the trace also with `--think-calibrate` it (judged first); 0: not",
+    )
+    ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
+    ap.add_argument("-o", "--output", type=Path, default=out)
