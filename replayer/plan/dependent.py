@@ -16,7 +16,8 @@ thread's request where the trace shows the thread waits for it: from its wake
 records, wakeedges.wake_edges, else crossedges.cross_edges, in a plan without
 copies; - for none); THINK the microseconds after the latest of them
 completed (think time, less its run-queue wait with --run-queue net: schedsplit.py,
-x --think-scale x --time-scale; 0 with afap), or @US, the
+a short one x its role's factor with --think-calibrate: thinkcal.py, x --think-scale
+x --time-scale; 0 with afap), or @US, the
 request's recorded time (x --time-scale) after the start where it has no
 predecessor (afap: @0). `or AFTER THINK`: a second way, the earlier of the two
 taken: a long think on demand whose demand edge takes the place of the anchor

@@ -23,7 +23,8 @@ time, 24 us a request against 5 us on the SSD-like device. That excess is not
 the application's either: in the SSD-like trace the same threads use 13-40 us
 after a sleep over 1 ms and 5 us after one under 1 ms (cold caches after a long
 sleep), but a trace whose every sleep was long cannot show the warm figure, so
-the CPU time stays as recorded (`--think-scale` scales it where the user knows).
+the CPU time stays as recorded (`--think-scale` scales it where the user knows;
+`--think-calibrate` takes it from a short recording on the target: thinkcal.py).
 
 Traces without sched records (before format version 4, imported ones,
 `--run-queue recorded`) plan exactly as before.
