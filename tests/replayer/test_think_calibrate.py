@@ -111,9 +111,10 @@ def test_short_thinks_take_the_targets_cpu_and_long_ones_stay(tmp_path: Path) ->
     assert w["factor"] is None and "asynchronous" in w["why"]
     assert _thinks(jobdir, f"db0.log-write.t{WRITER}") == _thinks(plain, f"db0.log-write.t{WRITER}")
     assert man["think_calibration"] == str(cal)
-    assert "short thinks at the target's CPU: ese-user-0-0 x0.25" in (
-        jobdir / "replay.fio"
-    ).read_text()
+    assert (
+        "short thinks at the target's CPU: ese-user-0-0 x0.25"
+        in (jobdir / "replay.fio").read_text()
+    )
 
 
 def test_replay_plan_says_what_it_applied(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
