@@ -477,10 +477,11 @@ def _finish(
         ],
         "timing": opts.timing,
         "think_scale": opts.think_scale,
-        "think_calibration": str(opts.think_calibrate) if opts.think_calibrate else None,
         "runner": RUNNER,
         "dependencies": summaries,
     }
+    if opts.think_calibrate is not None:
+        fields["think_calibration"] = str(opts.think_calibrate)
     if moved is not None:
         fields["mapping"] = moved  # where each request went: fidelity pairs through it
     man = Manifest.model_validate(fields)

@@ -91,7 +91,10 @@ def _thinks(jobdir: Path, job: str) -> list[str]:
 def test_short_thinks_take_the_targets_cpu_and_long_ones_stay(tmp_path: Path) -> None:
     cal = _trace(tmp_path / "cal.iot", WARM, slept=True, sched=True, long=False)
     jobdir, man = _plan(tmp_path, "cal", cal)
-    plain, _ = _plan(tmp_path, "plain", None)
+    plain, bare = _plan(tmp_path, "plain", None)
+    # without a calibration, none of its keys (the plan of before)
+    assert "think_calibration" not in json.loads((plain / "plan.json").read_text())
+    assert all("think_calibration" not in d for d in bare["dependencies"])
     session = f"db0.db-read.t{SESSION}"
     got, was = _thinks(jobdir, session), _thinks(plain, session)
     assert was[0].startswith("@") and got[0] == was[0]  # no predecessor: its time
