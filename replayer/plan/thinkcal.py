@@ -212,6 +212,8 @@ class Calibration:
                 "a think cannot be told from CPU"
             )
         src = _head(source, "trace")
+        if not len(src):  # nothing to calibrate: check() says so
+            return cls(path, cpu_thinks(r, split), {}, set())
         mine = cpu_thinks(src, schedsplit.read_split(source))
         return cls(path, cpu_thinks(r, split), mine, asynchronous(src))
 

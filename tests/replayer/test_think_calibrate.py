@@ -35,7 +35,7 @@ SLEPT = 150_000  # a target think with a sleep in it (runs 3): a wait, not CPU
 
 def _trace(
     path: Path, think: int, comm: bytes = b"ese-user-0-0", slept: bool = False,
-    sched: bool = False, long: bool = True,
+    sched: bool = False, long: bool = True, stream: str = "db-read",
 ) -> Path:  # fmt: skip
     """A synchronous session (db-read, `comm`) thinking `think` after each read's
     completion (every 8th LONG where `long`; every 5th SLEPT with a sleep in it
@@ -44,7 +44,7 @@ def _trace(
     parts, t = [], 1_000_000
     runs = 0
     for k in range(N):
-        x = _req(t, SERVICE, SESSION, "db-read", "read", k)
+        x = _req(t, SERVICE, SESSION, stream, "read", k)
         x["comm"] = comm
         parts.append(x)
         gap = LONG if long and k % 8 == 7 else think
@@ -136,12 +136,17 @@ def test_a_role_is_matched_by_its_name_digits_aside(tmp_path: Path) -> None:
     assert s["matched"] == "pattern" and s["factor"] == pytest.approx(WARM / SHORT)
 
 
-def test_a_calibration_of_another_application_is_one_line_and_writes_nothing(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("comm", "stream", "role"),
+    [(b"postgres", "db-read", "db-read/postgres"), (b"ese-user-0-0", "bdm-read", "bdm-read/ese")],
+)
+def test_a_calibration_of_other_roles_is_one_line_and_writes_nothing(
+    tmp_path: Path, comm: bytes, stream: str, role: str
 ) -> None:
-    cal = _trace(tmp_path / "cal.iot", WARM, comm=b"postgres", sched=True)
-    with pytest.raises(IotapeError, match=r"--think-calibrate .*cal.iot: no job could be "
-                       r"calibrated: its roles \(stream/thread\) db-read/postgres"):  # fmt: skip
+    # another application's threads, or the same thread name doing another stream
+    cal = _trace(tmp_path / "cal.iot", WARM, comm=comm, sched=True, stream=stream)
+    with pytest.raises(IotapeError, match=rf"--think-calibrate .*cal.iot: no job could be "
+                       rf"calibrated: its roles \(stream/thread\) {role}"):  # fmt: skip
         _plan(tmp_path, "cal", cal)
     assert not (tmp_path / "cal").exists()
 
