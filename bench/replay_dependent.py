@@ -149,6 +149,7 @@ def replay(
     fig["cpu"] = h.report(fig["ios"])
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
+    fig["think_slack_us"] = res.get("dependencies", {}).get("think_slack_us")
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
         fig["think_net"] = res.get("dependencies", {}).get("think_net")
