@@ -80,18 +80,23 @@ int cmp_ll(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-long long sleep_lateness(void) {
+long long sleep_lateness_at(long long slack_ns) {
     enum { N = 101 };
     long long late[N];
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    prctl(PR_SET_TIMERSLACK, (unsigned long)(slack_ns < 1 ? 1 : slack_ns), 0UL, 0UL, 0UL);
     for (int i = 0; i < N; i++) {
         long long due = now_ns() + 100000LL;
         struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
         late[i] = now_ns() - due;
     }
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     qsort(late, N, sizeof *late, cmp_ll);
     return late[N / 2] > 0 ? late[N / 2] : 0;
+}
+
+long long sleep_lateness(void) {
+    return sleep_lateness_at(1);
 }
 
 /* Microseconds from the environment variable `name` (0 to 1 s), as ns, or -1
