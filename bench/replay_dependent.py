@@ -28,9 +28,12 @@ poll instead of halting, as bench/replay_dependent_workload.py; each run's
 
 `--rounds N` repeats every run (new traces, new truths; each round runs every
 job) and summarises each job's directions' ratios as median and range.
-`--timer-floor` also replays each trace with the own delay iotape-lanes estimated
-from sleeps alone (`timer_us` in its report, given as IOTAPE_LANES_OWN_FLOOR_US):
-the replay before the delay was timed on a cycle.
+`--slack-peer` also replays each trace dependent with its slept thinks at 1 ns of
+timer slack (IOTAPE_LANES_THINK_SLACK_US=0), the replay before they slept with the
+application's 50 us (replayer/src/io.c). `--timer-floor` also replays each trace
+with the own delay iotape-lanes estimated from sleeps alone (`timer_us` in its
+report, given as IOTAPE_LANES_OWN_FLOOR_US): the replay before the delay was timed on
+a cycle.
 """
 
 from __future__ import annotations
@@ -125,25 +128,28 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
 
 def replay(
     trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
-    own_floor_us: float | None = None, condition: str = "idle",
+    own_floor_us: float | None = None, condition: str = "idle", env: dict | None = None,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` and `replay run` (planned and
     run in the CPU `condition`): its figures (`own_floor_us`: iotape-lanes' own
-    delay given instead of timed)."""
-    tag = "" if own_floor_us is None else "-given"
-    jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
-    env_key = "IOTAPE_LANES_OWN_FLOOR_US"
+    delay given instead of timed; `env`: iotape-lanes' other settings)."""
+    env = dict(env or {})
     if own_floor_us is not None:
-        os.environ[env_key] = f"{own_floor_us:.3f}"
+        env["IOTAPE_LANES_OWN_FLOOR_US"] = f"{own_floor_us:.3f}"
+    tag = "".join(f"-{k.rsplit('_', 2)[-2].lower()}" for k in sorted(env))
+    jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
+    os.environ.update(env)
     try:
         with cpu.held(condition) as h:
             man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
     finally:
-        os.environ.pop(env_key, None)
+        for k in env:
+            os.environ.pop(k, None)
     fig = _fio_figures(res)
     fig["cpu"] = h.report(fig["ios"])
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
+    fig["think_slack_us"] = res.get("dependencies", {}).get("think_slack_us")
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
         fig["think_net"] = res.get("dependencies", {}).get("think_net")
@@ -187,6 +193,12 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     if args.timer_floor and dep.get("think_net"):
         floor = dep["think_net"]["timer_us"]
         timer = replay(trace, dst, "dependent", work, truth_trace, floor, cond)
+    # --slack-peer: the dependent replay's slept thinks at 1 ns of timer slack (the
+    # replay before it slept them with the application's 50 us; io.c)
+    slack1 = None
+    if args.slack_peer:
+        slack1 = replay(trace, dst, "dependent", work, truth_trace, condition=cond,
+                        env={"IOTAPE_LANES_THINK_SLACK_US": "0"})  # fmt: skip
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
@@ -210,6 +222,12 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             ),
         },
     }
+    if slack1 is not None:
+        out["dependent_replay_slack_1ns"] = slack1
+        out["ratios"] |= {
+            "slack_1ns_iops_over_peer": _ratio(slack1["iops"], truth["iops"]),
+            "slack_1ns_read_p50_over_peer": _ratio(slack1["read_p50_ms"], truth["read_p50_ms"]),
+        }
     if timer is not None:
         out["dependent_replay_timer_floor"] = timer
         out["ratios"] |= {
@@ -246,6 +264,12 @@ def _say(out: dict, args: argparse.Namespace) -> None:
         + (
             f"; timer floor {timer['iops']} IOPS x{r['timer_floor_iops_over_peer']}"
             if timer
+            else ""
+        )
+        + (
+            f"; slack 1 ns: x{r['slack_1ns_iops_over_peer']} IOPS, read p50 "
+            f"x{r['slack_1ns_read_p50_over_peer']}"
+            if "slack_1ns_iops_over_peer" in r
             else ""
         ),
         flush=True,
@@ -325,6 +349,12 @@ def main() -> None:
         "--timer-floor",
         action="store_true",
         help="also replay with the sleeps-only own delay (the replay before)",
+    )
+    ap.add_argument(
+        "--slack-peer",
+        action="store_true",
+        help="also replay dependent with the slept thinks at 1 ns of timer slack "
+        "(IOTAPE_LANES_THINK_SLACK_US=0: the replay before)",
     )
     ap.add_argument(
         "--condition",

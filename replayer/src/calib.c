@@ -56,11 +56,13 @@
 #define CAL_BLOCKS 8
 
 /* The median lateness of 101 sleeps of 100 us at 1 ns timer slack (as the
- * workers'): twice for a slept think (one wake-up at a completion, one for the
- * sleep of the think), once for one whose end is waited awake. */
+ * workers'), and at a slept think's (io.c's think_slack_ns): for a slept think
+ * one of each (one wake-up at a completion, one for the sleep of the think), for
+ * one whose end is waited awake the first alone. */
 static void timer_delay(own_delay_t *od, int awake) {
     long long late = sleep_lateness();
-    od->timer_ns = 2 * late;
+    long long think = think_slack_ns > 1 ? sleep_lateness_at(think_slack_ns) : late;
+    od->timer_ns = late + think;
     od->timer_awake_ns = awake ? late : od->timer_ns;
 }
 

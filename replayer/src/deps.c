@@ -620,12 +620,14 @@ void deps_report(void) {
         return;
     printf(",\n\"dependencies\": {\"requests\": %lld, \"with_predecessor\": %lld, "
            "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, \"spin_us\": %.3f, "
-           "\"spun_ms\": %.3f, \"spin_think_us\": %.3f, \"thinks_awake\": %lld, "
+           "\"spun_ms\": %.3f, \"spin_think_us\": %.3f, \"think_slack_us\": %.3f, "
+           "\"thinks_awake\": %lld, "
            "\"thinks_asleep\": %lld, \"think_net\": {\"own_floor_us\": %.3f, "
            "\"own_awake_us\": %.3f, \"own_floor_from\": \"%s\"",
            n_requests, n_with_pred, (long long)atomic_load(&early),
            (double)atomic_load(&waited_ns) / 1e6, (double)spin_ns / 1e3,
-           (double)atomic_load(&spun_ns) / 1e6, (double)spin_think_ns / 1e3, n_awake, n_asleep,
+           (double)atomic_load(&spun_ns) / 1e6, (double)spin_think_ns / 1e3,
+           (double)think_slack_ns / 1e3, n_awake, n_asleep,
            (double)own.ns / 1e3, (double)own.awake_ns / 1e3, own.from);
     if (strcmp(own.from, "given"))
         printf(", \"timer_us\": %.3f, \"timer_awake_us\": %.3f", (double)own.timer_ns / 1e3,

@@ -80,18 +80,23 @@ int cmp_ll(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-long long sleep_lateness(void) {
+long long sleep_lateness_at(long long slack_ns) {
     enum { N = 101 };
     long long late[N];
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    prctl(PR_SET_TIMERSLACK, (unsigned long)(slack_ns < 1 ? 1 : slack_ns), 0UL, 0UL, 0UL);
     for (int i = 0; i < N; i++) {
         long long due = now_ns() + 100000LL;
         struct timespec ts = {due / 1000000000LL, due % 1000000000LL};
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
         late[i] = now_ns() - due;
     }
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     qsort(late, N, sizeof *late, cmp_ll);
     return late[N / 2] > 0 ? late[N / 2] : 0;
+}
+
+long long sleep_lateness(void) {
+    return sleep_lateness_at(1);
 }
 
 /* Microseconds from the environment variable `name` (0 to 1 s), as ns, or -1
@@ -113,6 +118,9 @@ static long long env_us(const char *name, const char *what) {
 long long spin_setup(void) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     spin_max = cpus > 2 ? (int)cpus - 1 : 1;
+    long long slack_given = env_us("IOTAPE_LANES_THINK_SLACK_US", "0: 1 ns, as other sleeps");
+    if (slack_given >= 0)
+        think_slack_ns = slack_given;
     long long think = env_us("IOTAPE_LANES_SPIN_THINK_US", "0: no think awake");
     if (think >= 0)
         spin_think_ns = think;
@@ -138,15 +146,38 @@ void spin_give(void) {
     atomic_fetch_sub(&spinners, 1);
 }
 
+/* A slept think's timer slack (issue 34, docs/benchmarks.md "The application's
+ * timer slack"): the application slept its think with its own slack, the
+ * kernel's default of 50 us unless it set another (fio does not): its sleep
+ * ended anywhere within that of its time, on the expiry of any timer of its CPU
+ * due in that range, so the application's threads woke together more often than
+ * at 1 ns. A slept think is replayed with THINK_SLACK_NS
+ * (IOTAPE_LANES_THINK_SLACK_US; 0: 1 ns, the replay before), and so is the
+ * own-delay cycle's (calib.c), so the lateness it adds is netted as before; every
+ * other wait keeps 1 ns (lanes.c's workers), set back before it. */
+long long think_slack_ns = THINK_SLACK_NS;
+
+/* The calling thread's timer slack, by a system call only where it changes. */
+static void thread_slack(long long ns) {
+    static _Thread_local long long set = -1;
+    if (ns < 1)
+        ns = 1; /* 0 would give the thread its default back */
+    if (ns != set)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)ns, 0UL, 0UL, 0UL);
+    set = ns;
+}
+
 int wait_until(long long t_ns, int awake) {
     long long now = now_ns();
     int how = 0;
     if (now >= t_ns)
         return 0;
     if (!awake) {
+        thread_slack(think_slack_ns);
         sleep_until(t_ns);
         return HOP_THINK_SLEPT;
     }
+    thread_slack(1);
     if (spin_ns && t_ns - now > spin_ns) {
         sleep_until(t_ns - spin_ns);
         how |= HOP_THINK_SLEPT;

@@ -86,8 +86,13 @@ extern long long spin_ns;
  * awake (IOTAPE_LANES_SPIN_THINK_US; io.c says why 200 us). */
 #define SPIN_THINK_NS 200000LL
 extern long long spin_think_ns;
+/* A slept think's timer slack: the kernel's default, as the application's
+ * (IOTAPE_LANES_THINK_SLACK_US; io.c says why) */
+#define THINK_SLACK_NS 50000LL
+extern long long think_slack_ns;
 int cmp_ll(const void *a, const void *b); /* qsort of long longs */
 long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns timer slack */
+long long sleep_lateness_at(long long slack_ns); /* the same at that slack (1 ns after) */
 /* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped; IOTAPE_LANES_SPIN_THINK_US */
 long long spin_setup(void);
 int spin_take(void);

@@ -24,7 +24,7 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
 ) -> None:
     args = argparse.Namespace(
         threads=3, ios=60, think_us=1000, spindles=2, size_mb=64, engine="psync", iodepth=1,
-        rounds=1, timer_floor=True, condition="awake", variants=False,
+        rounds=1, timer_floor=True, condition="awake", variants=False, slack_peer=True,
     )  # fmt: skip
     try:
         result = measure(args)
@@ -45,6 +45,11 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
         # The truth as a user runs it (no recorder) and recorded (the fidelity's trace)
         assert run["peer_fio_on_target_recorded"]["ios"] == 180
         assert dep["issued_before_predecessor"] == 0
+        # Its slept thinks with the application's 50 us of timer slack; `--slack-peer`'s
+        # replay of the same trace at 1 ns (IOTAPE_LANES_THINK_SLACK_US=0) beside it
+        slack1 = run["dependent_replay_slack_1ns"]
+        assert (dep["think_slack_us"], slack1["think_slack_us"]) == (50.0, 0.0)
+        assert (slack1["ios"], slack1["issued_before_predecessor"]) == (180, 0)
         # The peer and the replay in the same CPU condition, which held: no vCPU
         # halted while /dev/cpu_dma_latency was 0 (bench/cpu_condition.py).
         for timed in (run["peer_fio_on_target"], run["peer_fio_on_target_recorded"], dep):

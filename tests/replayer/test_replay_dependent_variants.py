@@ -20,7 +20,7 @@ from replay_dependent import VARIANTS, _fio_figures, job_text, jobs
 def _args(variants: bool) -> argparse.Namespace:
     return argparse.Namespace(
         threads=4, ios=1500, think_us=1000, spindles=2, size_mb=256, engine="psync", iodepth=1,
-        rounds=1, timer_floor=False, condition="awake", variants=variants,
+        rounds=1, timer_floor=False, condition="awake", variants=variants, slack_peer=False,
     )  # fmt: skip
 
 
