@@ -93,8 +93,8 @@ def parquet_writer(path: Path, schema: pa.Schema, **options: Any) -> Any:
     trace's first batches waits for it; issue 36). The writer underneath it,
     pyarrow._parquet.ParquetWriter, given the defaults pyarrow.parquet gives it
     (tests/analyzer/test_event_files_writer.py holds the files to its, byte for
-    byte); a local path is opened as pyarrow.parquet opens it. Not for
-    options beyond those: use pyarrow.parquet there."""
+    byte; a local path, which Arrow's own file stream opens). Not for other
+    options, nor for a filesystem's paths: pyarrow.parquet does those."""
     from pyarrow._parquet import ParquetWriter
 
     defaults: dict[str, Any] = {
