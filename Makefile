@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 UV_VERSION := 0.13.9
-DEBS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev liblz4-dev liburing-dev pkg-config \
+DEBS := clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev liblz4-dev liburing-dev libdeflate0 pkg-config \
         fio bpftrace blktrace util-linux e2fsprogs fdisk xz-utils zstd strace chromium
 VENV := .venv
 PY := $(VENV)/bin/python

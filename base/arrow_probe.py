@@ -12,6 +12,8 @@ by every call that needs pandas).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.machinery import ModuleSpec
 
 
@@ -33,9 +35,25 @@ def skip_pandas() -> None:
         return
     import pyarrow as pa
 
+    with without_pandas():
+        pa.array([0])
+
+
+@contextmanager
+def without_pandas() -> Iterator[None]:
+    """pandas refused to every import inside (unless already imported): pyarrow's
+    looks for it, whenever they come, note it missing, as skip_pandas's look does,
+    and none comes where nothing asks: `iotape ingest` of a trace builds its arrays
+    from buffers, so it makes no look at all, where skip_pandas's look imported
+    dateutil for pyarrow's conversion of Python objects (~6 ms of its start; issue
+    36). For code that never uses pandas itself; pandas imports again after.
+    In and out as skip_pandas's finder (a new list each way)."""
+    if "pandas" in sys.modules:
+        yield
+        return
     finder = _NotNow()
     sys.meta_path = [finder, *sys.meta_path]
     try:
-        pa.array([0])
+        yield
     finally:
         sys.meta_path = [f for f in sys.meta_path if f is not finder]

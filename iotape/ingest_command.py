@@ -85,6 +85,17 @@ def run(
 ) -> None:
     """Ingest `files` into the store at `db`, one run each (iotape/commands/ingest.py
     says what each parameter is)."""
+    from base.arrow_probe import without_pandas
+
+    # Ingest builds Arrow arrays and never uses pandas: pyarrow's look for it, where
+    # one comes (not for a trace), fails at once (0.12-0.17 s otherwise).
+    with without_pandas():
+        _run(files, db, name, tag, as_json)
+
+
+def _run(
+    files: list[Path], db: str | None, name: str | None, tag: list[str] | None, as_json: bool
+) -> None:
     # numpy's OpenBLAS starts a thread per core at import, which spin for ~0.06 s of
     # CPU (on 2 vCPUs, beside the ingest's own threads); ingest does no linear
     # algebra. Before the first import of numpy, and the user's setting kept.
@@ -99,10 +110,8 @@ def run(
     # be read makes no store, and one that breaks half-way leaves none
     # (opener.opening removes a new store that nothing went in).
     from analyzer.store.tags import parse_tags
-    from base.arrow_probe import skip_pandas
 
     tags = parse_tags(tag or [])  # said before any file is read
-    skip_pandas()  # ingest builds Arrow arrays and never uses pandas
     from analyzer.store.early import open_early
 
     early = open_early(files[0]) if files else None

@@ -27,8 +27,32 @@ def test_arrays_without_pandas_and_pandas_after() -> None:
     assert p.stdout.split("\n")[:2] == ["False", "DataFrame True int64"]
 
 
+def test_without_pandas_refuses_it_inside_and_not_after() -> None:
+    """Inside, arrays of Python objects and numpy build without pandas, and nothing
+    is looked for (nor dateutil imported) before an array is built; after, pandas
+    imports and pyarrow converts to and from it."""
+    code = (
+        "import sys\n"
+        "from base.arrow_probe import without_pandas\n"
+        "with without_pandas():\n"
+        "    print(sorted(m for m in ('pyarrow', 'dateutil', 'pandas') if m in sys.modules))\n"
+        "    import numpy as np\n"
+        "    import pyarrow as pa\n"
+        "    a = pa.array(np.arange(3))\n"
+        "    t = pa.table({'a': a, 's': pa.array(['x', 'y', 'z'])})\n"
+        "    print('pandas' in sys.modules)\n"
+        "df = t.to_pandas()\n"
+        "print(type(df).__name__, pa.Table.from_pandas(df).column('a').to_pylist())\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["[]", "False", "DataFrame [0, 1, 2]"]
+
+
 def test_ingest_command_imports_no_pandas(tmp_path) -> None:
-    """Nor pyarrow.compute, .acero or .dataset (~40-60 ms of its start), nor rich when
+    """Nor dateutil (pyarrow's conversion of Python objects: a trace's arrays are
+    built from buffers, ~6 ms), nor pyarrow.compute, .acero or .dataset (~40-60 ms of
+    its start), nor rich when
     stderr is not a terminal (no progress bar to draw: ~30 ms), nor pydantic (typer's
     coercion of its values: iotape/coercion.py, 45-65 ms)."""
     from trace_helpers import make_trace, workload_records
@@ -43,7 +67,7 @@ def test_ingest_command_imports_no_pandas(tmp_path) -> None:
         # after the atexit handlers.
         "@atexit.register\n"
         "def _modules():\n"
-        "    print('pandas' in sys.modules)\n"
+        "    print('pandas' in sys.modules or 'dateutil' in sys.modules)\n"
         "    print(sorted(m for m in sys.modules if m in ('rich', 'pydantic')"
         " or m.startswith('pyarrow.')"
         " and m.split('.')[1] in ('compute', 'acero', 'dataset')))\n"

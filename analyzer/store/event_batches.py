@@ -80,6 +80,16 @@ def as_arrow(col: np.ndarray) -> pa.Array:
     )
 
 
+def numbers(a: pa.Array) -> np.ndarray:
+    """A numeric column without nulls as a numpy view of its buffer: what
+    a.to_numpy() gives, without pyarrow's look for pandas on its first call
+    (base.arrow_probe)."""
+    if a.null_count:
+        return a.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(a.type.to_pandas_dtype())
+    return np.frombuffer(a.buffers()[1], dtype=dtype, count=len(a) + a.offset)[a.offset :]
+
+
 class Names:
     """The task names met so far, in order of first sight: the dictionary that every
     batch of one ingest indexes."""
@@ -87,7 +97,7 @@ class Names:
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.words: list[str] = []
-        self.array = pa.array([], type=pa.string())
+        self.array = string_array([])
         # A batch had more than FEW_NAMES names: the next are hashed at once.
         self.many = False
 
@@ -98,8 +108,20 @@ class Names:
             self.index[w] = len(self.words)
             self.words.append(w)
         if fresh:
-            self.array = pa.array(self.words, type=pa.string())
+            self.array = string_array(self.words)
         return np.array([self.index[w] for w in words], dtype=np.int32)
+
+
+def string_array(words: list[str]) -> pa.StringArray:
+    """pa.array(words, type=pa.string()), from its buffers: pyarrow's first conversion
+    of Python objects imports dateutil (~6 ms on the conversion thread, for its
+    interval types) and looks for pandas (`base.arrow_probe`)."""
+    data = [w.encode() for w in words]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
 
 
 def comm_dictionary(comm: np.ndarray, seen: Names | None = None) -> pa.DictionaryArray:

@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analyzer.store import event_histograms
 from analyzer.store.event_batches import as_ingest_batch, ingest_schema
@@ -48,6 +48,19 @@ FOLD_PARTIALS = 8
 
 
 _SPLIT = {f.name: "BYTE_STREAM_SPLIT" for f in ingest_schema() if pa.types.is_integer(f.type)}
+# The event files' Parquet options.
+WRITE_OPTIONS: dict[str, Any] = {
+    "compression": COMPRESSION,
+    # Dictionary pages only where values repeat: the names. Numbers go byte stream
+    # split: each byte of a value to a stream of its own, so lz4 finds the runs of a
+    # time's or a size's high bytes. Against plain numbers it writes in half the
+    # time, into two thirds of the bytes, and DuckDB reads it faster (bench/store.py,
+    # docs/benchmarks.md#store).
+    "use_dictionary": ["comm"],
+    "column_encoding": _SPLIT,
+    # Statistics where a filter can skip row groups: the time range.
+    "write_statistics": ["ts_complete_ns"],
+}
 
 
 def parts_dir(db_path: str) -> Path:
@@ -66,8 +79,33 @@ def prepare(parts: Path) -> None:
     empty.parent.mkdir(parents=True, exist_ok=True)
     tmp = empty.with_name(f".{FILE}.tmp")
     # Not Schema.empty_table(): it imports pandas (0.15 s of every new store's open).
-    pq.write_table(pa.Table.from_batches([], schema=ingest_schema()), tmp)
+    # pyarrow.parquet.write_table's own options.
+    w = parquet_writer(tmp, ingest_schema(), compression="snappy")
+    w.write_table(pa.Table.from_batches([], schema=ingest_schema()))
+    w.close()
     os.replace(tmp, empty)
+
+
+def parquet_writer(path: Path, schema: pa.Schema, **options: Any) -> Any:
+    """pyarrow.parquet.ParquetWriter(path, schema, **options) as that class makes it,
+    without importing pyarrow.parquet: that module brings pyarrow.fs, its S3 and SSL
+    (~15 ms holding the GIL, on a new store's open, while the conversion of the
+    trace's first batches waits for it; issue 36). The writer underneath it,
+    pyarrow._parquet.ParquetWriter, given the defaults pyarrow.parquet gives it
+    (tests/analyzer/test_event_files_writer.py holds the files to its, byte for
+    byte; a local path, which Arrow's own file stream opens). Not for other
+    options, nor for a filesystem's paths: pyarrow.parquet does those."""
+    from pyarrow._parquet import ParquetWriter
+
+    defaults: dict[str, Any] = {
+        "version": "2.6",
+        "use_dictionary": True,
+        "compression": "snappy",
+        "write_statistics": True,
+        "writer_engine_version": "V2",
+        "data_page_version": "1.0",
+    }
+    return ParquetWriter(str(path), schema, **{**defaults, **options})
 
 
 def ready(parts: Path) -> bool:
@@ -167,7 +205,7 @@ class _Writers:
         self.dir = d
         self.schema = ingest_schema()
         self.tmps = [d / f".events-{i}.parquet.{os.getpid()}.tmp" for i in range(WRITERS)]
-        self.writers: list[pq.ParquetWriter | None] = [None] * WRITERS
+        self.writers: list[Any] = [None] * WRITERS
         self.pools = [
             ThreadPoolExecutor(1, thread_name_prefix="iotape-events-write") for _ in self.tmps
         ]
@@ -179,20 +217,7 @@ class _Writers:
     def _put(self, i: int, t: pa.Table) -> None:
         w = self.writers[i]
         if w is None:
-            w = self.writers[i] = pq.ParquetWriter(
-                self.tmps[i],
-                self.schema,
-                compression=COMPRESSION,
-                # Dictionary pages only where values repeat: the names. Numbers go
-                # byte stream split: each byte of a value to a stream of its own, so
-                # lz4 finds the runs of a time's or a size's high bytes. Against plain
-                # numbers it writes in half the time, into two thirds of the bytes,
-                # and DuckDB reads it faster (bench/store.py, docs/benchmarks.md#store).
-                use_dictionary=["comm"],
-                column_encoding=_SPLIT,
-                # Statistics where a filter can skip row groups: the time range.
-                write_statistics=["ts_complete_ns"],
-            )
+            w = self.writers[i] = parquet_writer(self.tmps[i], self.schema, **WRITE_OPTIONS)
         w.write_table(t, row_group_size=t.num_rows)
         self.hists[i].add(t)
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 import schemas
 from analyzer.store import native
-from analyzer.store.event_batches import as_arrow
+from analyzer.store.event_batches import as_arrow, numbers
 from analyzer.store.interface import Reader, StoreError
 from analyzer.store.queries import MAX_NS, METRICS, duckdb_sql
 
@@ -75,7 +75,7 @@ class Gathered:
                 self.parts = [_concat(self.parts)]
             return
         for b in t.to_batches():
-            c = {name: np.ascontiguousarray(b.column(name).to_numpy()) for name in _COLUMNS}
+            c = {name: np.ascontiguousarray(numbers(b.column(name))) for name in _COLUMNS}
             for i, (later, earlier) in enumerate(_SPANS.values()):
                 self._add_c(c, i, later, earlier)
                 if self.past:

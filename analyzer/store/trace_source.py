@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 import schemas
-from analyzer.store.event_batches import column_batches
+from analyzer.store.event_batches import column_batches, numbers
 from analyzer.store.interface import Store
 from base.errors import IotapeError
 from recorder.tracefile import content_sha256, open_trace
@@ -276,8 +276,8 @@ class _Stats:
             if b.num_rows:
                 self.rows += b.num_rows
                 # numpy, not pyarrow.compute (event_batches: its import's cost).
-                size = b.column("bytes").to_numpy(zero_copy_only=False)
-                done = b.column("ts_complete_ns").to_numpy(zero_copy_only=False)
+                size = numbers(b.column("bytes"))
+                done = numbers(b.column("ts_complete_ns"))
                 self.bytes += int(size.sum(dtype=np.uint64))
                 self.last_complete_ns = max(self.last_complete_ns, int(done.max()))
             if progress:
