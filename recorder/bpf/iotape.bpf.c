@@ -504,8 +504,6 @@ static __always_inline int track_start(struct request *rq, bool io_start)
 		return 0;
 	}
 	e.rq = key;
-	e.ts_queue = io_start && kernel_stamps_queue(bpf_get_current_task_btf()) ?
-		IOTAPE_TS_KERNEL : bpf_ktime_get_ns();
 	e.ts_issue = 0;
 	e.opf = rq->cmd_flags;
 	e.bytes = rq->__data_len;
@@ -514,6 +512,12 @@ static __always_inline int track_start(struct request *rq, bool io_start)
 	e.flags = map_flags(e.opf);
 	e.op = map_op(e.opf, e.bytes);
 	e.state = 0;
+	/* Deferred only where the issue or the completion will resolve it: a
+	 * PREFLUSH or FUA request goes through the flush machinery, which can end
+	 * it unissued and unseen (recover(): its record must keep its queue time). */
+	e.ts_queue = io_start && !(e.flags & (IOTAPE_FLAG_PREFLUSH | IOTAPE_FLAG_FUA)) &&
+		kernel_stamps_queue(bpf_get_current_task_btf()) ?
+		IOTAPE_TS_KERNEL : bpf_ktime_get_ns();
 	if (s)
 		*s = e;
 	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
