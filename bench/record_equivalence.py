@@ -75,6 +75,35 @@ def multiset(recs: np.ndarray) -> Counter:
     return Counter(zip(*cols, strict=True))
 
 
+TIMES = ("ts_queue_ns", "ts_issue_ns", "ts_complete_ns")
+
+
+def time_deltas(recs: dict[str, np.ndarray], starts: dict[str, int]) -> dict:
+    """Per time column, the new loader's time less the old one's for the same
+    request (on the monotonic clock: each file's times plus its start), as
+    quantiles in ns, and per loader the records whose time is unknown (0).
+    Requests are paired by their other fields, then in completion order: only
+    meaningful when the records are equal as a multiset."""
+    order = {}
+    for n, r in recs.items():
+        done = r["ts_complete_ns"].astype(np.int64) + starts[n]
+        order[n] = np.lexsort([done, *(r[f] for f in reversed(FIELDS[:-2]))])
+    out: dict = {}
+    for col in TIMES:
+        old, new = (recs[n][col][order[n]].astype(np.int64) for n in ("old", "new"))
+        known = (old > 0) & (new > 0)
+        d = (new + starts["new"]) - (old + starts["old"])
+        q = np.percentile(d[known], [1, 50, 99]) if known.any() else [0, 0, 0]
+        out[col] = {
+            "new_minus_old_ns_p1_p50_p99": [int(x) for x in q],
+            "unknown": {n: int((recs[n][col] == 0).sum()) for n in ("old", "new")},
+        }
+    out["queue_after_issue"] = {
+        n: int((r["ts_queue_ns"] > r["ts_issue_ns"]).sum()) for n, r in recs.items()
+    }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", type=Path, required=True, help="the older iotape-rec")
@@ -123,6 +152,8 @@ def main() -> None:
         only_new = sum((sets["new"] - sets["old"]).values())
         cgroups = {n: sorted({int(c) for c in r["cgroup_id"]}) for n, r in recs.items()}
         # Records out of completion order in the file (each loader's own times).
+        starts = {n: int(t.header.get("mono_start_ns", 0)) for n, t in traces.items()}
+        times = time_deltas(recs, starts) if only_old == only_new == 0 else None
         inversions = {
             n: int((np.diff(r["ts_complete_ns"].astype(np.int64)) < 0).sum())
             for n, r in recs.items()
@@ -140,6 +171,7 @@ def main() -> None:
         "footers": footers,
         "cgroup_ids": cgroups,
         "ts_complete_inversions": inversions,
+        "times": times,
         "equal": only_old == 0 and only_new == 0 and footers["old"] == footers["new"],
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
