@@ -435,53 +435,7 @@ static __always_inline void sched_record(const struct iotape_inflight *e)
 			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-/* ts_queue is taken from rq->start_time_ns at issue (or completion): see
- * kernel_stamps_queue(). Below any CLOCK_MONOTONIC time a probe can see, so a
- * record still carrying it (a request held at stop before its issue) reads as
- * unknown (0) in the file. */
-#define IOTAPE_TS_KERNEL 1
-
-/* Whether the kernel is about to stamp RQ with the time this tracepoint fires.
- * block_io_start is the first line of blk_account_io_start, which then, when
- * the queue keeps I/O statistics (iostats, the default), sets RQF_IO_STAT and
- * rq->start_time_ns = blk_time_get_ns(): a fresh clock read unless the
- * submitter's plug already cached one (plug->cur_ktime, 6.9+: the plug's
- * first request reads the clock, the rest of the batch share it). So when
- * there is no plug or its time is not cached yet, the kernel's stamp is the
- * queue time this program would read tens of ns earlier, and the clock read
- * here (~30 ns of rdtsc in a VM: docs/benchmarks.md, Recorder) can be
- * skipped. With --wakes the sched record needs the time now. */
-static __always_inline bool kernel_stamps_queue(struct task_struct *t)
-{
-	struct blk_plug *plug;
-
-	if (wakes || !bpf_core_enum_value_exists(enum rqf_flags, __RQF_IO_STAT) ||
-	    !bpf_core_field_exists(struct blk_plug, cur_ktime))
-		return false;
-	plug = t->plug;
-	return !plug || !plug->cur_ktime;
-}
-
-/* The queue time of an entry whose start deferred it to the kernel's stamp:
- * rq->start_time_ns if blk_account_io_start stamped it (RQF_IO_STAT; iostats
- * can be switched off in between), else unknown. */
-static __always_inline __u64 kernel_queue_time(struct request *rq)
-{
-	__u32 io_stat = 1u << bpf_core_enum_value(enum rqf_flags, __RQF_IO_STAT);
-
-	return (rq->rq_flags & io_stat) ? rq->start_time_ns : 0;
-}
-
-/* PREFLUSH or FUA, from opf rather than from map_flags(): a branch on those
- * flags would make the verifier tell apart all 2^11 of map_flags()' paths
- * (0.1 s more to load the program). */
-static __always_inline bool flush_machinery(__u32 opf)
-{
-	return has_flag_preflush(opf) ||
-	       (opf & (1u << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)));
-}
-
-static __always_inline int track_start(struct request *rq, bool io_start)
+static __always_inline int track_start(struct request *rq)
 {
 	struct iotape_inflight *s, e;
 	__u64 key = (__u64)rq;
@@ -513,6 +467,7 @@ static __always_inline int track_start(struct request *rq, bool io_start)
 		return 0;
 	}
 	e.rq = key;
+	e.ts_queue = bpf_ktime_get_ns();
 	e.ts_issue = 0;
 	e.opf = rq->cmd_flags;
 	e.bytes = rq->__data_len;
@@ -521,12 +476,6 @@ static __always_inline int track_start(struct request *rq, bool io_start)
 	e.flags = map_flags(e.opf);
 	e.op = map_op(e.opf, e.bytes);
 	e.state = 0;
-	/* Deferred only where the issue or the completion will resolve it: a
-	 * PREFLUSH or FUA request goes through the flush machinery, which can end
-	 * it unissued and unseen (recover(): its record must keep its queue time). */
-	e.ts_queue = io_start && !flush_machinery(e.opf) &&
-		kernel_stamps_queue(bpf_get_current_task_btf()) ?
-		IOTAPE_TS_KERNEL : bpf_ktime_get_ns();
 	if (s)
 		*s = e;
 	else if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY))
@@ -546,7 +495,7 @@ static __always_inline int track_start(struct request *rq, bool io_start)
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_io_start, struct request *rq)
 {
-	return track_start(rq, true);
+	return track_start(rq);
 }
 
 /* Fallback before 6.5: block_rq_insert also runs in the submitter's context
@@ -555,7 +504,7 @@ int BPF_PROG(on_io_start, struct request *rq)
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(on_rq_insert, struct request *rq)
 {
-	return track_start(rq, false);
+	return track_start(rq);
 }
 
 static __always_inline bool is_device_flush(__u32 opf)
@@ -607,8 +556,6 @@ int BPF_PROG(on_issue, struct request *rq)
 	}
 	if (e) {
 		e->ts_issue = bpf_ktime_get_ns();
-		if (e->ts_queue == IOTAPE_TS_KERNEL)
-			e->ts_queue = kernel_queue_time(rq);
 		/* Bios merged since the start have grown the request. */
 		e->bytes = rq->__data_len;
 		e->sector = rq->__sector;
@@ -678,9 +625,6 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		return 0;
 	}
 	if (e) {
-		/* Not issued: the flush machinery ends an empty PREFLUSH write itself. */
-		if (e->ts_queue == IOTAPE_TS_KERNEL)
-			e->ts_queue = kernel_queue_time(rq);
 		a.q = e->ts_queue;
 		a.iss = e->ts_issue;
 		a.opf = e->opf;
