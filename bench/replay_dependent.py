@@ -30,7 +30,10 @@ poll instead of halting, as bench/replay_dependent_workload.py; each run's
 job) and summarises each job's directions' ratios as median and range.
 `--timer-floor` also replays each trace with the own delay iotape-lanes estimated
 from sleeps alone (`timer_us` in its report, given as IOTAPE_LANES_OWN_FLOOR_US):
-the replay before the delay was timed on a cycle.
+the replay before the delay was timed on a cycle. `--lanes-before PATH` also
+replays each trace dependent with another iotape-lanes build (main's), right
+after this build's, as a peer in the same round (`dependent_replay_before`).
+`--variant NAME` (repeatable) runs only those variants.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from analyzer.lab.hdd import HddModel
 from analyzer.lab.replayed import figures, plan_and_run
 from recorder.capture import record as rec
 from replayer.plan.build import PlanOptions, plan
-from replayer.run import closedloop, execute
+from replayer.run import closedloop, execute, runner
 
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
 OUT_VARIANTS = ROOT / "bench" / "results" / "replay-dependent-variants.json"
@@ -125,25 +128,28 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
 
 def replay(
     trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
-    own_floor_us: float | None = None, condition: str = "idle",
+    own_floor_us: float | None = None, condition: str = "idle", lanes: Path | None = None,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` and `replay run` (planned and
     run in the CPU `condition`): its figures (`own_floor_us`: iotape-lanes' own
-    delay given instead of timed)."""
-    tag = "" if own_floor_us is None else "-given"
+    delay given instead of timed; `lanes`: another iotape-lanes build runs it)."""
+    tag = ("" if own_floor_us is None else "-given") + ("" if lanes is None else "-before")
     jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
     env_key = "IOTAPE_LANES_OWN_FLOOR_US"
     if own_floor_us is not None:
         os.environ[env_key] = f"{own_floor_us:.3f}"
+    ours, runner.LANES = runner.LANES, lanes or runner.LANES
     try:
         with cpu.held(condition) as h:
             man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
     finally:
         os.environ.pop(env_key, None)
+        runner.LANES = ours
     fig = _fio_figures(res)
     fig["cpu"] = h.report(fig["ios"])
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
+    fig["evloop_jobs"] = res.get("evloop", {}).get("jobs", 0)
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
         fig["think_net"] = res.get("dependencies", {}).get("think_net")
@@ -180,6 +186,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
+    before = args.lanes_before and replay(
+        trace, dst, "dependent", work, truth_trace, condition=cond, lanes=args.lanes_before
+    )
     rec_ = replay(trace, dst, "recorded", work, condition=cond)
     afap = replay(trace, dst, "afap", work, condition=cond)
     afap.pop("dependencies", None)
@@ -210,6 +219,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             ),
         },
     }
+    if before:
+        out["dependent_replay_before"] = before
+        out["ratios"]["before_iops_over_peer"] = _ratio(before["iops"], truth["iops"])
     if timer is not None:
         out["dependent_replay_timer_floor"] = timer
         out["ratios"] |= {
@@ -247,6 +259,11 @@ def _say(out: dict, args: argparse.Namespace) -> None:
             f"; timer floor {timer['iops']} IOPS x{r['timer_floor_iops_over_peer']}"
             if timer
             else ""
+        )
+        + (
+            f"; before {out['dependent_replay_before']['iops']} IOPS x{r['before_iops_over_peer']}"
+            if "dependent_replay_before" in out
+            else ""
         ),
         flush=True,
     )
@@ -273,7 +290,7 @@ def _summary(rounds: list[list[dict]]) -> list[dict]:
 def jobs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """The jobs to run, each the command line's arguments with its own `job` name and
     figures: the issue's job ("main", from the command line) or the variants."""
-    names = list(VARIANTS) if args.variants else ["main"]
+    names = (args.variant or list(VARIANTS)) if args.variants else ["main"]
     return [argparse.Namespace(**(vars(args) | VARIANTS.get(n, {}) | {"job": n})) for n in names]
 
 
@@ -339,6 +356,9 @@ def main() -> None:
         help=f"run the variants instead of the issue's job ({', '.join(VARIANTS)}; "
         f"JSON in {OUT_VARIANTS.relative_to(ROOT)})",
     )
+    ap.add_argument("--variant", action="append", choices=list(VARIANTS),
+                    help="with --variants: only this one (repeatable)")  # fmt: skip
+    ap.add_argument("--lanes-before", type=Path, help="another iotape-lanes build, as a peer")
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     args.output = args.output or (OUT_VARIANTS if args.variants else OUT)
