@@ -16,7 +16,10 @@ thinks net of its own delay: path_tx_per_s) with what it took beyond that path a
 hop of it (overhead_us_per_hop: the runner's cost at each hop).
 
     flock /tmp/iotape-bench.lock .venv/bin/python bench/lanes_hop_plan.py TRACE
-        [--rounds 3] [--lanes-before PATH] [--size-mb 512]
+        [--rounds 3] [--lanes-before PATH] [--size-mb 512] [--timings dependent]
+        [--runners threads,loop]
+    (a run lasts as long as the trace's clocked threads do: ~75 s for the reference
+    workload's maintenance reads; --timings and --runners pick fewer)
     (root: losetup; JSON in bench/results/lanes-hop-plan.json)
 """
 
@@ -102,9 +105,11 @@ def main() -> None:
         default="awake",
         help="the CPUs' condition for every run (as replay_dependent_workload.py's)",
     )
+    ap.add_argument("--timings", default="dependent,afap", help="the plans' timings, of these")
+    ap.add_argument("--runners", default=",".join(RUNNERS), help="this build's, of these")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
-    runners = [(k, runner.LANES, v) for k, v in RUNNERS.items()]
+    runners = [(k, runner.LANES, RUNNERS[k]) for k in a.runners.split(",")]
     if a.lanes_before:
         runners.insert(0, ("before", a.lanes_before, {}))
     work = Path(tempfile.mkdtemp(prefix="lanehop-plan-"))
@@ -117,7 +122,7 @@ def main() -> None:
         dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=off", img],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         plans = {}
-        for timing in ("dependent", "afap"):
+        for timing in a.timings.split(","):
             jobdir = work / timing
             plan(PlanOptions(trace=a.trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing,
                              long_thinks="demand"))  # fmt: skip
