@@ -186,7 +186,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
-    before = args.lanes_before and replay(
+    before = getattr(args, "lanes_before", None) and replay(
         trace, dst, "dependent", work, truth_trace, condition=cond, lanes=args.lanes_before
     )
     rec_ = replay(trace, dst, "recorded", work, condition=cond)
@@ -290,7 +290,7 @@ def _summary(rounds: list[list[dict]]) -> list[dict]:
 def jobs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """The jobs to run, each the command line's arguments with its own `job` name and
     figures: the issue's job ("main", from the command line) or the variants."""
-    names = (args.variant or list(VARIANTS)) if args.variants else ["main"]
+    names = (getattr(args, "variant", None) or list(VARIANTS)) if args.variants else ["main"]
     return [argparse.Namespace(**(vars(args) | VARIANTS.get(n, {}) | {"job": n})) for n in names]
 
 
