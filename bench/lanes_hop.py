@@ -11,8 +11,10 @@ dependent plan (`iotape dependent log 1`, run by iotape-lanes in a fresh process
   writer's completion);
 
 each with the runner's waits as before (IOTAPE_LANES_SPIN_US=0: sleep to the
-think's end, sleep on the predecessor's futex) and as it is now (the last stretch
-awake, yielding), `--lanes-before PATH` also another build (the previous commit's).
+think's end, sleep on the predecessor's futex), on threads with the last stretch
+awake (IOTAPE_LANES_EVLOOP=0: a thread a lane) and as it is now (the event loop,
+replayer/src/evloop.c, drives both lanes), `--lanes-before PATH` also another
+build (main's).
 The peer, in the same round: fio 3.33, one psync job, QD1, the same reads
 (randread, bs 8k, number_ios HOPS, thinktime THINK: a same-lane chain).
 
@@ -67,11 +69,19 @@ def write_plan(d: Path, dev: str, kind: str, hops: int, think_us: int) -> None:
     (d / "replay.fio").write_text(fio)
 
 
-def lanes_json(binary: Path, jobdir: Path, env: dict[str, str], spin: str | None) -> dict:
-    """`binary replay.fio` in `jobdir` (IOTAPE_LANES_SPIN_US=spin unless None): its JSON."""
-    env = {k: v for k, v in env.items() if k != "IOTAPE_LANES_SPIN_US"}
-    if spin is not None:
-        env["IOTAPE_LANES_SPIN_US"] = spin
+# Each runner of this build: its name and the variables it runs with (the rest unset).
+RUNNERS: dict[str, dict[str, str]] = {
+    "sleep": {"IOTAPE_LANES_SPIN_US": "0"},
+    "threads": {"IOTAPE_LANES_EVLOOP": "0"},
+    "loop": {"IOTAPE_LANES_EVLOOP": "1"},
+}
+
+
+def lanes_json(binary: Path, jobdir: Path, env: dict[str, str], knobs: dict[str, str]) -> dict:
+    """`binary replay.fio` in `jobdir`, with `knobs` set and the runner's other
+    switches (spin, event loop) unset: its JSON."""
+    env = {k: v for k, v in env.items() if k not in ("IOTAPE_LANES_SPIN_US", "IOTAPE_LANES_EVLOOP")}
+    env |= knobs
     p = subprocess.run([str(binary), "replay.fio"], cwd=jobdir, env=env, capture_output=True,
                        text=True, timeout=600)  # fmt: skip
     if p.returncode:
@@ -79,8 +89,8 @@ def lanes_json(binary: Path, jobdir: Path, env: dict[str, str], spin: str | None
     return json.loads(p.stdout)
 
 
-def run_lanes(binary: Path, d: Path, think_us: int, spin: str | None) -> dict:
-    doc = lanes_json(binary, d, dict(os.environ, IOTAPE_LANES_OWN_FLOOR_US="0"), spin)
+def run_lanes(binary: Path, d: Path, think_us: int, knobs: dict[str, str]) -> dict:
+    doc = lanes_json(binary, d, dict(os.environ, IOTAPE_LANES_OWN_FLOOR_US="0"), knobs)
     js = doc["jobs"]
     n = sum(j["read"]["total_ios"] for j in js)
     span = max(j["last_ns"] for j in js) - min(j["first_ns"] for j in js)
@@ -98,6 +108,7 @@ def run_lanes(binary: Path, d: Path, think_us: int, spin: str | None) -> dict:
         "spin_us": deps.get("spin_us"),
         "spun_ms": deps.get("spun_ms"),
         "issued_before_predecessor": deps["issued_before_predecessor"],
+        "loop_jobs": doc.get("evloop", {}).get("jobs", 0),
     }
 
 
@@ -134,12 +145,9 @@ def loop_device(work: Path) -> tuple[str, Path]:
 
 def measure(a: argparse.Namespace, work: Path, dev: str) -> dict:
     thinks = [int(x) for x in a.think_us.split(",")]
-    runners: list[tuple[str, Path, str | None]] = [
-        ("lanes_sleep", runner.LANES, "0"),
-        ("lanes_awake", runner.LANES, None),
-    ]
+    runners = [(f"lanes_{k}", runner.LANES, v) for k, v in RUNNERS.items()]
     if a.lanes_before:
-        runners.insert(0, ("lanes_before", a.lanes_before, None))
+        runners.insert(0, ("lanes_before", a.lanes_before, {}))
     rounds: list[dict] = []
     for r in range(a.rounds):
         got: dict = {}
@@ -148,8 +156,8 @@ def measure(a: argparse.Namespace, work: Path, dev: str) -> dict:
             for kind in ("same", "cross"):
                 d = work / f"r{r}-{kind}-{t}"
                 write_plan(d, dev, kind, a.hops, t)
-                for name, binary, spin in runners:
-                    got[str(t)][f"{name}_{kind}"] = run_lanes(binary, d, t, spin)
+                for name, binary, knobs in runners:
+                    got[str(t)][f"{name}_{kind}"] = run_lanes(binary, d, t, knobs)
         print(json.dumps({"round": r, **got}), file=sys.stderr)
         rounds.append(got)
     summary: dict = {}

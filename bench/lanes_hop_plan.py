@@ -6,8 +6,9 @@ TRACE (an HDD-like trace of the reference workload: `replay_dependent_workload.p
 `afap` onto a loop device over /dev/shm (SIZE_MB, written), each plan run by
 iotape-lanes in a fresh process (in its job directory, its own delay timed as
 `replay run` would) by each runner in turn, ROUNDS times: `--lanes-before PATH`
-(another build: the previous commit's), this build asleep (IOTAPE_LANES_SPIN_US=0)
-and this build as it is. Transactional requests (db-read, db-write) a second over
+(another build: main's), this build asleep (IOTAPE_LANES_SPIN_US=0), on threads
+with the spin rule (IOTAPE_LANES_EVLOOP=0) and with the event loop
+(replayer/src/evloop.c; lanes_hop.RUNNERS). Transactional requests (db-read, db-write) a second over
 their jobs' first issue to last completion, beside the plan's critical path at
 SERVICE_US a request (bench/dependent_critical_path.py: no runner cost at all),
 and each run beside its own critical path (its jobs' mean service times, its
@@ -15,7 +16,10 @@ thinks net of its own delay: path_tx_per_s) with what it took beyond that path a
 hop of it (overhead_us_per_hop: the runner's cost at each hop).
 
     flock /tmp/iotape-bench.lock .venv/bin/python bench/lanes_hop_plan.py TRACE
-        [--rounds 3] [--lanes-before PATH] [--size-mb 512]
+        [--rounds 3] [--lanes-before PATH] [--size-mb 512] [--timings dependent]
+        [--runners threads,loop]
+    (a run lasts as long as the trace's clocked threads do: ~75 s for the reference
+    workload's maintenance reads; --timings and --runners pick fewer)
     (root: losetup; JSON in bench/results/lanes-hop-plan.json)
 """
 
@@ -32,7 +36,7 @@ from pathlib import Path
 
 import cpu_condition as cpu
 from dependent_critical_path import critical_path
-from lanes_hop import lanes_json
+from lanes_hop import RUNNERS, lanes_json
 from lanes_hop_split import split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,12 +67,12 @@ def run_path(doc: dict, jobdir: Path, default_ns: int) -> dict:
     return critical_path(jobdir, svc, (awake, asleep), below)
 
 
-def tx_per_s(binary: Path, jobdir: Path, spin: str | None, service_ns: int) -> dict:
+def tx_per_s(binary: Path, jobdir: Path, knobs: dict[str, str], service_ns: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
     hops = jobdir / "hops.txt"  # the runner's record of each request (hops.c), where it has one
     hops.unlink(missing_ok=True)
     env["IOTAPE_LANES_HOPS"] = str(hops)
-    doc = lanes_json(binary, jobdir, env, spin)
+    doc = lanes_json(binary, jobdir, env, knobs)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
     span = max(j["last_ns"] for j in tx) - min(j["first_ns"] for j in tx)
@@ -84,6 +88,7 @@ def tx_per_s(binary: Path, jobdir: Path, spin: str | None, service_ns: int) -> d
             "path_tx_per_s": cp["tx_per_s"], "path_hops": cp["hops"],
             "overhead_us_per_hop": round(over, 1),
             "cpu_s": round(sum(doc.get("cpu_s", {}).values()), 3),
+            "loop_jobs": doc.get("evloop", {}).get("jobs", 0),
             **({"hop_split": split(jobdir, hops)} if hops.exists() else {})}  # fmt: skip
 
 
@@ -100,14 +105,13 @@ def main() -> None:
         default="awake",
         help="the CPUs' condition for every run (as replay_dependent_workload.py's)",
     )
+    ap.add_argument("--timings", default="dependent,afap", help="the plans' timings, of these")
+    ap.add_argument("--runners", default=",".join(RUNNERS), help="this build's, of these")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
-    runners: list[tuple[str, Path, str | None]] = [
-        ("sleep", runner.LANES, "0"),
-        ("awake", runner.LANES, None),
-    ]
+    runners = [(k, runner.LANES, RUNNERS[k]) for k in a.runners.split(",")]
     if a.lanes_before:
-        runners.insert(0, ("before", a.lanes_before, None))
+        runners.insert(0, ("before", a.lanes_before, {}))
     work = Path(tempfile.mkdtemp(prefix="lanehop-plan-"))
     fd, img = tempfile.mkstemp(prefix="lanehop-plan-", suffix=".img", dir="/dev/shm")
     dev = None
@@ -118,7 +122,7 @@ def main() -> None:
         dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=off", img],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         plans = {}
-        for timing in ("dependent", "afap"):
+        for timing in a.timings.split(","):
             jobdir = work / timing
             plan(PlanOptions(trace=a.trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing,
                              long_thinks="demand"))  # fmt: skip
@@ -135,8 +139,8 @@ def main() -> None:
                 )
         for r in range(a.rounds):
             with cpu.hold(a.condition):
-                got = {f"{t}_{name}": tx_per_s(b, jd, spin, int(a.service_us * 1000))
-                       for t, jd in plans.items() for name, b, spin in runners}  # fmt: skip
+                got = {f"{t}_{name}": tx_per_s(b, jd, knobs, int(a.service_us * 1000))
+                       for t, jd in plans.items() for name, b, knobs in runners}  # fmt: skip
             print(json.dumps({"round": r, **got}), file=sys.stderr)
             doc["rounds"].append(got)
         doc["load_1min"].append(os.getloadavg()[0])

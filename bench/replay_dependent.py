@@ -33,7 +33,9 @@ timer slack (IOTAPE_LANES_THINK_SLACK_US=0), the replay before they slept with t
 application's 50 us (replayer/src/io.c). `--timer-floor` also replays each trace
 with the own delay iotape-lanes estimated from sleeps alone (`timer_us` in its
 report, given as IOTAPE_LANES_OWN_FLOOR_US): the replay before the delay was timed on
-a cycle.
+a cycle. `--lanes-before PATH` also replays each trace dependent with another
+iotape-lanes build (main's), right after this build's, as a peer in the same round
+(`dependent_replay_before`). `--variant NAME` (repeatable) runs only those variants.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from analyzer.lab.hdd import HddModel
 from analyzer.lab.replayed import figures, plan_and_run
 from recorder.capture import record as rec
 from replayer.plan.build import PlanOptions, plan
-from replayer.run import closedloop, execute
+from replayer.run import closedloop, execute, runner
 
 OUT = ROOT / "bench" / "results" / "replay-dependent.json"
 OUT_VARIANTS = ROOT / "bench" / "results" / "replay-dependent-variants.json"
@@ -129,27 +131,33 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
 def replay(
     trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
     own_floor_us: float | None = None, condition: str = "idle", env: dict | None = None,
+    lanes: Path | None = None,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` and `replay run` (planned and
     run in the CPU `condition`): its figures (`own_floor_us`: iotape-lanes' own
-    delay given instead of timed; `env`: iotape-lanes' other settings)."""
+    delay given instead of timed; `env`: iotape-lanes' other settings; `lanes`:
+    another iotape-lanes build runs it)."""
     env = dict(env or {})
     if own_floor_us is not None:
         env["IOTAPE_LANES_OWN_FLOOR_US"] = f"{own_floor_us:.3f}"
     tag = "".join(f"-{k.rsplit('_', 2)[-2].lower()}" for k in sorted(env))
+    tag += "" if lanes is None else "-before"
     jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
     os.environ.update(env)
+    ours, runner.LANES = runner.LANES, lanes or runner.LANES
     try:
         with cpu.held(condition) as h:
             man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
     finally:
         for k in env:
             os.environ.pop(k, None)
+        runner.LANES = ours
     fig = _fio_figures(res)
     fig["cpu"] = h.report(fig["ios"])
     fig["wall_s"] = round(wall, 2)
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
     fig["think_slack_us"] = res.get("dependencies", {}).get("think_slack_us")
+    fig["evloop_jobs"] = res.get("evloop", {}).get("jobs", 0)
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
         fig["think_net"] = res.get("dependencies", {}).get("think_net")
@@ -186,6 +194,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
+    before = getattr(args, "lanes_before", None) and replay(
+        trace, dst, "dependent", work, truth_trace, condition=cond, lanes=args.lanes_before
+    )
     rec_ = replay(trace, dst, "recorded", work, condition=cond)
     afap = replay(trace, dst, "afap", work, condition=cond)
     afap.pop("dependencies", None)
@@ -228,6 +239,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             "slack_1ns_iops_over_peer": _ratio(slack1["iops"], truth["iops"]),
             "slack_1ns_read_p50_over_peer": _ratio(slack1["read_p50_ms"], truth["read_p50_ms"]),
         }
+    if before:
+        out["dependent_replay_before"] = before
+        out["ratios"]["before_iops_over_peer"] = _ratio(before["iops"], truth["iops"])
     if timer is not None:
         out["dependent_replay_timer_floor"] = timer
         out["ratios"] |= {
@@ -271,6 +285,11 @@ def _say(out: dict, args: argparse.Namespace) -> None:
             f"x{r['slack_1ns_read_p50_over_peer']}"
             if "slack_1ns_iops_over_peer" in r
             else ""
+        )
+        + (
+            f"; before {out['dependent_replay_before']['iops']} IOPS x{r['before_iops_over_peer']}"
+            if "dependent_replay_before" in out
+            else ""
         ),
         flush=True,
     )
@@ -297,7 +316,7 @@ def _summary(rounds: list[list[dict]]) -> list[dict]:
 def jobs(args: argparse.Namespace) -> list[argparse.Namespace]:
     """The jobs to run, each the command line's arguments with its own `job` name and
     figures: the issue's job ("main", from the command line) or the variants."""
-    names = list(VARIANTS) if args.variants else ["main"]
+    names = (getattr(args, "variant", None) or list(VARIANTS)) if args.variants else ["main"]
     return [argparse.Namespace(**(vars(args) | VARIANTS.get(n, {}) | {"job": n})) for n in names]
 
 
@@ -369,6 +388,9 @@ def main() -> None:
         help=f"run the variants instead of the issue's job ({', '.join(VARIANTS)}; "
         f"JSON in {OUT_VARIANTS.relative_to(ROOT)})",
     )
+    ap.add_argument("--variant", action="append", choices=list(VARIANTS),
+                    help="with --variants: only this one (repeatable)")  # fmt: skip
+    ap.add_argument("--lanes-before", type=Path, help="another iotape-lanes build, as a peer")
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     args.output = args.output or (OUT_VARIANTS if args.variants else OUT)

@@ -53,7 +53,6 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -61,35 +60,23 @@
 #include "lanes.h"
 
 #define HEADER "iotape dependent log 1"
-#define FUA_FLAG 1
-#define PREFLUSH_FLAG 2
 
-struct dreq {
-    long long id, t_ns, off, len;
-    int dir, flags, absolute, npred;
-    int awake; /* the spin rule: waits awake (deps_start) */
-    long long *pred;
-    /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
-    int alt, alt_absolute, nalt;
-    long long alt_t_ns, *alt_pred;
-};
-
-static long long *done_ns; /* by id: completion time, 0 until then */
-/* By id: DONE once done_ns is set; SLEEPER while not, with a thread asleep on it.
- * A thread waits on its predecessor's word alone (a futex): one condition
- * variable broadcast at every completion woke every waiting thread (a flusher's
- * window of 32 threads, on 2 vCPUs) for each of the others' completions, and
- * slowed an afap replay's session chain ~4x. The completing thread wakes the
- * word only where SLEEPER says someone sleeps on it: no system call at a
- * completion nobody waits for (issue 34's hop cost). */
-enum { NOT_DONE, DONE, SLEEPER };
-static atomic_int *done_flag;
+long long *done_ns; /* by id: completion time, 0 until then */
+/* By id: DONE once done_ns is set; SLEEPER while not, with a thread asleep on it;
+ * LOOPER, the event loop waits for it (evloop.c). A thread waits on its
+ * predecessor's word alone (a futex): one condition variable broadcast at every
+ * completion woke every waiting thread (a flusher's window of 32 threads, on 2
+ * vCPUs) for each of the others' completions, and slowed an afap replay's
+ * session chain ~4x. The completing thread wakes the word only where SLEEPER
+ * says someone sleeps on it: no system call at a completion nobody waits for
+ * (issue 34's hop cost); the loop's eventfd likewise only where LOOPER says. */
+atomic_int *done_flag;
+int deps_loop_fd = -1;
 /* By id: 1 once issued. A wait for a request in flight is a device's service
  * time, worth spending awake (io.c's spin_ns); one not yet issued sleeps. */
-static atomic_uchar *issued;
-static atomic_llong spun_ns;
+atomic_uchar *issued;
+atomic_llong spun_ns, early, waited_ns;
 static long long n_ids, n_requests, n_with_pred, n_awake, n_asleep;
-static atomic_llong early, waited_ns;
 static int dependent;
 static own_delay_t own; /* this host's delay in a dependent cycle (calib.c) */
 static const job_t *jobs_of; /* for the report */
@@ -306,7 +293,7 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
 }
 
 static int is_done(long long p) {
-    return atomic_load_explicit(&done_flag[p], memory_order_acquire) == DONE;
+    return atomic_load_explicit(&done_flag[p], memory_order_acquire) & DONE;
 }
 
 /* Whether every one of the n requests `p` has completed; *latest: the latest
@@ -353,12 +340,15 @@ static void wait_done(long long p, long long until_ns, long long *spin_left) {
         return;
     struct timespec ts = {wait / 1000000000LL, wait % 1000000000LL};
     /* say a thread sleeps on it (unless done meanwhile); the wait returns at once
-     * where the word is DONE already: no wake-up is lost */
-    int was = NOT_DONE;
-    if (!atomic_compare_exchange_strong(&done_flag[p], &was, SLEEPER) && was == DONE)
+     * where the word changed (DONE, or LOOPER added: the caller looks again) */
+    int was = atomic_load(&done_flag[p]);
+    while (!(was & (DONE | SLEEPER)) &&
+           !atomic_compare_exchange_weak(&done_flag[p], &was, was | SLEEPER))
+        ;
+    if (was & DONE)
         return;
     hop_how |= HOP_PRED_SLEPT;
-    syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, SLEEPER, &ts, NULL, 0);
+    syscall(SYS_futex, (int *)&done_flag[p], FUTEX_WAIT_PRIVATE, was | SLEEPER, &ts, NULL, 0);
 }
 
 /* When `q` may go with its `or`: the earlier of its two ways, each the latest
@@ -434,7 +424,33 @@ static int done_by(const long long *p, int n, long long at) {
     return 1;
 }
 
-static int issue_dep(int fd, const struct dreq *q) {
+int deps_early(const struct dreq *q, long long at) {
+    int bad = 0;
+    if (!q->alt) {
+        for (int k = 0; k < q->npred; k++) {
+            long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
+            bad += !d || d > at;
+        }
+    } else {
+        bad = !done_by(q->pred, q->npred, at) &&
+              !(q->alt_absolute || done_by(q->alt_pred, q->nalt, at)); /* neither way */
+    }
+    if (bad)
+        atomic_fetch_add(&early, bad);
+    return bad > 0;
+}
+
+void deps_done(long long id, long long done, int by_loop) {
+    __atomic_store_n(&done_ns[id], done, __ATOMIC_RELEASE);
+    int was = atomic_exchange_explicit(&done_flag[id], DONE, memory_order_acq_rel);
+    if (was & SLEEPER)
+        syscall(SYS_futex, (int *)&done_flag[id], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    uint64_t one = 1; /* the loop's eventfd (never closed): it cannot fail but at 2^64 - 1 */
+    if (was & LOOPER && !by_loop && deps_loop_fd >= 0)
+        (void)!write(deps_loop_fd, &one, sizeof one);
+}
+
+int deps_issue(int fd, const struct dreq *q) {
     if (q->flags & PREFLUSH_FLAG && fdatasync(fd))
         return errno;
     if (q->dir == WRITE && q->flags & FUA_FLAG) {
@@ -467,18 +483,9 @@ void deps_worker(worker_t *w, tally_t *ty) {
         if (atomic_load(&stop_all))
             break;
         long long at = now_ns();
-        if (!q->alt) {
-            for (int k = 0; k < q->npred; k++) {
-                long long d = __atomic_load_n(&done_ns[q->pred[k]], __ATOMIC_ACQUIRE);
-                if (!d || d > at)
-                    atomic_fetch_add(&early, 1);
-            }
-        } else if (!done_by(q->pred, q->npred, at) &&
-                   !(q->alt_absolute || done_by(q->alt_pred, q->nalt, at))) {
-            atomic_fetch_add(&early, 1); /* neither way's requests had all completed */
-        }
+        deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
-        int err = issue_dep(fd, q);
+        int err = deps_issue(fd, q);
         long long done = now_ns();
         if (err) {
             fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, q->len, q->off,
@@ -490,10 +497,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
             long long t[5] = {hop_ready, noticed, due, at, done};
             hops_note(q->id, (int)(job - jobs_of), tid, t, hop_how);
         }
-        __atomic_store_n(&done_ns[q->id], done, __ATOMIC_RELEASE);
-        if (atomic_exchange_explicit(&done_flag[q->id], DONE, memory_order_acq_rel) == SLEEPER)
-            syscall(SYS_futex, (int *)&done_flag[q->id], FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
-                    0);
+        deps_done(q->id, done, 0);
     }
     if (hops_on())
         hops_thread_end((int)(job - jobs_of));
@@ -518,90 +522,6 @@ int deps_blocks(const job_t *jobs, int n, long long (*blk)[2], int max, const ch
             }
         }
     return 0;
-}
-
-struct chain_thread {
-    worker_t w;
-    tally_t ty;
-};
-
-static void *chain_thread(void *arg) {
-    struct chain_thread *c = arg;
-    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* as lanes.c's workers */
-    deps_worker(&c->w, &c->ty);
-    return NULL;
-}
-
-int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
-               int awake, tally_t *out) {
-    static job_t cj; /* large (its paths and histograms): not on the stack */
-    cj = (job_t){.depth = 2, .reads_only = 1, .nreq = (size_t)n};
-    snprintf(cj.name, sizeof cj.name, "own-delay calibration");
-    snprintf(cj.target, sizeof cj.target, "%s", target);
-    struct dreq *reqs = calloc((size_t)n, sizeof *reqs);
-    long long *pred = calloc((size_t)n, sizeof *pred);
-    struct chain_thread *th = calloc(2, sizeof *th);
-    long long *saved_done = done_ns;
-    atomic_int *saved_flag = done_flag;
-    atomic_uchar *saved_issued = issued;
-    done_ns = calloc((size_t)n, sizeof *done_ns);
-    done_flag = calloc((size_t)n, sizeof *done_flag);
-    issued = calloc((size_t)n, sizeof *issued);
-    long long spun0 = atomic_load(&spun_ns);
-    int rc = -1;
-    if (!reqs || !pred || !th || !done_ns || !done_flag || !issued)
-        goto out;
-    for (int i = 0; i < n; i++) {
-        pred[i] = i - 1;
-        reqs[i] = (struct dreq){.id = i, .off = blk[i % nb][0], .len = blk[i % nb][1],
-                                .dir = READ, .absolute = i == 0, .t_ns = i ? think_ns : 0,
-                                .npred = i > 0, .pred = &pred[i], .awake = i && awake};
-    }
-    cj.reqs = reqs;
-    pthread_mutex_init(&cj.mu, NULL);
-    /* The chain's first read is due at once (its absolute time 0 from now). */
-    clock_gettime(CLOCK_MONOTONIC, &genesis);
-    long long early0 = atomic_load(&early), waited0 = atomic_load(&waited_ns);
-    pthread_t t[2];
-    int started = 0;
-    for (; started < 2; started++) {
-        th[started].w = (worker_t){&cj, started};
-        if (pthread_create(&t[started], NULL, chain_thread, &th[started]))
-            break;
-    }
-    for (int k = 0; k < started; k++)
-        pthread_join(t[k], NULL);
-    pthread_mutex_destroy(&cj.mu);
-    /* Not the plan's: its counters as they were, and a failed read stops nothing. */
-    int early_here = atomic_load(&early) != early0;
-    atomic_store(&early, early0);
-    atomic_store(&waited_ns, waited0);
-    int bad = atomic_exchange(&failed, 0);
-    atomic_store(&stop_all, 0);
-    if (started < 2 || bad || early_here)
-        goto out;
-    for (int k = 0; k < 2; k++) {
-        out->dir[READ].ios += th[k].ty.dir[READ].ios;
-        out->dir[READ].lat_sum_ns += th[k].ty.dir[READ].lat_sum_ns;
-        hist_merge(&out->late, &th[k].ty.late);
-        if (th[k].ty.first && (!out->first || th[k].ty.first < out->first))
-            out->first = th[k].ty.first;
-        if (th[k].ty.last > out->last)
-            out->last = th[k].ty.last;
-    }
-    rc = 0;
-out:
-    free(reqs);
-    free(pred);
-    free(th);
-    free(done_ns);
-    free(done_flag);
-    free(issued);
-    done_ns = saved_done;
-    done_flag = saved_flag;
-    issued = saved_issued;
-    atomic_store(&spun_ns, spun0);
-    return rc;
 }
 
 /* A timed cycle's figures (calib.c), where it was timed. */

@@ -119,6 +119,31 @@ static int line(worker_t *w, tally_t *ty, const char *ln, long ln_no, long long 
     return 0;
 }
 
+/* A thread's tally into its job's figures. */
+static void job_add(job_t *job, const tally_t *ty) {
+    pthread_mutex_lock(&job->mu);
+    for (int d = 0; d < NDIR; d++) {
+        job->dir[d].ios += ty->dir[d].ios;
+        job->dir[d].bytes += ty->dir[d].bytes;
+        job->dir[d].lat_sum_ns += ty->dir[d].lat_sum_ns;
+        job->dir[d].lat_sq += ty->dir[d].lat_sq;
+        if (ty->dir[d].ios && (!job->dir[d].lat_min_ns || ty->dir[d].lat_min_ns < job->dir[d].lat_min_ns))
+            job->dir[d].lat_min_ns = ty->dir[d].lat_min_ns;
+        if (ty->dir[d].lat_max_ns > job->dir[d].lat_max_ns)
+            job->dir[d].lat_max_ns = ty->dir[d].lat_max_ns;
+        hist_merge(&job->dir[d].lat, &ty->dir[d].lat);
+    }
+    hist_merge(&job->late, &ty->late);
+    job->requests += ty->requests;
+    if (ty->late_max > job->late_max_ns)
+        job->late_max_ns = ty->late_max;
+    if (ty->first && (!job->first_ns || ty->first < job->first_ns))
+        job->first_ns = ty->first;
+    if (ty->last > job->last_ns)
+        job->last_ns = ty->last;
+    pthread_mutex_unlock(&job->mu);
+}
+
 static void *worker(void *arg) {
     worker_t *w = arg;
     job_t *job = w->job;
@@ -159,27 +184,34 @@ static void *worker(void *arg) {
         fclose(f);
     if (fd >= 0)
         close(fd);
-    pthread_mutex_lock(&job->mu);
-    for (int d = 0; d < NDIR; d++) {
-        job->dir[d].ios += ty->dir[d].ios;
-        job->dir[d].bytes += ty->dir[d].bytes;
-        job->dir[d].lat_sum_ns += ty->dir[d].lat_sum_ns;
-        job->dir[d].lat_sq += ty->dir[d].lat_sq;
-        if (ty->dir[d].ios && (!job->dir[d].lat_min_ns || ty->dir[d].lat_min_ns < job->dir[d].lat_min_ns))
-            job->dir[d].lat_min_ns = ty->dir[d].lat_min_ns;
-        if (ty->dir[d].lat_max_ns > job->dir[d].lat_max_ns)
-            job->dir[d].lat_max_ns = ty->dir[d].lat_max_ns;
-        hist_merge(&job->dir[d].lat, &ty->dir[d].lat);
+    job_add(job, ty);
+    free(ty);
+    return NULL;
+}
+
+/* The event loop (evloop.c) over the jobs it drives: jobs[0..n) with in_loop. */
+typedef struct {
+    job_t *jobs;
+    int n;
+} loop_arg_t;
+
+static void *loop_thread(void *arg) {
+    loop_arg_t *a = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    tally_t *ty = calloc((size_t)a->n, sizeof *ty);
+    if (!ty) {
+        fail(&a->jobs[0], "out of memory");
+        return NULL;
     }
-    hist_merge(&job->late, &ty->late);
-    job->requests += ty->requests;
-    if (ty->late_max > job->late_max_ns)
-        job->late_max_ns = ty->late_max;
-    if (ty->first && (!job->first_ns || ty->first < job->first_ns))
-        job->first_ns = ty->first;
-    if (ty->last > job->last_ns)
-        job->last_ns = ty->last;
-    pthread_mutex_unlock(&job->mu);
+    evloop_run(a->jobs, a->n, ty);
+    int first = -1;
+    for (int j = 0; j < a->n; j++)
+        if (a->jobs[j].in_loop) {
+            job_add(&a->jobs[j], &ty[j]);
+            first = first < 0 ? j : first;
+        }
+    if (hops_on() && first >= 0)
+        hops_thread_end(first); /* the loop's thread, counted with its first job's */
     free(ty);
     return NULL;
 }
@@ -307,9 +339,10 @@ static job_t *parse(const char *path, int *njobs) {
 }
 
 /* A dependent plan's job (deps.c) and a synchronous lane: a thread per request
- * in flight; an async lane: one thread and its io_uring. */
+ * in flight; an async lane: one thread and its io_uring; a job the event loop
+ * drives (evloop.c): none of its own. */
 static int threads_of(const job_t *j) {
-    return j->async && !j->reqs ? 1 : j->depth;
+    return j->in_loop ? 0 : j->async && !j->reqs ? 1 : j->depth;
 }
 
 int main(int argc, char **argv) {
@@ -354,18 +387,23 @@ int main(int argc, char **argv) {
     /* This host's delay in a dependent cycle, timed on the target (its reads use
      * the buffers), and each think net of it. */
     own_delay_t od;
-    if (deps_any())
+    if (deps_any()) {
         spin_setup(); /* before own_delay: its chain waits as the replay will */
+        evloop_on();  /* and through the loop where it drives awake thinks */
+    }
     own_delay(jobs, n, &od);
     deps_start(jobs, n, &od);
+    int in_loop = 0;
+    for (int i = 0; i < n && deps_any(); i++)
+        in_loop += jobs[i].in_loop = evloop_takes(&jobs[i]);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int total = 0;
     for (int i = 0; i < n; i++)
         total += threads_of(&jobs[i]);
-    worker_t *ws = calloc((size_t)total, sizeof *ws);
-    pthread_t *ts = calloc((size_t)total, sizeof *ts);
+    worker_t *ws = calloc((size_t)total + 1, sizeof *ws);
+    pthread_t *ts = calloc((size_t)total + 1, sizeof *ts);
     if (!ws || !ts)
         die(1, "out of memory");
     pthread_attr_t attr;
@@ -381,6 +419,9 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &wall);
     long long epoch_ms = (long long)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
     int started = 0;
+    loop_arg_t la = {jobs, n};
+    if (in_loop && pthread_create(&ts[started++], &attr, loop_thread, &la))
+        die(1, "cannot start the event loop's thread");
     for (int i = 0; i < n; i++)
         for (int k = 0; k < threads_of(&jobs[i]); k++) {
             ws[started] = (worker_t){&jobs[i], k};

@@ -1,6 +1,7 @@
 /* What lanes.c (the runner), io.c (issuing and timing a request), hist.c (latency
- * histograms), deps.c (dependent plans), calib.c (their host's own delay) and
- * report.c (the JSON) share. */
+ * histograms), deps.c (dependent plans), evloop.c (their event loop), chain.c (the
+ * calibration's chain), calib.c (their host's own delay) and report.c (the JSON)
+ * share. */
 #ifndef IOTAPE_LANES_H
 #define IOTAPE_LANES_H
 #include <pthread.h>
@@ -29,7 +30,18 @@ typedef struct {
     hist_t lat;
 } dirstat_t;
 
-struct dreq; /* a dependent plan's request (deps.c) */
+/* A dependent plan's request (deps.c reads it from its job's log). */
+struct dreq {
+    long long id, t_ns, off, len;
+    int dir, flags, absolute, npred;
+    int awake; /* the spin rule: waits awake (deps_start) */
+    long long *pred;
+    /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
+    int alt, alt_absolute, nalt;
+    long long alt_t_ns, *alt_pred;
+};
+#define FUA_FLAG 1
+#define PREFLUSH_FLAG 2
 
 typedef struct {
     char name[256], log[4096];
@@ -51,6 +63,7 @@ typedef struct {
     long long think_net_ns;   /* the sum of its relative thinks as replayed */
     long long thinks_awake, thinks_asleep; /* its relative thinks by the spin rule */
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */
+    int in_loop;              /* driven by the event loop (evloop.c), not threads of its own */
 } job_t;
 
 typedef struct {
@@ -161,6 +174,7 @@ void own_delay(const job_t *jobs, int n, own_delay_t *od);
 #define HOP_THINK_SPUN 8   /* its think's end waited awake */
 #define HOP_THINK_SLEPT 16 /* its think (or part of it) slept */
 #define HOP_NO_SPINNER 32  /* it would have waited awake, but no spinner was free */
+#define HOP_LOOP 64        /* issued by the event loop (evloop.c); its TID: -1 - its job */
 void hops_init(long long n_ids, int n_jobs);
 void hops_thread_end(int job); /* a worker's schedstat into its job's */
 int hops_on(void);
@@ -176,17 +190,44 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od);
 /* Up to `max` (offset, length) of the plan's reads (else its writes), and their
  * target: the blocks own_delay times. Their count. */
 int deps_blocks(const job_t *jobs, int n, long long (*blk)[2], int max, const char **target);
-/* A chain of n reads of `target` (blk, in turn), each `think_ns` after the previous
- * one completed (waited awake, as the spin rule does a short think's, or not),
- * through deps_worker on 2 threads, so each is issued by the thread
- * the other's completion wakes; their tally into *out. 0, or -1 where one failed
- * (said on stderr). */
-int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
-               int awake, tally_t *out);
 /* 1: some request of the plan waits awake (the spin rule), before deps_start */
 int deps_awake_any(const job_t *jobs, int n);
 void deps_worker(worker_t *w, tally_t *ty);
 long long net_think(long long think_ns, long long job_floor_ns, long long own_ns);
 void deps_report(void);               /* its JSON key, if the plan is dependent */
+/* The run's state by request id: completion time (0 until then), its word (the
+ * DONE bit once done; SLEEPER: a thread sleeps on its futex; LOOPER: the event
+ * loop waits for it, on deps_loop_fd), and whether it was issued. */
+enum { DONE = 1, SLEEPER = 2, LOOPER = 4 };
+extern long long *done_ns;
+extern atomic_int *done_flag;
+extern atomic_uchar *issued;
+extern atomic_llong early, waited_ns, spun_ns;
+extern int deps_loop_fd; /* the event loop's eventfd, -1 without one */
+/* Request `id` completed at `done`: its time, its word, whoever waits on it
+ * (`by_loop`: the loop itself completed it, and sees that without its eventfd). */
+void deps_done(long long id, long long done, int by_loop);
+/* 1 where `q`, issued at `at`, went before what it waited for had completed (it
+ * is counted: "issued_before_predecessor"). */
+int deps_early(const struct dreq *q, long long at);
+int deps_issue(int fd, const struct dreq *q); /* a request by a system call: 0 or errno */
+
+/* chain.c: a chain of n reads of `target` (blk, in turn), each `think_ns` after the
+ * previous one completed (waited awake, as the spin rule does a short think's, or
+ * not), so each is issued by the thread the other's completion wakes (deps_worker
+ * on 2 threads), or, where the event loop drives awake thinks (evloop_on), by the
+ * loop; their tally into *out. 0, or -1 where one failed (said on stderr). */
+int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
+               int awake, tally_t *out);
+
+/* evloop.c: one thread and one io_uring driving the dependent jobs of depth 1
+ * whose thinks are mostly short (the spin rule's), their waits resolved in the
+ * loop. IOTAPE_LANES_EVLOOP=1|0 (0: every job on threads of its own). */
+int evloop_on(void);
+int evloop_takes(const job_t *job); /* after deps_start: whether the loop drives it */
+/* Every job of jobs[0..n) with in_loop, run to its end; each one's figures into
+ * ty[j]. 0, or -1 where the loop could not start (said on stderr; failed set). */
+int evloop_run(job_t *jobs, int n, tally_t *ty);
+void evloop_report(const job_t *jobs, int n); /* its JSON key, in a dependent plan */
 
 #endif

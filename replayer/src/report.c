@@ -100,6 +100,7 @@ void report(const job_t *jobs, int n, long long epoch_ms) {
                (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
                (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6);
     deps_report();
+    evloop_report(jobs, n);
     printf("\n}\n");
     free(late);
 }
