@@ -375,7 +375,11 @@ static void wait_next(loop_t *L) {
         top->how |= HOP_THINK_SLEPT;
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {(until - now) / 1000000000LL, (until - now) % 1000000000LL};
-    io_uring_wait_cqe_timeout(&L->ring, &cqe, &ts);
+    /* Submits what is queued: the eventfd's read, re-armed by reap() in a turn
+     * that had no request to submit. Waiting without it (io_uring_wait_cqe_timeout
+     * does not submit) left the loop deaf to threads' completions until its
+     * 200 ms look: 200 s for a 1000-hop chain across threads and loop (CI, stop 47). */
+    io_uring_submit_and_wait_timeout(&L->ring, &cqe, 1, &ts, NULL);
     st_blocked++;
 }
 
