@@ -1,11 +1,12 @@
 /* iotape-lanes, a dependent plan's event loop (issue 34): one thread and one
- * io_uring drive every job of depth 1 whose thinks are mostly short (the spin
- * rule's, io.c: at least as many of its relative thinks under spin_think_ns as
- * over), and resolve their waits in the loop: a request becomes ready when what
- * it waits for has completed (its own lane's last, another loop lane's, or a
- * thread's), is due its think later, and goes out when due, in due-time order (a
- * min-heap of ready lanes). Jobs with long thinks or deeper windows (a flusher's
- * 32) keep a thread per request in flight (deps.c); every edge between the two
+ * io_uring drive every job whose thinks are mostly short (the spin rule's, io.c:
+ * at least as many of its relative thinks under spin_think_ns as over), a lane
+ * for each of its iodepth (as its threads in deps.c: a lane takes the job's next
+ * request, in order, when its own completed), and resolve their waits in the
+ * loop: a request becomes ready when what it waits for has completed (its own
+ * lane's last, another loop lane's, or a thread's), is due its think later, and
+ * goes out when due, in due-time order (a min-heap of ready lanes). Jobs with
+ * mostly long thinks keep a thread per request in flight (deps.c); every edge between the two
  * kinds is honoured both ways: a thread waiting on a loop request sleeps on its
  * word (the loop wakes it as deps_worker would), the loop waiting on a thread's
  * request marks its word LOOPER and the thread's completion writes the loop's
@@ -58,10 +59,12 @@
 
 enum { L_WAIT, L_TIMED, L_FLIGHT, L_END };
 
+/* A lane: one of a job's iodepth slots, as one of its threads (deps.c); a slot
+ * takes the job's next request in order when its own has completed. */
 typedef struct {
     job_t *job;
     int j, fd, state, how, final; /* final: its due cannot move earlier (both ways ready) */
-    size_t i;                     /* its next request */
+    size_t i;                     /* its request */
     long long due, ready, noticed, at;
     unsigned gen; /* its heap entry's; older ones are stale */
     struct iovec iov;
@@ -97,7 +100,7 @@ int evloop_on(void) {
     const char *v = getenv("IOTAPE_LANES_EVLOOP");
     if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
         fprintf(stderr, "iotape-lanes: IOTAPE_LANES_EVLOOP=%s: 1 (one event loop drives the "
-                "short-think jobs of depth 1) or 0 (a thread each)\n", v);
+                "short-think jobs) or 0 (a thread each)\n", v);
         exit(2);
     }
     mode = v && *v ? v[0] == '1' : EVLOOP_DEFAULT;
@@ -111,8 +114,8 @@ int evloop_on(void) {
 }
 
 int evloop_takes(const job_t *job) {
-    return evloop_on() && job->reqs && job->nreq && !job->async && job->depth == 1 &&
-           job->thinks_awake > 0 && job->thinks_awake >= job->thinks_asleep;
+    return evloop_on() && job->reqs && job->nreq && !job->async && job->thinks_awake > 0 &&
+           job->thinks_awake >= job->thinks_asleep;
 }
 
 static void heap_pop(loop_t *L) {
@@ -233,6 +236,15 @@ static void reevaluate(loop_t *L) {
     L->dirty = 0;
 }
 
+/* The lane's job's next request, in order (the loop's thread alone takes them):
+ * waiting, or none left. */
+static void take(lane_t *l) {
+    job_t *job = l->job;
+    l->state = job->next < job->nreq ? L_WAIT : L_END;
+    if (l->state == L_WAIT)
+        l->i = job->next++;
+}
+
 /* Lane k's request ended at `done` (err: an errno, 0): tallied, published, the
  * lane on to its next. */
 static void complete(loop_t *L, int k, int err, long long done) {
@@ -248,12 +260,12 @@ static void complete(loop_t *L, int k, int err, long long done) {
     tally_io(l->ty, q->dir, q->len, l->due, l->at, done);
     if (hops_on()) {
         long long t[5] = {l->ready, l->noticed, l->due, l->at, done};
-        hops_note(q->id, l->j, -1 - l->j, t, l->how | HOP_LOOP | (q->awake ? HOP_AWAKE : 0));
+        hops_note(q->id, l->j, -1 - k, t, l->how | HOP_LOOP | (q->awake ? HOP_AWAKE : 0));
     }
     deps_done(q->id, done, 1);
     st_requests++;
     l->how = 0;
-    l->state = ++l->i < l->job->nreq ? L_WAIT : L_END;
+    take(l);
     L->live -= l->state == L_END;
     L->dirty = 1;
 }
@@ -401,9 +413,15 @@ static void turn(loop_t *L) {
         wait_next(L);
 }
 
+/* A job's lanes: its iodepth, no more than it has requests (at least one). */
+static int slots(const job_t *job) {
+    return job->depth < 1 || job->nreq < 2 ? 1
+           : (size_t)job->depth < job->nreq ? job->depth : (int)job->nreq;
+}
+
 static int setup(loop_t *L, job_t *jobs, int n, tally_t *ty, int *ring) {
     for (int j = 0; j < n; j++)
-        L->n += jobs[j].in_loop;
+        L->n += jobs[j].in_loop ? slots(&jobs[j]) : 0;
     L->lanes = calloc((size_t)L->n, sizeof *L->lanes);
     L->start = calloc((size_t)L->n, sizeof *L->start);
     unsigned entries = 8;
@@ -418,23 +436,31 @@ static int setup(loop_t *L, job_t *jobs, int n, tally_t *ty, int *ring) {
         if (!jobs[j].in_loop)
             continue;
         job_t *job = &jobs[j];
-        int fd = open(job->target, (job->reads_only ? O_RDONLY : O_RDWR) | O_DIRECT |
-                                       (job->dsync ? O_DSYNC : 0));
-        if (fd < 0) {
-            fail(job, "%s: %s", job->target, strerror(errno));
-            return -1;
+        job->next = 0;
+        for (int s = 0; s < slots(job); s++, k++) {
+            int fd = open(job->target, (job->reads_only ? O_RDONLY : O_RDWR) | O_DIRECT |
+                                           (job->dsync ? O_DSYNC : 0));
+            if (fd < 0) {
+                fail(job, "%s: %s", job->target, strerror(errno));
+                return -1;
+            }
+            L->lanes[k] = (lane_t){.job = job, .j = j, .fd = fd, .ty = &ty[j]};
+            take(&L->lanes[k]);
+            L->live += L->lanes[k].state != L_END;
         }
-        L->lanes[k] = (lane_t){.job = job, .j = j, .fd = fd, .ty = &ty[j]};
-        L->live += job->nreq > 0;
-        L->lanes[k++].state = job->nreq ? L_WAIT : L_END;
     }
     L->g = (long long)genesis.tv_sec * 1000000000LL + genesis.tv_nsec;
     L->dirty = 1;
-    /* The loop stands for n threads: the scheduler's weight of n (each nice
-     * level 1.25x), the share of the CPUs the threads it replaces had beside a
-     * flusher's 32 (where the process may raise it: CAP_SYS_NICE; else as is). */
-    if (L->n > 1) {
-        int nice = -(int)(log((double)L->n) / log(1.25) + 0.5);
+    /* The loop stands for its jobs' submitters, one a job (a deeper job's
+     * lanes are one submitter's window, as the engine's flusher: one thread, 32
+     * writes in flight): the scheduler's weight of that many threads (each nice
+     * level 1.25x), the share of the CPUs they had beside the replay's other
+     * threads (where the process may raise it: CAP_SYS_NICE; else as is). */
+    int subs = 0;
+    for (int j = 0; j < n; j++)
+        subs += jobs[j].in_loop;
+    if (subs > 1) {
+        int nice = -(int)(log((double)subs) / log(1.25) + 0.5);
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice < -19 ? -19 : nice);
     }
     arm_efd(L);

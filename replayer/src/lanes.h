@@ -174,7 +174,7 @@ void own_delay(const job_t *jobs, int n, own_delay_t *od);
 #define HOP_THINK_SPUN 8   /* its think's end waited awake */
 #define HOP_THINK_SLEPT 16 /* its think (or part of it) slept */
 #define HOP_NO_SPINNER 32  /* it would have waited awake, but no spinner was free */
-#define HOP_LOOP 64        /* issued by the event loop (evloop.c); its TID: -1 - its job */
+#define HOP_LOOP 64        /* issued by the event loop (evloop.c); its TID: -1 - its lane */
 void hops_init(long long n_ids, int n_jobs);
 void hops_thread_end(int job); /* a worker's schedstat into its job's */
 int hops_on(void);
@@ -220,8 +220,8 @@ int deps_issue(int fd, const struct dreq *q); /* a request by a system call: 0 o
 int deps_chain(const char *target, const long long (*blk)[2], int nb, int n, long long think_ns,
                int awake, tally_t *out);
 
-/* evloop.c: one thread and one io_uring driving the dependent jobs of depth 1
- * whose thinks are mostly short (the spin rule's), their waits resolved in the
+/* evloop.c: one thread and one io_uring driving the dependent jobs whose thinks
+ * are mostly short (the spin rule's; a lane per iodepth), their waits resolved in the
  * loop. IOTAPE_LANES_EVLOOP=1|0 (0: every job on threads of its own). */
 int evloop_on(void);
 int evloop_takes(const job_t *job); /* after deps_start: whether the loop drives it */

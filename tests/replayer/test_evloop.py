@@ -1,5 +1,6 @@
-"""iotape-lanes' event loop (replayer/src/evloop.c): the jobs of depth 1 whose
-thinks are mostly short run in one io_uring loop, the others on threads, and every
+"""iotape-lanes' event loop (replayer/src/evloop.c): the jobs whose thinks are
+mostly short run in one io_uring loop (a lane for each of a job's iodepth, as its
+threads), the others on threads, and every
 edge between them is honoured both ways. Structural: which jobs the loop drove,
 every request issued once, none before what it waited for completed (the runner's
 count, and each request's issue against its predecessors' completions in its own
@@ -43,7 +44,7 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
 
 def _mix(n: int = 400) -> tuple[dict[str, tuple[int, list[str]]], dict[int, list[int]]]:
     """Two sessions (depth 1, thinks of 5-40 us: the loop's), a log writer (depth 1,
-    thinks of 2.5 ms: asleep, a thread) and a flusher (depth 2: threads). Each
+    thinks of 2.5 ms: asleep, a thread) and a flusher (depth 2, the loop's). Each
     request waits for its own job's previous one and, every third, for another
     job's latest request before it: edges loop -> loop, loop -> thread, thread ->
     loop. Also the waits by id."""
@@ -85,9 +86,10 @@ def test_loop_and_threads_honour_every_edge_between_them(tmp_path: Path) -> None
              IOTAPE_LANES_EVLOOP="1")  # fmt: skip
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
-    # the sessions in the loop; the log writer (long thinks) and the flusher (depth 2) not
-    assert sorted(res["evloop"]["names"]) == ["s1", "s2"]
-    assert res["evloop"]["requests"] == len(jobs["s1"][1]) + len(jobs["s2"][1])
+    # the sessions and the flusher (two lanes) in the loop; the log writer (long thinks) not
+    looped = ("flush", "s1", "s2")
+    assert sorted(res["evloop"]["names"]) == list(looped)
+    assert res["evloop"]["requests"] == sum(len(jobs[k][1]) for k in looped)
     assert res["dependencies"]["issued_before_predecessor"] == 0
     per_job = {j["jobname"]: j["read"]["total_ios"] + j["write"]["total_ios"] for j in res["jobs"]}
     assert per_job == {k: len(v[1]) for k, v in jobs.items()}
@@ -95,7 +97,7 @@ def test_loop_and_threads_honour_every_edge_between_them(tmp_path: Path) -> None
     assert sorted(rec) == sorted(preds)  # every request issued, once
     names = list(jobs)
     for i, (job, tid, _ready, _noticed, due, at, done, how) in rec.items():
-        in_loop = names[job] in ("s1", "s2")
+        in_loop = names[job] in looped
         assert bool(how & HOP_LOOP) == in_loop
         assert (tid < 0) == in_loop  # a loop lane's record names it, not a thread
         assert done >= at >= due
@@ -120,6 +122,35 @@ def test_writes_syncs_and_trims_go_through_the_loop_in_order(tmp_path: Path) -> 
     rec = _hops(hops)
     assert all(rec[i][5] >= rec[i - 1][6] for i in range(1, 6))
     assert res["dependencies"]["issued_before_predecessor"] == 0
+
+
+def test_a_deeper_job_takes_its_requests_in_order_at_most_iodepth_at_once(
+    tmp_path: Path,
+) -> None:
+    """A job of iodepth 4 in the loop, every request after the first due at its
+    completion: four lanes, each taking the job's next request when its own
+    completed, as its four threads would (deps.c): issued in order, never more
+    than 4 in flight, and 4 at once (the first's three, then one submit each)."""
+    lines = ["0 - @0 read 0 4096\n"]
+    lines += [f"{i} 0 0 read {(i % 64) * 4096} 4096\n" for i in range(1, 200)]
+    _plan(tmp_path, {"w": (4, lines)})
+    hops = tmp_path / "hops.txt"
+    p = _run(tmp_path, IOTAPE_LANES_OWN_FLOOR_US="0", IOTAPE_LANES_HOPS=str(hops))
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["evloop"]["names"] == ["w"] and res["evloop"]["requests"] == 200
+    rec = _hops(hops)
+    assert sorted(rec) == list(range(200))
+    assert len({r[1] for r in rec.values()}) == 4  # four lanes named in the records
+    ats = [rec[i][5] for i in range(200)]
+    assert ats == sorted(ats)  # taken in order, each issued when taken (all due)
+    edges = sorted([(r[5], 1) for r in rec.values()] + [(r[6], -1) for r in rec.values()],
+                   key=lambda e: (e[0], e[1]))  # fmt: skip
+    depth, most = 0, 0
+    for _t, d in edges:
+        depth += d
+        most = max(most, depth)
+    assert most == 4
 
 
 @pytest.mark.parametrize(("value", "loop_jobs"), [("0", 0), ("1", 2), (None, 2)])
@@ -158,5 +189,5 @@ def test_a_switch_that_is_neither_is_refused_by_name(tmp_path: Path) -> None:
     assert p.returncode == 2 and not p.stdout
     assert p.stderr.strip() == (
         "iotape-lanes: IOTAPE_LANES_EVLOOP=yes: 1 (one event loop drives the short-think "
-        "jobs of depth 1) or 0 (a thread each)"
+        "jobs) or 0 (a thread each)"
     )

@@ -177,7 +177,8 @@ def test_iotape_lanes_issues_each_request_after_its_predecessor(tmp_path: Path) 
 
 def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path: Path) -> None:
     """Two jobs whose requests alternate, each waiting for the other job's last
-    one, one of them with 8 threads: every wait is for another thread's
+    one, one of them with 8 threads (thinks of 300 us: slept, so on threads, not
+    the event loop): every wait is for another thread's
     completion (each on its own futex word in deps.c), and every request is
     issued after it and done."""
     target = tmp_path / "target.img"
@@ -185,7 +186,7 @@ def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path
     (tmp_path / "iologs").mkdir()
     logs: dict[str, list[str]] = {"a": [], "b": []}
     for k in range(2000):
-        after, think = (str(k - 1), "0") if k else ("-", "@0")
+        after, think = (str(k - 1), "300" if k % 2 == 0 else "0") if k else ("-", "@0")
         logs["ab"[k % 2]].append(f"{k} {after} {think} read {(k % 128) * 8192} 8192\n")
     fio = "[global]\nioengine=psync\n"
     for name, depth in (("a", 8), ("b", 1)):
@@ -193,7 +194,7 @@ def test_iotape_lanes_wakes_each_waiting_thread_for_its_own_predecessor(tmp_path
         (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(logs[name]))
         fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth={depth}\n"
     (tmp_path / "replay.fio").write_text(fio)
-    # Job b runs in the event loop (depth 1, zero thinks), a on threads: every hop
+    # Job b runs in the event loop (zero thinks), a on threads: every hop
     # crosses them. Three runs, as the loop once went deaf to the threads' eventfd
     # in about one run in five (its re-armed read left unsubmitted: 200 ms a hop,
     # 200 s a run; evloop.c wait_next) and a slow run is the symptom.
