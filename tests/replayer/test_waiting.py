@@ -51,7 +51,7 @@ def _reference(steps: list[tuple[np.ndarray, int | None]]) -> list[np.ndarray]:
     return got
 
 
-def _run(steps, budget: int, keep=(ORIG, later.REP)) -> tuple[list[np.ndarray], waiting.Waiting]:
+def _run(steps, budget: int, keep=(ORIG, later.REP)) -> tuple[list, waiting.Waiting]:
     w = waiting.Waiting(keep, budget)
     got = []
     spilled = 0
@@ -140,7 +140,12 @@ def test_fidelity_with_what_waits_on_file_is_the_in_memory_answer(
     monkeypatch.setattr(waiting, "READ", 100)
     spilled: list[int] = []
     real = waiting.Waiting.close
-    monkeypatch.setattr(waiting.Waiting, "close", lambda w: (spilled.append(w.spilled), real(w))[1])
+
+    def close(w: waiting.Waiting) -> None:
+        spilled.append(w.spilled)
+        real(w)
+
+    monkeypatch.setattr(waiting.Waiting, "close", close)
     o = _orig(6000, seed=13)
     if one_stream:
         o["stream"] = o["stream"][0]
