@@ -218,6 +218,9 @@ class Waiting:
         while self._read < self._len and self._next_t < end:
             o, r = self._chunk()
             k = int(np.searchsorted(o["t"], end, "left")) if end != _END else len(o)
+            if not k:
+                self._next_t = int(o["t"][0])
+                break
             rest = k < len(o)
             late = self._late_upto(end, None) if rest else self._late_upto(
                 int(o["t"][k - 1]), int(o["n"][k - 1]) + 1
@@ -225,9 +228,10 @@ class Waiting:
             parts = [(o[:k], r[:k])] + ([late] if late is not None else [])
             yield _sorted(_join(parts, self.keep))
             self._read += k
+            # (the time of the next row where known, else a bound below it)
+            self._next_t = int(o["t"][k]) if rest else int(o["t"][-1])
             if rest:
-                self._next_t = int(o["t"][k])
-                return
+                break
         if self._read < self._len:
             # The file's next rows are not due, so neither is anything in memory
             # (it goes after the file): only late rows before `end` are.

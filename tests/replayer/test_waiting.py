@@ -65,6 +65,7 @@ def _run(steps, budget: int, keep=(ORIG, later.REP)) -> tuple[list, waiting.Wait
             o = [c[0] for c in calls]
             r = [c[1] for c in calls]
             for a, b in zip(o, r, strict=True):
+                assert len(a)  # (an empty call would tell a sink of pairs it never had)
                 assert np.array_equal(b["t"], a["t"] + 1000)
                 assert np.array_equal(b["bytes"], a["n"] % 1000)
             got.append(np.concatenate([a[["t", "n", "stream"]] for a in o]) if o else None)
