@@ -140,10 +140,14 @@ class Waiting:
                 yield o[:cut], r[:cut]
             if cut < len(o):
                 self._add(o[cut:], r[cut:])
-            return
-        if len(o):
-            self._add(o, r)
-        yield from self._take(_END if before is None else before)
+        else:
+            if len(o):
+                self._add(o, r)
+            yield from self._take(_END if before is None else before)
+        # Past the budget only with what still waits (a step's pairs, mostly due at
+        # once, would spill every step).
+        if self._held > self.budget:
+            self._spill()
 
     def _add(self, o: np.ndarray, r: np.ndarray) -> None:
         if self._last is not None:
@@ -157,8 +161,6 @@ class Waiting:
             self._mem.append((o, r))
             self._held += len(o)
             self._mem_t = min(self._mem_t, int(o["t"].min()))
-        if self._held > self.budget:
-            self._spill()
 
     def _spill(self) -> None:
         """The earliest half of what is held in memory, to the file, in order; the
