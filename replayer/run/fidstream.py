@@ -31,7 +31,7 @@ import numpy as np
 from replayer.run import localitystream, ordered
 from replayer.run.ahead import Behind
 from replayer.run.fidsums import Drift, Side
-from replayer.run.later import LOST_ROWS, PAIR, PAIRED, REP, REP_ROWS, Later
+from replayer.run.later import LOST_ROWS, PAIR, PAIRED, REP, Later
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
@@ -296,11 +296,12 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
+        # (Its rows are kept for later once paired or lost: every replayed request
+        # comes once as one or the other, so none is kept twice.)
         self._behind[1](r)
-        self._later.add(REP_ROWS, r)
 
     def lost_rep(self, r: np.ndarray) -> None:
-        if (self.own[r["stream"]] >= 0).any():
+        if len(r):
             self._later.add(LOST_ROWS, r)
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
@@ -342,16 +343,14 @@ class Figures(Sink):
             g.issue, g.inter, g.last_gap = self.all.issue, self.all.inter, self.all.last_gap
             g.drift = self.all.drift
         for kind, parts in self._later.calls():
-            if kind == REP_ROWS:
+            if kind == LOST_ROWS:
                 (r,) = parts
                 tr = r["t"] - shift
                 self.all.r.add(tr, r)
                 self.windows.times(1, tr)
-            elif kind == LOST_ROWS:
-                (r,) = parts
                 own = self.own[r["stream"]]
                 for sid in np.unique(own[own >= 0]).tolist():
-                    self.streams[sid].r.add(r["t"] - shift, r, own == sid)
+                    self.streams[sid].r.add(tr, r, own == sid)
             else:
                 p, r = parts
                 self._paired(p, r)
@@ -362,16 +361,22 @@ class Figures(Sink):
         if self.timed:
             self.all.drift.add(t_o, err)
             self.windows.pairs(t_o, np.abs(err))
+        # The replay's rows counted here and as lost (lost_rep): all of them, once;
+        # the sums are of integers, so their order does not change them.
+        tr = r["t"] - self.shift
+        every = self.all.r.tally(tr, r)
+        self.all.r.merge(every)
+        self.windows.times(1, tr)
         sids = localitystream.distinct(p["stream"])
         for sid in sids:
             g = self.streams[sid]
             if len(sids) == 1:
-                g.r.add(r["t"] - self.shift, r)
+                g.r.merge(every)  # (the same rows: one tally for both)
                 if self.timed and g.drift is not self.all.drift:
                     g.drift.add(t_o, err)
                 continue
             m = p["stream"] == sid
-            g.r.add(r["t"] - self.shift, r, m)
+            g.r.add(tr, r, m)
             if self.timed:
                 g.drift.add(t_o[m], gaps[m] - self.shift)
 

@@ -5,11 +5,13 @@ The offset is the median gap over all pairs, known only when every pair is; the
 replay's per-second counts, the drift and the windows depend on it. Reading and
 pairing both traces a second time for it cost a quarter of the command, so the
 rows those figures need are kept instead, each call's columns narrowed (REP,
-PAIR; ~45 bytes a request): in memory while they take less than `MEM_BYTES`,
+PAIR): each replayed request once, when it pairs (31 bytes with its pair) or
+stays unpaired (14 bytes; fidstream.Figures; every replayed row was kept once
+more as it came, 45 bytes a request in all): in memory while they take less than `MEM_BYTES`,
 then on an unlinked temporary file, so memory stays flat in a trace's length.
 Up to 256 MiB were held in memory before (~6 M requests: 45 bytes a request of
 peak RSS up to there, 100-200 MiB of a 2-5 M-request full-rate capture); on the
-file, such a replay writes and reads back ~45 bytes a request through $TMPDIR,
+file, such a replay writes and reads back ~31 bytes a request through $TMPDIR,
 which took the same CPU time within the machine's noise (docs/benchmarks.md).
 Holding the rows as given (40 bytes a row, no narrowing copy) took ~175 MB more
 and was no faster either (fresh pages faulted in).
