@@ -182,7 +182,7 @@ class Waiting:
         self._len += half
         self.spilled += half
         self._last = (int(o["t"][half - 1]), int(o["n"][half - 1]))
-        self._mem = [(o[half:], r[half:])]
+        self._mem = [(o[half:].copy(), r[half:].copy())]  # (not views of what went)
         self._held, self._mem_t = len(o) - half, int(o["t"][half])
 
     def _chunk(self) -> Pairs:
