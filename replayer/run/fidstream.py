@@ -12,7 +12,9 @@ every pair is, and the replay's per-second counts, the drift and the windows
 depend on it. The traces are read once (with both traces' locality,
 localitystream.py): what needs the offset is kept in order (in memory, then on disk), and summed
 once it is known (Figures, later.py); reading and pairing both traces a first
-time for the offset alone took a quarter of `replay fidelity`.
+time for the offset alone took a quarter of `replay fidelity`. Pairs that wait
+for their turn in the original's order (behind an original the replay lost, a
+whole horizon) wait narrowed, the earliest on disk (waiting.py).
 The answers are fidelity.compare_in_memory's (the tests compare them) wherever
 its pairs lie within the horizon (pairing.py); a request whose only partner is
 further away is unpaired here.
@@ -29,10 +31,11 @@ import numpy as np
 from replayer.run import localitystream, ordered
 from replayer.run.ahead import Behind
 from replayer.run.fidsums import Drift, Side
-from replayer.run.later import LOST_ROWS, PAIR, PAIRED, REP_ROWS, Later
+from replayer.run.later import LOST_ROWS, PAIR, PAIRED, REP, Later
 from replayer.run.pairing import HORIZON_NS, Keys, Pairer
 from replayer.run.quantiles import Spill
 from replayer.run.timewindows import Windows
+from replayer.run.waiting import Waiting
 
 QS = (50, 90, 99)
 
@@ -148,6 +151,9 @@ class Sink:
     sink until the horizon has passed it, the whole trace at NVMe rates."""
 
     ordered = True
+    # The columns an ordered sink reads of the pairs that wait (original's, replay's;
+    # None: whole rows): what waits is kept so (waiting.py).
+    keep: tuple[np.dtype | None, np.dtype | None] = (None, None)
 
     def orig(self, o: np.ndarray) -> None: ...
     def rep(self, r: np.ndarray) -> None: ...
@@ -185,14 +191,6 @@ def _at_least(batches: Iterator[np.ndarray], held) -> Iterator[np.ndarray]:
         yield ordered.cat(part) if len(part) > 1 else part[0]
 
 
-def _in_order(t: np.ndarray, n: np.ndarray) -> bool:
-    """Whether rows stand in the original's time order, ties in file order."""
-    if len(t) < 2:
-        return True
-    dt = t[1:] - t[:-1]
-    return bool((dt >= 0).all()) and bool((n[1:][dt == 0] > n[:-1][dt == 0]).all())
-
-
 def drive(
     so: ordered.Scan,
     sr: ordered.Scan,
@@ -215,7 +213,9 @@ def drive_batches(
     """`drive` over any two streams of ordered.COMPACT batches in time order."""
     pairer = Pairer(horizon_ns, *(keys or (None, None)))
     held: list[np.ndarray] = []
-    waiting: list[tuple[np.ndarray, np.ndarray]] = []
+    # Pairs an ordered sink waits for (waiting.py: narrowed to what it reads, the
+    # earliest on file past a budget).
+    waiting = Waiting(sink.keep)
 
     def settle(step, before: int | None) -> None:
         sink.lost_rep(step.lost_rep)
@@ -223,29 +223,8 @@ def drive_batches(
             if len(step.orig):
                 sink.paired(step.orig, step.rep)
             return
-        if len(step.orig):
-            waiting.append((step.orig, step.rep))
-        if not waiting:
-            return
-        o = ordered.cat([w[0] for w in waiting])
-        r = ordered.cat([w[1] for w in waiting])
-        t = o["t"]
-        if _in_order(t, o["n"]):
-            # Pairs mostly come settled in the original's order: the settled ones
-            # are then a head, handed on as they are (no sort, no copies).
-            cut = len(o) if before is None else int(np.searchsorted(t, before, "left"))
-            if cut:
-                sink.paired(o[:cut], r[:cut])
-            waiting[:] = [(o[cut:], r[cut:])] if cut < len(o) else []
-            return
-        done = np.flatnonzero(t < before) if before is not None else np.arange(len(o))
-        # The original's time order (ties in file order).
-        done = done[np.lexsort((o["n"][done], t[done]))]
-        if len(done):
-            sink.paired(ordered.take(o, done), ordered.take(r, done))
-        keep = np.ones(len(o), bool)
-        keep[done] = False
-        waiting[:] = [(ordered.take(o, keep), ordered.take(r, keep))] if keep.any() else []
+        for o, r in waiting.settle(step.orig, step.rep, before):
+            sink.paired(o, r)
 
     def final(bound: int) -> int:
         """Pairs whose original is before this time are final: a later pair's
@@ -255,27 +234,33 @@ def drive_batches(
         h = pairer.earliest_held()
         return bound if h is None else min(h, bound)
 
-    for ob in _at_least(origs, lambda: pairer.held):
-        bound = int(ob["t"][-1])
-        rb = _replay_upto(reps, held, bound)
-        sink.orig(ob)
-        sink.rep(rb)
-        step = pairer.step(ob, rb, bound)
-        settle(step, final(bound))
-    empty = np.empty(0, ordered.COMPACT)
-    for rb in itertools.chain(held, reps):
-        if len(rb):
+    try:
+        for ob in _at_least(origs, lambda: pairer.held):
+            bound = int(ob["t"][-1])
+            rb = _replay_upto(reps, held, bound)
+            sink.orig(ob)
             sink.rep(rb)
-            b = int(rb["t"][-1])
-            step = pairer.step(empty, rb, b)
-            settle(step, final(b))
-    settle(pairer.step(empty, empty, None), None)
+            step = pairer.step(ob, rb, bound)
+            settle(step, final(bound))
+        empty = np.empty(0, ordered.COMPACT)
+        for rb in itertools.chain(held, reps):
+            if len(rb):
+                sink.rep(rb)
+                b = int(rb["t"][-1])
+                step = pairer.step(empty, rb, b)
+                settle(step, final(b))
+        settle(pairer.step(empty, empty, None), None)
+    finally:
+        waiting.close()
 
 
 class Figures(Sink):
     """Every figure, from one read of both traces. What depends on the replay's
     clock offset (the median gap over all pairs, known only once every pair is)
     waits until `finish` (later.py); the rest is summed as the rows pass."""
+
+    # What `paired` reads of pairs that wait (Sink.keep): 31 bytes a pair, not 80.
+    keep = (np.dtype([("t", "<i8"), ("n", "<i8"), ("stream", "u1")]), REP)
 
     def __init__(self, so: ordered.Scan, sr: ordered.Scan, window_s: float) -> None:
         nbins = max(1, so.duration_ns // 1_000_000_000)
@@ -311,11 +296,12 @@ class Figures(Sink):
         self.windows.times(0, o["t"])
 
     def rep(self, r: np.ndarray) -> None:
+        # (Its rows are kept for later once paired or lost: every replayed request
+        # comes once as one or the other, so none is kept twice.)
         self._behind[1](r)
-        self._later.add(REP_ROWS, r)
 
     def lost_rep(self, r: np.ndarray) -> None:
-        if (self.own[r["stream"]] >= 0).any():
+        if len(r):
             self._later.add(LOST_ROWS, r)
 
     def paired(self, o: np.ndarray, r: np.ndarray) -> None:
@@ -357,16 +343,14 @@ class Figures(Sink):
             g.issue, g.inter, g.last_gap = self.all.issue, self.all.inter, self.all.last_gap
             g.drift = self.all.drift
         for kind, parts in self._later.calls():
-            if kind == REP_ROWS:
+            if kind == LOST_ROWS:
                 (r,) = parts
                 tr = r["t"] - shift
                 self.all.r.add(tr, r)
                 self.windows.times(1, tr)
-            elif kind == LOST_ROWS:
-                (r,) = parts
                 own = self.own[r["stream"]]
                 for sid in np.unique(own[own >= 0]).tolist():
-                    self.streams[sid].r.add(r["t"] - shift, r, own == sid)
+                    self.streams[sid].r.add(tr, r, own == sid)
             else:
                 p, r = parts
                 self._paired(p, r)
@@ -377,16 +361,22 @@ class Figures(Sink):
         if self.timed:
             self.all.drift.add(t_o, err)
             self.windows.pairs(t_o, np.abs(err))
+        # The replay's rows counted here and as lost (lost_rep): all of them, once;
+        # the sums are of integers, so their order does not change them.
+        tr = r["t"] - self.shift
+        every = self.all.r.tally(tr, r)
+        self.all.r.merge(every)
+        self.windows.times(1, tr)
         sids = localitystream.distinct(p["stream"])
         for sid in sids:
             g = self.streams[sid]
             if len(sids) == 1:
-                g.r.add(r["t"] - self.shift, r)
+                g.r.merge(every)  # (the same rows: one tally for both)
                 if self.timed and g.drift is not self.all.drift:
                     g.drift.add(t_o, err)
                 continue
             m = p["stream"] == sid
-            g.r.add(r["t"] - self.shift, r, m)
+            g.r.add(tr, r, m)
             if self.timed:
                 g.drift.add(t_o[m], gaps[m] - self.shift)
 

@@ -5,13 +5,16 @@ The offset is the median gap over all pairs, known only when every pair is; the
 replay's per-second counts, the drift and the windows depend on it. Reading and
 pairing both traces a second time for it cost a quarter of the command, so the
 rows those figures need are kept instead, each call's columns narrowed (REP,
-PAIR; ~45 bytes a request): in memory while they take less than `MEM_BYTES`
-(~6 M requests), then on an unlinked temporary file, so memory stays flat in a
-trace's length. All on the file, a 2.5 M-request replay wrote and read back
-~110 MB through $TMPDIR; in memory its CPU time was the same within the
-machine's noise (2.44-2.50 s, docs/benchmarks.md), but the command no longer
-waits on a slow $TMPDIR. Holding the rows as given (40 bytes a row, no narrowing
-copy) took ~175 MB more and was no faster either (fresh pages faulted in).
+PAIR): each replayed request once, when it pairs (31 bytes with its pair) or
+stays unpaired (14 bytes; fidstream.Figures; every replayed row was kept once
+more as it came, 45 bytes a request in all): in memory while they take less than `MEM_BYTES`,
+then on an unlinked temporary file, so memory stays flat in a trace's length.
+Up to 256 MiB were held in memory before (~6 M requests: 45 bytes a request of
+peak RSS up to there, 100-200 MiB of a 2-5 M-request full-rate capture); on the
+file, such a replay writes and reads back ~31 bytes a request through $TMPDIR,
+which took the same CPU time within the machine's noise (docs/benchmarks.md).
+Holding the rows as given (40 bytes a row, no narrowing copy) took ~175 MB more
+and was no faster either (fresh pages faulted in).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ import numpy as np
 REP = np.dtype([("t", "<i8"), ("bytes", "<u4"), ("op", "u1"), ("stream", "u1")])
 PAIR = np.dtype([("t_o", "<i8"), ("gap", "<i8"), ("stream", "u1")])
 REP_ROWS, LOST_ROWS, PAIRED = 0, 1, 2
-# Bytes of calls held in memory before the rest goes to the file.
-MEM_BYTES = 256 << 20
+# Bytes of calls held in memory before the rest goes to the file (a short
+# replay's never touch it).
+MEM_BYTES = 16 << 20
 
 
 def rep_rows(r: np.ndarray) -> np.ndarray:

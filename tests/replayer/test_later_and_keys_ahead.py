@@ -78,3 +78,28 @@ def test_keys_made_ahead_are_the_keys_of_what_the_pairing_asks() -> None:
         assert np.array_equal(ka(b), keys(b)) and len(ka._made) <= 2
     assert sorted(calls) == sorted([50, 70, 20, 90, 10, 40, 90])  # the join, once more
     assert not ka._made and np.array_equal(ka(batches[0][:0]), keys(batches[0][:0]))
+
+
+def test_each_replayed_request_is_kept_for_later_once(tmp_path, monkeypatch) -> None:
+    """Every replayed request is kept once, paired or not (fidstream.Figures): a
+    replay's rows were kept a second time as they came (45 bytes a request, not 31)."""
+    from test_fidelity_stream import _files, _orig, _replay
+
+    from replayer.run import fidelity
+
+    kept: list[tuple[int, int]] = []
+    real = later.Later.add
+
+    def add(self, kind: int, *parts: np.ndarray) -> None:
+        kept.append((kind, len(parts[-1])))
+        real(self, kind, *parts)
+
+    monkeypatch.setattr(later.Later, "add", add)
+    monkeypatch.setattr(ordered, "BATCH", 250)
+    o = _orig(4000, seed=17)
+    out = fidelity.compare(*_files(tmp_path, o, _replay(o, 17)), 2.5)
+    replayed = out["overall"]["requests"][1]
+    assert sum(n for _, n in kept) == replayed
+    assert {k for k, _ in kept} == {later.PAIRED, later.LOST_ROWS}
+    paired = sum(n for k, n in kept if k == later.PAIRED)
+    assert paired == out["pairing"]["paired"] < replayed
