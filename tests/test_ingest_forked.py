@@ -202,3 +202,28 @@ def test_ctrl_c_mid_ingest_leaves_no_store_nor_process(tmp_path: Path) -> None:
     assert err == ""  # as typer ends an interrupted command: 130, no words
     assert not (tmp_path / "new").exists()
     assert _alone(p.pid)
+
+
+# Ctrl-C as the COMMIT has gone to the store's process and its reply is awaited.
+CTRL_C_AT_COMMIT = (
+    "import os, signal\n"
+    "from analyzer.store import forked_store\n"
+    "_sync = forked_store.ForkedStore._sync\n"
+    "def sync(self):\n"
+    "    if self._in_tx:\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "    return _sync(self)\n"
+    "forked_store.ForkedStore._sync = sync\n"
+)
+
+
+def test_ctrl_c_during_the_commit_leaves_the_run_whole(trace: Path, tmp_path: Path) -> None:
+    """Held until the commit's outcome is known, then exit 130: the run is in the store
+    with every file (without the hold, the files would be removed under a committed
+    run)."""
+    whole = tmp_path / "whole.duckdb"
+    assert _run(str(trace), "--db", str(whole)).returncode == 0
+    db = tmp_path / "s.duckdb"
+    p = _run(str(trace), "--db", str(db), hook=CTRL_C_AT_COMMIT)
+    assert p.returncode == 130, p.stderr
+    assert _sums(db) == _sums(whole)
