@@ -135,7 +135,11 @@ class ForkedStore:
         src = f"iotape_src_{next(_names)}"
         tmp = self.parts / f".{src}-{os.getpid()}.parquet"
         self._temp.append(tmp)
-        w = event_files.parquet_writer(tmp, hist.schema, compression="none")
+        # Read once, beside it: no dictionary, statistics or compression (38,607 rows
+        # of the synthetic 2 M-event trace: 1.4 ms to write against 9-10 ms so).
+        w = event_files.parquet_writer(
+            tmp, hist.schema, compression="none", use_dictionary=False, write_statistics=False
+        )
         try:
             w.write_table(hist)
         finally:
