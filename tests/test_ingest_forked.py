@@ -227,3 +227,56 @@ def test_ctrl_c_during_the_commit_leaves_the_run_whole(trace: Path, tmp_path: Pa
     p = _run(str(trace), "--db", str(db), hook=CTRL_C_AT_COMMIT)
     assert p.returncode == 130, p.stderr
     assert _sums(db) == _sums(whole)
+
+
+def test_the_command_killed_leaves_the_child_to_roll_back_and_go(tmp_path: Path) -> None:
+    """SIGKILL to the command alone while its events are written: the child sees its
+    pipe end, closes its connection (nothing committed) and exits on its own."""
+    big = make_trace(tmp_path / "big.iot", workload_records(1_500_000, seed=8), chunk_records=8192)
+    db = tmp_path / "s.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "iotape", "ingest", str(big), "--db", str(db)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not any(d.name != "run_id=none" for d in Path(f"{db}.events").glob("run_id=*")):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.002)
+    p.kill()
+    p.wait()
+    while not _alone(p.pid):  # the child, orphaned, goes by itself
+        assert time.monotonic() < deadline, "the store's process outlived its command"
+        time.sleep(0.01)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+
+
+def test_ctrl_c_mid_message_hangs_up_and_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message cut off half-way (Ctrl-C inside the write) leaves the pipe out of step:
+    the rollback hangs up instead of sending, and the child rolls back as it closes."""
+    from analyzer.store import forked, forked_child
+    from analyzer.store.opener import _open_forked
+
+    db = tmp_path / "s.duckdb"
+    child = forked.start(str(db), [])
+    assert child is not None, "pytest's process runs threads: no fork"
+    store = _open_forked(str(db), child)
+    real = forked_child.send
+
+    def cut(fd: int, obj: object) -> None:
+        if "INSERT" in str(obj):
+            os.write(fd, b"\xff\x00\x00\x00half")  # a frame of 255 bytes, 4 of them sent
+            raise KeyboardInterrupt
+        real(fd, obj)
+
+    monkeypatch.setattr(forked_child, "send", cut)
+    with pytest.raises(KeyboardInterrupt), store.transaction():
+        store.execute("INSERT INTO streams VALUES ('r', 1, 'x')")
+    monkeypatch.setattr(forked_child, "send", real)
+    store.close()
+    assert child.returncode == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM streams").fetchall() == [(0,)]

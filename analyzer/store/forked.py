@@ -48,6 +48,11 @@ class Child:
         self._status: int | None = None
         self._broken = False
 
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit code once reaped (negative: the signal that ended it)."""
+        return self._status
+
     def connected(self) -> None:
         """Wait for the child's connect; its error as DuckDBStore says it."""
         if self._connected:
