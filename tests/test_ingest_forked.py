@@ -280,3 +280,33 @@ def test_ctrl_c_mid_message_hangs_up_and_rolls_back(
     assert child.returncode == 0
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM streams").fetchall() == [(0,)]
+
+
+def test_a_store_from_before_event_files_is_moved_in_process(trace: Path, tmp_path: Path) -> None:
+    """A store whose events are still a table is migrated by DuckDBStore: the forked
+    store hands over to it (forked_store.InProcess) and the ingest goes on."""
+    db = tmp_path / "s.duckdb"
+    other = make_trace(tmp_path / "o.iot", workload_records(3_000, seed=9))
+    assert _run(str(other), "--db", str(db)).returncode == 0
+    with duckdb.connect(str(db)) as con:  # an empty legacy table: nothing to move
+        con.execute('CREATE TABLE main."events" ("run_id" VARCHAR)')
+    p = _run(str(trace), "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        tables = {t for (t,) in got}
+        assert "events" not in tables
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(2,)]
+
+
+def test_a_file_that_is_no_store_is_said_the_same_way(trace: Path, tmp_path: Path) -> None:
+    said = []
+    for fork in (True, False):
+        db = tmp_path / "not-a-store.duckdb"
+        db.write_bytes(b"not a DuckDB file at all" * 200)
+        p = _run(str(trace), "--db", str(db), fork=fork)
+        assert p.returncode != 0 and len(p.stderr.splitlines()) == 1, p.stderr
+        assert "cannot open as a DuckDB store" in p.stderr
+        assert db.read_bytes() == b"not a DuckDB file at all" * 200
+        said.append((p.returncode, p.stderr))
+    assert said[0] == said[1]
