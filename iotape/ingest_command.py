@@ -14,6 +14,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from base.errors import IotapeError
 from base.progress import progress as bar
@@ -112,6 +113,26 @@ def _run(
     from analyzer.store.tags import parse_tags
 
     tags = parse_tags(tag or [])  # said before any file is read
+    # DuckDB's import and connect in a process of their own, forked before numpy and
+    # pyarrow are imported here (analyzer/store/forked.py); None: the thread as before.
+    from analyzer.store import forked
+
+    child = forked.start(db, files)
+    try:
+        _ingest(files, db, name, tags, as_json, child)
+    finally:
+        if child is not None:
+            child.abandon()  # the command failed before its store took the child
+
+
+def _ingest(
+    files: list[Path],
+    db: str | None,
+    name: str | None,
+    tags: dict[str, str],
+    as_json: bool,
+    child: Any,
+) -> None:
     from analyzer.store.early import open_early
 
     early = open_early(files[0]) if files else None
@@ -120,7 +141,7 @@ def _run(
         from analyzer.store.ingest import ingest as ingest_file
         from analyzer.store.opener import opening
 
-        with opening(db) as opened_store:
+        with opening(db, child) as opened_store:
             store = opened_store()
             for i, f in enumerate(files):
                 with bar(f"ingesting {f.name}", None, "items") as progress:

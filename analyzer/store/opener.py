@@ -11,9 +11,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from analyzer.store.interface import Store, StoreError, parse_url
+
+if TYPE_CHECKING:
+    from analyzer.store.forked import Child
 
 
 def open_store(url: str | None = None, create: bool = True, schema: bool = True) -> Store:
@@ -76,27 +79,33 @@ def opened(url: str | None, create: bool = True, schema: bool = True) -> Iterato
 
 
 @contextmanager
-def opening(url: str | None) -> Iterator[Callable[[], Store]]:
+def opening(url: str | None, child: Child | None = None) -> Iterator[Callable[[], Store]]:
     """`opened(url)` begun on a thread of its own at once: the caller imports and
     reads its input meanwhile, then calls what this yields for the store (joining
     the thread; its error, if it failed, raised there). DuckDB's start and the new
     store's tables (~50-90 ms of `iotape ingest`) let go of the GIL for most of it.
-    The store is closed on the way out, and the thread waited for; if the caller
-    failed before anything went in it, a DuckDB store that this open made is
-    removed (DuckDBStore.discard), with the directories made for it."""
+    With `child` (analyzer/store/forked.py's, for `url`), the store is that process's
+    connection instead, and no thread is started. The store is closed on the way
+    out, and the thread waited for; if the caller failed before anything went in
+    it, a DuckDB store that this open made is removed (DuckDBStore.discard), with
+    the directories made for it."""
     got: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            got["store"] = open_store(url)
+            got["store"] = open_store(url) if child is None else _open_forked(url, child)
         except BaseException as e:
             got["error"] = e
 
     t = threading.Thread(target=run, name="iotape-store-open", daemon=True)
-    t.start()
+    if child is None:
+        t.start()
+    else:
+        # The child did the slow part; a thread would only hold the GIL for the rest.
+        t.run()
 
     def store() -> Store:
-        t.join()
+        _join(t)
         if "error" in got:
             raise got["error"]
         got["taken"] = True
@@ -109,7 +118,7 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
         failed = True
         raise
     finally:
-        t.join()
+        _join(t)
         if "store" in got:
             s = got.pop("store")
             # The caller failed before it asked for the store (its input could not be
@@ -118,6 +127,28 @@ def opening(url: str | None) -> Iterator[Callable[[], Store]]:
             failing = failed or not got.get("taken")
             discard = getattr(s, "discard", None) if failing else None
             (discard or s.close)()
+
+
+def _join(t: threading.Thread) -> None:
+    if t.ident is not None:  # not started where it ran in place (a forked store)
+        t.join()
+
+
+def _open_forked(url: str | None, child: Child) -> Store:
+    """The store on `child`'s connection, its tables made; in this process instead
+    where it needs what only DuckDBStore does (forked_store.InProcess)."""
+    from analyzer.store.forked_store import ForkedStore, InProcess
+
+    try:
+        store = cast(Store, ForkedStore(child))
+    except InProcess:
+        return open_store(url)
+    try:
+        init_schema(store)
+    except BaseException:
+        store.discard()  # type: ignore[attr-defined]
+        raise
+    return store
 
 
 def open_read_only(url: str | None) -> Store:

@@ -84,6 +84,17 @@ HISTOGRAMS_READ = (
 )
 
 
+def parquet_view(name: str, path: str) -> str:
+    """A temporary view `name` of a Parquet file (a forked store's histograms source:
+    analyzer/store/forked_store.py)."""
+    literal = "'" + path.replace("'", "''") + "'"
+    return f"CREATE TEMP VIEW {quote(name)} AS SELECT * FROM read_parquet({literal})"
+
+
+def drop_view(name: str) -> str:
+    return f"DROP VIEW {quote(name)}"
+
+
 def histograms_insert(source: str) -> str:
     """A run's histograms from `source`'s keyed rows (k: dev << 32 | op << 24 | stream
     << 16 | metric << 15 | bucket; n, s, lo, hi), unpacked here rather than in numpy
