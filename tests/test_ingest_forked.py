@@ -252,32 +252,49 @@ def test_the_command_killed_leaves_the_child_to_roll_back_and_go(tmp_path: Path)
         assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
 
 
-def test_ctrl_c_mid_message_hangs_up_and_rolls_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+# Run in a fresh process: the store forks only where no other thread runs, and
+# pytest's own process may hold threads from earlier tests (it did in CI).
+MID_MESSAGE = """
+import os, sys
+from analyzer.store import forked, forked_child
+from analyzer.store.opener import _open_forked
+
+child = forked.start(sys.argv[1], [])
+assert child is not None, "threads before the fork"
+store = _open_forked(sys.argv[1], child)
+real = forked_child.send
+
+def cut(fd, obj):
+    if "INSERT" in str(obj):
+        os.write(fd, b"\\xff\\x00\\x00\\x00half")  # a frame of 255 bytes, 4 of them sent
+        raise KeyboardInterrupt
+    real(fd, obj)
+
+forked_child.send = cut
+try:
+    with store.transaction():
+        store.execute("INSERT INTO streams VALUES ('r', 1, 'x')")
+except KeyboardInterrupt:
+    print("interrupted")
+forked_child.send = real
+store.close()
+print("child", child.returncode)
+"""
+
+
+def test_ctrl_c_mid_message_hangs_up_and_rolls_back(tmp_path: Path) -> None:
     """A message cut off half-way (Ctrl-C inside the write) leaves the pipe out of step:
     the rollback hangs up instead of sending, and the child rolls back as it closes."""
-    from analyzer.store import forked, forked_child
-    from analyzer.store.opener import _open_forked
-
     db = tmp_path / "s.duckdb"
-    child = forked.start(str(db), [])
-    assert child is not None, "pytest's process runs threads: no fork"
-    store = _open_forked(str(db), child)
-    real = forked_child.send
-
-    def cut(fd: int, obj: object) -> None:
-        if "INSERT" in str(obj):
-            os.write(fd, b"\xff\x00\x00\x00half")  # a frame of 255 bytes, 4 of them sent
-            raise KeyboardInterrupt
-        real(fd, obj)
-
-    monkeypatch.setattr(forked_child, "send", cut)
-    with pytest.raises(KeyboardInterrupt), store.transaction():
-        store.execute("INSERT INTO streams VALUES ('r', 1, 'x')")
-    monkeypatch.setattr(forked_child, "send", real)
-    store.close()
-    assert child.returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen(
+        [sys.executable, "-c", MID_MESSAGE, str(db)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    out, err = p.communicate(timeout=120)
+    assert _alone(p.pid)
+    assert p.returncode == 0, err
+    assert out.split("\n")[:2] == ["interrupted", "child 0"], (out, err)
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM streams").fetchall() == [(0,)]
 
