@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from analyzer.store import event_files
 from analyzer.store.event_histograms import BUILT, NAMES
-from analyzer.store.interface import StoreError, StoreURL
+from analyzer.store.interface import StoreError, StoreURL, missing_dirs
 from analyzer.store.queries import duckdb_sql as sql_
 from schemas.tables import table
 
@@ -82,7 +82,7 @@ class DuckDBStore:
             if not p.exists():
                 if not create:
                     raise StoreError(f"{path}: no store here yet; `iotape ingest` makes one")
-                self._made = _missing_dirs(p.parent)
+                self._made = missing_dirs(p.parent)
                 p.parent.mkdir(parents=True, exist_ok=True)
             else:
                 fresh = False
@@ -317,15 +317,6 @@ class DuckDBStore:
             return self.con.execute(sql, params or None)
         except duckdb.Error as e:
             raise StoreError(f"{self.url.display()}: {_first_line(e)}") from e
-
-
-def _missing_dirs(d: Path) -> list[Path]:
-    """`d` and those of its parents that do not exist, outermost first."""
-    out: list[Path] = []
-    while not d.exists() and d != d.parent:
-        out.append(d)
-        d = d.parent
-    return out[::-1]
 
 
 class _Counter:

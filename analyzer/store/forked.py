@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.store import forked_child as wire
-from analyzer.store.interface import StoreError, StoreURL, parse_url
+from analyzer.store.interface import StoreError, StoreURL, missing_dirs, parse_url
 
 SWITCH = "IOTAPE_INGEST_FORK"
 
@@ -171,7 +171,7 @@ def start(url: str | None, files: list[Path]) -> Child | None:
     fresh = not p.exists()
     made: list[Path] = []
     if fresh:
-        made = _missing_dirs(p.parent)
+        made = missing_dirs(p.parent)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -199,12 +199,3 @@ def remove_new_store(path: str, made: list[Path]) -> None:
             d.rmdir()
         except OSError:
             break
-
-
-def _missing_dirs(d: Path) -> list[Path]:
-    """`d` and those of its parents that do not exist, outermost first."""
-    out: list[Path] = []
-    while not d.exists() and d != d.parent:
-        out.append(d)
-        d = d.parent
-    return out[::-1]

@@ -197,3 +197,13 @@ def _safe(url: str) -> str:
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@", 1)
     return url
+
+
+def missing_dirs(d: Path) -> list[Path]:
+    """`d` and those of its parents that do not exist, outermost first
+    (a new store's, removed again where it got nothing: duckdb_store, forked)."""
+    out: list[Path] = []
+    while not d.exists() and d != d.parent:
+        out.append(d)
+        d = d.parent
+    return out[::-1]
