@@ -327,3 +327,38 @@ def test_a_file_that_is_no_store_is_said_the_same_way(trace: Path, tmp_path: Pat
         assert db.read_bytes() == b"not a DuckDB file at all" * 200
         said.append((p.returncode, p.stderr))
     assert said[0] == said[1]
+
+
+AT_COMMIT = """
+import os, sys
+from pathlib import Path
+from analyzer.store import forked
+from analyzer.store.ingest import ingest
+from analyzer.store.opener import _open_forked
+
+db, trace = sys.argv[1], Path(sys.argv[2])
+child = forked.start(db, [trace])
+assert child is not None, "threads before the fork"
+store = _open_forked(db, child)
+r = ingest(store, trace)
+wal = Path(db + ".wal")
+print(r.events, wal.exists() and wal.stat().st_size > 0)
+store.close()
+"""
+
+
+def test_the_run_is_in_the_file_at_its_commit(trace: Path, tmp_path: Path) -> None:
+    """The run's commit writes its rows to the store's file (a checkpoint) instead of
+    the WAL that the close then copied to the file: once the ingest has returned, no
+    WAL holds them, and the store is the same as the command's."""
+    db = tmp_path / "s.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run(
+        [sys.executable, "-c", AT_COMMIT, str(db), str(trace)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["60000", "False"], (p.stdout, p.stderr)
+    whole = tmp_path / "whole.duckdb"
+    assert _run(str(trace), "--db", str(whole)).returncode == 0
+    assert _sums(db) == _sums(whole)

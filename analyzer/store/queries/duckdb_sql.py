@@ -8,6 +8,9 @@ from schemas.tables import quote, table
 
 BEGIN = "BEGIN TRANSACTION"
 COMMIT = "COMMIT"
+# Every commit from here on a checkpoint, its rows written to the file once instead
+# of to the WAL and again at the close (forked_store.py: an ingest's one commit).
+CHECKPOINT_AT_COMMIT = "SET checkpoint_threshold = '0B'"
 
 # DuckDB keeps one row per run: a state change deletes it and inserts the new one in
 # the caller's transaction.
