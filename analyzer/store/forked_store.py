@@ -187,8 +187,8 @@ class ForkedStore:
                 commit()  # a Ctrl-C from here on waits until the outcome is known
                 # The run's rows (38,607 histogram rows of the synthetic 2 M-event
                 # trace: a 3.7 MB WAL) go to the file at the COMMIT rather than to the
-                # WAL and then to the file at the close: ~5 ms less of the command's
-                # tail, where it waits for the child (docs/benchmarks.md, ninth pass).
+                # WAL and then to the file at the close: ~10 ms less of the tail the
+                # command waits for (docs/benchmarks.md, ninth pass).
                 self._send(sql_.CHECKPOINT_AT_COMMIT)
                 self._send(sql_.COMMIT)
                 self._sync()
