@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from replayer.plan.build import PlanOptions, plan  # noqa: E402
-from replayer.run import runner  # noqa: E402
+from replayer.run import around, runner  # noqa: E402
 from schemas.streams import TRANSACTIONAL  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "lanes-hop-plan.json"
@@ -72,7 +72,12 @@ def tx_per_s(binary: Path, jobdir: Path, knobs: dict[str, str], service_ns: int)
     hops = jobdir / "hops.txt"  # the runner's record of each request (hops.c), where it has one
     hops.unlink(missing_ok=True)
     env["IOTAPE_LANES_HOPS"] = str(hops)
-    doc = lanes_json(binary, jobdir, env, knobs)
+    if knobs.get("probe"):  # `replay run`'s wake-up probe beside the run, as a user's replay
+        knobs = {k: v for k, v in knobs.items() if k != "probe"}
+        with around.wakeup_probe(jobdir / "wakeup.json"):
+            doc = lanes_json(binary, jobdir, env, knobs)
+    else:
+        doc = lanes_json(binary, jobdir, env, knobs)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
     span = max(j["last_ns"] for j in tx) - min(j["first_ns"] for j in tx)
@@ -107,12 +112,21 @@ def main() -> None:
     )
     ap.add_argument("--timings", default="dependent,afap", help="the plans' timings, of these")
     ap.add_argument("--runners", default=",".join(RUNNERS), help="this build's, of these")
+    ap.add_argument("--think-calibrate", type=Path, help="plan with --think-calibrate CAL.iot")
+    ap.add_argument("--keep", type=Path, help="copy each run's job report and hops here")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
-    runners = [(k, runner.LANES, RUNNERS[k]) for k in a.runners.split(",")]
+    # NAME or NAME+KEY=VALUE+...: a runner of lanes_hop.RUNNERS with more knobs
+    runners = []
+    for spec in a.runners.split(","):
+        name, *extra = spec.split("+")
+        knobs = RUNNERS[name] | dict((e + "=1").split("=")[:2] for e in extra)
+        runners.append((spec, runner.LANES, knobs))
     if a.lanes_before:
         runners.insert(0, ("before", a.lanes_before, {}))
     work = Path(tempfile.mkdtemp(prefix="lanehop-plan-"))
+    if a.keep:
+        a.keep.mkdir(parents=True, exist_ok=True)
     fd, img = tempfile.mkstemp(prefix="lanehop-plan-", suffix=".img", dir="/dev/shm")
     dev = None
     try:
@@ -124,8 +138,9 @@ def main() -> None:
         plans = {}
         for timing in a.timings.split(","):
             jobdir = work / timing
+            cal = a.think_calibrate if timing == "dependent" else None
             plan(PlanOptions(trace=a.trace, jobdir=jobdir, targets=[f"all={dev}"], timing=timing,
-                             long_thinks="demand"))  # fmt: skip
+                             long_thinks="demand", think_calibrate=cal))  # fmt: skip
             plans[timing] = jobdir
         load = [os.getloadavg()[0]]
         doc: dict = {"trace": str(a.trace), "device": "loop over /dev/shm", "load_1min": load,
@@ -142,6 +157,9 @@ def main() -> None:
                 got = {f"{t}_{name}": tx_per_s(b, jd, knobs, int(a.service_us * 1000))
                        for t, jd in plans.items() for name, b, knobs in runners}  # fmt: skip
             print(json.dumps({"round": r, **got}), file=sys.stderr)
+            if a.keep:  # the plan and what each run wrote, for a look after the round
+                for t, jd in plans.items():
+                    subprocess.run(["cp", "-r", str(jd), str(a.keep / f"{t}-{r}")], check=True)
             doc["rounds"].append(got)
         doc["load_1min"].append(os.getloadavg()[0])
         doc["median_tx_per_s"] = {

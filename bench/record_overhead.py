@@ -280,12 +280,15 @@ def run_rounds(
     dev: str, rounds: int, runtime: int, tmp: Path, names: list[str]
 ) -> tuple[dict[str, list[dict]], dict[str, list[float]]]:
     """Per round, each traced capture of `names` next to an untraced run of its
-    own: (untraced, traced) in odd rounds, (traced, untraced) in even ones.
-    Returns every run by capture and each traced capture's IOPS ratio per pair."""
+    own: (untraced, traced) in odd rounds, (traced, untraced) in even ones; the
+    captures' order turns by one each round, so that no capture always goes first
+    (an A/A run, one build as both, came 0.05 apart per round: issue 36's sixth
+    pass). Returns every run by capture and each traced capture's IOPS ratio per pair."""
     runs: dict[str, list[dict]] = {k: [] for k in ["untraced", *names]}
     pairs: dict[str, list[float]] = {k: [] for k in names}
     for i in range(rounds):
-        for name in names:
+        k = i % len(names) if names else 0
+        for name in names[k:] + names[:k]:
             order = ["untraced", name] if i % 2 == 0 else [name, "untraced"]
             got = {}
             for which in order:

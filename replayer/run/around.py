@@ -48,7 +48,7 @@ def command(
     devs: list[str],
     record_to: Path | None,
     force: bool,
-    wakeup: Path,
+    wakeup: Path | None,
 ) -> int | None:
     """Run `cmd`, recorded into `record_to` when given: its exit status (None: the
     recorder ran no command)."""
@@ -61,7 +61,8 @@ def command(
                 output=record_to,
                 command=cmd,
                 force=force,
-                metadata={"replay_of": str(jobdir), "jobfile": jobfile, "wakeup": str(wakeup)},
+                metadata={"replay_of": str(jobdir), "jobfile": jobfile}
+                | ({"wakeup": str(wakeup)} if wakeup else {}),
             )
         )
         return res.command_exit

@@ -144,16 +144,21 @@ def _one(
     windows: list | None = None,
     program: str = "fio",
     ahead: int = 0,
+    probe: bool = True,
 ) -> dict:
-    """Run one job file (a windowed plan: all its windows) and read its JSON."""
+    """Run one job file (a windowed plan: all its windows) and read its JSON. `probe`:
+    the wake-up probe beside it (around.py), for an open-loop plan's floor."""
     windowed = bool(windows)
     if program == "lanes":
         cmd = runnermod.lanes_cmd(jobdir, jobfile, output, ahead)
     else:
         cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
     wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
-    with around.wakeup_probe(wakeup):
-        rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
+    if probe:
+        with around.wakeup_probe(wakeup):
+            rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
+    else:
+        rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, None)
     if rc == 0 and windows:
         _merge_windows(jobdir, len(windows), output)
     out = jobdir / output
@@ -210,6 +215,10 @@ class LocalRunner:
             man.windows or [],
             self.program,
             ahead,
+            # A closed-loop replay's fidelity has no floor to set beside its issue
+            # times, and the probe's 2,000 wake-ups a second take the CPU its
+            # dependency hops run on.
+            probe=not man.closed_loop,
         )
         summary = RunSummary(
             jobdir=str(self.jobdir), mode=man.mode, runner=self.name, jobs=summarize(result)

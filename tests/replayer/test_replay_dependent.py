@@ -280,6 +280,19 @@ def test_a_dependent_plan_runs_with_iotape_lanes_only_and_can_be_recorded(tmp_pa
     assert LocalRunner(jobdir, man, [], False).no_record is None
 
 
+def test_a_closed_loop_replay_runs_without_the_wakeup_probe(tmp_path: Path) -> None:
+    """The wake-up probe's floor is set beside open-loop issue times only; beside a
+    closed-loop replay its 2,000 wake-ups a second would take the CPU the
+    dependency hops run on. The same trace recorded-timed keeps its probe."""
+    for timing, probed in (("dependent", False), ("recorded", True)):
+        jobdir, _ = _plan(tmp_path, timing)
+        man = load_plan(jobdir / "plan.json")
+        summary = LocalRunner(jobdir, man, [], False).replay(None, lambda _: None)
+        ios = [s.ios for j in summary.jobs for s in (j.read, j.write) if s is not None]
+        assert sum(ios) == 100, timing
+        assert (jobdir / "results" / "fio.wakeup.json").exists() is probed, timing
+
+
 def test_a_recorded_dependent_replay_gets_its_plan_jobs_streams(tmp_path: Path) -> None:
     """The recording of a dependent replay, three times slower than the trace (a
     slow target), its requests labelled `other` by the recorder: relabelled by
