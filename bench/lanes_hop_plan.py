@@ -97,6 +97,19 @@ def tx_per_s(binary: Path, jobdir: Path, knobs: dict[str, str], service_ns: int)
             **({"hop_split": split(jobdir, hops)} if hops.exists() else {})}  # fmt: skip
 
 
+def _runners(specs: str, before: Path | None) -> list[tuple[str, Path, dict[str, str]]]:
+    """Each of `specs` (NAME or NAME+KEY=VALUE+...: a runner of lanes_hop.RUNNERS
+    with more knobs; +probe: replay run's wake-up probe beside it), after `before`."""
+    out: list[tuple[str, Path, dict[str, str]]] = []
+    for spec in specs.split(","):
+        name, *extra = spec.split("+")
+        knobs = RUNNERS[name] | dict((e + "=1").split("=")[:2] for e in extra)
+        out.append((spec, runner.LANES, knobs))
+    if before:
+        out.insert(0, ("before", before, {}))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace", type=Path)
@@ -116,14 +129,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy each run's job report and hops here")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
-    # NAME or NAME+KEY=VALUE+...: a runner of lanes_hop.RUNNERS with more knobs
-    runners = []
-    for spec in a.runners.split(","):
-        name, *extra = spec.split("+")
-        knobs = RUNNERS[name] | dict((e + "=1").split("=")[:2] for e in extra)
-        runners.append((spec, runner.LANES, knobs))
-    if a.lanes_before:
-        runners.insert(0, ("before", a.lanes_before, {}))
+    runners = _runners(a.runners, a.lanes_before)
     work = Path(tempfile.mkdtemp(prefix="lanehop-plan-"))
     if a.keep:
         a.keep.mkdir(parents=True, exist_ok=True)
