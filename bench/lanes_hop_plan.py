@@ -26,6 +26,7 @@ hop of it (overhead_us_per_hop: the runner's cost at each hop).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -72,11 +73,10 @@ def tx_per_s(binary: Path, jobdir: Path, knobs: dict[str, str], service_ns: int)
     hops = jobdir / "hops.txt"  # the runner's record of each request (hops.c), where it has one
     hops.unlink(missing_ok=True)
     env["IOTAPE_LANES_HOPS"] = str(hops)
-    if knobs.get("probe"):  # `replay run`'s wake-up probe beside the run, as a user's replay
-        knobs = {k: v for k, v in knobs.items() if k != "probe"}
-        with around.wakeup_probe(jobdir / "wakeup.json"):
-            doc = lanes_json(binary, jobdir, env, knobs)
-    else:
+    # +probe: `replay run`'s wake-up probe beside the run, as an open-loop replay has it
+    probe = knobs.get("probe")
+    knobs = {k: v for k, v in knobs.items() if k != "probe"}
+    with around.wakeup_probe(jobdir / "wakeup.json") if probe else contextlib.nullcontext():
         doc = lanes_json(binary, jobdir, env, knobs)
     tx = [j for j in doc["jobs"] if any(f".{s}" in j["jobname"] for s in TRANSACTIONAL)]
     n = sum(j[d]["total_ios"] for j in tx for d in ("read", "write"))
@@ -126,7 +126,9 @@ def main() -> None:
     ap.add_argument("--timings", default="dependent,afap", help="the plans' timings, of these")
     ap.add_argument("--runners", default=",".join(RUNNERS), help="this build's, of these")
     ap.add_argument("--think-calibrate", type=Path, help="plan with --think-calibrate CAL.iot")
-    ap.add_argument("--keep", type=Path, help="copy each run's job report and hops here")
+    ap.add_argument(
+        "--keep", type=Path, help="copy each round's job dirs here (hops: the last runner's)"
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     runners = _runners(a.runners, a.lanes_before)

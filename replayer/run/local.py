@@ -9,6 +9,7 @@ runs beside it and, with a record path, the recorder around it (around.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -153,12 +154,9 @@ def _one(
         cmd = runnermod.lanes_cmd(jobdir, jobfile, output, ahead)
     else:
         cmd = _launch_cmd(jobdir) if windowed else _fio_cmd(jobdir, jobfile, output)
-    wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json")
-    if probe:
-        with around.wakeup_probe(wakeup):
-            rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
-    else:
-        rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, None)
+    wakeup = jobdir / "results" / (Path(output).stem + ".wakeup.json") if probe else None
+    with around.wakeup_probe(wakeup) if wakeup else contextlib.nullcontext():
+        rc = around.command(cmd, jobdir, jobfile, devs, record_to, force, wakeup)
     if rc == 0 and windows:
         _merge_windows(jobdir, len(windows), output)
     out = jobdir / output
