@@ -141,16 +141,16 @@ def test_a_trace_broken_half_way_leaves_no_store(broken: Path, tmp_path: Path) -
     assert said[True, True] == said[True, False] == said[False, False]
 
 
-# Says how many chunks the command took from the store's process; each chunk waits
-# for the child's (on a busy machine the command may overtake the child, which then
-# stops: the command does the rest, as the tests of forked_ahead hold it to).
+# Says how many chunks the command took from the store's process; its first take
+# waits for the child to have done the trace's 25 chunks (its first take stops the
+# child, and on a busy machine the child may not be that far yet).
 TAKEN = (
     "import sys, time\n"
     "from analyzer.store import forked_ahead\n"
     "_take = forked_ahead.Taker.take\n"
     "def take(self, *a):\n"
     "    end = time.monotonic() + 20\n"
-    "    while self.s.load(self.slot) != forked_ahead.DONE and time.monotonic() < end:\n"
+    "    while self.s.load(24) != forked_ahead.DONE and time.monotonic() < end:\n"
     "        time.sleep(0.001)\n"
     "    return _take(self, *a)\n"
     "forked_ahead.Taker.take = take\n"

@@ -189,8 +189,8 @@ class Unpacker:
             at += RING - at % RING  # a chunk's planes in one piece
         if at + size - s.load(-1, 1) > RING:
             return None
-        if zlib.crc32(memoryview(mm)[start:end]) != crc:
-            return False
+        # No CRC of the payload here: the command checks it before it takes the chunk
+        # (and takes it only with the same stored CRC in its header).
         if s.cas(self.slot, FREE, CHILD) != FREE:
             return False  # the command is here already
         dst = s.load(-1, 2) + at % RING
@@ -240,6 +240,11 @@ class Taker:
         if not self.on:
             return None
         s, slot = self.s, self.slot
+        if slot == 0:
+            # From here on both cores are the command's (conversion, writers): a child
+            # still walking would take CPU from them and add a copy. It finishes the
+            # chunk it is on; what it did before is taken, the rest done here.
+            s.stop()
         self.slot += 1
         if slot >= SLOTS:
             return self._off()

@@ -91,6 +91,8 @@ def walked(trace: Path) -> Iterator[tuple[forked_ahead.Shared, list[int]]]:
 
 
 def test_every_chunk_the_child_decompressed_is_taken(trace: Path, walked: tuple) -> None:
+    """The child walked to the end before the command began (its first take stops a
+    walk still going: tests/test_ingest_forked.py has the command's side)."""
     shared, (steps,) = walked
     chunks = len(chunk_offsets(trace))
     # The walk ends at the footer, every chunk done.
@@ -160,8 +162,9 @@ def test_a_child_gone_before_the_copy_gives_nothing(trace: Path, walked: tuple) 
 def test_a_damaged_chunk_stops_the_child_and_the_command_says_so(
     trace: Path, tmp_path: Path
 ) -> None:
-    """A payload byte flipped in the 5th chunk: the child stops there (its CRC), the
-    command takes the four before it and fails at the 5th as a reader on its own."""
+    """A payload byte flipped in the 5th chunk: the child may decompress it (it leaves
+    the payload's CRC to the command) or stop there; the command takes the four
+    before it and fails at the 5th as a reader on its own."""
     bad = tmp_path / "bad.iot"
     data = bytearray(trace.read_bytes())
     data[chunk_offsets(trace)[4] + 100] ^= 0x01
@@ -172,7 +175,7 @@ def test_a_damaged_chunk_stops_the_child_and_the_command_says_so(
     steps = 0
     while u.step():
         steps += 1
-    assert steps == 4
+    assert steps >= 4
     shared.pid = os.getpid()  # the ring is this process's own here
     taker = forked_ahead.Taker(shared)
     errors = []
