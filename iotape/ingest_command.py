@@ -135,12 +135,7 @@ def _ingest(
 ) -> None:
     from analyzer.store.early import open_early
 
-    ahead = None
-    if child is not None and child.shared is not None:
-        from analyzer.store.forked_ahead import Taker
-
-        ahead = Taker(child.shared)
-    early = open_early(files[0], ahead) if files else None
+    early = open_early(files[0]) if files else None
     results = []
     try:
         from analyzer.store.ingest import ingest as ingest_file

@@ -196,18 +196,3 @@ int64_t iot_decompress(int32_t codec, const void *src, int64_t srclen, void *dst
     }
     return -1;
 }
-
-/* Words shared by `iotape ingest` and its forked store process
- * (analyzer/store/forked_ahead.py): the child decompresses the trace's first chunks
- * into shared memory and marks each slot done; the command claims or takes them.
- * Atomic here because Python has no atomics across processes: the claim is a
- * compare-and-swap, and a slot's fields are written before its state (release)
- * and read after it (acquire). */
-int64_t iot_cas64(int64_t *p, int64_t expect, int64_t want) {
-    __atomic_compare_exchange_n(p, &expect, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    return expect; /* the value found: `expect` itself where the swap was made */
-}
-
-int64_t iot_load64(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-
-void iot_store64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }

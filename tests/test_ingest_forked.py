@@ -23,14 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "import sys\nexec(sys.argv.pop(1))\nfrom iotape.launch import main\nmain()\n"
 
 
-def _run(
-    *args: str, hook: str = "", fork: bool = True, ahead: bool = True
-) -> subprocess.CompletedProcess:
+def _run(*args: str, hook: str = "", fork: bool = True) -> subprocess.CompletedProcess:
     """The command in a process group of its own; none of the group is left after it
-    (the store's process reaped, none orphaned). `ahead`: the store's process
-    decompresses the trace's chunks (analyzer/store/forked_ahead.py)."""
+    (the store's process reaped, none orphaned)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1" if fork else "0"}
-    env["IOTAPE_INGEST_AHEAD"] = "1" if ahead else "0"
     cmd = [sys.executable, "-c", SCRIPT, hook, "ingest", *args]
     p = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -71,14 +67,10 @@ def _sums(db: Path) -> dict:
     return out
 
 
-@pytest.fixture(scope="module", params=["none", "zstd"])
-def trace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Plain chunks, and compressed ones (the store's process decompresses those ahead)."""
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("forked")
-    return make_trace(
-        d / "t.iot", workload_records(60_000, seed=5), chunk_records=2_000,
-        compression=request.param,
-    )  # fmt: skip
+    return make_trace(d / "t.iot", workload_records(60_000, seed=5), chunk_records=2_000)
 
 
 @pytest.fixture
@@ -127,59 +119,17 @@ def test_the_command_imports_no_duckdb_itself(trace: Path, tmp_path: Path) -> No
 
 def test_a_trace_broken_half_way_leaves_no_store(broken: Path, tmp_path: Path) -> None:
     """One line naming the file and the chunk, exit 2, and nothing made: the store's
-    file, its event files and its directories are gone, as with the store in-process
-    (and with the chunks before the broken one decompressed by the store's process)."""
+    file, its event files and its directories are gone, as with the store in-process."""
     said = {}
-    for fork, ahead in ((True, True), (True, False), (False, False)):
-        db = tmp_path / f"new-{fork}-{ahead}" / "dir" / "s.duckdb"
-        p = _run(str(broken), "--db", str(db), fork=fork, ahead=ahead)
+    for fork in (True, False):
+        db = tmp_path / f"new-{fork}" / "dir" / "s.duckdb"
+        p = _run(str(broken), "--db", str(db), fork=fork)
         assert p.returncode != 0
         assert len(p.stderr.splitlines()) == 1, p.stderr
         assert "chunk 20: payload checksum" in p.stderr
-        assert not (tmp_path / f"new-{fork}-{ahead}").exists()
-        said[fork, ahead] = p.returncode, p.stderr
-    assert said[True, True] == said[True, False] == said[False, False]
-
-
-# Says how many chunks the command took from the store's process; its first take
-# waits for the child to have done the trace's 25 chunks (its first take stops the
-# child, and on a busy machine the child may not be that far yet).
-TAKEN = (
-    "import sys, time\n"
-    "from analyzer.store import forked_ahead\n"
-    "_take = forked_ahead.Taker.take\n"
-    "def take(self, *a):\n"
-    "    end = time.monotonic() + 20\n"
-    "    while self.s.load(24) != forked_ahead.DONE and time.monotonic() < end:\n"
-    "        time.sleep(0.001)\n"
-    "    return _take(self, *a)\n"
-    "forked_ahead.Taker.take = take\n"
-    "_close = forked_ahead.Taker.close\n"
-    "def close(self):\n"
-    "    print('taken', self.chunks, file=sys.stderr)\n"
-    "    _close(self)\n"
-    "forked_ahead.Taker.close = close\n"
-)
-
-
-@pytest.mark.parametrize("codec", ["zstd", "lz4"])
-def test_chunks_decompressed_ahead_make_the_same_store(codec: str, tmp_path: Path) -> None:
-    """The store's process decompressed chunks (most of them, here: it is idle while
-    the command imports), and the store is the one the command makes alone."""
-    t = make_trace(
-        tmp_path / "t.iot", workload_records(200_000, seed=6), chunk_records=8192,
-        compression=codec,
-    )  # fmt: skip
-    got = {}
-    for ahead in (True, False):
-        db = tmp_path / f"{ahead}" / "s.duckdb"
-        p = _run(str(t), "--db", str(db), hook=TAKEN, ahead=ahead)
-        assert p.returncode == 0, p.stderr
-        got[ahead] = _sums(db)
-        if ahead:
-            taken = [int(w.split()[1]) for w in p.stderr.splitlines() if w.startswith("taken")]
-            assert taken == [25], p.stderr  # every chunk: 200,000 records of 8,192
-    assert got[True] == got[False]
+        assert not (tmp_path / f"new-{fork}").exists()
+        said[fork] = p.returncode, p.stderr
+    assert said[True] == said[False]
 
 
 def test_a_trace_broken_half_way_leaves_a_store_as_it_was(
@@ -228,14 +178,11 @@ def test_the_store_process_dying_fails_the_command_cleanly(
         assert not db.parent.exists()
 
 
-@pytest.mark.parametrize("codec", ["none", "zstd"])
-def test_ctrl_c_mid_ingest_leaves_no_store_nor_process(codec: str, tmp_path: Path) -> None:
+def test_ctrl_c_mid_ingest_leaves_no_store_nor_process(tmp_path: Path) -> None:
     """SIGINT to the whole process group (a terminal's Ctrl-C) while the event files
     are being written: exit 130, the store's process ignored it and was rolled back
-    and closed by the command, nothing left (zstd: the store's process decompressing
-    chunks ahead meanwhile)."""
-    records = workload_records(1_500_000, seed=7)
-    big = make_trace(tmp_path / "big.iot", records, chunk_records=8192, compression=codec)
+    and closed by the command, nothing left."""
+    big = make_trace(tmp_path / "big.iot", workload_records(1_500_000, seed=7), chunk_records=8192)
     db = tmp_path / "new" / "s.duckdb"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1"}
     p = subprocess.Popen(
@@ -282,14 +229,10 @@ def test_ctrl_c_during_the_commit_leaves_the_run_whole(trace: Path, tmp_path: Pa
     assert _sums(db) == _sums(whole)
 
 
-@pytest.mark.parametrize("codec", ["none", "zstd"])
-def test_the_command_killed_leaves_the_child_to_roll_back_and_go(
-    codec: str, tmp_path: Path
-) -> None:
+def test_the_command_killed_leaves_the_child_to_roll_back_and_go(tmp_path: Path) -> None:
     """SIGKILL to the command alone while its events are written: the child sees its
     pipe end, closes its connection (nothing committed) and exits on its own."""
-    records = workload_records(1_500_000, seed=8)
-    big = make_trace(tmp_path / "big.iot", records, chunk_records=8192, compression=codec)
+    big = make_trace(tmp_path / "big.iot", workload_records(1_500_000, seed=8), chunk_records=8192)
     db = tmp_path / "s.duckdb"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1"}
     p = subprocess.Popen(

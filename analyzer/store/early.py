@@ -48,7 +48,7 @@ class Early:
     (TraceSource.start), so that the first batches are ready when the store is.
     Other sources are opened by take(). close() when it is not ingested."""
 
-    def __init__(self, path: Path, start: bool = True, ahead: Any = None) -> None:
+    def __init__(self, path: Path, start: bool = True) -> None:
         self.path = path
         self.source: Source | None = None
         # A trace converts while its hash is taken (~5 ms of chunk headers); one that
@@ -57,13 +57,13 @@ class Early:
         if start and path.suffix.lower() not in PARQUET_SUFFIXES + REPORT_SUFFIXES:
             with contextlib.suppress(Exception):
                 if path.is_file():
-                    src = TraceSource(path, ahead)
+                    src = TraceSource(path)
                     src.start()
                     self.source = src
         try:
             self.cls, self.sha = _source_class(path)
             if start and self.source is None and self.cls is TraceSource:
-                src = TraceSource(path, ahead)
+                src = TraceSource(path)
                 src.start()
                 self.source = src
         except BaseException:
@@ -86,12 +86,11 @@ class Early:
             src.close()
 
 
-def open_early(path: str | Path, ahead: Any = None) -> Early:
+def open_early(path: str | Path) -> Early:
     """`path` opened for `ingest` before the store is: a trace starts converting on
     its helper thread while the caller imports and opens the store (~0.1 s of a
-    command). A file that cannot be ingested fails here, with its one line. `ahead`:
-    a forked_ahead.Taker of the chunks the store's process decompresses."""
-    return Early(Path(path), ahead=ahead)
+    command). A file that cannot be ingested fails here, with its one line."""
+    return Early(Path(path))
 
 
 def _source_class(p: Path) -> tuple[Callable[[Path], Source], str]:

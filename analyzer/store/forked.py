@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from analyzer.store import forked_ahead
 from analyzer.store import forked_child as wire
 from analyzer.store.interface import StoreError, StoreURL, missing_dirs, parse_url
 
@@ -37,17 +36,9 @@ class Child:
     before; `made`: the directories made for it, outermost first."""
 
     def __init__(
-        self,
-        url: StoreURL,
-        pid: int,
-        rfd: int,
-        wfd: int,
-        fresh: bool,
-        made: list[Path],
-        shared: forked_ahead.Shared | None = None,
+        self, url: StoreURL, pid: int, rfd: int, wfd: int, fresh: bool, made: list[Path]
     ) -> None:
         self.url = url
-        self.shared = shared  # where the child decompresses the first file's chunks
         self.pid = pid
         self.rfd, self.wfd = rfd, wfd
         self.fresh = fresh
@@ -185,19 +176,16 @@ def start(url: str | None, files: list[Path]) -> Child | None:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             return None  # DuckDBStore says what is wrong, as before
-    shared = forked_ahead.share(files[0]) if files else None
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(down_w)
         os.close(up_r)
-        wire.serve(u.path, down_r, up_w, shared)
+        wire.serve(u.path, down_r, up_w)
     os.close(down_r)
     os.close(up_w)
-    if shared is not None:
-        shared.pid = pid
-    return Child(u, pid, up_r, down_w, fresh, made, shared)
+    return Child(u, pid, up_r, down_w, fresh, made)
 
 
 def remove_new_store(path: str, made: list[Path]) -> None:

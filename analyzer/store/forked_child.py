@@ -69,20 +69,19 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def serve(path: str, rfd: int, wfd: int, shared: Any = None) -> None:
-    """The child's whole life after the fork; never returns (os._exit). `shared`: a
-    forked_ahead.Shared to decompress the trace's first chunks into meanwhile."""
+def serve(path: str, rfd: int, wfd: int) -> None:
+    """The child's whole life after the fork; never returns (os._exit)."""
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _serve(path, rfd, wfd, shared)
+        _serve(path, rfd, wfd)
     except BaseException:
         code = 1  # the command sees the pipe end and says so
     finally:
         os._exit(code)
 
 
-def _serve(path: str, rfd: int, wfd: int, shared: Any) -> None:
+def _serve(path: str, rfd: int, wfd: int) -> None:
     # DuckDB's C extension alone where it is a module of its own (DuckDB 1.4 on):
     # ~20 ms to import against ~60-75 for the package, whose relational API and
     # importlib.metadata (its version) this child has no use for: it runs SQL with
@@ -99,88 +98,32 @@ def _serve(path: str, rfd: int, wfd: int, shared: Any) -> None:
         send(wfd, ("err", first_line(e), isinstance(e, duckdb.IOException)))
         return
     send(wfd, ("ok", None))
-    serving = _Serving(con, duckdb.Error, duckdb.IOException, wfd)
-    # Kept to the end, walk over or not: its ring holds what the command copies out.
-    unpack = _unpacker(shared)
-    walking = unpack is not None
+    kept: tuple | None = None
     try:
         while True:
-            # The command's requests first: a chunk (~0.3 ms) between two of them.
-            if walking and not _waiting(rfd, 0):
-                got = _step(unpack)
-                if got is None:
-                    _waiting(rfd, 1)  # the ring is full: the command is to copy out first
-                walking = got is not False
-                continue
             msg = recv(rfd)
-            if msg is None or serving.handle(msg):
+            if msg is None:
+                return
+            op, sql, params = msg
+            rows = None
+            if op in ("exec", "rows") and kept is None:
+                try:
+                    got = con.execute(sql, params or None)
+                    rows = got.fetchall() if op == "rows" else None
+                except duckdb.Error as e:
+                    kept = ("err", first_line(e), isinstance(e, duckdb.IOException))
+            if op == "exec":
+                continue
+            if op == "rollback":
+                kept = None
+                # Nothing open where the failure rolled it back already.
+                with contextlib.suppress(duckdb.Error):
+                    con.rollback()
+            elif op == "close":
+                con.close()
+            send(wfd, kept or ("ok", rows))
+            kept = None  # said once, to the request that replied
+            if op == "close":
                 return
     finally:
         con.close()
-
-
-def _unpacker(shared: Any) -> Any:
-    """The walk over the trace's chunks (forked_ahead.Unpacker), or None: without a
-    map, or where the file cannot be walked (the command reads it, and says why)."""
-    if shared is None:
-        return None
-    from analyzer.store.forked_ahead import Unpacker
-
-    try:
-        return Unpacker(shared)
-    except Exception:
-        shared.stop()
-        return None
-
-
-def _step(unpack: Any) -> bool | None:
-    try:
-        got: bool | None = unpack.step()
-    except Exception:
-        got = False  # whatever is left, the command decompresses itself
-    if got is False:
-        unpack.s.stop()
-    return got
-
-
-def _waiting(fd: int, ms: int) -> bool:
-    """Whether a request (or the pipe's end) is there to be read, within `ms`."""
-    import select
-
-    p = select.poll()
-    p.register(fd, select.POLLIN | select.POLLHUP)
-    return bool(p.poll(ms))
-
-
-class _Serving:
-    """The requests, one at a time, on the child's connection."""
-
-    def __init__(
-        self, con: Any, error: type[Exception], io_error: type[Exception], wfd: int
-    ) -> None:
-        self.con, self.error, self.io_error, self.wfd = con, error, io_error, wfd
-        self.kept: tuple | None = None
-
-    def handle(self, msg: tuple) -> bool:
-        """Run one request (the module doc says how each replies); True: closed."""
-        con = self.con
-        op, sql, params = msg
-        rows = None
-        if op in ("exec", "rows") and self.kept is None:
-            try:
-                got = con.execute(sql, params or None)
-                rows = got.fetchall() if op == "rows" else None
-            except self.error as e:
-                self.kept = ("err", first_line(e), isinstance(e, self.io_error))
-        if op == "exec":
-            return False
-        if op == "rollback":
-            self.kept = None
-            # Nothing open where the failure rolled it back already.
-            with contextlib.suppress(self.error):
-                con.rollback()
-        elif op == "close":
-            con.close()
-        send(self.wfd, self.kept or ("ok", rows))
-        self.kept = None  # said once, to the request that replied
-        return op == "close"

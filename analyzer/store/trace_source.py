@@ -21,7 +21,7 @@ import schemas
 from analyzer.store.event_batches import column_batches, numbers
 from analyzer.store.interface import Store
 from base.errors import IotapeError
-from recorder.tracefile import Trace, content_sha256, open_trace
+from recorder.tracefile import content_sha256, open_trace
 
 # Rows per Arrow batch: trace chunks (8192 records) are gathered to amortize the
 # per-batch cost of conversion and of the engine's write.
@@ -87,15 +87,11 @@ class TraceLike:
 
 
 class TraceSource(TraceLike):
-    """An `.iot` trace: header, footer, and its records as Arrow batches. `ahead`: a
-    forked_ahead.Taker of `path`'s chunks decompressed by the store's process."""
+    """An `.iot` trace: header, footer, and its records as Arrow batches."""
 
-    def __init__(self, path: Path, ahead: Any = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.trace = open_trace(path)
-        self.ahead = ahead
-        if ahead is not None and isinstance(self.trace, Trace):
-            self.trace.ahead = ahead
         if self.trace.footer is None:
             self.trace.close()
             raise IotapeError(
@@ -130,8 +126,6 @@ class TraceSource(TraceLike):
         for pre in self._helpers:
             pre.close()
         self._helpers = []
-        if self.ahead is not None:
-            self.ahead.close()
         self.trace.close()
 
 

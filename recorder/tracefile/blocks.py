@@ -282,22 +282,14 @@ def peek_head(mv: memoryview, pos: int, stop: int) -> tuple[int, int] | None:
 
 
 def check_chunk(
-    mv: memoryview,
-    pos: int,
-    size: int,
-    seq: int,
-    jump: int | None = 0,
-    decode: bool = True,
-    ahead: Any = None,
+    mv: memoryview, pos: int, size: int, seq: int, jump: int | None = 0, decode: bool = True
 ) -> ChunkInfo:
     """The chunk at `pos` (plain or compressed), checked whole. Chunk `seq` is expected
     there; chunk `seq + jump` is accepted too (the chunks between are known to be
     missing), and with `jump=None` any later one (a scan that goes on past damage).
-    `decode` False leaves a delta-split chunk's planes undecoded (ChunkInfo.planes).
-    `ahead`: where a chunk may have been decompressed already (`iotape ingest`'s store
-    process: analyzer/store/forked_ahead.py's Taker), once it is checked."""
+    `decode` False leaves a delta-split chunk's planes undecoded (ChunkInfo.planes)."""
     if size - pos >= 4 and struct.unpack_from("<I", mv, pos)[0] == ZCHUNK_MAGIC:
-        return _check_zchunk(mv, pos, size, seq, jump, decode, ahead)
+        return _check_zchunk(mv, pos, size, seq, jump, decode)
     if size - pos < CHUNK_HEADER_SIZE:
         raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
     _, count, file_seq, payload_crc, head_crc = CHUNK_HEAD.unpack_from(mv, pos)
@@ -322,13 +314,7 @@ def check_chunk(
 
 
 def _check_zchunk(
-    mv: memoryview,
-    pos: int,
-    size: int,
-    seq: int,
-    jump: int | None,
-    decode: bool = True,
-    ahead: Any = None,
+    mv: memoryview, pos: int, size: int, seq: int, jump: int | None, decode: bool = True
 ) -> ChunkInfo:
     if size - pos < ZCHUNK_HEADER_SIZE:
         raise Defect(pos, f"chunk {seq}: truncated: file ends inside the chunk header")
@@ -361,9 +347,7 @@ def _check_zchunk(
     why = codec.known(cid, tid)
     if why is not None:
         raise Unsupported(pos + 20, f"chunk {seq}: {why}; a newer iotape wrote this file")
-    # Taken only now: the chunk checked whole, as one this reader decompresses.
-    given = ahead.take(pos, count * RECORD_SIZE, payload_crc) if ahead is not None else None
-    got = codec.decompress(cid, tid, mv[start:end], count, pos, seq, decode, given)
+    got = codec.decompress(cid, tid, mv[start:end], count, pos, seq, decode)
     planes = got if got.dtype == np.uint8 else None
     return ChunkInfo(
         offset=pos,

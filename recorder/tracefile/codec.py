@@ -183,19 +183,15 @@ def decompress(
     pos: int,
     seq: int,
     decode: bool = True,
-    given: np.ndarray | None = None,
 ) -> np.ndarray:
     """The records of a compressed chunk whose ids are known and whose CRC held;
     `Defect` when its bytes do not decode to `count` records (a writer's fault).
     With `decode` False, a `delta-split` chunk comes back as its planes (uint8, for
-    `decode_columns`), not yet transformed back. `given`: the stored bytes already
-    decompressed (by `iotape ingest`'s store process), read-only."""
+    `decode_columns`), not yet transformed back."""
     size = count * RECORD_SIZE
     so = planes_c.lib()
-    if given is not None:
-        data: Any = given
-    elif so is not None and planes_c.has_codecs(so):
-        data = np.empty(size, np.uint8)
+    if so is not None and planes_c.has_codecs(so):
+        data: Any = np.empty(size, np.uint8)
         got = planes_c.decompress(so, codec, np.frombuffer(stored, np.uint8), data)
         if isinstance(got, str):
             raise Defect(pos, f"chunk {seq}: does not decompress ({CODECS[codec]}: {got})")

@@ -96,9 +96,6 @@ class Trace:
         self.footer: dict[str, Any] | None = dict(hint[0]) if hint else None
         # Chunks a repair left out: the sequence numbers may jump over them, and only there.
         self.gaps: dict[int, int] = declared_gaps(self.footer)
-        # Chunks decompressed by another process, taken as they are checked
-        # (analyzer/store/forked_ahead.py's Taker: `iotape ingest`'s store process).
-        self.ahead: Any = None
 
     def __enter__(self) -> Trace:
         return self
@@ -145,7 +142,6 @@ class Trace:
                 self.gaps,
                 self.header.get("version") in (VERSION, WAKE_VERSION, SCHED_VERSION),
                 decode,
-                self.ahead,
             )
         except Unsupported as d:
             # Not damage: the file is intact, and repair would not help.
@@ -376,10 +372,9 @@ def _walk_chunks(
     gaps: dict[int, int],
     compressed: bool,
     decode: bool = True,
-    ahead: Any = None,
 ) -> Iterator[ChunkInfo]:
     """Chunks from `pos` to the footer; `compressed` when the file's version allows
-    compressed chunks; `decode` and `ahead` as check_chunk's."""
+    compressed chunks; `decode` as check_chunk's."""
     seq = 0
     chunks = 0
     events = 0
@@ -397,7 +392,7 @@ def _walk_chunks(
                 raise Defect(pos, f"{size - pos} stray bytes where a chunk or footer should start")
             (magic,) = struct.unpack_from("<I", mm, pos)
             if magic == CHUNK_MAGIC or (magic == ZCHUNK_MAGIC and compressed):
-                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0), decode, ahead)
+                info = check_chunk(mv, pos, size, seq, gaps.get(seq, 0), decode)
                 yield info
                 events += info.count
                 chunks += 1
