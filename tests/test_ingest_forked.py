@@ -67,10 +67,14 @@ def _sums(db: Path) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["none", "zstd"])
+def trace(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Plain chunks, and compressed ones (what captures write)."""
     d = tmp_path_factory.mktemp("forked")
-    return make_trace(d / "t.iot", workload_records(60_000, seed=5), chunk_records=2_000)
+    return make_trace(
+        d / "t.iot", workload_records(60_000, seed=5), chunk_records=2_000,
+        compression=request.param,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -178,11 +182,13 @@ def test_the_store_process_dying_fails_the_command_cleanly(
         assert not db.parent.exists()
 
 
-def test_ctrl_c_mid_ingest_leaves_no_store_nor_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_ctrl_c_mid_ingest_leaves_no_store_nor_process(codec: str, tmp_path: Path) -> None:
     """SIGINT to the whole process group (a terminal's Ctrl-C) while the event files
     are being written: exit 130, the store's process ignored it and was rolled back
     and closed by the command, nothing left."""
-    big = make_trace(tmp_path / "big.iot", workload_records(1_500_000, seed=7), chunk_records=8192)
+    records = workload_records(1_500_000, seed=7)
+    big = make_trace(tmp_path / "big.iot", records, chunk_records=8192, compression=codec)
     db = tmp_path / "new" / "s.duckdb"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1"}
     p = subprocess.Popen(
@@ -229,10 +235,14 @@ def test_ctrl_c_during_the_commit_leaves_the_run_whole(trace: Path, tmp_path: Pa
     assert _sums(db) == _sums(whole)
 
 
-def test_the_command_killed_leaves_the_child_to_roll_back_and_go(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_the_command_killed_leaves_the_child_to_roll_back_and_go(
+    codec: str, tmp_path: Path
+) -> None:
     """SIGKILL to the command alone while its events are written: the child sees its
     pipe end, closes its connection (nothing committed) and exits on its own."""
-    big = make_trace(tmp_path / "big.iot", workload_records(1_500_000, seed=8), chunk_records=8192)
+    records = workload_records(1_500_000, seed=8)
+    big = make_trace(tmp_path / "big.iot", records, chunk_records=8192, compression=codec)
     db = tmp_path / "s.duckdb"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "IOTAPE_INGEST_FORK": "1"}
     p = subprocess.Popen(
