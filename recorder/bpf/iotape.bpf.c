@@ -469,8 +469,6 @@ static __always_inline int track_start(struct request *rq, bool at_issue)
 		return 0;
 	s = slot_of(rq, devslot);
 	if (s) {
-		if (s->rq == key && at_issue)
-			return 0;		/* a requeued request's second issue */
 		if (s->rq && !s->state)
 			recover(s, dev);
 	} else {
