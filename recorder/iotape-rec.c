@@ -866,6 +866,7 @@ static void configure(struct iotape_bpf *skel)
 	bpf_program__set_autoload(skel->progs.on_io_start,
 				  io_start && IOTAPE_FLOOR != 3 && IOTAPE_FLOOR != 5);
 	bpf_program__set_autoload(skel->progs.on_rq_insert, !io_start);
+	bpf_program__set_autoload(skel->progs.on_issue, IOTAPE_FLOOR != 6);
 }
 
 /* Completion first, start last: a request started before its completion

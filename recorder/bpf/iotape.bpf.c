@@ -25,7 +25,10 @@ char LICENSE[] SEC("license") = "GPL";
  * and the queue time from the kernel's rq->start_time_ns (exact only where the
  * submitter issues, unplugged; an fsync's record is lost: cost, not records);
  * 4: the programs loaded but none attached (the loader's own cost); 5: as 1
- * without block_io_start (two programs a request, as 3, returning at entry). */
+ * without block_io_start (two programs a request, as 3, returning at entry);
+ * 6: two programs, no block_rq_issue: the issue time is the kernel's
+ * rq->io_start_time_ns, read at completion (set only while the queue keeps
+ * stats, as writeback throttling does; device flushes are not linked). */
 #if IOTAPE_FLOOR == 1 || IOTAPE_FLOOR == 5
 #define FLOOR_RETURN() return 0
 #elif IOTAPE_FLOOR == 2
@@ -657,6 +660,8 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		a.q = e->ts_queue;
 		a.iss = e->ts_issue;
 		a.opf = e->opf;
+		if (IOTAPE_FLOOR == 6 && !a.iss)
+			a.iss = rq->io_start_time_ns;
 	} else {
 		/* A device flush linked at issue (or issued before the attach), or
 		 * the zero-byte end of a flush sequence whose entry was in the hash
