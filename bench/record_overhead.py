@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -182,6 +183,15 @@ def iotape_base(dev: str, runtime: int, tmp: Path) -> dict:
 
 def iotape_base_stats(dev: str, runtime: int, tmp: Path) -> dict:
     return iotape_traced(dev, runtime, tmp, bpf_stats=True, loader=BASE_LOADER[0])
+
+
+def add_variant(spec: str) -> None:
+    """--variant NAME=PATH: another iotape-rec (e.g. recorder/Makefile's FLOOR=N) as iotape_NAME."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name.isidentifier() or not Path(path).is_file():
+        raise SystemExit(f"--variant {spec!r}: expected NAME=PATH to an iotape-rec")
+    CAPTURES[f"iotape_{name}"] = functools.partial(iotape_traced, loader=Path(path))
+    TRACED.append(f"iotape_{name}")
 
 
 def bpftrace_traced(dev: str, runtime: int, tmp: Path) -> dict:
@@ -353,7 +363,6 @@ def summarize(
 
     traced = [k for k in TRACED if k in runs]
     packed = [k for k in traced if k.startswith("iotape")]
-
     return {
         "benchmark": "recorder-overhead",
         "host": platform.node(),
@@ -391,11 +400,9 @@ def summarize(
             ]
             for k in traced
         },
-        "bytes_per_request": {
-            k: statistics.median(r["bytes_per_request"] for r in runs[k]) for k in packed
-        },
+        "bytes_per_request": {k: known_median(runs[k], "bytes_per_request") for k in packed},
         "compress_ns_per_request": {
-            k: statistics.median(r["compress_ns_per_request"] for r in runs[k]) for k in packed
+            k: known_median(runs[k], "compress_ns_per_request") for k in packed
         },
         # Where the BPF time goes: medians over rounds, per program.
         "bpf_per_request": {
@@ -407,6 +414,11 @@ def summarize(
         "recorder_memory_vs_capture_length": memory,
         "runs": runs,
     }
+
+
+def known_median(runs: list[dict], key: str) -> float | None:
+    known = [r[key] for r in runs if r[key] is not None]  # none: a floor variant's
+    return statistics.median(known) if known else None
 
 
 def bpf_medians(rounds: list[dict]) -> dict:
@@ -436,12 +448,21 @@ def main() -> None:
         help="an older iotape-rec for the captures iotape_base and iotape_base_stats",
     )
     ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another iotape-rec as the capture iotape_NAME (repeatable)",
+    )
+    ap.add_argument(
         "--memory",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also the recorder's memory against the capture's length",
     )
     args = ap.parse_args()
+    for spec in args.variant:
+        add_variant(spec)
     unknown = set(args.captures.split(",")) - set(CAPTURES)
     if unknown:
         raise SystemExit(f"--captures: unknown {', '.join(sorted(unknown))}")

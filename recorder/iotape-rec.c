@@ -862,8 +862,11 @@ static void configure(struct iotape_bpf *skel)
 	bpf_map__set_max_entries(skel->maps.events, shared_mb << 20);
 	bpf_map__set_max_entries(skel->maps.slots, o.n_devs * IOTAPE_SLOTS_PER_DEV);
 	bpf_map__set_max_entries(skel->maps.inflight, o.inflight);
-	bpf_program__set_autoload(skel->progs.on_io_start, io_start);
+	/* The floor variant without block_io_start (bpf/iotape.bpf.c, IOTAPE_FLOOR). */
+	bpf_program__set_autoload(skel->progs.on_io_start,
+				  io_start && IOTAPE_FLOOR != 3 && IOTAPE_FLOOR != 5);
 	bpf_program__set_autoload(skel->progs.on_rq_insert, !io_start);
+	bpf_program__set_autoload(skel->progs.on_issue, IOTAPE_FLOOR != 6);
 }
 
 /* Completion first, start last: a request started before its completion
@@ -877,6 +880,8 @@ static int attach(struct iotape_bpf *skel)
 				      &skel->links.on_issue, &skel->links.on_io_start,
 				      &skel->links.on_rq_insert, &skel->links.on_waking };
 
+	if (IOTAPE_FLOOR == 4)
+		return 0;	/* the floor variant that attaches nothing (bpf/iotape.bpf.c) */
 	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
 		if (!bpf_program__autoload(order[i]))
 			continue;

@@ -16,6 +16,31 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* IOTAPE_FLOOR (recorder/Makefile's FLOOR=N, never the default build): what the
+ * hot path costs at the least, for issue #36's floor (docs/benchmarks.md,
+ * Recorder, seventh pass). 1: every program returns at entry, so a request
+ * pays only the tracepoints' dispatch; 2: as 1 plus one clock read each (the
+ * traces these two write have no records); 3: two programs a request, no
+ * block_io_start: block_rq_issue takes the submitter from the task it runs in
+ * and the queue time from the kernel's rq->start_time_ns (exact only where the
+ * submitter issues, unplugged; an fsync's record is lost: cost, not records);
+ * 4: the programs loaded but none attached (the loader's own cost); 5: as 1
+ * without block_io_start (two programs a request, as 3, returning at entry);
+ * 6: two programs, no block_rq_issue: the issue time is the kernel's
+ * rq->io_start_time_ns, read at completion (set only while the queue keeps
+ * stats, as writeback throttling does; device flushes are not linked). */
+#if IOTAPE_FLOOR == 1 || IOTAPE_FLOOR == 5
+#define FLOOR_RETURN() return 0
+#elif IOTAPE_FLOOR == 2
+#define FLOOR_RETURN()			\
+	do {				\
+		bpf_ktime_get_ns();	\
+		return 0;		\
+	} while (0)
+#else
+#define FLOOR_RETURN() do {} while (0)
+#endif
+
 const volatile __u32 n_devs = 0;
 const volatile __u32 devs[IOTAPE_MAX_DEVS] = {};	/* kernel dev_t: major << 20 | minor */
 const volatile __u8 dev_is_part[IOTAPE_MAX_DEVS] = {};
@@ -435,7 +460,7 @@ static __always_inline void sched_record(const struct iotape_inflight *e)
 			   BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
-static __always_inline int track_start(struct request *rq)
+static __always_inline int track_start(struct request *rq, bool at_issue)
 {
 	struct iotape_inflight *s, e;
 	__u64 key = (__u64)rq;
@@ -467,8 +492,8 @@ static __always_inline int track_start(struct request *rq)
 		return 0;
 	}
 	e.rq = key;
-	e.ts_queue = bpf_ktime_get_ns();
-	e.ts_issue = 0;
+	e.ts_queue = at_issue ? rq->start_time_ns : bpf_ktime_get_ns();
+	e.ts_issue = at_issue ? bpf_ktime_get_ns() : 0;
 	e.opf = rq->cmd_flags;
 	e.bytes = rq->__data_len;
 	e.sector = rq->__sector;
@@ -495,7 +520,8 @@ static __always_inline int track_start(struct request *rq)
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_io_start, struct request *rq)
 {
-	return track_start(rq);
+	FLOOR_RETURN();
+	return track_start(rq, false);
 }
 
 /* Fallback before 6.5: block_rq_insert also runs in the submitter's context
@@ -504,7 +530,8 @@ int BPF_PROG(on_io_start, struct request *rq)
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(on_rq_insert, struct request *rq)
 {
-	return track_start(rq);
+	FLOOR_RETURN();
+	return track_start(rq, false);
 }
 
 static __always_inline bool is_device_flush(__u32 opf)
@@ -542,6 +569,9 @@ int BPF_PROG(on_issue, struct request *rq)
 	int devslot;
 	__u32 dev;
 
+	FLOOR_RETURN();
+	if (IOTAPE_FLOOR == 3 && !is_device_flush(rq->cmd_flags))
+		return track_start(rq, true);
 	devslot = dev_match(rq, &dev);
 	if (devslot < 0)
 		return 0;
@@ -594,6 +624,7 @@ int BPF_PROG(on_rq_merge, struct request *rq)
 	int devslot;
 	__u32 dev;
 
+	FLOOR_RETURN();
 	devslot = dev_match(rq, &dev);
 	if (devslot < 0)
 		return 0;
@@ -613,6 +644,7 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 	__u64 key = (__u64)rq;
 	int devslot;
 
+	FLOOR_RETURN();
 	devslot = dev_match(rq, &a.dev);
 	if (devslot < 0)
 		return 0;
@@ -628,6 +660,8 @@ int BPF_PROG(on_complete, struct request *rq, blk_status_t error, unsigned int n
 		a.q = e->ts_queue;
 		a.iss = e->ts_issue;
 		a.opf = e->opf;
+		if (IOTAPE_FLOOR == 6 && !a.iss)
+			a.iss = rq->io_start_time_ns;
 	} else {
 		/* A device flush linked at issue (or issued before the attach), or
 		 * the zero-byte end of a flush sequence whose entry was in the hash

@@ -13,6 +13,11 @@
  * a wake from the stack's upper half is then left out, never misattributed). */
 #define IOTAPE_TASK_STACK_MAX (16 * 1024)
 
+/* recorder/Makefile's FLOOR=N (bpf/iotape.bpf.c): 0, the recorder as it is. */
+#ifndef IOTAPE_FLOOR
+#define IOTAPE_FLOOR 0
+#endif
+
 /* The in-flight table is an array indexed by (device filter, hctx, tag): a
  * request owns its tag from start to completion, so no hashing or locking.
  * Requests outside these bounds, and the flush machinery's flush_rq (which
