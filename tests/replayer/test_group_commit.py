@@ -154,3 +154,17 @@ def test_the_option_is_checked() -> None:
         )
     with pytest.raises(IotapeError, match="--group-commit: only with --timing dependent"):
         timing_options.check(PlanOptions(trace=Path("t.iot"), group_commit="recorded"))
+
+
+@pytest.mark.parametrize("evloop", ["0", "1"])
+def test_a_write_takes_a_run_of_writes_overlapping_its_last_sector(
+    tmp_path: Path, evloop: str
+) -> None:
+    jobs = _commits(0)
+    # a third write starting inside the second (its partly filled last sector again)
+    jobs["log"].append("4 2 10000 write 8192 8192 join 1\n")
+    _plan(tmp_path, jobs)
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    assert _writes(doc, "log") == (1, 16384)  # [0, 16 KiB): the union, once
+    gc = doc["dependencies"]["group_commit"]
+    assert (gc["joinable"], gc["writes_taking_others"], gc["taken"]) == (2, 1, 2)
