@@ -54,8 +54,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replayer.plan import thinkcal
 from replayer.plan.crossedges import LONG_THINK_NS, paces, waits_long
+from replayer.plan.options import PlanOptions
 from replayer.plan.wakeedges import PROMPT_NS, Wakes, latest_wakes, waker_completions
+
+# A think on demand: (was ns, now ns, at a demand wake, the recorded plan's way
+# where a demand edge takes the place of its anchor: (the other thread's request
+# it waited for and the think after it; -1 for none: its own predecessor's and
+# think), else None)
+Replaced = tuple[int, int, bool, tuple[int, int] | None]
 
 MODES = ("demand", "recorded")
 BIG = np.iinfo(np.int64).max
@@ -151,3 +159,27 @@ def demand_thinks(
     done = (d | t | w) & (new_t < cap)
     i = np.flatnonzero(done)
     return Demand(i, new_j[i], new_t[i], cap[i], woken[i])
+
+
+def or_ways(
+    thinks: dict[int, Replaced], base: dict[int, list[int]], own_ns: np.ndarray,
+    rq: np.ndarray | None, f: np.ndarray, at: np.ndarray, opts: PlanOptions,
+) -> dict[int, str]:  # fmt: skip
+    """A demand edge in place of the recorded anchor: `or` the recorded plan's way
+    (row -> AFTER THINK), whichever comes first (deps.c), so that waiting for a
+    demand that the replay brings later than the recorded anchor never makes the
+    request later than the recorded plan would. Its think as the request's own:
+    less its run-queue wait (`rq`), a short one x its calibration factor (`f`)."""
+    out = {}
+    for i, (_, _, _, bound) in thinks.items():
+        if bound is None:
+            continue
+        was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
+        gap = bound[1] if bound[0] >= 0 else int(own_ns[i])
+        if rq is not None and was and rq[i] < gap:  # as schedsplit.net
+            gap -= int(rq[i])
+        if was and gap < thinkcal.LINE_NS:  # as thinkcal.Applied.scale
+            gap = round(gap * f[i])
+        t = round(gap * opts.think_scale * opts.time_scale / 1000)
+        out[i] = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
+    return out

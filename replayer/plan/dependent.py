@@ -39,7 +39,9 @@ from base.errors import IotapeError
 from replayer.plan import (
     crossedges,
     demand,
+    depjobfile,
     deps,
+    groupcommit,
     iolog,
     mapping,
     scale,
@@ -90,6 +92,7 @@ class SliceState:
     demand_now_ns: int = 0
     rq: schedsplit.Tally = field(default_factory=schedsplit.Tally)  # --run-queue net
     cal: dict[int, thinkcal.Applied] = field(default_factory=dict)  # --think-calibrate
+    joins: int = 0  # writes marked for group commit (groupcommit.py)
 
 
 class Logs:
@@ -115,19 +118,17 @@ class Logs:
 
 
 Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
-# A think on demand: (was ns, now ns, at a demand wake, the recorded plan's way
-# where a demand edge takes the place of its anchor: (the other thread's request
-# it waited for and the think after it; -1 for none: its own predecessor's and
-# think), else None)
-Replaced = tuple[int, int, bool, tuple[int, int] | None]
+# _cross's: each slice's cross-thread edges, long thinks on demand, group commit's clauses
+Crossed = tuple[list[dict[int, Edge]], list[dict[int, "demand.Replaced"]], list[dict[int, str]]]
 # where a cross-thread edge came from; OWN: none (the request's own think replaced)
 WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
 
 
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
-    cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, Replaced],
+    cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, demand.Replaced],
     split: schedsplit.SchedSplit | None = None, cal: thinkcal.Calibration | None = None,
+    joined: dict[int, str] | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
@@ -138,7 +139,8 @@ def _slice_jobs(
     in `thinks`, the long thinks replaced on demand (row -> (the think before,
     the think now, anchored at a demand wake)): demand.py. `split`: each think less
     its run-queue wait (--run-queue net: schedsplit.py); `cal`: short thinks at
-    the target's CPU (--think-calibrate: thinkcal.py)."""
+    the target's CPU (--think-calibrate: thinkcal.py); `joined`: group commit's
+    clauses (groupcommit.py)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -191,8 +193,11 @@ def _slice_jobs(
     )  # fmt: skip
     tail_l = [f"{a} {o} {b}" for a, o, b in zip(acts.tolist(), off.tolist(), nbytes.tolist(),
                                                  strict=True)]  # fmt: skip
-    for i, how in _or_ways(thinks, base, d.think_ns[k:], rq, f, at, opts).items():
+    for i, how in demand.or_ways(thinks, base, d.think_ns[k:], rq, f, at, opts).items():
         tail_l[i] += f" or {how}"
+    for i, how in (joined or {}).items():
+        tail_l[i] += how
+    st.joins += len(joined or {})
     for who in np.unique(sub).tolist():
         job = st.jobs.get(who)
         if job is None:
@@ -203,30 +208,6 @@ def _slice_jobs(
         job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
         lines = [f"{ids_l[i]} {wait_l[i] or '-'} {time_l[i]} {tail_l[i]}\n" for i in rows.tolist()]
         logs.add(job, lines)
-
-
-def _or_ways(
-    thinks: dict[int, Replaced], base: dict[int, list[int]], own_ns: np.ndarray,
-    rq: np.ndarray | None, f: np.ndarray, at: np.ndarray, opts: PlanOptions,
-) -> dict[int, str]:  # fmt: skip
-    """A demand edge in place of the recorded anchor: `or` the recorded plan's way
-    (row -> AFTER THINK), whichever comes first (deps.c), so that waiting for a
-    demand that the replay brings later than the recorded anchor never makes the
-    request later than the recorded plan would. Its think as the request's own:
-    less its run-queue wait (`rq`), a short one x its calibration factor (`f`)."""
-    out = {}
-    for i, (_, _, _, bound) in thinks.items():
-        if bound is None:
-            continue
-        was = base[i] + ([bound[0]] if bound[0] >= 0 else [])
-        gap = bound[1] if bound[0] >= 0 else int(own_ns[i])
-        if rq is not None and was and rq[i] < gap:  # as schedsplit.net
-            gap -= int(rq[i])
-        if was and gap < thinkcal.LINE_NS:  # as thinkcal.Applied.scale
-            gap = round(gap * f[i])
-        t = round(gap * opts.think_scale * opts.time_scale / 1000)
-        out[i] = f"{','.join(map(str, was))} {t}" if was else f"- @{at[i]}"
-    return out
 
 
 def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
@@ -248,21 +229,25 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
 
 def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
-    traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions,
-) -> tuple[list[dict[int, Edge]], list[dict[int, Replaced]]]:  # fmt: skip
+    traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions, gc: groupcommit.State,
+    everys: list[np.ndarray],
+) -> Crossed:  # fmt: skip
     """Each slice's cross-thread edges among a chunk's requests: from the trace's
     wake records where it has them (wakeedges.wake_edges), else inferred
     (crossedges.cross_edges); only where each request of the chunk is in one slice
     (no copies: a copy's threads are the original's) and the trace has threads. A
     trace read in chunks finds no edge to a request of an earlier chunk (a few at
     each seam). Then, with `--long-thinks demand` (a dependent plan), the long
-    thinks replayed on demand (demand.py): each slice's `thinks`."""
+    thinks replayed on demand (demand.py): each slice's `thinks`; with
+    `--group-commit join`, the writes that may join the write before them
+    (groupcommit.py; `everys`: each slice's ids, its context's first): `joined`."""
     cross: list[dict[int, Edge]] = [{} for _ in slices]
-    thinks: list[dict[int, Replaced]] = [{} for _ in slices]
+    thinks: list[dict[int, demand.Replaced]] = [{} for _ in slices]
+    joined: list[dict[int, str]] = [{} for _ in slices]
     recs = [s.records for s in slices]
     n = sum(len(r) for r in recs)
     if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
-        return cross, thinks
+        return cross, thinks, joined
     start = np.concatenate([deps.times(r)[0] for r in recs])
     end = np.concatenate([deps.times(r)[1] for r in recs])
     big = np.iinfo(np.int64).max
@@ -303,7 +288,12 @@ def _cross(
         j = int(edge_j[i])
         cross[int(which[i])][int(row[i])] = (int(gid[j]) if j >= 0 else -1, int(edge_gap[i]),
                                              str(kind[i]))  # fmt: skip
-    return cross, thinks
+    if opts.timing == "dependent" and opts.group_commit == "join":
+        pred = np.concatenate([np.where(d.pred[d.first :] >= 0, e[np.maximum(d.pred[d.first :], 0)],
+                                        -1) for d, e in zip(ds, everys, strict=True)])  # fmt: skip
+        for i, how in groupcommit.joins(gc, recs, start, thread, gid, pred, edge_j).items():
+            joined[int(which[i])][int(row[i])] = how
+    return cross, thinks, joined
 
 
 def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
@@ -318,44 +308,31 @@ def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
     }
 
 
-def _jobfile(opts: PlanOptions, jobs: list[DepJob], summaries: list[dict]) -> str:
-    what = {
-        "dependent": "each request when the requests it waits for have completed, plus its"
-        f" think time x {opts.think_scale:g}",
-        "afap": "each request as soon as the requests it waits for have completed (no think time)",
-    }[opts.timing]
-    out = [
-        f"; iotape replay plan of {opts.trace}: timing {opts.timing} (closed loop):\n",
-        f";   {what}, at each submitter's recorded depth (iodepth threads).\n",
-        "; Run with iotape-lanes only (`iotape replay run`): fio 3.33 cannot wait for a\n",
-        "; completion. Each log says what every request waits for (replayer/plan/dependent.py).\n",
-        *(
-            [
-                "; --long-thinks demand: a long think that ended on a timer or poll goes at its\n",
-                "; demand plus the thread's short think (replayer/plan/demand.py).\n",
-            ]
-            if opts.timing == "dependent" and opts.long_thinks == "demand"
-            else []
-        ),
-        ";\n; per stream: requests with a predecessor, depth, think time p50 (us)\n",
-    ]
-    for d in summaries:
-        demand_note = ""
-        if d.get("long_thinks") == "demand":
-            was, now = d["demand_think_s"]
-            demand_note = (
-                f", {d['demand_thinks']} long thinks on demand ({was:g} s of think -> {now:g} s)"
-            )
-        out.append(
-            f";   {d['stream']}: {d['with_predecessor']}/{d['requests']} by {d['submitter']},"
-            f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}"
-            f"{thinkcal.note(d)}\n"
-        )
-    out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
-    for j in jobs:
-        out.append(f"\n; {j.stream}: {j.requests} requests\n[{j.name}]\n")
-        out += [f"read_iolog=iologs/{j.name}.log\n", f"iodepth={j.depth}\n"]
-    return "".join(out)
+def _summary(
+    name: str, st: SliceState, other: int, opts: PlanOptions, wakes: bool, sched: bool, cal: bool
+) -> dict[str, Any]:
+    """plan.json's `dependencies` entry of a stream (its jobs' depths set first)."""
+    for who, job in st.jobs.items():
+        job.depth = deps.depth_of(st.chain.hist.get(who, np.zeros(0, np.int64)))
+    return {
+        "stream": name,
+        **st.tally.summary(),
+        "cross_edges": st.cross_edges,
+        "long_think_edges": st.long_think_edges,
+        "wake_edges": st.wake_edges,
+        "wakes_recorded": wakes,
+        **_demand_summary(st, opts),
+        **_group_commit_summary(st, opts),
+        **(st.rq.summary(opts.run_queue, sched) if opts.timing == "dependent" else {}),
+        "other_stream_predecessors": other,
+        **({"think_calibration": [a.summary() for a in st.cal.values()]} if cal else {}),
+    }
+
+
+def _group_commit_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
+    if opts.timing != "dependent":
+        return {}
+    return {"group_commit": opts.group_commit, "group_commit_writes": st.joins}
 
 
 def plan(opts: PlanOptions) -> PlanResult:
@@ -393,6 +370,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
+    gc = groupcommit.State()
     n = 0
     for src in inp.chunks():
         horizon = int(request_times(src.records).max(initial=0)) - queue_ns
@@ -412,36 +390,32 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
             sts.append(st)
             ds.append(d)
         numbers = [st.number for st in sts]
-        cross, thinks = _cross(slices, numbers, ds, ids, len(src.records), wakes, opts)
+        everys = [np.concatenate([b, i]) for b, i in zip(befores, ids, strict=True)]
+        cross, thinks, joined = _cross(
+            slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys
+        )
         for k, s in enumerate(slices):
             _slice_jobs(
-                s, sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs, thinks[k], split, cal
+                s,
+                sts[k],
+                ds[k],
+                ids[k],
+                befores[k],
+                cross[k],
+                opts,
+                logs,
+                thinks[k],
+                split,
+                cal,
+                joined[k],
             )
             end = int((s.offset + s.base + s.nbytes).max(initial=0))
             reach[s.target] = max(reach.get(s.target, 0), end)
-    summaries = []
-    for name, st in state.items():
-        for who, job in st.jobs.items():
-            job.depth = deps.depth_of(st.chain.hist.get(who, np.zeros(0, np.int64)))
-        other = lost.counts.get(st.stream, 0)
-        summaries.append(
-            {
-                "stream": name,
-                **st.tally.summary(),
-                "cross_edges": st.cross_edges,
-                "long_think_edges": st.long_think_edges,
-                "wake_edges": st.wake_edges,
-                "wakes_recorded": wakes is not None,
-                **_demand_summary(st, opts),
-                **(
-                    st.rq.summary(opts.run_queue, split is not None)
-                    if opts.timing == "dependent"
-                    else {}
-                ),
-                "other_stream_predecessors": other,
-                **({"think_calibration": [a.summary() for a in st.cal.values()]} if cal else {}),
-            }
-        )
+    summaries = [
+        _summary(name, st, lost.counts.get(st.stream, 0), opts, wakes is not None,
+                 split is not None, cal is not None)
+        for name, st in state.items()
+    ]  # fmt: skip
     if cal is not None:
         cal.check()
     moved = mapping.record(groups, lay, sc, opts.remap)
@@ -485,7 +459,7 @@ def _finish(
     if moved is not None:
         fields["mapping"] = moved  # where each request went: fidelity pairs through it
     man = Manifest.model_validate(fields)
-    text = _jobfile(opts, jobs, summaries)
+    text = depjobfile.jobfile(opts, jobs, summaries)
     if tmp is not None:
         (tmp / "replay.fio").write_text(text)
         man.write(tmp / "plan.json")

@@ -55,6 +55,9 @@ class PlanOptions:
     # dependent: each think time less the submitter's run-queue wait inside it
     # where the trace has sched records ("net"), or as recorded: schedsplit.py.
     run_queue: str = "net"
+    # dependent: a log writer's writes marked for group commit at run time
+    # (groupcommit.py): join, or recorded (every write as it was)
+    group_commit: str = "join"
     # dependent: a short recording of the same application on the target, whose
     # CPU per cycle the short thinks are replayed at: thinkcal.py.
     think_calibrate: Path | None = None

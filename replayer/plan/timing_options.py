@@ -5,7 +5,7 @@ shapes fio's plans is refused with them rather than ignored."""
 from __future__ import annotations
 
 from base.errors import IotapeError
-from replayer.plan import demand, schedsplit
+from replayer.plan import demand, groupcommit, schedsplit
 from replayer.plan.options import PlanOptions
 
 TIMINGS = ("recorded", "dependent", "afap")
@@ -24,6 +24,12 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError(f"--run-queue {opts.run_queue}: not {' or '.join(schedsplit.MODES)}")
     if opts.timing != "dependent" and opts.run_queue != "net":
         raise IotapeError("--run-queue: only with --timing dependent")
+    if opts.group_commit not in groupcommit.MODES:
+        raise IotapeError(
+            f"--group-commit {opts.group_commit}: not {' or '.join(groupcommit.MODES)}"
+        )
+    if opts.timing != "dependent" and opts.group_commit != "join":
+        raise IotapeError("--group-commit: only with --timing dependent")
     if opts.think_calibrate is not None and opts.timing != "dependent":
         raise IotapeError("--think-calibrate: only with --timing dependent")
     if opts.timing == "recorded":

@@ -249,7 +249,8 @@ def report(
 ) -> ClosedLoopReport:
     """The closed-loop fidelity of the replay in `jobdir` (plan `man`) of `original`."""
     summary_path = jobdir / "results" / "summary.json"
-    early = ReplaySummary.read(summary_path).issued_before_predecessor
+    summary = ReplaySummary.read(summary_path)
+    early = summary.issued_before_predecessor
     rep = replay_sides(jobdir, man)
     orig = trace_sides(original)
     tru = trace_sides(truth) if truth is not None else None
@@ -268,6 +269,7 @@ def report(
         think_scale=float(man.think_scale) if man.think_scale is not None else None,
         truth=str(truth) if truth is not None else None,
         issued_before_predecessor=early,
+        group_commit_taken=summary.group_commit_taken,
         latency_sources=LATENCY_SOURCES,
         not_reported=NOT_REPORTED,
         overall=_figures(orig[OVERALL], rep[OVERALL], tru[OVERALL] if tru else None),

@@ -229,6 +229,8 @@ class LocalRunner:
             summary.issued_before_predecessor = int(
                 result["dependencies"]["issued_before_predecessor"]
             )
+            gc = result["dependencies"].get("group_commit")
+            summary.group_commit_taken = int(gc["taken"]) if gc else None
         return summary
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:

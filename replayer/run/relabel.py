@@ -55,11 +55,13 @@ def _entries(log: Path) -> list[list[str]]:
 def _dependent_entries(lines: list[str]) -> list[list[str]]:
     """A dependent plan's log ("ID AFTER THINK ACTION OFFSET LENGTH", dependent.py)
     as iolog entries [ID, -, action, offset, length]: its requests have no times
-    before they run, so the plan's id (issue order) stands in for one."""
+    before they run, so the plan's id (issue order) stands in for one. What a line
+    has past its sixth field (`or AFTER THINK`, `join DONE ISSUED`) says when it
+    goes, not what it is."""
     out = []
     for ln in lines:
         x = ln.split()
-        if len(x) == 6 and not ln.startswith(";"):
+        if len(x) >= 6 and not ln.startswith(";"):
             action = x[3].split("+")[0]
             if action in CODES:
                 out.append([x[0], "-", action, x[4], x[5]])

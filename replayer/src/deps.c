@@ -146,6 +146,8 @@ static int think_of(const char *think, int npred, int *absolute, long long *t_ns
 
 static int request(struct dreq *q, char *ln) {
     char after[8192], think[64], act[32], or_[4], alt_after[8192], alt_think[64];
+    if (gc_parse(q, ln, preds))
+        return -1;
     int got = sscanf(ln, "%lld %8191s %63s %31s %lld %lld %3s %8191s %63s", &q->id, after,
                      think, act, &q->off, &q->len, or_, alt_after, alt_think);
     if ((got != 6 && got != 9) || q->id < 0 || q->off < 0 || q->len < 0)
@@ -202,6 +204,8 @@ int deps_load(job_t *job) {
         job->nreq++;
         if ((q->dir == READ || q->dir == WRITE) && q->len > max_bs)
             max_bs = q->len; /* the buffers are sized after every log is read */
+        if (q->joinable && max_bs < GC_MAX_BYTES)
+            max_bs = GC_MAX_BYTES; /* a group commit's write */
         if (q->id >= n_ids)
             n_ids = q->id + 1;
         n_with_pred += q->npred > 0 || q->nalt > 0;
@@ -450,15 +454,15 @@ void deps_done(long long id, long long done, int by_loop) {
         (void)!write(deps_loop_fd, &one, sizeof one);
 }
 
-int deps_issue(int fd, const struct dreq *q) {
+int deps_issue(int fd, const struct dreq *q, long long len) {
     if (q->flags & PREFLUSH_FLAG && fdatasync(fd))
         return errno;
     if (q->dir == WRITE && q->flags & FUA_FLAG) {
-        struct iovec v = {wbuf, (size_t)q->len};
+        struct iovec v = {wbuf, (size_t)len};
         ssize_t r = pwritev2(fd, &v, 1, q->off, RWF_DSYNC);
-        return r == q->len ? 0 : (r < 0 ? errno : EIO);
+        return r == len ? 0 : (r < 0 ? errno : EIO);
     }
-    return issue(fd, q->dir, q->off, q->len);
+    return issue(fd, q->dir, q->off, len);
 }
 
 void deps_worker(worker_t *w, tally_t *ty) {
@@ -482,21 +486,28 @@ void deps_worker(worker_t *w, tally_t *ty) {
         hop_how |= wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
-        long long at = now_ns();
+        long long at = now_ns(), len;
         deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
-        int err = deps_issue(fd, q);
+        pthread_mutex_lock(&job->mu); /* group commit: the writes it takes with it */
+        size_t last = gc_take(job, i, &len);
+        pthread_mutex_unlock(&job->mu);
+        int err = deps_issue(fd, q, len);
         long long done = now_ns();
         if (err) {
-            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, q->len, q->off,
+            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, len, q->off,
                  job->target, strerror(err));
             break;
         }
-        tally_io(ty, q->dir, q->len, due, at, done);
+        tally_io(ty, q->dir, len, due, at, done);
         if (hops_on()) {
             long long t[5] = {hop_ready, noticed, due, at, done};
             hops_note(q->id, (int)(job - jobs_of), tid, t, hop_how);
+            for (size_t m = i + 1; m <= last; m++) /* group commit: went with it */
+                hops_note(job->reqs[m].id, (int)(job - jobs_of), tid, t, hop_how);
         }
+        for (size_t m = i + 1; m <= last; m++)
+            deps_done(job->reqs[m].id, done, 0);
         deps_done(q->id, done, 0);
     }
     if (hops_on())
@@ -542,12 +553,14 @@ void deps_report(void) {
            "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, \"spin_us\": %.3f, "
            "\"spun_ms\": %.3f, \"spin_think_us\": %.3f, \"think_slack_us\": %.3f, "
            "\"thinks_awake\": %lld, "
-           "\"thinks_asleep\": %lld, \"think_net\": {\"own_floor_us\": %.3f, "
-           "\"own_awake_us\": %.3f, \"own_floor_from\": \"%s\"",
+           "\"thinks_asleep\": %lld",
            n_requests, n_with_pred, (long long)atomic_load(&early),
            (double)atomic_load(&waited_ns) / 1e6, (double)spin_ns / 1e3,
            (double)atomic_load(&spun_ns) / 1e6, (double)spin_think_ns / 1e3,
-           (double)think_slack_ns / 1e3, n_awake, n_asleep,
+           (double)think_slack_ns / 1e3, n_awake, n_asleep);
+    gc_report();
+    printf(", \"think_net\": {\"own_floor_us\": %.3f, \"own_awake_us\": %.3f, "
+           "\"own_floor_from\": \"%s\"",
            (double)own.ns / 1e3, (double)own.awake_ns / 1e3, own.from);
     if (strcmp(own.from, "given"))
         printf(", \"timer_us\": %.3f, \"timer_awake_us\": %.3f", (double)own.timer_ns / 1e3,

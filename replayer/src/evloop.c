@@ -64,7 +64,8 @@ enum { L_WAIT, L_TIMED, L_FLIGHT, L_END };
 typedef struct {
     job_t *job;
     int j, fd, state, how, final; /* final: its due cannot move earlier (both ways ready) */
-    size_t i;                     /* its request */
+    size_t i, last;               /* its request; the last it took with it (group commit) */
+    long long len;                /* the bytes of its write: its own, or a group commit's */
     long long due, ready, noticed, at;
     unsigned gen; /* its heap entry's; older ones are stale */
     struct iovec iov;
@@ -257,11 +258,16 @@ static void complete(loop_t *L, int k, int err, long long done) {
         L->live--;
         return;
     }
-    tally_io(l->ty, q->dir, q->len, l->due, l->at, done);
+    tally_io(l->ty, q->dir, l->len, l->due, l->at, done);
     if (hops_on()) {
         long long t[5] = {l->ready, l->noticed, l->due, l->at, done};
-        hops_note(q->id, l->j, -1 - k, t, l->how | HOP_LOOP | (q->awake ? HOP_AWAKE : 0));
+        int how = l->how | HOP_LOOP | (q->awake ? HOP_AWAKE : 0);
+        hops_note(q->id, l->j, -1 - k, t, how);
+        for (size_t m = l->i + 1; m <= l->last; m++) /* group commit: went with it */
+            hops_note(l->job->reqs[m].id, l->j, -1 - k, t, how);
     }
+    for (size_t m = l->i + 1; m <= l->last; m++)
+        deps_done(l->job->reqs[m].id, done, 1);
     deps_done(q->id, done, 1);
     st_requests++;
     l->how = 0;
@@ -293,7 +299,7 @@ static int reap(loop_t *L) {
         if (u & LINK_TAG) /* its write's own completion says whether it failed */
             continue;
         const struct dreq *q = &L->lanes[u].job->reqs[L->lanes[u].i];
-        long long want = q->dir == READ || q->dir == WRITE ? q->len : 0;
+        long long want = q->dir == READ || q->dir == WRITE ? L->lanes[u].len : 0;
         L->in_flight--;
         complete(L, (int)u, cqe->res < 0 ? -cqe->res : cqe->res != want ? EIO : 0, done);
     }
@@ -312,6 +318,7 @@ static void prepare(loop_t *L, int k) {
     lane_t *l = &L->lanes[k];
     const struct dreq *q = &l->job->reqs[l->i];
     l->state = L_FLIGHT;
+    l->last = l->i, l->len = q->len;
     if (q->dir == TRIM) {
         l->at = now_ns();
         deps_early(q, l->at);
@@ -327,8 +334,10 @@ static void prepare(loop_t *L, int k) {
         io_uring_sqe_set_flags(sqe, IOSQE_IO_LINK);
         io_uring_sqe_set_data64(sqe, LINK_TAG | (uint64_t)k);
     }
+    if (q->dir == WRITE) /* issued at the submit, after this turn's: its time, near enough */
+        l->last = gc_take(l->job, l->i, &l->len);
     sqe = io_uring_get_sqe(&L->ring);
-    l->iov = (struct iovec){q->dir == READ ? rbuf : wbuf, (size_t)q->len};
+    l->iov = (struct iovec){q->dir == READ ? rbuf : wbuf, (size_t)l->len};
     if (q->dir == READ)
         io_uring_prep_read(sqe, l->fd, rbuf, (unsigned)q->len, (uint64_t)q->off);
     else if (q->dir == WRITE)

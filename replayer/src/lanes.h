@@ -39,6 +39,9 @@ struct dreq {
     /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
     int alt, alt_absolute, nalt;
     long long alt_t_ns, *alt_pred;
+    /* `join IDS` (groupcommit.c): it may go in the write before it */
+    int joinable, njoin;
+    long long *join;
 };
 #define FUA_FLAG 1
 #define PREFLUSH_FLAG 2
@@ -210,7 +213,21 @@ void deps_done(long long id, long long done, int by_loop);
 /* 1 where `q`, issued at `at`, went before what it waited for had completed (it
  * is counted: "issued_before_predecessor"). */
 int deps_early(const struct dreq *q, long long at);
-int deps_issue(int fd, const struct dreq *q); /* a request by a system call: 0 or errno */
+
+/* groupcommit.c: a log writer's write taking the writes after it that the
+ * replay's sessions have already produced (IOTAPE_LANES_GROUP_COMMIT=0: none). */
+#define GC_MAX_BYTES (1LL << 20) /* ESE's log buffer: the most one write takes */
+int gc_on(void);
+/* The ` join IDS` clause at the end of a dependent log line, into q
+ * (`ids` parses a list as AFTER's), cut from the line: 0, or -1 where malformed. */
+int gc_parse(struct dreq *q, char *ln, int (*ids)(long long, char *, long long **, int *));
+/* The job's request i about to go, the job's lock held and job->next == i + 1:
+ * the last request it takes with it (i where none; job->next moved past them,
+ * each marked issued) and the one write's length in *len (from reqs[i].off). */
+size_t gc_take(job_t *job, size_t i, long long *len);
+void gc_report(void);
+/* a request by a system call, of len bytes (its own, or a group commit's): 0 or errno */
+int deps_issue(int fd, const struct dreq *q, long long len);
 
 /* chain.c: a chain of n reads of `target` (blk, in turn), each `think_ns` after the
  * previous one completed (waited awake, as the spin rule does a short think's, or

@@ -52,6 +52,8 @@ class ClosedLoopReport(Part):
     # From the run's summary: requests issued before one they waited for had
     # completed (iotape-lanes counts them; 0 unless the replay is wrong).
     issued_before_predecessor: int | None
+    # log writes that went in the write before them (group commit; None: not counted)
+    group_commit_taken: int | None = None
     latency_sources: dict[str, str]  # what each side's latency measures
     not_reported: str  # the open-loop figures left out, and why
     overall: StreamFigures

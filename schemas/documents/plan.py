@@ -135,6 +135,12 @@ class DependencyEntry(Part):
     sched_recorded: bool = False  # whether the trace carried sched records
     run_queue_thinks: int = 0  # think times so shortened
     run_queue_think_s: list[float] | None = None  # their think time in all, before and after
+    # dependent only (replayer/plan/groupcommit.py): "join" where a log writer's
+    # writes are marked for iotape-lanes to take with the write before them when
+    # their committers have committed (group commit on a faster device),
+    # "recorded" keeps each write; None in other plans
+    group_commit: str | None = None
+    group_commit_writes: int = 0  # writes so marked
     # dependent with --think-calibrate only (replayer/plan/thinkcal.py): per job
     think_calibration: list[CalibratedJob] | None = None
 

@@ -85,6 +85,9 @@ class ReplaySummary(Document):
     # A dependent or afap plan only: requests issued before a request they waited
     # for had completed, as iotape-lanes counted them (0 unless it is wrong).
     issued_before_predecessor: int | None = None
+    # A dependent plan with `--group-commit join`: log writes that went in the
+    # write before them (iotape-lanes' `group_commit.taken`); None where not counted.
+    group_commit_taken: int | None = None
 
 
 def _unversioned(doc: dict[str, Any]) -> dict[str, Any]:

@@ -268,6 +268,11 @@ def _print_closed(rep: ClosedLoopReport) -> None:
         f"dependencies: {'-' if early is None else early} requests issued before one they "
         f"waited for had completed ({held if early is not None else 'not counted'})"
     )
+    if rep.group_commit_taken:
+        print(
+            f"group commit: {rep.group_commit_taken} log writes went in the write before "
+            "them (their committers had committed; the IOPS count each such write once)"
+        )
     if rep.truth is not None:
         print(f"truth: {rep.truth} (the application itself on the target)")
     print(f"latency: original and truth from {LAT_TRACE}; replay from iotape-lanes' system calls")

@@ -152,6 +152,15 @@ def plan(
             "recorded (as the trace has it).",
         ),
     ] = "net",
+    group_commit: Annotated[
+        str,
+        typer.Option(
+            help="dependent: join (a log writer's write may take the writes after it "
+            "whose committers have already committed in the replay: fewer, larger log "
+            "writes on a faster device, as its group commit would make) or recorded "
+            "(each write as the trace has it).",
+        ),
+    ] = "join",
     think_calibrate: Annotated[
         Path | None,
         typer.Option(
@@ -255,6 +264,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 f"{d.get('long_think_edges', 0)} after a long think)"
                 + _demand_line(d)
                 + _run_queue_line(d)
+                + _group_commit_line(d)
                 + thinkcal.note(d)
             )
 
@@ -276,6 +286,16 @@ def _run_queue_line(d: dict[str, Any]) -> str:
     return _replaced(d, ("run_queue", "net"), "sched_recorded",
                      "thinks as recorded (no sched records to tell the run-queue wait)",
                      "run_queue_think_s", what, "--run-queue recorded")  # fmt: skip
+
+
+def _group_commit_line(d: dict[str, Any]) -> str:
+    """How many of a stream's writes may join the write before them (groupcommit.py)."""
+    if d.get("group_commit") != "join" or not d.get("group_commit_writes"):
+        return ""
+    return (
+        f"; {d['group_commit_writes']} writes may join the write before them (group commit; "
+        "--group-commit recorded keeps each)"
+    )
 
 
 def _replaced(

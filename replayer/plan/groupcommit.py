@@ -1,0 +1,108 @@
+"""Group commit in a dependent plan (issue 34): which log writes a faster device
+would have written together, for iotape-lanes to decide at run time.
+
+A log writer (ESE's, a database's WAL writer) writes at each turn whatever the
+sessions appended since its last write; commits that come while a write is in
+flight share the next one. A faster device sees more commits a turn: fewer,
+larger log writes (the reference workload: 0.27 a transactional request on the
+HDD-like device, 0.20 on the SSD-like one). A replay of the slow device's trace
+that issues each recorded write after its recorded wait keeps its count, and the
+sessions waiting for those writes (durable commits) keep its pace.
+
+So a write gets `join IDS` (replayer/src/groupcommit.c) where:
+- its thread is one other threads wait for (a cross-thread edge into one of its
+  requests: the log writer, whose write wakes the committing sessions);
+- its thread's writes have had more than one size so far: a log writer's carry
+  what was appended (4, 8, 12 KiB, ...); a writer of fixed blocks (the log
+  file's pre-formatter, 256 KiB at a time, which the log writer waits for; a
+  sequential writer) writes the same whatever the others do;
+- it is a plain write, and the thread's request before it is a plain write of
+  the same device that it follows on (starts inside it or where it ends: the log's
+  next bytes, or its last, partly filled sector again);
+- other threads' requests wait for it (its committers), each after a request
+  of its own thread: IDS are those predecessors, the committers' last I/O
+  before they committed.
+When the replay's write before it goes and IDS have completed, its committers
+have committed: the writer takes their records at once, in one write. A
+committer that waited for the write before (held by the writer) has not, so a
+write stays apart from the one its committers waited for, as on any device.
+A write nobody waits for (a lazy commit's timer, a filling buffer) keeps its
+own time.
+
+What is found in one chunk only (sources.py reads a large trace in chunks): a
+write whose predecessor or whose committers are in another chunk has no clause
+(a few at each seam).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replayer.plan.source import lane_actions
+
+MODES = ("join", "recorded")
+
+# a thread's last request of the chunks so far: (issue ns, plain write, device,
+# offset, end offset)
+Last = tuple[int, bool, int, int, int]
+
+
+@dataclass
+class State:
+    """What one chunk leaves the next: each thread's last request and the
+    threads other threads wait for."""
+
+    last: dict[int, Last] = field(default_factory=dict)
+    awaited: set[int] = field(default_factory=set)
+    size: dict[int, int] = field(default_factory=dict)  # a thread's first write's bytes
+    varied: set[int] = field(default_factory=set)  # threads whose writes had two sizes
+    joins: int = 0  # clauses written
+
+
+def _plain_writes(recs: list[np.ndarray]) -> np.ndarray:
+    """Writes without FUA or a preflush (an ordering point stays where it was)."""
+    return np.concatenate([lane_actions(x) == "write" for x in recs])
+
+
+def joins(
+    st: State, recs: list[np.ndarray], start: np.ndarray, thread: np.ndarray, gid: np.ndarray,
+    pred: np.ndarray, edge_j: np.ndarray,
+) -> dict[int, str]:  # fmt: skip
+    """The chunk's `join` clauses: row of the concatenated `recs` -> " join IDS"
+    (ids: `gid`); `pred`: each row's own predecessor's id (-1: none); `edge_j`:
+    each row's cross-thread edge (the row it waits for, else negative)."""
+    n = len(start)
+    if not n:
+        return {}
+    waits = np.flatnonzero(edge_j >= 0)
+    st.awaited.update(thread[edge_j[waits]].tolist())
+    plain = _plain_writes(recs)
+    dev = np.concatenate([x["dev"] for x in recs]).astype(np.int64)
+    off = np.concatenate([x["offset"] for x in recs]).astype(np.int64)
+    size = np.concatenate([x["bytes"] for x in recs]).astype(np.int64)
+    stop = off + size
+    committers: dict[int, list[int]] = {}  # a write's row -> the rows waiting for it
+    for i, j in zip(waits.tolist(), edge_j[waits].tolist(), strict=True):
+        committers.setdefault(j, []).append(i)
+    out: dict[int, str] = {}
+    prev: Last | None = None
+    prev_t = None
+    for i in np.lexsort((start, thread)).tolist():  # each thread's requests in issue order
+        t = int(thread[i])
+        if t != prev_t:
+            prev, prev_t = st.last.get(t), t
+        if plain[i] and t not in st.varied and st.size.setdefault(t, int(size[i])) != size[i]:
+            st.varied.add(t)
+        if (
+            prev is not None and t in st.varied and t in st.awaited and plain[i] and prev[1]
+            and prev[2] == dev[i] and prev[3] <= off[i] <= prev[4] and i in committers
+        ):  # fmt: skip
+            ids = sorted({int(pred[w]) for w in committers[i]})
+            if ids[0] >= 0 and ids[-1] < gid[i]:
+                out[i] = f" join {','.join(map(str, ids))}"
+        prev = (int(start[i]), bool(plain[i]), int(dev[i]), int(off[i]), int(stop[i]))
+        st.last[t] = prev
+    st.joins += len(out)
+    return out

@@ -1,0 +1,170 @@
+"""Group commit in a dependent replay (issue 34): a log writer's write takes the
+writes after it whose committers have already committed (replayer/src/groupcommit.c),
+and the plan marks which writes may be taken (replayer/plan/groupcommit.py).
+Structural: how many writes went out and with how many bytes, what waited for
+what; no timing thresholds. No root: the target is a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recorder.tracefile.format import RECORD_DTYPE
+from replayer.plan import groupcommit
+from replayer.plan.source import OP
+from replayer.run import runner
+
+MIB = 1 << 20
+
+
+def _plan(tmp_path: Path, jobs: dict[str, list[str]]) -> None:
+    """A dependent plan of hand-written logs (each job iodepth 1)."""
+    target = tmp_path / "target.img"
+    target.write_bytes(b"\0" * MIB)
+    (tmp_path / "iologs").mkdir(exist_ok=True)
+    fio = "[global]\nioengine=psync\n"
+    for name, lines in jobs.items():
+        head = f"iotape dependent log 1\nopen {target}\n"
+        (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(lines))
+        fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth=1\n"
+    (tmp_path / "replay.fio").write_text(fio)
+
+
+def _run(tmp_path: Path, **env: str) -> dict:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
+    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env={**base, **env})  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def _writes(doc: dict, job: str) -> tuple[int, int]:
+    w = next(j for j in doc["jobs"] if j["jobname"] == job)["write"]
+    return w["total_ios"], w["io_bytes"]
+
+
+def _commits(session_at_us: int) -> dict[str, list[str]]:
+    """A log writer's two writes, the second following on the first; a session's
+    read at `session_at_us`, its commit carried by the second write (the session's
+    next read waits for it). The first write goes at 20 ms."""
+    return {
+        "log": ["0 - @20000 write 0 4096\n", "2 0 10000 write 4096 8192 join 1\n"],
+        "session": [f"1 - @{session_at_us} read 65536 4096\n", "3 1,2 0 read 69632 4096\n"],
+    }
+
+
+@pytest.mark.parametrize("evloop", ["0", "1"])
+def test_a_write_takes_the_next_whose_committer_has_committed(tmp_path: Path, evloop: str) -> None:
+    _plan(tmp_path, _commits(0))  # the session read long before the first write
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    assert _writes(doc, "log") == (1, 4096 + 8192)  # one write: both ranges' union
+    gc = doc["dependencies"]["group_commit"]
+    assert (gc["joinable"], gc["writes_taking_others"], gc["taken"]) == (1, 1, 1)
+    assert doc["dependencies"]["issued_before_predecessor"] == 0
+    off = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop, IOTAPE_LANES_GROUP_COMMIT="0")
+    assert _writes(off, "log") == (2, 4096 + 8192)
+    assert off["dependencies"]["group_commit"]["taken"] == 0
+
+
+@pytest.mark.parametrize("evloop", ["0", "1"])
+def test_a_committer_not_yet_committed_keeps_the_write_apart(tmp_path: Path, evloop: str) -> None:
+    _plan(tmp_path, _commits(200_000))  # the session reads 180 ms after the first write
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    assert _writes(doc, "log") == (2, 4096 + 8192)
+    assert doc["dependencies"]["group_commit"]["taken"] == 0
+
+
+def test_a_write_that_does_not_follow_on_stays_apart(tmp_path: Path) -> None:
+    jobs = _commits(0)
+    jobs["log"][1] = "2 0 10000 write 524288 4096 join 1\n"  # a gap: not the log's next bytes
+    _plan(tmp_path, jobs)
+    assert _writes(_run(tmp_path), "log") == (2, 8192)
+
+
+def test_a_malformed_join_is_named(tmp_path: Path) -> None:
+    jobs = _commits(0)
+    jobs["log"][1] = "2 0 10000 write 4096 8192 join 5\n"  # not before the request's own id
+    _plan(tmp_path, jobs)
+    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 2
+    assert "log.log:4: not a dependent log line" in p.stderr
+
+
+def _records(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
+    """(tid, issue us, 0 read / 1 write, offset, bytes) -> trace records."""
+    r = np.zeros(len(rows), RECORD_DTYPE)
+    for k, (tid, at, op, off, n) in enumerate(rows):
+        r[k]["tid"], r[k]["ts_queue_ns"] = tid, at * 1000
+        r[k]["ts_issue_ns"], r[k]["ts_complete_ns"] = at * 1000, at * 1000 + 50_000
+        r[k]["op"] = OP["write"] if op else OP["read"]
+        r[k]["offset"], r[k]["bytes"], r[k]["dev"] = off, n, 7
+    return r
+
+
+def _joins(rows: list[tuple[int, int, int, int, int]], waits: dict[int, int]) -> dict[int, str]:
+    """The plan's clauses for `rows` (one chunk, in issue order: ids = rows), each
+    row's own predecessor its thread's request before it, `waits`: row -> the
+    row it waits for in another thread."""
+    r = _records(rows)
+    tid = r["tid"].astype(np.int64)
+    pred = np.full(len(r), -1, np.int64)
+    for k in range(len(r)):
+        before = np.flatnonzero(tid[:k] == tid[k])
+        pred[k] = before[-1] if len(before) else -1
+    edge = np.full(len(r), -1, np.int64)
+    for i, j in waits.items():
+        edge[i] = j
+    start = r["ts_queue_ns"].astype(np.int64)
+    return groupcommit.joins(groupcommit.State(), [r], start, tid, np.arange(len(r)), pred, edge)
+
+
+def test_the_plan_marks_a_log_writers_write_with_its_committers() -> None:
+    w, s = 10, 20  # the log writer, a session
+    rows = [
+        (w, 0, 1, 0, 4096),  # 0: a write
+        (s, 10, 0, 1 << 20, 4096),  # 1: the session's read before its commit
+        (w, 100, 1, 4096, 8192),  # 2: follows on 0, carries the session's commit
+        (s, 200, 0, 2 << 20, 4096),  # 3: the session after its commit: waits for 2
+        (w, 300, 1, 8192, 4096),  # 4: the partial sector again; nobody waits for it
+    ]
+    assert _joins(rows, {3: 2}) == {2: " join 1"}
+    fixed = [(t, at, op, off, 4096 if t == w else n) for t, at, op, off, n in rows]
+    assert _joins(fixed, {3: 2}) == {}  # a writer of one size: fixed blocks, not a log
+    gap = [*rows[:2], (w, 100, 1, 1 << 30, 8192), *rows[3:]]
+    assert _joins(gap, {3: 2}) == {}  # not the log's next bytes
+
+
+def test_the_option_is_checked() -> None:
+    from base.errors import IotapeError
+    from replayer.plan import timing_options
+    from replayer.plan.options import PlanOptions
+
+    timing_options.check(
+        PlanOptions(trace=Path("t.iot"), timing="dependent", group_commit="recorded")
+    )
+    with pytest.raises(IotapeError, match="--group-commit bogus: not join or recorded"):
+        timing_options.check(
+            PlanOptions(trace=Path("t.iot"), timing="dependent", group_commit="bogus")
+        )
+    with pytest.raises(IotapeError, match="--group-commit: only with --timing dependent"):
+        timing_options.check(PlanOptions(trace=Path("t.iot"), group_commit="recorded"))
+
+
+@pytest.mark.parametrize("evloop", ["0", "1"])
+def test_a_write_takes_a_run_of_writes_overlapping_its_last_sector(
+    tmp_path: Path, evloop: str
+) -> None:
+    jobs = _commits(0)
+    # a third write starting inside the second (its partly filled last sector again)
+    jobs["log"].append("4 2 10000 write 8192 8192 join 1\n")
+    _plan(tmp_path, jobs)
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    assert _writes(doc, "log") == (1, 16384)  # [0, 16 KiB): the union, once
+    gc = doc["dependencies"]["group_commit"]
+    assert (gc["joinable"], gc["writes_taking_others"], gc["taken"]) == (2, 1, 2)
