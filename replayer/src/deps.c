@@ -246,6 +246,7 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
         return;
     own = *od;
     jobs_of = jobs;
+    gc_on(); /* its switch read here, before any thread asks */
     n_jobs = n;
     for (int j = 0; j < n; j++) {
         job_t *job = &jobs[j];
