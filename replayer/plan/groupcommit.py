@@ -66,6 +66,40 @@ def _plain_writes(recs: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([lane_actions(x) == "write" for x in recs])
 
 
+def _varied(
+    st: State, by: np.ndarray, t_by: np.ndarray, heads: np.ndarray, plain: np.ndarray,
+    size: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """For each request in `by` order (each thread's in issue order, `heads` where a
+    thread's start): whether its thread's plain writes had two sizes by then (st.size,
+    st.varied carried from chunk to chunk, and updated)."""
+    n = len(by)
+    grp = np.cumsum(np.r_[False, t_by[1:] != t_by[:-1]]) if n else np.zeros(0, np.int64)
+    firsts = np.full(len(heads), -1, np.int64)  # each thread's first plain write's bytes
+    for g, h in enumerate(heads.tolist()):
+        t = int(t_by[h])
+        if t in st.size:
+            firsts[g] = st.size[t]
+    pw = np.flatnonzero(plain)
+    if len(pw):
+        g_pw = grp[pw]
+        new = firsts[g_pw] < 0
+        _, at = np.unique(g_pw[new], return_index=True)
+        firsts[g_pw[new][at]] = size[pw[new][at]]
+    differs = plain & (firsts[grp] >= 0) & (size != firsts[grp])
+    seen = np.cumsum(differs)  # within each thread: any so far
+    base = seen[heads] - differs[heads]
+    threads = t_by[heads].tolist()
+    was = np.array([t in st.varied for t in threads], bool)
+    varied = ((seen - base[grp]) > 0) | was[grp]
+    for t, f in zip(threads, firsts.tolist(), strict=True):
+        if f >= 0:
+            st.size.setdefault(t, f)
+    now = np.logical_or.reduceat(varied, heads) if n else np.zeros(0, bool)
+    st.varied.update(t for t, v in zip(threads, now.tolist(), strict=True) if v)
+    return varied
+
+
 def joins(
     st: State, recs: list[np.ndarray], start: np.ndarray, thread: np.ndarray, gid: np.ndarray,
     pred: np.ndarray, edge_j: np.ndarray,
@@ -84,25 +118,33 @@ def joins(
     size = np.concatenate([x["bytes"] for x in recs]).astype(np.int64)
     stop = off + size
     committers: dict[int, list[int]] = {}  # a write's row -> the rows waiting for it
-    for i, j in zip(waits.tolist(), edge_j[waits].tolist(), strict=True):
-        committers.setdefault(j, []).append(i)
+    for w, j in zip(waits.tolist(), edge_j[waits].tolist(), strict=True):
+        committers.setdefault(j, []).append(w)
+    by = np.lexsort((start, thread))  # each thread's requests in issue order
+    t_by = thread[by]
+    first = np.r_[True, t_by[1:] != t_by[:-1]] if n else np.zeros(0, bool)
+    heads, tails = np.flatnonzero(first), np.r_[np.flatnonzero(first)[1:] - 1, n - 1]
+    varied = _varied(st, by, t_by, heads, plain[by], size[by])
+    pos = np.empty(n, np.int64)
+    pos[by] = np.arange(n)
     out: dict[int, str] = {}
-    prev: Last | None = None
-    prev_t = None
-    for i in np.lexsort((start, thread)).tolist():  # each thread's requests in issue order
-        t = int(thread[i])
-        if t != prev_t:
-            prev, prev_t = st.last.get(t), t
-        if plain[i] and t not in st.varied and st.size.setdefault(t, int(size[i])) != size[i]:
-            st.varied.add(t)
-        if (
-            prev is not None and t in st.varied and t in st.awaited and plain[i] and prev[1]
-            and prev[2] == dev[i] and prev[3] <= off[i] <= prev[4] and i in committers
-        ):  # fmt: skip
-            ids = sorted({int(pred[w]) for w in committers[i]})
-            if ids[0] >= 0 and ids[-1] < gid[i]:
-                out[i] = f" join {','.join(map(str, ids))}"
-        prev = (int(start[i]), bool(plain[i]), int(dev[i]), int(off[i]), int(stop[i]))
-        st.last[t] = prev
+    for i in sorted(committers):  # the few awaited requests: Python from here
+        t, k = int(thread[i]), int(pos[i])
+        if not (plain[i] and varied[k] and t in st.awaited):
+            continue
+        if first[k]:
+            prev = st.last.get(t)
+        else:
+            p_ = int(by[k - 1])
+            prev = (0, bool(plain[p_]), int(dev[p_]), int(off[p_]), int(stop[p_]))
+        if prev is None or not prev[1] or prev[2] != dev[i] or not prev[3] <= off[i] <= prev[4]:
+            continue
+        ids = sorted({int(pred[w]) for w in committers[i]})
+        if ids[0] >= 0 and ids[-1] < gid[i]:
+            out[i] = f" join {','.join(map(str, ids))}"
+    for h, e in zip(heads.tolist(), tails.tolist(), strict=True):  # what the next chunk needs
+        r = int(by[e])
+        st.last[int(t_by[h])] = (int(start[r]), bool(plain[r]), int(dev[r]), int(off[r]),
+                                 int(stop[r]))  # fmt: skip
     st.joins += len(out)
     return out

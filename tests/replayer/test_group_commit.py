@@ -168,3 +168,29 @@ def test_a_write_takes_a_run_of_writes_overlapping_its_last_sector(
     assert _writes(doc, "log") == (1, 16384)  # [0, 16 KiB): the union, once
     gc = doc["dependencies"]["group_commit"]
     assert (gc["joinable"], gc["writes_taking_others"], gc["taken"]) == (2, 1, 2)
+
+
+def test_the_plan_carries_a_writers_state_from_chunk_to_chunk() -> None:
+    w, s = 10, 20
+    st = groupcommit.State()
+
+    def chunk(rows: list[tuple[int, int, int, int, int]], first_id: int, pred: list[int],
+              waits: dict[int, int]) -> dict[int, str]:  # fmt: skip
+        r = _records(rows)
+        edge = np.full(len(r), -1, np.int64)
+        for i, j in waits.items():
+            edge[i] = j
+        tid = r["tid"].astype(np.int64)
+        start = r["ts_queue_ns"].astype(np.int64)
+        gid = first_id + np.arange(len(r))
+        return groupcommit.joins(st, [r], start, tid, gid, np.array(pred, np.int64), edge)
+
+    # chunk 1: the writer's two sizes and its write that the next chunk's follows on;
+    # a session waits for its first write (the writer is one others wait for)
+    one = [(w, 0, 1, 0, 4096), (s, 10, 0, 1 << 20, 4096), (w, 20, 1, 4096, 8192),
+           (s, 30, 0, 2 << 20, 4096)]  # fmt: skip
+    chunk(one, 0, [-1, -1, 0, 1], {3: 0})
+    # chunk 2: the next write follows on the last one of chunk 1; its committer's
+    # previous request is id 3
+    two = [(w, 100, 1, 12288, 4096), (s, 200, 0, 3 << 20, 4096)]
+    assert chunk(two, 4, [2, 3], {1: 0}) == {0: " join 3"}
