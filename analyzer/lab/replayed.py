@@ -64,9 +64,14 @@ def planned(trace: Path, dev: Target, jobdir: Path, timing: str) -> dict[str, An
     """`replay plan --timing TIMING` of `trace` onto `dev` (as `plan_and_run`; a
     recorded plan as lanes): the plan's manifest."""
     targets, devs = _devices(dev)
+    # Every configuration gets the same requests: the prediction compares their
+    # latencies under the trace's own mix, so a log write is never taken into
+    # the one before it (group commit: how many are depends on each device's timing).
+    gc = "recorded" if timing == "dependent" else "join"
     opts = PlanOptions(
         trace=trace, jobdir=jobdir, targets=targets, timing=timing, destroy=devs,
         force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
+        group_commit=gc,
     )  # fmt: skip
     return dict(plan(opts))
 
