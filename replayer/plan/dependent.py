@@ -7,7 +7,7 @@ request waits for (replayer/src/deps.c reads it):
 
     iotape dependent log 1
     open PATH
-    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK]
+    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK] [join IDS]
 
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
@@ -24,7 +24,9 @@ taken: a long think on demand whose demand edge takes the place of the anchor
 the recorded plan had (demand.py) keeps that plan's way beside it, so that a
 demand the replay brings later than that anchor never makes the request later
 than `--long-thinks recorded` would. fio 3.33 cannot wait for a completion:
-these plans run with iotape-lanes only (plan.json "runner").
+these plans run with iotape-lanes only (plan.json "runner"). `join IDS`: a log
+writer's write that may go in the write before it once IDS have completed
+(group commit, `--group-commit join`: groupcommit.py).
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@
  * first: a long think replayed on demand (replayer/plan/demand.py) waits for its
  * demand (the first AFTER and THINK) but never longer than the recorded plan
  * would have (the second; `- @US` where that had no predecessor).
+ * A line may end `join IDS` (after any `or`): a log writer's write that may go
+ * in the write before it once IDS have completed (group commit: groupcommit.c).
  *
  * The job's `iodepth` threads take its requests in order, so at most iodepth are
  * in flight. Each issue checks that every request it waited for (with `or`: of
