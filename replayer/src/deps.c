@@ -489,12 +489,16 @@ void deps_worker(worker_t *w, tally_t *ty) {
         hop_how |= wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
-        long long at = now_ns(), len;
+        long long at = now_ns(), len = q->len;
         deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
-        pthread_mutex_lock(&job->mu); /* group commit: the writes it takes with it */
-        size_t last = gc_take(job, i, &len);
-        pthread_mutex_unlock(&job->mu);
+        size_t last = i;
+        if (i + 1 < job->nreq && job->reqs[i + 1].joinable) {
+            /* group commit: the writes it takes with it (the lock only where one may) */
+            pthread_mutex_lock(&job->mu);
+            last = gc_take(job, i, &len);
+            pthread_mutex_unlock(&job->mu);
+        }
         int err = deps_issue(fd, q, len);
         long long done = now_ns();
         if (err) {

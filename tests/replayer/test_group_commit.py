@@ -7,12 +7,13 @@ what; no timing thresholds. No root: the target is a file."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_evloop import _plan as evloop_plan
+from test_evloop import _run as evloop_run
 
 from recorder.tracefile.format import RECORD_DTYPE
 from replayer.plan import groupcommit
@@ -23,22 +24,12 @@ MIB = 1 << 20
 
 
 def _plan(tmp_path: Path, jobs: dict[str, list[str]]) -> None:
-    """A dependent plan of hand-written logs (each job iodepth 1)."""
-    target = tmp_path / "target.img"
-    target.write_bytes(b"\0" * MIB)
-    (tmp_path / "iologs").mkdir(exist_ok=True)
-    fio = "[global]\nioengine=psync\n"
-    for name, lines in jobs.items():
-        head = f"iotape dependent log 1\nopen {target}\n"
-        (tmp_path / "iologs" / f"{name}.log").write_text(head + "".join(lines))
-        fio += f"[{name}]\nread_iolog=iologs/{name}.log\niodepth=1\n"
-    (tmp_path / "replay.fio").write_text(fio)
+    """A dependent plan of hand-written logs, each job iodepth 1 (test_evloop's)."""
+    evloop_plan(tmp_path, {name: (1, lines) for name, lines in jobs.items()})
 
 
 def _run(tmp_path: Path, **env: str) -> dict:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("IOTAPE_LANES_")}
-    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120, env={**base, **env})  # fmt: skip
+    p = evloop_run(tmp_path, **env)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
 
