@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replayer.plan.deps import MAX_CROSS_SUBMITTERS, around, latest_before
+from replayer.plan.deps import MAX_CROSS_SUBMITTERS, around
 
 CROSS_EVIDENCE = 3.0  # a pair of streams' candidates over what chance gives
 # How soon after another thread's completion a request counts as waiting for it:
@@ -105,33 +105,23 @@ def cross_edges(
     best = np.full(n, big, np.int64)
     best_j = np.full(n, -1, np.int64)
     pairs: dict[tuple[int, int], tuple[int, int, int]] = {}
-    idx = np.arange(n)
+    tix = np.unique(thread, return_inverse=True)[1].reshape(n)
     for t in streams:
-        gap = np.full(n, big, np.int64)
-        gj = np.full(n, -1, np.int64)
-        lead = np.full(n, big, np.int64)  # to another thread's next T completion
-        for u in threads.tolist():
-            rows = np.flatnonzero((stream == t) & (thread == u) & ~mine)
-            if not len(rows):
-                continue
-            j, k = around(end, rows, start)
-            g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
-            # another thread's, finished before the issue of a request issued after it
-            ok = (thread != u) & (j >= 0) & (start[np.maximum(j, 0)] < start) & (j != idx)
-            upd = ok & (g < gap)
-            gap = np.where(upd, g, gap)
-            gj = np.where(upd, j, gj)
-            ahead = np.where((k >= 0) & (thread != u), end[np.maximum(k, 0)] - start, big)
-            lead = np.minimum(lead, ahead)
+        # per request, another thread's latest T completion before its issue (of
+        # one finished before it was issued: that thread's latest or none) and
+        # how soon its next comes after it
+        gj, lead = latest_of_others(start, end, tix, np.flatnonzero((stream == t) & ~mine), True)
+        gap = np.where(gj >= 0, start - end[np.maximum(gj, 0)], big)
         cand = (gap <= window) & (gap < own) & ~mine
         mirror = (lead <= window) & (lead < own) & ~mine
         rate = int(((stream == t) & ~mine).sum()) / span
         for s in streams:
             m = stream == s
+            cs, gs, ms, ls = cand[m], gap[m], mirror[m], lead[m]
             found = False
             for ev in evidence_ns:
-                c = int((cand & m & (gap <= ev)).sum())
-                mc = int((mirror & m & (lead <= ev)).sum())
+                c = int((cs & (gs <= ev)).sum())
+                mc = int((ms & (ls <= ev)).sum())
                 w = np.minimum(window[m], ev).astype(float)
                 chance = float((1 - np.exp(-rate * w)).sum())
                 kept = pairs.get((int(s), int(t)))
@@ -173,20 +163,17 @@ def _long_think(
     replay at its recorded time kept). A trace planned in
     chunks judges each thread by the chunk's requests (as the evidence is counted)."""
     big = np.iinfo(np.int64).max
-    gap = np.full(len(start), big, np.int64)
-    gj = np.full(len(start), -1, np.int64)
     keep = np.zeros(len(start), bool)  # threads whose long thinks keep their time
-    for u in np.unique(thread).tolist():
+    threads, tix = np.unique(thread, return_inverse=True)
+    tix = tix.reshape(len(start))
+    pacer = np.zeros(len(threads), bool)
+    for x, u in enumerate(threads.tolist()):
         rows = np.flatnonzero(thread == u)
         keep[rows] = not waits_long(start[rows], own[rows])
-        if not paces(start[rows], own[rows]):
-            continue  # a thread that mostly thinks long: its completions wake nobody
-        j = latest_before(end, rows, start)
-        g = np.where(j >= 0, start - end[np.maximum(j, 0)], big)
-        ok = (thread != u) & (j >= 0) & (start[np.maximum(j, 0)] < start)
-        upd = ok & (g < gap)
-        gap = np.where(upd, g, gap)
-        gj = np.where(upd, j, gj)
+        # a thread that mostly thinks long: its completions wake nobody
+        pacer[x] = paces(start[rows], own[rows])
+    gj, _ = latest_of_others(start, end, tix, np.flatnonzero(pacer[tix]), False)
+    gap = np.where(gj >= 0, start - end[np.maximum(gj, 0)], big)
     take = (best_j < 0) & ~keep & (own > LONG_THINK_NS) & (gap < own)
     best[take] = gap[take]
     best_j[take] = gj[take]
@@ -245,3 +232,77 @@ def periodic(issues: np.ndarray) -> bool:
         return False
     q1, q2, q3 = np.percentile(g, [25, 50, 75])
     return bool(q3 - q1 < PERIODIC_CV * q2)
+
+
+ROUNDS = 8  # steps back a request takes in latest_of_others before the slow way
+
+
+def latest_of_others(
+    start: np.ndarray, end: np.ndarray, tix: np.ndarray, rows: np.ndarray, lead: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each request i, of `rows` (their threads `tix`, 0..63), each other
+    thread's latest completion at or before i's issue (of equal ones its last row)
+    that was also issued before i; of those the latest (of equal ones, the
+    lowest thread's): its row, else -1. And with `lead`, how soon after i's issue
+    another thread's next completion of `rows` comes (int64 max: none). As a
+    loop over threads that searches every request in each would, in one search:
+    the rows merged by completion, a step back over a run of i's own thread's."""
+    n = len(start)
+    big = np.iinfo(np.int64).max
+    p = rows[np.lexsort((rows, -tix[rows], end[rows]))]
+    ep, tp = end[p], tix[p]
+    m = len(p)
+    run = np.r_[True, tp[1:] != tp[:-1]] if m else np.zeros(0, bool)
+    # the position before the run of equal threads each position is in, and after it
+    prev = np.maximum.accumulate(np.where(run, np.arange(m), 0)) - 1
+    nxt = np.minimum.accumulate(np.where(np.r_[run[1:], True], np.arange(m), m)[::-1])[::-1] + 1
+    ahead = np.full(n, big, np.int64)
+    if m and tp.max() >= 64:  # past a bit mask's threads (never in cross_edges)
+        return _latest_of_others_slowly(start, end, tix, rows, np.arange(n), lead)
+    if lead and m:
+        q = np.searchsorted(ep, start, side="right")
+        q = np.where((q < m) & (tp[np.minimum(q, m - 1)] == tix), nxt[np.minimum(q, m - 1)], q)
+        at = q < m
+        ahead[at] = ep[q[at]] - start[at]
+    out = np.full(n, -1, np.int64)
+    pos = np.searchsorted(ep, start, side="right") - 1
+    seen = np.zeros(n, np.uint64)  # threads whose latest failed (issued after i)
+    live = np.flatnonzero(pos >= 0)
+    for _ in range(ROUNDS):
+        if not len(live):
+            break
+        c = p[pos[live]]
+        tc = tp[pos[live]].astype(np.uint64)
+        mine = tc == tix[live]
+        skip = mine | ((seen[live] >> tc) & np.uint64(1)).astype(bool)
+        good = ~skip & (start[c] < start[live]) & (c != live)
+        out[live[good]] = c[good]
+        bad = ~skip & ~good
+        seen[live[bad]] |= np.uint64(1) << tc[bad]
+        pos[live] = np.where(mine, prev[pos[live]], pos[live] - 1)
+        live = live[~good & (pos[live] >= 0)]
+    if len(live):
+        out[live] = _latest_of_others_slowly(start, end, tix, rows, live, False)[0]
+    return out, ahead
+
+
+def _latest_of_others_slowly(
+    start: np.ndarray, end: np.ndarray, tix: np.ndarray, rows: np.ndarray, at: np.ndarray,
+    lead: bool,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """latest_of_others for requests `at`, thread by thread."""
+    big = np.iinfo(np.int64).max
+    gap = np.full(len(at), big, np.int64)
+    gj = np.full(len(at), -1, np.int64)
+    ahead = np.full(len(at), big, np.int64)
+    for u in np.unique(tix[rows]).tolist():
+        j, k = around(end, rows[tix[rows] == u], start[at])
+        if lead:
+            g = np.where(k >= 0, end[np.maximum(k, 0)] - start[at], big)
+            ahead = np.minimum(ahead, np.where(tix[at] != u, g, big))
+        g = np.where(j >= 0, start[at] - end[np.maximum(j, 0)], big)
+        ok = (tix[at] != u) & (j >= 0) & (start[np.maximum(j, 0)] < start[at]) & (j != at)
+        upd = ok & (g < gap)
+        gap = np.where(upd, g, gap)
+        gj = np.where(upd, j, gj)
+    return gj, ahead

@@ -42,6 +42,7 @@ from replayer.plan import (
     crossedges,
     demand,
     depjobfile,
+    deplines,
     deps,
     groupcommit,
     iolog,
@@ -56,7 +57,7 @@ from replayer.plan import (
 )
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
-from replayer.plan.source import OP, lane_actions, request_times
+from replayer.plan.source import OP, lane_action_codes, request_times
 
 HEADER = "iotape dependent log 1"
 RUNNER = "iotape-lanes"
@@ -105,111 +106,152 @@ class Logs:
         self.dir = dir
         self.jobs: list[DepJob] = []  # in the order they first came
 
-    def add(self, job: DepJob, lines: list[str]) -> None:
-        if not job.requests:
+    def add(self, job: DepJob, count: int, data: bytes | memoryview = b"") -> None:
+        """`count` more lines of `job` (`data`: them, deplines.lines')."""
+        first = not job.requests
+        if first:
             self.jobs.append(job)
-        job.requests += len(lines)
+        job.requests += count
         if self.dir is None:
             return
-        path = self.dir / f"{job.name}.log"
-        with open(path, "a") as f:
-            if job.requests == len(lines):
+        with open(self.dir / f"{job.name}.log", "ab") as f:
+            if first:
                 iolog.check_filename(job.target)
-                f.write(f"{HEADER}\nopen {job.target}\n")
-            f.writelines(lines)
+                f.write(f"{HEADER}\nopen {job.target}\n".encode())
+            f.write(data)
 
 
-Edge = tuple[int, int, str]  # (the id it waits for or -1, think after it ns, kind)
+# where a cross-thread edge came from (Edges.kind's codes); OWN: none (the
+# request's own think replaced)
+WAKE, LONG, EVIDENCE, DEMAND, OWN = range(5)
+
+
+@dataclass
+class Edges:
+    """A chunk's cross-thread edges of one slice: its row `rows` waits also for
+    the request of id `j` (-1: for nothing more than before, its think time
+    replaced), `gap` ns after its completion; `kind`: where the edge came from."""
+
+    rows: np.ndarray
+    j: np.ndarray
+    gap: np.ndarray
+    kind: np.ndarray
+
+    @staticmethod
+    def none() -> Edges:
+        e = np.empty(0, np.int64)
+        return Edges(e, e, e, np.empty(0, np.int8))
+
+
 # _cross's: each slice's cross-thread edges, long thinks on demand, group commit's clauses
-Crossed = tuple[list[dict[int, Edge]], list[dict[int, "demand.Replaced"]], list[dict[int, str]]]
-# where a cross-thread edge came from; OWN: none (the request's own think replaced)
-WAKE, LONG, EVIDENCE, DEMAND, OWN = "wake", "long", "evidence", "demand", "own"
+Crossed = tuple[list[Edges], list[dict[int, "demand.Replaced"]], list[dict[int, str]]]
 
 
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
-    cross: dict[int, Edge], opts: PlanOptions, logs: Logs, thinks: dict[int, demand.Replaced],
+    cross: Edges, opts: PlanOptions, logs: Logs, thinks: dict[int, demand.Replaced],
     split: schedsplit.SchedSplit | None = None, cal: thinkcal.Calibration | None = None,
     joined: dict[int, str] | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
     first rows are the context's, numbered `before`) and, in `cross`, for another
-    thread's request (row -> (its id, the gap after its completion in ns, where
-    the edge came from: WAKE, LONG, EVIDENCE, DEMAND or OWN; its id -1 where the
-    request waits for nothing more than before, its think time replaced) and,
-    in `thinks`, the long thinks replaced on demand (row -> (the think before,
-    the think now, anchored at a demand wake)): demand.py. `split`: each think less
-    its run-queue wait (--run-queue net: schedsplit.py); `cal`: short thinks at
-    the target's CPU (--think-calibrate: thinkcal.py); `joined`: group commit's
-    clauses (groupcommit.py)."""
+    thread's request (Edges) and, in `thinks`, the long thinks replaced on demand
+    (row -> (the think before, the think now, anchored at a demand wake)):
+    demand.py. `split`: each think less its run-queue wait (--run-queue net:
+    schedsplit.py); `cal`: short thinks at the target's CPU (--think-calibrate:
+    thinkcal.py); `joined`: group commit's clauses (groupcommit.py)."""
     r = s.records
-    start, _ = deps.times(r)
-    order = np.lexsort((np.arange(len(r)), start))
     k = d.first
     every = np.concatenate([before, ids])
-    after: list[list[int]] = [[int(every[p])] if p >= 0 else [] for p in d.pred[k:].tolist()]
-    for i, j in d.covers:
-        if every[j] < every[i]:
-            after[i - k].append(int(every[j]))
-    # where the recorded plan's way goes beside a demand's: what it waits for
-    # without another thread's request
-    base = {i: list(after[i]) for i, x in thinks.items() if x[3] is not None}
+    pred = d.pred[k:]
+    has = np.flatnonzero(pred >= 0)
+    ci, cj = (np.array(d.covers, np.int64).reshape(-1, 2).T if d.covers
+              else (np.empty(0, np.int64),) * 2)  # fmt: skip
+    ok = every[cj] < every[ci]
+    x = cross.j >= 0
+    # in the log's order: its predecessor, the writes it covers, another thread's request
+    waits = deplines.Waits.of(len(r), [has, ci[ok] - k, cross.rows[x]],
+                              [every[pred[has]], every[cj[ok]], cross.j[x]])  # fmt: skip
     think_ns = d.think_ns[k:].copy()
-    for i, (j_id, gap, _) in cross.items():
-        # The other thread's completion came after the request's own predecessor's:
-        # the think time counts from it, the latest of what the request waits for.
-        if j_id >= 0:
-            after[i].append(j_id)
-        think_ns[i] = gap
-    st.cross_edges += sum(j >= 0 for j, _, _ in cross.values())
+    # The other thread's completion came after the request's own predecessor's:
+    # the think time counts from it, the latest of what the request waits for.
+    think_ns[cross.rows] = cross.gap
+    st.cross_edges += int(x.sum())
+    st.long_think_edges += int((cross.kind == LONG).sum())
+    st.wake_edges += int((cross.kind == WAKE).sum())
     st.demand_thinks += len(thinks)
     st.demand_woken += sum(w for _, _, w, _ in thinks.values())
     st.demand_was_ns += sum(a for a, _, _, _ in thinks.values())
     st.demand_now_ns += sum(b for _, b, _, _ in thinks.values())
-    st.long_think_edges += sum(k == LONG for _, _, k in cross.values())
-    st.wake_edges += sum(k == WAKE for _, _, k in cross.values())
     rq = split.run_queue_ns(r) if split is not None else None
-    rel = np.array([bool(a) for a in after], bool)
+    rel = waits.count() > 0
     if rq is not None:
         think_ns = st.rq.net(think_ns, rq, rel)
     f = np.ones(len(r))
     if cal is not None:
         think_ns, f = thinkcal.scale_slice(cal, st.cal, s.stream, r, d.submitter[k:], think_ns, rel)
-    afap = opts.timing == "afap"
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
-    flush = r["op"] == OP["flush"]
-    off = np.where(flush, 0, s.offset + s.base)
-    nbytes = np.where(flush, 0, s.nbytes)
-    acts = lane_actions(r)
-    sub = d.submitter[k:]
-    # Python's own ints and strings from here: a numpy scalar a field is slow.
-    ids_l = ids.tolist()
-    wait_l = [",".join(map(str, a)) if a else "" for a in after]
-    time_l = (
-        ["0" if a else "@0" for a in after]
-        if afap
-        else [str(t) if a else f"@{u}" for a, t, u in zip(after, think.tolist(), at.tolist(),
-                                                          strict=True)]
-    )  # fmt: skip
-    tail_l = [f"{a} {o} {b}" for a, o, b in zip(acts.tolist(), off.tolist(), nbytes.tolist(),
-                                                 strict=True)]  # fmt: skip
-    for i, how in demand.or_ways(thinks, base, d.think_ns[k:], rq, f, at, opts).items():
-        tail_l[i] += f" or {how}"
-    for i, how in (joined or {}).items():
-        tail_l[i] += how
+    extra = _extra(thinks, waits, cross, d.think_ns[k:], rq, f, at, opts, joined or {})
     st.joins += len(joined or {})
-    for who in np.unique(sub).tolist():
-        job = st.jobs.get(who)
+    flush = r["op"] == OP["flush"]
+    names, acts = lane_action_codes(r)
+    cols = deplines.Columns(ids, waits, think, at, opts.timing == "afap", acts, names,
+                            np.where(flush, 0, s.offset + s.base), np.where(flush, 0, s.nbytes),
+                            extra)  # fmt: skip
+    _deal(s, st, d, cols, logs)
+
+
+def _extra(
+    thinks: dict[int, demand.Replaced], waits: deplines.Waits, cross: Edges, own_ns: np.ndarray,
+    rq: np.ndarray | None, f: np.ndarray, at: np.ndarray, opts: PlanOptions,
+    joined: dict[int, str],
+) -> dict[int, str]:  # fmt: skip
+    """Row -> what follows its line's fields: the recorded plan's way beside a
+    demand's (`or AFTER THINK`: demand.or_ways) and group commit's `join IDS`."""
+    out: dict[int, str] = {}
+    if thinks:
+        # what a row waits for without another thread's request (the last, where it has one)
+        other = dict(zip(cross.rows.tolist(), (cross.j >= 0).tolist(), strict=True))
+        base = {}
+        for i, x in thinks.items():
+            if x[3] is not None:
+                w = waits.of_row(i)
+                base[i] = w[:-1] if other.get(i) else w
+        for i, how in demand.or_ways(thinks, base, own_ns, rq, f, at, opts).items():
+            out[i] = f" or {how}"
+    for i, how in joined.items():
+        out[i] = out.get(i, "") + how
+    return out
+
+
+def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: Logs) -> None:
+    """The lines of a chunk's part of a slice to its submitters' jobs, each
+    job's in issue order."""
+    r = s.records
+    start, _ = deps.times(r)
+    order = np.lexsort((np.arange(len(r)), start))
+    sub = d.submitter[d.first :]
+    order = order[np.argsort(sub[order], kind="stable")]
+    who = sub[order]
+    heads = np.flatnonzero(np.r_[True, who[1:] != who[:-1]]) if len(who) else np.zeros(0, int)
+    cuts = np.r_[heads, len(order)]
+    writes = np.isin(r["op"], steps.WRITE_OPS)
+    jobs = []
+    for g, w in enumerate(who[heads].tolist()):
+        job = st.jobs.get(w)
         if job is None:
-            suffix = f".{d.key[0]}{who}" if d.key != "stream" else ""
+            suffix = f".{d.key[0]}{w}" if d.key != "stream" else ""
             db = s.owner.number if s.owner.kind == "db" else None
-            job = st.jobs[who] = DepJob(s.name + suffix, s.target, s.stream, db, False)
-        rows = order[sub[order] == who]
-        job.writes = job.writes or bool(np.isin(r["op"][rows], steps.WRITE_OPS).any())
-        lines = [f"{ids_l[i]} {wait_l[i] or '-'} {time_l[i]} {tail_l[i]}\n" for i in rows.tolist()]
-        logs.add(job, lines)
+            job = st.jobs[w] = DepJob(s.name + suffix, s.target, s.stream, db, False)
+        job.writes = job.writes or bool(writes[order[cuts[g] : cuts[g + 1]]].any())
+        jobs.append(job)
+    if logs.dir is None:  # a dry run: only counted
+        for g, job in enumerate(jobs):
+            logs.add(job, int(cuts[g + 1] - cuts[g]))
+        return
+    deplines.write_groups(cols, order, cuts, lambda g, n, data: logs.add(jobs[g], n, data))
 
 
 def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
@@ -243,7 +285,7 @@ def _cross(
     thinks replayed on demand (demand.py): each slice's `thinks`; with
     `--group-commit join`, the writes that may join the write before them
     (groupcommit.py; `everys`: each slice's ids, its context's first): `joined`."""
-    cross: list[dict[int, Edge]] = [{} for _ in slices]
+    cross = [Edges.none() for _ in slices]
     thinks: list[dict[int, demand.Replaced]] = [{} for _ in slices]
     joined: list[dict[int, str]] = [{} for _ in slices]
     recs = [s.records for s in slices]
@@ -261,7 +303,7 @@ def _cross(
     gid = np.concatenate(ids)
     edge_j = np.full(n, -1, np.int64)
     edge_gap = np.zeros(n, np.int64)
-    kind = np.full(n, OWN, dtype=object)
+    kind = np.full(n, OWN, np.int8)
     c = crossedges.cross_edges(start, end, thread, stream, own)
     edge_j[c.i], edge_gap[c.i] = c.j, c.gap_ns
     kind[c.i] = np.where(c.long_think, LONG, EVIDENCE)
@@ -286,10 +328,13 @@ def _cross(
             edge_gap[i] = t
             if edge_j[i] < 0:
                 edge_j[i] = -2  # no edge: its own think replaced
-    for i in np.flatnonzero(edge_j != -1).tolist():
-        j = int(edge_j[i])
-        cross[int(which[i])][int(row[i])] = (int(gid[j]) if j >= 0 else -1, int(edge_gap[i]),
-                                             str(kind[i]))  # fmt: skip
+    sel = np.flatnonzero(edge_j != -1)
+    j = edge_j[sel]
+    jid = np.where(j >= 0, gid[np.maximum(j, 0)], -1)
+    at = which[sel]
+    for k in np.unique(at).tolist():
+        m = at == k
+        cross[k] = Edges(row[sel[m]], jid[m], edge_gap[sel[m]], kind[sel[m]])
     if opts.timing == "dependent" and opts.group_commit == "join":
         pred = np.concatenate([np.where(d.pred[d.first :] >= 0, e[np.maximum(d.pred[d.first :], 0)],
                                         -1) for d, e in zip(ds, everys, strict=True)])  # fmt: skip

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from replayer.plan.source import lane_actions
+from replayer.plan.source import ACTIONS, lane_action_codes
 
 MODES = ("join", "recorded")
 
@@ -63,7 +63,7 @@ class State:
 
 def _plain_writes(recs: list[np.ndarray]) -> np.ndarray:
     """Writes without FUA or a preflush (an ordering point stays where it was)."""
-    return np.concatenate([lane_actions(x) == "write" for x in recs])
+    return np.concatenate([lane_action_codes(x)[1] == ACTIONS.index("write") for x in recs])
 
 
 def _varied(
@@ -111,15 +111,17 @@ def joins(
     if not n:
         return {}
     waits = np.flatnonzero(edge_j >= 0)
-    st.awaited.update(thread[edge_j[waits]].tolist())
+    st.awaited.update(np.unique(thread[edge_j[waits]]).tolist())
     plain = _plain_writes(recs)
     dev = np.concatenate([x["dev"] for x in recs]).astype(np.int64)
     off = np.concatenate([x["offset"] for x in recs]).astype(np.int64)
     size = np.concatenate([x["bytes"] for x in recs]).astype(np.int64)
     stop = off + size
-    committers: dict[int, list[int]] = {}  # a write's row -> the rows waiting for it
-    for w, j in zip(waits.tolist(), edge_j[waits].tolist(), strict=True):
-        committers.setdefault(j, []).append(w)
+    # each awaited write's row (sorted) and the rows waiting for it: waiting[at[x]:at[x + 1]]
+    o = np.argsort(edge_j[waits], kind="stable")
+    waiting = waits[o]
+    awaited, at = np.unique(edge_j[waiting], return_index=True)
+    at = np.r_[at, len(waiting)]
     by = np.lexsort((start, thread))  # each thread's requests in issue order
     t_by = thread[by]
     first = np.r_[True, t_by[1:] != t_by[:-1]] if n else np.zeros(0, bool)
@@ -128,10 +130,11 @@ def joins(
     pos = np.empty(n, np.int64)
     pos[by] = np.arange(n)
     out: dict[int, str] = {}
-    for i in sorted(committers):  # the few awaited requests: Python from here
+    held = np.fromiter(st.awaited, np.int64, len(st.awaited))
+    may = plain[awaited] & varied[pos[awaited]] & np.isin(thread[awaited], held)
+    for x in np.flatnonzero(may).tolist():  # the few awaited plain writes: Python from here
+        i = int(awaited[x])
         t, k = int(thread[i]), int(pos[i])
-        if not (plain[i] and varied[k] and t in st.awaited):
-            continue
         if first[k]:
             prev = st.last.get(t)
         else:
@@ -139,7 +142,7 @@ def joins(
             prev = (0, bool(plain[p_]), int(dev[p_]), int(off[p_]), int(stop[p_]))
         if prev is None or not prev[1] or prev[2] != dev[i] or not prev[3] <= off[i] <= prev[4]:
             continue
-        ids = sorted({int(pred[w]) for w in committers[i]})
+        ids = np.unique(pred[waiting[at[x] : at[x + 1]]]).tolist()
         if ids[0] >= 0 and ids[-1] < gid[i]:
             out[i] = f" join {','.join(map(str, ids))}"
     for h, e in zip(heads.tolist(), tails.tolist(), strict=True):  # what the next chunk needs

@@ -149,17 +149,27 @@ def max_in_flight(r: np.ndarray, t_ns: np.ndarray) -> int:
     return max(1, int(np.cumsum(delta[order]).max()))
 
 
+ACTIONS = ["read", "write", "sync", "trim", "write+fua", "write+preflush", "write+preflush+fua"]
+
+
+def lane_action_codes(r: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """lane_actions as (ACTIONS, each request's index into it): no Python
+    string a request."""
+    op, flags = r["op"], r["flags"]
+    code = np.full(len(r), 1, np.int8)
+    code[op == OP["read"]] = 0
+    code[op == OP["flush"]] = 2
+    code[op == OP["discard"]] = 3
+    w = code == 1
+    fua, pre = w & ((flags & FUA) != 0), w & ((flags & PREFLUSH) != 0)
+    code[fua & ~pre] = 4
+    code[pre & ~fua] = 5
+    code[pre & fua] = 6
+    return ACTIONS, code
+
+
 def lane_actions(r: np.ndarray) -> np.ndarray:
     """Each request's iotape-lanes action (lanes.c): read, write, sync, trim or a
     write with +fua and/or +preflush."""
-    op, flags = r["op"], r["flags"]
-    names = np.full(len(r), "write", dtype=object)
-    names[op == OP["read"]] = "read"
-    names[op == OP["flush"]] = "sync"
-    names[op == OP["discard"]] = "trim"
-    w = names == "write"
-    fua, pre = w & ((flags & FUA) != 0), w & ((flags & PREFLUSH) != 0)
-    names[fua & ~pre] = "write+fua"
-    names[pre & ~fua] = "write+preflush"
-    names[pre & fua] = "write+preflush+fua"
-    return names
+    names, code = lane_action_codes(r)
+    return np.array(names, dtype=object)[code]
