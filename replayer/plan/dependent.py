@@ -31,6 +31,7 @@ writer's write that may go in the write before it once IDS have completed
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -421,9 +422,13 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     n = 0
     for src in inp.chunks():
         horizon = int(request_times(src.records).max(initial=0)) - queue_ns
-        lost.add(src.records, horizon)
+        # a trace held whole is its one chunk: no later one needs a context (but
+        # a slice's name that comes twice in it chains on)
+        last = isinstance(inp, sources.Whole)
+        lost.add(src.records, None if last else horizon)
         gs = groups if src is view else steps.groups(src, paths, storage)[0]
         slices = [s for g in gs for _, s in steps.slices(src, g, sc, lay, opts)]
+        twice = {k for k, v in Counter(s.name for s in slices).items() if v > 1}
         ids = _ids(slices, n)
         n += sum(len(s.records) for s in slices)
         sts, ds, befores = [], [], []
@@ -432,7 +437,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
             if st is None:
                 st = state[s.name] = SliceState(s.stream, len(state), deps.Chain(), deps.Tally())
             befores.append(st.chain.ctx.ids if st.chain.ctx is not None else sid[:0])
-            d = st.chain.add(s.records, sid, horizon)
+            d = st.chain.add(s.records, sid, None if last and s.name not in twice else horizon)
             st.tally.add(d)
             sts.append(st)
             ds.append(d)

@@ -231,25 +231,28 @@ def _chain(
 
 
 def _covers(
-    r: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray, first: int
-) -> list[tuple[int, int]]:
+    r: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray, first: int,
+    pred: np.ndarray,
+) -> list[tuple[int, int]]:  # fmt: skip
+    """(flush/FUA request, a write it waits for) pairs: for each submitter (in
+    label order), its latest write completed before the request's issue, where
+    that is not the request's own predecessor."""
     op, flags = r["op"], r["flags"]
     write = np.isin(op, WRITES)
     orders = (op == OP["flush"]) | (write & ((flags & (FUA | PREFLUSH)) != 0))
     orders[:first] = False
     who = np.flatnonzero(orders)
-    out: list[tuple[int, int]] = []
     if not len(who):
-        return out
-    for s in np.unique(sub).tolist():
+        return []
+    out_i, out_j = [], []
+    for s in np.unique(sub[write]).tolist():
         rows = np.flatnonzero(write & (sub == s))
-        if not len(rows):
-            continue
         w = latest_before(end, rows, start[who])
-        for i, j in zip(who.tolist(), w.tolist(), strict=True):
-            if j >= 0 and j != i and start[j] <= start[i]:
-                out.append((i, j))
-    return out
+        ok = (w >= 0) & (w != who) & (start[np.maximum(w, 0)] <= start[who])
+        ok &= w != pred[who]
+        out_i.append(who[ok])
+        out_j.append(w[ok])
+    return list(zip(np.concatenate(out_i).tolist(), np.concatenate(out_j).tolist(), strict=True))
 
 
 def _cross(
@@ -357,7 +360,7 @@ def infer(
         _chain(start, end, rows, pred, first)
     has = pred >= 0
     think = np.where(has, start - end[np.maximum(pred, 0)], 0)
-    covers = [(i, j) for i, j in _covers(r, start, end, sub, first) if j != pred[i]]
+    covers = _covers(r, start, end, sub, first, pred)
     cr = _cross(start, end, sub, think, has, first) if cross else None
     return Deps(key, sub, pred, np.maximum(think, 0), covers, depth, cr, start, end, first)
 
@@ -372,12 +375,16 @@ class Chain:
         self.key: str | None = None
         self.hist: dict[int, np.ndarray] = {}
 
-    def add(self, r: np.ndarray, ids: np.ndarray, horizon: int) -> Deps:
+    def add(self, r: np.ndarray, ids: np.ndarray, horizon: int | None) -> Deps:
         """The dependencies of the next chunk's records `r` (numbered `ids`),
         the context's requests first (Deps.first); `horizon`: the earliest
-        app-side issue (times()) a request of a later chunk can have."""
+        app-side issue (times()) a request of a later chunk can have (None: no
+        chunk follows, nothing kept for one)."""
         d = infer(r, self.cross, self.ctx, self.key, self.hist)
         self.key = d.key
+        if horizon is None:
+            self.ctx = None
+            return d
         if self.ctx is not None and d.first:
             r = _cat(self.ctx.rec, r)
             ids = np.concatenate([self.ctx.ids, ids])
@@ -444,7 +451,7 @@ class OtherStreams:
         self.chains: dict[int, Chain] = {}
         self.counts: dict[str, int] = {}
 
-    def add(self, r: np.ndarray, horizon: int) -> None:
+    def add(self, r: np.ndarray, horizon: int | None) -> None:
         for dev in np.unique(r["dev"]).tolist():
             rows = np.flatnonzero(r["dev"] == dev)
             chain = self.chains.setdefault(dev, Chain(cross=False))
