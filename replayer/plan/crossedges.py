@@ -252,38 +252,71 @@ def latest_of_others(
     p = rows[np.lexsort((rows, -tix[rows], end[rows]))]
     ep, tp = end[p], tix[p]
     m = len(p)
-    run = np.r_[True, tp[1:] != tp[:-1]] if m else np.zeros(0, bool)
-    # the position before the run of equal threads each position is in, and after it
-    prev = np.maximum.accumulate(np.where(run, np.arange(m), 0)) - 1
-    nxt = np.minimum.accumulate(np.where(np.r_[run[1:], True], np.arange(m), m)[::-1])[::-1] + 1
-    ahead = np.full(n, big, np.int64)
     if m and tp.max() >= 64:  # past a bit mask's threads (never in cross_edges)
         return _latest_of_others_slowly(start, end, tix, rows, np.arange(n), lead)
-    if lead and m:
-        q = np.searchsorted(ep, start, side="right")
-        q = np.where((q < m) & (tp[np.minimum(q, m - 1)] == tix), nxt[np.minimum(q, m - 1)], q)
-        at = q < m
-        ahead[at] = ep[q[at]] - start[at]
+    run = np.r_[True, tp[1:] != tp[:-1]] if m else np.zeros(0, bool)
+    # the position before the run of equal threads each position is in, and after it
+    prev = (np.maximum.accumulate(np.where(run, np.arange(m), 0)) - 1).astype(np.int32)
+    nxt = np.where(np.r_[run[1:], True], np.arange(m), m)
+    nxt = (np.minimum.accumulate(nxt[::-1])[::-1] + 1).astype(np.int32)
     out = np.full(n, -1, np.int64)
-    pos = np.searchsorted(ep, start, side="right") - 1
-    seen = np.zeros(n, np.uint64)  # threads whose latest failed (issued after i)
+    ahead = np.full(n, big, np.int64)
+    if not m:
+        return out, ahead
+    sorted_ = (p, ep, tp, prev, nxt)
+    # a block of requests at a time: what a request's search holds, held for a block
+    for b in range(0, n, QUERIES):
+        e = min(b + QUERIES, n)
+        if lead:
+            ahead[b:e] = _lead(sorted_, start[b:e], tix[b:e])
+        out[b:e] = _latest(sorted_, start, end, tix, rows, b, e)
+    return out, ahead
+
+
+QUERIES = 1 << 18  # requests searched at a time (latest_of_others)
+Sorted = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _lead(sorted_: Sorted, start: np.ndarray, tix: np.ndarray) -> np.ndarray:
+    """How soon after each issue (`start`, of thread `tix`) another thread's next
+    completion (of the merged rows) comes; int64 max: none."""
+    p, ep, tp, _, nxt = sorted_
+    m = len(p)
+    q = np.searchsorted(ep, start, side="right")
+    qc = np.minimum(q, m - 1)
+    q = np.where((q < m) & (tp[qc] == tix), nxt[qc], q)
+    return np.where(q < m, ep[np.minimum(q, m - 1)] - start, np.iinfo(np.int64).max)
+
+
+def _latest(
+    sorted_: Sorted, start: np.ndarray, end: np.ndarray, tix: np.ndarray, rows: np.ndarray,
+    b: int, e: int,
+) -> np.ndarray:  # fmt: skip
+    """latest_of_others' rows for requests b..e: a step back at a time from
+    each one's search (a run of its own thread's at once), ROUNDS of them, and
+    what is left thread by thread."""
+    p, ep, tp, prev, _ = sorted_
+    s, t = start[b:e], tix[b:e]
+    out = np.full(e - b, -1, np.int64)
+    pos = np.searchsorted(ep, s, side="right") - 1
+    seen = np.zeros(e - b, np.uint64)  # threads whose latest failed (issued after i)
     live = np.flatnonzero(pos >= 0)
     for _ in range(ROUNDS):
         if not len(live):
             break
         c = p[pos[live]]
         tc = tp[pos[live]].astype(np.uint64)
-        mine = tc == tix[live]
+        mine = tc == t[live]
         skip = mine | ((seen[live] >> tc) & np.uint64(1)).astype(bool)
-        good = ~skip & (start[c] < start[live]) & (c != live)
+        good = ~skip & (start[c] < s[live]) & (c != live + b)
         out[live[good]] = c[good]
         bad = ~skip & ~good
         seen[live[bad]] |= np.uint64(1) << tc[bad]
         pos[live] = np.where(mine, prev[pos[live]], pos[live] - 1)
         live = live[~good & (pos[live] >= 0)]
     if len(live):
-        out[live] = _latest_of_others_slowly(start, end, tix, rows, live, False)[0]
-    return out, ahead
+        out[live] = _latest_of_others_slowly(start, end, tix, rows, live + b, False)[0]
+    return out
 
 
 def _latest_of_others_slowly(

@@ -108,12 +108,15 @@ class Context:
     ids: np.ndarray  # their ids in the plan
 
     @staticmethod
-    def keep(rec: np.ndarray, end: np.ndarray, sub: np.ndarray, ids: np.ndarray,
-             horizon: int) -> Context:  # fmt: skip
+    def keep(parts: tuple[np.ndarray, np.ndarray], end: np.ndarray, sub: np.ndarray,
+             ids: np.ndarray, horizon: int) -> Context:  # fmt: skip
+        """Of the records `parts` (the context's, then the chunk's: not joined,
+        a copy of the chunk less)."""
+        before, rec = parts
         keep = end > horizon
         done = np.flatnonzero(~keep)
-        write = np.isin(rec["op"], WRITES)
-        for m in (np.ones(len(rec), bool), write):
+        write = np.isin(np.concatenate([before["op"], rec["op"]]), WRITES)
+        for m in (np.ones(len(write), bool), write):
             rows = done[m[done]]
             if not len(rows):
                 continue
@@ -122,7 +125,8 @@ class Context:
             last = np.append(sub[o][1:] != sub[o][:-1], True)
             keep[o[last]] = True
         k = np.flatnonzero(keep)
-        return Context(rec[k], end[k], ids[k])
+        n = len(before)
+        return Context(_cat(before[k[k < n]], rec[k[k >= n] - n]), end[k], ids[k])
 
 
 WRITES = [OP["write"], OP["write-zeroes"]]
@@ -147,9 +151,13 @@ def times(r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def submitter_key(r: np.ndarray) -> str:
     """What a submitter is in these records: the thread, else the process, else
     the whole stream."""
-    if (r["tid"] > 0).all():
+    return _key(r["tid"], r["pid"])
+
+
+def _key(tid: np.ndarray, pid: np.ndarray) -> str:
+    if (tid > 0).all():
         return "tid"
-    if (r["pid"] > 0).all():
+    if (pid > 0).all():
         return "pid"
     return "stream"
 
@@ -231,13 +239,12 @@ def _chain(
 
 
 def _covers(
-    r: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray, first: int,
-    pred: np.ndarray,
+    op: np.ndarray, flags: np.ndarray, start: np.ndarray, end: np.ndarray, sub: np.ndarray,
+    first: int, pred: np.ndarray,
 ) -> list[tuple[int, int]]:  # fmt: skip
     """(flush/FUA request, a write it waits for) pairs: for each submitter (in
     label order), its latest write completed before the request's issue, where
     that is not the request's own predecessor."""
-    op, flags = r["op"], r["flags"]
     write = np.isin(op, WRITES)
     orders = (op == OP["flush"]) | (write & ((flags & (FUA | PREFLUSH)) != 0))
     orders[:first] = False
@@ -339,16 +346,27 @@ def infer(
     submitter's in-flight counts so far (added to): the depth is the whole
     trace's so far."""
     first = len(ctx.rec) if ctx is not None else 0
+    # the context's records and the chunk's, field by field (not joined: a copy
+    # of the chunk's records less)
+    parts = [ctx.rec, r] if ctx is not None and first else [r]
+
+    def col(f: str) -> np.ndarray:
+        return np.concatenate([x[f] for x in parts]) if len(parts) > 1 else r[f]
+
     if ctx is not None and first:
-        r = _cat(ctx.rec, r)
-    start, end = times(r)
-    if ctx is not None and first:
+        ts = [times(x) for x in parts]
+        start, end = np.concatenate([t[0] for t in ts]), np.concatenate([t[1] for t in ts])
         end[:first] = ctx.end
-    key, sub = submitters(r, key)
-    pred = np.full(len(r), -1, np.int64)
+    else:
+        start, end = times(r)
+    n = len(start)
+    key = key or _key(col("tid"), col("pid"))
+    sub = np.zeros(n, np.int64) if key == "stream" else col(key).astype(np.int64)
+    pred = np.full(n, -1, np.int64)
     hist = {} if hist is None else hist
     depth: dict[int, int] = {}
-    unseen = (r["flags"] & UNSEEN) != 0
+    flags = col("flags")
+    unseen = (flags & UNSEEN) != 0
     for s in np.unique(sub).tolist():
         rows = np.flatnonzero(sub == s)
         seen = rows[~unseen[rows]]
@@ -360,7 +378,7 @@ def infer(
         _chain(start, end, rows, pred, first)
     has = pred >= 0
     think = np.where(has, start - end[np.maximum(pred, 0)], 0)
-    covers = _covers(r, start, end, sub, first, pred)
+    covers = _covers(col("op"), flags, start, end, sub, first, pred)
     cr = _cross(start, end, sub, think, has, first) if cross else None
     return Deps(key, sub, pred, np.maximum(think, 0), covers, depth, cr, start, end, first)
 
@@ -385,10 +403,11 @@ class Chain:
         if horizon is None:
             self.ctx = None
             return d
+        before = r[:0]
         if self.ctx is not None and d.first:
-            r = _cat(self.ctx.rec, r)
+            before = self.ctx.rec
             ids = np.concatenate([self.ctx.ids, ids])
-        self.ctx = Context.keep(r, d.end, d.submitter, ids, horizon)
+        self.ctx = Context.keep((before, r), d.end, d.submitter, ids, horizon)
         return d
 
 
@@ -456,8 +475,10 @@ class OtherStreams:
             rows = np.flatnonzero(r["dev"] == dev)
             chain = self.chains.setdefault(dev, Chain(cross=False))
             ctx = chain.ctx.rec["stream"] if chain.ctx is not None else r["stream"][:0]
-            d = chain.add(r[rows], np.zeros(len(rows), np.int64), horizon)
-            sid = np.concatenate([ctx, r["stream"][rows]])
+            # one device's records: not copied where they are all of them
+            mine = r if len(rows) == len(r) else r[rows]
+            d = chain.add(mine, np.zeros(len(rows), np.int64), horizon)
+            sid = np.concatenate([ctx, mine["stream"]])
             has = d.pred >= 0
             other = has & (sid[np.maximum(d.pred, 0)] != sid)
             other[: d.first] = False
