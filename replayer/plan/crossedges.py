@@ -101,11 +101,12 @@ def cross_edges(
     span = max(int(end.max() - start.min()), 1)
     window = np.minimum(own, window_ns)
     streams = np.unique(stream).tolist()
-    mine = clocked(start, thread)
+    th = Threads.of(start, thread)
+    mine = th.regular[th.tix]
     best = np.full(n, big, np.int64)
     best_j = np.full(n, -1, np.int64)
     pairs: dict[tuple[int, int], tuple[int, int, int]] = {}
-    tix = np.unique(thread, return_inverse=True)[1].reshape(n)
+    tix = th.tix
     for t in streams:
         # per request, another thread's latest T completion before its issue (of
         # one finished before it was issued: that thread's latest or none) and
@@ -135,7 +136,7 @@ def cross_edges(
                 best = np.where(take, gap, best)
                 best_j = np.where(take, gj, best_j)
     evident = best_j >= 0
-    _long_think(start, end, thread, own, best, best_j)
+    _long_think(start, end, th, own, best, best_j)
     has = best_j >= 0
     return Cross(np.flatnonzero(has), best_j[has], best[has], pairs, ~evident[has])
 
@@ -148,7 +149,7 @@ def ordered(after: int, before: int) -> bool:
 
 
 def _long_think(
-    start: np.ndarray, end: np.ndarray, thread: np.ndarray, own: np.ndarray,
+    start: np.ndarray, end: np.ndarray, th: Threads, own: np.ndarray,
     best: np.ndarray, best_j: np.ndarray,
 ) -> None:  # fmt: skip
     """Edges (into best/best_j, where the evidence gave none) for the think times
@@ -164,32 +165,31 @@ def _long_think(
     chunks judges each thread by the chunk's requests (as the evidence is counted)."""
     big = np.iinfo(np.int64).max
     keep = np.zeros(len(start), bool)  # threads whose long thinks keep their time
-    threads, tix = np.unique(thread, return_inverse=True)
-    tix = tix.reshape(len(start))
-    pacer = np.zeros(len(threads), bool)
-    for x, u in enumerate(threads.tolist()):
-        rows = np.flatnonzero(thread == u)
-        keep[rows] = not waits_long(start[rows], own[rows])
+    pacer = np.zeros(len(th.rows), bool)
+    for x, rows in enumerate(th.rows):
+        regular = bool(th.regular[x])
+        keep[rows] = not waits_long(start[rows], own[rows], regular)
         # a thread that mostly thinks long: its completions wake nobody
-        pacer[x] = paces(start[rows], own[rows])
-    gj, _ = latest_of_others(start, end, tix, np.flatnonzero(pacer[tix]), False)
+        pacer[x] = paces(start[rows], own[rows], regular)
+    gj, _ = latest_of_others(start, end, th.tix, np.flatnonzero(pacer[th.tix]), False)
     gap = np.where(gj >= 0, start - end[np.maximum(gj, 0)], big)
     take = (best_j < 0) & ~keep & (own > LONG_THINK_NS) & (gap < own)
     best[take] = gap[take]
     best_j[take] = gj[take]
 
 
-def paces(issues: np.ndarray, own: np.ndarray) -> bool:
+def paces(issues: np.ndarray, own: np.ndarray, regular: bool | None = None) -> bool:
     """Whether a thread's completions may be what another waited for: an
     I/O-bound thread (median think under LONG_THINK_NS), not on its own clock
-    (periodic). A thread that mostly thinks long wakes nobody by its I/O."""
+    (periodic; `regular`: its answer where known). A thread that mostly thinks
+    long wakes nobody by its I/O."""
     mine = own[own < np.iinfo(np.int64).max]
     if not len(mine) or np.median(mine) > LONG_THINK_NS:
         return False
-    return not periodic(issues)
+    return not (periodic(issues) if regular is None else regular)
 
 
-def waits_long(issues: np.ndarray, own: np.ndarray) -> bool:
+def waits_long(issues: np.ndarray, own: np.ndarray, regular: bool | None = None) -> bool:
     """Whether a thread (its requests' issues and own think times, int64 max
     without a predecessor) waits long for other threads' events: not on its own
     clock (periodic) and with at least LONG_SHARE of its think times over
@@ -197,8 +197,9 @@ def waits_long(issues: np.ndarray, own: np.ndarray) -> bool:
     Fewer are the host's stalls. The first counts: a thread of few requests (the
     engine's log pre-formatter, 11 in an 8 s HDD-like trace: one long think and
     its start 0.5 s in) would otherwise keep its start as recorded, and the log
-    writer that waits for its file with it (0.5 s of a 0.67 s critical path)."""
-    if not len(own) or periodic(issues):
+    writer that waits for its file with it (0.5 s of a 0.67 s critical path).
+    `regular`: periodic's answer where known."""
+    if not len(own) or (periodic(issues) if regular is None else regular):
         return False
     return bool(np.mean(own > LONG_THINK_NS) >= LONG_SHARE)
 
@@ -214,11 +215,27 @@ def clocked(start: np.ndarray, thread: np.ndarray) -> np.ndarray:
     is lost: work the clocked thread caused in another thread (those writes) is
     replayed without waiting for it, and as often as recorded, where a faster
     run would have done less of it in its shorter time."""
-    out = np.zeros(len(start), bool)
-    for u in np.unique(thread).tolist():
-        rows = np.flatnonzero(thread == u)
-        out[rows] = periodic(start[rows])
-    return out
+    th = Threads.of(start, thread)
+    return th.regular[th.tix]
+
+
+@dataclass
+class Threads:
+    """A plan's threads: each request's (`tix`, 0.. in the order of their
+    labels), each one's rows (ascending) and whether it is on its own clock."""
+
+    tix: np.ndarray
+    rows: list[np.ndarray]
+    regular: np.ndarray  # per thread: periodic
+
+    @staticmethod
+    def of(start: np.ndarray, thread: np.ndarray) -> Threads:
+        labels = np.unique(thread)
+        tix = np.searchsorted(labels, thread)
+        # one sort for every thread's rows, not a scan of every request a thread
+        by = np.argsort(tix, kind="stable")
+        rows = np.split(by, np.searchsorted(tix[by], np.arange(1, len(labels))))
+        return Threads(tix, rows, np.array([periodic(start[r]) for r in rows], bool))
 
 
 def periodic(issues: np.ndarray) -> bool:
@@ -226,7 +243,7 @@ def periodic(issues: np.ndarray) -> bool:
     range of the gaps between them under PERIODIC_CV of their median; one late
     issue does not undo it): a thread paced by its own clock, not by the I/O it
     waits for."""
-    g = np.diff(np.sort(issues))
+    g = np.diff(np.sort(issues, kind="stable"))  # a merge sort: issues come nearly in order
     g = g[g > 0]
     if len(g) < 3:
         return False
