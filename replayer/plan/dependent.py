@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +43,6 @@ from replayer.plan import (
     crossedges,
     demand,
     depjobfile,
-    deplines,
     deps,
     groupcommit,
     iolog,
@@ -59,6 +58,9 @@ from replayer.plan import (
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import OP, lane_action_codes, request_times
+
+if TYPE_CHECKING:
+    from replayer.plan import deplines
 
 HEADER = "iotape dependent log 1"
 RUNNER = "iotape-lanes"
@@ -162,6 +164,10 @@ def _slice_jobs(
     demand.py. `split`: each think less its run-queue wait (--run-queue net:
     schedsplit.py); `cal`: short thinks at the target's CPU (--think-calibrate:
     thinkcal.py); `joined`: group commit's clauses (groupcommit.py)."""
+    # pyarrow only where a dependent plan is made: build.py, which every plan
+    # imports, imports this module (~35 MiB and 0.1 s a recorded plan would pay)
+    from replayer.plan import deplines
+
     r = s.records
     k = d.first
     every = np.concatenate([before, ids])
@@ -252,6 +258,8 @@ def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: 
         for g, job in enumerate(jobs):
             logs.add(job, int(cuts[g + 1] - cuts[g]))
         return
+    from replayer.plan import deplines  # as in _slice_jobs
+
     deplines.write_groups(cols, order, cuts, lambda g, n, data: logs.add(jobs[g], n, data))
 
 
