@@ -40,8 +40,8 @@ import numpy as np
 
 from base.errors import IotapeError
 from replayer.plan import (
-    crossedges,
     demand,
+    depcross,
     depjobfile,
     deps,
     groupcommit,
@@ -55,6 +55,7 @@ from replayer.plan import (
     wakeedges,
     write,
 )
+from replayer.plan.depcross import LONG, WAKE, Edges
 from replayer.plan.model import Manifest, PlanResult, Slice
 from replayer.plan.options import PlanOptions
 from replayer.plan.source import OP, lane_action_codes, request_times
@@ -122,32 +123,6 @@ class Logs:
                 iolog.check_filename(job.target)
                 f.write(f"{HEADER}\nopen {job.target}\n".encode())
             f.write(data)
-
-
-# where a cross-thread edge came from (Edges.kind's codes); OWN: none (the
-# request's own think replaced)
-WAKE, LONG, EVIDENCE, DEMAND, OWN = range(5)
-
-
-@dataclass
-class Edges:
-    """A chunk's cross-thread edges of one slice: its row `rows` waits also for
-    the request of id `j` (-1: for nothing more than before, its think time
-    replaced), `gap` ns after its completion; `kind`: where the edge came from."""
-
-    rows: np.ndarray
-    j: np.ndarray
-    gap: np.ndarray
-    kind: np.ndarray
-
-    @staticmethod
-    def none() -> Edges:
-        e = np.empty(0, np.int64)
-        return Edges(e, e, e, np.empty(0, np.int8))
-
-
-# _cross's: each slice's cross-thread edges, long thinks on demand, group commit's clauses
-Crossed = tuple[list[Edges], list[dict[int, "demand.Replaced"]], list[dict[int, str]]]
 
 
 def _slice_jobs(
@@ -280,78 +255,6 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
     return [gid[cuts[k] : cuts[k + 1]] for k in range(len(slices))]
 
 
-def _cross(
-    slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
-    traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions, gc: groupcommit.State,
-    everys: list[np.ndarray],
-) -> Crossed:  # fmt: skip
-    """Each slice's cross-thread edges among a chunk's requests: from the trace's
-    wake records where it has them (wakeedges.wake_edges), else inferred
-    (crossedges.cross_edges); only where each request of the chunk is in one slice
-    (no copies: a copy's threads are the original's) and the trace has threads. A
-    trace read in chunks finds no edge to a request of an earlier chunk (a few at
-    each seam). Then, with `--long-thinks demand` (a dependent plan), the long
-    thinks replayed on demand (demand.py): each slice's `thinks`; with
-    `--group-commit join`, the writes that may join the write before them
-    (groupcommit.py; `everys`: each slice's ids, its context's first): `joined`."""
-    cross = [Edges.none() for _ in slices]
-    thinks: list[dict[int, demand.Replaced]] = [{} for _ in slices]
-    joined: list[dict[int, str]] = [{} for _ in slices]
-    recs = [s.records for s in slices]
-    n = sum(len(r) for r in recs)
-    if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
-        return cross, thinks, joined
-    start = np.concatenate([deps.times(r)[0] for r in recs])
-    end = np.concatenate([deps.times(r)[1] for r in recs])
-    big = np.iinfo(np.int64).max
-    own = np.concatenate([np.where(d.pred[d.first :] >= 0, d.think_ns[d.first :], big) for d in ds])
-    thread = np.concatenate([r["tid"].astype(np.int64) for r in recs])
-    which = np.concatenate([np.full(len(r), k) for k, r in enumerate(recs)])
-    stream = np.asarray(numbers)[which]
-    row = np.concatenate([np.arange(len(r)) for r in recs])
-    gid = np.concatenate(ids)
-    edge_j = np.full(n, -1, np.int64)
-    edge_gap = np.zeros(n, np.int64)
-    kind = np.full(n, OWN, np.int8)
-    c = crossedges.cross_edges(start, end, thread, stream, own)
-    edge_j[c.i], edge_gap[c.i] = c.j, c.gap_ns
-    kind[c.i] = np.where(c.long_think, LONG, EVIDENCE)
-    if wakes is not None:
-        # exact where the trace says who woke the thread: in place of an inferred edge
-        w = wakeedges.wake_edges(start, end, thread, own, wakes)
-        # a thread on its own clock sets no other's pace (crossedges.clocked)
-        mine = crossedges.clocked(start, thread)
-        k = ~mine[w.i] & ~mine[w.j]
-        edge_j[w.i[k]], edge_gap[w.i[k]], kind[w.i[k]] = w.j[k], w.gap_ns[k], WAKE
-    if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
-        # only with wake records: without, a wait a wake ended and one a timer
-        # ended look alike (demand.py)
-        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
-        got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
-        for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):
-            e = int(edge_j[i])
-            bound = (int(gid[e]) if e >= 0 else -1, int(edge_gap[i])) if j not in (-1, e) else None
-            thinks[int(which[i])][int(row[i])] = (int(was), int(t), bool(woken), bound)
-            if j >= 0:
-                edge_j[i], kind[i] = j, DEMAND
-            edge_gap[i] = t
-            if edge_j[i] < 0:
-                edge_j[i] = -2  # no edge: its own think replaced
-    sel = np.flatnonzero(edge_j != -1)
-    j = edge_j[sel]
-    jid = np.where(j >= 0, gid[np.maximum(j, 0)], -1)
-    at = which[sel]
-    for k in np.unique(at).tolist():
-        m = at == k
-        cross[k] = Edges(row[sel[m]], jid[m], edge_gap[sel[m]], kind[sel[m]])
-    if opts.timing == "dependent" and opts.group_commit == "join":
-        pred = np.concatenate([np.where(d.pred[d.first :] >= 0, e[np.maximum(d.pred[d.first :], 0)],
-                                        -1) for d, e in zip(ds, everys, strict=True)])  # fmt: skip
-        for i, how in groupcommit.joins(gc, recs, start, thread, gid, pred, edge_j).items():
-            joined[int(which[i])][int(row[i])] = how
-    return cross, thinks, joined
-
-
 def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
     """plan.json's word on a slice's long thinks replayed on demand (demand.py)."""
     if opts.timing != "dependent":
@@ -436,41 +339,20 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         lost.add(src.records, None if last else horizon)
         gs = groups if src is view else steps.groups(src, paths, storage)[0]
         slices = [s for g in gs for _, s in steps.slices(src, g, sc, lay, opts)]
-        twice = {k for k, v in Counter(s.name for s in slices).items() if v > 1}
         ids = _ids(slices, n)
         n += sum(len(s.records) for s in slices)
-        sts, ds, befores = [], [], []
-        for s, sid in zip(slices, ids, strict=True):
-            st = state.get(s.name)
-            if st is None:
-                st = state[s.name] = SliceState(s.stream, len(state), deps.Chain(), deps.Tally())
-            befores.append(st.chain.ctx.ids if st.chain.ctx is not None else sid[:0])
-            d = st.chain.add(s.records, sid, None if last and s.name not in twice else horizon)
-            st.tally.add(d)
-            sts.append(st)
-            ds.append(d)
+        sts, ds, befores = _infer(slices, ids, state, horizon, last)
         numbers = [st.number for st in sts]
         everys = [np.concatenate([b, i]) for b, i in zip(befores, ids, strict=True)]
-        cross, thinks, joined = _cross(
+        cross, thinks, joined = depcross.cross(
             slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys
         )
-        for k, s in enumerate(slices):
-            _slice_jobs(
-                s,
-                sts[k],
-                ds[k],
-                ids[k],
-                befores[k],
-                cross[k],
-                opts,
-                logs,
-                thinks[k],
-                split,
-                cal,
-                joined[k],
-            )
-            end = int((s.offset + s.base + s.nbytes).max(initial=0))
-            reach[s.target] = max(reach.get(s.target, 0), end)
+        for k in range(len(slices)):
+            _slice_jobs(slices[k], sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs,
+                        thinks[k], split, cal, joined[k])  # fmt: skip
+        _reach(reach, slices)
+        # what this chunk held goes before the next is read, not at once with it
+        del src, gs, slices, ids, ds, befores, everys, cross, thinks, joined
     summaries = [
         _summary(name, st, lost.counts.get(st.stream, 0), opts, wakes is not None,
                  split is not None, cal is not None)
@@ -480,6 +362,34 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         cal.check()
     moved = mapping.record(groups, lay, sc, opts.remap)
     return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp, moved)
+
+
+def _reach(reach: dict[str, int], slices: list[Slice]) -> None:
+    """Each target's furthest byte so far (into `reach`)."""
+    for s in slices:
+        reach[s.target] = max(reach.get(s.target, 0), int((s.offset + s.base + s.nbytes).max(
+            initial=0)))  # fmt: skip
+
+
+def _infer(
+    slices: list[Slice], ids: list[np.ndarray], state: dict[str, SliceState], horizon: int,
+    last: bool,
+) -> tuple[list[SliceState], list[deps.Deps], list[np.ndarray]]:  # fmt: skip
+    """Each slice's dependencies in a chunk (its state, first seen, made), and the
+    ids of its context's requests. `last`: no chunk follows (a trace held whole),
+    no context kept for one, but for a name that comes twice in the chunk."""
+    twice = {k for k, v in Counter(s.name for s in slices).items() if v > 1}
+    sts, ds, befores = [], [], []
+    for s, sid in zip(slices, ids, strict=True):
+        st = state.get(s.name)
+        if st is None:
+            st = state[s.name] = SliceState(s.stream, len(state), deps.Chain(), deps.Tally())
+        befores.append(st.chain.ctx.ids if st.chain.ctx is not None else sid[:0])
+        d = st.chain.add(s.records, sid, None if last and s.name not in twice else horizon)
+        st.tally.add(d)
+        sts.append(st)
+        ds.append(d)
+    return sts, ds, befores
 
 
 def _finish(

@@ -14,7 +14,7 @@ from test_replay_dependent_chunks import _mixed
 from trace_helpers import header
 
 from recorder.tracefile import TraceWriter
-from replayer.plan import crossedges, deplines, deps
+from replayer.plan import crossedges, deplines, nearest
 from replayer.plan.build import PlanOptions, plan
 
 BIG = np.iinfo(np.int64).max
@@ -77,12 +77,12 @@ def test_the_nearest_other_submitters_completions_are_the_per_submitter_answer()
     for _ in range(40):
         n = int(rng.integers(2, 60))
         start, end, tix = _random(rng, n, int(rng.integers(2, 5)))
-        nearest, lead = deps._others_around(start, end, tix)
+        near, lead = nearest.others_around(start, end, tix)
         for i in range(n):
             other = tix != tix[i]
             before = end[other & (end <= start[i])]
             after = end[other & (end > start[i])]
-            assert nearest[i] == (start[i] - before.max() if len(before) else BIG)
+            assert near[i] == (start[i] - before.max() if len(before) else BIG)
             assert lead[i] == (after.min() - start[i] if len(after) else BIG)
 
 
