@@ -153,8 +153,9 @@ ACTIONS = ["read", "write", "sync", "trim", "write+fua", "write+preflush", "writ
 
 
 def lane_action_codes(r: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """lane_actions as (ACTIONS, each request's index into it): no Python
-    string a request."""
+    """Each request's iotape-lanes action (lanes.c): read, write, sync, trim or a
+    write with +fua and/or +preflush, as (ACTIONS, its index into them): no
+    Python string a request."""
     op, flags = r["op"], r["flags"]
     code = np.full(len(r), 1, np.int8)
     code[op == OP["read"]] = 0
@@ -166,10 +167,3 @@ def lane_action_codes(r: np.ndarray) -> tuple[list[str], np.ndarray]:
     code[pre & ~fua] = 5
     code[pre & fua] = 6
     return ACTIONS, code
-
-
-def lane_actions(r: np.ndarray) -> np.ndarray:
-    """Each request's iotape-lanes action (lanes.c): read, write, sync, trim or a
-    write with +fua and/or +preflush."""
-    names, code = lane_action_codes(r)
-    return np.array(names, dtype=object)[code]
