@@ -133,8 +133,10 @@ def cross_edges(
                 )
             if found:
                 take = cand & m & (gap < best)
-                best = np.where(take, gap, best)
-                best_j = np.where(take, gj, best_j)
+                best[take] = gap[take]
+                best_j[take] = gj[take]
+        # this stream's arrays go before the next stream's search makes its own
+        del gj, lead, gap, cand, mirror
     evident = best_j >= 0
     _long_think(start, end, th, own, best, best_j)
     has = best_j >= 0

@@ -60,8 +60,9 @@ def cross(
     n = sum(len(r) for r in recs)
     if not n or n != traced or not all((r["tid"] > 0).all() for r in recs):
         return cross, thinks, joined
-    start = np.concatenate([deps.times(r)[0] for r in recs])
-    end = np.concatenate([deps.times(r)[1] for r in recs])
+    ts = [deps.times(r) for r in recs]
+    start, end = np.concatenate([t[0] for t in ts]), np.concatenate([t[1] for t in ts])
+    del ts
     big = np.iinfo(np.int64).max
     own = np.concatenate([np.where(d.pred[d.first :] >= 0, d.think_ns[d.first :], big) for d in ds])
     thread = np.concatenate([r["tid"].astype(np.int64) for r in recs])
