@@ -232,7 +232,7 @@ def _ids(slices: list[Slice], first_id: int) -> list[np.ndarray]:
 def _cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
     traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions, gc: groupcommit.State,
-    everys: list[np.ndarray],
+    everys: list[np.ndarray], split: schedsplit.SchedSplit | None = None,
 ) -> Crossed:  # fmt: skip
     """Each slice's cross-thread edges among a chunk's requests: from the trace's
     wake records where it has them (wakeedges.wake_edges), else inferred
@@ -275,7 +275,9 @@ def _cross(
     if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
         # only with wake records: without, a wait a wake ended and one a timer
         # ended look alike (demand.py)
-        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
+        # its sched records tell a timer's rest from CPU time (demand.py)
+        runs = np.concatenate([split.runs_of(r) for r in recs]) if split is not None else None
+        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes, runs)
         got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
         for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):
             e = int(edge_j[i])
@@ -366,7 +368,10 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
     net = opts.timing == "dependent" and opts.run_queue == "net"
-    split = schedsplit.read_split(str(opts.trace)) if net else None
+    on_demand = opts.timing == "dependent" and opts.long_thinks == "demand"
+    # demand.py tells a timer's rest by the sched records, whatever --run-queue says
+    sched = schedsplit.read_split(str(opts.trace)) if net or on_demand else None
+    split = sched if net else None
     cal = thinkcal.Calibration.read(str(opts.think_calibrate), str(opts.trace)) if (
         opts.think_calibrate) else None  # fmt: skip
     logs = Logs(tmp / "iologs" if tmp is not None else None)
@@ -394,7 +399,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         numbers = [st.number for st in sts]
         everys = [np.concatenate([b, i]) for b, i in zip(befores, ids, strict=True)]
         cross, thinks, joined = _cross(
-            slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys
+            slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys, sched
         )
         for k, s in enumerate(slices):
             _slice_jobs(
