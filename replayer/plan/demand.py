@@ -39,6 +39,21 @@ two (`or` in the job's log: dependent.py, replayer/src/deps.c). Without it, the
 requests so anchored went up to 0.8 ms later than with `--long-thinks
 recorded` on the critical path of kept HDD-like traces (docs/benchmarks.md).
 
+A timer's rest. The engine's log writer sets its lazy-flush timer when a lazy
+commit comes in while a write is in flight; when the write completes, it sleeps
+out what is left of the timer (0-12 ms on the HDD-like device: the timer less the
+write's own time), woken by the timer, by no submitter. So a think between the
+runner's spin line (thinkcal.LINE_NS) and LONG_THINK_NS of a thread that waits
+long is the same timer where nothing but its own predecessor anchors it, no wake
+by another submitter came since that completed, and the thread slept again after
+its wake-up (its sched record: more than one run on a CPU since its previous
+issue; one run is CPU time, kept as recorded): it becomes the thread's short
+think, as a poll above. Only with sched records (recorded with the wakes): without
+them a sleep and the thread's own CPU time look alike. On a kept 30,000-operation
+HDD-like trace the log writer had 673 such thinks, 0.71 s of the calibrated
+plan's 1.96 s critical path, where the engine's own run on the SSD-like device
+showed 9 (docs/benchmarks.md "A timer's rest").
+
 Only in a trace with wake records (`iotape record --wakes`): without them a wait
 that a wake ended and one that a timer ended look alike, and the plan keeps its
 long thinks as recorded. Every request still waits for its own predecessor
@@ -107,10 +122,13 @@ def demand_thinks(
     edge_j: np.ndarray,
     edge_gap: np.ndarray,
     wakes: Wakes,
+    runs: np.ndarray | None = None,
 ) -> Demand:
     """The long thinks replaced (module doc). Per request: `own`, its think after
     its own predecessor (int64 max without one); `edge_j`/`edge_gap`, the
-    cross-thread edge it has (-1 for none) and its think after it."""
+    cross-thread edge it has (-1 for none) and its think after it; `runs`, its
+    thread's runs on a CPU since its previous issue (schedsplit.py; -1 where it
+    has no sched record; None: no sched records, no timer's rest)."""
     n = len(start)
     think = np.where(edge_j >= 0, edge_gap, own)
     short = short_thinks(start, thread, own)
@@ -152,11 +170,17 @@ def demand_thinks(
     w = waiting & prompt & (edge_j >= 0) & (edge_j == jw) & (think > LONG_THINK_NS)
     w &= at - end[np.maximum(jw, 0)] > LONG_THINK_NS
     new_t[w] = sh_by[w] + (start - at)[w]
+    # a timer's rest: slept again after its wake-up, woken by no submitter
+    rest = np.zeros(n, bool)
+    if runs is not None:
+        rest = waiting & ~long & (edge_j < 0) & (at < 0) & (runs >= 2)
+        rest &= (own > thinkcal.LINE_NS) & (own <= LONG_THINK_NS)
+        new_t[rest] = sh[rest]
     # never later than recorded: the think from the new anchor (a demand wake's
     # waker, else the one it had) as the trace has it
     cap = np.where(d, np.minimum(own, start - end[np.maximum(jw, 0)]), think)
     new_t = np.minimum(new_t, cap)
-    done = (d | t | w) & (new_t < cap)
+    done = (d | t | w | rest) & (new_t < cap)
     i = np.flatnonzero(done)
     return Demand(i, new_j[i], new_t[i], cap[i], woken[i])
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replayer.plan import crossedges, demand, deps, groupcommit, wakeedges
+from replayer.plan import crossedges, demand, deps, groupcommit, schedsplit, wakeedges
 from replayer.plan.model import Slice
 from replayer.plan.options import PlanOptions
 
@@ -42,7 +42,7 @@ Crossed = tuple[list[Edges], list[dict[int, "demand.Replaced"]], list[dict[int, 
 def cross(
     slices: list[Slice], numbers: list[int], ds: list[deps.Deps], ids: list[np.ndarray],
     traced: int, wakes: wakeedges.Wakes | None, opts: PlanOptions, gc: groupcommit.State,
-    everys: list[np.ndarray],
+    everys: list[np.ndarray], split: schedsplit.SchedSplit | None = None,
 ) -> Crossed:  # fmt: skip
     """Each slice's cross-thread edges among a chunk's requests: from the trace's
     wake records where it has them (wakeedges.wake_edges), else inferred
@@ -86,7 +86,9 @@ def cross(
     if opts.timing == "dependent" and opts.long_thinks == "demand" and wakes is not None:
         # only with wake records: without, a wait a wake ended and one a timer
         # ended look alike (demand.py)
-        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes)
+        # its sched records (`split`) tell a timer's rest from CPU time (demand.py)
+        runs = np.concatenate([split.runs_of(r) for r in recs]) if split is not None else None
+        dm = demand.demand_thinks(start, end, thread, own, edge_j, edge_gap, wakes, runs)
         got = (dm.i, dm.j, dm.think_ns, dm.was_ns, dm.woken)
         for i, j, t, was, woken in zip(*(x.tolist() for x in got), strict=True):
             e = int(edge_j[i])

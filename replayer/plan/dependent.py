@@ -323,7 +323,10 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     lost = deps.OtherStreams(view.stream_name)
     wakes = wakeedges.read_wakes(str(opts.trace))
     net = opts.timing == "dependent" and opts.run_queue == "net"
-    split = schedsplit.read_split(str(opts.trace)) if net else None
+    on_demand = opts.timing == "dependent" and opts.long_thinks == "demand"
+    # demand.py tells a timer's rest by the sched records, whatever --run-queue says
+    sched = schedsplit.read_split(str(opts.trace)) if net or on_demand else None
+    split = sched if net else None
     cal = thinkcal.Calibration.read(str(opts.think_calibrate), str(opts.trace)) if (
         opts.think_calibrate) else None  # fmt: skip
     logs = Logs(tmp / "iologs" if tmp is not None else None)
@@ -345,7 +348,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         numbers = [st.number for st in sts]
         everys = [np.concatenate([b, i]) for b, i in zip(befores, ids, strict=True)]
         cross, thinks, joined = depcross.cross(
-            slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys
+            slices, numbers, ds, ids, len(src.records), wakes, opts, gc, everys, sched
         )
         for k in range(len(slices)):
             _slice_jobs(slices[k], sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs,

@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_wakeedges import FLUSHER, SESSION, _arrays, _req, _wake, _write
+from trace_helpers import DT, header
 
 from base.errors import IotapeError
-from recorder.tracefile.format import WAKE_OP
+from recorder.tracefile import write_trace
+from recorder.tracefile.format import SCHED_FIELDS, SCHED_OP, WAKE_OP
 from replayer.plan import crossedges, demand, wakeedges
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
@@ -114,6 +116,83 @@ def test_rare_long_thinks_are_the_hosts_stalls_and_keep_their_time() -> None:
     none = np.full(50, -1, np.int64)
     dm = demand.demand_thinks(start, end, tid, own, none, np.zeros(50, np.int64), NO_WAKES)
     assert len(dm.i) == 0
+
+
+def _rests() -> tuple[np.ndarray, ...]:
+    """A log writer (thread 2, 0.3 ms writes): every 5th think 4 ms (it waits
+    long), the others 60 us, but for 12 of 0.5-1.8 ms: 4 in which it slept again
+    (2 runs on a CPU since its previous issue: a timer's rest), 4 of CPU time (1
+    run), 4 it slept in but a session (thread 7) woke it 30 us before its issue."""
+    n = 60
+    own = np.full(n, 60_000, np.int64)
+    own[::5] = 4_000_000
+    own[0] = BIG
+    runs = np.ones(n, np.int64)
+    mid = [1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14]
+    own[mid] = np.linspace(500_000, 1_800_000, 12).astype(np.int64)
+    runs[mid[:4] + mid[8:]] = 2
+    start = 1_000_000 + np.cumsum(np.where(own < BIG, own, 0) + 300_000)
+    wakes = wakeedges.Wakes(start[mid[8:]] - 30_000, np.full(4, 2), np.full(4, 7))
+    return start, start + 300_000, np.full(n, 2, np.int64), own, runs, wakes, np.array(mid)
+
+
+def test_a_timers_rest_under_the_long_line_thinks_short_where_the_thread_slept() -> None:
+    start, end, tid, own, runs, wakes, mid = _rests()
+    assert crossedges.waits_long(start, own)
+    none = np.full(len(start), -1, np.int64)
+    zero = np.zeros(len(start), np.int64)
+    dm = demand.demand_thinks(start, end, tid, own, none, zero, wakes, runs)
+    rest = dm.i[own[dm.i] <= crossedges.LONG_THINK_NS]
+    # the slept ones no session woke; not the CPU time, not the woken ones
+    assert rest.tolist() == mid[:4].tolist()
+    short = demand.short_thinks(start, tid, own)[2]
+    assert short == 60_000 and (dm.think_ns[np.isin(dm.i, rest)] == short).all()
+    assert not dm.woken[np.isin(dm.i, rest)].any() and (dm.j[np.isin(dm.i, rest)] == -1).all()
+    # without sched records a sleep and CPU time look alike: kept as recorded
+    dm = demand.demand_thinks(start, end, tid, own, none, zero, wakes)
+    assert (own[dm.i] > crossedges.LONG_THINK_NS).all()
+    # nor in a thread that does not wait long (a fio job's 1 ms thinktime)
+    few = np.where(own == 4_000_000, 60_000, own)
+    assert not crossedges.waits_long(start, few)
+    dm = demand.demand_thinks(start, end, tid, few, none, zero, wakes, runs)
+    assert len(dm.i) == 0
+
+
+def test_a_plan_reads_the_sched_records_for_the_timers_rest(tmp_path: Path) -> None:
+    # the same log writer recorded with sched records (its runs on a CPU counted over
+    # its life) and its four wakes: a dependent plan thinks short after each timer's rest
+    start, _, _, own, runs, wakes, mid = _rests()
+    parts = []
+    for k in range(len(start)):
+        parts.append(_req(int(start[k]), 300_000, WRITER, "log-write", "write", k))
+        parts.append(_sched(int(start[k]), WRITER, int(runs[: k + 1].sum())))
+    parts += [_wake(int(t), SESSION, WRITER) for t in wakes.t_ns.tolist()]
+    r = np.zeros(len(parts), parts[0].dtype)
+    for i, x in enumerate(parts):
+        r[i] = x[0]
+    r = r[np.argsort(r["ts_complete_ns"], kind="stable")]
+    h = header()
+    h["devices"] = h["devices"][:1]
+    write_trace(tmp_path / "t.iot", h, r, wakes=True, sched=True)
+    thinks = {}
+    for how in ("demand", "recorded"):
+        jobdir, _ = _plan(tmp_path, r, how)
+        lines = _lines(jobdir).items()
+        thinks[how] = {off // 8192: int(t) for off, (_, t) in lines if t[0] != "@"}
+    for k in mid[:4].tolist():
+        assert thinks["recorded"][k] == round(own[k] / 1000) and thinks["demand"][k] == 60
+    for k in mid[4:].tolist():  # CPU time, or woken by the session: as recorded
+        assert thinks["demand"][k] == thinks["recorded"][k] == round(own[k] / 1000)
+
+
+def _sched(t: int, tid: int, runs: int) -> np.ndarray:
+    """A sched record of `tid` at its request's queue time `t`: `runs` on a CPU
+    over its life, no run-queue wait."""
+    x = np.zeros(1, DT)
+    x["ts_queue_ns"] = x["ts_issue_ns"] = x["ts_complete_ns"] = t
+    x["tid"], x["pid"], x["op"] = tid, 400, SCHED_OP
+    x[SCHED_FIELDS["runs"]] = runs
+    return x
 
 
 def test_a_threads_late_start_counts_towards_its_long_thinks() -> None:
