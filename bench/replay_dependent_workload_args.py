@@ -101,4 +101,42 @@ def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
         "the trace also with `--think-calibrate` it (judged first); 0: not",
     )
     ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        help="a kept calibration (recorded on the target with its wakes, as --calibrate-s "
+        "records one) instead of recording a new one: every invocation's rounds judge "
+        "the same plan; one --directions, the one it was recorded for",
+    )
     ap.add_argument("-o", "--output", type=Path, default=out)
+
+
+def check(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the options cannot be together, as one-line errors before anything runs."""
+    if args.trace and len(args.directions) != 1:
+        ap.error("--trace: give one --directions, the trace's")
+    if args.calibrate_s and not args.wakes:
+        ap.error("--calibrate-s: the calibration needs its sched records (--wakes)")
+    if args.calibration is None:
+        return
+    # A calibration is the target's: one direction's, and one plan for every round.
+    if args.calibrate_s:
+        ap.error("--calibration: give it or --calibrate-s, not both")
+    if len(args.directions) != 1:
+        ap.error("--calibration: give one --directions, the calibration's target's")
+    if not args.wakes:
+        ap.error("--calibration: the plan needs the trace's sched records (--wakes)")
+    if not args.calibration.is_file():
+        ap.error(f"--calibration: {args.calibration}: no such file")
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    """The dependent replays of a round, the judged one first: each --long-thinks with
+    each --run-queue (LT/RQ where the run queue is not just the default), and before
+    them, with a calibration (recorded or kept), the first one's plan calibrated."""
+    out = [
+        lt if args.run_queue == ["net"] else f"{lt}/{rq}"
+        for lt in args.long_thinks
+        for rq in args.run_queue
+    ]
+    return [CAL, *out] if args.calibrate_s or args.calibration else out
