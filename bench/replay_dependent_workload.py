@@ -71,7 +71,7 @@ from pathlib import Path
 import cpu_condition as cpu
 from dependent_critical_path import critical_path
 from hybrid_lab import HybridLab
-from replay_dependent_workload_args import CAL, check, parser, variants
+from replay_dependent_workload_args import CAL, check, parser, plain_variants, variants
 from replay_lab import ROOT, machine
 from workload_truth import zero_logs
 
@@ -166,11 +166,15 @@ def replay(
         "tx_iops": round(tx / span, 1) if span else None,
         "original_tx_iops": round(tx_o / span_o, 1) if span_o else None,
         "issued_before_predecessor": fid["issued_before_predecessor"],
+        # log writes taken into the write before them (group commit): the replay's
+        # count of log writes against the truth's
+        "group_commit_taken": fid.get("group_commit_taken"),
         "critical_path_tx_per_s": critical_path(jobdir, 20_000).get("tx_per_s"),
         "cpu": h.report(fid["overall"]["replay"]["requests"]),
         "streams": {
             k: {
                 "speed_up": v["speed_up"],
+                "requests": [v["original"]["requests"], v["replay"]["requests"]],
                 "p50_ms": [v["original"]["latency"]["p50_ms"], v["replay"]["latency"]["p50_ms"]],
             }
             for k, v in streams.items()
@@ -208,7 +212,7 @@ def _dependents(
 ) -> dict[str, dict]:
     """A round's dependent replays, one per variant (CAL: the first other variant's
     plan with --think-calibrate `cal`)."""
-    plain = [v for v in args.variants if v != CAL]
+    base = plain_variants(args)[0]  # the plan the calibrated one calibrates
     return {
         v: replay(
             trace,
@@ -216,7 +220,7 @@ def _dependents(
             work,
             label,
             "dependent",
-            plain[0] if v == CAL else v,
+            base if v == CAL else v,
             args.condition,
             cal if v == CAL else None,
         )
@@ -418,6 +422,7 @@ def measure(args: argparse.Namespace) -> dict:
         "long_thinks": args.long_thinks,
         "run_queue": args.run_queue,
         "variants": args.variants,
+        "peers": args.peers,
         "calibrate_s": args.calibrate_s,
         "calibration": str(args.calibration) if args.calibration else None,
         "trace": str(args.trace) if args.trace else None,

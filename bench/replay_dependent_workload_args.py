@@ -108,6 +108,14 @@ def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
         "records one) instead of recording a new one: every invocation's rounds judge "
         "the same plan; one --directions, the one it was recorded for",
     )
+    ap.add_argument(
+        "--peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replay the other variants beside the judged one each round (--no-peers: the "
+        "judged one and afap only; a long trace's replay lasts most of its recorded span, "
+        "its background streams being paced by their clock)",
+    )
     ap.add_argument("-o", "--output", type=Path, default=out)
 
 
@@ -130,13 +138,21 @@ def check(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(f"--calibration: {args.calibration}: no such file")
 
 
-def variants(args: argparse.Namespace) -> list[str]:
-    """The dependent replays of a round, the judged one first: each --long-thinks with
-    each --run-queue (LT/RQ where the run queue is not just the default), and before
-    them, with a calibration (recorded or kept), the first one's plan calibrated."""
-    out = [
+def plain_variants(args: argparse.Namespace) -> list[str]:
+    """Each --long-thinks with each --run-queue (LT/RQ where the run queue is not just
+    the default): the plans without a calibration, the first the calibrated one's."""
+    return [
         lt if args.run_queue == ["net"] else f"{lt}/{rq}"
         for lt in args.long_thinks
         for rq in args.run_queue
     ]
-    return [CAL, *out] if args.calibrate_s or args.calibration else out
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    """The dependent replays of a round, the judged one first: with a calibration
+    (recorded or kept), the first plain variant's plan calibrated, then the plain
+    ones as its peers; with --no-peers the judged one alone."""
+    out = plain_variants(args)
+    if args.calibrate_s or args.calibration:
+        out = [CAL, *out]
+    return out if args.peers else out[:1]

@@ -36,6 +36,11 @@ def test_a_kept_calibration_is_judged_first_like_a_recorded_one(tmp_path: Path) 
     assert variants(plain) == ["demand", "recorded"]
     _, recorded = _parse("--long-thinks", "demand", "--calibrate-s", "2")
     assert variants(recorded) == [CAL, "demand"]
+    # --no-peers: the judged one alone, calibrated or not
+    _, alone = _parse("--long-thinks", "demand,recorded", "--calibration", str(kept), "--no-peers")
+    assert variants(alone) == [CAL]
+    _, alone = _parse("--long-thinks", "recorded,demand", "--no-peers")
+    assert variants(alone) == ["recorded"]
 
     work = tmp_path / "work"
     work.mkdir()
@@ -81,3 +86,37 @@ def test_bad_options_stop_before_anything_runs(
     last = r.stderr.strip().splitlines()[-1]
     assert message.replace("NOPE", str(tmp_path / "NOPE")) in last, last
     assert not out.exists()  # nothing written
+
+
+def test_the_judged_replay_alone_plans_the_first_variant_calibrated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--no-peers: one replay a round, the first --long-thinks' plan with the
+    calibration (what a round with its peers judges too)."""
+    import replay_dependent_workload as bench
+
+    calls: list[tuple] = []
+
+    def fake(*a: object) -> dict:
+        calls.append(a)
+        return {"tx_iops": 1.0}
+
+    monkeypatch.setattr(bench, "replay", fake)
+    kept = tmp_path / "cal.iot"
+    kept.write_bytes(b"IOTAPE\r\n")
+    _, args = _parse("--directions", "hdd-ssd", "--long-thinks", "demand,recorded",
+                     "--calibration", str(kept), "--no-peers")  # fmt: skip
+    args.variants = variants(args)
+    got = bench._dependents(Path("t.iot"), "/dev/x", tmp_path, "l", kept, args)
+    assert list(got) == [CAL]
+    ((_, _, _, _, timing, variant, condition, cal),) = calls
+    assert (timing, variant, condition, cal) == ("dependent", "demand", "awake", kept)
+    # with its peers: the same calibrated plan first, then each plain one uncalibrated
+    calls.clear()
+    _, args = _parse("--directions", "hdd-ssd", "--long-thinks", "demand,recorded",
+                     "--calibration", str(kept))  # fmt: skip
+    args.variants = variants(args)
+    assert list(bench._dependents(Path("t.iot"), "/dev/x", tmp_path, "l", kept, args)) == [
+        CAL, "demand", "recorded"
+    ]  # fmt: skip
+    assert [(c[5], c[7]) for c in calls] == [("demand", kept), ("demand", None), ("recorded", None)]
