@@ -31,7 +31,28 @@ def parser(description: str, out: Path) -> argparse.ArgumentParser:
         "HDD-like device",
     )
     _runs(ap, out)
+    _calibrations(ap)
     return ap
+
+
+def _calibrations(ap: argparse.ArgumentParser) -> None:
+    """The options of the target's calibration: recorded each invocation, or kept."""
+    ap.add_argument(
+        "--calibrate-s",
+        type=float,
+        default=0,
+        help="per direction, record a short timed engine run of this many seconds on the "
+        "target (--calibrate-seed, with its wakes: a run apart from the truth) and replay "
+        "the trace also with `--think-calibrate` it (judged first); 0: not",
+    )
+    ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        help="a kept calibration (recorded on the target with its wakes, as --calibrate-s "
+        "records one) instead of recording a new one: every invocation's rounds judge "
+        "the same plan; one --directions, the one it was recorded for",
+    )
 
 
 def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
@@ -92,22 +113,6 @@ def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
     ap.add_argument("--condition", choices=cpu.CONDITIONS, default="awake",
                     help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
                     "the recording, the truths, the replays")  # fmt: skip
-    ap.add_argument(
-        "--calibrate-s",
-        type=float,
-        default=0,
-        help="per direction, record a short timed engine run of this many seconds on the "
-        "target (--calibrate-seed, with its wakes: a run apart from the truth) and replay "
-        "the trace also with `--think-calibrate` it (judged first); 0: not",
-    )
-    ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
-    ap.add_argument(
-        "--calibration",
-        type=Path,
-        help="a kept calibration (recorded on the target with its wakes, as --calibrate-s "
-        "records one) instead of recording a new one: every invocation's rounds judge "
-        "the same plan; one --directions, the one it was recorded for",
-    )
     ap.add_argument(
         "--peers",
         action=argparse.BooleanOptionalAction,
