@@ -46,6 +46,10 @@ and the error's range;
 each round replays the trace dependent with each of `--long-thinks`
 (demand,recorded: the first judged, the rest its peers on the same trace) and,
 onto the SSD-like device, afap. `--directions` picks hdd-ssd and/or ssd-hdd.
+With `--calibrate-s S`, a short timed run of the engine on the target is recorded
+per invocation and the first variant's plan is also calibrated by it
+(`--think-calibrate`, judged first); `--calibration PATH` takes a kept one
+instead, so that runs of the same kept `--trace` judge the same plan.
 The engine is recorded with its wakes (`--record-wakes`; `--no-wakes`: without,
 the edges inferred from timing alone).
 Each plan's edges per stream: `wake_edges` from the recorded wakes, the rest of
@@ -67,7 +71,7 @@ from pathlib import Path
 import cpu_condition as cpu
 from dependent_critical_path import critical_path
 from hybrid_lab import HybridLab
-from replay_dependent_workload_args import CAL, parser
+from replay_dependent_workload_args import CAL, check, parser, plain_variants, variants
 from replay_lab import ROOT, machine
 from workload_truth import zero_logs
 
@@ -162,11 +166,15 @@ def replay(
         "tx_iops": round(tx / span, 1) if span else None,
         "original_tx_iops": round(tx_o / span_o, 1) if span_o else None,
         "issued_before_predecessor": fid["issued_before_predecessor"],
+        # log writes taken into the write before them (group commit): the replay's
+        # count of log writes against the truth's
+        "group_commit_taken": fid.get("group_commit_taken"),
         "critical_path_tx_per_s": critical_path(jobdir, 20_000).get("tx_per_s"),
         "cpu": h.report(fid["overall"]["replay"]["requests"]),
         "streams": {
             k: {
                 "speed_up": v["speed_up"],
+                "requests": [v["original"]["requests"], v["replay"]["requests"]],
                 "p50_ms": [v["original"]["latency"]["p50_ms"], v["replay"]["latency"]["p50_ms"]],
             }
             for k, v in streams.items()
@@ -180,7 +188,13 @@ def _calibration(
 ) -> tuple[Path | None, dict | None]:
     """With --calibrate-s, a short recording of the engine on `dst`, apart from the
     truth (another seed, a timed run): what --think-calibrate takes the target's CPU
-    from. Its path and its engine run's figures (its length among them)."""
+    from. Its path and its engine run's figures (its length among them). With
+    --calibration, that kept one instead: its figures are its recording's, lost."""
+    if args.calibration:
+        cal = work / f"{name}-calibration.iot"
+        shutil.copy2(args.calibration, cal)
+        print(f"{label}: calibration on {name}: kept, {args.calibration}", flush=True)
+        return cal, {"trace": str(args.calibration), "elapsed_s": None, "requests": None}
     if not args.calibrate_s:
         return None, None
     cal = work / f"{name}-calibration.iot"
@@ -198,7 +212,7 @@ def _dependents(
 ) -> dict[str, dict]:
     """A round's dependent replays, one per variant (CAL: the first other variant's
     plan with --think-calibrate `cal`)."""
-    plain = [v for v in args.variants if v != CAL]
+    base = plain_variants(args)[0]  # the plan the calibrated one calibrates
     return {
         v: replay(
             trace,
@@ -206,7 +220,7 @@ def _dependents(
             work,
             label,
             "dependent",
-            plain[0] if v == CAL else v,
+            base if v == CAL else v,
             args.condition,
             cal if v == CAL else None,
         )
@@ -408,7 +422,9 @@ def measure(args: argparse.Namespace) -> dict:
         "long_thinks": args.long_thinks,
         "run_queue": args.run_queue,
         "variants": args.variants,
+        "peers": args.peers,
         "calibrate_s": args.calibrate_s,
+        "calibration": str(args.calibration) if args.calibration else None,
         "trace": str(args.trace) if args.trace else None,
         "hdd_model": {"spindles": args.spindles},
         "runs": runs,
@@ -419,19 +435,8 @@ def measure(args: argparse.Namespace) -> dict:
 def main() -> None:
     ap = parser(__doc__.split("\n\n")[0], OUT)
     args = ap.parse_args()
-    if args.trace and len(args.directions) != 1:
-        ap.error("--trace: give one --directions, the trace's")
-    # dependent replays: each --long-thinks with each --run-queue (LT/RQ where the
-    # run queue is not just the default)
-    args.variants = [
-        lt if args.run_queue == ["net"] else f"{lt}/{rq}"
-        for lt in args.long_thinks
-        for rq in args.run_queue
-    ]
-    if args.calibrate_s:
-        if not args.wakes:
-            ap.error("--calibrate-s: the calibration needs its sched records (--wakes)")
-        args.variants.insert(0, CAL)  # judged: the first variant's plan, calibrated
+    check(ap, args)
+    args.variants = variants(args)
     result = measure(args)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")

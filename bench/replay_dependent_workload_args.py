@@ -31,7 +31,28 @@ def parser(description: str, out: Path) -> argparse.ArgumentParser:
         "HDD-like device",
     )
     _runs(ap, out)
+    _calibrations(ap)
     return ap
+
+
+def _calibrations(ap: argparse.ArgumentParser) -> None:
+    """The options of the target's calibration: recorded each invocation, or kept."""
+    ap.add_argument(
+        "--calibrate-s",
+        type=float,
+        default=0,
+        help="per direction, record a short timed engine run of this many seconds on the "
+        "target (--calibrate-seed, with its wakes: a run apart from the truth) and replay "
+        "the trace also with `--think-calibrate` it (judged first); 0: not",
+    )
+    ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        help="a kept calibration (recorded on the target with its wakes, as --calibrate-s "
+        "records one) instead of recording a new one: every invocation's rounds judge "
+        "the same plan; one --directions, the one it was recorded for",
+    )
 
 
 def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
@@ -93,12 +114,50 @@ def _runs(ap: argparse.ArgumentParser, out: Path) -> None:
                     help="the CPUs' condition (bench/cpu_condition.py) for every timed run: "
                     "the recording, the truths, the replays")  # fmt: skip
     ap.add_argument(
-        "--calibrate-s",
-        type=float,
-        default=0,
-        help="per direction, record a short timed engine run of this many seconds on the "
-        "target (--calibrate-seed, with its wakes: a run apart from the truth) and replay "
-        "the trace also with `--think-calibrate` it (judged first); 0: not",
+        "--peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replay the other variants beside the judged one each round (--no-peers: the "
+        "judged one and afap only; a long trace's replay lasts most of its recorded span, "
+        "its background streams being paced by their clock)",
     )
-    ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
     ap.add_argument("-o", "--output", type=Path, default=out)
+
+
+def check(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the options cannot be together, as one-line errors before anything runs."""
+    if args.trace and len(args.directions) != 1:
+        ap.error("--trace: give one --directions, the trace's")
+    if args.calibrate_s and not args.wakes:
+        ap.error("--calibrate-s: the calibration needs its sched records (--wakes)")
+    if args.calibration is None:
+        return
+    # A calibration is the target's: one direction's, and one plan for every round.
+    if args.calibrate_s:
+        ap.error("--calibration: give it or --calibrate-s, not both")
+    if len(args.directions) != 1:
+        ap.error("--calibration: give one --directions, the calibration's target's")
+    if not args.wakes:
+        ap.error("--calibration: the plan needs the trace's sched records (--wakes)")
+    if not args.calibration.is_file():
+        ap.error(f"--calibration: {args.calibration}: no such file")
+
+
+def plain_variants(args: argparse.Namespace) -> list[str]:
+    """Each --long-thinks with each --run-queue (LT/RQ where the run queue is not just
+    the default): the plans without a calibration, the first the calibrated one's."""
+    return [
+        lt if args.run_queue == ["net"] else f"{lt}/{rq}"
+        for lt in args.long_thinks
+        for rq in args.run_queue
+    ]
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    """The dependent replays of a round, the judged one first: with a calibration
+    (recorded or kept), the first plain variant's plan calibrated, then the plain
+    ones as its peers; with --no-peers the judged one alone."""
+    out = plain_variants(args)
+    if args.calibrate_s or args.calibration:
+        out = [CAL, *out]
+    return out if args.peers else out[:1]
