@@ -533,6 +533,31 @@ static uint64_t rel(uint64_t t)
 	return t > st.mono_start ? t - st.mono_start : 0;
 }
 
+struct run;
+static struct run *running;	/* the capture, for a rotation at a chunk's end */
+static int rotate(struct run *r, uint64_t now);
+static uint64_t cur_size(void);
+
+/* Commits the record in the open chunk. A chunk that brings the file to --rotate's
+ * size rotates it here, not at the drain's end: one drain after the loader was kept
+ * off the CPU can hold most of the rings, and the file would outgrow --rotate by all
+ * of it (and the next files get nothing). */
+static int commit(void)
+{
+	int err = tw_commit(&st.tw);
+
+	if (err || st.tw.n || !running || !o.rot.every_bytes || st.rot_err ||
+	    cur_size() < o.rot.every_bytes)
+		return err;
+	if (rotate(running, clock_ns(CLOCK_MONOTONIC)))
+		return -ECANCELED;	/* finish() reports what failed */
+	/* A snapshot holds every file of its window: link this one before a drain
+	 * of many files lets --keep prune it. */
+	if (st.snap.active)
+		snap_link(&st.snap, &o.rot);
+	return 0;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct iotape_record *r = tw_slot(&st.tw);
@@ -552,14 +577,14 @@ static int on_event(void *ctx, void *data, size_t size)
 			st.file_wakes++;
 		else
 			st.file_sched++;
-		return tw_commit(&st.tw);
+		return commit();
 	}
 	r->error = blk_errno((uint8_t)r->error);
 	r->stream = labels_active(&st.labels) ? labels_stream(&st.labels, r) : 0;
 	for (int i = 0; i < o.n_trig; i++)
 		trig_add(&o.trig[i], r);
 	/* A failed write stops ring_buffer__consume(); the caller reports it. */
-	return tw_commit(&st.tw);
+	return commit();
 }
 
 static void read_counters(struct iotape_bpf *skel, uint64_t sum[IOTAPE_CNT_MAX])
@@ -1342,7 +1367,7 @@ static const char *drain(struct run *r, int *err)
 		if (*err >= 0)
 			*err = consume(r);
 		if (*err < 0 && *err != -EINTR)
-			break;
+			return "error";	/* a failed write or rotation: no drain after it */
 		now = clock_ns(CLOCK_MONOTONIC);
 		if (now >= next_flush) {
 			/* At most ~1 s of records at risk, one fdatasync per second. */
@@ -1434,6 +1459,9 @@ static int finish(struct run *r, const char *reason, int err)
 		       st.rot_failed, st.rot_what, strerror(st.rot_err),
 		       st.prior_events + st.tw.events + st.tw.n);
 		reason = st.rot_err == ENOSPC || st.rot_err == EDQUOT ? "disk-full" : "error";
+	} else if (err == -ECANCELED) {
+		errorf("%s: the footer does not fit its buffer; stopped the capture", st.path);
+		reason = "error";
 	} else if (err < 0 && err != -EINTR) {
 		errorf("reading the ring buffer: %s", strerror(-err));
 		reason = "error";
@@ -1500,11 +1528,15 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	st.tw.fd = -1;
 	if (!setup(&r) && !start(&r)) {
+		/* The records that come after the stop rotate as well: a file holds at
+		 * most a chunk more than --rotate, whenever its records were read. */
+		running = &r;
 		reason = drain(&r, &err);
 		/* A stop at --max-bytes or on an error does not wait for more records. */
 		if (!st.tw.err && o.drain_ms && strcmp(reason, "max-bytes") && strcmp(reason, "error"))
 			drain_in_flight(&r);
 		ret = finish(&r, reason, err);
+		running = NULL;
 	}
 	reserve_free();
 	run_free(&r);
