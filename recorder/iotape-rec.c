@@ -538,24 +538,51 @@ static struct run *running;	/* the capture, for a rotation at a chunk's end */
 static int rotate(struct run *r, uint64_t now);
 static uint64_t cur_size(void);
 
-/* Commits the record in the open chunk. A chunk that brings the file to --rotate's
- * size rotates it here, not at the drain's end: one drain after the loader was kept
- * off the CPU can hold most of the rings, and the file would outgrow --rotate by all
- * of it (and the next files get nothing). */
-static int commit(void)
-{
-	int err = tw_commit(&st.tw);
+#define ROT_GRACE_NS NSEC_PER_SEC	/* how long a record may take to be read */
 
-	if (err || st.tw.n || !running || !o.rot.every_bytes || st.rot_err ||
-	    cur_size() < o.rot.every_bytes)
-		return err;
-	if (rotate(running, clock_ns(CLOCK_MONOTONIC)))
+/* The start of the --rotate DURATION window that holds monotonic time T, at or
+ * after the current file's start: files cover whole windows of the capture. */
+static uint64_t window_of(uint64_t t)
+{
+	return st.file_start + (t - st.file_start) / o.rot.every_ns * o.rot.every_ns;
+}
+
+/* The next file, from NOW, while records are being read. 0, or -ECANCELED. */
+static int rotate_in_drain(uint64_t now)
+{
+	if (rotate(running, now))
 		return -ECANCELED;	/* finish() reports what failed */
 	/* A snapshot holds every file of its window: link this one before a drain
 	 * of many files lets --keep prune it. */
 	if (st.snap.active)
 		snap_link(&st.snap, &o.rot);
 	return 0;
+}
+
+/* Commits the record in the open chunk. The file rotates here, not at the drain's
+ * end: one drain after the loader was kept off the CPU (or in a slow fdatasync) can
+ * hold most of the rings, and its file would outgrow --rotate SIZE by all of it, or
+ * hold records past its DURATION window. A record completed past the window goes
+ * into the next file, whose window starts at the boundary; a chunk that brings the
+ * file to SIZE closes it. */
+static int commit(void)
+{
+	struct iotape_record *r = tw_slot(&st.tw);
+	int err;
+
+	if (running && o.rot.every_ns && !st.rot_err && r->ts_complete_ns &&
+	    st.mono_start + r->ts_complete_ns >= st.file_start + o.rot.every_ns) {
+		struct iotape_record keep = *r;
+
+		if ((err = rotate_in_drain(window_of(st.mono_start + r->ts_complete_ns))))
+			return err;
+		*tw_slot(&st.tw) = keep;
+	}
+	err = tw_commit(&st.tw);
+	if (err || st.tw.n || !running || !o.rot.every_bytes || st.rot_err ||
+	    cur_size() < o.rot.every_bytes)
+		return err;
+	return rotate_in_drain(clock_ns(CLOCK_MONOTONIC));
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -1157,7 +1184,16 @@ static int rotate(struct run *r, uint64_t now)
 static const char *rotation_step(struct run *r, uint64_t now)
 {
 	if (rot_enabled(&o.rot)) {
-		if (rot_due(&o.rot, cur_size(), now - st.file_start) && rotate(r, now))
+		/* Records rotate the file themselves (commit()). With none past its
+		 * DURATION window (an idle disk), the file closes once the window has
+		 * been over for ROT_GRACE_NS: no record of it can still be unread
+		 * then, to land in a file whose window starts after it. */
+		bool idle = o.rot.every_ns &&
+			    now - st.file_start >= o.rot.every_ns + ROT_GRACE_NS;
+
+		if (idle && rotate(r, window_of(now - ROT_GRACE_NS)))
+			return "error";
+		if (rot_due(&o.rot, cur_size(), 0) && rotate(r, now))
 			return "error";
 		rot_prune(&o.rot, cur_size() + chunk_bytes(), now);
 	}

@@ -32,22 +32,22 @@ def _completed_ios(name: str) -> int:
     return int(fields[0]) + int(fields[4])
 
 
-def test_one_drain_of_many_files_rotates_at_each_size(loop, tmp_path: Path) -> None:
+def _capture(loop, out: Path, rotate: list[str], fio: list[str]) -> None:
+    """The loader on LOOP with its drain timer at 5 s and ROTATE, while FIO runs,
+    stopped with SIGINT: every record of the job is read after the stop."""
     st = os.stat(loop.path)
-    out, meta = tmp_path / "d.iot", tmp_path / "m.json"
+    meta = out.with_suffix(".json")
     meta.write_text('{"host":"test"}')
-    before = _completed_ios(loop.name)
     cmd = [str(REC), "-o", str(out), "--meta", str(meta), "--timer-ms", "5000"]
-    cmd += ["--compress", "none", "--chunk-records", str(CHUNK), "--rotate-bytes", str(ROTATE)]
+    cmd += ["--compress", "none", "--chunk-records", str(CHUNK), *rotate]
     cmd += ["--dev", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"]
     rec = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert rec.stdout is not None
         assert json.loads(rec.stdout.readline())["type"] == "ready"
-        fio = ["fio", "--name=drain", f"--filename={loop.path}", "--direct=1"]
-        fio += ["--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=4"]
-        fio += ["--number_ios=3000", "--size=100%", "--output-format=terse"]
-        subprocess.run(fio, check=True, capture_output=True)
+        base = ["fio", "--name=drain", f"--filename={loop.path}", "--direct=1"]
+        base += ["--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=4"]
+        subprocess.run([*base, *fio, "--output-format=terse"], check=True, capture_output=True)
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=60)
     finally:
@@ -55,6 +55,12 @@ def test_one_drain_of_many_files_rotates_at_each_size(loop, tmp_path: Path) -> N
             rec.kill()
             rec.wait()
     assert rec.returncode == 0, err
+
+
+def test_one_drain_of_many_files_rotates_at_each_size(loop, tmp_path: Path) -> None:
+    out = tmp_path / "d.iot"
+    before = _completed_ios(loop.name)
+    _capture(loop, out, ["--rotate-bytes", str(ROTATE)], ["--number_ios=3000", "--size=100%"])
     completed = _completed_ios(loop.name) - before
     files = segments_of(out)
     footers = [open_trace(f).footer for f in files]
@@ -66,3 +72,26 @@ def test_one_drain_of_many_files_rotates_at_each_size(loop, tmp_path: Path) -> N
     assert len(files) >= completed * RECORD // most
     assert [f["stop_reason"] for f in footers if f] == ["rotate"] * (len(files) - 1) + ["signal"]
     assert sum(f["events"] for f in footers if f) == completed >= 3000
+
+
+def test_one_drain_of_many_windows_rotates_at_each_window(loop, tmp_path: Path) -> None:
+    """--rotate-ms 100 over 1 s of requests read in one drain after the stop: a file
+    for each 100 ms window of completions, as if the loader had read them in time."""
+    out = tmp_path / "w.iot"
+    before = _completed_ios(loop.name)
+    fio = ["--rate_iops=2000", "--time_based", "--runtime=1"]
+    _capture(loop, out, ["--rotate-ms", "100"], fio)
+    completed = _completed_ios(loop.name) - before
+    files = segments_of(out)
+    assert len(files) >= 9
+    starts = [open_trace(f).header["segment"]["start_ns"] for f in files]
+    # whole windows from the capture's start, one file each (none for a window
+    # without a request: fio starting)
+    assert starts[0] == 0 and all(s % 100_000_000 == 0 for s in starts), starts
+    assert starts == sorted(set(starts)), starts
+    events = 0
+    for f, at in zip(files, starts, strict=True):
+        done = open_trace(f).read_all()["ts_complete_ns"]
+        assert ((done >= at) & (done < at + 100_000_000)).all(), f
+        events += len(done)
+    assert events == completed
