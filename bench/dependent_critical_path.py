@@ -46,7 +46,8 @@ def _jobs(jobdir: Path) -> tuple[dict[int, tuple[str, Way, Way | None]], dict[st
     reqs = {}
     for log in (jobdir / "iologs").glob("*.log"):
         for line in log.read_text().splitlines()[2:]:
-            f = line.split(" join ")[0].split()  # group commit's clause: not the plan's path
+            # group commit's clauses: not the plan's path
+            f = line.split(" join ")[0].split(" same-turn")[0].split()
             alt = _way(f[7], f[8]) if len(f) > 6 else None
             reqs[int(f[0])] = (log.stem, _way(f[1], f[2]), alt)
     return reqs, depth

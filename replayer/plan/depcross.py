@@ -109,6 +109,6 @@ def cross(
     if opts.timing == "dependent" and opts.group_commit == "join":
         pred = np.concatenate([np.where(d.pred[d.first :] >= 0, e[np.maximum(d.pred[d.first :], 0)],
                                         -1) for d, e in zip(ds, everys, strict=True)])  # fmt: skip
-        for i, how in groupcommit.joins(gc, recs, start, thread, gid, pred, edge_j).items():
+        for i, how in groupcommit.joins(gc, recs, start, thread, gid, pred, edge_j, own).items():
             joined[int(which[i])][int(row[i])] = how
     return cross, thinks, joined

@@ -7,7 +7,7 @@ request waits for (replayer/src/deps.c reads it):
 
     iotape dependent log 1
     open PATH
-    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK] [join IDS]
+    ID AFTER THINK ACTION OFFSET LENGTH [or AFTER THINK] [join IDS | same-turn]
 
 ID numbers the plan's requests in their issue order over every slice, so that
 what a request waits for (issued before it) has a smaller id; AFTER the ids it
@@ -25,8 +25,10 @@ the recorded plan had (demand.py) keeps that plan's way beside it, so that a
 demand the replay brings later than that anchor never makes the request later
 than `--long-thinks recorded` would. fio 3.33 cannot wait for a completion:
 these plans run with iotape-lanes only (plan.json "runner"). `join IDS`: a log
-writer's write that may go in the write before it once IDS have completed
-(group commit, `--group-commit join`: groupcommit.py).
+writer's write that may go in the write before it once IDS have completed;
+`same-turn`: the second write of a log writer's turn, which goes in the same write
+as the turn's first only where that one went in the write before it (group commit,
+`--group-commit join`: groupcommit.py).
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ def _slice_jobs(
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     extra = _extra(thinks, waits, cross, d.think_ns[k:], rq, f, at, opts, joined or {})
-    st.joins += len(joined or {})
+    st.joins += sum(v.startswith(" join ") for v in (joined or {}).values())
     flush = r["op"] == OP["flush"]
     names, acts = lane_action_codes(r)
     cols = deplines.Columns(ids, waits, think, at, opts.timing == "afap", acts, names,
@@ -191,7 +193,8 @@ def _extra(
     joined: dict[int, str],
 ) -> dict[int, str]:  # fmt: skip
     """Row -> what follows its line's fields: the recorded plan's way beside a
-    demand's (`or AFTER THINK`: demand.or_ways) and group commit's `join IDS`."""
+    demand's (`or AFTER THINK`: demand.or_ways) and group commit's `join IDS` or
+    `same-turn`."""
     out: dict[int, str] = {}
     if thinks:
         # what a row waits for without another thread's request (the last, where it has one)

@@ -29,6 +29,19 @@ write stays apart from the one its committers waited for, as on any device.
 A write nobody waits for (a lazy commit's timer, a filling buffer) keeps its
 own time.
 
+A turn of two writes. Where a commit waits, the engine's log writer writes a
+turn's full segments, then the partial segment in a write of its own, right
+where the first ends (ESE 15's 4 KiB segments, the engine's `--log-partial
+rewrite`), on any device: the second is not a write a faster device would have
+grouped into the first, and taking it there made fewer log writes than the
+engine makes (an SSD-like trace replayed onto the HDD-like device: 305 of 798
+taken, where the engine on that device groups almost no durable commits). Such
+a second write (it starts where its thread's write before ends, no other
+thread's request before it, a think under the runner's spin line) is marked
+` same-turn`, and its committers' clause goes on the turn's first write instead
+(where that one follows on a write of the turn before): the runner takes the
+whole turn into the write before it, or none of it.
+
 What is found in one chunk only (sources.py reads a large trace in chunks): a
 write whose predecessor or whose committers are in another chunk has no clause
 (a few at each seam).
@@ -40,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from replayer.plan import thinkcal
 from replayer.plan.source import ACTIONS, lane_action_codes
 
 MODES = ("join", "recorded")
@@ -100,13 +114,29 @@ def _varied(
     return varied
 
 
+def _follows(prev: Last | None, dev: int, off: int) -> bool:
+    """Whether a write of `dev` at `off` follows on its thread's previous request
+    `prev`, a plain write of the same device: starts inside it or where it ends."""
+    return prev is not None and prev[1] and prev[2] == dev and prev[3] <= off <= prev[4]
+
+
+def _same_turn(prev: Last | None, off: int, edge: int, own: int) -> bool:
+    """Whether a write is its writer's second of one turn: it starts where the
+    write before ends (not on that write's partial segment again, as a new turn
+    does), and nothing but that write's completion and a short think came before
+    it (no other thread's wake, no timer): the log writer writes a turn's full
+    segments, then the partial one, as two writes on any device."""
+    return prev is not None and off == prev[4] and edge < 0 and own <= thinkcal.LINE_NS
+
+
 def joins(
     st: State, recs: list[np.ndarray], start: np.ndarray, thread: np.ndarray, gid: np.ndarray,
-    pred: np.ndarray, edge_j: np.ndarray,
+    pred: np.ndarray, edge_j: np.ndarray, own: np.ndarray,
 ) -> dict[int, str]:  # fmt: skip
-    """The chunk's `join` clauses: row of the concatenated `recs` -> " join IDS"
-    (ids: `gid`); `pred`: each row's own predecessor's id (-1: none); `edge_j`:
-    each row's cross-thread edge (the row it waits for, else negative)."""
+    """The chunk's clauses: row of the concatenated `recs` -> " join IDS" (ids:
+    `gid`) or " same-turn"; `pred`: each row's own predecessor's id (-1: none);
+    `edge_j`: each row's cross-thread edge (the row it waits for, else negative);
+    `own`: each row's think after its own predecessor."""
     n = len(start)
     if not n:
         return {}
@@ -132,22 +162,37 @@ def joins(
     out: dict[int, str] = {}
     held = np.fromiter(st.awaited, np.int64, len(st.awaited))
     may = plain[awaited] & varied[pos[awaited]] & np.isin(thread[awaited], held)
+
+    def before(k: int) -> Last | None:  # the request before `by[k]` in its thread
+        if first[k]:
+            return st.last.get(int(t_by[k]))
+        p_ = int(by[k - 1])
+        return (0, bool(plain[p_]), int(dev[p_]), int(off[p_]), int(stop[p_]))
+
+    committers: dict[int, set[int]] = {}  # a turn's first write -> the ids its clause holds
     for x in np.flatnonzero(may).tolist():  # the few awaited plain writes: Python from here
         i = int(awaited[x])
-        t, k = int(thread[i]), int(pos[i])
-        if first[k]:
-            prev = st.last.get(t)
-        else:
-            p_ = int(by[k - 1])
-            prev = (0, bool(plain[p_]), int(dev[p_]), int(off[p_]), int(stop[p_]))
-        if prev is None or not prev[1] or prev[2] != dev[i] or not prev[3] <= off[i] <= prev[4]:
+        k = int(pos[i])
+        prev = before(k)
+        if not _follows(prev, int(dev[i]), int(off[i])):
             continue
         ids = np.unique(pred[waiting[at[x] : at[x + 1]]]).tolist()
-        if ids[0] >= 0 and ids[-1] < gid[i]:
-            out[i] = f" join {','.join(map(str, ids))}"
+        head = i
+        if _same_turn(prev, int(off[i]), int(edge_j[i]), int(own[i])):
+            # The turn's last write: the committers' records go with its first one,
+            # where that one follows on a write of the turn before (in this chunk).
+            if first[k] or not _follows(before(k - 1), int(dev[i]), int(off[by[k - 1]])):
+                continue
+            out[i], head = " same-turn", int(by[k - 1])
+        if ids[0] >= 0 and ids[-1] < gid[head]:
+            committers.setdefault(head, set()).update(ids)
+        else:
+            out.pop(i, None)
+    for head, got in committers.items():  # a turn's first write awaited too: both its lists
+        out[head] = f" join {','.join(map(str, sorted(got)))}"
     for h, e in zip(heads.tolist(), tails.tolist(), strict=True):  # what the next chunk needs
         r = int(by[e])
         st.last[int(t_by[h])] = (int(start[r]), bool(plain[r]), int(dev[r]), int(off[r]),
                                  int(stop[r]))  # fmt: skip
-    st.joins += len(out)
+    st.joins += len(committers)
     return out

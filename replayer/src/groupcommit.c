@@ -24,6 +24,9 @@
  * session the writer holds) cannot be in it, and stays for a later one. One
  * write covers them all (their byte ranges' union, at most GC_MAX_BYTES); each
  * is complete when it completes.
+ * A turn's second write (`same-turn`: its partial segment after its full ones,
+ * two writes on any device) goes only with its turn's first, where that one was
+ * taken; the plan puts the committers' clause on the first.
  * IOTAPE_LANES_GROUP_COMMIT=0 writes every request as logged. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -49,9 +52,18 @@ int gc_on(void) {
 }
 
 /* Where the line ends in ` join IDS`: the ids (comma-separated, before q's own)
- * into q, the line cut before it. 0, or -1 where the clause is malformed. */
+ * into q, the line cut before it; in ` same-turn`, q marked so. 0, or -1 where
+ * the clause is malformed. */
 int gc_parse(struct dreq *q, char *ln, int (*ids)(long long, char *, long long **, int *)) {
-    char *at = strstr(ln, " join ");
+    char *at = strstr(ln, " same-turn");
+    if (at) {
+        if (at[10] && at[10] != '\n')
+            return -1;
+        *at = 0;
+        q->joinable = q->same_turn = 1;
+        return 0;
+    }
+    at = strstr(ln, " join ");
     if (!at)
         return 0;
     char list[8192], extra[4];
@@ -74,9 +86,14 @@ static int done(long long p) {
 
 /* Whether n is a plain write that follows on [off, end) and could go in it now:
  * its own waits, but for `prev` (the write it would join), met; its committers'
- * last I/O before their commits, done. */
-static int joins(const struct dreq *n, long long prev, long long off, long long end) {
+ * last I/O before their commits, done. A turn's second write (`same-turn`) goes
+ * only after its turn's first one, taken (`taking`: the write before it was);
+ * the writer that issues that first write itself writes it alone after it. */
+static int joins(const struct dreq *n, long long prev, long long off, long long end,
+                 int taking) {
     if (!n->joinable || n->dir != WRITE || n->flags || n->off < off || n->off > end)
+        return 0;
+    if (n->same_turn && !taking)
         return 0;
     long long to = n->off + n->len > end ? n->off + n->len : end;
     if (to - off > GC_MAX_BYTES)
@@ -97,7 +114,8 @@ size_t gc_take(job_t *job, size_t i, long long *len) {
         return i;
     long long off = q->off, end = q->off + q->len;
     size_t last = i;
-    while (last + 1 < job->nreq && joins(&job->reqs[last + 1], job->reqs[last].id, off, end)) {
+    while (last + 1 < job->nreq &&
+           joins(&job->reqs[last + 1], job->reqs[last].id, off, end, last > i)) {
         const struct dreq *n = &job->reqs[++last];
         end = n->off + n->len > end ? n->off + n->len : end;
         atomic_store_explicit(&issued[n->id], 1, memory_order_relaxed);

@@ -39,8 +39,9 @@ struct dreq {
     /* `or AFTER THINK`: the other way (`alt`: 0 without one) */
     int alt, alt_absolute, nalt;
     long long alt_t_ns, *alt_pred;
-    /* `join IDS` (groupcommit.c): it may go in the write before it */
-    int joinable, njoin;
+    /* `join IDS` (groupcommit.c): it may go in the write before it; `same-turn`
+     * (joinable too): only after the write before it went in an earlier one */
+    int joinable, njoin, same_turn;
     long long *join;
 };
 #define FUA_FLAG 1

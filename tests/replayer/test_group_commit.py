@@ -70,6 +70,41 @@ def test_a_committer_not_yet_committed_keeps_the_write_apart(tmp_path: Path, evl
     assert doc["dependencies"]["group_commit"]["taken"] == 0
 
 
+def _turns(session_at_us: int, first_joins: bool = True) -> dict[str, list[str]]:
+    """_commits, with the second turn two writes: its first on the partial segment
+    again, its second right where that one ends (`same-turn`)."""
+    clause = " join 1" if first_joins else ""
+    return {
+        "log": [
+            "0 - @20000 write 0 4096\n",
+            f"2 0 10000 write 0 8192{clause}\n",
+            "3 2 0 write 8192 4096 same-turn\n",
+        ],
+        "session": [f"1 - @{session_at_us} read 65536 4096\n", "4 1,3 0 read 69632 4096\n"],
+    }
+
+
+@pytest.mark.parametrize("evloop", ["0", "1"])
+@pytest.mark.parametrize(
+    ("session_at_us", "first_joins", "writes", "taken"),
+    [(0, True, 1, 2), (200_000, True, 3, 0), (0, False, 3, 0)],
+)
+def test_a_turns_second_write_goes_only_with_its_first(
+    tmp_path: Path, evloop: str, session_at_us: int, first_joins: bool, writes: int, taken: int
+) -> None:
+    """The committer done before the first write: the next turn, both its writes,
+    goes in it (one write of [0, 12 KiB)). Not done yet, or the turn's first write
+    not joinable: three writes, the turn's second alone after its first, as the
+    engine writes them."""
+    _plan(tmp_path, _turns(session_at_us, first_joins))
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    got = _writes(doc, "log")
+    assert got[0] == writes and got[1] == (12288 if writes == 1 else 4096 + 8192 + 4096)
+    gc = doc["dependencies"]["group_commit"]
+    assert (gc["taken"], gc["joinable"]) == (taken, 1 if first_joins else 0)
+    assert doc["dependencies"]["issued_before_predecessor"] == 0
+
+
 def test_a_write_that_does_not_follow_on_stays_apart(tmp_path: Path) -> None:
     jobs = _commits(0)
     jobs["log"][1] = "2 0 10000 write 524288 4096 join 1\n"  # a gap: not the log's next bytes
@@ -85,6 +120,16 @@ def test_a_malformed_join_is_named(tmp_path: Path) -> None:
                        text=True, timeout=60)  # fmt: skip
     assert p.returncode == 2
     assert "log.log:4: not a dependent log line" in p.stderr
+
+
+def test_a_malformed_same_turn_is_named(tmp_path: Path) -> None:
+    jobs = _turns(0)
+    jobs["log"][2] = "3 2 0 write 8192 4096 same-turn 7\n"
+    _plan(tmp_path, jobs)
+    p = subprocess.run([str(runner.LANES), "replay.fio"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 2
+    assert "log.log:5: not a dependent log line" in p.stderr
 
 
 def _records(rows: list[tuple[int, int, int, int, int]]) -> np.ndarray:
@@ -112,7 +157,11 @@ def _joins(rows: list[tuple[int, int, int, int, int]], waits: dict[int, int]) ->
     for i, j in waits.items():
         edge[i] = j
     start = r["ts_queue_ns"].astype(np.int64)
-    return groupcommit.joins(groupcommit.State(), [r], start, tid, np.arange(len(r)), pred, edge)
+    done = r["ts_complete_ns"].astype(np.int64)[np.maximum(pred, 0)]
+    own = np.where(pred >= 0, start - done, np.iinfo(np.int64).max)  # as depcross.cross
+    return groupcommit.joins(
+        groupcommit.State(), [r], start, tid, np.arange(len(r)), pred, edge, own
+    )
 
 
 def test_the_plan_marks_a_log_writers_write_with_its_committers() -> None:
@@ -120,15 +169,35 @@ def test_the_plan_marks_a_log_writers_write_with_its_committers() -> None:
     rows = [
         (w, 0, 1, 0, 4096),  # 0: a write
         (s, 10, 0, 1 << 20, 4096),  # 1: the session's read before its commit
-        (w, 100, 1, 4096, 8192),  # 2: follows on 0, carries the session's commit
-        (s, 200, 0, 2 << 20, 4096),  # 3: the session after its commit: waits for 2
-        (w, 300, 1, 8192, 4096),  # 4: the partial sector again; nobody waits for it
+        (w, 1000, 1, 4096, 8192),  # 2: follows on 0 (a turn of its own), carries the commit
+        (s, 1100, 0, 2 << 20, 4096),  # 3: the session after its commit: waits for 2
+        (w, 1200, 1, 8192, 4096),  # 4: the partial sector again; nobody waits for it
     ]
     assert _joins(rows, {3: 2}) == {2: " join 1"}
     fixed = [(t, at, op, off, 4096 if t == w else n) for t, at, op, off, n in rows]
     assert _joins(fixed, {3: 2}) == {}  # a writer of one size: fixed blocks, not a log
-    gap = [*rows[:2], (w, 100, 1, 1 << 30, 8192), *rows[3:]]
+    gap = [*rows[:2], (w, 1000, 1, 1 << 30, 8192), *rows[3:]]
     assert _joins(gap, {3: 2}) == {}  # not the log's next bytes
+
+
+def test_the_plan_marks_a_turns_first_write_and_its_second() -> None:
+    """A log writer's turn of two writes (its full segments, then the partial one
+    right after, as the engine writes on any device): the committers' clause goes
+    on the first, which may go in the write before it; the second goes with it or
+    after it, never in it where the first goes alone."""
+    w, s = 10, 20
+    rows = [
+        (w, 0, 1, 0, 8192),  # 0: the turn before: its partial segment at 4 KiB
+        (s, 10, 0, 1 << 20, 4096),  # 1: the session's read before its commit
+        (w, 1000, 1, 4096, 8192),  # 2: a new turn: the partial segment again, then a full one
+        (w, 1060, 1, 12288, 4096),  # 3: 10 us after 2 completed, where it ends: the same turn
+        (s, 1200, 0, 2 << 20, 4096),  # 4: the session after its commit: waits for 3
+    ]
+    assert _joins(rows, {4: 3}) == {2: " join 1", 3: " same-turn"}
+    # woken by another thread, or after a long rest: a turn of its own
+    assert _joins(rows, {4: 3, 3: 1}) == {3: " join 1"}
+    rested = [*rows[:3], (w, 1500, 1, 12288, 4096), (s, 1600, 0, 2 << 20, 4096)]
+    assert _joins(rested, {4: 3}) == {3: " join 1"}
 
 
 def test_the_option_is_checked() -> None:
@@ -174,7 +243,8 @@ def test_the_plan_carries_a_writers_state_from_chunk_to_chunk() -> None:
         tid = r["tid"].astype(np.int64)
         start = r["ts_queue_ns"].astype(np.int64)
         gid = first_id + np.arange(len(r))
-        return groupcommit.joins(st, [r], start, tid, gid, np.array(pred, np.int64), edge)
+        own = np.full(len(r), 1_000_000, np.int64)  # long thinks: each write a turn of its own
+        return groupcommit.joins(st, [r], start, tid, gid, np.array(pred, np.int64), edge, own)
 
     # chunk 1: the writer's two sizes and its write that the next chunk's follows on;
     # a session waits for its first write (the writer is one others wait for)
