@@ -74,3 +74,21 @@ def iotape(*args: str, check: bool = False, timeout: float = 120) -> subprocess.
     # Whatever a test gives a command, its user never sees a Python traceback.
     assert "Traceback (most recent call last)" not in res.stderr, res.stderr
     return res
+
+
+def completed_ios(name: str) -> int:
+    """Reads and writes the kernel has completed on block device NAME (/sys/block)."""
+    fields = Path(f"/sys/block/{name}/stat").read_text().split()
+    return int(fields[0]) + int(fields[4])
+
+
+def finish_loader(rec: subprocess.Popen[str], timeout: float) -> None:
+    """Waits for a loader (iotape-rec) to exit 0; kills it if the wait fails, so no
+    loader outlives the test."""
+    try:
+        _, err = rec.communicate(timeout=timeout)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    assert rec.returncode == 0, err

@@ -14,17 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import IOTAPE
+from helpers import IOTAPE, completed_ios, finish_loader
 
 from devices import naming
 from recorder.tracefile import open_trace
 
 pytestmark = pytest.mark.kernel
-
-
-def _completed_ios(name: str) -> int:
-    fields = Path(f"/sys/block/{name}/stat").read_text().split()
-    return int(fields[0]) + int(fields[4])
 
 
 def _loader_of(out: Path, deadline_s: float = 60.0) -> int:
@@ -58,18 +53,6 @@ def _fio_reads(dev: str, res: Path, *extra: str) -> list[str]:
     ]
 
 
-def _finish(rec: subprocess.Popen[str], timeout: float) -> None:
-    """Waits for the recorder to exit 0; kills it if the wait fails, so no
-    loader outlives the test."""
-    try:
-        _, err = rec.communicate(timeout=timeout)
-    finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    assert rec.returncode == 0, err
-
-
 def _fio_reads_done(res: Path) -> int:
     return sum(j["read"]["total_ios"] for j in json.loads(res.read_text())["jobs"])
 
@@ -81,7 +64,7 @@ def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_pat
     reads, whole (a slot overwritten while read would show a foreign byte)."""
     out, res = tmp_path / "full.iot", tmp_path / "fio.json"
     size = os.path.getsize(loop.backing)
-    before = _completed_ios(loop.name)
+    before = completed_ios(loop.name)
     fio = _fio_reads(loop.path, res, "--iodepth=16")
     cmd = [*IOTAPE, "record", "-o", str(out), "-d", loop.path, "--ring-mb", "1", "--", *fio]
     rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -92,8 +75,8 @@ def test_a_full_ring_counts_what_it_loses_and_keeps_the_rest_whole(loop, tmp_pat
         time.sleep(1.5)
         os.kill(pid, signal.SIGCONT)
     finally:
-        _finish(rec, 300)
-    completed = _completed_ios(loop.name) - before
+        finish_loader(rec, 300)
+    completed = completed_ios(loop.name) - before
     assert completed == _fio_reads_done(res)
 
     trace = open_trace(out)
@@ -128,7 +111,7 @@ def test_a_ring_past_half_full_wakes_the_loader(loop, tmp_path: Path) -> None:
     st = os.stat(loop.path)
     out, res, meta = tmp_path / "wake.iot", tmp_path / "fio.json", tmp_path / "m.json"
     meta.write_text('{"host":"test"}')
-    before = _completed_ios(loop.name)
+    before = completed_ios(loop.name)
     cmd = [str(REC), "-o", str(out), "--meta", str(meta), "--timer-ms", "5000"]
     cmd += ["--ring-mb", "1", "--dev", f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"]
     rec = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -139,8 +122,8 @@ def test_a_ring_past_half_full_wakes_the_loader(loop, tmp_path: Path) -> None:
         subprocess.run(fio, check=True, capture_output=True)
         rec.send_signal(signal.SIGINT)
     finally:
-        _finish(rec, 60)
-    completed = _completed_ios(loop.name) - before
+        finish_loader(rec, 60)
+    completed = completed_ios(loop.name) - before
     assert completed == _fio_reads_done(res)
     trace = open_trace(out)
     footer = trace.footer

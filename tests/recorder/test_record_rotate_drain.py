@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import completed_ios, finish_loader
 
 from recorder.tracefile import open_trace, segments_of
 
@@ -25,11 +26,6 @@ REC = Path(__file__).resolve().parents[2] / "recorder" / "build" / "iotape-rec"
 ROTATE = 32 * 1024
 CHUNK = 64  # records a chunk
 RECORD, CHUNK_HEADER, FOOTER_MAX = 80, 24, 8192
-
-
-def _completed_ios(name: str) -> int:
-    fields = Path(f"/sys/block/{name}/stat").read_text().split()
-    return int(fields[0]) + int(fields[4])
 
 
 def _capture(loop, out: Path, rotate: list[str], fio: list[str]) -> None:
@@ -49,19 +45,15 @@ def _capture(loop, out: Path, rotate: list[str], fio: list[str]) -> None:
         base += ["--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=4"]
         subprocess.run([*base, *fio, "--output-format=terse"], check=True, capture_output=True)
         rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=60)
     finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    assert rec.returncode == 0, err
+        finish_loader(rec, 60)
 
 
 def test_one_drain_of_many_files_rotates_at_each_size(loop, tmp_path: Path) -> None:
     out = tmp_path / "d.iot"
-    before = _completed_ios(loop.name)
+    before = completed_ios(loop.name)
     _capture(loop, out, ["--rotate-bytes", str(ROTATE)], ["--number_ios=3000", "--size=100%"])
-    completed = _completed_ios(loop.name) - before
+    completed = completed_ios(loop.name) - before
     files = segments_of(out)
     footers = [open_trace(f).footer for f in files]
     assert all(f is not None for f in footers)
@@ -78,10 +70,10 @@ def test_one_drain_of_many_windows_rotates_at_each_window(loop, tmp_path: Path) 
     """--rotate-ms 100 over 1 s of requests read in one drain after the stop: a file
     for each 100 ms window of completions, as if the loader had read them in time."""
     out = tmp_path / "w.iot"
-    before = _completed_ios(loop.name)
+    before = completed_ios(loop.name)
     fio = ["--rate_iops=2000", "--time_based", "--runtime=1"]
     _capture(loop, out, ["--rotate-ms", "100"], fio)
-    completed = _completed_ios(loop.name) - before
+    completed = completed_ios(loop.name) - before
     files = segments_of(out)
     assert len(files) >= 9
     starts = [open_trace(f).header["segment"]["start_ns"] for f in files]
