@@ -40,7 +40,9 @@ a second write (it starts where its thread's write before ends, no other
 thread's request before it, a think under the runner's spin line) is marked
 ` same-turn`, and its committers' clause goes on the turn's first write instead
 (where that one follows on a write of the turn before): the runner takes the
-whole turn into the write before it, or none of it.
+whole turn into the write before it, or none of it. And a turn's second write
+takes nothing: a turn writes what was appended before it began, so a commit
+made while its first write is in flight goes in the next turn.
 
 What is found in one chunk only (sources.py reads a large trace in chunks): a
 write whose predecessor or whose committers are in another chunk has no clause

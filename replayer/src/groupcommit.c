@@ -26,7 +26,8 @@
  * is complete when it completes.
  * A turn's second write (`same-turn`: its partial segment after its full ones,
  * two writes on any device) goes only with its turn's first, where that one was
- * taken; the plan puts the committers' clause on the first.
+ * taken; the plan puts the committers' clause on the first. It takes nothing
+ * itself: a turn writes what was appended before it began.
  * IOTAPE_LANES_GROUP_COMMIT=0 writes every request as logged. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -110,7 +111,11 @@ static int joins(const struct dreq *n, long long prev, long long off, long long 
 size_t gc_take(job_t *job, size_t i, long long *len) {
     const struct dreq *q = &job->reqs[i];
     *len = q->len;
-    if (!gc_on() || q->dir != WRITE || q->flags || job->depth > 1 || job->next != i + 1)
+    /* A turn's second write takes nothing: what a turn writes was gathered at its
+     * start, before its first write; a commit during that write waits for the
+     * next turn, on any device. */
+    if (!gc_on() || q->dir != WRITE || q->flags || q->same_turn || job->depth > 1 ||
+        job->next != i + 1)
         return i;
     long long off = q->off, end = q->off + q->len;
     size_t last = i;

@@ -105,6 +105,26 @@ def test_a_turns_second_write_goes_only_with_its_first(
     assert doc["dependencies"]["issued_before_predecessor"] == 0
 
 
+@pytest.mark.parametrize("evloop", ["0", "1"])
+def test_a_turns_second_write_takes_nothing(tmp_path: Path, evloop: str) -> None:
+    """A turn gathers its records at its start: a commit made while its first write
+    is in flight goes in the next turn, not in its second write. Two turns of two
+    writes, the second turn's committer done long before: four writes."""
+    jobs = {
+        "log": [
+            "0 - @20000 write 0 8192\n",
+            "2 0 0 write 8192 4096 same-turn\n",
+            "3 2 10000 write 8192 8192 join 1\n",
+            "4 3 0 write 16384 4096 same-turn\n",
+        ],
+        "session": ["1 - @0 read 65536 4096\n", "5 1,4 0 read 69632 4096\n"],
+    }
+    _plan(tmp_path, jobs)
+    doc = _run(tmp_path, IOTAPE_LANES_EVLOOP=evloop)
+    assert _writes(doc, "log") == (4, 8192 + 4096 + 8192 + 4096)
+    assert doc["dependencies"]["group_commit"]["taken"] == 0
+
+
 def test_a_write_that_does_not_follow_on_stays_apart(tmp_path: Path) -> None:
     jobs = _commits(0)
     jobs["log"][1] = "2 0 10000 write 524288 4096 join 1\n"  # a gap: not the log's next bytes
