@@ -493,7 +493,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
         deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
         size_t last = i;
-        if (i + 1 < job->nreq && job->reqs[i + 1].joinable) {
+        if (gc_may_take(job, i)) {
             /* group commit: the writes it takes with it (the lock only where one may) */
             pthread_mutex_lock(&job->mu);
             last = gc_take(job, i, &len);

@@ -108,13 +108,18 @@ static int joins(const struct dreq *n, long long prev, long long off, long long 
     return 1;
 }
 
+int gc_may_take(const job_t *job, size_t i) {
+    /* A turn's second write takes nothing: what a turn writes was gathered at its
+     * start, before its first write; a commit during that write waits for the
+     * next turn, on any device. And a run starts with a write that is not one. */
+    return i + 1 < job->nreq && job->reqs[i + 1].joinable && !job->reqs[i + 1].same_turn &&
+           !job->reqs[i].same_turn;
+}
+
 size_t gc_take(job_t *job, size_t i, long long *len) {
     const struct dreq *q = &job->reqs[i];
     *len = q->len;
-    /* A turn's second write takes nothing: what a turn writes was gathered at its
-     * start, before its first write; a commit during that write waits for the
-     * next turn, on any device. */
-    if (!gc_on() || q->dir != WRITE || q->flags || q->same_turn || job->depth > 1 ||
+    if (!gc_on() || q->dir != WRITE || q->flags || !gc_may_take(job, i) || job->depth > 1 ||
         job->next != i + 1)
         return i;
     long long off = q->off, end = q->off + q->len;

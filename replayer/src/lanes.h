@@ -226,6 +226,8 @@ int gc_parse(struct dreq *q, char *ln, int (*ids)(long long, char *, long long *
  * the last request it takes with it (i where none; job->next moved past them,
  * each marked issued) and the one write's length in *len (from reqs[i].off). */
 size_t gc_take(job_t *job, size_t i, long long *len);
+/* Whether the job's request i may take any (gc_take's cheap test, for the lock). */
+int gc_may_take(const job_t *job, size_t i);
 void gc_report(void);
 /* a request by a system call, of len bytes (its own, or a group commit's): 0 or errno */
 int deps_issue(int fd, const struct dreq *q, long long len);
