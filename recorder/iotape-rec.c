@@ -1400,7 +1400,9 @@ static const char *drain(struct run *r, int *err)
 		/* The kernel side rarely wakes us (only when the ring is half
 		 * full), so the timeout is the drain timer and consume does the work. */
 		*err = ring_buffer__poll(r->rb, (int)o.timer_ms);
-		if (*err >= 0)
+		/* A signal too: what is in the rings goes in before the rotation below
+		 * closes a window whose records they may hold. */
+		if (*err >= 0 || *err == -EINTR)
 			*err = consume(r);
 		if (*err < 0 && *err != -EINTR)
 			return "error";	/* a failed write or rotation: no drain after it */
