@@ -21,6 +21,10 @@ the truth: the recorder's BPF programs sit in each request's path, and its read
 p50 on the SSD-like device came out x0.76-1.36 of the plain run's in the same
 rounds (docs/benchmarks.md, "The replay's reads against fio's").
 
+The truth is run twice in each round (`peer_fio_on_target_again` right after it):
+its own repeat against it (`peer_again_*_over_peer`) is how far fio moves from itself
+on this host within one round, the resolution the goals are judged at.
+
 Every timed run (the recordings, fio's on B, the replays) is held in one CPU
 condition, `--condition` (bench/cpu_condition.py, default awake: idle vCPUs
 poll instead of halting, as bench/replay_dependent_workload.py; each run's
@@ -35,7 +39,9 @@ with the own delay iotape-lanes estimated from sleeps alone (`timer_us` in its
 report, given as IOTAPE_LANES_OWN_FLOOR_US): the replay before the delay was timed on
 a cycle. `--lanes-before PATH` also replays each trace dependent with another
 iotape-lanes build (main's), right after this build's, as a peer in the same round
-(`dependent_replay_before`). `--variant NAME` (repeatable) runs only those variants.
+(`dependent_replay_before`). `--fixed-peer` also replays each trace dependent with
+every think as recorded (IOTAPE_LANES_FIXED_THINK=0), the replay before a thread's
+fixed think (replayer/src/fixedthink.c). `--variant NAME` (repeatable) runs only those variants.
 """
 
 from __future__ import annotations
@@ -191,6 +197,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     # runs. The recorded run of it (the fidelity report's truth trace) is kept beside:
     # the recorder's BPF programs sit in every request's path.
     truth = run_direct(dst, work, args, None)
+    # The same job alone once more: how far the truth moves from itself in one round,
+    # the resolution the goal's 10 % and 20 % are judged at on this host.
+    again = run_direct(dst, work, args, None)
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
@@ -210,11 +219,18 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     if args.slack_peer:
         slack1 = replay(trace, dst, "dependent", work, truth_trace, condition=cond,
                         env={"IOTAPE_LANES_THINK_SLACK_US": "0"})  # fmt: skip
+    # --fixed-peer: the dependent replay with every think as recorded (the replay
+    # before a fixed think, replayer/src/fixedthink.c)
+    fixed0 = None
+    if getattr(args, "fixed_peer", False):
+        fixed0 = replay(trace, dst, "dependent", work, truth_trace, condition=cond,
+                        env={"IOTAPE_LANES_FIXED_THINK": "0"})  # fmt: skip
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
         "original_on_source": original,
         "peer_fio_on_target": truth,
+        "peer_fio_on_target_again": again,
         "peer_fio_on_target_recorded": truth_rec,
         "dependent_replay": dep,
         "recorded_replay": rec_,
@@ -231,6 +247,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             "recorded_peer_read_p50_over_peer": _ratio(
                 truth_rec["read_p50_ms"], truth["read_p50_ms"]
             ),
+            "peer_again_iops_over_peer": _ratio(again["iops"], truth["iops"]),
+            "peer_again_read_p50_over_peer": _ratio(again["read_p50_ms"], truth["read_p50_ms"]),
+            "dependent_read_p50_over_peer_again": _ratio(dep["read_p50_ms"], again["read_p50_ms"]),
         },
     }
     if slack1 is not None:
@@ -238,6 +257,12 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         out["ratios"] |= {
             "slack_1ns_iops_over_peer": _ratio(slack1["iops"], truth["iops"]),
             "slack_1ns_read_p50_over_peer": _ratio(slack1["read_p50_ms"], truth["read_p50_ms"]),
+        }
+    if fixed0 is not None:
+        out["dependent_replay_thinks_as_recorded"] = fixed0
+        out["ratios"] |= {
+            "as_recorded_iops_over_peer": _ratio(fixed0["iops"], truth["iops"]),
+            "as_recorded_read_p50_over_peer": _ratio(fixed0["read_p50_ms"], truth["read_p50_ms"]),
         }
     if before:
         out["dependent_replay_before"] = before
@@ -261,7 +286,9 @@ def _say(out: dict, args: argparse.Namespace) -> None:
     timer = out.get("dependent_replay_timer_floor")
     print(
         f"{args.job}: {out['from']} -> {out['to']}: peer {truth['iops']} IOPS (read p50 "
-        f"{truth['read_p50_ms']} ms; recorded {out['peer_fio_on_target_recorded']['read_p50_ms']}"
+        f"{truth['read_p50_ms']} ms; again {out['peer_fio_on_target_again']['iops']} IOPS, "
+        f"{out['peer_fio_on_target_again']['read_p50_ms']} ms x{r['peer_again_read_p50_over_peer']}"
+        f"; recorded {out['peer_fio_on_target_recorded']['read_p50_ms']}"
         f" ms); dependent {dep['iops']} IOPS x{r['dependent_iops_over_peer']}"
         f" (read p50 {dep['read_p50_ms']} ms x{r['dependent_read_p50_over_peer']}, "
         f"{dep['issued_before_predecessor']} early, "
@@ -284,6 +311,12 @@ def _say(out: dict, args: argparse.Namespace) -> None:
             f"; slack 1 ns: x{r['slack_1ns_iops_over_peer']} IOPS, read p50 "
             f"x{r['slack_1ns_read_p50_over_peer']}"
             if "slack_1ns_iops_over_peer" in r
+            else ""
+        )
+        + (
+            f"; thinks as recorded: x{r['as_recorded_iops_over_peer']} IOPS, read p50 "
+            f"x{r['as_recorded_read_p50_over_peer']}"
+            if "as_recorded_iops_over_peer" in r
             else ""
         )
         + (
@@ -374,6 +407,12 @@ def main() -> None:
         action="store_true",
         help="also replay dependent with the slept thinks at 1 ns of timer slack "
         "(IOTAPE_LANES_THINK_SLACK_US=0: the replay before)",
+    )
+    ap.add_argument(
+        "--fixed-peer",
+        action="store_true",
+        help="also replay dependent with every think as recorded "
+        "(IOTAPE_LANES_FIXED_THINK=0: the replay before a fixed think)",
     )
     ap.add_argument(
         "--condition",

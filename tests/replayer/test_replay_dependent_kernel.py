@@ -44,6 +44,9 @@ def test_a_recorded_closed_loop_job_replays_with_every_dependency_held(
         assert dep["ios"] == run["peer_fio_on_target"]["ios"] == 180
         # The truth as a user runs it (no recorder) and recorded (the fidelity's trace)
         assert run["peer_fio_on_target_recorded"]["ios"] == 180
+        # and once more alone, the truth's own repeat in the round
+        assert run["peer_fio_on_target_again"]["ios"] == 180
+        assert run["ratios"]["peer_again_iops_over_peer"] > 0
         assert dep["issued_before_predecessor"] == 0
         # Its slept thinks with the application's 50 us of timer slack; `--slack-peer`'s
         # replay of the same trace at 1 ns (IOTAPE_LANES_THINK_SLACK_US=0) beside it
