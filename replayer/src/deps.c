@@ -78,7 +78,7 @@ int deps_loop_fd = -1;
  * time, worth spending awake (io.c's spin_ns); one not yet issued sleeps. */
 atomic_uchar *issued;
 atomic_llong spun_ns, early, waited_ns;
-static long long n_ids, n_requests, n_with_pred, n_awake, n_asleep;
+static long long n_ids, n_requests, n_with_pred, n_awake, n_asleep, n_fixed;
 static int dependent;
 static own_delay_t own; /* this host's delay in a dependent cycle (calib.c) */
 static const job_t *jobs_of; /* for the report */
@@ -272,12 +272,14 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
         for (size_t i = 0; i < job->nreq; i++)
             job->reads_only &= job->reqs[i].dir == READ;
         job->thinks_awake = job->thinks_asleep = 0;
+        for (size_t i = 0; i < job->nreq; i++) /* by its recorded think */
+            job->reqs[i].awake = !job->reqs[i].absolute && awake_think(&job->reqs[i]);
+        n_fixed += fixed_think(job) > 0;
         for (size_t i = 0; i < job->nreq; i++) {
             struct dreq *q = &job->reqs[i];
             if (q->absolute)
                 continue;
-            /* by its recorded think; net of the own delay of its kind of wait */
-            q->awake = awake_think(q);
+            /* net of the own delay of its kind of wait */
             long long od_ns = q->awake ? own.awake_ns : own.ns;
             long long fl = q->awake ? job->think_floor_ns : job->think_floor_asleep_ns;
             *(q->awake ? &job->thinks_awake : &job->thinks_asleep) += 1;
@@ -560,11 +562,12 @@ void deps_report(void) {
            "\"issued_before_predecessor\": %lld, \"waited_ms\": %.3f, \"spin_us\": %.3f, "
            "\"spun_ms\": %.3f, \"spin_think_us\": %.3f, \"think_slack_us\": %.3f, "
            "\"thinks_awake\": %lld, "
-           "\"thinks_asleep\": %lld",
+           "\"thinks_asleep\": %lld, \"fixed_think\": %s, \"fixed_think_jobs\": %lld",
            n_requests, n_with_pred, (long long)atomic_load(&early),
            (double)atomic_load(&waited_ns) / 1e6, (double)spin_ns / 1e3,
            (double)atomic_load(&spun_ns) / 1e6, (double)spin_think_ns / 1e3,
-           (double)think_slack_ns / 1e3, n_awake, n_asleep);
+           (double)think_slack_ns / 1e3, n_awake, n_asleep,
+           fixed_think_on() ? "true" : "false", n_fixed);
     gc_report();
     printf(", \"think_net\": {\"own_floor_us\": %.3f, \"own_awake_us\": %.3f, "
            "\"own_floor_from\": \"%s\"",
@@ -584,11 +587,19 @@ void deps_report(void) {
             printf("%s", k++ ? ", " : "");
             json_str(jobs_of[j].name);
             printf(": {\"floor_us\": %.3f, \"floor_asleep_us\": %.3f, \"replayed_think_us\": "
-                   "%.3f, \"thinks_awake\": %lld, \"thinks_asleep\": %lld}",
+                   "%.3f, \"thinks_awake\": %lld, \"thinks_asleep\": %lld, "
+                   "\"fixed_think_us\": ",
                    (double)jobs_of[j].think_floor_ns / 1e3,
                    (double)jobs_of[j].think_floor_asleep_ns / 1e3,
                    (double)jobs_of[j].think_net_ns / 1e3, jobs_of[j].thinks_awake,
                    jobs_of[j].thinks_asleep);
+            if (jobs_of[j].fixed_think_ns)
+                printf("%.3f", (double)jobs_of[j].fixed_think_ns / 1e3);
+            else
+                printf("null");
+            printf(", \"thinks_fixed\": %lld, \"stalls_fixed\": %lld, \"stall_ms\": %.3f}",
+                   jobs_of[j].thinks_fixed, jobs_of[j].stalls_fixed,
+                   (double)jobs_of[j].stall_ns / 1e6);
         }
     printf("}}}");
 }

@@ -66,6 +66,9 @@ typedef struct {
     long long think_floor_asleep_ns; /* its smallest one slept through (the spin rule) */
     long long think_net_ns;   /* the sum of its relative thinks as replayed */
     long long thinks_awake, thinks_asleep; /* its relative thinks by the spin rule */
+    /* a fixed think (fixedthink.c): it (0: none), the thinks replayed at it, the
+     * longer ones of them (the recording host's stalls) and their time over it */
+    long long fixed_think_ns, thinks_fixed, stalls_fixed, stall_ns;
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */
     int in_loop;              /* driven by the event loop (evloop.c), not threads of its own */
 } job_t;
@@ -108,6 +111,10 @@ extern long long spin_think_ns;
 #define THINK_SLACK_NS 50000LL
 extern long long think_slack_ns;
 int cmp_ll(const void *a, const void *b); /* qsort of long longs */
+/* fixedthink.c: a job's slept thinks at one value where they are one sleep; the
+ * value (0: not such a job). Called with each request's `awake` set. */
+long long fixed_think(job_t *job);
+int fixed_think_on(void);
 long long sleep_lateness(void); /* a 100 us sleep's median lateness, at 1 ns timer slack */
 long long sleep_lateness_at(long long slack_ns); /* the same at that slack (1 ns after) */
 /* IOTAPE_LANES_SPIN_US, else 2 x sleep_lateness, clamped; IOTAPE_LANES_SPIN_THINK_US */
