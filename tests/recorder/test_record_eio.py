@@ -27,10 +27,16 @@ pytestmark = pytest.mark.kernel
 def _with_eio(tmp_path: Path, path: Path, syscalls: str, when: str) -> dict[str, str]:
     """IOTAPE_REC for a loader whose SYSCALLS on PATH fail with EIO at call WHEN."""
     need(shutil.which("strace") is not None, "strace (syscall fault injection)")
+    need(shutil.which("setpriv") is not None, "setpriv (util-linux)")
     wrapper = tmp_path / "iotape-rec-eio"
     inject = f"inject={syscalls}:error=EIO:when={when}"
     strace = ["strace", "-qq", "-o", "/dev/null", "-P", str(path), "-e", f"trace={syscalls}"]
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join([*strace, "-e", inject, str(LOADER)])} "$@"\n')
+    # `iotape record` stops its loader by a signal, which here reaches strace: when
+    # the fault does not fire, strace dies of it and the loader under it would go on
+    # recording, orphaned (strace 6.1 has no --kill-on-exit). setpriv gives the loader
+    # a SIGTERM when strace goes, which stops it as a stop signal does.
+    loader = ["setpriv", "--pdeathsig", "TERM", str(LOADER)]
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.join([*strace, "-e", inject, *loader])} "$@"\n')
     wrapper.chmod(0o755)
     return {"IOTAPE_REC": str(wrapper)}
 
