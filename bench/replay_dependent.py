@@ -81,6 +81,21 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+# The dependent replay again with another iotape-lanes setting, in the same round:
+# the command line's flag -> (its key in a direction's JSON, its ratios' prefix, the
+# setting). --slack-peer: slept thinks at 1 ns of timer slack (the replay before it
+# slept them with the application's 50 us; io.c); --fixed-peer: every think as
+# recorded (the replay before a fixed think, replayer/src/fixedthink.c).
+ENV_PEERS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "slack_peer": ("dependent_replay_slack_1ns", "slack_1ns", {"IOTAPE_LANES_THINK_SLACK_US": "0"}),
+    "fixed_peer": (
+        "dependent_replay_thinks_as_recorded",
+        "as_recorded",
+        {"IOTAPE_LANES_FIXED_THINK": "0"},
+    ),
+}
+
+
 def job_text(
     dev: str, threads: int, ios: int, think_us: int, size_mb: int, engine: str = "psync",
     iodepth: int = 1,
@@ -213,18 +228,6 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     if args.timer_floor and dep.get("think_net"):
         floor = dep["think_net"]["timer_us"]
         timer = replay(trace, dst, "dependent", work, truth_trace, floor, cond)
-    # --slack-peer: the dependent replay's slept thinks at 1 ns of timer slack (the
-    # replay before it slept them with the application's 50 us; io.c)
-    slack1 = None
-    if args.slack_peer:
-        slack1 = replay(trace, dst, "dependent", work, truth_trace, condition=cond,
-                        env={"IOTAPE_LANES_THINK_SLACK_US": "0"})  # fmt: skip
-    # --fixed-peer: the dependent replay with every think as recorded (the replay
-    # before a fixed think, replayer/src/fixedthink.c)
-    fixed0 = None
-    if getattr(args, "fixed_peer", False):
-        fixed0 = replay(trace, dst, "dependent", work, truth_trace, condition=cond,
-                        env={"IOTAPE_LANES_FIXED_THINK": "0"})  # fmt: skip
     out: dict[str, Any] = {
         "from": names[src],
         "to": names[dst],
@@ -252,18 +255,14 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
             "dependent_read_p50_over_peer_again": _ratio(dep["read_p50_ms"], again["read_p50_ms"]),
         },
     }
-    if slack1 is not None:
-        out["dependent_replay_slack_1ns"] = slack1
-        out["ratios"] |= {
-            "slack_1ns_iops_over_peer": _ratio(slack1["iops"], truth["iops"]),
-            "slack_1ns_read_p50_over_peer": _ratio(slack1["read_p50_ms"], truth["read_p50_ms"]),
-        }
-    if fixed0 is not None:
-        out["dependent_replay_thinks_as_recorded"] = fixed0
-        out["ratios"] |= {
-            "as_recorded_iops_over_peer": _ratio(fixed0["iops"], truth["iops"]),
-            "as_recorded_read_p50_over_peer": _ratio(fixed0["read_p50_ms"], truth["read_p50_ms"]),
-        }
+    for flag, (key, prefix, env) in ENV_PEERS.items():
+        if getattr(args, flag, False):
+            peer = out[key] = replay(trace, dst, "dependent", work, truth_trace,
+                                     condition=cond, env=env)  # fmt: skip
+            out["ratios"] |= {
+                f"{prefix}_iops_over_peer": _ratio(peer["iops"], truth["iops"]),
+                f"{prefix}_read_p50_over_peer": _ratio(peer["read_p50_ms"], truth["read_p50_ms"]),
+            }
     if before:
         out["dependent_replay_before"] = before
         out["ratios"]["before_iops_over_peer"] = _ratio(before["iops"], truth["iops"])
