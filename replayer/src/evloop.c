@@ -98,13 +98,8 @@ static long long st_requests, st_submits, st_polled_ns, st_blocked;
 int evloop_on(void) {
     if (mode >= 0)
         return mode;
-    const char *v = getenv("IOTAPE_LANES_EVLOOP");
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
-        fprintf(stderr, "iotape-lanes: IOTAPE_LANES_EVLOOP=%s: 1 (one event loop drives the "
-                "short-think jobs) or 0 (a thread each)\n", v);
-        exit(2);
-    }
-    mode = v && *v ? v[0] == '1' : EVLOOP_DEFAULT;
+    mode = env_switch("IOTAPE_LANES_EVLOOP", EVLOOP_DEFAULT,
+                      "one event loop drives the short-think jobs", "a thread each");
     /* blocking: io_uring polls it (a non-blocking file's read fails with EAGAIN) */
     if (mode && (efd = eventfd(0, EFD_CLOEXEC)) < 0) {
         fprintf(stderr, "iotape-lanes: eventfd: %s\n", strerror(errno));

@@ -9,8 +9,9 @@
  * on the memory-backed loop device issued within 20 us of another's issue in
  * 53-70 % of their reads, the replay with the recorded thinks in 33-36 %, and a
  * read that met another's took 24-30 us against 9-14 alone: the replay's read
- * p50 was x0.6-0.8 of fio's at the same IOPS. With each such thread's slept
- * thinks replayed at one value, x0.91-1.03 (docs/benchmarks.md "A fixed think").
+ * p50 was x0.44-0.95 of fio's at the same IOPS. With each such thread's slept
+ * thinks replayed at one value, x0.95-1.12 of the mean of fio's two runs in a
+ * round, 6 rounds (docs/benchmarks.md "A fixed think").
  *
  * The rule: a job whose slept relative thinks (the spin rule's other side; not
  * a demand's `or` line) number at least FIXED_MIN, at least FIXED_SHARE of them
@@ -20,14 +21,13 @@
  * stalls (this VM's vCPUs stall 1-13 ms a few times a second; fio's 1 ms thinks
  * held 10-13 of 1,499 over 1.1 ms, up to 3.9 ms), which the target adds again of
  * its own; replayed as recorded, each moved its thread out of step with the
- * others for good (read p50 x0.67-0.92 of fio's with them, x0.95-1.10 without:
+ * others for good (read p50 x0.67-0.97 of fio's with them, x0.95-1.10 without:
  * docs/benchmarks.md). They are counted apart (`stalls_fixed`, `stall_ms`). A
  * think further under the median is another wait and stays. The reference
  * workload's threads never qualify (their slept thinks spread over milliseconds).
  * IOTAPE_LANES_FIXED_THINK=0 replays every think as recorded (the replay before). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "lanes.h"
 
@@ -35,18 +35,14 @@ enum { FIXED_MIN = 50 };
 #define FIXED_BAND_NS 100000LL
 #define FIXED_SHARE 0.95
 
-static int fixed_off = -1;
+static int fixed_on = -1; /* IOTAPE_LANES_FIXED_THINK; -1 not read */
 
 int fixed_think_on(void) {
-    if (fixed_off < 0) {
-        const char *e = getenv("IOTAPE_LANES_FIXED_THINK");
-        if (e && *e && strcmp(e, "0") && strcmp(e, "1")) {
-            fprintf(stderr, "iotape-lanes: IOTAPE_LANES_FIXED_THINK=%s: not 0 or 1\n", e);
-            exit(2);
-        }
-        fixed_off = e && !strcmp(e, "0");
-    }
-    return !fixed_off;
+    if (fixed_on < 0)
+        fixed_on = env_switch("IOTAPE_LANES_FIXED_THINK", 1,
+                              "a fixed sleeper's slept thinks at their median",
+                              "every think as recorded");
+    return fixed_on;
 }
 
 /* Whether the job's request `q` is a slept relative think of the rule. */

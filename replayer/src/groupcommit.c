@@ -42,13 +42,9 @@ static atomic_llong heads, merged, candidates;
 int gc_on(void) {
     if (mode >= 0)
         return mode;
-    const char *v = getenv("IOTAPE_LANES_GROUP_COMMIT");
-    if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
-        fprintf(stderr, "iotape-lanes: IOTAPE_LANES_GROUP_COMMIT=%s: 1 (a log writer's write "
-                "takes the writes its sessions have already produced) or 0 (each as logged)\n", v);
-        exit(2);
-    }
-    mode = !(v && *v == '0');
+    mode = env_switch("IOTAPE_LANES_GROUP_COMMIT", 1,
+                      "a log writer's write takes the writes its sessions have already produced",
+                      "each as logged");
     return mode;
 }
 

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -97,6 +98,20 @@ long long sleep_lateness_at(long long slack_ns) {
 
 long long sleep_lateness(void) {
     return sleep_lateness_at(1);
+}
+
+/* A switch from the environment variable `name`: 1 or 0, `dflt` where it is unset
+ * or empty; exit 2 with a line naming it and what each value does (`on`, `off`)
+ * where it is anything else. */
+int env_switch(const char *name, int dflt, const char *on, const char *off) {
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    if (strcmp(v, "0") && strcmp(v, "1")) {
+        fprintf(stderr, "iotape-lanes: %s=%s: 1 (%s) or 0 (%s)\n", name, v, on, off);
+        exit(2);
+    }
+    return v[0] == '1';
 }
 
 /* Microseconds from the environment variable `name` (0 to 1 s), as ns, or -1

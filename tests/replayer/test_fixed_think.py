@@ -68,4 +68,7 @@ def test_a_bad_switch_is_named(tmp_path: Path) -> None:
     _plan(tmp_path, _jobs())
     p = _run(tmp_path, IOTAPE_LANES_FIXED_THINK="yes")
     assert p.returncode == 2
-    assert "IOTAPE_LANES_FIXED_THINK=yes: not 0 or 1" in p.stderr
+    assert (
+        "iotape-lanes: IOTAPE_LANES_FIXED_THINK=yes: 1 (a fixed sleeper's slept thinks at their "
+        "median) or 0 (every think as recorded)" in p.stderr
+    )
