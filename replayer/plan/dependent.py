@@ -46,6 +46,7 @@ from replayer.plan import (
     depcross,
     depjobfile,
     deps,
+    fromtarget,
     groupcommit,
     iolog,
     mapping,
@@ -79,6 +80,8 @@ class DepJob:
     writes: bool
     depth: int = 1  # known once every chunk is in
     requests: int = 0
+    # its lines from the target's recording (fromtarget.py): a timer, a clock
+    lines: fromtarget.JobClock | None = None
 
 
 @dataclass
@@ -124,14 +127,25 @@ class Logs:
             if first:
                 iolog.check_filename(job.target)
                 f.write(f"{HEADER}\nopen {job.target}\n".encode())
+                if job.lines is not None:  # fromtarget.py: a log writer's timer
+                    f.write(job.lines.head().encode())
             f.write(data)
+
+    def close(self, reach: dict[str, int]) -> None:
+        """Each job's last lines (fromtarget.py: a clock), `reach` each target's
+        furthest byte."""
+        for job in self.jobs:
+            tail = job.lines.tail(reach.get(job.target, 0)) if job.lines else ""
+            if tail and self.dir is not None:
+                with open(self.dir / f"{job.name}.log", "a") as f:
+                    f.write(tail)
 
 
 def _slice_jobs(
     s: Slice, st: SliceState, d: deps.Deps, ids: np.ndarray, before: np.ndarray,
     cross: Edges, opts: PlanOptions, logs: Logs, thinks: dict[int, demand.Replaced],
     split: schedsplit.SchedSplit | None = None, cal: thinkcal.Calibration | None = None,
-    joined: dict[int, str] | None = None,
+    joined: dict[int, str] | None = None, tgt: fromtarget.FromTarget | None = None,
 ) -> None:  # fmt: skip
     """A chunk's part of a slice into its submitters' jobs: its requests numbered
     `ids` (the plan's issue order), waiting for their predecessors (`d`, whose
@@ -140,7 +154,8 @@ def _slice_jobs(
     (row -> (the think before, the think now, anchored at a demand wake)):
     demand.py. `split`: each think less its run-queue wait (--run-queue net:
     schedsplit.py); `cal`: short thinks at the target's CPU (--think-calibrate:
-    thinkcal.py); `joined`: group commit's clauses (groupcommit.py)."""
+    thinkcal.py); `joined`: group commit's clauses (groupcommit.py); `tgt`: the I/O
+    the application makes by its clock on the target (fromtarget.py)."""
     # pyarrow only where a dependent plan is made: build.py, which every plan
     # imports, imports this module (~35 MiB and 0.1 s a recorded plan would pay)
     from replayer.plan import deplines
@@ -149,11 +164,14 @@ def _slice_jobs(
     k = d.first
     every = np.concatenate([before, ids])
     pred = d.pred[k:]
-    has = np.flatnonzero(pred >= 0)
+    # a thread on its own clock on the target (clockjobs.py) waits for nothing: its
+    # requests go at their recorded times, as a clocked thread's (crossedges.clocked)
+    free = tgt.clocked_rows(s.name, s.stream, d.submitter[k:], r) if tgt else np.zeros(len(r), bool)
+    has = np.flatnonzero((pred >= 0) & ~free)
     ci, cj = (np.array(d.covers, np.int64).reshape(-1, 2).T if d.covers
               else (np.empty(0, np.int64),) * 2)  # fmt: skip
-    ok = every[cj] < every[ci]
-    x = cross.j >= 0
+    ok = (every[cj] < every[ci]) & ~free[ci - k]
+    x = (cross.j >= 0) & ~free[cross.rows]
     # in the log's order: its predecessor, the writes it covers, another thread's request
     waits = deplines.Waits.of(len(r), [has, ci[ok] - k, cross.rows[x]],
                               [every[pred[has]], every[cj[ok]], cross.j[x]])  # fmt: skip
@@ -184,7 +202,7 @@ def _slice_jobs(
     cols = deplines.Columns(ids, waits, think, at, opts.timing == "afap", acts, names,
                             np.where(flush, 0, s.offset + s.base), np.where(flush, 0, s.nbytes),
                             extra)  # fmt: skip
-    _deal(s, st, d, cols, logs)
+    _deal(s, st, d, cols, logs, tgt)
 
 
 def _extra(
@@ -211,9 +229,10 @@ def _extra(
     return out
 
 
-def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: Logs) -> None:
+def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: Logs,
+          tgt: fromtarget.FromTarget | None = None) -> None:  # fmt: skip
     """The lines of a chunk's part of a slice to its submitters' jobs, each
-    job's in issue order."""
+    job's in issue order (a new job's lines from the target decided by `tgt`)."""
     r = s.records
     start, _ = deps.times(r)
     order = np.lexsort((np.arange(len(r)), start))
@@ -230,6 +249,10 @@ def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: 
             suffix = f".{d.key[0]}{w}" if d.key != "stream" else ""
             db = s.owner.number if s.owner.kind == "db" else None
             job = st.jobs[w] = DepJob(s.name + suffix, s.target, s.stream, db, False)
+            if tgt is not None:
+                row = order[cuts[g]]
+                comm = bytes(r["comm"][row]).decode(errors="replace")
+                job.lines = tgt.job(s.name, s.stream, w, comm, int(cols.offset[row]))
         job.writes = job.writes or bool(writes[order[cuts[g] : cuts[g + 1]]].any())
         jobs.append(job)
     if logs.dir is None:  # a dry run: only counted
@@ -271,8 +294,9 @@ def _demand_summary(st: SliceState, opts: PlanOptions) -> dict[str, Any]:
 
 
 def _summary(
-    name: str, st: SliceState, other: int, opts: PlanOptions, wakes: bool, sched: bool, cal: bool
-) -> dict[str, Any]:
+    name: str, st: SliceState, other: int, opts: PlanOptions, wakes: bool, sched: bool, cal: bool,
+    tgt: fromtarget.FromTarget | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """plan.json's `dependencies` entry of a stream (its jobs' depths set first)."""
     for who, job in st.jobs.items():
         job.depth = deps.depth_of(st.chain.hist.get(who, np.zeros(0, np.int64)))
@@ -288,6 +312,7 @@ def _summary(
         **(st.rq.summary(opts.run_queue, sched) if opts.timing == "dependent" else {}),
         "other_stream_predecessors": other,
         **({"think_calibration": [a.summary() for a in st.cal.values()]} if cal else {}),
+        **(tgt.summary(name) if tgt is not None else {}),
     }
 
 
@@ -332,6 +357,7 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     split = sched if net else None
     cal = thinkcal.Calibration.read(str(opts.think_calibrate), str(opts.trace)) if (
         opts.think_calibrate) else None  # fmt: skip
+    tgt = fromtarget.FromTarget.read(opts, wakes)
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}
@@ -355,17 +381,18 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
         )
         for k in range(len(slices)):
             _slice_jobs(slices[k], sts[k], ds[k], ids[k], befores[k], cross[k], opts, logs,
-                        thinks[k], split, cal, joined[k])  # fmt: skip
+                        thinks[k], split, cal, joined[k], tgt)  # fmt: skip
         _reach(reach, slices)
         # what this chunk held goes before the next is read, not at once with it
         del src, gs, slices, ids, ds, befores, everys, cross, thinks, joined
     summaries = [
         _summary(name, st, lost.counts.get(st.stream, 0), opts, wakes is not None,
-                 split is not None, cal is not None)
+                 split is not None, cal is not None, tgt)
         for name, st in state.items()
     ]  # fmt: skip
     if cal is not None:
         cal.check()
+    logs.close(reach)
     moved = mapping.record(groups, lay, sc, opts.remap)
     return _finish(opts, view.duration_ns, sc, lay, logs.jobs, summaries, reach, tmp, moved)
 

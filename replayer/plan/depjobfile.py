@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from replayer.plan import thinkcal
+from replayer.plan import fromtarget, thinkcal
 from replayer.plan.options import PlanOptions
 
 
@@ -60,7 +60,7 @@ def jobfile(opts: PlanOptions, jobs: Sequence[Job], summaries: list[dict]) -> st
         out.append(
             f";   {d['stream']}: {d['with_predecessor']}/{d['requests']} by {d['submitter']},"
             f" depth {d['depth']}, think p50 {d['think_us'].get('p50', '-')}{demand_note}"
-            f"{thinkcal.note(d)}\n"
+            f"{thinkcal.note(d)}{fromtarget.note(d)}\n"
         )
     out += ["\n[global]\n", "ioengine=psync\n", "direct=1\n", "thread=1\n"]
     for j in jobs:

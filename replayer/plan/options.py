@@ -61,6 +61,12 @@ class PlanOptions:
     # dependent: a short recording of the same application on the target, whose
     # CPU per cycle the short thinks are replayed at: thinkcal.py.
     think_calibrate: Path | None = None
+    # dependent, with think_calibrate: a log writer's writes by its timer on the
+    # target replayed ("target") or only the trace's ("recorded"): timerwrites.py.
+    timer_writes: str = "target"
+    # ... and threads on their own clock there go on until the others finish
+    # ("target") or only as the trace has them ("recorded"): clockjobs.py.
+    clock_jobs: str = "target"
 
 
 SYNTHETIC_LOSES = (

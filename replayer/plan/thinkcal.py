@@ -56,7 +56,7 @@ def pattern(comm: str) -> str:
     return re.sub(r"\d+", "#", comm)
 
 
-def _head(path: str, option: str) -> np.ndarray:
+def head(path: str, option: str) -> np.ndarray:
     """The trace's first MAX_REQUESTS requests; one line naming `path` if it is
     not a trace."""
     try:
@@ -200,7 +200,7 @@ class Calibration:
     def read(cls, path: str, source: str) -> Calibration:
         """From the target trace at `path` and the plan's trace `source`."""
         opt = "--think-calibrate"
-        r = _head(path, opt)
+        r = head(path, opt)
         if not len(r):
             raise IotapeError(f"{opt} {path}: no requests")
         if not (r["tid"] > 0).any():
@@ -211,7 +211,7 @@ class Calibration:
                 f"{opt} {path}: no sched records (record it with --wakes): a sleep in "
                 "a think cannot be told from CPU"
             )
-        src = _head(source, "trace")
+        src = head(source, "trace")
         if not len(src):  # nothing to calibrate: check() says so
             return cls(path, cpu_thinks(r, split), {}, set())
         mine = cpu_thinks(src, schedsplit.read_split(source))

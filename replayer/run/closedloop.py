@@ -270,6 +270,8 @@ def report(
         truth=str(truth) if truth is not None else None,
         issued_before_predecessor=early,
         group_commit_taken=summary.group_commit_taken,
+        timer_writes=summary.timer_writes,
+        clock_requests=summary.clock_requests,
         latency_sources=LATENCY_SOURCES,
         not_reported=NOT_REPORTED,
         overall=_figures(orig[OVERALL], rep[OVERALL], tru[OVERALL] if tru else None),

@@ -231,6 +231,10 @@ class LocalRunner:
             )
             gc = result["dependencies"].get("group_commit")
             summary.group_commit_taken = int(gc["taken"]) if gc else None
+            lz = result["dependencies"].get("lazy_writes")
+            summary.timer_writes = [int(lz["writes"]), int(lz["took"])] if lz else None
+            ck = result["dependencies"].get("clock_jobs")
+            summary.clock_requests = int(ck["requests"]) if ck else None
         return summary
 
     def anchor(self, record_to: Path, say: Say) -> list[JobRow]:

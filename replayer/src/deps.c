@@ -188,6 +188,15 @@ int deps_load(job_t *job) {
             memcpy(job->target, ln + 5, strlen(ln + 5) + 1);
             continue;
         }
+        /* a job's own lines from the target's recording: a timer, a clock */
+        int lz = lazy_parse(job, ln), ck = lz ? 0 : clock_parse(job, ln);
+        if (lz < 0 || ck < 0) {
+            fprintf(stderr, "iotape-lanes: %s:%ld: not `%s`: %.80s\n", job->log, ln_no,
+                    lz ? "lazy REST_US (1 to 10000000)" : "clock PERIOD_US LO HI", ln);
+            exit(2);
+        }
+        if (lz || ck)
+            continue;
         if (job->nreq == cap) {
             cap = cap ? 2 * cap : 1024;
             job->reqs = realloc(job->reqs, cap * sizeof *job->reqs);
@@ -423,6 +432,22 @@ static long long due_of(const struct dreq *q) {
     return latest + q->t_ns;
 }
 
+/* 1 once what `q` waits for (either way, with `or`) has completed; 0 where it
+ * had not by until_ns (lazywrite.c's timer) */
+static int ready_by(const struct dreq *q, long long until_ns) {
+    long long latest, pending = -1, spin_left = 0;
+    while (!atomic_load(&stop_all)) {
+        if (all_done(q->pred, q->npred, &latest, &pending))
+            return 1;
+        if (q->alt && (q->alt_absolute || all_done(q->alt_pred, q->nalt, &latest, &pending)))
+            return 1;
+        if (now_ns() >= until_ns)
+            return 0;
+        wait_done(pending, until_ns, &spin_left);
+    }
+    return 1;
+}
+
 /* Whether every request of the n `p` had completed by `at`. */
 static int done_by(const long long *p, int n, long long at) {
     for (int k = 0; k < n; k++) {
@@ -479,15 +504,23 @@ void deps_worker(worker_t *w, tally_t *ty) {
         return;
     }
     int tid = (int)syscall(SYS_gettid);
+    long long last_due = 0;
     while (!atomic_load(&stop_all)) {
         pthread_mutex_lock(&job->mu);
         size_t i = job->next < job->nreq ? job->next++ : job->nreq;
         pthread_mutex_unlock(&job->mu);
-        if (i >= job->nreq)
+        if (i >= job->nreq) {
+            if (last_due) /* on its own clock: on until the others finish (clockjob.c) */
+                clock_run(job, fd, ty, last_due);
             break;
+        }
         const struct dreq *q = &job->reqs[i];
+        long long taken = lazy_before(job, i, fd, ty, ready_by); /* its segments the timer wrote */
+        if (taken < 0)
+            break;
         hop_how = q->awake ? HOP_AWAKE : 0;
         long long due = due_of(q), noticed = hops_on() ? now_ns() : 0;
+        last_due = due;
         hop_how |= wait_until(due, q->awake);
         if (atomic_load(&stop_all))
             break;
@@ -501,10 +534,18 @@ void deps_worker(worker_t *w, tally_t *ty) {
             last = gc_take(job, i, &len);
             pthread_mutex_unlock(&job->mu);
         }
-        int err = deps_issue(fd, q, len);
+        struct dreq rest = *q; /* what the timer's writes left of it */
+        rest.off += taken * LAZY_SEGMENT;
+        len -= taken * LAZY_SEGMENT;
+        if (len <= 0) { /* all of it written already: the turn writes its partial alone */
+            lazy_took(job);
+            deps_done(q->id, at, 0);
+            continue;
+        }
+        int err = deps_issue(fd, &rest, len);
         long long done = now_ns();
         if (err) {
-            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, len, q->off,
+            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, len, rest.off,
                  job->target, strerror(err));
             break;
         }
@@ -569,6 +610,8 @@ void deps_report(void) {
            (double)think_slack_ns / 1e3, n_awake, n_asleep,
            fixed_think_on() ? "true" : "false", n_fixed);
     gc_report();
+    lazy_report(jobs_of, n_jobs);
+    clock_report(jobs_of, n_jobs);
     printf(", \"think_net\": {\"own_floor_us\": %.3f, \"own_awake_us\": %.3f, "
            "\"own_floor_from\": \"%s\"",
            (double)own.ns / 1e3, (double)own.awake_ns / 1e3, own.from);

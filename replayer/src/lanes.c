@@ -186,6 +186,8 @@ static void *worker(void *arg) {
         close(fd);
     job_add(job, ty);
     free(ty);
+    if (!clock_job(job)) /* one fewer for a job on its own clock to outlive */
+        atomic_fetch_sub(&fg_running, 1);
     return NULL;
 }
 
@@ -213,6 +215,7 @@ static void *loop_thread(void *arg) {
     if (hops_on() && first >= 0)
         hops_thread_end(first); /* the loop's thread, counted with its first job's */
     free(ty);
+    atomic_fetch_sub(&fg_running, 1);
     return NULL;
 }
 
@@ -399,9 +402,12 @@ int main(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int total = 0;
-    for (int i = 0; i < n; i++)
+    int total = 0, fg = in_loop > 0;
+    for (int i = 0; i < n; i++) {
         total += threads_of(&jobs[i]);
+        fg += clock_job(&jobs[i]) ? 0 : threads_of(&jobs[i]);
+    }
+    atomic_store(&fg_running, fg);
     worker_t *ws = calloc((size_t)total + 1, sizeof *ws);
     pthread_t *ts = calloc((size_t)total + 1, sizeof *ts);
     if (!ws || !ts)

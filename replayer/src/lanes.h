@@ -69,6 +69,11 @@ typedef struct {
     /* a fixed think (fixedthink.c): it (0: none), the thinks replayed at it, the
      * longer ones of them (the recording host's stalls) and their time over it */
     long long fixed_think_ns, thinks_fixed, stalls_fixed, stall_ns;
+    /* a log writer's timer (lazywrite.c): its rest (0: none), the writes it made */
+    long long lazy_rest_ns, lazy_writes, lazy_took;
+    /* a job on its own clock (clockjob.c): its period (0: none), where its
+     * requests go on (lo to hi), how many it made past its log */
+    long long clock_period_ns, clock_lo, clock_hi, clock_requests;
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */
     int in_loop;              /* driven by the event loop (evloop.c), not threads of its own */
 } job_t;
@@ -222,6 +227,31 @@ void deps_done(long long id, long long done, int by_loop);
 /* 1 where `q`, issued at `at`, went before what it waited for had completed (it
  * is counted: "issued_before_predecessor"). */
 int deps_early(const struct dreq *q, long long at);
+
+/* lazywrite.c: a log writer's writes by its own clock (the plan's `lazy REST_US`
+ * line), before its request i while that waits (depth 1): 0, or -1 where one
+ * failed (said by fail()). IOTAPE_LANES_LAZY=0: none. */
+#define LAZY_SEGMENT 4096LL /* a log segment: what one such write takes */
+int lazy_on(void);
+int lazy_parse(job_t *job, const char *ln); /* 1: a `lazy` line (-1: malformed) */
+/* the segments of request i so written (its first ones), or -1. `ready_by(q, t)`:
+ * 1 once what q waits for has completed, 0 where it had not by t (deps.c's: passed
+ * in, as groupcommit.c's parser takes deps.c's, so the calls go one way) */
+long long lazy_before(job_t *job, size_t i, int fd, tally_t *ty,
+                      int (*ready_by)(const struct dreq *, long long));
+void lazy_took(job_t *job); /* a request the timer's writes took whole, counted */
+void lazy_report(const job_t *jobs, int n);
+
+/* clockjob.c: a job on its own clock (the plan's `clock PERIOD_US LO HI` line)
+ * going on after its log until the others finish (fg_running: the threads of the
+ * others, the event loop's among them, still running). IOTAPE_LANES_CLOCK=0: no. */
+extern atomic_int fg_running;
+int clock_on(void);
+int clock_job(const job_t *job); /* 1: it has a clock, and clocks are on */
+int clock_parse(job_t *job, const char *ln); /* 1: a `clock` line (-1: malformed) */
+/* after the job's last logged request (due at `due`): 0, or -1 where one failed */
+int clock_run(job_t *job, int fd, tally_t *ty, long long due);
+void clock_report(const job_t *jobs, int n);
 
 /* groupcommit.c: a log writer's write taking the writes after it that the
  * replay's sessions have already produced (IOTAPE_LANES_GROUP_COMMIT=0: none). */

@@ -54,6 +54,10 @@ class ClosedLoopReport(Part):
     issued_before_predecessor: int | None
     # log writes that went in the write before them (group commit; None: not counted)
     group_commit_taken: int | None = None
+    # a log writer's timer writes: [made, logged writes they took whole] (None: no timer)
+    timer_writes: list[int] | None = None
+    # requests of jobs on their own clock past their logs (None: no such job)
+    clock_requests: int | None = None
     latency_sources: dict[str, str]  # what each side's latency measures
     not_reported: str  # the open-loop figures left out, and why
     overall: StreamFigures

@@ -93,6 +93,28 @@ class CalibratedJob(Part):
     long_thinks_kept: int  # relative thinks at or over the line, as recorded
 
 
+class TimerJob(Part):
+    """A job's log writer's timer, learnt from the --think-calibrate trace
+    (replayer/plan/timerwrites.py): its rest where it writes by it, else why not."""
+
+    comm: str  # its thread's name
+    rest_us: int | None  # the `lazy REST_US` of its log; None: none
+    why: str | None
+    target_writes: list[float]  # [writes, timer writes, share] of its role in the target trace
+    source_writes: list[float]  # the same in the plan's trace
+
+
+class ClockJob(Part):
+    """A job whose role is on a clock in the --think-calibrate trace
+    (replayer/plan/clockjobs.py): its period where it goes on, else why not."""
+
+    comm: str
+    period_us: int | None  # the `clock PERIOD_US LO HI` of its log; None: none
+    why: str | None
+    target_requests: int  # its role's requests on the clock in the target trace
+    target_sequential: float | None  # their share each where the one before ended
+
+
 class DependencyEntry(Part):
     """A stream's inferred dependencies (a dependent or afap plan only:
     replayer/plan/deps.py)."""
@@ -143,6 +165,11 @@ class DependencyEntry(Part):
     group_commit_writes: int = 0  # writes so marked
     # dependent with --think-calibrate only (replayer/plan/thinkcal.py): per job
     think_calibration: list[CalibratedJob] | None = None
+    # dependent with --think-calibrate, --timer-writes target (timerwrites.py): per job
+    timer_writes: list[TimerJob] | None = None
+    # dependent with --think-calibrate, --clock-jobs target (clockjobs.py): per job
+    # whose role is on a clock there
+    clock_jobs: list[ClockJob] | None = None
 
 
 class PlacementEntry(Part):

@@ -88,6 +88,14 @@ class ReplaySummary(Document):
     # A dependent plan with `--group-commit join`: log writes that went in the
     # write before them (iotape-lanes' `group_commit.taken`); None where not counted.
     group_commit_taken: int | None = None
+    # A dependent plan whose log writer has a timer (`lazy REST_US`, the target's
+    # recording: replayer/plan/timerwrites.py): [writes the timer made, logged
+    # writes they took whole] (iotape-lanes' `lazy_writes`); None where none.
+    timer_writes: list[int] | None = None
+    # ... and with a job on its own clock there (`clock PERIOD_US LO HI`:
+    # replayer/plan/clockjobs.py): the requests it made past its log
+    # (iotape-lanes' `clock_jobs.requests`); None where none.
+    clock_requests: int | None = None
 
 
 def _unversioned(doc: dict[str, Any]) -> dict[str, Any]:

@@ -273,6 +273,17 @@ def _print_closed(rep: ClosedLoopReport) -> None:
             f"group commit: {rep.group_commit_taken} log writes went in the write before "
             "them (their committers had committed; the IOPS count each such write once)"
         )
+    if rep.timer_writes:
+        made, took = rep.timer_writes
+        print(
+            f"timer writes: {made} log writes by the log writer's timer while its next write "
+            f"waited (the target's recording); {took} logged writes they took whole"
+        )
+    if rep.clock_requests is not None:
+        print(
+            f"clock: {rep.clock_requests} requests of jobs on their own clock past their logs "
+            "(the target's recording), until the others finished"
+        )
     if rep.truth is not None:
         print(f"truth: {rep.truth} (the application itself on the target)")
     print(f"latency: original and truth from {LAT_TRACE}; replay from iotape-lanes' system calls")

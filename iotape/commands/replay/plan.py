@@ -13,7 +13,7 @@ from base.errors import IotapeError
 from iotape.cliopts import AsJson, Force
 from iotape.commands.replay.options import DestroyDataOn
 from replayer.plan import build as planmod
-from replayer.plan import thinkcal
+from replayer.plan import fromtarget, thinkcal
 from replayer.plan.model import PlanResult
 from replayer.plan.options import PlanOptions
 from replayer.run import predict
@@ -170,6 +170,24 @@ def plan(
             "(stream and thread name); long thinks stay as recorded.",
         ),
     ] = None,
+    timer_writes: Annotated[
+        str,
+        typer.Option(
+            help="dependent, with --think-calibrate: target (a log writer that wrote by "
+            "its own timer in that recording, and not in the trace, writes its next full "
+            "segment each time the recording's rest has passed while its next write "
+            "waits) or recorded (only the trace's writes).",
+        ),
+    ] = "target",
+    clock_jobs: Annotated[
+        str,
+        typer.Option(
+            help="dependent, with --think-calibrate: target (a thread on its own clock in "
+            "that recording, reading or writing on sequentially, goes on at its period "
+            "after its last request until the others finish) or recorded (only the "
+            "trace's requests).",
+        ),
+    ] = "target",
     host: Annotated[
         list[str] | None,
         typer.Option(
@@ -266,6 +284,7 @@ def _print(man: PlanResult, output: Path | None, as_json: bool, dry_run: bool) -
                 + _run_queue_line(d)
                 + _group_commit_line(d)
                 + thinkcal.note(d)
+                + fromtarget.note(d)
             )
 
 
