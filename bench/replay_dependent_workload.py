@@ -48,7 +48,10 @@ each round replays the trace dependent with each of `--long-thinks`
 onto the SSD-like device, afap. `--directions` picks hdd-ssd and/or ssd-hdd.
 With `--calibrate-s S`, a short timed run of the engine on the target is recorded
 per invocation and the first variant's plan is also calibrated by it
-(`--think-calibrate`, judged first); `--calibration PATH` takes a kept one
+(`--think-calibrate`, judged first: its short thinks at the target's CPU, and the
+I/O the engine makes by its clock there, its log writer's timer writes and its
+maintenance reads; each replay's `timer_writes` and `clock_requests` count what
+iotape-lanes added of them); `--calibration PATH` takes a kept one
 instead, so that runs of the same kept `--trace` judge the same plan.
 The engine is recorded with its wakes (`--record-wakes`; `--no-wakes`: without,
 the edges inferred from timing alone).
@@ -169,6 +172,11 @@ def replay(
         # log writes taken into the write before them (group commit): the replay's
         # count of log writes against the truth's
         "group_commit_taken": fid.get("group_commit_taken"),
+        # log writes the log writer's timer made (the target's recording) and the
+        # logged ones they took whole: timerwrites.py
+        "timer_writes": fid.get("timer_writes"),
+        # requests of threads on their own clock past the trace's (clockjobs.py)
+        "clock_requests": fid.get("clock_requests"),
         "critical_path_tx_per_s": critical_path(jobdir, 20_000).get("tx_per_s"),
         "cpu": h.report(fid["overall"]["replay"]["requests"]),
         "streams": {
@@ -241,7 +249,7 @@ def _deps(d: dict) -> dict:
     cross = ("cross_candidates", "cross_by_chance", "cross_mirror", "cross_edges")
     dem = ("long_thinks", "demand_thinks", "demand_woken", "demand_think_s")
     rq = ("run_queue", "sched_recorded", "run_queue_thinks", "run_queue_think_s")
-    cal = ("think_calibration",)
+    cal = ("think_calibration", "timer_writes", "clock_jobs")
     return {k: d.get(k) for k in (*keep, *cross, "long_think_edges", "wake_edges", *dem, *rq, *cal)}
 
 
