@@ -109,12 +109,24 @@ class HybridLab:
         self._loops: list[str] = []
         self.cgroup: Path | None = None
         self._disk = (0, 0)
+        self._sigterm: object = None  # the SIGTERM handler it replaced (_on_sigterm)
+
+    def _on_sigterm(self) -> None:
+        """A SIGTERM (a killed bench) unwinds through the context manager, which
+        releases the loop devices, the FUSE servers and the images; by default it
+        would end the process where it stands and leave them all behind. Only
+        where nothing else handles it, from the main thread."""
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        with contextlib.suppress(ValueError):  # not the main thread
+            self._sigterm = signal.signal(signal.SIGTERM, _raise_exit)
 
     def __enter__(self) -> HybridLab:
         if not BLKIO.is_dir():
             raise LabError(f"{BLKIO}: no cgroup v1 blkio hierarchy")
         if not self.memory_disk and self.hdd_model is None and self.array_model is None:
             self._disk = backing_disk(self.disk_dir)
+        self._on_sigterm()
         try:
             self.fast = self._loop("/dev/shm", direct=False)
             if self.hdd_model is not None or self.array_model is not None:
@@ -144,10 +156,10 @@ class HybridLab:
             self.cgroup = Path(tempfile.mkdtemp(prefix="iotape-lab-", dir=BLKIO))
             self.set_slow_iops(self.slow_iops)
         except HddError as e:
-            self.close()
+            self.__exit__()
             raise LabError(str(e)) from None
         except BaseException:
-            self.close()
+            self.__exit__()
             raise
         return self
 
@@ -291,3 +303,11 @@ class HybridLab:
 
     def __exit__(self, *exc) -> None:
         self.close()
+        if self._sigterm is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._sigterm)  # type: ignore[arg-type]
+            self._sigterm = None
+
+
+def _raise_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
