@@ -196,6 +196,7 @@ def _slice_jobs(
     think = np.round(think_ns * opts.think_scale * opts.time_scale / 1000).astype(np.int64)
     at = np.round(s.t_ns * opts.time_scale / 1000).astype(np.int64) + START_US
     extra = _extra(thinks, waits, cross, d.think_ns[k:], rq, f, at, opts, joined or {})
+    extra = {i: v for i, v in extra.items() if not free[i]}  # a clock's: at its time alone
     st.joins += sum(v.startswith(" join ") for v in (joined or {}).values())
     flush = r["op"] == OP["flush"]
     names, acts = lane_action_codes(r)

@@ -122,6 +122,7 @@ def test_a_role_on_the_targets_clock_goes_on_after_the_trace(tmp_path: Path, cap
     assert sum(x.startswith("clock") for x in log) == 1
     # its logged requests wait for nothing: at their recorded times, as a clock's
     assert [x.split()[1] for x in log[2:-1]] == ["-", "-"]
+    assert not any(" or " in x or " join " in x for x in log)
     (c,) = _clocks(man)
     assert (c["period_us"], c["why"], c["target_requests"], c["target_sequential"]) == (
         PERIOD // 1000, None, 20, 1.0
