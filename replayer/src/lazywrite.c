@@ -79,14 +79,18 @@ static long long full_segments(const job_t *job, size_t i) {
 /* How many of the turn's `segs` full segments the application has filled by now:
  * the share of the plan's requests between the job's previous request and its
  * request i (what the recording's threads did while the log grew to the turn's end)
- * that have completed, of the turn's bytes (its partial segment's counted half). */
+ * that have completed, of the turn's bytes (its partial segment's counted half).
+ * At most LAZY_LOOK of them are looked at, evenly spread: it runs at each look of
+ * a waiting writer, and a writer that writes rarely in a busy plan has many. */
+#define LAZY_LOOK 1024LL
 static long long filled(const job_t *job, size_t i, long long segs) {
-    long long lo = job->reqs[i - 1].id + 1, hi = job->reqs[i].id, n = 0;
+    long long lo = job->reqs[i - 1].id + 1, hi = job->reqs[i].id, n = 0, seen = 0;
     if (hi <= lo)
         return segs;
-    for (long long p = lo; p < hi; p++)
+    long long step = (hi - lo + LAZY_LOOK - 1) / LAZY_LOOK;
+    for (long long p = lo; p < hi; p += step, seen++)
         n += (atomic_load_explicit(&done_flag[p], memory_order_acquire) & DONE) != 0;
-    return n * (2 * segs + 1) / (2 * (hi - lo));
+    return n * (2 * segs + 1) / (2 * seen);
 }
 
 void lazy_took(job_t *job) {
