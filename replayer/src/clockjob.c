@@ -32,11 +32,9 @@ static int mode = -1; /* IOTAPE_LANES_CLOCK: 1, 0; -1 not read */
 #define CLOCK_LOOK_NS 20000000LL
 
 int clock_on(void) {
-    if (mode < 0)
-        mode = env_switch("IOTAPE_LANES_CLOCK", 1,
-                          "a `clock` job goes on at its period until the others finish",
-                          "only its logged requests");
-    return mode;
+    return env_switch(&mode, "IOTAPE_LANES_CLOCK", 1,
+                      "a `clock` job goes on at its period until the others finish",
+                      "only its logged requests");
 }
 
 int clock_job(const job_t *job) {

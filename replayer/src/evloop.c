@@ -98,7 +98,7 @@ static long long st_requests, st_submits, st_polled_ns, st_blocked;
 int evloop_on(void) {
     if (mode >= 0)
         return mode;
-    mode = env_switch("IOTAPE_LANES_EVLOOP", EVLOOP_DEFAULT,
+    env_switch(&mode, "IOTAPE_LANES_EVLOOP", EVLOOP_DEFAULT,
                       "one event loop drives the short-think jobs", "a thread each");
     /* blocking: io_uring polls it (a non-blocking file's read fails with EAGAIN) */
     if (mode && (efd = eventfd(0, EFD_CLOEXEC)) < 0) {

@@ -38,11 +38,8 @@ enum { FIXED_MIN = 50 };
 static int fixed_on = -1; /* IOTAPE_LANES_FIXED_THINK; -1 not read */
 
 int fixed_think_on(void) {
-    if (fixed_on < 0)
-        fixed_on = env_switch("IOTAPE_LANES_FIXED_THINK", 1,
-                              "a fixed sleeper's slept thinks at their median",
-                              "every think as recorded");
-    return fixed_on;
+    return env_switch(&fixed_on, "IOTAPE_LANES_FIXED_THINK", 1,
+                      "a fixed sleeper's slept thinks at their median", "every think as recorded");
 }
 
 /* Whether the job's request `q` is a slept relative think of the rule. */

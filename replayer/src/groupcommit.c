@@ -40,12 +40,9 @@ static int mode = -1; /* IOTAPE_LANES_GROUP_COMMIT: 1, 0; -1 not read */
 static atomic_llong heads, merged, candidates;
 
 int gc_on(void) {
-    if (mode >= 0)
-        return mode;
-    mode = env_switch("IOTAPE_LANES_GROUP_COMMIT", 1,
+    return env_switch(&mode, "IOTAPE_LANES_GROUP_COMMIT", 1,
                       "a log writer's write takes the writes its sessions have already produced",
                       "each as logged");
-    return mode;
 }
 
 /* Where the line ends in ` join IDS`: the ids (comma-separated, before q's own)

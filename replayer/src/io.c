@@ -102,16 +102,16 @@ long long sleep_lateness(void) {
 
 /* A switch from the environment variable `name`: 1 or 0, `dflt` where it is unset
  * or empty; exit 2 with a line naming it and what each value does (`on`, `off`)
- * where it is anything else. */
-int env_switch(const char *name, int dflt, const char *on, const char *off) {
+ * where it is anything else. Read once: kept in *seen (-1 until then). */
+int env_switch(int *seen, const char *name, int dflt, const char *on, const char *off) {
+    if (*seen >= 0)
+        return *seen;
     const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    if (strcmp(v, "0") && strcmp(v, "1")) {
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
         fprintf(stderr, "iotape-lanes: %s=%s: 1 (%s) or 0 (%s)\n", name, v, on, off);
         exit(2);
     }
-    return v[0] == '1';
+    return *seen = v && *v ? v[0] == '1' : dflt;
 }
 
 /* Microseconds from the environment variable `name` (0 to 1 s), as ns, or -1

@@ -116,7 +116,8 @@ extern long long spin_think_ns;
 #define THINK_SLACK_NS 50000LL
 extern long long think_slack_ns;
 int cmp_ll(const void *a, const void *b); /* qsort of long longs */
-int env_switch(const char *name, int dflt, const char *on, const char *off); /* io.c */
+/* io.c: a 0/1 switch from the environment, read once into *seen (-1 until then) */
+int env_switch(int *seen, const char *name, int dflt, const char *on, const char *off);
 /* fixedthink.c: a job's slept thinks at one value where they are one sleep; the
  * value (0: not such a job). Called with each request's `awake` set. */
 long long fixed_think(job_t *job);

@@ -48,11 +48,9 @@ static atomic_llong total, took;
 #define LAZY_POLL_NS 500000LL
 
 int lazy_on(void) {
-    if (mode < 0)
-        mode = env_switch("IOTAPE_LANES_LAZY", 1,
-                          "a log writer's `lazy` timer writes its full segments while it waits",
-                          "only the logged writes");
-    return mode;
+    return env_switch(&mode, "IOTAPE_LANES_LAZY", 1,
+                      "a log writer's `lazy` timer writes its full segments while it waits",
+                      "only the logged writes");
 }
 
 int lazy_parse(job_t *job, const char *ln) {
