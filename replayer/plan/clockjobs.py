@@ -115,10 +115,6 @@ class ClockJobs:
 
     target: dict[Role, Clock]
 
-    @classmethod
-    def read(cls, path: str) -> ClockJobs:
-        return cls(clocks(thinkcal.head(path, "--think-calibrate")))
-
     def job(self, stream: str, comm: str) -> Decision | None:
         """The clock of the job of `stream` whose thread is `comm`; None where no
         thread of the target trace in its role is on a clock."""

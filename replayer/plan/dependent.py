@@ -356,9 +356,13 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     # demand.py tells a timer's rest by the sched records, whatever --run-queue says
     sched = schedsplit.read_split(str(opts.trace)) if net or on_demand else None
     split = sched if net else None
-    cal = thinkcal.Calibration.read(str(opts.think_calibrate), str(opts.trace)) if (
-        opts.think_calibrate) else None  # fmt: skip
-    tgt = fromtarget.FromTarget.read(opts, wakes)
+    cal, tgt = None, None
+    if opts.think_calibrate:  # both traces' heads read once, for both
+        path, trace = str(opts.think_calibrate), str(opts.trace)
+        there, mine = thinkcal.head(path, "--think-calibrate"), thinkcal.head(trace, "trace")
+        cal = thinkcal.Calibration.read(path, trace, there, mine)
+        tgt = fromtarget.FromTarget.read(opts, wakes, there, mine)
+        del there, mine
     logs = Logs(tmp / "iologs" if tmp is not None else None)
     state: dict[str, SliceState] = {}
     reach: dict[str, int] = {}

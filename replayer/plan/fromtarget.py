@@ -46,14 +46,19 @@ class FromTarget:
     clocks: dict[str, dict[int, clockjobs.Decision]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, opts: PlanOptions, wakes: Wakes | None) -> FromTarget | None:
+    def read(
+        cls, opts: PlanOptions, wakes: Wakes | None, there: np.ndarray, mine: np.ndarray
+    ) -> FromTarget | None:
+        """From the --think-calibrate trace's head `there` and the plan's trace's
+        `mine` (thinkcal.head: read once for the calibration and for this)."""
         if opts.think_calibrate is None or opts.timing != "dependent":
             return None
-        path = str(opts.think_calibrate)
         timer = None
         if opts.timer_writes == "target":
-            timer = timerwrites.TimerWrites.read(path, str(opts.trace), wakes)
-        clock = clockjobs.ClockJobs.read(path) if opts.clock_jobs == "target" else None
+            timer = timerwrites.TimerWrites.read(str(opts.think_calibrate), there, mine, wakes)
+        clock = None
+        if opts.clock_jobs == "target":
+            clock = clockjobs.ClockJobs(clockjobs.clocks(there))
         return cls(timer, clock)
 
     def _clock(self, name: str, stream: str, who: int, comm: str) -> clockjobs.Decision | None:

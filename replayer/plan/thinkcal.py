@@ -197,10 +197,14 @@ class Calibration:
     jobs: list[Applied] = field(default_factory=list)
 
     @classmethod
-    def read(cls, path: str, source: str) -> Calibration:
-        """From the target trace at `path` and the plan's trace `source`."""
+    def read(
+        cls, path: str, source: str, target_head: np.ndarray | None = None,
+        source_head: np.ndarray | None = None,
+    ) -> Calibration:  # fmt: skip
+        """From the target trace at `path` and the plan's trace `source` (their
+        heads, where the plan has read them already)."""
         opt = "--think-calibrate"
-        r = head(path, opt)
+        r = head(path, opt) if target_head is None else target_head
         if not len(r):
             raise IotapeError(f"{opt} {path}: no requests")
         if not (r["tid"] > 0).any():
@@ -211,7 +215,7 @@ class Calibration:
                 f"{opt} {path}: no sched records (record it with --wakes): a sleep in "
                 "a think cannot be told from CPU"
             )
-        src = head(source, "trace")
+        src = head(source, "trace") if source_head is None else source_head
         if not len(src):  # nothing to calibrate: check() says so
             return cls(path, cpu_thinks(r, split), {}, set())
         mine = cpu_thinks(src, schedsplit.read_split(source))

@@ -159,15 +159,16 @@ class TimerWrites:
     source: dict[Role, Writer]
 
     @classmethod
-    def read(cls, path: str, source: str, source_wakes: Wakes | None) -> TimerWrites | None:
-        """From the target trace at `path` (its requests as thinkcal reads them)
-        and the plan's trace; None where either lacks wake records (then no
-        write can be told a timer's)."""
-        there = read_wakes(path)
-        if there is None or source_wakes is None:
+    def read(
+        cls, path: str, there: np.ndarray, mine: np.ndarray, source_wakes: Wakes | None
+    ) -> TimerWrites | None:
+        """From the target trace at `path` (`there`: its head, thinkcal.head) and
+        the plan's trace (`mine`: its head); None where either lacks wake records
+        (then no write can be told a timer's)."""
+        wakes = read_wakes(path)
+        if wakes is None or source_wakes is None:
             return None
-        mine = writers(thinkcal.head(source, "trace"), source_wakes)
-        return cls(writers(thinkcal.head(path, "--think-calibrate"), there), mine)
+        return cls(writers(there, wakes), writers(mine, source_wakes))
 
     def job(self, stream: str, comm: str) -> Timer:
         """The decision for the job of `stream` whose thread is `comm`."""
