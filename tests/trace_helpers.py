@@ -113,6 +113,20 @@ def make_trace(
         return w.close(footer or {"stop_reason": "duration", "lost": {}, "pre_start": 0})
 
 
+def write_parts(path: Path, parts: list[np.ndarray], wakes: bool, sched: bool) -> Path:
+    """A one-device trace of the one-record arrays `parts` (requests, and wake or
+    sched records where `wakes`/`sched`), in completion order."""
+    from recorder.tracefile.writer import write_trace
+
+    r = np.zeros(len(parts), DT)
+    for i, x in enumerate(parts):
+        r[i] = x[0]
+    r = r[np.argsort(r["ts_complete_ns"], kind="stable")]
+    h = header()
+    h["devices"] = h["devices"][:1]
+    return write_trace(path, h, r, wakes=wakes, sched=sched)
+
+
 def chunk_offsets(path: Path) -> list[int]:
     """Byte offsets of the chunks of a valid file, found by walking it."""
     with open_trace(path) as t:

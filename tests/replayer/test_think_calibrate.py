@@ -9,16 +9,14 @@ import json
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 from test_schedsplit import _sched
 from test_wakeedges import _req
-from trace_helpers import DT, header
+from trace_helpers import write_parts
 
 from base.errors import IotapeError
 from iotape.commands.replay.plan import _print
 from recorder.tracefile.format import SCHED_FIELDS
-from recorder.tracefile.writer import write_trace
 from replayer.plan import thinkcal
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import runner
@@ -61,13 +59,7 @@ def _trace(
                  "log-write", "write", 100 + k)  # fmt: skip
         x["comm"] = b"ese-log-0"
         parts.append(x)
-    r = np.zeros(len(parts), DT)
-    for i, x in enumerate(parts):
-        r[i] = x[0]
-    r = r[np.argsort(r["ts_complete_ns"], kind="stable")]
-    h = header()
-    h["devices"] = h["devices"][:1]
-    return write_trace(path, h, r, wakes=sched, sched=sched)
+    return write_parts(path, parts, wakes=sched, sched=sched)
 
 
 def _plan(tmp_path: Path, name: str, cal: Path | None, **kw) -> tuple[Path, dict]:

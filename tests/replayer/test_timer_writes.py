@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 from test_schedsplit import _sched
 from test_wakeedges import _req, _wake
-from trace_helpers import DT, header
+from trace_helpers import write_parts
 
 from base.errors import IotapeError
 from iotape.commands.replay.plan import _print
 from recorder.tracefile import open_trace
 from recorder.tracefile.format import SCHED_FIELDS
-from recorder.tracefile.writer import write_trace
 from replayer.plan import timerwrites
 from replayer.plan.build import PlanOptions, plan
 from replayer.plan.wakeedges import read_wakes
@@ -84,13 +83,7 @@ def _trace(
         parts += [x, s]
         t += 500_000 + think
         k += 1
-    r = np.zeros(len(parts), DT)
-    for i, x in enumerate(parts):
-        r[i] = x[0]
-    r = r[np.argsort(r["ts_complete_ns"], kind="stable")]
-    h = header()
-    h["devices"] = h["devices"][:1]
-    return write_trace(path, h, r, wakes=True, sched=True)
+    return write_parts(path, parts, wakes=True, sched=True)
 
 
 def _plan(tmp_path: Path, source_timers: bool, target_timers: bool, **kw) -> tuple[Path, dict]:
