@@ -534,18 +534,22 @@ void deps_worker(worker_t *w, tally_t *ty) {
             last = gc_take(job, i, &len);
             pthread_mutex_unlock(&job->mu);
         }
-        struct dreq rest = *q; /* what the timer's writes left of it */
-        rest.off += taken * LAZY_SEGMENT;
-        len -= taken * LAZY_SEGMENT;
-        if (len <= 0) { /* all of it written already: the turn writes its partial alone */
+        struct dreq rest; /* what a log writer's timer writes left of it */
+        if (taken) {
+            rest = *q;
+            rest.off += taken * LAZY_SEGMENT;
+            len -= taken * LAZY_SEGMENT;
+            q = &rest;
+        }
+        if (taken && len <= 0) { /* all written already: the turn's partial goes alone */
             lazy_took(job);
-            deps_done(q->id, at, 0);
+            deps_done(rest.id, at, 0);
             continue;
         }
-        int err = deps_issue(fd, &rest, len);
+        int err = deps_issue(fd, q, len);
         long long done = now_ns();
         if (err) {
-            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, len, rest.off,
+            fail(job, "request %lld (%lld bytes at %lld in %s): %s", q->id, len, q->off,
                  job->target, strerror(err));
             break;
         }

@@ -128,3 +128,17 @@ def test_a_bad_switch_is_one_line(tmp_path: Path) -> None:
     _plan(tmp_path, _jobs("lazy 5000\n", SEG))
     p = _run(tmp_path, IOTAPE_LANES_LAZY="yes")
     assert p.returncode == 2 and "IOTAPE_LANES_LAZY=yes: 1 (" in p.stderr, p.stderr
+
+
+def test_a_flush_of_no_bytes_is_issued_beside_a_timer(tmp_path: Path) -> None:
+    # a request of 0 bytes (a flush: `sync 0 0`) is issued as the plan says, with
+    # or without a timer on its job, on the job's thread or in the event loop: the
+    # timer's writes take only what they wrote (they once took the flush too)
+    for lazy, loop in (("", "1"), ("", "0"), ("lazy 5000\n", "1")):
+        jobs = _jobs(lazy, 2 * SEG)
+        jobs["log"][1].append(f"{4 + READS} {3 + READS} 5 sync 0 0\n")
+        d = tmp_path / f"flush{len(lazy)}{loop}"
+        d.mkdir()
+        doc = _doc(d, jobs, IOTAPE_LANES_EVLOOP=loop)
+        sync = next(j for j in doc["jobs"] if j["jobname"] == "log")["sync"]
+        assert sync["total_ios"] == 1, lazy
