@@ -51,6 +51,8 @@ class SchedSplit:
 
     threads: dict[int, tuple[np.ndarray, np.ndarray]]
     runs: dict[int, np.ndarray] = field(default_factory=dict)
+    # its CPU time since its previous record (cpucycle.py: the CPU a cycle)
+    cpu: dict[int, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: np.ndarray) -> SchedSplit:
@@ -58,11 +60,14 @@ class SchedSplit:
         return cls._of(*_columns(records))
 
     @classmethod
-    def _of(cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray, runs: np.ndarray) -> SchedSplit:
+    def _of(
+        cls, tid: np.ndarray, ts: np.ndarray, rd: np.ndarray, runs: np.ndarray, cpu: np.ndarray
+    ) -> SchedSplit:
         o = np.lexsort((ts, tid))
-        tid, ts, rd, runs = tid[o], ts[o], rd[o], runs[o]
+        tid, ts, rd, runs, cpu = tid[o], ts[o], rd[o], runs[o], cpu[o]
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         ran: dict[int, np.ndarray] = {}
+        used: dict[int, np.ndarray] = {}
         cuts = np.flatnonzero(np.diff(tid)) + 1
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(tid)], strict=True):
             if b > a:
@@ -70,17 +75,19 @@ class SchedSplit:
                 # against a damaged record); runs' low 32 bits may wrap
                 out[int(tid[a])] = (ts[a:b], np.maximum(np.diff(rd[a:b], prepend=rd[a]), 0))
                 ran[int(tid[a])] = np.diff(runs[a:b], prepend=runs[a]) % (1 << 32)
-        return cls(out, ran)
+                used[int(tid[a])] = np.maximum(np.diff(cpu[a:b], prepend=cpu[a]), 0)
+        return cls(out, ran, used)
 
-    def _match(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _match(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per request: whether a sched record of its thread has its ts_queue_ns,
-        that record's run-queue wait since the thread's previous one, and its
-        runs since then (-1 without a record)."""
+        that record's run-queue wait since the thread's previous one, its runs
+        since then (-1 without a record) and its CPU time since then (0 without)."""
         tid = r["tid"].astype(np.int64)
         ts = r["ts_queue_ns"].astype(np.int64)
         hit = np.zeros(len(r), bool)
         wait = np.zeros(len(r), np.int64)
         runs = np.full(len(r), -1, np.int64)
+        cpu = np.zeros(len(r), np.int64)
         for u in np.unique(tid).tolist():
             got = self.threads.get(int(u))
             if got is None:
@@ -93,7 +100,14 @@ class SchedSplit:
             wait[rows[ok]] = waits[k[ok]]
             if int(u) in self.runs:
                 runs[rows[ok]] = self.runs[int(u)][k[ok]]
-        return hit, wait, runs
+            if int(u) in self.cpu:
+                cpu[rows[ok]] = self.cpu[int(u)][k[ok]]
+        return hit, wait, runs, cpu
+
+    def cpu_ns(self, r: np.ndarray) -> np.ndarray:
+        """Each request's thread's CPU time since its previous issue (0 where it
+        has no sched record)."""
+        return self._match(r)[3]
 
     def runs_of(self, r: np.ndarray) -> np.ndarray:
         """Each request's times on a CPU since its thread's previous issue (-1
@@ -121,20 +135,23 @@ def read_split(path: str) -> SchedSplit | None:
     with t:
         if not t.has_sched:
             return None
-        # the four columns kept, not the 80-byte records: 32 bytes a request
+        # the five columns kept, not the 80-byte records: 40 bytes a request
         parts = [_columns(x) for x in t.iter_sched()]
     if not parts:
         return None
     return SchedSplit._of(*(np.concatenate(c) for c in zip(*parts, strict=True)))
 
 
-def _columns(records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sched records' thread, time, run-queue wait and runs so far (int64)."""
+def _columns(
+    records: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sched records' thread, time, run-queue wait, runs and CPU time so far (int64)."""
     return (
         records["tid"].astype(np.int64),
         records["ts_queue_ns"].astype(np.int64),
         records[SCHED_FIELDS["run_delay_ns"]].astype(np.int64),
         records[SCHED_FIELDS["runs"]].astype(np.int64),
+        records[SCHED_FIELDS["on_cpu_ns"]].astype(np.int64),
     )
 
 
