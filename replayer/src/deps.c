@@ -190,12 +190,16 @@ int deps_load(job_t *job) {
         }
         /* a job's own lines from the target's recording: a timer, a clock */
         int lz = lazy_parse(job, ln), ck = lz ? 0 : clock_parse(job, ln);
-        if (lz < 0 || ck < 0) {
+        int cp = lz || ck ? 0 : cpu_parse(job, ln);
+        if (lz < 0 || ck < 0 || cp < 0) {
             fprintf(stderr, "iotape-lanes: %s:%ld: not `%s`: %.80s\n", job->log, ln_no,
-                    lz ? "lazy REST_US (1 to 10000000)" : "clock PERIOD_US LO HI", ln);
+                    lz   ? "lazy REST_US (1 to 10000000)"
+                    : ck ? "clock PERIOD_US LO HI"
+                         : "cpu US (over 0, to 1000000)",
+                    ln);
             exit(2);
         }
-        if (lz || ck)
+        if (lz || ck || cp)
             continue;
         if (job->nreq == cap) {
             cap = cap ? 2 * cap : 1024;
@@ -267,11 +271,13 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
          * not bound: its smallest slept think does. Without a think awake (no
          * spin) the two are one, the floor of before the spin rule. */
         long long floor = LLONG_MAX, floor_asleep = LLONG_MAX;
+        int spends = cpu_job(job);
         for (size_t i = 0; i < job->nreq; i++) {
             struct dreq *q = &job->reqs[i];
             if (!q->absolute && q->t_ns < floor)
                 floor = q->t_ns;
-            if (!q->absolute && !awake_think(q) && q->t_ns < floor_asleep)
+            /* a spending job's think of 0 held no sleep (its CPU is spent): no wake */
+            if (!q->absolute && (spends ? q->t_ns > 0 : !awake_think(q)) && q->t_ns < floor_asleep)
                 floor_asleep = q->t_ns;
         }
         job->think_floor_ns = floor == LLONG_MAX ? 0 : floor;
@@ -281,8 +287,11 @@ void deps_start(job_t *jobs, int n, const own_delay_t *od) {
         for (size_t i = 0; i < job->nreq; i++)
             job->reads_only &= job->reqs[i].dir == READ;
         job->thinks_awake = job->thinks_asleep = 0;
-        for (size_t i = 0; i < job->nreq; i++) /* by its recorded think */
-            job->reqs[i].awake = !job->reqs[i].absolute && awake_think(&job->reqs[i]);
+        /* by its recorded think; a job's think beyond its CPU a cycle is a sleep
+         * (cpubudget.c: the burn is its time awake) */
+        for (size_t i = 0; i < job->nreq; i++)
+            job->reqs[i].awake =
+                !spends && !job->reqs[i].absolute && awake_think(&job->reqs[i]);
         n_fixed += fixed_think(job) > 0;
         for (size_t i = 0; i < job->nreq; i++) {
             struct dreq *q = &job->reqs[i];
@@ -504,7 +513,8 @@ void deps_worker(worker_t *w, tally_t *ty) {
         return;
     }
     int tid = (int)syscall(SYS_gettid);
-    long long last_due = 0;
+    long long last_due = 0, cpu_at = 0; /* its thread's CPU at its previous issue */
+    int spend = cpu_job(job);
     while (!atomic_load(&stop_all)) {
         pthread_mutex_lock(&job->mu);
         size_t i = job->next < job->nreq ? job->next++ : job->nreq;
@@ -522,8 +532,12 @@ void deps_worker(worker_t *w, tally_t *ty) {
         long long due = due_of(q), noticed = hops_on() ? now_ns() : 0;
         last_due = due;
         hop_how |= wait_until(due, q->awake);
+        if (spend) /* its think beyond its CPU waited, then the rest of that CPU (cpubudget.c) */
+            cpu_spend(job, cpu_at);
         if (atomic_load(&stop_all))
             break;
+        if (spend)
+            cpu_at = cpu_now();
         long long at = now_ns(), len = q->len;
         deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);
@@ -564,6 +578,8 @@ void deps_worker(worker_t *w, tally_t *ty) {
             deps_done(job->reqs[m].id, done, 0);
         deps_done(q->id, done, 0);
     }
+    if (spend)
+        job->cpu_thread_ns = cpu_now(); /* depth 1: its one thread's */
     if (hops_on())
         hops_thread_end((int)(job - jobs_of));
     close(fd);
@@ -616,6 +632,7 @@ void deps_report(void) {
     gc_report();
     lazy_report(jobs_of, n_jobs);
     clock_report(jobs_of, n_jobs);
+    cpu_report(jobs_of, n_jobs);
     printf(", \"think_net\": {\"own_floor_us\": %.3f, \"own_awake_us\": %.3f, "
            "\"own_floor_from\": \"%s\"",
            (double)own.ns / 1e3, (double)own.awake_ns / 1e3, own.from);

@@ -110,9 +110,10 @@ int evloop_on(void) {
 }
 
 int evloop_takes(const job_t *job) {
-    /* a log writer's timer (lazywrite.c) waits on threads of its own */
+    /* a log writer's timer (lazywrite.c), a clock (clockjob.c) and a job's CPU a
+     * cycle (cpubudget.c) go on threads of their own */
     return evloop_on() && job->reqs && job->nreq && !job->async && job->thinks_awake > 0 &&
-           !(job->lazy_rest_ns && lazy_on()) && !clock_job(job) &&
+           !(job->lazy_rest_ns && lazy_on()) && !clock_job(job) && !cpu_job(job) &&
            job->thinks_awake >= job->thinks_asleep;
 }
 
