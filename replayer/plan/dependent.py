@@ -82,6 +82,7 @@ class DepJob:
     requests: int = 0
     # its lines from the target's recording (fromtarget.py): a timer, a clock
     lines: fromtarget.JobClock | None = None
+    cpu: str = ""  # its `cpu US` line (cpucycle.py), or none
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Logs:
                 f.write(f"{HEADER}\nopen {job.target}\n".encode())
                 if job.lines is not None:  # fromtarget.py: a log writer's timer
                     f.write(job.lines.head().encode())
+                f.write(job.cpu.encode())
             f.write(data)
 
     def close(self, reach: dict[str, int]) -> None:
@@ -254,6 +256,8 @@ def _deal(s: Slice, st: SliceState, d: deps.Deps, cols: deplines.Columns, logs: 
                 row = order[cuts[g]]
                 comm = bytes(r["comm"][row]).decode(errors="replace")
                 job.lines = tgt.job(s.name, s.stream, w, comm, int(cols.offset[row]))
+            if (a := st.cal.get(w)) is not None and a.cycle is not None:
+                job.cpu = a.cycle.line()
         job.writes = job.writes or bool(writes[order[cuts[g] : cuts[g + 1]]].any())
         jobs.append(job)
     if logs.dir is None:  # a dry run: only counted
@@ -360,7 +364,8 @@ def _plan(opts: PlanOptions, inp: sources.Input, tmp: Path | None) -> PlanResult
     if opts.think_calibrate:  # both traces' heads read once, for both
         path, trace = str(opts.think_calibrate), str(opts.trace)
         there, mine = thinkcal.head(path, "--think-calibrate"), thinkcal.head(trace, "trace")
-        cal = thinkcal.Calibration.read(path, trace, there, mine)
+        spend = opts.cycle_cpu == "target"
+        cal = thinkcal.Calibration.read(path, trace, there, mine, spend, sched)
         tgt = fromtarget.FromTarget.read(opts, wakes, there, mine)
         del there, mine
     logs = Logs(tmp / "iologs" if tmp is not None else None)

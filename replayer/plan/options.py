@@ -67,6 +67,9 @@ class PlanOptions:
     # ... and threads on their own clock there go on until the others finish
     # ("target") or only as the trace has them ("recorded"): clockjobs.py.
     clock_jobs: str = "target"
+    # ... and each synchronous thread's CPU a cycle there spent by its job
+    # ("target"), or its thinks replayed as times ("recorded"): cpucycle.py.
+    cycle_cpu: str = "recorded"
 
 
 SYNTHETIC_LOSES = (

@@ -40,7 +40,7 @@ import numpy as np
 
 from base.errors import IotapeError
 from recorder.tracefile import open_trace
-from replayer.plan import deps, schedsplit
+from replayer.plan import cpucycle, deps, schedsplit
 from schemas import stream_names
 
 LINE_NS = 200_000  # iotape-lanes' spin line (IOTAPE_LANES_SPIN_THINK_US's default)
@@ -152,10 +152,19 @@ class Applied:
     was_ns: int = 0
     now_ns: int = 0
     kept: int = 0  # thinks at or over the line, as recorded
+    # --cycle-cpu target: its CPU a cycle, spent (cpucycle.py), in place of the factor
+    cycle: cpucycle.Cycle | None = None
+    cycles: tuple[list[float], list[float]] | None = None  # [count, mean, p50]: target, source
 
-    def scale(self, think_ns: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    def scale(
+        self, think_ns: np.ndarray, rel: np.ndarray, runs: np.ndarray | None = None
+    ) -> np.ndarray:
         """`think_ns` with each relative (`rel`) think under LINE_NS times the
-        factor, counted."""
+        factor, counted; with a CPU a cycle, each its time beyond the CPU (`runs`:
+        its thread's runs since its previous issue, -1 unknown)."""
+        if self.cycle is not None:
+            return self.cycle.apply(think_ns, rel, runs if runs is not None else
+                                    np.full(len(think_ns), -1))  # fmt: skip
         if self.factor is None:
             return think_ns
         short = rel & (think_ns < LINE_NS)
@@ -167,7 +176,16 @@ class Applied:
         return now
 
     def summary(self) -> dict[str, Any]:
-        return {
+        c = self.cycle
+        spent = {} if self.cycles is None else {
+            "target_cycle_cpu_us": self.cycles[0],
+            "source_cycle_cpu_us": self.cycles[1],
+            "cpu_us": None if c is None else round(c.target_ns / 1000, 3),
+            "thinks_slept": None if c is None else c.slept,
+        }  # fmt: skip
+        if c is not None:  # its thinks are the cycle's
+            self.thinks, self.was_ns, self.now_ns = c.thinks, c.was_ns, c.now_ns
+        return spent | {
             "comm": self.comm,
             "matched": self.matched,
             "why": self.why,
@@ -195,14 +213,20 @@ class Calibration:
     source: dict[Role, np.ndarray]
     asynchronous: set[tuple[str, int]]  # the source's (stream, thread) of depth over one
     jobs: list[Applied] = field(default_factory=list)
+    # --cycle-cpu target (cpucycle.py): each trace's CPU a cycle by role, and the
+    # source's sched records (a think's runs)
+    cycles: tuple[dict[Role, np.ndarray], dict[Role, np.ndarray]] | None = None
+    source_split: schedsplit.SchedSplit | None = None
 
     @classmethod
     def read(
         cls, path: str, source: str, target_head: np.ndarray | None = None,
-        source_head: np.ndarray | None = None,
+        source_head: np.ndarray | None = None, spend: bool = False,
+        source_split: schedsplit.SchedSplit | None = None,
     ) -> Calibration:  # fmt: skip
         """From the target trace at `path` and the plan's trace `source` (their
-        heads, where the plan has read them already)."""
+        heads, and the source's sched records, where the plan has read them
+        already); `spend`: each role's CPU a cycle too (--cycle-cpu target)."""
         opt = "--think-calibrate"
         r = head(path, opt) if target_head is None else target_head
         if not len(r):
@@ -218,17 +242,33 @@ class Calibration:
         src = head(source, "trace") if source_head is None else source_head
         if not len(src):  # nothing to calibrate: check() says so
             return cls(path, cpu_thinks(r, split), {}, set())
-        mine = cpu_thinks(src, schedsplit.read_split(source))
-        return cls(path, cpu_thinks(r, split), mine, asynchronous(src))
+        src_split = source_split or schedsplit.read_split(source)
+        mine = cpu_thinks(src, src_split)
+        out = cls(path, cpu_thinks(r, split), mine, asynchronous(src))
+        if spend:
+            if src_split is None:
+                raise IotapeError(
+                    f"--cycle-cpu target: the trace {source} has no sched records (record "
+                    "it with --wakes): a think's CPU cannot be told from its sleep"
+                )
+            out.cycles = (cpucycle.cycles(r, split, asynchronous(r)),
+                          cpucycle.cycles(src, src_split, out.asynchronous))  # fmt: skip
+            out.source_split = src_split
+        return out
+
+    def _there(self, d: dict[Role, np.ndarray], stream: str, comm: str) -> tuple[
+            np.ndarray | None, str]:  # fmt: skip
+        """The role's figures in the target's `d` by its thread's name, else by its
+        pattern (pooled); how matched."""
+        if (stream, comm) in d:
+            return d[(stream, comm)], "comm"
+        pat = [v for (s, c), v in d.items() if s == stream and pattern(c) == pattern(comm)]
+        return (np.concatenate(pat), "pattern") if pat else (None, "")
 
     def job(self, stream: str, comm: str, tid: int) -> Applied:
         """The calibration of the job of `stream` whose thread `tid` is `comm`."""
         mine = self.source.get((stream, comm))
-        there, how = self.target.get((stream, comm)), "comm"
-        if there is None:
-            pat = [v for (s, c), v in self.target.items() if s == stream and pattern(c) ==
-                   pattern(comm)]  # fmt: skip
-            there, how = (np.concatenate(pat), "pattern") if pat else (None, "")
+        there, how = self._there(self.target, stream, comm)
         a = Applied(comm, how or None, None, _stats(mine), _stats(there))
         if (stream, tid) in self.asynchronous:
             a.why = "asynchronous (more than one in flight): its thinks are not a cycle's CPU"
@@ -240,15 +280,32 @@ class Calibration:
             a.why = "no CPU thinks in the source trace"
         else:
             a.factor = float(there.mean()) / float(mine.mean())
-        if a.why is not None:
+        if self.cycles is not None:
+            self._cycle(a, stream, comm, tid)
+        if a.cycle is not None:  # its CPU spent, in place of a factor
+            a.why, a.factor = None, None
+        elif a.why is not None:
             a.matched = None
         self.jobs.append(a)
         return a
 
+    def _cycle(self, a: Applied, stream: str, comm: str, tid: int) -> None:
+        """The job's CPU a cycle, where its role has one in both traces."""
+        assert self.cycles is not None
+        there, how = self._there(self.cycles[0], stream, comm)
+        mine = self.cycles[1].get((stream, comm))
+        a.cycles = (_stats(there), _stats(mine))
+        if (stream, tid) in self.asynchronous or there is None or len(there) < cpucycle.MIN_CYCLES:
+            return
+        if mine is None or not len(mine):
+            return
+        a.cycle = cpucycle.Cycle(float(there.mean()), float(mine.mean()))
+        a.matched = how
+
     def check(self) -> None:
         """After planning: at least one job calibrated, else the trace matched
         nothing (a different application's?), one line."""
-        if any(a.factor is not None for a in self.jobs):
+        if any(a.factor is not None or a.cycle is not None for a in self.jobs):
             return
         have = sorted({f"{s}/{c}" for s, c in self.target})
         want = sorted({f"{a.comm}" for a in self.jobs})
@@ -267,14 +324,15 @@ def scale_slice(
     submitter's (`sub`, its job's calibration in `mine`, made on its first
     request) short ones scaled; and each row's factor (1 where none)."""
     out, f = think_ns.copy(), np.ones(len(think_ns))
+    runs = cal.source_split.runs_of(r) if cal.source_split is not None else None
     for who in np.unique(sub).tolist():
         m = sub == who
         a = mine.get(who)
         if a is None:
             comm = bytes(r["comm"][np.flatnonzero(m)[0]]).decode(errors="replace")
             a = mine[who] = cal.job(stream, comm, who)
-        out[m] = a.scale(think_ns[m], rel[m])
-        f[m] = a.factor if a.factor is not None else 1.0
+        out[m] = a.scale(think_ns[m], rel[m], runs[m] if runs is not None else None)
+        f[m] = a.factor if a.factor is not None and a.cycle is None else 1.0
     return out, f
 
 
@@ -282,6 +340,14 @@ def note(d: dict[str, Any]) -> str:
     """A stream's calibration in a few words (replay.fio's header, `replay plan`)."""
     out = []
     for a in d.get("think_calibration") or []:
+        if a.get("cpu_us") is not None:
+            was, now = a["think_s"]
+            out.append(
+                f"{a['comm']} spends {a['cpu_us']:g} us CPU a cycle ({a['matched']}; the "
+                f"source's {a['source_cycle_cpu_us'][1]:g} us; {a['thinks']} thinks "
+                f"{was:g} s -> {now:g} s beyond it, {a['thinks_slept']} slept)"
+            )
+            continue
         if a["factor"] is None:
             out.append(f"{a['comm']} as recorded ({a['why']})")
             continue

@@ -5,7 +5,7 @@ shapes fio's plans is refused with them rather than ignored."""
 from __future__ import annotations
 
 from base.errors import IotapeError
-from replayer.plan import clockjobs, demand, groupcommit, schedsplit, timerwrites
+from replayer.plan import clockjobs, cpucycle, demand, groupcommit, schedsplit, timerwrites
 from replayer.plan.options import PlanOptions
 
 TIMINGS = ("recorded", "dependent", "afap")
@@ -32,11 +32,15 @@ def check(opts: PlanOptions) -> None:
         raise IotapeError("--group-commit: only with --timing dependent")
     if opts.think_calibrate is not None and opts.timing != "dependent":
         raise IotapeError("--think-calibrate: only with --timing dependent")
-    for name, v, modes in (("--timer-writes", opts.timer_writes, timerwrites.MODES),
-                           ("--clock-jobs", opts.clock_jobs, clockjobs.MODES)):  # fmt: skip
+    # each one's default is what a plan without the target's recording does
+    for name, v, modes, dflt in (
+        ("--timer-writes", opts.timer_writes, timerwrites.MODES, "target"),
+        ("--clock-jobs", opts.clock_jobs, clockjobs.MODES, "target"),
+        ("--cycle-cpu", opts.cycle_cpu, cpucycle.MODES, "recorded"),
+    ):
         if v not in modes:
             raise IotapeError(f"{name} {v}: not {' or '.join(modes)}")
-        if opts.think_calibrate is None and v != "target":
+        if opts.think_calibrate is None and v != dflt:
             raise IotapeError(f"{name}: only with --think-calibrate (the target's recording)")
     if opts.timing == "recorded":
         if opts.think_scale != 1.0:

@@ -91,6 +91,13 @@ class CalibratedJob(Part):
     thinks: int  # thinks under the spin line so scaled
     think_s: list[float]  # their think time in all, before and after
     long_thinks_kept: int  # relative thinks at or over the line, as recorded
+    # --cycle-cpu target (replayer/plan/cpucycle.py): the CPU a cycle, [count, mean,
+    # p50] us in each trace; the `cpu US` of its log (None: not spent, `why`); of its
+    # thinks, those left a sleep
+    target_cycle_cpu_us: list[float] | None = None
+    source_cycle_cpu_us: list[float] | None = None
+    cpu_us: float | None = None
+    thinks_slept: int | None = None
 
 
 class TimerJob(Part):

@@ -188,6 +188,15 @@ def plan(
             "trace's requests).",
         ),
     ] = "target",
+    cycle_cpu: Annotated[
+        str,
+        typer.Option(
+            help="dependent, with --think-calibrate: target (each synchronous thread "
+            "spends its role's CPU a cycle in that recording before each request, and "
+            "its thinks keep only their sleep; both traces need --wakes) or recorded "
+            "(thinks replayed as times).",
+        ),
+    ] = "recorded",
     host: Annotated[
         list[str] | None,
         typer.Option(
