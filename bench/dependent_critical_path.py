@@ -46,7 +46,7 @@ def _jobs(jobdir: Path) -> tuple[dict[int, tuple[str, Way, Way | None]], dict[st
     reqs = {}
     for log in (jobdir / "iologs").glob("*.log"):
         for line in log.read_text().splitlines()[2:]:
-            if line.startswith(("lazy ", "clock ")):  # lazywrite.c, clockjob.c: no request
+            if line.startswith(("lazy ", "clock ", "cpu ")):  # lazywrite.c, clockjob.c, cpubudget.c
                 continue
             # group commit's clauses: not the plan's path
             f = line.split(" join ")[0].split(" same-turn")[0].split()

@@ -42,6 +42,11 @@ iotape-lanes build (main's), right after this build's, as a peer in the same rou
 (`dependent_replay_before`). `--fixed-peer` also replays each trace dependent with
 every think as recorded (IOTAPE_LANES_FIXED_THINK=0), the replay before a thread's
 fixed think (replayer/src/fixedthink.c). `--variant NAME` (repeatable) runs only those variants.
+`--cycle-cpu` records A's run with its sched records (`--wakes`), runs the job once
+more on B recorded the same way, apart from the truth, and also replays each trace
+dependent with `--think-calibrate` that recording `--cycle-cpu target`
+(`dependent_replay_cycle_cpu`: each thread spends its role's CPU a cycle there,
+replayer/plan/cpucycle.py).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from replay_lab import ROOT, fio_version, machine
 
 from analyzer.lab.hdd import HddModel
 from analyzer.lab.replayed import figures, plan_and_run
+from base.errors import IotapeError
 from recorder.capture import record as rec
 from replayer.plan.build import PlanOptions, plan
 from replayer.run import closedloop, execute, runner
@@ -77,7 +83,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "libaio-qd4-2jobs": {"engine": "libaio", "iodepth": 4, "threads": 2, "ios": 500},
     "io_uring-qd4-2jobs": {"engine": "io_uring", "iodepth": 4, "threads": 2, "ios": 500},
     "psync-8threads-think100us": {"threads": 8, "think_us": 100, "ios": 300},
-    "psync-2threads-nothink": {"threads": 2, "think_us": 0, "ios": 600},
+    # 3,000 each: its SSD-like runs last ~0.1 s (at 600, ~20 ms: fio's IOPS moved x1.4
+    # between two runs of one round)
+    "psync-2threads-nothink": {"threads": 2, "think_us": 0, "ios": 3000},
 }
 
 
@@ -130,8 +138,11 @@ def _fio_figures(res: dict) -> dict:
     return out
 
 
-def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | None) -> dict:
-    """The job itself on `dev` (recorded into `trace` when given): its figures."""
+def run_direct(
+    dev: str, work: Path, args: argparse.Namespace, trace: Path | None, wakes: bool = False
+) -> dict:
+    """The job itself on `dev` (recorded into `trace` when given, with its wakes and
+    sched records where `wakes`): its figures."""
     job = work / f"job-{Path(dev).name}.fio"
     job.write_text(
         job_text(
@@ -144,7 +155,7 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
         if trace is None:
             subprocess.run(cmd, check=True, capture_output=True)
         else:
-            rec.record(rec.RecordOptions(devices=[dev], output=trace, command=cmd))
+            rec.record(rec.RecordOptions(devices=[dev], output=trace, command=cmd, wakes=wakes))
     fig = _fio_figures(json.loads(out.read_text()))
     return fig | {"cpu": h.report(fig["ios"])}
 
@@ -152,23 +163,23 @@ def run_direct(dev: str, work: Path, args: argparse.Namespace, trace: Path | Non
 def replay(
     trace: Path, dev: str, timing: str, work: Path, truth: Path | None = None,
     own_floor_us: float | None = None, condition: str = "idle", env: dict | None = None,
-    lanes: Path | None = None,
+    lanes: Path | None = None, extra: dict | None = None,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` and `replay run` (planned and
     run in the CPU `condition`): its figures (`own_floor_us`: iotape-lanes' own
     delay given instead of timed; `env`: iotape-lanes' other settings; `lanes`:
-    another iotape-lanes build runs it)."""
+    another iotape-lanes build runs it; `extra`: other plan options)."""
     env = dict(env or {})
     if own_floor_us is not None:
         env["IOTAPE_LANES_OWN_FLOOR_US"] = f"{own_floor_us:.3f}"
     tag = "".join(f"-{k.rsplit('_', 2)[-2].lower()}" for k in sorted(env))
-    tag += "" if lanes is None else "-before"
+    tag += ("" if lanes is None else "-before") + ("-cycle-cpu" if extra else "")
     jobdir = work / f"jobs-{timing}{tag}-{Path(dev).name}"
     os.environ.update(env)
     ours, runner.LANES = runner.LANES, lanes or runner.LANES
     try:
         with cpu.held(condition) as h:
-            man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing)
+            man, summary, res, wall = plan_and_run(trace, dev, jobdir, timing, extra)
     finally:
         for k in env:
             os.environ.pop(k, None)
@@ -179,6 +190,8 @@ def replay(
     fig["issued_before_predecessor"] = summary.issued_before_predecessor
     fig["think_slack_us"] = res.get("dependencies", {}).get("think_slack_us")
     fig["evloop_jobs"] = res.get("evloop", {}).get("jobs", 0)
+    if extra:
+        fig["cpu_cycle"] = res.get("dependencies", {}).get("cpu_cycle")
     if timing != "recorded":
         fig["dependencies"] = man["dependencies"]
         fig["think_net"] = res.get("dependencies", {}).get("think_net")
@@ -206,7 +219,7 @@ def _same_logs(trace: Path, dev: str, jobdir: Path, work: Path) -> bool:
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
     names = {lab.fast: "ssd", lab.slow: "hdd"}
     trace = work / f"{names[src]}.iot"
-    original = run_direct(src, work, args, trace)
+    original = run_direct(src, work, args, trace, wakes=args.cycle_cpu)
     truth_trace = work / f"truth-{names[dst]}.iot"
     # The goal's truth is the job as a user runs it on B: no recorder, as the replay
     # runs. The recorded run of it (the fidelity report's truth trace) is kept beside:
@@ -217,6 +230,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     again = run_direct(dst, work, args, None)
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
+    cyc = _cycle_cpu(trace, dst, work, args, truth_trace, names[dst]) if args.cycle_cpu else None
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
     before = getattr(args, "lanes_before", None) and replay(
         trace, dst, "dependent", work, truth_trace, condition=cond, lanes=args.lanes_before
@@ -263,6 +277,9 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
                 f"{prefix}_iops_over_peer": _ratio(peer["iops"], truth["iops"]),
                 f"{prefix}_read_p50_over_peer": _ratio(peer["read_p50_ms"], truth["read_p50_ms"]),
             }
+    if cyc is not None:
+        out["dependent_replay_cycle_cpu"] = cyc
+        out["ratios"] |= _cycle_ratios(cyc, truth, again)
     if before:
         out["dependent_replay_before"] = before
         out["ratios"]["before_iops_over_peer"] = _ratio(before["iops"], truth["iops"])
@@ -274,6 +291,32 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
         }
     _say(out, args)
     return out
+
+
+def _cycle_cpu(
+    trace: Path, dst: str, work: Path, args: argparse.Namespace, truth_trace: Path, name: str
+) -> dict:
+    """--cycle-cpu: the job recorded on `dst` apart from the truth, with its sched
+    records, and the dependent replay of `trace` spending its CPU a cycle."""
+    cal = work / f"calibration-{name}.iot"
+    calibration = run_direct(dst, work, args, cal, wakes=True)
+    try:
+        cyc = replay(trace, dst, "dependent", work, truth_trace, condition=args.condition,
+                     extra={"think_calibrate": cal, "cycle_cpu": "target"})  # fmt: skip
+    except IotapeError as e:  # no job of it spends (asynchronous ones): the plan says why
+        cyc = {"error": str(e)}
+    return cyc | {"calibration_run": calibration}
+
+
+def _cycle_ratios(cyc: dict, truth: dict, again: dict) -> dict:
+    if "error" in cyc:
+        return {}
+    return {
+        "cycle_cpu_iops_over_peer": _ratio(cyc["iops"], truth["iops"]),
+        "cycle_cpu_read_p50_over_peer": _ratio(cyc["read_p50_ms"], truth["read_p50_ms"]),
+        "cycle_cpu_iops_over_peer_again": _ratio(cyc["iops"], again["iops"]),
+        "cycle_cpu_read_p50_over_peer_again": _ratio(cyc["read_p50_ms"], again["read_p50_ms"]),
+    }
 
 
 def _say(out: dict, args: argparse.Namespace) -> None:
@@ -316,6 +359,12 @@ def _say(out: dict, args: argparse.Namespace) -> None:
             f"; thinks as recorded: x{r['as_recorded_iops_over_peer']} IOPS, read p50 "
             f"x{r['as_recorded_read_p50_over_peer']}"
             if "as_recorded_iops_over_peer" in r
+            else ""
+        )
+        + (
+            f"; CPU a cycle: x{r['cycle_cpu_iops_over_peer']} IOPS, read p50 "
+            f"x{r['cycle_cpu_read_p50_over_peer']}"
+            if "cycle_cpu_iops_over_peer" in r
             else ""
         )
         + (
@@ -429,6 +478,13 @@ def main() -> None:
     ap.add_argument("--variant", action="append", choices=list(VARIANTS),
                     help="with --variants: only this one (repeatable)")  # fmt: skip
     ap.add_argument("--lanes-before", type=Path, help="another iotape-lanes build, as a peer")
+    ap.add_argument(
+        "--cycle-cpu",
+        action="store_true",
+        help="record A's run with its sched records (--wakes) and the job once more on B "
+        "apart from the truth, and also replay dependent with --think-calibrate that "
+        "recording --cycle-cpu target (each thread spends its CPU a cycle there)",
+    )
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     args.output = args.output or (OUT_VARIANTS if args.variants else OUT)

@@ -138,14 +138,17 @@ def engine(dev: str, args: argparse.Namespace, work: list[str], trace: Path | No
 def replay(
     trace: Path, dev: str, work: Path, name: str, timing: str = "dependent",
     variant: str | None = None, condition: str = "idle", calibrate: Path | None = None,
+    cycle_cpu: bool = False,
 ) -> dict:  # fmt: skip
     """`replay plan --timing T` of `trace` onto `dev` (`variant`: LT[/RQ], its
-    `--long-thinks LT --run-queue RQ`; `calibrate`: --think-calibrate it), `replay
+    `--long-thinks LT --run-queue RQ`; `calibrate`: --think-calibrate it, with
+    `--cycle-cpu target` where `cycle_cpu`), `replay
     run` (in the CPU `condition`) and `replay fidelity JOBDIR`: transactional IOPS,
     the dependencies and the plan's critical path at 20 us a request."""
     cal = "-cal" if calibrate else ""
     jobdir = work / f"jobs-{name}-{timing}-{(variant or '').replace('/', '-')}{cal}"
     lt: list[str] = ["--think-calibrate", str(calibrate)] if calibrate else []
+    lt += ["--cycle-cpu", "target"] if calibrate and cycle_cpu else []
     if variant:
         long_thinks, _, run_queue = variant.partition("/")
         lt += ["--long-thinks", long_thinks, *(["--run-queue", run_queue] if run_queue else [])]
@@ -231,6 +234,7 @@ def _dependents(
             base if v == CAL else v,
             args.condition,
             cal if v == CAL else None,
+            args.cycle_cpu,
         )
         for v in args.variants
     }

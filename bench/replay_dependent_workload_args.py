@@ -47,6 +47,12 @@ def _calibrations(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--calibrate-seed", type=int, default=7, help="the calibration run's seed")
     ap.add_argument(
+        "--cycle-cpu",
+        action="store_true",
+        help="the calibrated plan also with `--cycle-cpu target` (each thread spends its "
+        "role's CPU a cycle in the calibration: replayer/plan/cpucycle.py)",
+    )
+    ap.add_argument(
         "--calibration",
         type=Path,
         help="a kept calibration (recorded on the target with its wakes, as --calibrate-s "

@@ -46,12 +46,13 @@ Target = str | dict[str, str]  # one device for all, or recorded device NAME -> 
 
 
 def plan_and_run(
-    trace: Path, dev: Target, jobdir: Path, timing: str
+    trace: Path, dev: Target, jobdir: Path, timing: str, extra: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], Any, dict[str, Any], float]:
     """`replay plan --timing TIMING` of `trace` onto `dev` (all its devices mapped
-    there, or recorded device NAME to dev[NAME]; a recorded plan as lanes) and `replay
-    run`: (the plan, the run's summary, results/fio.json, the run's wall time in s)."""
-    return run_planned(planned(trace, dev, jobdir, timing), dev, jobdir)
+    there, or recorded device NAME to dev[NAME]; a recorded plan as lanes; `extra`:
+    other PlanOptions) and `replay run`: (the plan, the run's summary,
+    results/fio.json, the run's wall time in s)."""
+    return run_planned(planned(trace, dev, jobdir, timing, extra), dev, jobdir)
 
 
 def _devices(dev: Target) -> tuple[list[str], list[str]]:
@@ -60,7 +61,9 @@ def _devices(dev: Target) -> tuple[list[str], list[str]]:
     return [f"{n}={p}" for n, p in mapping.items()], list(dict.fromkeys(mapping.values()))
 
 
-def planned(trace: Path, dev: Target, jobdir: Path, timing: str) -> dict[str, Any]:
+def planned(
+    trace: Path, dev: Target, jobdir: Path, timing: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """`replay plan --timing TIMING` of `trace` onto `dev` (as `plan_and_run`; a
     recorded plan as lanes): the plan's manifest."""
     targets, devs = _devices(dev)
@@ -71,7 +74,7 @@ def planned(trace: Path, dev: Target, jobdir: Path, timing: str) -> dict[str, An
     opts = PlanOptions(
         trace=trace, jobdir=jobdir, targets=targets, timing=timing, destroy=devs,
         force=True, layout="lanes" if timing == "recorded" else "auto", mode="exact",
-        group_commit=gc,
+        group_commit=gc, **(extra or {}),
     )  # fmt: skip
     return dict(plan(opts))
 
