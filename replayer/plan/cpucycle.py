@@ -18,8 +18,8 @@ So, per role (thinkcal.py's: the stream and the thread's name), the target
 trace's *CPU a cycle*: the mean, over the role's synchronous threads' requests,
 of the thread's CPU time since its previous issue (its sched records'
 `on_cpu_ns`; the first of each thread has none). A job of the role gets the log
-line `cpu US` (iotape-lanes burns its thread's CPU up to that since its previous
-issue before each request: replayer/src/cpubudget.c), and each of its relative
+line `cpu US` (before each request iotape-lanes burns its thread's CPU up to US a
+cycle since its first: replayer/src/cpubudget.c), and each of its relative
 thinks becomes what of it was not CPU: 0 where the think held no sleep (its
 sched record's runs since the previous issue: at most one, the wake-up at the
 completion), else the think less the source's CPU a cycle for the role (the

@@ -15,9 +15,9 @@
  * sched records) spends that much of its thread's CPU time between one issue and
  * the next: it waits the request's think, which the plan made the think's time
  * beyond its CPU (a sleep, as the application's; 0 where it held none), then burns
- * CPU (CLOCK_THREAD_CPUTIME_ID) until its thread has used US since its previous
- * issue, its own system calls and that sleep's counted (the application's CPU a
- * cycle holds its sleep's system call too), and issues. Where
+ * CPU (CLOCK_THREAD_CPUTIME_ID) until its thread has used US a cycle since its
+ * first issue, its own system calls and that sleep's counted (the application's
+ * CPU a cycle holds its sleep's system call too), and issues. Where
  * the CPUs are free the burn takes US; where threads queue for them it takes
  * longer, as the application's work did. A job of depth 1 on a thread of its own
  * (evloop.c leaves it). IOTAPE_LANES_CPU=0: thinks as logged, no burn. */
@@ -29,6 +29,7 @@
 #include "lanes.h"
 
 static int mode = -1; /* IOTAPE_LANES_CPU: 1, 0; -1 not read */
+#define CPU_AHEAD 8LL /* the most cycles' CPU a job's own work may be ahead by */
 
 int cpu_on(void) {
     return env_switch(&mode, "IOTAPE_LANES_CPU", 1,
@@ -57,16 +58,25 @@ long long cpu_now(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-void cpu_spend(job_t *job, long long since) {
-    if (!since)
-        return; /* its first request: no cycle before it */
-    long long t = cpu_now(), t0 = t, goal = since + job->cpu_cycle_ns;
-    while (t < goal && !atomic_load(&stop_all))
+void cpu_spend(job_t *job) {
+    long long t = cpu_now(), t0 = t;
+    if (!job->cpu_goal_ns) { /* its first request: no cycle before it */
+        job->cpu_goal_ns = t;
+        return;
+    }
+    /* US a cycle on average, as the application's mean: a cycle whose own work
+     * went over it leaves the next ones less to burn (each burnt up to US alone
+     * would spend more than US a cycle, the runner's cycles varying as they do),
+     * at most CPU_AHEAD cycles' worth */
+    job->cpu_goal_ns += job->cpu_cycle_ns;
+    if (job->cpu_goal_ns < t - CPU_AHEAD * job->cpu_cycle_ns)
+        job->cpu_goal_ns = t - CPU_AHEAD * job->cpu_cycle_ns;
+    while (t < job->cpu_goal_ns && !atomic_load(&stop_all))
         t = cpu_now();
     /* depth 1: this thread's alone */
     job->cpu_cycles++;
     job->cpu_burned_ns += t - t0;
-    job->cpu_over += t0 >= goal; /* its own work took the budget already */
+    job->cpu_over += t0 >= job->cpu_goal_ns; /* its own work had spent it already */
 }
 
 void cpu_report(const job_t *jobs, int n) {

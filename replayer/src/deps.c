@@ -513,7 +513,7 @@ void deps_worker(worker_t *w, tally_t *ty) {
         return;
     }
     int tid = (int)syscall(SYS_gettid);
-    long long last_due = 0, cpu_at = 0; /* its thread's CPU at its previous issue */
+    long long last_due = 0;
     int spend = cpu_job(job);
     while (!atomic_load(&stop_all)) {
         pthread_mutex_lock(&job->mu);
@@ -533,11 +533,9 @@ void deps_worker(worker_t *w, tally_t *ty) {
         last_due = due;
         hop_how |= wait_until(due, q->awake);
         if (spend) /* its think beyond its CPU waited, then the rest of that CPU (cpubudget.c) */
-            cpu_spend(job, cpu_at);
+            cpu_spend(job);
         if (atomic_load(&stop_all))
             break;
-        if (spend)
-            cpu_at = cpu_now();
         long long at = now_ns(), len = q->len;
         deps_early(q, at);
         atomic_store_explicit(&issued[q->id], 1, memory_order_relaxed);

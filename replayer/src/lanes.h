@@ -74,9 +74,10 @@ typedef struct {
     /* a job on its own clock (clockjob.c): its period (0: none), where its
      * requests go on (lo to hi), how many it made past its log */
     long long clock_period_ns, clock_lo, clock_hi, clock_requests;
-    /* its CPU a cycle (cpubudget.c; 0: none), the cycles it spent CPU before, the
-     * CPU so burnt, the cycles its own work had spent it already, its thread's CPU */
-    long long cpu_cycle_ns, cpu_cycles, cpu_burned_ns, cpu_over, cpu_thread_ns;
+    /* its CPU a cycle (cpubudget.c; 0: none), its thread's CPU time to reach
+     * before its next request, the cycles it spent CPU before, the CPU so burnt,
+     * the cycles its own work had spent it already, its thread's CPU at its end */
+    long long cpu_cycle_ns, cpu_goal_ns, cpu_cycles, cpu_burned_ns, cpu_over, cpu_thread_ns;
     int reads_only;           /* a dependent job of reads alone: its target opened read-only */
     int in_loop;              /* driven by the event loop (evloop.c), not threads of its own */
 } job_t;
@@ -263,9 +264,9 @@ int cpu_on(void);
 int cpu_job(const job_t *job); /* 1: it has a CPU a cycle (depth 1), and it is on */
 int cpu_parse(job_t *job, const char *ln); /* 1: a `cpu` line (-1: malformed) */
 long long cpu_now(void);                   /* the calling thread's CPU time, ns */
-/* burn CPU until the thread has spent the job's CPU a cycle since `since` (its
- * CPU time at its previous issue; 0: none before) */
-void cpu_spend(job_t *job, long long since);
+/* before a request (depth 1: on the job's one thread): burn CPU until the thread
+ * has spent the job's CPU a cycle for each cycle since its first request */
+void cpu_spend(job_t *job);
 void cpu_report(const job_t *jobs, int n);
 
 /* groupcommit.c: a log writer's write taking the writes after it that the
