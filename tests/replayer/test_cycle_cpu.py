@@ -104,9 +104,10 @@ def test_a_synchronous_job_spends_the_targets_cpu_and_keeps_only_its_sleeps(
     assert w["cpu_us"] is None and "asynchronous" in w["why"]
     writer = f"db0.log-write.t{WRITER}"
     assert _lines(jobdir, writer) == _lines(plain, writer)
-    assert "fio-0 spends 12 us CPU a cycle (comm; the source's 30 us" in (
-        jobdir / "replay.fio"
-    ).read_text()
+    assert (
+        "fio-0 spends 12 us CPU a cycle (comm; the source's 30 us"
+        in (jobdir / "replay.fio").read_text()
+    )
 
 
 def test_replay_plan_prints_the_cpu_a_cycle(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
