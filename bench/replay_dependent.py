@@ -219,7 +219,8 @@ def _same_logs(trace: Path, dev: str, jobdir: Path, work: Path) -> bool:
 def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Namespace) -> dict:
     names = {lab.fast: "ssd", lab.slow: "hdd"}
     trace = work / f"{names[src]}.iot"
-    original = run_direct(src, work, args, trace, wakes=args.cycle_cpu)
+    spend = getattr(args, "cycle_cpu", False)
+    original = run_direct(src, work, args, trace, wakes=spend)
     truth_trace = work / f"truth-{names[dst]}.iot"
     # The goal's truth is the job as a user runs it on B: no recorder, as the replay
     # runs. The recorded run of it (the fidelity report's truth trace) is kept beside:
@@ -230,7 +231,7 @@ def direction(lab: HybridLab, src: str, dst: str, work: Path, args: argparse.Nam
     again = run_direct(dst, work, args, None)
     truth_rec = run_direct(dst, work, args, truth_trace)
     cond = args.condition
-    cyc = _cycle_cpu(trace, dst, work, args, truth_trace, names[dst]) if args.cycle_cpu else None
+    cyc = _cycle_cpu(trace, dst, work, args, truth_trace, names[dst]) if spend else None
     dep = replay(trace, dst, "dependent", work, truth_trace, condition=cond)
     before = getattr(args, "lanes_before", None) and replay(
         trace, dst, "dependent", work, truth_trace, condition=cond, lanes=args.lanes_before

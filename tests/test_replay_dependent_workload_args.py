@@ -109,8 +109,9 @@ def test_the_judged_replay_alone_plans_the_first_variant_calibrated(
     args.variants = variants(args)
     got = bench._dependents(Path("t.iot"), "/dev/x", tmp_path, "l", kept, args)
     assert list(got) == [CAL]
-    ((_, _, _, _, timing, variant, condition, cal),) = calls
+    ((_, _, _, _, timing, variant, condition, cal, cycle_cpu),) = calls
     assert (timing, variant, condition, cal) == ("dependent", "demand", "awake", kept)
+    assert cycle_cpu is False  # --cycle-cpu not given: the factor's plan
     # with its peers: the same calibrated plan first, then each plain one uncalibrated
     calls.clear()
     _, args = _parse("--directions", "hdd-ssd", "--long-thinks", "demand,recorded",
