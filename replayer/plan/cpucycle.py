@@ -10,7 +10,7 @@ Where the target's device is served by the host's CPUs (a loop device's worker,
 a FUSE disk model) or the application's threads outnumber the CPUs, the
 application's CPU decides how fast the requests go and how long each is served,
 and a think replayed as a time holds none of it: fio's 8 processes with 100 us
-thinks fill this VM's 2 vCPUs and the replay ran 14-38 % faster; fio's 2
+thinks fill this VM's 2 vCPUs and the replay ran x1.23-1.56 fio's IOPS; fio's 2
 processes without a think keep both busy beside the loop device's worker and the
 replay read in half fio's time (docs/benchmarks.md "The CPU a cycle").
 
@@ -69,14 +69,12 @@ def cycles(
 @dataclass
 class Cycle:
     """A job's CPU a cycle: the target's (its `cpu` line) and the source's (taken
-    out of its slept thinks), and its thinks so made (counted as the plan goes)."""
+    out of its slept thinks), and how many of its thinks kept a sleep (counted as
+    the plan goes; thinkcal.Applied counts them all)."""
 
     target_ns: float
     source_ns: float
-    thinks: int = 0
-    slept: int = 0  # of them, left over 0: a sleep
-    was_ns: int = 0
-    now_ns: int = 0
+    slept: int = 0
 
     def apply(self, think_ns: np.ndarray, rel: np.ndarray, runs: np.ndarray) -> np.ndarray:
         """`think_ns` with each relative (`rel`) one its time beyond the CPU: 0
@@ -84,10 +82,7 @@ class Cycle:
         at most 1), else less the source's CPU a cycle."""
         beyond = np.maximum(think_ns - np.int64(round(self.source_ns)), 0)
         now = np.where(rel, np.where((runs >= 0) & (runs <= 1), 0, beyond), think_ns)
-        self.thinks += int(rel.sum())
         self.slept += int((rel & (now > 0)).sum())
-        self.was_ns += int(think_ns[rel].sum())
-        self.now_ns += int(now[rel].sum())
         return now
 
     def line(self) -> str:

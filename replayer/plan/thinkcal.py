@@ -163,8 +163,12 @@ class Applied:
         factor, counted; with a CPU a cycle, each its time beyond the CPU (`runs`:
         its thread's runs since its previous issue, -1 unknown)."""
         if self.cycle is not None:
-            return self.cycle.apply(think_ns, rel, runs if runs is not None else
-                                    np.full(len(think_ns), -1))  # fmt: skip
+            now = self.cycle.apply(think_ns, rel, runs if runs is not None else
+                                   np.full(len(think_ns), -1))  # fmt: skip
+            self.thinks += int(rel.sum())
+            self.was_ns += int(think_ns[rel].sum())
+            self.now_ns += int(now[rel].sum())
+            return now
         if self.factor is None:
             return think_ns
         short = rel & (think_ns < LINE_NS)
@@ -183,8 +187,6 @@ class Applied:
             "cpu_us": None if c is None else round(c.target_ns / 1000, 3),
             "thinks_slept": None if c is None else c.slept,
         }  # fmt: skip
-        if c is not None:  # its thinks are the cycle's
-            self.thinks, self.was_ns, self.now_ns = c.thinks, c.was_ns, c.now_ns
         return spent | {
             "comm": self.comm,
             "matched": self.matched,

@@ -6,11 +6,11 @@
  * the application's threads outnumber the CPUs, that CPU decides how fast the
  * requests go and how long each is served: fio's 8 processes with 100 us thinks
  * fill this VM's 2 vCPUs, and the replay's threads, which spend a fraction of
- * that, ran 14-38 % faster than fio; fio's 2 processes without a think keep both
+ * that, ran x1.23-1.56 fio's IOPS; fio's 2 processes without a think keep both
  * vCPUs busy beside the loop device's worker, and the replay's one event loop
  * read in half fio's time. A think replayed as a time waited holds none of this.
  *
- * So a job whose log says `cpu US` (the plan's, with --think-cpu budget: the
+ * So a job whose log says `cpu US` (the plan's, with --cycle-cpu target: the
  * mean CPU a cycle of its role's threads in the target's recording, from their
  * sched records) spends that much of its thread's CPU time between one issue and
  * the next: it waits the request's think, which the plan made the think's time
